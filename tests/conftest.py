@@ -1,0 +1,69 @@
+"""Shared fixtures. Real Redis at 127.0.0.1:6379 (db 9, flushed per test) for anything that
+runs lanes or events across OS processes; fakeredis only for the embedded shape.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from tests.helpers import server_env
+from vancetope_brain.config import Config
+from vancetope_brain.identity import Principal
+from vancetope_brain.llm import ChatModel
+from vancetope_brain.runtime import Brain
+from workers.celery_app import create_celery
+from workers.embedded import EmbeddedWorker
+
+pytest_plugins = ["vancetope_brain.llm.pytest_plugin"]
+
+REDIS_URL = os.environ.get("VANCETOPE_TEST_REDIS_URL", "redis://127.0.0.1:6379/9")
+
+@pytest.fixture
+def redis_url() -> Iterator[str]:
+    """The real Redis, emptied before and after the test."""
+    client = redis.Redis.from_url(REDIS_URL)
+    try:
+        client.ping()
+    except redis.ConnectionError as e:
+        pytest.fail(f"Redis is not answering at {REDIS_URL}: start it with "
+                    f"`redis-server --daemonize yes --port 6379 --save ''` ({e})")
+    client.flushdb()
+    yield REDIS_URL
+    client.flushdb()
+    client.close()
+
+
+class Embedded:
+    """A brain with a real in-process Celery worker (memory:// broker, fakeredis, SQLite).
+
+    Tests set ``model`` to the double their turns should use.
+    """
+
+    def __init__(self, data_dir: Path) -> None:
+        self.model: ChatModel | None = None
+        config = Config.from_env(server_env(data_dir))
+        config.data_dir.mkdir(parents=True, exist_ok=True)
+        app = create_celery(config, model_for=lambda process: self.model)
+        self.brain: Brain = app.vancetope_brain()
+        self.worker = EmbeddedWorker(app, concurrency=4, sweep_interval=config.sweep_interval)
+        self.worker.start()
+        self.brain.identity.create_tenant("acme", "acme")
+        self.brain.identity.create_user("acme", "ada", "ada")
+        self.who = Principal("acme", "ada")
+
+    def stop(self) -> None:
+        # Celery's consumer loop notices a stop only every 2 s, hence one worker per module.
+        self.worker.stop()
+        self.brain.close()
+
+
+@pytest.fixture(scope="module")
+def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Embedded]:
+    emb = Embedded(tmp_path_factory.mktemp("embedded"))
+    yield emb
+    emb.stop()

@@ -1,0 +1,215 @@
+"""The WebSocket protocol class against a fake socket, with a real embedded worker behind it."""
+
+from __future__ import annotations
+
+import json
+import queue
+import threading
+
+import pytest
+
+from tests.helpers import wait_for
+from vancetope_brain import keys
+from vancetope_brain.events import EventListener, EventType
+from vancetope_brain.identity import Principal
+from vancetope_brain.llm.testing import FunctionModel
+from vancetope_brain.models import ProcessStatus
+from vancetope_gateway.protocol import Connection, ConnState
+
+
+class FakeSocket:
+    def __init__(self) -> None:
+        self.inbox: queue.Queue[str | bytes | None] = queue.Queue()
+        self.sent: list[dict] = []
+        self._lock = threading.Lock()
+
+    def receive(self, timeout=None):
+        return self.inbox.get(timeout=timeout)
+
+    def send(self, data: str) -> None:
+        with self._lock:
+            self.sent.append(json.loads(data))
+
+    def frames(self, type: str | None = None, reply_to: str | None = None) -> list[dict]:
+        with self._lock:
+            return [f for f in self.sent if (type is None or f["type"] == type)
+                    and (reply_to is None or f.get("replyTo") == reply_to)]
+
+
+class Client:
+    """Drives a Connection on a thread, like a socket would."""
+
+    def __init__(self, emb, who: Principal, max_frame_bytes: int = 65536) -> None:
+        self.sock = FakeSocket()
+        self.listener = EventListener(emb.brain.redis, block_ms=20)
+        self.conn = Connection(self.sock, who, emb.brain, self.listener, llm="test model",
+                               max_frame_bytes=max_frame_bytes)
+        self.thread = threading.Thread(target=self.conn.run, daemon=True)
+        self.thread.start()
+        self._n = 0
+
+    def send_raw(self, raw) -> None:
+        self.sock.inbox.put(raw)
+
+    def request(self, type: str, **data) -> dict:
+        self._n += 1
+        rid = f"r{self._n}"
+        self.send_raw(json.dumps({"type": type, "id": rid, "data": data}))
+        return wait_for(lambda: (f := self.sock.frames(reply_to=rid)) and f[0],
+                        what=f"reply to {type}")
+
+    def events(self) -> list[dict]:
+        return [f["data"] for f in self.sock.frames("event")]
+
+    def close(self) -> None:
+        self.sock.inbox.put(None)
+        self.thread.join(5)
+        self.listener.close()
+
+
+@pytest.fixture
+def emb(embedded):
+    embedded.model = FunctionModel(lambda m, t: f"echo: {m[-1].content}")
+    return embedded
+
+
+@pytest.fixture
+def client(emb):
+    c = Client(emb, emb.who)
+    yield c
+    c.close()
+
+
+def _reply_done(client: Client, content: str) -> list[dict]:
+    return wait_for(lambda: [e for e in client.events() if e["type"] == "chat-message"
+                             and e["data"]["content"] == content],
+                    what=f"chat-message {content!r}")
+
+
+def test_welcome_comes_first(client):
+    welcome = wait_for(lambda: client.sock.frames("welcome"))[0]
+    assert client.sock.sent[0] is welcome
+    assert welcome["data"]["userId"] == "ada" and welcome["data"]["llm"] == "test model"
+
+
+def test_session_create_steer_and_streamed_reply(client):
+    reply = client.request("session-create", title="t1")
+    assert reply["type"] == "session-create"
+    pid = reply["data"]["chatProcessId"]
+    steer = client.request("process-steer", targetThinkProcessId=pid, content="hello")
+    assert steer["type"] == "process-steer" and steer["data"]["seq"] == 1
+    _reply_done(client, "echo: hello")
+    events = client.events()
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    assert "".join(e["data"]["text"] for e in events if e["type"] == "token") == "echo: hello"
+    history = client.request("chat-history", processId=pid)["data"]["messages"]
+    assert [(m["role"], m["content"]) for m in history] == [
+        ("user", "hello"), ("assistant", "echo: hello")]
+    assert client.conn.state is ConnState.BOUND
+
+
+def test_session_list_and_resume_replays_exactly_what_was_missed(emb, client):
+    created = client.request("session-create")["data"]
+    sid, pid = created["session"]["id"], created["chatProcessId"]
+    client.request("process-steer", targetThinkProcessId=pid, content="one")
+    _reply_done(client, "echo: one")
+    seen = wait_for(lambda: (ev := client.events()) and ev[-1]["data"].get("to") == "IDLE" and ev)
+    cut = seen[len(seen) // 2]["seq"]
+    client.request("process-steer", targetThinkProcessId=pid, content="two")
+    _reply_done(client, "echo: two")
+    full = wait_for(lambda: (ev := client.events()) and ev[-1]["data"].get("to") == "IDLE"
+                    and ev[-1]["seq"] > seen[-1]["seq"] and ev)
+
+    other = Client(emb, emb.who)
+    try:
+        listing = other.request("session-list")["data"]["sessions"]
+        assert sid in [s["id"] for s in listing]
+        other.request("session-resume", sessionId=sid, lastSeq=cut)
+        wait_for(lambda: len(other.events()) == len(full) - cut, what="replay")
+        assert other.events() == full[cut:]
+    finally:
+        other.close()
+
+
+@pytest.mark.parametrize(("raw", "code"), [
+    ("{not json", "bad_json"),
+    ('["a list"]', "invalid_input"),
+    ('{"type": "nope", "id": "1"}', "unknown_type"),
+    ('{"type": "ping"}', "invalid_input"),
+    ('{"type": "process-steer", "id": "1", "data": {"content": "x"}}', "invalid_input"),
+    ('{"type": "chat-history", "id": "1", "data": {"processId": "p", "limit": 9999}}',
+     "invalid_input"),
+    ('{"type": "session-resume", "id": "1", "data": {"sessionId": "ses_nope"}}', "not_found"),
+    ('{"type": "process-steer", "id": "1", "data": {"targetThinkProcessId": "p", '
+     '"content": "hi"}}', "conflict"),
+    (b"\x00binary", "invalid_input"),
+])
+def test_bad_frames_get_an_error_and_the_connection_stays_usable(client, raw, code):
+    client.send_raw(raw)
+    error = wait_for(lambda: client.sock.frames("error"))[0]
+    assert error["data"]["code"] == code, error
+    assert client.request("ping")["type"] == "ping"
+
+
+def test_oversized_frame_is_refused_and_nothing_stored(emb):
+    c = Client(emb, emb.who, max_frame_bytes=200)
+    try:
+        pid = c.request("session-create")["data"]["chatProcessId"]
+        c.send_raw(json.dumps({"type": "process-steer", "id": "big",
+                               "data": {"targetThinkProcessId": pid, "content": "x" * 500}}))
+        error = wait_for(lambda: c.sock.frames("error"))[0]
+        assert error["data"]["code"] == "invalid_input" and "larger" in error["data"]["message"]
+        assert emb.brain.store.pending_messages("acme", pid) == []
+        assert emb.brain.store.chat_history("acme", pid) == []
+    finally:
+        c.close()
+
+
+def test_foreign_ids_look_missing(emb, client):
+    globex = emb.brain.identity.create_tenant("globex")
+    eve_user = emb.brain.identity.create_user(globex.id, "eve")
+    mine = client.request("session-create")["data"]
+    eve = Client(emb, Principal(eve_user.tenant_id, eve_user.id))
+    bob_user = emb.brain.identity.create_user("acme", "bob")
+    bob = Client(emb, Principal("acme", bob_user.id))
+    try:
+        for intruder in (eve, bob):
+            resume = intruder.request("session-resume", sessionId=mine["session"]["id"])
+            assert resume["data"]["code"] == "not_found"
+            history = intruder.request("chat-history", processId=mine["chatProcessId"])
+            assert history["data"]["code"] == "not_found"
+            assert intruder.request("session-list")["data"]["sessions"] == []
+            intruder.request("session-create")
+            steer = intruder.request("process-steer", targetThinkProcessId=mine["chatProcessId"],
+                                     content="hi")
+            assert steer["data"]["code"] == "not_found"
+    finally:
+        eve.close()
+        bob.close()
+    assert emb.brain.store.pending_messages("acme", mine["chatProcessId"]) == []
+
+
+def test_rate_limit(emb, client):
+    client.conn._bucket = type(client.conn._bucket)(rate=0.001, burst=3)
+    replies = [client.request("ping") for _ in range(4)]
+    assert [r["type"] for r in replies] == ["ping", "ping", "ping", "error"]
+    assert replies[-1]["data"]["code"] == "rate_limited"
+
+
+def test_events_gap_when_the_log_was_trimmed(emb, client):
+    created = client.request("session-create")["data"]
+    sid = created["session"]["id"]
+    wait_for(lambda: emb.brain.store.get_process("acme", created["chatProcessId"]).status
+             is ProcessStatus.IDLE)
+    for i in range(3):
+        emb.brain.events.publish(sid, created["chatProcessId"], EventType.TOKEN, {"text": str(i)})
+    last = emb.brain.events.last_seq(sid)
+    # As MAXLEN trimming would do (fakeredis ignores XTRIM MINID).
+    emb.brain.redis.xdel(keys.events(sid), *[f"{n}-0" for n in range(1, last)])
+    other = Client(emb, emb.who)
+    try:
+        other.request("session-resume", sessionId=sid, lastSeq=0)
+        gap = wait_for(lambda: other.sock.frames("events-gap"))[0]["data"]
+        assert gap == {"sessionId": sid, "requestedAfter": 0, "firstAvailable": last}
+    finally:
+        other.close()

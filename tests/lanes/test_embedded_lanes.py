@@ -1,0 +1,148 @@
+"""Lane turns in the embedded shape: a real in-process Celery worker, fakeredis, SQLite."""
+
+from __future__ import annotations
+
+import threading
+
+from tests.helpers import wait_for
+from vancetope_brain.errors import LlmError
+from vancetope_brain.events import EventType
+from vancetope_brain.llm.testing import FunctionModel, ScriptedModel
+from vancetope_brain.models import (
+    ChatRole,
+    CloseReason,
+    InboxMessage,
+    ProcessStatus,
+    ThinkProcess,
+    UserChatInput,
+    new_id,
+)
+
+
+def _chat(emb, pid, n):
+    return wait_for(lambda: (h := emb.brain.store.chat_history("acme", pid, limit=1000))
+                    and len(h) >= n and h, what=f"{n} chat lines")
+
+
+def test_user_message_gets_a_streamed_reply(embedded):
+    emb = embedded
+    emb.model = ScriptedModel(["Hello Ada, nice to meet you."])
+    session = emb.brain.sessions.create_interactive(emb.who)
+    pid = session.chat_process_id
+    emb.brain.sessions.steer(emb.who, pid, "hi")
+    lines = _chat(emb, pid, 2)
+    assert [(x.role, x.content) for x in lines] == [
+        (ChatRole.USER, "hi"), (ChatRole.ASSISTANT, "Hello Ada, nice to meet you.")]
+    events = wait_for(lambda: (ev := emb.brain.events.read(session.id, 0))
+                      and ev[-1].type is EventType.STATUS_CHANGED
+                      and ev[-1].data["to"] == "IDLE" and ev)
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    tokens = "".join(e.data["text"] for e in events if e.type is EventType.TOKEN)
+    assert tokens == "Hello Ada, nice to meet you."
+    assert emb.brain.store.get_process("acme", pid).status is ProcessStatus.IDLE
+
+
+def test_concurrent_senders_each_message_once_in_order(embedded):
+    emb = embedded
+    emb.model = FunctionModel(lambda messages, tools: "ok")
+    pid = emb.brain.sessions.create_interactive(emb.who).chat_process_id
+
+    seq_of: dict[str, int] = {}
+
+    def send(sender: int) -> None:
+        for i in range(15):
+            message, _ = emb.brain.sessions.steer(emb.who, pid, f"s{sender}-m{i}")
+            seq_of[message.id] = message.seq
+
+    threads = [threading.Thread(target=send, args=(s,)) for s in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wait_for(lambda: not emb.brain.store.pending_messages("acme", pid)
+             and emb.brain.store.get_process("acme", pid).status is ProcessStatus.IDLE,
+             what="inbox drained")
+    lines = emb.brain.store.chat_history("acme", pid, limit=1000)
+    user_lines = [x for x in lines if x.role is ChatRole.USER]
+    assert sorted(x.content for x in user_lines) == sorted(
+        f"s{s}-m{i}" for s in range(6) for i in range(15))
+    # Chat order follows inbox sequence order.
+    seqs = [seq_of[x.source_message_id] for x in user_lines]
+    assert seqs == sorted(seqs)
+    turns = emb.brain.store.turn_records("acme", pid)
+    for a, b in zip(turns, turns[1:], strict=False):
+        assert a.ended_at <= b.started_at and a.epoch < b.epoch
+
+
+def test_llm_failure_becomes_an_error_line_and_the_process_stays_usable(embedded):
+    emb = embedded
+    emb.model = ScriptedModel([LlmError("endpoint said 503"), "recovered"])
+    pid = emb.brain.sessions.create_interactive(emb.who).chat_process_id
+    emb.brain.sessions.steer(emb.who, pid, "first")
+    lines = _chat(emb, pid, 2)
+    assert lines[1].role is ChatRole.ERROR and "503" in lines[1].content
+    emb.brain.sessions.steer(emb.who, pid, "second")
+    lines = _chat(emb, pid, 4)
+    assert lines[3].content == "recovered"
+    assert emb.brain.store.get_process("acme", pid).status is ProcessStatus.IDLE
+
+
+def test_engine_crash_closes_the_process_failed(embedded):
+    def boom(messages, tools):
+        raise ZeroDivisionError("engine bug")
+
+    emb = embedded
+    emb.model = FunctionModel(boom)
+    pid = emb.brain.sessions.create_interactive(emb.who).chat_process_id
+    emb.brain.sessions.steer(emb.who, pid, "hello")
+    wait_for(lambda: emb.brain.store.get_process("acme", pid).status is ProcessStatus.CLOSED)
+    process = emb.brain.store.get_process("acme", pid)
+    assert process.close_reason is CloseReason.FAILED
+    assert "ZeroDivisionError" in process.last_error
+    assert not emb.brain.store.pending_messages("acme", pid)
+
+
+def _raw_process(emb, engine: str, version: str) -> ThinkProcess:
+    session = emb.brain.sessions.create_interactive(emb.who)
+    process = ThinkProcess(id=new_id("proc"), tenant_id="acme", session_id=session.id,
+                           user_id="ada", name="w", engine=engine, engine_version=version)
+    emb.brain.store.create_process(process)
+    return process
+
+
+def test_missing_engine_or_major_version_change_makes_the_process_stale(embedded):
+    emb = embedded
+    emb.model = ScriptedModel([])
+    gone = _raw_process(emb, "forde", "1.0.0")
+    old = _raw_process(emb, "ford", "0.9.0")
+    for p in (gone, old):
+        emb.brain.waker.wake("acme", p.id)
+    for p in (gone, old):
+        wait_for(lambda p=p: emb.brain.store.get_process("acme", p.id).status
+                 is ProcessStatus.CLOSED)
+        assert emb.brain.store.get_process("acme", p.id).close_reason is CloseReason.STALE
+
+
+def test_sweeper_recovers_a_message_whose_wake_was_lost(embedded):
+    emb = embedded
+    emb.model = ScriptedModel(["found you"])
+    pid = emb.brain.sessions.create_interactive(emb.who).chat_process_id
+    wait_for(lambda: emb.brain.store.get_process("acme", pid).status is ProcessStatus.IDLE)
+    # Persist without waking, as if the broker had lost the task.
+    emb.brain.store.append_message(InboxMessage(
+        id=new_id("msg"), tenant_id="acme", target_process_id=pid,
+        message=UserChatInput(from_user="ada", content="anyone?")))
+    lines = _chat(emb, pid, 2)
+    assert lines[1].content == "found you"
+
+
+def test_repeated_idempotency_key_is_one_message(embedded):
+    emb = embedded
+    emb.model = FunctionModel(lambda m, t: "ok")
+    pid = emb.brain.sessions.create_interactive(emb.who).chat_process_id
+    first, created1 = emb.brain.sessions.steer(emb.who, pid, "once", idempotency_key="k1")
+    again, created2 = emb.brain.sessions.steer(emb.who, pid, "once", idempotency_key="k1")
+    assert (created1, created2) == (True, False) and first.id == again.id
+    _chat(emb, pid, 2)
+    wait_for(lambda: emb.brain.store.get_process("acme", pid).status is ProcessStatus.IDLE)
+    assert [x.content for x in emb.brain.store.chat_history("acme", pid)].count("once") == 1

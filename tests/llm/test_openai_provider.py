@@ -1,0 +1,266 @@
+"""OpenAiChatModel through the real ``openai`` client against the fake server on loopback."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+from collections.abc import Iterator
+
+import openai
+import pytest
+
+from vancetope_brain.errors import LlmError
+from vancetope_brain.llm.base import LlmMessage, ToolCall, ToolSpec
+from vancetope_brain.llm.openai_provider import OpenAiChatModel, safe_url
+
+from .fake_openai_server import Call, FakeOpenAiServer, HttpError, Raw, Stall, Text, ToolCalls
+
+KEY = "sk-test-secret-key-0123456789"
+USER = [LlmMessage(role="user", content="hi")]
+
+
+@pytest.fixture
+def server() -> Iterator[FakeOpenAiServer]:
+    with FakeOpenAiServer() as s:
+        yield s
+
+
+def make(server: FakeOpenAiServer, **kw: object) -> OpenAiChatModel:
+    options: dict = {"api_key": KEY, "base_url": server.base_url, "timeout": 3.0, "max_retries": 0}
+    options.update(kw)
+    return OpenAiChatModel("fake-model", **options)
+
+
+def test_streamed_text_reaches_on_token_in_order(server: FakeOpenAiServer) -> None:
+    text = "Hello there, this answer arrives in several pieces."
+    server.script(Text(text, chunks=4))
+    tokens: list[str] = []
+    response = make(server).complete(USER, on_token=tokens.append)
+    assert len(tokens) == 4
+    assert "".join(tokens) == response.content == text
+    assert response.finish_reason == "stop"
+    assert response.model == "fake-model"
+    assert response.tool_calls == ()
+    assert response.usage == {}  # this server ignored stream_options
+
+
+def test_usage_and_finish_reason_when_sent(server: FakeOpenAiServer) -> None:
+    usage = {"prompt_tokens": 11, "completion_tokens": 3, "total_tokens": 14}
+    server.script(Text("cut sh", finish_reason="length", usage=usage))
+    response = make(server).complete(USER)
+    assert response.usage == usage
+    assert response.finish_reason == "length"
+    body = server.requests[0].body
+    assert body["stream"] is True
+    assert body["stream_options"] == {"include_usage": True}
+
+
+def test_include_usage_can_be_turned_off(server: FakeOpenAiServer) -> None:
+    server.script(Text("ok", usage={"total_tokens": 1}))
+    assert make(server, include_usage=False).complete(USER).usage == {}
+    assert "stream_options" not in server.requests[0].body
+
+
+def test_parallel_tool_calls_are_assembled_from_interleaved_deltas(
+    server: FakeOpenAiServer,
+) -> None:
+    calls = (
+        Call("call_a", "search", '{"query": "weather in Lisbon", "limit": 3}'),
+        Call("call_b", "read_file", '{"path": "/tmp/notes.txt"}'),
+    )
+    server.script(ToolCalls(calls, fragments=4))
+    tokens: list[str] = []
+    response = make(server).complete(USER, on_token=tokens.append)
+    assert response.tool_calls == (
+        ToolCall("call_a", "search", '{"query": "weather in Lisbon", "limit": 3}'),
+        ToolCall("call_b", "read_file", '{"path": "/tmp/notes.txt"}'),
+    )
+    assert response.finish_reason == "tool_calls"
+    assert response.content == "" and tokens == []
+
+
+def test_tool_call_without_index_or_id_is_still_assembled(server: FakeOpenAiServer) -> None:
+    # Some local servers send a whole call in one delta, with no index and no id.
+    chunk = (
+        '{"id":"x","object":"chat.completion.chunk","created":0,"model":"local",'
+        '"choices":[{"index":0,"delta":{"tool_calls":[{"type":"function",'
+        '"function":{"name":"ping","arguments":"{}"}}]},"finish_reason":null}]}'
+    )
+    server.script(Raw(f"data: {chunk}\n\ndata: [DONE]\n\n"))
+    response = make(server).complete(USER)
+    assert response.tool_calls == (ToolCall("call_0", "ping", "{}"),)
+    assert response.finish_reason == "tool_calls"  # inferred: the server sent none
+    assert response.model == "local"
+
+
+def test_request_body_maps_messages_and_tools(server: FakeOpenAiServer) -> None:
+    server.script(Text("done"))
+    messages = [
+        LlmMessage(role="system", content="Be brief."),
+        LlmMessage(role="user", content="Weather?"),
+        LlmMessage(role="assistant", tool_calls=(ToolCall("c1", "weather", '{"city":"Oslo"}'),)),
+        LlmMessage(role="tool", content="rain", tool_call_id="c1"),
+        LlmMessage(role="assistant", content="It rains."),
+    ]
+    schema = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+    tools = [ToolSpec("weather", "Current weather of a city.", schema)]
+    make(server).complete(messages, tools=tools)
+
+    request = server.requests[0]
+    assert request.path == "/v1/chat/completions"
+    assert request.headers["authorization"] == f"Bearer {KEY}"
+    assert request.body["model"] == "fake-model"
+    assert request.body["messages"] == [
+        {"role": "system", "content": "Be brief."},
+        {"role": "user", "content": "Weather?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "weather", "arguments": '{"city":"Oslo"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "rain"},
+        {"role": "assistant", "content": "It rains."},
+    ]
+    assert request.body["tools"] == [
+        {
+            "type": "function",
+            "function": {
+                "name": "weather",
+                "description": "Current weather of a city.",
+                "parameters": schema,
+            },
+        }
+    ]
+
+
+def test_no_tools_sends_no_tools_field(server: FakeOpenAiServer) -> None:
+    server.script(Text("ok"))
+    make(server).complete(USER, tools=[])
+    assert "tools" not in server.requests[0].body
+
+
+def test_tool_message_without_call_id_is_rejected(server: FakeOpenAiServer) -> None:
+    with pytest.raises(ValueError, match="tool_call_id"):
+        make(server).complete([LlmMessage(role="tool", content="x")])
+    assert server.requests == []
+
+
+def test_base_url_without_key_sends_a_placeholder(server: FakeOpenAiServer) -> None:
+    server.script(Text("local"))
+    assert make(server, api_key=None).complete(USER).content == "local"
+    assert server.requests[0].headers["authorization"] == "Bearer not-needed"
+
+
+def test_retries_500_then_succeeds(server: FakeOpenAiServer) -> None:
+    server.script(HttpError(500), Text("second time lucky"))
+    response = make(server, max_retries=2).complete(USER)
+    assert response.content == "second time lucky"
+    assert len(server.requests) == 2
+
+
+def test_5xx_after_retries_is_llm_error(server: FakeOpenAiServer) -> None:
+    server.script(HttpError(503, "overloaded"), HttpError(503, "overloaded"))
+    with pytest.raises(LlmError, match=r"HTTP 503: overloaded.*after 1 retries") as info:
+        make(server, max_retries=1).complete(USER)
+    assert len(server.requests) == 2
+    assert isinstance(info.value.__cause__, openai.InternalServerError)
+
+
+def test_401_is_not_retried_and_hides_the_key(server: FakeOpenAiServer) -> None:
+    server.script(HttpError(401, f"Incorrect API key provided: {KEY}."), Text("never"))
+    with pytest.raises(LlmError) as info:
+        make(server, max_retries=2).complete(USER)
+    message = str(info.value)
+    assert "HTTP 401" in message and "OPENAI_API_KEY" in message
+    assert KEY not in message and KEY[:12] not in message
+    assert info.value.code == "llm_error"
+    assert len(server.requests) == 1
+
+
+def test_timeout_before_response_is_llm_error(server: FakeOpenAiServer) -> None:
+    server.script(Stall(5))
+    started = time.monotonic()
+    with pytest.raises(LlmError, match="timed out after 0.3s"):
+        make(server, timeout=0.3).complete(USER)
+    assert time.monotonic() - started < 2
+
+
+def test_timeout_mid_stream_is_llm_error(server: FakeOpenAiServer) -> None:
+    server.script(Text("first then silence", chunks=3, stall=5))
+    tokens: list[str] = []
+    with pytest.raises(LlmError, match="stalled mid-stream for more than 0.3s"):
+        make(server, timeout=0.3, max_retries=2).complete(USER, on_token=tokens.append)
+    assert tokens == ["first "]
+    assert len(server.requests) == 1  # a started stream is never retried
+
+
+def test_unreachable_endpoint_is_llm_error() -> None:
+    with socket.socket() as s:  # a loopback port that nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    model = OpenAiChatModel("m", api_key=KEY, base_url=f"http://127.0.0.1:{port}/v1", max_retries=0)
+    with pytest.raises(LlmError, match="unreachable") as info:
+        model.complete(USER)
+    assert KEY not in str(info.value)
+
+
+def test_malformed_stream_is_llm_error(server: FakeOpenAiServer) -> None:
+    server.script(Raw("data: {not json\n\n"))
+    with pytest.raises(LlmError, match="malformed"):
+        make(server).complete(USER)
+
+
+def test_error_event_in_stream_is_llm_error(server: FakeOpenAiServer) -> None:
+    server.script(Raw('data: {"error": {"message": "model crashed"}}\n\n'))
+    with pytest.raises(LlmError, match="model crashed"):
+        make(server).complete(USER)
+
+
+def test_concurrent_calls_share_one_instance(server: FakeOpenAiServer) -> None:
+    server.script(*(Text(f"answer {i}") for i in range(6)))
+    model = make(server)
+    results: list[str] = []
+    lock = threading.Lock()
+
+    def run() -> None:
+        content = model.complete(USER).content
+        with lock:
+            results.append(content)
+
+    threads = [threading.Thread(target=run) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert sorted(results) == sorted(f"answer {i}" for i in range(6))
+
+
+def test_secrets_in_base_url_are_not_shown() -> None:
+    assert (
+        safe_url("https://user:pw@example.test:8443/v1?api-key=s") == "https://example.test:8443/v1"
+    )
+    assert safe_url("http://[::1]:8000/v1") == "http://[::1]:8000/v1"
+    model = OpenAiChatModel("m", base_url="https://user:pw@example.test/v1")
+    assert "pw" not in repr(model)
+
+
+def test_fake_server_also_answers_without_streaming(server: FakeOpenAiServer) -> None:
+    server.script(Text("plain"), ToolCalls((Call("c", "f", "{}"),)))
+    with openai.OpenAI(api_key=KEY, base_url=server.base_url, max_retries=0) as client:
+        first = client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "x"}]
+        )
+        second = client.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "x"}]
+        )
+    assert first.choices[0].message.content == "plain"
+    tool_calls = second.choices[0].message.tool_calls or []
+    assert tool_calls[0].type == "function" and tool_calls[0].function.name == "f"
+    assert second.choices[0].finish_reason == "tool_calls"

@@ -1,0 +1,187 @@
+"""Fixtures of the contract suite: a fresh store per test, per backend, and a small data builder.
+
+``backend`` opens stores over one storage (so a test can reopen it) and can
+write a raw field behind the port's back; ``store`` is the store under test;
+``world`` builds tenants, sessions, processes, messages and turn commits.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import mongomock
+import pytest
+from pymongo import MongoClient
+
+from vancetope_brain.models import (
+    ApiToken,
+    ChatMessage,
+    ChatRole,
+    InboxMessage,
+    ProcessStatus,
+    Session,
+    Tenant,
+    ThinkProcess,
+    TurnCommit,
+    TurnRecord,
+    User,
+    UserChatInput,
+    new_id,
+    utcnow,
+)
+from vancetope_brain.store import Store
+from vancetope_brain.store.mongo import MongoStore
+from vancetope_brain.store.sqlite import SqliteStore
+
+MONGO_URL = os.environ.get("VANCETOPE_TEST_MONGO_URL")
+# The real-server backend is not generated at all without a URL (not skipped).
+BACKENDS = ["sqlite", "mongomock", *(["mongo"] if MONGO_URL else [])]
+
+
+@dataclass
+class Backend:
+    """One storage location and the means to open stores on it."""
+
+    name: str
+    open: Callable[[], Store]
+    # (kind, record id, field, value): write one stored field, bypassing the port.
+    set_raw: Callable[[str, str, str, Any], None]
+    opened: list[Store] = field(default_factory=list)
+
+    def open_store(self) -> Store:
+        store = self.open()
+        self.opened.append(store)
+        return store
+
+
+def _sqlite_backend(path: str) -> Backend:
+    tables = {"process": "processes", "session": "sessions", "user": "users"}
+
+    def set_raw(kind: str, record_id: str, name: str, value: Any) -> None:
+        with sqlite3.connect(path) as conn:
+            conn.execute(f"UPDATE {tables[kind]} SET doc = json_set(doc, '$.{name}', ?) "
+                         "WHERE id = ?", (value, record_id))
+        conn.close()
+
+    return Backend("sqlite", lambda: SqliteStore(path), set_raw)
+
+
+def _mongo_backend(name: str, client: Any, db_name: str) -> Backend:
+    collections = {"process": "think_processes", "session": "sessions", "user": "users"}
+
+    def set_raw(kind: str, record_id: str, field_name: str, value: Any) -> None:
+        client[db_name][collections[kind]].update_one({"_id": record_id},
+                                                      {"$set": {field_name: value}})
+
+    return Backend(name, lambda: MongoStore.from_client(client, db_name), set_raw)
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Backend]:
+    client: Any = None
+    db_name = f"vancetope_test_{uuid.uuid4().hex[:12]}"
+    if request.param == "sqlite":
+        made = _sqlite_backend(str(tmp_path / "store" / "vancetope.db"))
+    elif request.param == "mongomock":
+        client = mongomock.MongoClient(tz_aware=True)
+        made = _mongo_backend("mongomock", client, db_name)
+    else:
+        client = MongoClient(MONGO_URL, tz_aware=True, serverSelectionTimeoutMS=5000)
+        made = _mongo_backend("mongo", client, db_name)
+    yield made
+    for store in made.opened:
+        store.close()
+    if client is not None:
+        client.drop_database(db_name)
+        client.close()
+
+
+@pytest.fixture
+def store(backend: Backend) -> Store:
+    return backend.open_store()
+
+
+class World:
+    """Builds valid records with fresh ids; nothing here asserts anything."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def tenant(self) -> str:
+        tenant = Tenant(id=new_id("ten"), name="Acme")
+        self.store.create_tenant(tenant)
+        return tenant.id
+
+    def user(self, tenant_id: str) -> str:
+        user = User(id=new_id("usr"), tenant_id=tenant_id, name="Ada")
+        self.store.create_user(user)
+        return user.id
+
+    def session(self, tenant_id: str, user_id: str = "usr_1", **fields: Any) -> Session:
+        session = Session(id=new_id("ses"), tenant_id=tenant_id, user_id=user_id, **fields)
+        self.store.create_session(session)
+        return session
+
+    def process(self, tenant_id: str, session_id: str = "ses_1", **fields: Any) -> ThinkProcess:
+        process = ThinkProcess(
+            id=new_id("proc"), tenant_id=tenant_id, session_id=session_id, user_id="usr_1",
+            name="main", engine="echo", engine_version="1", **fields,
+        )
+        self.store.create_process(process)
+        return process
+
+    def message(self, tenant_id: str, process_id: str, text: str = "hello", *,
+                key: str | None = None, created_at: datetime | None = None) -> InboxMessage:
+        """An unsaved inbox message."""
+        return InboxMessage(
+            id=new_id("msg"), tenant_id=tenant_id, target_process_id=process_id,
+            idempotency_key=key, message=UserChatInput(from_user="usr_1", content=text),
+            created_at=created_at or utcnow(),
+        )
+
+    def append(self, tenant_id: str, process_id: str, text: str = "hello",
+               **kw: Any) -> InboxMessage:
+        stored, created = self.store.append_message(self.message(tenant_id, process_id, text, **kw))
+        assert created
+        return stored
+
+    def line(self, process: ThinkProcess, content: str, *, role: ChatRole = ChatRole.ASSISTANT,
+             source: str | None = None) -> ChatMessage:
+        return ChatMessage(
+            id=new_id("chat"), tenant_id=process.tenant_id, session_id=process.session_id,
+            process_id=process.id, role=role, content=content, source_message_id=source,
+        )
+
+    def turn(self, process: ThinkProcess, epoch: int, *, status: ProcessStatus = ProcessStatus.IDLE,
+             drained: list[str] | None = None, chat: list[ChatMessage] | None = None,
+             **fields: Any) -> TurnCommit:
+        record = TurnRecord(
+            id=new_id("turn"), tenant_id=process.tenant_id, process_id=process.id, epoch=epoch,
+            worker="w1", lifecycle="on_message", drained_ids=drained or [], started_at=utcnow(),
+            status_after=status,
+        )
+        return TurnCommit(status=status, record=record, drained_ids=drained or [],
+                          chat=chat or [], **fields)
+
+    def set_status(self, process: ThinkProcess, status: ProcessStatus) -> None:
+        """Move a process to ``status`` the only way the port allows: a committed turn."""
+        epoch = self.store.acquire_epoch(process.tenant_id, process.id).epoch
+        assert None is not self.store.commit_turn(process.tenant_id, process.id, epoch,
+                                      self.turn(process, epoch, status=status))
+
+    def token(self, tenant_id: str, token_hash: str, *, revoked: bool = False) -> ApiToken:
+        token = ApiToken(id=new_id("tok"), tenant_id=tenant_id, user_id="usr_1",
+                         token_hash=token_hash, revoked=revoked)
+        self.store.create_token(token)
+        return token
+
+
+@pytest.fixture
+def world(store: Store) -> World:
+    return World(store)

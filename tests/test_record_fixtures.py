@@ -1,0 +1,116 @@
+"""Checked-in v1 records (tests/fixtures/records/) must keep loading with ``Document.load``.
+
+When a document's schema changes, add the new version's fixtures next to the
+old ones and keep every old file loading through ``Document.upgrade``.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vancetope_brain.errors import StoreError
+from vancetope_brain.models import (
+    ApiToken,
+    ChatMessage,
+    ChatRole,
+    Document,
+    ExternalCommand,
+    InboxAnswer,
+    InboxMessage,
+    ProcessEvent,
+    ProcessStatus,
+    Session,
+    Tenant,
+    ThinkProcess,
+    ToolResult,
+    TurnRecord,
+    User,
+    UserChatInput,
+)
+
+RECORDS = Path(__file__).parent / "fixtures" / "records"
+DOCUMENTS: dict[str, type[Document]] = {
+    "tenant": Tenant, "user": User, "api_token": ApiToken, "session": Session,
+    "think_process": ThinkProcess, "inbox_message": InboxMessage,
+    "chat_message": ChatMessage, "turn_record": TurnRecord,
+}
+FILES = sorted(RECORDS.glob("*.json"))
+
+
+def _raw(name: str) -> dict[str, Any]:
+    raw: dict[str, Any] = json.loads((RECORDS / name).read_text())
+    return raw
+
+
+def _load(name: str) -> Any:
+    return DOCUMENTS[name.split(".")[0]].load(_raw(name))
+
+
+def test_every_document_type_has_a_v1_fixture() -> None:
+    assert {f.name.split(".")[0] for f in FILES if f.name.endswith(".v1.json")} == set(DOCUMENTS)
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_fixture_loads_and_round_trips(path: Path) -> None:
+    document = _load(path.name)
+    assert document.schema_version == 1
+    assert isinstance(document.created_at if hasattr(document, "created_at")
+                      else document.started_at, datetime)
+    assert type(document).load(document.dump()) == document
+
+
+def test_think_process_fields() -> None:
+    process = _load("think_process.v1.json")
+    assert (process.status, process.epoch, process.next_seq) == (ProcessStatus.IDLE, 2, 3)
+    assert process.engine_params == {"model": "default", "maxSteps": 8}
+    assert process.created_at == datetime(2025, 3, 14, 9, 26, 53, 589000, tzinfo=UTC)
+
+
+def test_session_and_identity_fields() -> None:
+    assert _load("session.v1.json").chat_process_id == "proc_4f5a6b7c8d9e0f1a"
+    assert _load("tenant.v1.json").name == "Acme Research"
+    assert _load("user.v1.json").tenant_id == "ten_0a1b2c3d4e5f6a7b"
+    token = _load("api_token.v1.json")
+    assert (token.revoked, len(token.token_hash)) == (False, 64)
+
+
+@pytest.mark.parametrize(("name", "variant"), [
+    ("user_chat_input", UserChatInput), ("process_event", ProcessEvent),
+    ("tool_result", ToolResult), ("external_command", ExternalCommand),
+    ("inbox_answer", InboxAnswer),
+])
+def test_inbox_message_variants(name: str, variant: type) -> None:
+    message = _load(f"inbox_message.{name}.v1.json")
+    assert isinstance(message.message, variant)
+    assert message.target_process_id == "proc_4f5a6b7c8d9e0f1a"
+
+
+def test_drained_inbox_message_fields() -> None:
+    message = _load("inbox_message.user_chat_input.v1.json")
+    assert (message.seq, message.idempotency_key, message.drained_epoch) == (1, "client-7f1e", 2)
+    assert message.message.content == "Summarize the papers, please."
+
+
+def test_chat_and_turn_fields() -> None:
+    line = _load("chat_message.v1.json")
+    assert (line.seq, line.role, line.source_message_id) == (
+        4, ChatRole.ASSISTANT, "msg_6b7c8d9e0f1a2b3c")
+    record = _load("turn_record.v1.json")
+    assert (record.epoch, record.status_after) == (2, ProcessStatus.IDLE)
+    assert record.drained_ids == ["msg_6b7c8d9e0f1a2b3c"]
+
+
+def test_stored_id_field_is_ignored() -> None:
+    raw = _raw("user.v1.json") | {"_id": "usr_1c2d3e4f5a6b7c8d"}
+    assert User.load(raw).id == "usr_1c2d3e4f5a6b7c8d"
+
+
+def test_a_newer_schema_version_is_refused() -> None:
+    raw = _raw("think_process.v1.json") | {"schemaVersion": 2}
+    with pytest.raises(StoreError, match="schemaVersion 2"):
+        ThinkProcess.load(raw)

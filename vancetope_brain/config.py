@@ -1,0 +1,116 @@
+"""Configuration from environment variables (12-factor). Nothing set means embedded.
+
+Every variable is listed in ``VARIABLES`` with its default and meaning; the
+README's configuration table and ``docs/configuration.md`` are checked
+against it by ``tests/test_config.py``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from vancetope_brain.errors import ConfigError
+
+VARIABLES: dict[str, tuple[str, str]] = {
+    # name: (default, meaning)
+    "VANCETOPE_DATA_DIR": ("./.vancetope", "Where the embedded shape keeps its SQLite file, token and attachments."),
+    "VANCETOPE_STORE_URL": ("sqlite:///<data dir>/vancetope.db", "`sqlite:///PATH` or `mongodb://HOST/DB`."),
+    "VANCETOPE_REDIS_URL": ("(unset: in-process fakeredis)", "Redis for lane leases, wake coalescing and stream events."),
+    "VANCETOPE_BROKER_URL": ("the Redis URL, or `memory://` when embedded", "Celery broker."),
+    "VANCETOPE_LANE_SHARDS": ("8", "Number of lane queues `lanes.0 … lanes.N-1`; a process always maps to the same one."),
+    "VANCETOPE_LEASE_TTL": ("10", "Seconds a lane lease lives without a heartbeat (renewed every TTL/3)."),
+    "VANCETOPE_SWEEP_INTERVAL": ("5", "Seconds between sweeper runs (beat)."),
+    "VANCETOPE_SWEEP_AGE": ("3", "A pending message older than this many seconds with no live lease is re-woken."),
+    "VANCETOPE_WORKER_CONCURRENCY": ("4", "Worker threads of the embedded in-process Celery worker."),
+    "VANCETOPE_HOST": ("127.0.0.1", "Address `vancetope serve` binds."),
+    "VANCETOPE_PORT": ("8765", "Port `vancetope serve` binds."),
+    "VANCETOPE_MAX_FRAME_BYTES": ("65536", "Largest WebSocket frame accepted; larger closes the socket with 1009."),
+    "VANCETOPE_EVENT_LOG_MAX": ("10000", "Events kept per session for reconnecting clients."),
+    "VANCETOPE_EVENT_LOG_TTL": ("86400", "Seconds a session's event log outlives its last event."),
+    "OPENAI_API_KEY": ("(unset)", "API key of the OpenAI-compatible endpoint; unset with no base URL means the offline demo model."),
+    "OPENAI_BASE_URL": ("(unset)", "Base URL of any OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp, Azure …)."),
+    "VANCETOPE_LLM_MODEL": ("gpt-4o-mini", "Model name sent to the endpoint."),
+    "VANCETOPE_LLM_TIMEOUT": ("60", "Seconds before one LLM request times out."),
+    "VANCETOPE_LLM_MAX_RETRIES": ("2", "Retries of a failed LLM request (connection errors, 429, 5xx)."),
+    "VANCETOPE_LOG_LEVEL": ("INFO", "Python log level."),
+}
+
+
+@dataclass(frozen=True)
+class Config:
+    """The resolved configuration of one process."""
+
+    data_dir: Path
+    store_url: str
+    redis_url: str | None
+    broker_url: str
+    lane_shards: int
+    lease_ttl: float
+    sweep_interval: float
+    sweep_age: float
+    worker_concurrency: int
+    host: str
+    port: int
+    max_frame_bytes: int
+    event_log_max: int
+    event_log_ttl: int
+    openai_api_key: str | None
+    openai_base_url: str | None
+    llm_model: str
+    llm_timeout: float
+    llm_max_retries: int
+    log_level: str
+
+    @property
+    def embedded(self) -> bool:
+        """True when no Redis is configured: broker, locks and events run in this process."""
+        return self.redis_url is None
+
+    @property
+    def llm_configured(self) -> bool:
+        """True when an OpenAI-compatible endpoint is configured (else the demo model runs)."""
+        return bool(self.openai_api_key or self.openai_base_url)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
+        """Read the configuration; raises ``ConfigError`` naming the bad variable."""
+        env = os.environ if env is None else env
+        data_dir = Path(env.get("VANCETOPE_DATA_DIR", "./.vancetope"))
+        redis_url = env.get("VANCETOPE_REDIS_URL") or None
+        return cls(
+            data_dir=data_dir,
+            store_url=env.get("VANCETOPE_STORE_URL") or f"sqlite:///{data_dir / 'vancetope.db'}",
+            redis_url=redis_url,
+            broker_url=env.get("VANCETOPE_BROKER_URL") or redis_url or "memory://localhost/",
+            lane_shards=_number(env, "VANCETOPE_LANE_SHARDS", int, 1),
+            lease_ttl=_number(env, "VANCETOPE_LEASE_TTL", float, 0.5),
+            sweep_interval=_number(env, "VANCETOPE_SWEEP_INTERVAL", float, 0.1),
+            sweep_age=_number(env, "VANCETOPE_SWEEP_AGE", float, 0.0),
+            worker_concurrency=_number(env, "VANCETOPE_WORKER_CONCURRENCY", int, 1),
+            host=env.get("VANCETOPE_HOST", "127.0.0.1"),
+            port=_number(env, "VANCETOPE_PORT", int, 0),
+            max_frame_bytes=_number(env, "VANCETOPE_MAX_FRAME_BYTES", int, 1024),
+            event_log_max=_number(env, "VANCETOPE_EVENT_LOG_MAX", int, 10),
+            event_log_ttl=_number(env, "VANCETOPE_EVENT_LOG_TTL", int, 60),
+            openai_api_key=env.get("OPENAI_API_KEY") or None,
+            openai_base_url=env.get("OPENAI_BASE_URL") or None,
+            llm_model=env.get("VANCETOPE_LLM_MODEL", "gpt-4o-mini"),
+            llm_timeout=_number(env, "VANCETOPE_LLM_TIMEOUT", float, 0.1),
+            llm_max_retries=_number(env, "VANCETOPE_LLM_MAX_RETRIES", int, 0),
+            log_level=env.get("VANCETOPE_LOG_LEVEL", "INFO").upper(),
+        )
+
+
+def _number(env: Mapping[str, str], name: str, kind: type, minimum: float) -> Any:
+    raw = env.get(name) or VARIABLES[name][0]
+    try:
+        value = kind(raw)
+    except ValueError as e:
+        raise ConfigError(f"{name}={raw!r} is not a valid {kind.__name__}") from e
+    if value < minimum:
+        raise ConfigError(f"{name}={raw!r} must be at least {minimum}")
+    return value

@@ -1,0 +1,110 @@
+"""ThinkEngine (think-engines.txt §2-§3, arthur-engine.txt §2.1) and the registry."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from vancetope_brain.errors import ConfigError, UnknownEngine
+from vancetope_brain.models import ThinkProcess
+from vancetope_brain.models.steer import ProcessEventType
+
+if TYPE_CHECKING:
+    from vancetope_brain.engines.context import ThinkEngineContext
+
+
+@dataclass(frozen=True)
+class ParentReport:
+    """What a child tells its parent on a status transition (think-engines §7a)."""
+
+    human_summary: str
+    payload: dict[str, Any] | None = None
+
+
+class ThinkEngine:
+    """The algorithm of a think process. Stateless: one instance serves every process.
+
+    Lifecycle methods run serialized on the process's lane. Each receives the
+    process document (read-only: change state through ``context``) and a
+    context built for this call. ``steer`` gets no message argument: the
+    engine drains *all* pending messages with ``context.drain_pending()``.
+    A method that returns without setting a status leaves the process IDLE.
+    """
+
+    name: ClassVar[str]
+    title: ClassVar[str]
+    description: ClassVar[str]
+    version: ClassVar[str] = "1.0.0"
+    allowed_tools: ClassVar[frozenset[str]] = frozenset()
+
+    def start(self, process: ThinkProcess, context: ThinkEngineContext) -> None:
+        """First call, from INIT."""
+
+    def steer(self, process: ThinkProcess, context: ThinkEngineContext) -> None:
+        """New messages are pending: drain and handle all of them in this turn."""
+        raise NotImplementedError
+
+    def resume(self, process: ThinkProcess, context: ThinkEngineContext) -> None:
+        """Back from PAUSED or SUSPENDED: by default handle whatever is pending."""
+        if context.has_pending():
+            self.steer(process, context)
+
+    def pause(self, process: ThinkProcess, context: ThinkEngineContext) -> None:
+        """User pause; the runtime sets PAUSED afterwards."""
+
+    def suspend(self, process: ThinkProcess, context: ThinkEngineContext) -> None:
+        """System halt; the runtime sets SUSPENDED afterwards."""
+
+    def stop(self, process: ThinkProcess, context: ThinkEngineContext) -> None:
+        """Final stop; the runtime sets CLOSED/STOPPED afterwards."""
+
+    def summarize_for_parent(self, process: ThinkProcess,
+                             event_type: ProcessEventType) -> ParentReport:
+        """The content of the ProcessEvent a parent receives; a generic status line by default."""
+        return ParentReport(f"Process {process.name} ({self.name}) is {event_type.value}.")
+
+    @classmethod
+    def major_version(cls) -> int:
+        return int(cls.version.split(".", 1)[0])
+
+    @classmethod
+    def describe(cls) -> dict[str, Any]:
+        """The registry entry as shown to clients."""
+        return {"name": cls.name, "title": cls.title, "description": cls.description,
+                "version": cls.version, "allowedTools": sorted(cls.allowed_tools)}
+
+
+class EngineRegistry:
+    """name → engine instance. Registering a name twice fails at import time."""
+
+    def __init__(self) -> None:
+        self._engines: dict[str, ThinkEngine] = {}
+
+    def register(self, cls: type[ThinkEngine]) -> type[ThinkEngine]:
+        if cls.name in self._engines:
+            raise ConfigError(f"two think engines are named {cls.name!r}: "
+                              f"{type(self._engines[cls.name]).__qualname__} and {cls.__qualname__}")
+        self._engines[cls.name] = cls()
+        return cls
+
+    def get(self, name: str) -> ThinkEngine:
+        """The engine; raises ``UnknownEngine`` suggesting the closest registered name."""
+        try:
+            return self._engines[name]
+        except KeyError:
+            close = difflib.get_close_matches(name, list(self._engines), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise UnknownEngine(f"no think engine named {name!r}{hint}") from None
+
+    def find(self, name: str) -> ThinkEngine | None:
+        return self._engines.get(name)
+
+    def __iter__(self) -> Iterator[ThinkEngine]:
+        return iter(sorted(self._engines.values(), key=lambda e: e.name))
+
+
+ENGINES = EngineRegistry()
+register_engine = ENGINES.register
+

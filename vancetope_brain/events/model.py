@@ -1,0 +1,31 @@
+"""The StreamEvent record (arthur-engine.txt §2.6 ChatStreamEvent, plus committed chat lines)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import Field
+
+from vancetope_brain.models.base import Wire, utcnow
+
+
+class EventType(StrEnum):
+    TOKEN = "token"                              # data: {text}
+    TOOL_CALL_STARTED = "tool-call-started"      # data: {toolCallId, toolName, params}
+    TOOL_CALL_COMPLETED = "tool-call-completed"  # data: {toolCallId, status}
+    PROCESS_SPAWNED = "process-spawned"          # data: {childProcessId, goal}
+    STATUS_CHANGED = "status-changed"            # data: {from, to}
+    CHAT_MESSAGE = "chat-message"                # data: the committed ChatMessage
+
+
+class StreamEvent(Wire):
+    """One event of a session; ``seq`` is contiguous per session, starting at 1."""
+
+    seq: int
+    session_id: str
+    process_id: str
+    type: EventType
+    data: dict[str, Any] = Field(default_factory=dict)
+    at: datetime = Field(default_factory=utcnow)

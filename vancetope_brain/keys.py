@@ -1,0 +1,31 @@
+"""Every Redis key Vancetope uses, built in one place.
+
+| key                         | type   | TTL                     | meaning                                        |
+|-----------------------------|--------|-------------------------|------------------------------------------------|
+| ``vt:lease:{pid}``          | string | lease TTL, renewed      | lane lease (redis-py Lock token) of a process  |
+| ``vt:wake:{pid}``           | string | 2 × lease TTL           | a lane-turn task for the process is queued     |
+| ``vt:evseq:{sid}``          | string | event log TTL           | last event sequence number of a session        |
+| ``vt:events:{sid}``         | stream | event log TTL, capped   | the session's recent events, id ``{seq}-0``    |
+
+Nothing else is written by Vancetope (Celery's broker keys are Celery's:
+``lanes.*``, ``maintenance``, ``_kombu.*``, ``unacked*``).
+``tests/test_redis_keys.py`` runs turns and asserts the exact key set left behind.
+"""
+
+PREFIX = "vt:"
+
+
+def lease(process_id: str) -> str:
+    return f"{PREFIX}lease:{process_id}"
+
+
+def wake(process_id: str) -> str:
+    return f"{PREFIX}wake:{process_id}"
+
+
+def event_seq(session_id: str) -> str:
+    return f"{PREFIX}evseq:{session_id}"
+
+
+def events(session_id: str) -> str:
+    return f"{PREFIX}events:{session_id}"

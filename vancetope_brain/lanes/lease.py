@@ -1,0 +1,80 @@
+"""Lane leases: a Redis lock per process, renewed by one heartbeat thread per OS process."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import redis
+from redis.exceptions import LockError
+
+from vancetope_brain import keys
+
+log = logging.getLogger(__name__)
+
+
+class Lease:
+    """A held lane lease. ``lost`` is set when a renewal finds the lock no longer ours."""
+
+    def __init__(self, lock: redis.lock.Lock, process_id: str) -> None:
+        self.lock = lock
+        self.process_id = process_id
+        self.lost = threading.Event()
+
+
+class LeaseKeeper:
+    """Hands out lane leases and keeps them alive.
+
+    A lease is a redis-py ``Lock(thread_local=False)`` with ``ttl`` seconds;
+    one daemon thread renews every held lease each ``ttl / 3`` seconds, so a
+    long LLM call keeps its lane, while a frozen or killed worker loses it
+    within ``ttl``. Correctness does not rest on this lock alone: the store's
+    epoch fences a worker whose lease expired.
+    """
+
+    def __init__(self, client: redis.Redis, *, ttl: float) -> None:
+        self._redis = client
+        self._ttl = ttl
+        self._held: dict[int, Lease] = {}
+        self._guard = threading.Lock()
+        self._wakeup = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def try_acquire(self, process_id: str) -> Lease | None:
+        """The lease, or None at once if another worker holds it."""
+        lock = self._redis.lock(keys.lease(process_id), timeout=self._ttl, thread_local=False)
+        if not lock.acquire(blocking=False):
+            return None
+        lease = Lease(lock, process_id)
+        with self._guard:
+            self._held[id(lease)] = lease
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._renew_loop, name="vt-lease-heartbeat",
+                                                daemon=True)
+                self._thread.start()
+        return lease
+
+    def release(self, lease: Lease) -> None:
+        """Give the lease back; a lease already lost is simply forgotten."""
+        with self._guard:
+            self._held.pop(id(lease), None)
+        try:
+            lease.lock.release()
+        except LockError:
+            lease.lost.set()
+
+    def _renew_loop(self) -> None:
+        while True:
+            self._wakeup.wait(self._ttl / 3)
+            with self._guard:
+                held = list(self._held.values())
+            for lease in held:
+                try:
+                    lease.lock.reacquire()
+                except LockError:
+                    log.warning("lane lease of %s lost; the turn will be fenced", lease.process_id)
+                    lease.lost.set()
+                    with self._guard:
+                        self._held.pop(id(lease), None)
+                except redis.RedisError:
+                    log.exception("lease renewal failed for %s; retrying", lease.process_id)

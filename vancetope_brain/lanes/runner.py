@@ -1,0 +1,139 @@
+"""The lane turn (ARCHITECTURE §3): lease → epoch → engine → fenced commit → release → re-check."""
+
+from __future__ import annotations
+
+import logging
+import socket
+from collections.abc import Callable
+from enum import StrEnum
+
+from vancetope_brain.engines.base import EngineRegistry, ThinkEngine
+from vancetope_brain.engines.context import ThinkEngineContext
+from vancetope_brain.errors import Fenced, NotFound
+from vancetope_brain.events import EventBus, EventType
+from vancetope_brain.lanes.lease import Lease, LeaseKeeper
+from vancetope_brain.lanes.waker import Waker
+from vancetope_brain.llm import ChatModel
+from vancetope_brain.models import (
+    ChatRole,
+    CloseReason,
+    ProcessStatus,
+    ThinkProcess,
+    TurnCommit,
+    TurnRecord,
+    new_id,
+    utcnow,
+)
+from vancetope_brain.settings import SettingsApi
+from vancetope_brain.store import Store
+
+log = logging.getLogger(__name__)
+
+ModelFor = Callable[[ThinkProcess], ChatModel]
+
+
+class TurnOutcome(StrEnum):
+    COMMITTED = "committed"   # a turn ran and its effects are in the store
+    BUSY = "busy"             # another worker holds the lease; it re-checks the inbox on release
+    NOTHING = "nothing"       # no pending message and nothing to start
+    HELD = "held"             # PAUSED / SUSPENDED / CLOSED: messages wait
+    FENCED = "fenced"         # the lease was taken over mid-turn; nothing was written
+    GONE = "gone"             # the process does not exist
+
+
+class LaneRunner:
+    """Runs lane turns. One instance per worker process; thread-safe."""
+
+    def __init__(self, *, store: Store, events: EventBus, leases: LeaseKeeper, waker: Waker,
+                 engines: EngineRegistry, model_for: ModelFor, worker_name: str | None = None):
+        self._store = store
+        self._events = events
+        self._leases = leases
+        self._waker = waker
+        self._engines = engines
+        self._model_for = model_for
+        self._worker = worker_name or f"{socket.gethostname()}"
+
+    def run(self, tenant_id: str, process_id: str) -> TurnOutcome:
+        """Run at most one turn of the process; wake it again if messages remain."""
+        self._waker.clear(process_id)
+        lease = self._leases.try_acquire(process_id)
+        if lease is None:
+            return TurnOutcome.BUSY
+        try:
+            outcome, status = self._turn(tenant_id, process_id, lease)
+        finally:
+            self._leases.release(lease)
+        # No lost wake-up: anything that arrived while we held the lease is seen here.
+        if status is not None and status.wakes_on_message and \
+                self._store.pending_messages(tenant_id, process_id, limit=1):
+            self._waker.wake(tenant_id, process_id)
+        return outcome
+
+    def _turn(self, tenant_id: str, process_id: str,
+              lease: Lease) -> tuple[TurnOutcome, ProcessStatus | None]:
+        try:
+            current = self._store.get_process(tenant_id, process_id)
+        except NotFound:
+            return TurnOutcome.GONE, None
+        if not current.status.wakes_on_message:
+            return TurnOutcome.HELD, current.status
+        if current.status is not ProcessStatus.INIT and \
+                not self._store.pending_messages(tenant_id, process_id, limit=1):
+            return TurnOutcome.NOTHING, current.status
+        started = utcnow()
+        process = self._store.acquire_epoch(tenant_id, process_id)
+        before = process.status
+        self._events.publish(process.session_id, process_id, EventType.STATUS_CHANGED,
+                             {"from": before.value, "to": ProcessStatus.RUNNING.value})
+        engine = self._engines.find(process.engine)
+        context = ThinkEngineContext(
+            process=process, store=self._store, events=self._events,
+            model=self._model_for(process), lease_lost=lease.lost,
+            settings=SettingsApi(), tool_pool=engine.allowed_tools if engine else frozenset())
+        lifecycle = "start" if before is ProcessStatus.INIT else "steer"
+        try:
+            self._call_engine(engine, process, context, lifecycle)
+        except Fenced:
+            log.warning("turn of %s (epoch %s) fenced; writing nothing", process_id, process.epoch)
+            return TurnOutcome.FENCED, None
+        except Exception as e:
+            log.exception("engine %s failed in %s of %s", process.engine, lifecycle, process_id)
+            context.drain_pending()
+            context.chat().append(ChatRole.ERROR, f"The process failed: {type(e).__name__}: {e}")
+            context.set_status(ProcessStatus.CLOSED, CloseReason.FAILED)
+            context.turn.engine_state = None
+            error = f"{type(e).__name__}: {e}"
+        else:
+            error = None
+        turn = context.turn
+        status = turn.status or ProcessStatus.IDLE
+        record = TurnRecord(id=new_id("turn"), tenant_id=tenant_id, process_id=process_id,
+                            epoch=process.epoch, worker=self._worker, lifecycle=lifecycle,
+                            drained_ids=[m.id for m in turn.drained], started_at=started,
+                            status_after=status)
+        commit = TurnCommit(status=status, record=record, close_reason=turn.close_reason,
+                            last_error=error, engine_state=turn.engine_state,
+                            drained_ids=record.drained_ids, chat=turn.chat)
+        written = None if lease.lost.is_set() else \
+            self._store.commit_turn(tenant_id, process_id, process.epoch, commit)
+        if written is None:
+            log.warning("commit of %s (epoch %s) fenced; nothing written", process_id, process.epoch)
+            return TurnOutcome.FENCED, None
+        for line in written:
+            self._events.publish(process.session_id, process_id, EventType.CHAT_MESSAGE,
+                                 line.dump())
+        self._events.publish(process.session_id, process_id, EventType.STATUS_CHANGED,
+                             {"from": ProcessStatus.RUNNING.value, "to": status.value})
+        return TurnOutcome.COMMITTED, status
+
+    def _call_engine(self, engine: ThinkEngine | None, process: ThinkProcess,
+                     context: ThinkEngineContext, lifecycle: str) -> None:
+        if engine is None or engine.major_version() != int(process.engine_version.split(".")[0]):
+            # think-engines §3: a missing engine or a major-version change makes the process stale.
+            found = f"version {engine.version}" if engine else "no such engine"
+            context.chat().append(ChatRole.ERROR, f"Engine {process.engine} "
+                                  f"{process.engine_version} is gone ({found}); process is stale.")
+            context.set_status(ProcessStatus.CLOSED, CloseReason.STALE)
+            return
+        getattr(engine, lifecycle)(process, context)

@@ -1,0 +1,68 @@
+"""The ChatModel protocol and its message types (an OpenAI-shaped subset)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+TokenSink = Callable[[str], None]
+"""Receives each streamed text chunk as it arrives."""
+
+
+@dataclass(frozen=True)
+class ToolSpec:
+    """A tool offered to the model: name, description, JSON Schema of its parameters."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """A tool call the model made; ``arguments`` is the raw JSON text the model produced."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class LlmMessage:
+    """One message of the model input."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str | None = None
+
+
+@dataclass(frozen=True)
+class LlmResponse:
+    """The model's complete answer: text, tool calls (fully assembled), why it stopped."""
+
+    content: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    finish_reason: str = "stop"
+    model: str = ""
+    usage: dict[str, int] = field(default_factory=dict)
+
+
+class ChatModel(Protocol):
+    """A chat-completion model. Implementations are cheap to build per call and thread-safe."""
+
+    name: str
+
+    def complete(
+        self,
+        messages: list[LlmMessage],
+        *,
+        tools: list[ToolSpec] | None = None,
+        on_token: TokenSink | None = None,
+    ) -> LlmResponse:
+        """Run one completion. Text chunks go to ``on_token`` as they stream (if given);
+        the return value holds the whole text and the assembled tool calls.
+        Raises ``LlmError`` after the implementation's retries are spent.
+        """
+        ...

@@ -1,0 +1,276 @@
+"""``OpenAiChatModel``: the ChatModel over the official ``openai`` client.
+
+Works against any OpenAI-compatible endpoint (OpenAI, Azure, vLLM, Ollama,
+llama.cpp, LM Studio). Always streams; every ``openai`` failure becomes an
+``LlmError`` whose message never contains the API key.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.parse
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import openai
+
+from vancetope_brain.errors import LlmError
+from vancetope_brain.llm.base import LlmMessage, LlmResponse, TokenSink, ToolCall, ToolSpec
+
+if TYPE_CHECKING:
+    from vancetope_brain.config import Config
+
+DEFAULT_BASE_URL = "https://api.openai.com/v1"
+
+# Local servers (vLLM, Ollama, llama.cpp) ignore the key, but the client refuses to
+# start without one.
+_PLACEHOLDER_KEY = "not-needed"
+
+# Endpoints sometimes echo a (partly masked) key back in a 401 message.
+_KEY_LIKE = re.compile(r"\bsk-[\w*.\-]{6,}")
+
+# Statuses the client retries (besides connection errors and timeouts).
+_RETRIED_STATUSES = {408, 409, 429}
+
+
+class OpenAiChatModel:
+    """A ChatModel for one model on one OpenAI-compatible endpoint.
+
+    Thread-safe: each ``complete`` builds its own client and closes it, so no
+    connection pool is shared between threads or survives a worker fork.
+    """
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 2,
+        include_usage: bool = True,
+    ) -> None:
+        self.name = model
+        self.model = model
+        # Explicit values, so the client never falls back to its own environment lookup.
+        self.base_url = base_url or DEFAULT_BASE_URL
+        self._api_key = api_key or _PLACEHOLDER_KEY
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.include_usage = include_usage
+
+    @classmethod
+    def from_config(cls, config: Config) -> OpenAiChatModel:
+        """Build the model the configuration names."""
+        return cls(
+            config.llm_model,
+            api_key=config.openai_api_key,
+            base_url=config.openai_base_url,
+            timeout=config.llm_timeout,
+            max_retries=config.llm_max_retries,
+        )
+
+    def __repr__(self) -> str:
+        return f"OpenAiChatModel(model={self.model!r}, base_url={safe_url(self.base_url)!r})"
+
+    def complete(
+        self,
+        messages: list[LlmMessage],
+        *,
+        tools: list[ToolSpec] | None = None,
+        on_token: TokenSink | None = None,
+    ) -> LlmResponse:
+        """Stream one completion; see ``ChatModel.complete``. Raises ``LlmError``."""
+        request: dict[str, Any] = {
+            "model": self.model,
+            "messages": [to_openai_message(m) for m in messages],
+            "stream": True,
+        }
+        if tools:
+            request["tools"] = [to_openai_tool(t) for t in tools]
+        if self.include_usage:
+            request["stream_options"] = {"include_usage": True}
+        acc = _Accumulator(model=self.model)
+        try:
+            with (
+                openai.OpenAI(
+                    api_key=self._api_key,
+                    base_url=self.base_url,
+                    timeout=self.timeout,
+                    max_retries=self.max_retries,
+                ) as client,
+                client.chat.completions.create(**request) as stream,
+            ):
+                for chunk in stream:
+                    acc.add(chunk, on_token)
+                return acc.response()
+        except openai.OpenAIError as e:
+            raise LlmError(self._describe(e, mid_stream=acc.chunks > 0)) from e
+        except json.JSONDecodeError as e:
+            # An SSE event whose data is not the JSON the protocol promises.
+            raise LlmError(
+                f"LLM endpoint {safe_url(self.base_url)} sent a malformed stream: {e}"
+            ) from e
+
+    def _describe(self, e: openai.OpenAIError, *, mid_stream: bool) -> str:
+        where = f"LLM endpoint {safe_url(self.base_url)} (model {self.model})"
+        if mid_stream:
+            # The client retries only the request, never a stream that already started.
+            if isinstance(e, openai.APITimeoutError):
+                return f"{where} stalled mid-stream for more than {self.timeout:g}s"
+            return self._redact(f"{where} broke off the stream: {_root_cause(e)}")
+        if isinstance(e, openai.APITimeoutError):
+            text = f"{where} timed out after {self.timeout:g}s"
+        elif isinstance(e, openai.APIConnectionError):
+            text = f"{where} is unreachable: {_root_cause(e)}"
+        elif isinstance(e, openai.APIStatusError):
+            text = f"{where} answered HTTP {e.status_code}: {_status_message(e)}"
+            if e.status_code in (401, 403):
+                text += " (check OPENAI_API_KEY)"
+        else:
+            text = f"{where} failed: {type(e).__name__}: {e}"
+        if self.max_retries and _retried(e):
+            text += f" (after {self.max_retries} retries)"
+        return self._redact(text)
+
+    def _redact(self, text: str) -> str:
+        if self._api_key != _PLACEHOLDER_KEY:
+            text = text.replace(self._api_key, "***")
+        return _KEY_LIKE.sub("***", text)
+
+
+def safe_url(url: str) -> str:
+    """``url`` without user info or query string, either of which may hold a secret."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    if ":" in host:  # IPv6 literal
+        host = f"[{host}]"
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return urllib.parse.urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+def to_openai_message(message: LlmMessage) -> dict[str, Any]:
+    """Map one LlmMessage to the OpenAI chat message dict."""
+    if message.role == "tool":
+        if message.tool_call_id is None:
+            raise ValueError("a tool message needs tool_call_id")
+        return {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+    if message.role == "assistant" and message.tool_calls:
+        return {
+            "role": "assistant",
+            # OpenAI's own form for a tool-calling turn without text is a null content.
+            "content": message.content or None,
+            "tool_calls": [
+                {
+                    "id": c.id,
+                    "type": "function",
+                    "function": {"name": c.name, "arguments": c.arguments},
+                }
+                for c in message.tool_calls
+            ],
+        }
+    return {"role": message.role, "content": message.content}
+
+
+def to_openai_tool(tool: ToolSpec) -> dict[str, Any]:
+    """Map one ToolSpec to the OpenAI ``tools`` entry."""
+    return {
+        "type": "function",
+        "function": {
+            "name": tool.name,
+            "description": tool.description,
+            "parameters": tool.parameters,
+        },
+    }
+
+
+@dataclass
+class _PartialCall:
+    id: str = ""
+    name: str = ""
+    arguments: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Accumulator:
+    """Folds stream chunks into one LlmResponse."""
+
+    model: str
+    text: list[str] = field(default_factory=list)
+    calls: dict[int, _PartialCall] = field(default_factory=dict)
+    finish_reason: str | None = None
+    usage: dict[str, int] = field(default_factory=dict)
+    chunks: int = 0
+
+    def add(self, chunk: Any, on_token: TokenSink | None) -> None:
+        self.chunks += 1
+        if chunk.model:
+            self.model = chunk.model
+        if chunk.usage is not None:
+            # Servers with continuous usage stats send it on every chunk; the last one wins.
+            self.usage = {k: v for k, v in chunk.usage.model_dump().items() if isinstance(v, int)}
+        for choice in chunk.choices or ():
+            if choice.index != 0:  # we never ask for n > 1
+                continue
+            if choice.finish_reason:
+                self.finish_reason = choice.finish_reason
+            delta = choice.delta
+            if delta is None:
+                continue
+            if delta.content:
+                self.text.append(delta.content)
+                if on_token is not None:
+                    on_token(delta.content)
+            for position, tc in enumerate(delta.tool_calls or ()):
+                # Some local servers omit the index; fall back to the position in the delta.
+                index = tc.index if tc.index is not None else position
+                call = self.calls.setdefault(index, _PartialCall())
+                if tc.id and not call.id:
+                    call.id = tc.id
+                if tc.function is not None:
+                    if tc.function.name and not call.name:
+                        call.name = tc.function.name
+                    if tc.function.arguments:
+                        call.arguments.append(tc.function.arguments)
+
+    def response(self) -> LlmResponse:
+        calls = tuple(
+            ToolCall(id=c.id or f"call_{i}", name=c.name, arguments="".join(c.arguments) or "{}")
+            for i, c in sorted(self.calls.items())
+        )
+        finish = self.finish_reason or ("tool_calls" if calls else "stop")
+        return LlmResponse(
+            content="".join(self.text),
+            tool_calls=calls,
+            finish_reason=finish,
+            model=self.model,
+            usage=self.usage,
+        )
+
+
+def _status_message(e: openai.APIStatusError) -> str:
+    body = e.body
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            return error["message"][:500]
+        if isinstance(error, str):
+            return error[:500]
+    return e.message[:500]
+
+
+def _retried(e: openai.OpenAIError) -> bool:
+    if isinstance(e, openai.APIConnectionError):
+        return True
+    return isinstance(e, openai.APIStatusError) and (
+        e.status_code >= 500 or e.status_code in _RETRIED_STATUSES
+    )
+
+
+def _root_cause(e: BaseException) -> str:
+    cause: BaseException = e
+    while cause.__cause__ is not None:
+        cause = cause.__cause__
+    return str(cause) or type(cause).__name__

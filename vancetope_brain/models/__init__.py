@@ -1,0 +1,36 @@
+"""Persisted documents (pydantic) and the SteerMessage union with its codec.
+
+Every document carries ``schemaVersion``; ``tests/fixtures/records/`` holds
+checked-in JSON of each version that must keep loading. Field names are
+snake_case in Python and camelCase on the wire and in the store.
+"""
+
+from vancetope_brain.models.base import Document, new_id, utcnow
+from vancetope_brain.models.chat import ChatMessage, ChatRole
+from vancetope_brain.models.identity import ApiToken, Tenant, User
+from vancetope_brain.models.process import (
+    CloseReason,
+    ProcessStatus,
+    ThinkProcess,
+)
+from vancetope_brain.models.session import Session, SessionStatus, SessionType
+from vancetope_brain.models.steer import (
+    ExternalCommand,
+    InboxAnswer,
+    InboxMessage,
+    ProcessEvent,
+    SteerMessage,
+    ToolResult,
+    UserChatInput,
+    decode_steer,
+    encode_steer,
+)
+from vancetope_brain.models.turn import TurnCommit, TurnRecord
+
+__all__ = [
+    "ApiToken", "ChatMessage", "ChatRole", "CloseReason", "Document", "ExternalCommand",
+    "InboxAnswer", "InboxMessage", "ProcessEvent", "ProcessStatus", "Session",
+    "SessionStatus", "SessionType", "SteerMessage", "Tenant", "ThinkProcess", "ToolResult",
+    "TurnCommit", "TurnRecord", "User", "UserChatInput", "decode_steer", "encode_steer",
+    "new_id", "utcnow",
+]

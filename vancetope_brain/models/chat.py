@@ -1,0 +1,39 @@
+"""ChatMessage: the permanent, user-visible record of a process's conversation."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import Field
+
+from vancetope_brain.models.base import Document, utcnow
+
+
+class ChatRole(StrEnum):
+    USER = "user"
+    ASSISTANT = "assistant"
+    SYSTEM = "system"
+    EVENT = "event"
+    ERROR = "error"
+
+
+class ChatMessage(Document):
+    """One line of a process chat. ``seq`` orders a process's chat (assigned at commit).
+
+    ``source_message_id`` names the inbox message the line came from, if any;
+    the store keeps (process, source_message_id, role) unique so a repeated
+    commit cannot write a line twice.
+    """
+
+    id: str
+    tenant_id: str
+    session_id: str
+    process_id: str
+    seq: int = 0
+    role: ChatRole
+    content: str
+    source_message_id: str | None = None
+    meta: dict[str, Any] = Field(default_factory=dict)
+    created_at: datetime = Field(default_factory=utcnow)

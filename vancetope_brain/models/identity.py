@@ -1,0 +1,34 @@
+"""Tenants, users and API tokens (tokens are stored only as SHA-256 hashes)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import Field
+
+from vancetope_brain.models.base import Document, utcnow
+
+
+class Tenant(Document):
+    id: str
+    name: str
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class User(Document):
+    id: str
+    tenant_id: str
+    name: str
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class ApiToken(Document):
+    """A bearer token. ``token_hash`` is the hex SHA-256 of the secret; the secret is never kept."""
+
+    id: str
+    tenant_id: str
+    user_id: str
+    token_hash: str
+    label: str = ""
+    revoked: bool = False
+    created_at: datetime = Field(default_factory=utcnow)

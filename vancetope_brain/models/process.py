@@ -1,0 +1,65 @@
+"""ThinkProcess: one running instance of a think engine (think-engines.txt §5)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+from pydantic import Field
+
+from vancetope_brain.models.base import Document, utcnow
+
+
+class ProcessStatus(StrEnum):
+    INIT = "INIT"
+    RUNNING = "RUNNING"
+    IDLE = "IDLE"
+    BLOCKED = "BLOCKED"
+    PAUSED = "PAUSED"
+    SUSPENDED = "SUSPENDED"
+    CLOSED = "CLOSED"
+
+    @property
+    def wakes_on_message(self) -> bool:
+        """Whether a new pending message starts a turn (think-engines §5 table)."""
+        return self in (ProcessStatus.INIT, ProcessStatus.IDLE, ProcessStatus.BLOCKED,
+                        ProcessStatus.RUNNING)
+
+
+class CloseReason(StrEnum):
+    DONE = "DONE"
+    STOPPED = "STOPPED"
+    STALE = "STALE"
+    FAILED = "FAILED"
+
+
+class ThinkProcess(Document):
+    """The process document. The brain owns it; engines change it only through their turn.
+
+    ``epoch`` is the fencing token: every lane turn increments it when it takes
+    the lease, and every write that commits the turn is conditional on it.
+    ``next_seq`` is the last inbox sequence number handed out.
+    """
+
+    id: str
+    tenant_id: str
+    session_id: str
+    user_id: str
+    parent_process_id: str | None = None
+    name: str
+    goal: str = ""
+    engine: str
+    engine_version: str
+    recipe_name: str | None = None
+    engine_params: dict[str, Any] = Field(default_factory=dict)
+    engine_state: dict[str, Any] = Field(default_factory=dict)
+    status: ProcessStatus = ProcessStatus.INIT
+    close_reason: CloseReason | None = None
+    last_error: str | None = None
+    context_drift: bool = False
+    chat_history_summary: str | None = None
+    epoch: int = 0
+    next_seq: int = 0
+    created_at: datetime = Field(default_factory=utcnow)
+    updated_at: datetime = Field(default_factory=utcnow)

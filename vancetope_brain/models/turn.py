@@ -1,0 +1,45 @@
+"""What a lane turn commits, and the audit record it leaves."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from pydantic import Field
+
+from vancetope_brain.models.base import Document, utcnow
+from vancetope_brain.models.chat import ChatMessage
+from vancetope_brain.models.process import CloseReason, ProcessStatus
+
+
+class TurnRecord(Document):
+    """One committed lane turn: who ran it, under which epoch, from when to when.
+
+    Only committed turns leave a record, so the records of one process never
+    overlap in time; tests of lane serialization check exactly that.
+    """
+
+    id: str
+    tenant_id: str
+    process_id: str
+    epoch: int
+    worker: str
+    lifecycle: str
+    drained_ids: list[str] = Field(default_factory=list)
+    started_at: datetime
+    ended_at: datetime = Field(default_factory=utcnow)
+    status_after: ProcessStatus
+
+
+@dataclass
+class TurnCommit:
+    """Everything one turn writes, applied by ``Store.commit_turn`` all-or-nothing."""
+
+    status: ProcessStatus
+    record: TurnRecord
+    close_reason: CloseReason | None = None
+    last_error: str | None = None
+    engine_state: dict[str, Any] | None = None
+    drained_ids: list[str] = field(default_factory=list)
+    chat: list[ChatMessage] = field(default_factory=list)

@@ -1,0 +1,76 @@
+"""Assembling the brain for one OS process from its configuration.
+
+The gateway and the workers build the same ``Brain``; only the connections
+differ between the embedded and the distributed shape (ARCHITECTURE §1).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+
+import fakeredis
+import redis
+
+from vancetope_brain.config import Config
+from vancetope_brain.engines import ENGINES, EngineRegistry
+from vancetope_brain.events import EventBus
+from vancetope_brain.identity import IdentityService
+from vancetope_brain.lanes import LaneRunner, LeaseKeeper, Waker
+from vancetope_brain.lanes.runner import ModelFor
+from vancetope_brain.lanes.sweeper import sweep
+from vancetope_brain.lanes.waker import Enqueue
+from vancetope_brain.llm.factory import build_chat_model
+from vancetope_brain.sessions import SessionService
+from vancetope_brain.store import Store, open_store
+
+log = logging.getLogger(__name__)
+
+_embedded_server: fakeredis.FakeServer | None = None
+_embedded_guard = threading.Lock()
+
+
+def redis_client(config: Config) -> redis.Redis:
+    """Real Redis when configured; else the process-wide in-memory server (fakeredis)."""
+    global _embedded_server
+    if config.redis_url:
+        return redis.Redis.from_url(config.redis_url, health_check_interval=30)
+    with _embedded_guard:
+        if _embedded_server is None:
+            _embedded_server = fakeredis.FakeServer()
+    return fakeredis.FakeRedis(server=_embedded_server)
+
+
+@dataclass
+class Brain:
+    config: Config
+    store: Store
+    redis: redis.Redis
+    events: EventBus
+    waker: Waker
+    runner: LaneRunner
+    sessions: SessionService
+    identity: IdentityService
+
+    @classmethod
+    def build(cls, config: Config, enqueue: Enqueue, *, model_for: ModelFor | None = None,
+              engines: EngineRegistry = ENGINES, worker_name: str | None = None) -> Brain:
+        client = redis_client(config)
+        store = open_store(config.store_url)
+        events = EventBus(client, max_len=config.event_log_max, ttl=config.event_log_ttl)
+        waker = Waker(client, enqueue, shards=config.lane_shards, flag_ttl=2 * config.lease_ttl)
+        if model_for is None:
+            model = build_chat_model(config)
+            model_for = lambda process: model  # noqa: E731 - one model for every process for now
+        runner = LaneRunner(store=store, events=events,
+                            leases=LeaseKeeper(client, ttl=config.lease_ttl), waker=waker,
+                            engines=engines, model_for=model_for, worker_name=worker_name)
+        return cls(config, store, client, events, waker, runner,
+                   SessionService(store, waker, engines), IdentityService(store))
+
+    def sweep(self) -> int:
+        return sweep(self.store, self.redis, self.waker, age=self.config.sweep_age)
+
+    def close(self) -> None:
+        self.store.close()

@@ -1,0 +1,142 @@
+"""The SQLite adapter's connections and schema (DDL and its version check).
+
+Each document is kept whole as camelCase JSON in ``doc``; the other columns
+exist for indexes or because they change often. Columns that change after
+insert (``lanes.*``, ``messages.drained_*``) are authoritative and the
+adapter merges them over ``doc`` on load, so a hot counter update never
+rewrites a large document.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+from pathlib import Path
+
+from vancetope_brain.errors import StoreError
+
+SCHEMA_VERSION = 1
+
+_DDL = """
+CREATE TABLE IF NOT EXISTS schema_version (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    version INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS tenants (id TEXT PRIMARY KEY, doc TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS users (
+    id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, doc TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS api_tokens (
+    id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, token_hash TEXT NOT NULL UNIQUE,
+    revoked INTEGER NOT NULL, doc TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS sessions (
+    id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, user_id TEXT NOT NULL,
+    created_ms INTEGER NOT NULL, doc TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS sessions_by_user ON sessions (tenant_id, user_id, created_ms);
+CREATE TABLE IF NOT EXISTS processes (
+    id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, session_id TEXT NOT NULL,
+    created_ms INTEGER NOT NULL, doc TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS processes_by_session ON processes (tenant_id, session_id, created_ms);
+-- The per-turn hot fields of a process, in a narrow row of their own.
+CREATE TABLE IF NOT EXISTS lanes (
+    process_id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, status TEXT NOT NULL,
+    epoch INTEGER NOT NULL, next_seq INTEGER NOT NULL, next_chat_seq INTEGER NOT NULL
+);
+CREATE TABLE IF NOT EXISTS messages (
+    id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, target_process_id TEXT NOT NULL,
+    seq INTEGER NOT NULL, idempotency_key TEXT, created_ms INTEGER NOT NULL,
+    drained_at TEXT, drained_epoch INTEGER, doc TEXT NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS messages_seq ON messages (tenant_id, target_process_id, seq);
+CREATE UNIQUE INDEX IF NOT EXISTS messages_idempotency
+    ON messages (tenant_id, target_process_id, idempotency_key)
+    WHERE idempotency_key IS NOT NULL;
+-- Partial indexes hold only pending rows, so a turn's inbox read and the
+-- sweeper never walk drained history.
+CREATE INDEX IF NOT EXISTS messages_pending
+    ON messages (tenant_id, target_process_id, seq) WHERE drained_at IS NULL;
+CREATE INDEX IF NOT EXISTS messages_stale ON messages (created_ms) WHERE drained_at IS NULL;
+CREATE TABLE IF NOT EXISTS chat (
+    id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, process_id TEXT NOT NULL,
+    seq INTEGER NOT NULL, role TEXT NOT NULL, source_message_id TEXT, doc TEXT NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS chat_seq ON chat (tenant_id, process_id, seq);
+CREATE UNIQUE INDEX IF NOT EXISTS chat_source
+    ON chat (tenant_id, process_id, source_message_id, role)
+    WHERE source_message_id IS NOT NULL;
+CREATE TABLE IF NOT EXISTS turns (
+    id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, process_id TEXT NOT NULL,
+    epoch INTEGER NOT NULL, doc TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS turns_by_process ON turns (tenant_id, process_id, epoch);
+"""
+
+
+def create_schema(conn: sqlite3.Connection) -> None:
+    """Create missing tables and indexes in one write transaction, then check the version.
+
+    Safe to run concurrently from several processes. Raises ``StoreError`` if
+    the file was written by a newer schema than this code knows.
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        for statement in _DDL.split(";"):
+            if statement.strip():
+                conn.execute(statement)
+        conn.execute(
+            "INSERT OR IGNORE INTO schema_version (id, version) VALUES (1, ?)", (SCHEMA_VERSION,)
+        )
+        (version,) = conn.execute("SELECT version FROM schema_version WHERE id = 1").fetchone()
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+    if version > SCHEMA_VERSION:
+        raise StoreError(
+            f"SQLite store has schema version {version}, newer than this server's "
+            f"{SCHEMA_VERSION}; upgrade the server"
+        )
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """A connection in autocommit mode (we issue BEGIN ourselves), WAL, 10 s busy timeout.
+
+    ``check_same_thread=False`` only so that ``close`` may run from any
+    thread; each connection is used by the thread that opened it.
+    """
+    conn = sqlite3.connect(path, timeout=10.0, isolation_level=None, check_same_thread=False,
+                           cached_statements=256)
+    try:
+        conn.execute("PRAGMA busy_timeout = 10000")
+        conn.execute("PRAGMA journal_mode = WAL")
+        # WAL + NORMAL: no fsync per commit; a commit survives a process crash.
+        conn.execute("PRAGMA synchronous = NORMAL")
+    except sqlite3.Error:
+        conn.close()
+        raise
+    return conn
+
+
+class ThreadConnection:
+    """One thread's connection, closed when the thread ends and its thread-local drops this.
+
+    Threads that serve one request each would otherwise leak a connection (and
+    its file descriptors) apiece. In a forked child the inherited holders are
+    dropped too; their connections stay referenced in the registry and are
+    never closed there, since SQLite forbids touching a connection across fork.
+    """
+
+    __slots__ = ("conn", "pid", "registry")
+
+    def __init__(self, conn: sqlite3.Connection, registry: dict[sqlite3.Connection, int]) -> None:
+        self.conn, self.pid, self.registry = conn, os.getpid(), registry
+        registry[conn] = self.pid
+
+    def __del__(self) -> None:
+        if self.pid == os.getpid() and self.registry.pop(self.conn, None) is not None:
+            with contextlib.suppress(sqlite3.Error):
+                self.conn.close()

@@ -1,0 +1,161 @@
+"""The Store port: the domain-level persistence contract every adapter honours.
+
+Guarantees common to all methods:
+
+* Tenant scoping: a record of another tenant is indistinguishable from a
+  missing one (``NotFound`` / ``None`` / absent from lists).
+* Records are returned as pydantic documents, never adapter types.
+* Writes are durable when the method returns.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from datetime import datetime
+
+from vancetope_brain.errors import ConfigError
+from vancetope_brain.models import (
+    ApiToken,
+    ChatMessage,
+    InboxMessage,
+    Session,
+    Tenant,
+    ThinkProcess,
+    TurnCommit,
+    TurnRecord,
+    User,
+)
+
+
+class Store(ABC):
+    """Persistence for tenants, sessions, processes, inboxes, chats and turn records."""
+
+    # ── identity ──────────────────────────────────────────────────────────
+    @abstractmethod
+    def create_tenant(self, tenant: Tenant) -> None:
+        """Insert a tenant. Raises ``Conflict`` if the id exists."""
+
+    @abstractmethod
+    def create_user(self, user: User) -> None:
+        """Insert a user. Raises ``Conflict`` if the id exists."""
+
+    @abstractmethod
+    def get_user(self, tenant_id: str, user_id: str) -> User:
+        """The user. Raises ``NotFound``."""
+
+    @abstractmethod
+    def create_token(self, token: ApiToken) -> None:
+        """Insert an API token record (hash only)."""
+
+    @abstractmethod
+    def token_by_hash(self, token_hash: str) -> ApiToken | None:
+        """System query (authentication precedes tenancy): the non-revoked token with this hash."""
+
+    # ── sessions ──────────────────────────────────────────────────────────
+    @abstractmethod
+    def create_session(self, session: Session) -> None:
+        """Insert a session."""
+
+    @abstractmethod
+    def get_session(self, tenant_id: str, session_id: str) -> Session:
+        """The session. Raises ``NotFound``."""
+
+    @abstractmethod
+    def list_sessions(self, tenant_id: str, user_id: str) -> list[Session]:
+        """The user's sessions, newest first."""
+
+    @abstractmethod
+    def set_chat_process(self, tenant_id: str, session_id: str, process_id: str) -> None:
+        """Atomically set ``chatProcessId`` of the session. Raises ``NotFound``."""
+
+    # ── processes ─────────────────────────────────────────────────────────
+    @abstractmethod
+    def create_process(self, process: ThinkProcess) -> None:
+        """Insert a process document (status INIT, epoch 0)."""
+
+    @abstractmethod
+    def get_process(self, tenant_id: str, process_id: str) -> ThinkProcess:
+        """The process. Raises ``NotFound``."""
+
+    @abstractmethod
+    def list_processes(self, tenant_id: str, session_id: str) -> list[ThinkProcess]:
+        """The session's processes, oldest first."""
+
+    @abstractmethod
+    def acquire_epoch(self, tenant_id: str, process_id: str) -> ThinkProcess:
+        """Start a lane turn: atomically increment ``epoch`` and, if the status is INIT, IDLE
+        or BLOCKED, set it to RUNNING.
+
+        Returns the document with the *new* epoch and the status it had *before*
+        this call (the engine needs to know where it came from). Any turn holding
+        an older epoch is fenced from then on. Raises ``NotFound``.
+        """
+
+    @abstractmethod
+    def commit_turn(self, tenant_id: str, process_id: str, epoch: int,
+                    commit: TurnCommit) -> list[ChatMessage] | None:
+        """Apply a turn's effects all-or-nothing, only if ``epoch`` is still current.
+
+        Effects: mark ``commit.drained_ids`` drained (with this epoch), append
+        ``commit.chat`` with consecutive chat ``seq`` numbers in list order, set
+        status / closeReason / lastError / engineState, insert ``commit.record``.
+        Returns the chat lines as written (with their ``seq``), or None, having
+        written nothing, when the epoch moved on (fenced) or a listed message
+        was already drained. Chat lines whose (process, sourceMessageId, role)
+        already exists are skipped and not returned.
+        """
+
+    # ── inbox ─────────────────────────────────────────────────────────────
+    @abstractmethod
+    def append_message(self, message: InboxMessage) -> tuple[InboxMessage, bool]:
+        """Persist a message into its target's inbox, assigning the next per-process ``seq``.
+
+        Sequence numbers are strictly increasing per process in the order the
+        appends complete. A repeated (target, idempotencyKey) stores nothing
+        and returns the first message with ``False``. Raises ``NotFound`` if
+        the target process does not exist in the tenant.
+        """
+
+    @abstractmethod
+    def pending_messages(self, tenant_id: str, process_id: str, limit: int = 1000) -> list[InboxMessage]:
+        """Undrained messages of the process in ``seq`` order (at most ``limit``)."""
+
+    @abstractmethod
+    def stale_pending(self, older_than: datetime, limit: int = 100) -> list[tuple[str, str]]:
+        """System query for the sweeper: distinct (tenant, process) pairs having an undrained
+        message created before ``older_than`` whose process is not CLOSED, PAUSED or SUSPENDED.
+        """
+
+    # ── chat and audit ────────────────────────────────────────────────────
+    @abstractmethod
+    def chat_history(
+        self, tenant_id: str, process_id: str, *, before_seq: int | None = None, limit: int = 100
+    ) -> list[ChatMessage]:
+        """The last ``limit`` chat lines of the process before ``before_seq``, oldest first."""
+
+    @abstractmethod
+    def turn_records(self, tenant_id: str, process_id: str) -> list[TurnRecord]:
+        """The process's committed turns in epoch order."""
+
+    # ── plumbing ──────────────────────────────────────────────────────────
+    @abstractmethod
+    def ping(self) -> None:
+        """Raise ``StoreError`` unless the store answers."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release connections."""
+
+
+def open_store(url: str) -> Store:
+    """Open the adapter named by the URL: ``sqlite:///path`` or ``mongodb://…``."""
+    if url.startswith("sqlite:///"):
+        from vancetope_brain.store.sqlite import SqliteStore
+
+        return SqliteStore(url.removeprefix("sqlite:///"))
+    if url.startswith(("mongodb://", "mongodb+srv://")):
+        from vancetope_brain.store.mongo import MongoStore
+
+        return MongoStore(url)
+    raise ConfigError(
+        f"unsupported VANCETOPE_STORE_URL {url!r}: use sqlite:///PATH or mongodb://HOST/DB"
+    )

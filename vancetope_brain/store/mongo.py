@@ -1,0 +1,387 @@
+"""The MongoDB adapter (pymongo; any pymongo-compatible client such as mongomock in tests)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from pydantic_core import to_jsonable_python
+from pymongo import ASCENDING, DESCENDING, MongoClient, ReturnDocument
+from pymongo.errors import BulkWriteError, DuplicateKeyError, PyMongoError
+
+from vancetope_brain.errors import NotFound, StoreError
+from vancetope_brain.models import (
+    ApiToken,
+    ChatMessage,
+    InboxMessage,
+    Session,
+    Tenant,
+    ThinkProcess,
+    TurnCommit,
+    TurnRecord,
+    User,
+    utcnow,
+)
+from vancetope_brain.store._mongo_codec import from_bson, naive_utc, to_bson, translated
+from vancetope_brain.store.base import Store
+
+_STARTS_TURN = ["INIT", "IDLE", "BLOCKED"]
+_NOT_SWEPT = ["CLOSED", "PAUSED", "SUSPENDED"]
+_DUPLICATE_KEY = 11000
+_STRING = {"$type": "string"}
+
+
+class MongoStore(Store):
+    """The Store on MongoDB (4.2+: pipeline updates), without multi-document transactions.
+
+    Atomic (one single-document operation each): ``acquire_epoch`` (a pipeline
+    update of the process: epoch + 1, status → RUNNING from INIT/IDLE/BLOCKED),
+    the seq reservation of ``append_message`` (``$inc nextSeq``), and the claim
+    of ``commit_turn``.
+
+    ``append_message`` reserves a seq, then inserts. Seqs are strictly
+    increasing, but two concurrent appends may become visible out of seq order
+    for the moment between the two steps, and a crash or an idempotency race
+    leaves a gap.
+
+    ``commit_turn`` runs: (1) a find that every drained id is still undrained,
+    else False; (2) the claim: one conditional update of the process
+    ``{_id, tenantId, epoch}`` that sets status/closeReason/lastError/
+    engineState/updatedAt and reserves chat seqs (``$inc nextChatSeq``), else
+    False — nothing is written before it; (3) insert the chat lines, ignoring
+    duplicate keys; (4) mark the messages drained (filter ``drainedAt: None``);
+    (5) insert the turn record. A crash after (2) leaves the new status with
+    the messages still pending: the next turn re-processes them, and chat lines
+    keyed by (sourceMessageId, role) are not written twice (lines without a
+    sourceMessageId can be). A turn that took over between (1) and (4) can see
+    the same messages pending; its own commit then fails at (1) or its lines
+    are deduplicated at (3). Skipped lines may leave gaps in chat seqs.
+    """
+
+    def __init__(self, url: str | None = None, *, client: Any = None,
+                 db_name: str | None = None) -> None:
+        """Connect to ``url`` (``mongodb://host/db``) or use ``client`` (not closed by us)."""
+        if (url is None) == (client is None):
+            raise ValueError("pass exactly one of url and client")
+        self._owns_client = client is None
+        try:
+            if client is None:
+                client = MongoClient(url, tz_aware=True, serverSelectionTimeoutMS=10_000)
+            self._client = client
+            db = client.get_default_database("vancetope") if db_name is None else client[db_name]
+            self._tenants = db["tenants"]
+            self._users = db["users"]
+            self._tokens = db["api_tokens"]
+            self._sessions = db["sessions"]
+            self._processes = db["think_processes"]
+            self._messages = db["engine_messages"]
+            self._chat = db["chat_messages"]
+            self._turns = db["turn_records"]
+            self._db = db
+            self._create_indexes()
+        except PyMongoError as e:
+            raise StoreError(f"cannot open MongoDB store: {e}") from e
+
+    @classmethod
+    def from_client(cls, client: Any, db_name: str) -> MongoStore:
+        """A store over an existing client (e.g. ``mongomock.MongoClient()``)."""
+        return cls(client=client, db_name=db_name)
+
+    def _create_indexes(self) -> None:
+        """Idempotent: named indexes, tenantId first for every tenant query."""
+        self._tokens.create_index("tokenHash", unique=True, name="token_hash")
+        self._sessions.create_index(
+            [("tenantId", ASCENDING), ("userId", ASCENDING), ("createdAt", DESCENDING)],
+            name="by_user")
+        self._processes.create_index(
+            [("tenantId", ASCENDING), ("sessionId", ASCENDING), ("createdAt", ASCENDING)],
+            name="by_session")
+        self._messages.create_index(
+            [("tenantId", ASCENDING), ("targetProcessId", ASCENDING), ("seq", ASCENDING)],
+            unique=True, name="seq")
+        self._messages.create_index(
+            [("tenantId", ASCENDING), ("targetProcessId", ASCENDING),
+             ("idempotencyKey", ASCENDING)],
+            unique=True, partialFilterExpression={"idempotencyKey": _STRING}, name="idempotency")
+        self._messages.create_index(
+            [("tenantId", ASCENDING), ("targetProcessId", ASCENDING), ("drainedAt", ASCENDING),
+             ("seq", ASCENDING)],
+            name="pending")
+        self._messages.create_index([("drainedAt", ASCENDING), ("createdAt", ASCENDING)],
+                                    name="sweeper")
+        self._chat.create_index(
+            [("tenantId", ASCENDING), ("processId", ASCENDING), ("seq", ASCENDING)],
+            unique=True, name="seq")
+        self._chat.create_index(
+            [("tenantId", ASCENDING), ("processId", ASCENDING), ("sourceMessageId", ASCENDING),
+             ("role", ASCENDING)],
+            unique=True, partialFilterExpression={"sourceMessageId": _STRING}, name="source")
+        self._turns.create_index(
+            [("tenantId", ASCENDING), ("processId", ASCENDING), ("epoch", ASCENDING)],
+            name="by_process")
+
+    def _process_exists(self, tenant_id: str, process_id: str) -> bool:
+        return self._processes.count_documents({"_id": process_id, "tenantId": tenant_id},
+                                               limit=1) > 0
+
+    # ── plumbing ──────────────────────────────────────────────────────────
+    @translated
+    def ping(self) -> None:
+        self._db.command("ping")
+
+    def close(self) -> None:
+        if self._owns_client:
+            self._client.close()
+
+    # ── identity ──────────────────────────────────────────────────────────
+    @translated
+    def create_tenant(self, tenant: Tenant) -> None:
+        self._tenants.insert_one(to_bson(tenant))
+
+    @translated
+    def create_user(self, user: User) -> None:
+        self._users.insert_one(to_bson(user))
+
+    @translated
+    def get_user(self, tenant_id: str, user_id: str) -> User:
+        raw = self._users.find_one({"_id": user_id, "tenantId": tenant_id})
+        if raw is None:
+            raise NotFound(f"user {user_id} not found")
+        return from_bson(User, raw)
+
+    @translated
+    def create_token(self, token: ApiToken) -> None:
+        self._tokens.insert_one(to_bson(token))
+
+    @translated
+    def token_by_hash(self, token_hash: str) -> ApiToken | None:
+        raw = self._tokens.find_one({"tokenHash": token_hash, "revoked": False})
+        return None if raw is None else from_bson(ApiToken, raw)
+
+    # ── sessions ──────────────────────────────────────────────────────────
+    @translated
+    def create_session(self, session: Session) -> None:
+        self._sessions.insert_one(to_bson(session))
+
+    @translated
+    def get_session(self, tenant_id: str, session_id: str) -> Session:
+        raw = self._sessions.find_one({"_id": session_id, "tenantId": tenant_id})
+        if raw is None:
+            raise NotFound(f"session {session_id} not found")
+        return from_bson(Session, raw)
+
+    @translated
+    def list_sessions(self, tenant_id: str, user_id: str) -> list[Session]:
+        cursor = self._sessions.find({"tenantId": tenant_id, "userId": user_id})
+        return [from_bson(Session, raw) for raw in cursor.sort("createdAt", DESCENDING)]
+
+    @translated
+    def set_chat_process(self, tenant_id: str, session_id: str, process_id: str) -> None:
+        result = self._sessions.update_one(
+            {"_id": session_id, "tenantId": tenant_id},
+            {"$set": {"chatProcessId": process_id, "updatedAt": naive_utc(utcnow())}},
+        )
+        if result.matched_count == 0:
+            raise NotFound(f"session {session_id} not found")
+
+    # ── processes ─────────────────────────────────────────────────────────
+    @translated
+    def create_process(self, process: ThinkProcess) -> None:
+        # nextChatSeq is ours, not the model's: ThinkProcess.load ignores it.
+        self._processes.insert_one(to_bson(process, nextChatSeq=0))
+
+    @translated
+    def get_process(self, tenant_id: str, process_id: str) -> ThinkProcess:
+        raw = self._processes.find_one({"_id": process_id, "tenantId": tenant_id})
+        if raw is None:
+            raise NotFound(f"process {process_id} not found")
+        return from_bson(ThinkProcess, raw)
+
+    @translated
+    def list_processes(self, tenant_id: str, session_id: str) -> list[ThinkProcess]:
+        cursor = self._processes.find({"tenantId": tenant_id, "sessionId": session_id})
+        return [from_bson(ThinkProcess, raw) for raw in cursor.sort("createdAt", ASCENDING)]
+
+    @translated
+    def acquire_epoch(self, tenant_id: str, process_id: str) -> ThinkProcess:
+        before = self._processes.find_one_and_update(
+            {"_id": process_id, "tenantId": tenant_id},
+            [{"$set": {
+                "epoch": {"$add": ["$epoch", 1]},
+                "status": {"$cond": [{"$in": ["$status", _STARTS_TURN]}, "RUNNING", "$status"]},
+            }}],
+            return_document=ReturnDocument.BEFORE,
+        )
+        if before is None:
+            raise NotFound(f"process {process_id} not found")
+        before["epoch"] += 1
+        return from_bson(ThinkProcess, before)
+
+    @translated
+    def commit_turn(self, tenant_id: str, process_id: str, epoch: int,
+                    commit: TurnCommit) -> list[ChatMessage] | None:
+        drained = list(dict.fromkeys(commit.drained_ids))
+        mine = {"_id": {"$in": drained}, "tenantId": tenant_id, "targetProcessId": process_id,
+                "drainedAt": None}
+        if drained and self._messages.count_documents(mine) != len(drained):
+            if not self._process_exists(tenant_id, process_id):
+                raise NotFound(f"process {process_id} not found")
+            return None
+        lines = self._unwritten(tenant_id, process_id, commit.chat)
+        now = naive_utc(utcnow())
+        outcome: dict[str, Any] = {
+            "status": commit.status.value,
+            "closeReason": commit.close_reason.value if commit.close_reason else None,
+            "lastError": commit.last_error,
+            "updatedAt": now,
+        }
+        if commit.engine_state is not None:
+            outcome["engineState"] = to_jsonable_python(commit.engine_state)
+        claimed = self._processes.find_one_and_update(
+            {"_id": process_id, "tenantId": tenant_id, "epoch": epoch},
+            {"$set": outcome, "$inc": {"nextChatSeq": len(lines)}},
+            projection={"nextChatSeq": True},
+            return_document=ReturnDocument.AFTER,
+        )
+        if claimed is None:
+            if not self._process_exists(tenant_id, process_id):
+                raise NotFound(f"process {process_id} not found")
+            return None
+        first = claimed["nextChatSeq"] - len(lines) + 1
+        written = [line.model_copy(
+            update={"seq": first + i, "tenant_id": tenant_id, "process_id": process_id})
+            for i, line in enumerate(lines)]
+        docs = [to_bson(line) for line in written]
+        if docs:
+            try:
+                self._chat.insert_many(docs, ordered=False)
+            except BulkWriteError as e:
+                # A duplicate is a line an earlier attempt of this turn already wrote.
+                if any(err.get("code") != _DUPLICATE_KEY for err in e.details["writeErrors"]):
+                    raise
+        if drained:
+            self._messages.update_many(mine, {"$set": {"drainedAt": now, "drainedEpoch": epoch}})
+        record = commit.record.model_copy(
+            update={"tenant_id": tenant_id, "process_id": process_id, "epoch": epoch})
+        with contextlib.suppress(DuplicateKeyError):  # a retried commit of the same turn
+            self._turns.insert_one(to_bson(record))
+        return written
+
+    def _unwritten(self, tenant_id: str, process_id: str,
+                   chat: Iterable[ChatMessage]) -> list[ChatMessage]:
+        """The lines not already stored under their (sourceMessageId, role), in order."""
+        chat = list(chat)
+        sources = [line.source_message_id for line in chat if line.source_message_id]
+        seen: set[tuple[str | None, str]] = set()
+        if sources:
+            existing = self._chat.find(
+                {"tenantId": tenant_id, "processId": process_id,
+                 "sourceMessageId": {"$in": sources}},
+                projection={"sourceMessageId": True, "role": True},
+            )
+            seen = {(raw["sourceMessageId"], raw["role"]) for raw in existing}
+        lines = []
+        for line in chat:
+            key = (line.source_message_id, line.role.value)
+            if line.source_message_id and key in seen:
+                continue
+            seen.add(key)
+            lines.append(line)
+        return lines
+
+    # ── inbox ─────────────────────────────────────────────────────────────
+    def _by_key(self, message: InboxMessage) -> dict[str, Any] | None:
+        if message.idempotency_key is None:
+            return None
+        found: dict[str, Any] | None = self._messages.find_one({
+            "tenantId": message.tenant_id, "targetProcessId": message.target_process_id,
+            "idempotencyKey": message.idempotency_key,
+        })
+        return found
+
+    @translated
+    def append_message(self, message: InboxMessage) -> tuple[InboxMessage, bool]:
+        first = self._by_key(message)
+        if first is not None:
+            return from_bson(InboxMessage, first), False
+        reserved = self._processes.find_one_and_update(
+            {"_id": message.target_process_id, "tenantId": message.tenant_id},
+            {"$inc": {"nextSeq": 1}},
+            projection={"nextSeq": True},
+            return_document=ReturnDocument.AFTER,
+        )
+        if reserved is None:
+            raise NotFound(f"process {message.target_process_id} not found")
+        stored = message.model_copy(
+            update={"seq": reserved["nextSeq"], "drained_at": None, "drained_epoch": None})
+        try:
+            self._messages.insert_one(to_bson(stored))
+        except DuplicateKeyError:
+            first = self._by_key(message)  # a concurrent append with the same key won
+            if first is None:
+                raise
+            return from_bson(InboxMessage, first), False
+        return stored, True
+
+    @translated
+    def pending_messages(self, tenant_id: str, process_id: str, limit: int = 1000) -> list[InboxMessage]:
+        if limit <= 0:  # Mongo reads limit(0) as "no limit"
+            return []
+        cursor = self._messages.find(
+            {"tenantId": tenant_id, "targetProcessId": process_id, "drainedAt": None}
+        ).sort("seq", ASCENDING).limit(limit)
+        return [from_bson(InboxMessage, raw) for raw in cursor]
+
+    @translated
+    def stale_pending(self, older_than: datetime, limit: int = 100) -> list[tuple[str, str]]:
+        # Walk old pending messages oldest first and keep processes that may be
+        # woken; the status check is batched to one query per chunk.
+        cursor = self._messages.find(
+            {"drainedAt": None, "createdAt": {"$lt": naive_utc(older_than)}},
+            projection={"tenantId": True, "targetProcessId": True},
+        ).sort("createdAt", ASCENDING)
+        found: list[tuple[str, str]] = []
+        chunk: dict[tuple[str, str], None] = {}
+        seen: set[tuple[str, str]] = set()
+        for raw in cursor:
+            pair = (raw["tenantId"], raw["targetProcessId"])
+            if pair not in seen:
+                seen.add(pair)
+                chunk[pair] = None
+            if len(chunk) >= 200:
+                found += self._wakeable(list(chunk))
+                chunk = {}
+                if len(found) >= limit:
+                    break
+        if chunk and len(found) < limit:
+            found += self._wakeable(list(chunk))
+        return found[:limit]
+
+    def _wakeable(self, pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """The pairs whose process exists in that tenant and is not CLOSED/PAUSED/SUSPENDED."""
+        rows = self._processes.find(
+            {"_id": {"$in": [pid for _, pid in pairs]}, "status": {"$nin": _NOT_SWEPT}},
+            projection={"tenantId": True},
+        )
+        ok = {(raw["tenantId"], raw["_id"]) for raw in rows}
+        return [pair for pair in pairs if pair in ok]
+
+    # ── chat and audit ────────────────────────────────────────────────────
+    @translated
+    def chat_history(
+        self, tenant_id: str, process_id: str, *, before_seq: int | None = None, limit: int = 100
+    ) -> list[ChatMessage]:
+        if limit <= 0:
+            return []
+        query: dict[str, Any] = {"tenantId": tenant_id, "processId": process_id}
+        if before_seq is not None:
+            query["seq"] = {"$lt": before_seq}
+        cursor = self._chat.find(query).sort("seq", DESCENDING).limit(limit)
+        return [from_bson(ChatMessage, raw) for raw in reversed(list(cursor))]
+
+    @translated
+    def turn_records(self, tenant_id: str, process_id: str) -> list[TurnRecord]:
+        cursor = self._turns.find({"tenantId": tenant_id, "processId": process_id})
+        return [from_bson(TurnRecord, raw) for raw in cursor.sort("epoch", ASCENDING)]

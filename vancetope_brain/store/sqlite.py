@@ -1,0 +1,388 @@
+"""The SQLite adapter: one file, WAL, safe across threads and OS processes on one host."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from pydantic_core import to_json
+
+from vancetope_brain.errors import Conflict, Fenced, NotFound, StoreError
+from vancetope_brain.models import (
+    ApiToken,
+    ChatMessage,
+    InboxMessage,
+    Session,
+    Tenant,
+    ThinkProcess,
+    TurnCommit,
+    TurnRecord,
+    User,
+    utcnow,
+)
+from vancetope_brain.store._sqlite_db import ThreadConnection, connect, create_schema
+from vancetope_brain.store.base import Store
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_STARTS_TURN = ("INIT", "IDLE", "BLOCKED")
+_NOT_SWEPT = ("CLOSED", "PAUSED", "SUSPENDED")
+
+_PROCESS_SELECT = (
+    "SELECT p.doc, l.status, l.epoch, l.next_seq FROM lanes l JOIN processes p ON p.id = l.process_id"
+)
+_MESSAGE_SELECT = "SELECT doc, seq, drained_at, drained_epoch FROM messages"
+# Only the fields a turn may change; status lives in ``lanes``.
+_SET_OUTCOME = (
+    "UPDATE processes SET doc = json_set(doc, '$.closeReason', ?, '$.lastError', ?, "
+    "'$.updatedAt', ?) WHERE id = ?"
+)
+_SET_OUTCOME_AND_STATE = (
+    "UPDATE processes SET doc = json_set(doc, '$.closeReason', ?, '$.lastError', ?, "
+    "'$.updatedAt', ?, '$.engineState', json(?)) WHERE id = ?"
+)
+
+
+def _ms(moment: datetime) -> int:
+    """Milliseconds since the Unix epoch; naive datetimes are taken as UTC."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return (moment - _EPOCH) // timedelta(milliseconds=1)
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _process(row: tuple[str, str, int, int]) -> ThinkProcess:
+    doc, status, epoch, next_seq = row
+    raw = json.loads(doc)
+    raw.update(status=status, epoch=epoch, nextSeq=next_seq)
+    return ThinkProcess.load(raw)
+
+
+def _message(row: tuple[str, int, str | None, int | None]) -> InboxMessage:
+    doc, seq, drained_at, drained_epoch = row
+    raw = json.loads(doc)
+    raw.update(seq=seq, drainedAt=drained_at, drainedEpoch=drained_epoch)
+    return InboxMessage.load(raw)
+
+
+class SqliteStore(Store):
+    """The Store on one SQLite file (the reference adapter).
+
+    One connection per thread (re-opened after ``fork``), WAL journal,
+    ``busy_timeout`` 10 s. Every multi-statement write runs in a
+    ``BEGIN IMMEDIATE`` transaction, which takes the file's single write lock
+    up front, so ``acquire_epoch``, ``append_message`` and ``commit_turn`` are
+    atomic across threads and processes. ``synchronous=NORMAL``: a returned
+    write survives a crash of any process, but the last commits may be lost
+    on power failure or an OS crash (WAL then skips an fsync per commit).
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self._path = Path(path)
+        self._local = threading.local()
+        # Every connection opened, with the pid that opened it: close() must
+        # not touch what a forked child inherited.
+        self._connections: dict[sqlite3.Connection, int] = {}
+        try:
+            self._path.parent.mkdir(parents=True, exist_ok=True)
+            create_schema(self._conn())
+        except (OSError, sqlite3.Error) as e:
+            self.close()
+            raise StoreError(f"cannot open SQLite store {self._path}: {e}") from e
+        except StoreError:
+            self.close()
+            raise
+
+    # ── plumbing ──────────────────────────────────────────────────────────
+    def _conn(self) -> sqlite3.Connection:
+        owned: ThreadConnection | None = getattr(self._local, "owned", None)
+        # A connection inherited through fork must not be used by the child.
+        if owned is None or owned.pid != os.getpid():
+            owned = self._local.owned = ThreadConnection(connect(self._path), self._connections)
+        return owned.conn
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        try:
+            yield
+        except sqlite3.IntegrityError as e:
+            raise Conflict(f"duplicate record: {e}") from e
+        except sqlite3.Error as e:
+            raise StoreError(f"SQLite store {self._path}: {e}") from e
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        """A ``BEGIN IMMEDIATE`` transaction, rolled back on any exception."""
+        with self._errors():
+            conn = self._conn()
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+    def _read(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
+        with self._errors():
+            return self._conn().execute(sql, params).fetchall()
+
+    def _insert(self, sql: str, params: tuple[Any, ...]) -> None:
+        with self._errors():
+            self._conn().execute(sql, params)
+
+    def ping(self) -> None:
+        self._read("SELECT 1", ())
+
+    def close(self) -> None:
+        """Close every connection this process opened (other threads' too)."""
+        pid = os.getpid()
+        for conn, opener in list(self._connections.items()):
+            if opener == pid:
+                self._connections.pop(conn, None)
+                conn.close()
+        self._local = threading.local()
+
+    # ── identity ──────────────────────────────────────────────────────────
+    def create_tenant(self, tenant: Tenant) -> None:
+        self._insert("INSERT INTO tenants (id, doc) VALUES (?, ?)",
+                     (tenant.id, tenant.model_dump_json(by_alias=True)))
+
+    def create_user(self, user: User) -> None:
+        self._insert("INSERT INTO users (id, tenant_id, doc) VALUES (?, ?, ?)",
+                     (user.id, user.tenant_id, user.model_dump_json(by_alias=True)))
+
+    def get_user(self, tenant_id: str, user_id: str) -> User:
+        rows = self._read("SELECT doc FROM users WHERE id = ? AND tenant_id = ?",
+                          (user_id, tenant_id))
+        if not rows:
+            raise NotFound(f"user {user_id} not found")
+        return User.load(json.loads(rows[0][0]))
+
+    def create_token(self, token: ApiToken) -> None:
+        self._insert(
+            "INSERT INTO api_tokens (id, tenant_id, token_hash, revoked, doc) VALUES (?, ?, ?, ?, ?)",
+            (token.id, token.tenant_id, token.token_hash, int(token.revoked),
+             token.model_dump_json(by_alias=True)),
+        )
+
+    def token_by_hash(self, token_hash: str) -> ApiToken | None:
+        rows = self._read("SELECT doc FROM api_tokens WHERE token_hash = ? AND revoked = 0",
+                          (token_hash,))
+        return ApiToken.load(json.loads(rows[0][0])) if rows else None
+
+    # ── sessions ──────────────────────────────────────────────────────────
+    def create_session(self, session: Session) -> None:
+        self._insert(
+            "INSERT INTO sessions (id, tenant_id, user_id, created_ms, doc) VALUES (?, ?, ?, ?, ?)",
+            (session.id, session.tenant_id, session.user_id, _ms(session.created_at),
+             session.model_dump_json(by_alias=True)),
+        )
+
+    def get_session(self, tenant_id: str, session_id: str) -> Session:
+        rows = self._read("SELECT doc FROM sessions WHERE id = ? AND tenant_id = ?",
+                          (session_id, tenant_id))
+        if not rows:
+            raise NotFound(f"session {session_id} not found")
+        return Session.load(json.loads(rows[0][0]))
+
+    def list_sessions(self, tenant_id: str, user_id: str) -> list[Session]:
+        rows = self._read(
+            "SELECT doc FROM sessions WHERE tenant_id = ? AND user_id = ? "
+            "ORDER BY created_ms DESC, rowid DESC",
+            (tenant_id, user_id),
+        )
+        return [Session.load(json.loads(doc)) for (doc,) in rows]
+
+    def set_chat_process(self, tenant_id: str, session_id: str, process_id: str) -> None:
+        with self._errors():
+            cursor = self._conn().execute(
+                "UPDATE sessions SET doc = json_set(doc, '$.chatProcessId', ?, '$.updatedAt', ?) "
+                "WHERE id = ? AND tenant_id = ?",
+                (process_id, _iso(utcnow()), session_id, tenant_id),
+            )
+        if cursor.rowcount == 0:
+            raise NotFound(f"session {session_id} not found")
+
+    # ── processes ─────────────────────────────────────────────────────────
+    def create_process(self, process: ThinkProcess) -> None:
+        with self._write() as conn:
+            conn.execute(
+                "INSERT INTO processes (id, tenant_id, session_id, created_ms, doc) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (process.id, process.tenant_id, process.session_id, _ms(process.created_at),
+                 process.model_dump_json(by_alias=True)),
+            )
+            conn.execute(
+                "INSERT INTO lanes (process_id, tenant_id, status, epoch, next_seq, next_chat_seq) "
+                "VALUES (?, ?, ?, ?, ?, 0)",
+                (process.id, process.tenant_id, process.status.value, process.epoch,
+                 process.next_seq),
+            )
+
+    def get_process(self, tenant_id: str, process_id: str) -> ThinkProcess:
+        rows = self._read(f"{_PROCESS_SELECT} WHERE l.process_id = ? AND l.tenant_id = ?",
+                          (process_id, tenant_id))
+        if not rows:
+            raise NotFound(f"process {process_id} not found")
+        return _process(rows[0])
+
+    def list_processes(self, tenant_id: str, session_id: str) -> list[ThinkProcess]:
+        rows = self._read(
+            f"{_PROCESS_SELECT} WHERE p.tenant_id = ? AND p.session_id = ? "
+            "ORDER BY p.created_ms, p.rowid",
+            (tenant_id, session_id),
+        )
+        return [_process(row) for row in rows]
+
+    def acquire_epoch(self, tenant_id: str, process_id: str) -> ThinkProcess:
+        with self._write() as conn:
+            row = conn.execute(f"{_PROCESS_SELECT} WHERE l.process_id = ? AND l.tenant_id = ?",
+                               (process_id, tenant_id)).fetchone()
+            if row is None:
+                raise NotFound(f"process {process_id} not found")
+            doc, prior, epoch, next_seq = row
+            status = "RUNNING" if prior in _STARTS_TURN else prior
+            conn.execute("UPDATE lanes SET epoch = ?, status = ? WHERE process_id = ?",
+                         (epoch + 1, status, process_id))
+        return _process((doc, prior, epoch + 1, next_seq))
+
+    def commit_turn(self, tenant_id: str, process_id: str, epoch: int,
+                    commit: TurnCommit) -> list[ChatMessage] | None:
+        try:
+            with self._write() as conn:
+                return self._commit_in(conn, tenant_id, process_id, epoch, commit)
+        except Fenced:
+            return None
+
+    def _commit_in(self, conn: sqlite3.Connection, tenant_id: str, process_id: str, epoch: int,
+                   commit: TurnCommit) -> list[ChatMessage]:
+        """The body of ``commit_turn``; raises ``Fenced`` to roll everything back."""
+        row = conn.execute(
+            "SELECT epoch, next_chat_seq FROM lanes WHERE process_id = ? AND tenant_id = ?",
+            (process_id, tenant_id),
+        ).fetchone()
+        if row is None:
+            raise NotFound(f"process {process_id} not found")
+        current_epoch, chat_seq = row
+        if current_epoch != epoch:
+            raise Fenced(f"epoch {epoch} of {process_id} is stale (now {current_epoch})")
+        now = utcnow()
+        drained = list(dict.fromkeys(commit.drained_ids))
+        if drained:
+            # The conditional update is the "still undrained" check: fewer rows
+            # than ids means another turn got there first (or a foreign id).
+            cursor = conn.executemany(
+                "UPDATE messages SET drained_at = ?, drained_epoch = ? "
+                "WHERE id = ? AND tenant_id = ? AND target_process_id = ? AND drained_at IS NULL",
+                [(_iso(now), epoch, mid, tenant_id, process_id) for mid in drained],
+            )
+            if cursor.rowcount != len(drained):
+                raise Fenced(f"a message listed by this turn of {process_id} is already drained")
+        written: list[ChatMessage] = []
+        for line in commit.chat:
+            line = line.model_copy(
+                update={"seq": chat_seq + 1, "tenant_id": tenant_id, "process_id": process_id}
+            )
+            inserted = conn.execute(
+                "INSERT INTO chat (id, tenant_id, process_id, seq, role, source_message_id, doc) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?) "
+                "ON CONFLICT (tenant_id, process_id, source_message_id, role) "
+                "WHERE source_message_id IS NOT NULL DO NOTHING",
+                (line.id, tenant_id, process_id, line.seq, line.role.value,
+                 line.source_message_id, line.model_dump_json(by_alias=True)),
+            ).rowcount
+            if inserted:
+                written.append(line)
+            chat_seq += inserted
+        conn.execute("UPDATE lanes SET status = ?, next_chat_seq = ? WHERE process_id = ?",
+                     (commit.status.value, chat_seq, process_id))
+        close_reason = commit.close_reason.value if commit.close_reason else None
+        if commit.engine_state is None:
+            conn.execute(_SET_OUTCOME, (close_reason, commit.last_error, _iso(now), process_id))
+        else:
+            conn.execute(_SET_OUTCOME_AND_STATE, (close_reason, commit.last_error, _iso(now),
+                                                  to_json(commit.engine_state).decode(), process_id))
+        record = commit.record.model_copy(
+            update={"tenant_id": tenant_id, "process_id": process_id, "epoch": epoch})
+        conn.execute(
+            "INSERT INTO turns (id, tenant_id, process_id, epoch, doc) VALUES (?, ?, ?, ?, ?)",
+            (record.id, tenant_id, process_id, record.epoch, record.model_dump_json(by_alias=True)),
+        )
+        return written
+
+    # ── inbox ─────────────────────────────────────────────────────────────
+    def append_message(self, message: InboxMessage) -> tuple[InboxMessage, bool]:
+        tenant_id, target = message.tenant_id, message.target_process_id
+        with self._write() as conn:
+            row = conn.execute(
+                "SELECT next_seq FROM lanes WHERE process_id = ? AND tenant_id = ?",
+                (target, tenant_id),
+            ).fetchone()
+            if row is None:
+                raise NotFound(f"process {target} not found")
+            if message.idempotency_key is not None:
+                first = conn.execute(
+                    f"{_MESSAGE_SELECT} WHERE tenant_id = ? AND target_process_id = ? "
+                    "AND idempotency_key = ?",
+                    (tenant_id, target, message.idempotency_key),
+                ).fetchone()
+                if first is not None:
+                    return _message(first), False
+            seq = row[0] + 1
+            stored = message.model_copy(update={"seq": seq, "drained_at": None,
+                                                "drained_epoch": None})
+            conn.execute("UPDATE lanes SET next_seq = ? WHERE process_id = ?", (seq, target))
+            conn.execute(
+                "INSERT INTO messages (id, tenant_id, target_process_id, seq, idempotency_key, "
+                "created_ms, doc) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (stored.id, tenant_id, target, seq, stored.idempotency_key,
+                 _ms(stored.created_at), stored.model_dump_json(by_alias=True)),
+            )
+        return stored, True
+
+    def pending_messages(self, tenant_id: str, process_id: str, limit: int = 1000) -> list[InboxMessage]:
+        rows = self._read(
+            f"{_MESSAGE_SELECT} WHERE tenant_id = ? AND target_process_id = ? "
+            "AND drained_at IS NULL ORDER BY seq LIMIT ?",
+            (tenant_id, process_id, limit),
+        )
+        return [_message(row) for row in rows]
+
+    def stale_pending(self, older_than: datetime, limit: int = 100) -> list[tuple[str, str]]:
+        rows = self._read(
+            "SELECT m.tenant_id, m.target_process_id FROM messages m "
+            "JOIN lanes l ON l.process_id = m.target_process_id AND l.tenant_id = m.tenant_id "
+            "WHERE m.drained_at IS NULL AND m.created_ms < ? AND l.status NOT IN (?, ?, ?) "
+            "GROUP BY m.tenant_id, m.target_process_id ORDER BY MIN(m.created_ms) LIMIT ?",
+            (_ms(older_than), *_NOT_SWEPT, limit),
+        )
+        return [(tenant, process) for tenant, process in rows]
+
+    # ── chat and audit ────────────────────────────────────────────────────
+    def chat_history(
+        self, tenant_id: str, process_id: str, *, before_seq: int | None = None, limit: int = 100
+    ) -> list[ChatMessage]:
+        rows = self._read(
+            "SELECT doc FROM chat WHERE tenant_id = ? AND process_id = ? AND seq < ? "
+            "ORDER BY seq DESC LIMIT ?",
+            (tenant_id, process_id, before_seq if before_seq is not None else 2**62, limit),
+        )
+        return [ChatMessage.load(json.loads(doc)) for (doc,) in reversed(rows)]
+
+    def turn_records(self, tenant_id: str, process_id: str) -> list[TurnRecord]:
+        rows = self._read(
+            "SELECT doc FROM turns WHERE tenant_id = ? AND process_id = ? ORDER BY epoch, rowid",
+            (tenant_id, process_id),
+        )
+        return [TurnRecord.load(json.loads(doc)) for (doc,) in rows]

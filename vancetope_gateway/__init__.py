@@ -1,0 +1,7 @@
+"""The gateway: Flask app factory, REST blueprints, the WebSocket protocol, the CLI.
+
+Rule: thin. A request is authenticated, validated into a frame model,
+handed to a brain service and answered; the gateway holds no domain state
+beyond its open sockets. The WebSocket protocol is a plain class
+(``protocol.Connection``) that takes any object with ``receive``/``send``.
+"""

@@ -1,0 +1,225 @@
+"""``vancetope chat``: a terminal client. Connects, creates or resumes a session, streams replies.
+
+It remembers the session and the last event it saw in ``DATA_DIR/chat-state.json``,
+so running it again (even after a server restart) continues the same conversation.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import queue
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from simple_websocket import Client, ConnectionClosed
+
+from vancetope_brain.config import Config
+from vancetope_brain.errors import Unauthorized, VancetopeError
+
+REPLY_TIMEOUT = 300.0
+
+
+class ChatClient:
+    """A minimal protocol client: requests with ids, a reader thread, event callbacks."""
+
+    def __init__(self, url: str, token: str) -> None:
+        try:
+            self._ws = Client.connect(url, headers={"Authorization": f"Bearer {token}"})
+        except ConnectionClosed as e:
+            raise Unauthorized(f"the server at {url} refused the connection "
+                               "(is the token right?)") from e
+        except OSError as e:
+            raise VancetopeError(f"cannot reach {url}: {e}; is `vancetope serve` running?") from e
+        self._ids = itertools.count(1)
+        self._replies: dict[str, queue.Queue[dict[str, Any]]] = {}
+        self._lock = threading.Lock()
+        self.events: queue.Queue[dict[str, Any]] = queue.Queue()
+        self.welcome = json.loads(self._ws.receive(timeout=30))
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def request(self, type: str, **data: Any) -> dict[str, Any]:
+        """Send a request and wait for its reply; raises VancetopeError on an error frame."""
+        rid = str(next(self._ids))
+        box: queue.Queue[dict[str, Any]] = queue.Queue(1)
+        with self._lock:
+            self._replies[rid] = box
+        self._ws.send(json.dumps({"type": type, "id": rid, "data": data}))
+        frame = box.get(timeout=REPLY_TIMEOUT)
+        if frame["type"] == "error":
+            err = VancetopeError(f"{frame['data']['code']}: {frame['data']['message']}")
+            err.code = frame["data"]["code"]
+            raise err
+        return frame["data"]
+
+    def close(self) -> None:
+        self._ws.close()
+
+    def _read(self) -> None:
+        try:
+            while True:
+                frame = json.loads(self._ws.receive())
+                reply_to = frame.get("replyTo")
+                if reply_to:
+                    with self._lock:
+                        box = self._replies.pop(reply_to, None)
+                    if box:
+                        box.put(frame)
+                else:
+                    self.events.put(frame)
+        except (ConnectionClosed, TypeError):
+            self.events.put({"type": "closed"})
+
+
+def run_chat(config: Config, *, url: str | None, token: str | None, session_id: str | None,
+             new: bool) -> int:
+    url = url or f"ws://{config.host}:{config.port}/ws"
+    token = token or _default_token(config)
+    state_file = config.data_dir / "chat-state.json"
+    state = _load_state(state_file)
+    client = ChatClient(url, token)
+    out = sys.stdout
+    interactive = sys.stdin.isatty()
+    try:
+        session_id = None if new else (session_id or state.get("sessionId"))
+        last_seq = state.get("lastSeq", 0) if session_id == state.get("sessionId") else 0
+        printed_chat_seq = 0
+        if session_id:
+            listing = client.request("session-list")["sessions"]
+            session = next((s for s in listing if s["id"] == session_id), None)
+            if session is None:
+                print(f"(session {session_id} not found; starting a new one)", file=out)
+                session_id = None
+        if session_id:
+            history = client.request("chat-history", processId=session["chatProcessId"],
+                                     limit=20)["messages"]
+            for line in history:
+                _print_line(out, line)
+                printed_chat_seq = line["seq"]
+            reply = client.request("session-resume", sessionId=session_id, lastSeq=last_seq)
+            print(f"(resumed session {session_id})", file=out, flush=True)
+        else:
+            reply = client.request("session-create", title="terminal chat")
+            session_id = reply["session"]["id"]
+            print(f"(new session {session_id}; {client.welcome['data']['llm']})", file=out,
+                  flush=True)
+        chat_pid = reply["chatProcessId"]
+        replay_until = reply["lastSeq"]
+        tracker = _Printer(out, chat_pid, replay_until, printed_chat_seq)
+        for line in _input_lines(interactive):
+            if not line.strip():
+                continue
+            client.request("process-steer", targetThinkProcessId=chat_pid, content=line)
+            tracker.waiting = True
+            if not tracker.pump(client.events, REPLY_TIMEOUT):
+                print("(connection closed)", file=out)
+                return 1
+            _save_state(state_file, {"sessionId": session_id, "lastSeq": tracker.last_seq})
+        tracker.drain(client.events)
+        _save_state(state_file, {"sessionId": session_id, "lastSeq": tracker.last_seq})
+        return 0
+    finally:
+        client.close()
+
+
+class _Printer:
+    """Prints events: live tokens as they stream, replayed history as whole lines."""
+
+    def __init__(self, out: Any, pid: str, replay_until: int, printed_chat_seq: int) -> None:
+        self.out, self.pid = out, pid
+        self.replay_until = replay_until
+        self.printed_chat_seq = printed_chat_seq
+        self.last_seq = 0
+        self.streaming = False
+        self.waiting = False
+
+    def pump(self, events: queue.Queue[dict[str, Any]], timeout: float) -> bool:
+        while self.waiting:
+            try:
+                frame = events.get(timeout=timeout)
+            except queue.Empty:
+                print("\n(no reply in time)", file=self.out)
+                return True
+            if frame["type"] == "closed":
+                return False
+            self.handle(frame)
+        return True
+
+    def drain(self, events: queue.Queue[dict[str, Any]]) -> None:
+        while not events.empty():
+            frame = events.get_nowait()
+            if frame["type"] != "closed":
+                self.handle(frame)
+
+    def handle(self, frame: dict[str, Any]) -> None:
+        if frame["type"] != "event":
+            return
+        event = frame["data"]
+        self.last_seq = max(self.last_seq, event["seq"])
+        if event["processId"] != self.pid:
+            return
+        live = event["seq"] > self.replay_until
+        if event["type"] == "token" and live:
+            if not self.streaming:
+                self.out.write("assistant> ")
+                self.streaming = True
+            self.out.write(event["data"]["text"])
+            self.out.flush()
+        elif event["type"] == "chat-message":
+            line = event["data"]
+            if line["seq"] <= self.printed_chat_seq:
+                return
+            self.printed_chat_seq = line["seq"]
+            if line["role"] == "user" and live:
+                return  # the user just typed it
+            if self.streaming:
+                self.out.write("\n")
+            if not (self.streaming and line["role"] == "assistant"):
+                _print_line(self.out, line)
+            self.streaming = False
+            if line["role"] in ("assistant", "error"):
+                self.waiting = False
+
+
+def _print_line(out: Any, line: dict[str, Any]) -> None:
+    who = {"user": "you"}.get(line["role"], line["role"])
+    print(f"{who}> {line['content']}", file=out, flush=True)
+
+
+def _input_lines(interactive: bool):  # type: ignore[no-untyped-def]
+    while True:
+        try:
+            line = input("you> ") if interactive else sys.stdin.readline()
+        except EOFError:
+            return
+        if not interactive and line == "":
+            return
+        yield line.rstrip("\n")
+
+
+def _default_token(config: Config) -> str:
+    import os
+
+    token = os.environ.get("VANCETOPE_TOKEN")
+    if token:
+        return token
+    path = config.data_dir / "token"
+    if path.exists():
+        return path.read_text().strip()
+    raise Unauthorized(f"no token: pass --token, set VANCETOPE_TOKEN, or run `vancetope serve` "
+                       f"once so {path} exists")
+
+
+def _load_state(path: Path) -> dict[str, Any]:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _save_state(path: Path, state: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(state))

@@ -1,0 +1,154 @@
+"""``vancetope`` — serve, worker, beat, chat, admin."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import signal
+import sys
+import threading
+from dataclasses import replace
+
+from vancetope_brain.config import Config
+from vancetope_brain.errors import VancetopeError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="vancetope", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="run the embedded server (gateway + worker in one process)")
+    serve.add_argument("--host", help="bind address (VANCETOPE_HOST)")
+    serve.add_argument("--port", type=int, help="port (VANCETOPE_PORT)")
+    serve.add_argument("--data-dir", help="data directory (VANCETOPE_DATA_DIR)")
+
+    worker = sub.add_parser("worker", help="run a Celery worker for the distributed shape")
+    worker.add_argument("celery_args", nargs=argparse.REMAINDER,
+                        help="extra arguments for `celery worker`, e.g. --concurrency 4")
+    beat = sub.add_parser("beat", help="run Celery beat (the sweeper schedule)")
+    beat.add_argument("celery_args", nargs=argparse.REMAINDER)
+
+    chat = sub.add_parser("chat", help="terminal chat client")
+    chat.add_argument("--url", help="WebSocket URL (default ws://VANCETOPE_HOST:VANCETOPE_PORT/ws)")
+    chat.add_argument("--token", help="API token (default: VANCETOPE_TOKEN or DATA_DIR/token)")
+    chat.add_argument("--session", help="session id to resume (default: the last one)")
+    chat.add_argument("--new", action="store_true", help="start a new session")
+
+    admin = sub.add_parser("admin", help="administration")
+    admin_sub = admin.add_subparsers(dest="admin_command", required=True)
+    create_user = admin_sub.add_parser("create-user", help="create a user (and its tenant) "
+                                       "and print a new API token")
+    create_user.add_argument("--tenant", required=True)
+    create_user.add_argument("--user", required=True)
+
+    args = parser.parse_args(argv)
+    try:
+        config = Config.from_env()
+        if args.command == "serve":
+            return _serve(_override(config, args))
+        if args.command in ("worker", "beat"):
+            return _celery(args.command, args.celery_args)
+        if args.command == "chat":
+            from vancetope_gateway.chat_client import run_chat
+
+            return run_chat(config, url=args.url, token=args.token, session_id=args.session,
+                            new=args.new)
+        return _admin(config, args)
+    except VancetopeError as e:
+        print(f"vancetope: {e}", file=sys.stderr)
+        return 2
+
+
+def _override(config: Config, args: argparse.Namespace) -> Config:
+    changes = {k: v for k, v in (("host", args.host), ("port", args.port)) if v is not None}
+    if args.data_dir:
+        env = dict(os.environ, VANCETOPE_DATA_DIR=args.data_dir)
+        config = Config.from_env(env)
+    return replace(config, **changes)
+
+
+def _setup_logging(config: Config) -> None:
+    logging.basicConfig(level=config.log_level,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def _serve(config: Config) -> int:
+    from werkzeug.serving import make_server
+
+    from vancetope_brain.identity import bootstrap_local
+    from vancetope_brain.llm.factory import describe
+    from vancetope_gateway.app import create_app
+    from workers.celery_app import create_celery
+    from workers.embedded import EmbeddedWorker
+
+    _setup_logging(config)
+    config.data_dir.mkdir(parents=True, exist_ok=True)
+    celery = create_celery(config)
+    brain = celery.vancetope_brain()
+    secret, created = bootstrap_local(brain.identity, brain.store, config.data_dir / "token")
+    worker = EmbeddedWorker(celery, concurrency=config.worker_concurrency,
+                            sweep_interval=config.sweep_interval)
+    worker.start()
+    app = create_app(brain, llm_description=describe(config))
+    server = make_server(config.host, config.port, app, threaded=True)
+    shape = "embedded" if config.embedded else f"Redis at {_redact(config.redis_url)}"
+    print(f"Vancetope serving on http://{config.host}:{server.port} ({shape}; "
+          f"store {_redact(config.store_url)})", flush=True)
+    print(describe(config), flush=True)
+    print(f"{'Created' if created else 'Using'} the local user's token in "
+          f"{config.data_dir / 'token'}. Connect with:\n    vancetope chat\n"
+          f"or open http://{config.host}:{server.port}/?token={secret}", flush=True)
+
+    def _stop(signum: int, frame: object) -> None:
+        threading.Thread(target=server.shutdown, daemon=True).start()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    try:
+        server.serve_forever()
+    finally:
+        worker.stop()
+        brain.close()
+    print("Vancetope stopped.", flush=True)
+    return 0
+
+
+def _celery(command: str, extra: list[str]) -> int:
+    from workers.main import app
+
+    base = ["worker", "--loglevel=INFO", "--prefetch-multiplier=1"] if command == "worker" \
+        else ["beat", "--loglevel=INFO"]
+    app.start(base + extra)
+    return 0
+
+
+def _admin(config: Config, args: argparse.Namespace) -> int:
+    from vancetope_brain.errors import Conflict, NotFound
+    from vancetope_brain.identity import IdentityService
+    from vancetope_brain.store import open_store
+
+    store = open_store(config.store_url)
+    identity = IdentityService(store)
+    with contextlib.suppress(Conflict):
+        identity.create_tenant(args.tenant, args.tenant)
+    try:
+        store.get_user(args.tenant, args.user)
+    except NotFound:
+        identity.create_user(args.tenant, args.user, args.user)
+    print(identity.issue_token(args.tenant, args.user, label="admin create-user"))
+    store.close()
+    return 0
+
+
+def _redact(url: str | None) -> str:
+    """A URL without its password, for logs."""
+    if not url or "@" not in url:
+        return url or ""
+    scheme, rest = url.split("://", 1)
+    return f"{scheme}://***@{rest.rsplit('@', 1)[1]}"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,6 @@
+"""The distributed shape's Celery app: ``celery -A workers.main worker|beat|flower``."""
+
+from vancetope_brain.config import Config
+from workers.celery_app import create_celery
+
+app = create_celery(Config.from_env())

@@ -1,0 +1,33 @@
+"""Thin Celery tasks: decode, call the brain, map errors.
+
+Shared tasks, so every app made by ``create_celery`` gets its own bound copy;
+``self.app`` is that app and carries its brain.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from celery import Task, shared_task
+
+from vancetope_brain.errors import RuntimeFailure
+
+log = logging.getLogger(__name__)
+
+LANE_TURN = "vancetope.lane_turn"
+SWEEP = "vancetope.sweep"
+
+
+@shared_task(name=LANE_TURN, bind=True, acks_late=True, max_retries=5)
+def lane_turn(self: Task, tenant_id: str, process_id: str) -> str:
+    try:
+        return self.app.vancetope_brain().runner.run(tenant_id, process_id).value
+    except RuntimeFailure as e:
+        # A store or Redis hiccup: the messages are still pending; try again soon.
+        log.warning("lane turn of %s failed (%s); retrying", process_id, e)
+        raise self.retry(exc=e, countdown=min(2 ** self.request.retries, 30)) from e
+
+
+@shared_task(name=SWEEP, bind=True)
+def sweep(self: Task) -> int:
+    return self.app.vancetope_brain().sweep()
