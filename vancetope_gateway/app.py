@@ -1,4 +1,4 @@
-"""The Flask app factory: REST blueprint, WebSocket endpoint, static web client."""
+"""The Flask app factory: REST blueprint and the WebSocket endpoint."""
 
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ def think_engines() -> Response:
 
 def create_app(brain: Brain, *, llm_description: str) -> Flask:
     """The gateway for one OS process. Starts the process's event listener thread."""
-    app = Flask(__name__, static_folder="static", static_url_path="/static")
+    app = Flask(__name__, static_folder=None)
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
     app.config["SOCK_SERVER_OPTIONS"] = {"max_message_size": brain.config.max_frame_bytes,
                                          "ping_interval": 25}

@@ -36,6 +36,10 @@ def main(argv: list[str] | None = None) -> int:
     chat.add_argument("--session", help="session id to resume (default: the last one)")
     chat.add_argument("--new", action="store_true", help="start a new session")
 
+    schemas = sub.add_parser("schemas", help="regenerate docs/protocol.md's frame table and "
+                             "docs/schemas/*.json from the frame models")
+    schemas.add_argument("--docs", default="docs", help="the docs directory (default: docs)")
+
     admin = sub.add_parser("admin", help="administration")
     admin_sub = admin.add_subparsers(dest="admin_command", required=True)
     create_user = admin_sub.add_parser("create-user", help="create a user (and its tenant) "
@@ -55,6 +59,14 @@ def main(argv: list[str] | None = None) -> int:
 
             return run_chat(config, url=args.url, token=args.token, session_id=args.session,
                             new=args.new)
+        if args.command == "schemas":
+            from pathlib import Path
+
+            from vancetope_gateway.schemas import write
+
+            for path in write(Path(args.docs)):
+                print(path)
+            return 0
         return _admin(config, args)
     except VancetopeError as e:
         print(f"vancetope: {e}", file=sys.stderr)
@@ -87,7 +99,7 @@ def _serve(config: Config) -> int:
     config.data_dir.mkdir(parents=True, exist_ok=True)
     celery = create_celery(config)
     brain = celery.vancetope_brain()
-    secret, created = bootstrap_local(brain.identity, brain.store, config.data_dir / "token")
+    _, created = bootstrap_local(brain.identity, brain.store, config.data_dir / "token")
     worker = EmbeddedWorker(celery, concurrency=config.worker_concurrency,
                             sweep_interval=config.sweep_interval)
     worker.start()
@@ -99,7 +111,8 @@ def _serve(config: Config) -> int:
     print(describe(config), flush=True)
     print(f"{'Created' if created else 'Using'} the local user's token in "
           f"{config.data_dir / 'token'}. Connect with:\n    vancetope chat\n"
-          f"or open http://{config.host}:{server.port}/?token={secret}", flush=True)
+          f"or any WebSocket client: ws://{config.host}:{server.port}/ws "
+          f"with header 'Authorization: Bearer <token>'", flush=True)
 
     def _stop(signum: int, frame: object) -> None:
         threading.Thread(target=server.shutdown, daemon=True).start()

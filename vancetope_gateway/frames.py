@@ -79,6 +79,52 @@ REQUESTS: dict[str, type[Wire]] = {
 }
 
 
+# ── replies (server → client, ``replyTo`` = the request's id) ─────────────────
+
+class SessionBound(Wire):
+    """Reply to ``session-create`` / ``session-resume``: the session, its chat process, and the
+    session's current last event ``seq`` (events after the requested ``lastSeq`` follow)."""
+
+    session: dict[str, Any]
+    chat_process_id: str | None
+    last_seq: int
+
+
+class SessionsListed(Wire):
+    """Reply to ``session-list``."""
+
+    sessions: list[dict[str, Any]]
+
+
+class SteerAccepted(Wire):
+    """Reply to ``process-steer``: the message is persisted in the inbox with this ``seq``;
+    ``duplicate`` is true when the idempotency key was seen before (nothing new stored)."""
+
+    message_id: str
+    seq: int
+    duplicate: bool
+
+
+class ChatPage(Wire):
+    """Reply to ``chat-history``: chat lines, oldest first."""
+
+    messages: list[dict[str, Any]]
+
+
+class Pong(Wire):
+    """Reply to ``ping``."""
+
+
+REPLIES: dict[str, type[Wire]] = {
+    "session-create": SessionBound,
+    "session-resume": SessionBound,
+    "session-list": SessionsListed,
+    "process-steer": SteerAccepted,
+    "chat-history": ChatPage,
+    "ping": Pong,
+}
+
+
 # ── pushes (server → client) ────────────────────────────────────────────────
 
 class Welcome(Wire):

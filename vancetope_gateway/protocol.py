@@ -81,13 +81,13 @@ class Connection:
         self._follow: int | None = None
         self.state = ConnState.OPEN
         self.session: Session | None = None
-        self._handlers: dict[str, Callable[[Any], dict[str, Any]]] = {
+        self._handlers: dict[str, Callable[[Any], frames.Wire]] = {
             "session-create": self._session_create,
             "session-resume": self._session_resume,
             "session-list": self._session_list,
             "process-steer": self._process_steer,
             "chat-history": self._chat_history,
-            "ping": lambda _: {},
+            "ping": lambda _: frames.Pong(),
         }
 
     # ── loop ────────────────────────────────────────────────────────────
@@ -138,7 +138,8 @@ class Connection:
                 raise InvalidInput("requests need an 'id' so the reply can name it")
             data = model.model_validate(envelope.data)
             reply = self._handlers[envelope.type](data)
-            self._send(frames.Envelope(type=envelope.type, reply_to=envelope.id, data=reply))
+            self._send(frames.Envelope(type=envelope.type, reply_to=envelope.id,
+                                       data=reply.dump()))
             if envelope.type in ("session-create", "session-resume"):
                 self._start_events()
         except ValidationError as e:
@@ -154,41 +155,41 @@ class Connection:
             self._error(request_id, "internal", "internal error; the server log has details")
 
     # ── handlers ────────────────────────────────────────────────────────
-    def _session_create(self, data: frames.SessionCreate) -> dict[str, Any]:
+    def _session_create(self, data: frames.SessionCreate) -> frames.SessionBound:
         session = self._brain.sessions.create_interactive(self._who, data.title)
         return self._bind(session, 0)
 
-    def _session_resume(self, data: frames.SessionResume) -> dict[str, Any]:
+    def _session_resume(self, data: frames.SessionResume) -> frames.SessionBound:
         session = self._brain.sessions.get(self._who, data.session_id)
         return self._bind(session, data.last_seq)
 
-    def _session_list(self, _: frames.SessionList) -> dict[str, Any]:
-        return {"sessions": [s.dump() for s in self._brain.sessions.list(self._who)]}
+    def _session_list(self, _: frames.SessionList) -> frames.SessionsListed:
+        return frames.SessionsListed(sessions=[s.dump() for s in self._brain.sessions.list(self._who)])
 
-    def _process_steer(self, data: frames.ProcessSteer) -> dict[str, Any]:
+    def _process_steer(self, data: frames.ProcessSteer) -> frames.SteerAccepted:
         session = self._require_session()
         process = self._brain.sessions.process(self._who, data.target_think_process_id)
         if process.session_id != session.id:
             raise Conflict("the target process belongs to another session; resume that one")
         message, created = self._brain.sessions.steer(
             self._who, process.id, data.content, data.idempotency_key)
-        return {"messageId": message.id, "seq": message.seq, "duplicate": not created}
+        return frames.SteerAccepted(message_id=message.id, seq=message.seq, duplicate=not created)
 
-    def _chat_history(self, data: frames.ChatHistory) -> dict[str, Any]:
+    def _chat_history(self, data: frames.ChatHistory) -> frames.ChatPage:
         lines = self._brain.sessions.chat_history(self._who, data.process_id,
                                                   before_seq=data.before_seq, limit=data.limit)
-        return {"messages": [line.dump() for line in lines]}
+        return frames.ChatPage(messages=[line.dump() for line in lines])
 
     # ── events ──────────────────────────────────────────────────────────
-    def _bind(self, session: Session, last_seq: int) -> dict[str, Any]:
+    def _bind(self, session: Session, last_seq: int) -> frames.SessionBound:
         if self._follow is not None:
             self._listener.unfollow(self._follow)
             self._follow = None
         self.session = session
         self._resume_after = last_seq
         self.state = self.state.to(ConnState.BOUND)
-        return {"session": session.dump(), "chatProcessId": session.chat_process_id,
-                "lastSeq": self._brain.events.last_seq(session.id)}
+        return frames.SessionBound(session=session.dump(), chat_process_id=session.chat_process_id,
+                                   last_seq=self._brain.events.last_seq(session.id))
 
     def _start_events(self) -> None:
         """After the reply went out: catch up from the requested seq, then live."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -17,10 +18,12 @@ from vancetope_brain.models.base import utcnow
 log = logging.getLogger(__name__)
 
 # INCR and XADD in one script so stream ids follow sequence numbers even when
-# several workers publish into one session at once.
+# several workers publish into one session at once. A log that Redis lost (restart,
+# expiry) starts again above every earlier seq: at the current time in microseconds.
 _PUBLISH = """
+if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('SET', KEYS[1], ARGV[4]) end
 local seq = redis.call('INCR', KEYS[1])
-redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], seq .. '-0', 'e', ARGV[1])
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], string.format('%d-0', seq), 'e', ARGV[1])
 redis.call('EXPIRE', KEYS[1], ARGV[3])
 redis.call('EXPIRE', KEYS[2], ARGV[3])
 return seq
@@ -42,7 +45,7 @@ class EventBus:
         body = json.dumps({"processId": process_id, "type": type.value, "data": data or {},
                            "at": utcnow().isoformat()}, separators=(",", ":"))
         return int(self._publish(keys=[keys.event_seq(session_id), keys.events(session_id)],
-                                 args=[body, self._max_len, self._ttl]))
+                                 args=[body, self._max_len, self._ttl, time.time_ns() // 1000]))
 
     def read(self, session_id: str, after_seq: int, count: int = 1000) -> list[StreamEvent]:
         """Events with seq > ``after_seq``, in order (at most ``count``)."""

@@ -21,7 +21,10 @@ class EventType(StrEnum):
 
 
 class StreamEvent(Wire):
-    """One event of a session; ``seq`` is contiguous per session, starting at 1."""
+    """One event of a session. ``seq`` is contiguous within the session's log; a log that
+    was lost (Redis restart, expiry) starts again above every earlier seq, so a client
+    holding an old seq sees a gap, never a repeat.
+    """
 
     seq: int
     session_id: str

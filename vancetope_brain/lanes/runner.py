@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import socket
 from collections.abc import Callable
 from enum import StrEnum
@@ -52,7 +53,7 @@ class LaneRunner:
         self._waker = waker
         self._engines = engines
         self._model_for = model_for
-        self._worker = worker_name or f"{socket.gethostname()}"
+        self._worker = worker_name or f"{socket.gethostname()}:{os.getpid()}"
 
     def run(self, tenant_id: str, process_id: str) -> TurnOutcome:
         """Run at most one turn of the process; wake it again if messages remain."""

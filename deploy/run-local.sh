@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The distributed shape on one machine: one gateway (gunicorn), two workers, beat.
+# Needs Redis on 127.0.0.1:6379. Ctrl-C stops everything.
+set -euo pipefail
+export VANCETOPE_REDIS_URL="${VANCETOPE_REDIS_URL:-redis://127.0.0.1:6379/0}"
+export VANCETOPE_DATA_DIR="${VANCETOPE_DATA_DIR:-./.vancetope-distributed}"
+export VANCETOPE_STORE_URL="${VANCETOPE_STORE_URL:-sqlite:///$VANCETOPE_DATA_DIR/vancetope.db}"
+PORT="${PORT:-8000}"
+mkdir -p "$VANCETOPE_DATA_DIR"
+
+token_file="$VANCETOPE_DATA_DIR/token"
+if [ ! -s "$token_file" ]; then
+    vancetope admin create-user --tenant local --user local > "$token_file"
+    chmod 600 "$token_file"
+fi
+
+pids=()
+trap 'kill "${pids[@]}" 2>/dev/null; wait' EXIT INT TERM
+gunicorn --worker-class gthread --workers 2 --threads 64 --bind "127.0.0.1:$PORT" \
+    --timeout 0 'vancetope_gateway.wsgi:app' & pids+=($!)
+for n in 1 2; do
+    celery -A workers.main worker --loglevel=WARNING --prefetch-multiplier=1 \
+        --concurrency 2 -n "worker$n@%h" & pids+=($!)
+done
+celery -A workers.main beat --loglevel=WARNING \
+    --schedule "$VANCETOPE_DATA_DIR/celerybeat-schedule" & pids+=($!)
+
+echo "gateway on ws://127.0.0.1:$PORT/ws; connect with:"
+echo "    vancetope chat --url ws://127.0.0.1:$PORT/ws --token \$(cat $token_file)"
+wait

@@ -1,0 +1,103 @@
+"""The real Flask/flask-sock server in a thread: REST endpoints, authentication before the
+upgrade, and the frame-size limit enforced by the socket (close 1009).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import threading
+import urllib.error
+import urllib.request
+
+import pytest
+from simple_websocket import Client, ConnectionClosed
+from werkzeug.serving import make_server
+
+from tests.helpers import wait_for
+from vancetope_brain.errors import StoreError
+from vancetope_brain.llm.testing import FunctionModel
+from vancetope_gateway.app import create_app
+
+
+@pytest.fixture(scope="module")
+def server(embedded):
+    app = create_app(embedded.brain, llm_description="test")
+    srv = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    token = embedded.brain.identity.issue_token("acme", "ada")
+    yield f"127.0.0.1:{srv.port}", token
+    srv.shutdown()
+    thread.join(5)
+    app.extensions["vancetope.listener"].close()
+
+
+def _get(url: str, token: str | None = None) -> tuple[int, dict]:
+    request = urllib.request.Request(url)
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as e:
+        with e:
+            return e.code, json.loads(e.read())
+
+
+def test_health_ready_and_engines(server, embedded, monkeypatch):
+    host, token = server
+    assert _get(f"http://{host}/healthz") == (200, {"status": "ok"})
+    assert _get(f"http://{host}/readyz") == (200, {"status": "ready"})
+    status, body = _get(f"http://{host}/think-engines")
+    assert (status, body["code"]) == (401, "unauthorized")
+    status, body = _get(f"http://{host}/think-engines", token)
+    assert status == 200 and "ford" in [e["name"] for e in body["engines"]]
+
+    def broken() -> None:
+        raise StoreError("disk on fire")
+
+    monkeypatch.setattr(embedded.brain.store, "ping", broken)
+    status, body = _get(f"http://{host}/readyz")
+    assert status == 503 and body["failures"] == {"store": "disk on fire"}
+
+
+@pytest.mark.parametrize("token", [None, "vt_wrong", "not-even-the-format"])
+def test_websocket_refused_before_upgrade_without_a_valid_token(server, token):
+    host, _ = server
+    connection = http.client.HTTPConnection(host, timeout=5)
+    headers = {"Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Version": "13",
+               "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
+    if token:
+        headers["Authorization"] = f"Bearer {token}"
+    try:
+        connection.request("GET", "/ws", headers=headers)
+        response = connection.getresponse()
+        assert response.status == 401
+        assert json.loads(response.read())["code"] == "unauthorized"
+    finally:
+        connection.close()
+
+
+def test_oversized_frame_closes_with_1009_and_stores_nothing(server, embedded):
+    host, token = server
+    embedded.model = FunctionModel(lambda m, t: "ok")
+    ws = Client.connect(f"ws://{host}/ws?token={token}")
+    try:
+        welcome = json.loads(ws.receive(timeout=5))
+        limit = welcome["data"]["maxFrameBytes"]
+        ws.send(json.dumps({"type": "session-create", "id": "1", "data": {}}))
+        reply = json.loads(ws.receive(timeout=5))
+        pid = reply["data"]["chatProcessId"]
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.send(json.dumps({"type": "process-steer", "id": "2", "data": {
+                "targetThinkProcessId": pid, "content": "x" * (limit + 10)}}))
+            while True:
+                ws.receive(timeout=5)
+        assert closed.value.reason == 1009
+    finally:
+        if ws.connected:
+            ws.close()
+    assert embedded.brain.store.pending_messages("acme", pid) == []
+    wait_for(lambda: embedded.brain.store.get_process("acme", pid).status.value == "IDLE")
+    assert embedded.brain.store.chat_history("acme", pid) == []

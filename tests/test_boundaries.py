@@ -1,0 +1,50 @@
+"""Review rules that can be checked: import boundaries and module size (STYLE.md 1, 3, 15)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BANNED_IN_BRAIN = ("flask", "flask_sock", "celery", "kombu", "werkzeug", "vancetope_gateway",
+                   "workers")
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_brain_imports_no_flask_no_celery_and_nothing_above_it():
+    offenders = {
+        str(path.relative_to(ROOT)): sorted(_imports(path) & set(BANNED_IN_BRAIN))
+        for path in (ROOT / "vancetope_brain").rglob("*.py")
+    }
+    assert {k: v for k, v in offenders.items() if v} == {}
+
+
+def test_workers_do_not_import_the_gateway():
+    offenders = [str(p.relative_to(ROOT)) for p in (ROOT / "workers").rglob("*.py")
+                 if "vancetope_gateway" in _imports(p)]
+    assert offenders == []
+
+
+def test_every_package_states_its_rule():
+    for package in ("vancetope_brain", "vancetope_gateway", "workers"):
+        for init in (ROOT / package).rglob("__init__.py"):
+            doc = ast.get_docstring(ast.parse(init.read_text()))
+            assert doc, f"{init.relative_to(ROOT)} has no docstring stating the package's rule"
+
+
+def test_modules_stay_small():
+    big = {str(p.relative_to(ROOT)): n for pkg in ("vancetope_brain", "vancetope_gateway",
+                                                     "workers")
+           for p in (ROOT / pkg).rglob("*.py")
+           if (n := len(p.read_text().splitlines())) > 800}
+    assert big == {}, "split these modules before adding to them (STYLE.md 3)"
