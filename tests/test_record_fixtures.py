@@ -69,6 +69,9 @@ def test_think_process_fields() -> None:
     assert (process.status, process.epoch, process.next_seq) == (ProcessStatus.IDLE, 2, 3)
     assert process.engine_params == {"model": "default", "maxSteps": 8}
     assert process.created_at == datetime(2025, 3, 14, 9, 26, 53, 589000, tzinfo=UTC)
+    # v1 records predate the lifecycle-call fields, which default to "none requested".
+    assert "pendingControl" not in _raw("think_process.v1.json")
+    assert (process.pending_control, process.control_requested_at) == (None, None)
 
 
 def test_session_and_identity_fields() -> None:

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
+from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
 from vancetope_brain.errors import StoreError
-from vancetope_brain.models import Document
+from vancetope_brain.models import Document, ProcessStatus, ThinkProcess, utcnow
 from vancetope_brain.store import Store
+from vancetope_brain.store._sqlite_db import SCHEMA_VERSION
 from vancetope_brain.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
@@ -73,3 +76,48 @@ def test_sqlite_refuses_a_file_with_a_newer_schema(tmp_path: Path) -> None:
     conn.close()
     with pytest.raises(StoreError, match="schema version 99"):
         SqliteStore(path)
+
+
+# The version-1 tables the migration touches or reads, as that schema wrote them.
+_V1_TABLES = """
+CREATE TABLE schema_version (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL);
+INSERT INTO schema_version (id, version) VALUES (1, 1);
+CREATE TABLE processes (
+    id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, session_id TEXT NOT NULL,
+    created_ms INTEGER NOT NULL, doc TEXT NOT NULL
+);
+CREATE TABLE lanes (
+    process_id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, status TEXT NOT NULL,
+    epoch INTEGER NOT NULL, next_seq INTEGER NOT NULL, next_chat_seq INTEGER NOT NULL
+);
+"""
+
+
+def test_sqlite_migrates_a_version_1_file(tmp_path: Path) -> None:
+    path = tmp_path / "vancetope.db"
+    process = ThinkProcess(id="proc_1", tenant_id="ten_1", session_id="ses_1", user_id="usr_1",
+                           name="main", engine="echo", engine_version="1")
+    raw = process.dump()
+    del raw["pendingControl"], raw["controlRequestedAt"]  # a v1 document had neither
+    with sqlite3.connect(path) as conn:
+        conn.executescript(_V1_TABLES)
+        conn.execute("INSERT INTO processes VALUES ('proc_1', 'ten_1', 'ses_1', 0, ?)",
+                     (json.dumps(raw),))
+        conn.execute("INSERT INTO lanes VALUES ('proc_1', 'ten_1', 'IDLE', 3, 0, 0)")
+    conn.close()
+    store = SqliteStore(path)
+    try:
+        loaded = store.get_process("ten_1", "proc_1")
+        assert (loaded.status, loaded.epoch, loaded.pending_control) == (
+            ProcessStatus.IDLE, 3, None)
+        requested = store.request_control("ten_1", "proc_1", "pause",
+                                          frozenset({ProcessStatus.IDLE}))
+        assert requested.pending_control == "pause"
+        assert store.stale_pending(utcnow() + timedelta(seconds=5)) == [("ten_1", "proc_1")]
+    finally:
+        store.close()
+    SqliteStore(path).close()  # reopening the migrated file is a no-op
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [
+            (SCHEMA_VERSION,)]
+    conn.close()

@@ -8,9 +8,11 @@ import socket
 from collections.abc import Callable
 from enum import StrEnum
 
+from vancetope_brain.engines import lifecycle
 from vancetope_brain.engines.base import EngineRegistry, ThinkEngine
 from vancetope_brain.engines.context import ThinkEngineContext
-from vancetope_brain.errors import Fenced, NotFound
+from vancetope_brain.engines.lifecycle import LifecycleCall
+from vancetope_brain.errors import Conflict, Fenced, NotFound
 from vancetope_brain.events import EventBus, EventType
 from vancetope_brain.lanes.lease import Lease, LeaseKeeper
 from vancetope_brain.lanes.waker import Waker
@@ -66,10 +68,16 @@ class LaneRunner:
         finally:
             self._leases.release(lease)
         # No lost wake-up: anything that arrived while we held the lease is seen here.
-        if status is not None and status.wakes_on_message and \
-                self._store.pending_messages(tenant_id, process_id, limit=1):
+        if status is not None and self._needs_turn(tenant_id, process_id, status):
             self._waker.wake(tenant_id, process_id)
         return outcome
+
+    def _needs_turn(self, tenant_id: str, process_id: str, status: ProcessStatus) -> bool:
+        if status.wakes_on_message and self._store.pending_messages(tenant_id, process_id,
+                                                                    limit=1):
+            return True
+        return status is not ProcessStatus.CLOSED and \
+            self._store.get_process(tenant_id, process_id).pending_control is not None
 
     def _turn(self, tenant_id: str, process_id: str,
               lease: Lease) -> tuple[TurnOutcome, ProcessStatus | None]:
@@ -77,45 +85,49 @@ class LaneRunner:
             current = self._store.get_process(tenant_id, process_id)
         except NotFound:
             return TurnOutcome.GONE, None
-        if not current.status.wakes_on_message:
+        if current.status is ProcessStatus.CLOSED:
             return TurnOutcome.HELD, current.status
-        if current.status is not ProcessStatus.INIT and \
-                not self._store.pending_messages(tenant_id, process_id, limit=1):
-            return TurnOutcome.NOTHING, current.status
+        if current.pending_control is None:
+            if not current.status.wakes_on_message:
+                return TurnOutcome.HELD, current.status
+            if current.status is not ProcessStatus.INIT and \
+                    not self._store.pending_messages(tenant_id, process_id, limit=1):
+                return TurnOutcome.NOTHING, current.status
         started = utcnow()
         process = self._store.acquire_epoch(tenant_id, process_id)
         before = process.status
-        self._events.publish(process.session_id, process_id, EventType.STATUS_CHANGED,
-                             {"from": before.value, "to": ProcessStatus.RUNNING.value})
+        if before in _MARKED_RUNNING:
+            self._events.publish(process.session_id, process_id, EventType.STATUS_CHANGED,
+                                 {"from": before.value, "to": ProcessStatus.RUNNING.value})
         engine = self._engines.find(process.engine)
         context = ThinkEngineContext(
             process=process, store=self._store, events=self._events,
             model=self._model_for(process), lease_lost=lease.lost,
             settings=SettingsApi(), tool_pool=engine.allowed_tools if engine else frozenset())
-        lifecycle = "start" if before is ProcessStatus.INIT else "steer"
+        call = LifecycleCall(process.pending_control) if process.pending_control else None
+        lifecycle = call.value if call else "start" if before is ProcessStatus.INIT else "steer"
+        error = None
         try:
-            self._call_engine(engine, process, context, lifecycle)
+            status, reason = self._call_engine(engine, process, context, call)
         except Fenced:
             log.warning("turn of %s (epoch %s) fenced; writing nothing", process_id, process.epoch)
             return TurnOutcome.FENCED, None
         except Exception as e:
             log.exception("engine %s failed in %s of %s", process.engine, lifecycle, process_id)
-            context.drain_pending()
-            context.chat().append(ChatRole.ERROR, f"The process failed: {type(e).__name__}: {e}")
-            context.set_status(ProcessStatus.CLOSED, CloseReason.FAILED)
-            context.turn.engine_state = None
             error = f"{type(e).__name__}: {e}"
-        else:
-            error = None
+            context.drain_pending()
+            context.chat().append(ChatRole.ERROR, f"The process failed: {error}")
+            context.turn.engine_state = None
+            status, reason = ProcessStatus.CLOSED, CloseReason.FAILED
         turn = context.turn
-        status = turn.status or ProcessStatus.IDLE
         record = TurnRecord(id=new_id("turn"), tenant_id=tenant_id, process_id=process_id,
                             epoch=process.epoch, worker=self._worker, lifecycle=lifecycle,
                             drained_ids=[m.id for m in turn.drained], started_at=started,
                             status_after=status)
-        commit = TurnCommit(status=status, record=record, close_reason=turn.close_reason,
+        commit = TurnCommit(status=status, record=record, close_reason=reason,
                             last_error=error, engine_state=turn.engine_state,
-                            drained_ids=record.drained_ids, chat=turn.chat)
+                            drained_ids=record.drained_ids, chat=turn.chat,
+                            control_handled=process.pending_control)
         written = None if lease.lost.is_set() else \
             self._store.commit_turn(tenant_id, process_id, process.epoch, commit)
         if written is None:
@@ -124,17 +136,40 @@ class LaneRunner:
         for line in written:
             self._events.publish(process.session_id, process_id, EventType.CHAT_MESSAGE,
                                  line.dump())
-        self._events.publish(process.session_id, process_id, EventType.STATUS_CHANGED,
-                             {"from": ProcessStatus.RUNNING.value, "to": status.value})
+        shown_before = ProcessStatus.RUNNING if before in _MARKED_RUNNING else before
+        if status is not shown_before:
+            self._events.publish(process.session_id, process_id, EventType.STATUS_CHANGED,
+                                 {"from": shown_before.value, "to": status.value})
         return TurnOutcome.COMMITTED, status
 
     def _call_engine(self, engine: ThinkEngine | None, process: ThinkProcess,
-                     context: ThinkEngineContext, lifecycle: str) -> None:
+                     context: ThinkEngineContext,
+                     call: LifecycleCall | None) -> tuple[ProcessStatus, CloseReason | None]:
+        """Run the lifecycle method; returns the status and close reason to commit."""
         if engine is None or engine.major_version() != int(process.engine_version.split(".")[0]):
             # think-engines §3: a missing engine or a major-version change makes the process stale.
             found = f"version {engine.version}" if engine else "no such engine"
             context.chat().append(ChatRole.ERROR, f"Engine {process.engine} "
                                   f"{process.engine_version} is gone ({found}); process is stale.")
-            context.set_status(ProcessStatus.CLOSED, CloseReason.STALE)
-            return
-        getattr(engine, lifecycle)(process, context)
+            return ProcessStatus.CLOSED, CloseReason.STALE
+        before = process.status
+        if call is None:
+            (engine.start if before is ProcessStatus.INIT else engine.steer)(process, context)
+            return context.turn.status or ProcessStatus.IDLE, context.turn.close_reason
+        try:
+            lifecycle.check(call, before)
+        except Conflict as e:
+            # Legal when requested, overtaken since (e.g. stopped meanwhile): drop it.
+            log.info("dropping %s of %s: %s", call.value, process.id, e)
+            return (ProcessStatus.IDLE if before is ProcessStatus.RUNNING else before), \
+                process.close_reason
+        getattr(engine, call.value)(process, context)
+        if call is LifecycleCall.RESUME:
+            return context.turn.status or ProcessStatus.IDLE, context.turn.close_reason
+        if call is LifecycleCall.STOP:
+            return ProcessStatus.CLOSED, CloseReason.STOPPED
+        return lifecycle.STATUS_AFTER[call], None
+
+
+# acquire_epoch marks these RUNNING for the duration of the turn.
+_MARKED_RUNNING = frozenset({ProcessStatus.INIT, ProcessStatus.IDLE, ProcessStatus.BLOCKED})

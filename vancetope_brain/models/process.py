@@ -40,6 +40,8 @@ class ThinkProcess(Document):
     ``epoch`` is the fencing token: every lane turn increments it when it takes
     the lease, and every write that commits the turn is conditional on it.
     ``next_seq`` is the last inbox sequence number handed out.
+    ``pending_control`` is a requested lifecycle call (pause / resume / suspend /
+    stop) that the next lane turn executes; a newer request replaces an older one.
     """
 
     id: str
@@ -59,6 +61,8 @@ class ThinkProcess(Document):
     last_error: str | None = None
     context_drift: bool = False
     chat_history_summary: str | None = None
+    pending_control: str | None = None
+    control_requested_at: datetime | None = None
     epoch: int = 0
     next_seq: int = 0
     created_at: datetime = Field(default_factory=utcnow)

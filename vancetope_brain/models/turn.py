@@ -43,3 +43,5 @@ class TurnCommit:
     engine_state: dict[str, Any] | None = None
     drained_ids: list[str] = field(default_factory=list)
     chat: list[ChatMessage] = field(default_factory=list)
+    control_handled: str | None = None
+    """The lifecycle call this turn executed; cleared from the process if still the pending one."""

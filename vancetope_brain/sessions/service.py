@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from vancetope_brain.engines import lifecycle
 from vancetope_brain.engines.base import EngineRegistry
+from vancetope_brain.engines.lifecycle import LifecycleCall
 from vancetope_brain.errors import Conflict, NotFound
 from vancetope_brain.identity import Principal
 from vancetope_brain.lanes import Waker
@@ -81,6 +83,20 @@ class SessionService:
         if process.status.wakes_on_message:
             self._waker.wake(who.tenant_id, process_id)
         return stored, created
+
+    def control(self, who: Principal, process_id: str, call: LifecycleCall) -> ThinkProcess:
+        """Request a lifecycle call (pause / resume / suspend / stop) and wake the lane.
+
+        Refused with ``Conflict`` when illegal in the current status (checked
+        again atomically by the store, and once more on the lane, where a
+        call overtaken meanwhile is dropped).
+        """
+        process = self.process(who, process_id)
+        lifecycle.check(call, process.status)
+        updated = self._store.request_control(who.tenant_id, process_id, call.value,
+                                              lifecycle.ALLOWED_FROM[call])
+        self._waker.wake(who.tenant_id, process_id)
+        return updated
 
     def chat_history(self, who: Principal, process_id: str, *, before_seq: int | None = None,
                      limit: int = 100) -> list[ChatMessage]:

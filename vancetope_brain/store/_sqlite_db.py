@@ -5,6 +5,12 @@ exist for indexes or because they change often. Columns that change after
 insert (``lanes.*``, ``messages.drained_*``) are authoritative and the
 adapter merges them over ``doc`` on load, so a hot counter update never
 rewrites a large document.
+
+Schema versions (table ``schema_version``): 1 — the first; 2 — ``lanes`` gains
+``pending_control`` and ``control_requested_ms`` (a requested lifecycle call,
+kept next to ``status`` so that checking one and setting the other is a single
+``BEGIN IMMEDIATE`` write). Opening an older file migrates it in place
+(``_MIGRATIONS``); a newer one is refused.
 """
 
 from __future__ import annotations
@@ -16,13 +22,16 @@ from pathlib import Path
 
 from vancetope_brain.errors import StoreError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
-_DDL = """
+_VERSION_TABLE = """
 CREATE TABLE IF NOT EXISTS schema_version (
     id INTEGER PRIMARY KEY CHECK (id = 1),
     version INTEGER NOT NULL
-);
+)
+"""
+
+_DDL = """
 CREATE TABLE IF NOT EXISTS tenants (id TEXT PRIMARY KEY, doc TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS users (
     id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, doc TEXT NOT NULL
@@ -42,10 +51,15 @@ CREATE TABLE IF NOT EXISTS processes (
 );
 CREATE INDEX IF NOT EXISTS processes_by_session ON processes (tenant_id, session_id, created_ms);
 -- The per-turn hot fields of a process, in a narrow row of their own.
+-- (Columns added by a migration must be added in _MIGRATIONS too.)
 CREATE TABLE IF NOT EXISTS lanes (
     process_id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, status TEXT NOT NULL,
-    epoch INTEGER NOT NULL, next_seq INTEGER NOT NULL, next_chat_seq INTEGER NOT NULL
+    epoch INTEGER NOT NULL, next_seq INTEGER NOT NULL, next_chat_seq INTEGER NOT NULL,
+    pending_control TEXT, control_requested_ms INTEGER
 );
+-- The sweeper's lifecycle calls left waiting: only lanes with a pending call.
+CREATE INDEX IF NOT EXISTS lanes_control
+    ON lanes (control_requested_ms) WHERE pending_control IS NOT NULL;
 CREATE TABLE IF NOT EXISTS messages (
     id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, target_process_id TEXT NOT NULL,
     seq INTEGER NOT NULL, idempotency_key TEXT, created_ms INTEGER NOT NULL,
@@ -76,30 +90,46 @@ CREATE INDEX IF NOT EXISTS turns_by_process ON turns (tenant_id, process_id, epo
 """
 
 
-def create_schema(conn: sqlite3.Connection) -> None:
-    """Create missing tables and indexes in one write transaction, then check the version.
+# version → the statements that bring a file of the version before it up to it.
+# They run before ``_DDL``, whose new indexes may need the new columns.
+_MIGRATIONS: dict[int, tuple[str, ...]] = {
+    2: ("ALTER TABLE lanes ADD COLUMN pending_control TEXT",
+        "ALTER TABLE lanes ADD COLUMN control_requested_ms INTEGER"),
+}
 
-    Safe to run concurrently from several processes. Raises ``StoreError`` if
-    the file was written by a newer schema than this code knows.
+
+def create_schema(conn: sqlite3.Connection) -> None:
+    """Create or migrate the schema in one write transaction.
+
+    Safe to run concurrently from several processes (the first one migrates,
+    the others then find the current version). Raises ``StoreError``, having
+    changed nothing, if the file was written by a newer schema than this code
+    knows.
     """
     conn.execute("BEGIN IMMEDIATE")
     try:
+        conn.execute(_VERSION_TABLE)
+        row = conn.execute("SELECT version FROM schema_version WHERE id = 1").fetchone()
+        if row is not None and row[0] > SCHEMA_VERSION:
+            raise StoreError(
+                f"SQLite store has schema version {row[0]}, newer than this server's "
+                f"{SCHEMA_VERSION}; upgrade the server"
+            )
+        if row is not None:  # a new file has nothing to migrate: _DDL creates it current
+            for version in range(row[0] + 1, SCHEMA_VERSION + 1):
+                for statement in _MIGRATIONS.get(version, ()):
+                    conn.execute(statement)
         for statement in _DDL.split(";"):
             if statement.strip():
                 conn.execute(statement)
         conn.execute(
-            "INSERT OR IGNORE INTO schema_version (id, version) VALUES (1, ?)", (SCHEMA_VERSION,)
+            "INSERT INTO schema_version (id, version) VALUES (1, ?) "
+            "ON CONFLICT (id) DO UPDATE SET version = excluded.version", (SCHEMA_VERSION,)
         )
-        (version,) = conn.execute("SELECT version FROM schema_version WHERE id = 1").fetchone()
     except BaseException:
         conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
-    if version > SCHEMA_VERSION:
-        raise StoreError(
-            f"SQLite store has schema version {version}, newer than this server's "
-            f"{SCHEMA_VERSION}; upgrade the server"
-        )
 
 
 def connect(path: Path) -> sqlite3.Connection:

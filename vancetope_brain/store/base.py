@@ -18,6 +18,7 @@ from vancetope_brain.models import (
     ApiToken,
     ChatMessage,
     InboxMessage,
+    ProcessStatus,
     Session,
     Tenant,
     ThinkProcess,
@@ -92,13 +93,26 @@ class Store(ABC):
         """
 
     @abstractmethod
+    def request_control(self, tenant_id: str, process_id: str, call: str,
+                        allowed_from: frozenset[ProcessStatus]) -> ThinkProcess:
+        """Atomically record a lifecycle call for the next lane turn, if the status allows it.
+
+        Sets ``pendingControl = call`` and ``controlRequestedAt = now`` (replacing
+        any earlier request) only while the status is in ``allowed_from``, and
+        returns the updated document. Raises ``Conflict`` naming the current
+        status otherwise, ``NotFound`` if the process does not exist.
+        """
+
+    @abstractmethod
     def commit_turn(self, tenant_id: str, process_id: str, epoch: int,
                     commit: TurnCommit) -> list[ChatMessage] | None:
         """Apply a turn's effects all-or-nothing, only if ``epoch`` is still current.
 
         Effects: mark ``commit.drained_ids`` drained (with this epoch), append
         ``commit.chat`` with consecutive chat ``seq`` numbers in list order, set
-        status / closeReason / lastError / engineState, insert ``commit.record``.
+        status / closeReason / lastError / engineState, insert ``commit.record``,
+        and clear ``pendingControl`` (and ``controlRequestedAt``) if it still equals
+        ``commit.control_handled`` (a newer request survives).
         Returns the chat lines as written (with their ``seq``), or None, having
         written nothing, when the epoch moved on (fenced) or a listed message
         was already drained. Chat lines whose (process, sourceMessageId, role)
@@ -122,8 +136,10 @@ class Store(ABC):
 
     @abstractmethod
     def stale_pending(self, older_than: datetime, limit: int = 100) -> list[tuple[str, str]]:
-        """System query for the sweeper: distinct (tenant, process) pairs having an undrained
-        message created before ``older_than`` whose process is not CLOSED, PAUSED or SUSPENDED.
+        """System query for the sweeper: distinct (tenant, process) pairs that need a turn and
+        were left waiting since before ``older_than``: an undrained message of a process that is
+        not CLOSED, PAUSED or SUSPENDED, or a ``pendingControl`` of a process that is not CLOSED
+        requested before ``older_than``.
         """
 
     # ── chat and audit ────────────────────────────────────────────────────

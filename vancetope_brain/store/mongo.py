@@ -11,11 +11,12 @@ from pydantic_core import to_jsonable_python
 from pymongo import ASCENDING, DESCENDING, MongoClient, ReturnDocument
 from pymongo.errors import BulkWriteError, DuplicateKeyError, PyMongoError
 
-from vancetope_brain.errors import NotFound, StoreError
+from vancetope_brain.errors import Conflict, NotFound, StoreError
 from vancetope_brain.models import (
     ApiToken,
     ChatMessage,
     InboxMessage,
+    ProcessStatus,
     Session,
     Tenant,
     ThinkProcess,
@@ -38,8 +39,9 @@ class MongoStore(Store):
 
     Atomic (one single-document operation each): ``acquire_epoch`` (a pipeline
     update of the process: epoch + 1, status → RUNNING from INIT/IDLE/BLOCKED),
-    the seq reservation of ``append_message`` (``$inc nextSeq``), and the claim
-    of ``commit_turn``.
+    ``request_control`` (a ``find_one_and_update`` whose filter holds
+    ``status: {$in: allowed_from}``), the seq reservation of ``append_message``
+    (``$inc nextSeq``), and the claim of ``commit_turn``.
 
     ``append_message`` reserves a seq, then inserts. Seqs are strictly
     increasing, but two concurrent appends may become visible out of seq order
@@ -50,12 +52,18 @@ class MongoStore(Store):
     else False; (2) the claim: one conditional update of the process
     ``{_id, tenantId, epoch}`` that sets status/closeReason/lastError/
     engineState/updatedAt and reserves chat seqs (``$inc nextChatSeq``), else
-    False — nothing is written before it; (3) insert the chat lines, ignoring
+    False — nothing is written before it; (2b) if ``commit.control_handled``
+    is set, a second conditional ``update_one`` of the process
+    ``{_id, tenantId, epoch, pendingControl: handled}`` that clears
+    pendingControl/controlRequestedAt (not a pipeline update in the claim: that
+    would need every outcome value wrapped in ``$literal``), so a different
+    call requested after the turn read the process survives, and so does any
+    call once a newer epoch took over; (3) insert the chat lines, ignoring
     duplicate keys; (4) mark the messages drained (filter ``drainedAt: None``);
     (5) insert the turn record. A crash after (2) leaves the new status with
-    the messages still pending: the next turn re-processes them, and chat lines
-    keyed by (sourceMessageId, role) are not written twice (lines without a
-    sourceMessageId can be). A turn that took over between (1) and (4) can see
+    the messages still pending (and, before (2b), the control call too): the
+    next turn re-processes them, and chat lines keyed by (sourceMessageId,
+    role) are not written twice (lines without a sourceMessageId can be). A turn that took over between (1) and (4) can see
     the same messages pending; its own commit then fails at (1) or its lines
     are deduplicated at (3). Skipped lines may leave gaps in chat seqs.
     """
@@ -111,6 +119,9 @@ class MongoStore(Store):
             name="pending")
         self._messages.create_index([("drainedAt", ASCENDING), ("createdAt", ASCENDING)],
                                     name="sweeper")
+        self._processes.create_index(
+            [("controlRequestedAt", ASCENDING)],
+            partialFilterExpression={"pendingControl": _STRING}, name="pending_control")
         self._chat.create_index(
             [("tenantId", ASCENDING), ("processId", ASCENDING), ("seq", ASCENDING)],
             unique=True, name="seq")
@@ -220,6 +231,30 @@ class MongoStore(Store):
         return from_bson(ThinkProcess, before)
 
     @translated
+    def request_control(self, tenant_id: str, process_id: str, call: str,
+                        allowed_from: frozenset[ProcessStatus]) -> ThinkProcess:
+        call = str(call)
+        allowed = sorted({ProcessStatus(s).value for s in allowed_from})
+        # A miss is re-read to tell NotFound from Conflict; should the status
+        # have moved into ``allowed`` meanwhile, the update is simply retried.
+        for _ in range(3):
+            after = self._processes.find_one_and_update(
+                {"_id": process_id, "tenantId": tenant_id, "status": {"$in": allowed}},
+                {"$set": {"pendingControl": call, "controlRequestedAt": naive_utc(utcnow())}},
+                return_document=ReturnDocument.AFTER,
+            )
+            if after is not None:
+                return from_bson(ThinkProcess, after)
+            current = self._processes.find_one({"_id": process_id, "tenantId": tenant_id},
+                                               projection={"status": True})
+            if current is None:
+                raise NotFound(f"process {process_id} not found")
+            if current["status"] not in allowed:
+                break
+        raise Conflict(f"cannot {call} process {process_id}: it is {current['status']} "
+                       f"(allowed from {', '.join(allowed) or 'nothing'})")
+
+    @translated
     def commit_turn(self, tenant_id: str, process_id: str, epoch: int,
                     commit: TurnCommit) -> list[ChatMessage] | None:
         drained = list(dict.fromkeys(commit.drained_ids))
@@ -249,6 +284,12 @@ class MongoStore(Store):
             if not self._process_exists(tenant_id, process_id):
                 raise NotFound(f"process {process_id} not found")
             return None
+        if commit.control_handled is not None:
+            self._processes.update_one(
+                {"_id": process_id, "tenantId": tenant_id, "epoch": epoch,
+                 "pendingControl": commit.control_handled},
+                {"$set": {"pendingControl": None, "controlRequestedAt": None}},
+            )
         first = claimed["nextChatSeq"] - len(lines) + 1
         written = [line.model_copy(
             update={"seq": first + i, "tenant_id": tenant_id, "process_id": process_id})
@@ -336,28 +377,49 @@ class MongoStore(Store):
 
     @translated
     def stale_pending(self, older_than: datetime, limit: int = 100) -> list[tuple[str, str]]:
+        if limit <= 0:
+            return []
+        cutoff = naive_utc(older_than)
+        # Each source yields at most ``limit`` pairs with the time they have
+        # waited since, oldest first; the oldest ``limit`` of both are the answer.
+        since = self._stale_messages(cutoff, limit)
+        controls = self._processes.find(
+            {"pendingControl": _STRING, "controlRequestedAt": {"$lt": cutoff},
+             "status": {"$ne": "CLOSED"}},
+            projection={"tenantId": True, "controlRequestedAt": True},
+        ).sort("controlRequestedAt", ASCENDING).limit(limit)
+        for raw in controls:
+            pair = (raw["tenantId"], raw["_id"])
+            at = naive_utc(raw["controlRequestedAt"])
+            if pair not in since or at < since[pair]:
+                since[pair] = at
+        return sorted(since, key=since.__getitem__)[:limit]
+
+    def _stale_messages(self, cutoff: datetime, limit: int) -> dict[tuple[str, str], datetime]:
+        """Up to ``limit`` wakeable pairs with an undrained message created before ``cutoff``,
+        each with its oldest such message's time."""
         # Walk old pending messages oldest first and keep processes that may be
         # woken; the status check is batched to one query per chunk.
         cursor = self._messages.find(
-            {"drainedAt": None, "createdAt": {"$lt": naive_utc(older_than)}},
-            projection={"tenantId": True, "targetProcessId": True},
+            {"drainedAt": None, "createdAt": {"$lt": cutoff}},
+            projection={"tenantId": True, "targetProcessId": True, "createdAt": True},
         ).sort("createdAt", ASCENDING)
-        found: list[tuple[str, str]] = []
-        chunk: dict[tuple[str, str], None] = {}
+        found: dict[tuple[str, str], datetime] = {}
+        chunk: dict[tuple[str, str], datetime] = {}
         seen: set[tuple[str, str]] = set()
         for raw in cursor:
             pair = (raw["tenantId"], raw["targetProcessId"])
             if pair not in seen:
                 seen.add(pair)
-                chunk[pair] = None
+                chunk[pair] = naive_utc(raw["createdAt"])
             if len(chunk) >= 200:
-                found += self._wakeable(list(chunk))
+                found.update((pair, chunk[pair]) for pair in self._wakeable(list(chunk)))
                 chunk = {}
                 if len(found) >= limit:
                     break
         if chunk and len(found) < limit:
-            found += self._wakeable(list(chunk))
-        return found[:limit]
+            found.update((pair, chunk[pair]) for pair in self._wakeable(list(chunk)))
+        return dict(list(found.items())[:limit])
 
     def _wakeable(self, pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
         """The pairs whose process exists in that tenant and is not CLOSED/PAUSED/SUSPENDED."""

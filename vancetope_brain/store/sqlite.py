@@ -19,6 +19,7 @@ from vancetope_brain.models import (
     ApiToken,
     ChatMessage,
     InboxMessage,
+    ProcessStatus,
     Session,
     Tenant,
     ThinkProcess,
@@ -35,7 +36,8 @@ _STARTS_TURN = ("INIT", "IDLE", "BLOCKED")
 _NOT_SWEPT = ("CLOSED", "PAUSED", "SUSPENDED")
 
 _PROCESS_SELECT = (
-    "SELECT p.doc, l.status, l.epoch, l.next_seq FROM lanes l JOIN processes p ON p.id = l.process_id"
+    "SELECT p.doc, l.status, l.epoch, l.next_seq, l.pending_control, l.control_requested_ms "
+    "FROM lanes l JOIN processes p ON p.id = l.process_id"
 )
 _MESSAGE_SELECT = "SELECT doc, seq, drained_at, drained_epoch FROM messages"
 # Only the fields a turn may change; status lives in ``lanes``.
@@ -60,10 +62,15 @@ def _iso(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
-def _process(row: tuple[str, str, int, int]) -> ThinkProcess:
-    doc, status, epoch, next_seq = row
+def _from_ms(ms: int | None) -> datetime | None:
+    return None if ms is None else _EPOCH + timedelta(milliseconds=ms)
+
+
+def _process(row: tuple[str, str, int, int, str | None, int | None]) -> ThinkProcess:
+    doc, status, epoch, next_seq, pending_control, control_requested_ms = row
     raw = json.loads(doc)
-    raw.update(status=status, epoch=epoch, nextSeq=next_seq)
+    raw.update(status=status, epoch=epoch, nextSeq=next_seq, pendingControl=pending_control,
+               controlRequestedAt=_from_ms(control_requested_ms))
     return ThinkProcess.load(raw)
 
 
@@ -80,8 +87,10 @@ class SqliteStore(Store):
     One connection per thread (re-opened after ``fork``), WAL journal,
     ``busy_timeout`` 10 s. Every multi-statement write runs in a
     ``BEGIN IMMEDIATE`` transaction, which takes the file's single write lock
-    up front, so ``acquire_epoch``, ``append_message`` and ``commit_turn`` are
-    atomic across threads and processes. ``synchronous=NORMAL``: a returned
+    up front, so ``acquire_epoch``, ``request_control``, ``append_message`` and
+    ``commit_turn`` are atomic across threads and processes. The fields those
+    change on a process (status, epoch, seqs, pending control) live in its
+    ``lanes`` row, not in its JSON document. ``synchronous=NORMAL``: a returned
     write survives a crash of any process, but the last commits may be lost
     on power failure or an OS crash (WAL then skips an fsync per commit).
     """
@@ -224,10 +233,12 @@ class SqliteStore(Store):
                  process.model_dump_json(by_alias=True)),
             )
             conn.execute(
-                "INSERT INTO lanes (process_id, tenant_id, status, epoch, next_seq, next_chat_seq) "
-                "VALUES (?, ?, ?, ?, ?, 0)",
+                "INSERT INTO lanes (process_id, tenant_id, status, epoch, next_seq, next_chat_seq, "
+                "pending_control, control_requested_ms) VALUES (?, ?, ?, ?, ?, 0, ?, ?)",
                 (process.id, process.tenant_id, process.status.value, process.epoch,
-                 process.next_seq),
+                 process.next_seq, process.pending_control,
+                 None if process.control_requested_at is None
+                 else _ms(process.control_requested_at)),
             )
 
     def get_process(self, tenant_id: str, process_id: str) -> ThinkProcess:
@@ -251,11 +262,32 @@ class SqliteStore(Store):
                                (process_id, tenant_id)).fetchone()
             if row is None:
                 raise NotFound(f"process {process_id} not found")
-            doc, prior, epoch, next_seq = row
+            doc, prior, epoch, *rest = row
             status = "RUNNING" if prior in _STARTS_TURN else prior
             conn.execute("UPDATE lanes SET epoch = ?, status = ? WHERE process_id = ?",
                          (epoch + 1, status, process_id))
-        return _process((doc, prior, epoch + 1, next_seq))
+        return _process((doc, prior, epoch + 1, *rest))
+
+    def request_control(self, tenant_id: str, process_id: str, call: str,
+                        allowed_from: frozenset[ProcessStatus]) -> ThinkProcess:
+        call = str(call)
+        with self._write() as conn:
+            row = conn.execute(f"{_PROCESS_SELECT} WHERE l.process_id = ? AND l.tenant_id = ?",
+                               (process_id, tenant_id)).fetchone()
+            if row is None:
+                raise NotFound(f"process {process_id} not found")
+            doc, status, epoch, next_seq, _, _ = row
+            allowed = {ProcessStatus(s).value for s in allowed_from}
+            if status not in allowed:
+                raise Conflict(f"cannot {call} process {process_id}: it is {status} "
+                               f"(allowed from {', '.join(sorted(allowed)) or 'nothing'})")
+            requested_ms = _ms(utcnow())
+            conn.execute(
+                "UPDATE lanes SET pending_control = ?, control_requested_ms = ? "
+                "WHERE process_id = ?",
+                (call, requested_ms, process_id),
+            )
+        return _process((doc, status, epoch, next_seq, call, requested_ms))
 
     def commit_turn(self, tenant_id: str, process_id: str, epoch: int,
                     commit: TurnCommit) -> list[ChatMessage] | None:
@@ -305,8 +337,16 @@ class SqliteStore(Store):
             if inserted:
                 written.append(line)
             chat_seq += inserted
-        conn.execute("UPDATE lanes SET status = ?, next_chat_seq = ? WHERE process_id = ?",
-                     (commit.status.value, chat_seq, process_id))
+        # Both CASEs read the row as it was before this UPDATE; a NULL
+        # control_handled matches nothing, so a pending call is then kept.
+        conn.execute(
+            "UPDATE lanes SET status = ?, next_chat_seq = ?, "
+            "pending_control = CASE WHEN pending_control = ? THEN NULL ELSE pending_control END, "
+            "control_requested_ms = CASE WHEN pending_control = ? THEN NULL "
+            "ELSE control_requested_ms END WHERE process_id = ?",
+            (commit.status.value, chat_seq, commit.control_handled, commit.control_handled,
+             process_id),
+        )
         close_reason = commit.close_reason.value if commit.close_reason else None
         if commit.engine_state is None:
             conn.execute(_SET_OUTCOME, (close_reason, commit.last_error, _iso(now), process_id))
@@ -360,12 +400,20 @@ class SqliteStore(Store):
         return [_message(row) for row in rows]
 
     def stale_pending(self, older_than: datetime, limit: int = 100) -> list[tuple[str, str]]:
+        # Oldest wait first; each branch walks its partial index (messages_stale,
+        # lanes_control), so neither touches drained history or idle lanes.
+        cutoff = _ms(older_than)
         rows = self._read(
-            "SELECT m.tenant_id, m.target_process_id FROM messages m "
-            "JOIN lanes l ON l.process_id = m.target_process_id AND l.tenant_id = m.tenant_id "
-            "WHERE m.drained_at IS NULL AND m.created_ms < ? AND l.status NOT IN (?, ?, ?) "
-            "GROUP BY m.tenant_id, m.target_process_id ORDER BY MIN(m.created_ms) LIMIT ?",
-            (_ms(older_than), *_NOT_SWEPT, limit),
+            "SELECT tenant_id, process_id FROM ("
+            " SELECT m.tenant_id, m.target_process_id AS process_id, m.created_ms AS since"
+            " FROM messages m JOIN lanes l"
+            " ON l.process_id = m.target_process_id AND l.tenant_id = m.tenant_id"
+            " WHERE m.drained_at IS NULL AND m.created_ms < ? AND l.status NOT IN (?, ?, ?)"
+            " UNION ALL"
+            " SELECT tenant_id, process_id, control_requested_ms FROM lanes"
+            " WHERE pending_control IS NOT NULL AND control_requested_ms < ? AND status <> ?"
+            ") GROUP BY tenant_id, process_id ORDER BY MIN(since) LIMIT ?",
+            (cutoff, *_NOT_SWEPT, cutoff, "CLOSED", limit),
         )
         return [(tenant, process) for tenant, process in rows]
 
