@@ -11,8 +11,7 @@
     │   └── UnknownEngine         (code ``unknown_engine``)
     ├── RuntimeFailure            something below us failed; may succeed later
     │   ├── StoreError            (code ``store_error``)
-    │   ├── LlmError              (code ``llm_error``)
-    │   └── EngineError           (code ``engine_error``)
+    │   └── LlmError              (code ``llm_error``)
     └── Signal                    control flow, never shown to a user
         └── Fenced                the lane lease was taken over; this worker must write nothing
 
@@ -90,12 +89,6 @@ class LlmError(RuntimeFailure):
     """Raised when the LLM endpoint fails after its retries (timeout, 5xx, bad response)."""
 
     code = "llm_error"
-
-
-class EngineError(RuntimeFailure):
-    """Raised when an engine breaks its contract (e.g. an illegal lifecycle call)."""
-
-    code = "engine_error"
 
 
 class Signal(VancetopeError):  # noqa: N818 - a signal, not an error

@@ -164,7 +164,7 @@ class Connection:
         return self._bind(session, data.last_seq)
 
     def _session_list(self, _: frames.SessionList) -> frames.SessionsListed:
-        return frames.SessionsListed(sessions=[s.dump() for s in self._brain.sessions.list(self._who)])
+        return frames.SessionsListed(sessions=[s.dump() for s in self._brain.sessions.list_sessions(self._who)])
 
     def _process_steer(self, data: frames.ProcessSteer) -> frames.SteerAccepted:
         session = self._require_session()

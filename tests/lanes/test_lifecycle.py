@@ -32,6 +32,7 @@ class Recorder(ThinkEngine):
     def steer(self, process, context):
         for m in context.drain_pending():
             self._note(context, f"steer:{m.message.content}")
+        context.save_state({"steers": process.engine_state.get("steers", 0) + 1})
 
     def pause(self, process, context):
         self._note(context, "pause")
@@ -88,6 +89,10 @@ def test_pause_holds_messages_until_resume(embedded, proc):
     assert _notes(emb, pid) == ["start", "pause", "resume", "steer:while paused"]
     kinds = [t.lifecycle for t in emb.brain.store.turn_records("acme", pid)]
     assert kinds == ["start", "pause", "resume"]
+    # Engine state lives in the process document, turn to turn.
+    assert emb.brain.store.get_process("acme", pid).engine_state == {"steers": 1}
+    emb.brain.sessions.steer(emb.who, pid, "again")
+    wait_for(lambda: emb.brain.store.get_process("acme", pid).engine_state == {"steers": 2})
 
 
 def test_suspend_then_resume_without_messages_starts_no_steer(embedded, proc):

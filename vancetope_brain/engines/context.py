@@ -83,9 +83,6 @@ class EventPublisher:
     def token(self, text: str) -> None:
         self.emit(EventType.TOKEN, {"text": text})
 
-    def status_changed(self, before: ProcessStatus, after: ProcessStatus) -> None:
-        self.emit(EventType.STATUS_CHANGED, {"from": before.value, "to": after.value})
-
 
 class FencedModel:
     """Wraps the turn's model: refuses to start or finish a call once the lease is lost."""

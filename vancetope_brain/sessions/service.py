@@ -51,7 +51,7 @@ class SessionService:
             raise NotFound(f"no session {session_id!r}")
         return session
 
-    def list(self, who: Principal) -> list[Session]:
+    def list_sessions(self, who: Principal) -> list[Session]:
         return self._store.list_sessions(who.tenant_id, who.user_id)
 
     def process(self, who: Principal, process_id: str) -> ThinkProcess:
