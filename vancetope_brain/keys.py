@@ -5,6 +5,7 @@
 | ``vt:lease:{pid}``          | string | lease TTL, renewed      | lane lease (redis-py Lock token) of a process  |
 | ``vt:wake:{pid}``           | string | 2 × lease TTL           | a lane-turn task for the process is queued     |
 | ``vt:evseq:{sid}``          | string | event log TTL           | last event sequence number of a session        |
+| ``vt:evorigin:{sid}``       | string | event log TTL           | first sequence number of the current log       |
 | ``vt:events:{sid}``         | stream | event log TTL, capped   | the session's recent events, id ``{seq}-0``    |
 
 Nothing else is written by Vancetope (Celery's broker keys are Celery's:
@@ -25,6 +26,10 @@ def wake(process_id: str) -> str:
 
 def event_seq(session_id: str) -> str:
     return f"{PREFIX}evseq:{session_id}"
+
+
+def event_origin(session_id: str) -> str:
+    return f"{PREFIX}evorigin:{session_id}"
 
 
 def events(session_id: str) -> str:

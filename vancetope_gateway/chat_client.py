@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from simple_websocket import Client, ConnectionClosed
+from simple_websocket import ConnectionError as HandshakeRefused
 
 from vancetope_brain.config import Config
 from vancetope_brain.errors import Unauthorized, VancetopeError
@@ -22,15 +23,29 @@ from vancetope_brain.errors import Unauthorized, VancetopeError
 REPLY_TIMEOUT = 300.0
 
 
+class _Client(Client):
+    """simple_websocket's client, closing its socket when the handshake is refused."""
+
+    def handshake(self) -> None:
+        try:
+            super().handshake()
+        except BaseException:
+            self.sock.close()
+            raise
+
+
 class ChatClient:
     """A minimal protocol client: requests with ids, a reader thread, event callbacks."""
 
     def __init__(self, url: str, token: str) -> None:
         try:
-            self._ws = Client.connect(url, headers={"Authorization": f"Bearer {token}"})
-        except ConnectionClosed as e:
-            raise Unauthorized(f"the server at {url} refused the connection "
-                               "(is the token right?)") from e
+            self._ws = _Client.connect(url, headers={"Authorization": f"Bearer {token}"})
+        except HandshakeRefused as e:
+            if e.status_code in (401, 403):
+                raise Unauthorized(f"the server at {url} refused the token "
+                                   f"(HTTP {e.status_code}); check --token") from e
+            raise VancetopeError(f"the server at {url} refused the WebSocket upgrade "
+                                 f"(HTTP {e.status_code})") from e
         except OSError as e:
             raise VancetopeError(f"cannot reach {url}: {e}; is `vancetope serve` running?") from e
         self._ids = itertools.count(1)

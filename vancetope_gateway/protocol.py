@@ -195,8 +195,8 @@ class Connection:
         """After the reply went out: catch up from the requested seq, then live."""
         assert self.session is not None
         after = self._resume_after
-        first = self._brain.events.first_seq(self.session.id)
-        if first is not None and after + 1 < first:
+        first = self._brain.events.missed(self.session.id, after)
+        if first is not None:
             self.push("events-gap", frames.EventsGap(
                 session_id=self.session.id, requested_after=after, first_available=first))
             after = first - 1

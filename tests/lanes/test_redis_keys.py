@@ -23,6 +23,7 @@ def test_a_turn_leaves_only_the_event_log_behind(embedded):
     everything = {k.decode() for k in client.keys("*")}
     assert all(k.startswith(keys.PREFIX) for k in everything), everything
     mine = {k for k in everything if pid in k or session.id in k}
-    assert mine == {keys.event_seq(session.id), keys.events(session.id)}
+    assert mine == {keys.event_seq(session.id), keys.events(session.id),
+                    keys.event_origin(session.id)}
     for key in mine:
         assert 0 < client.ttl(key) <= emb.brain.config.event_log_ttl

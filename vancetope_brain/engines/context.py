@@ -95,6 +95,14 @@ class FencedModel:
     def complete(self, messages: list[LlmMessage], *, tools: list[ToolSpec] | None = None,
                  on_token: TokenSink | None = None) -> LlmResponse:
         self._check()
+        if on_token is not None:
+            sink = on_token
+
+            def on_token(text: str) -> None:
+                # A fenced turn must not stream a reply that will never be committed.
+                self._check()
+                sink(text)
+
         response = self._model.complete(messages, tools=tools, on_token=on_token)
         self._check()
         return response

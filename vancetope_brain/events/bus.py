@@ -19,13 +19,16 @@ log = logging.getLogger(__name__)
 
 # INCR and XADD in one script so stream ids follow sequence numbers even when
 # several workers publish into one session at once. A log that Redis lost (restart,
-# expiry) starts again above every earlier seq: at the current time in microseconds.
+# expiry) starts again above every earlier seq: at the current time in microseconds,
+# remembered as the log's origin so "nothing was ever trimmed" stays knowable.
 _PUBLISH = """
-if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('SET', KEYS[1], ARGV[4]) end
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('SET', KEYS[1], ARGV[4])
+  redis.call('SET', KEYS[3], ARGV[4] + 1)
+end
 local seq = redis.call('INCR', KEYS[1])
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], string.format('%d-0', seq), 'e', ARGV[1])
-redis.call('EXPIRE', KEYS[1], ARGV[3])
-redis.call('EXPIRE', KEYS[2], ARGV[3])
+for i = 1, 3 do redis.call('EXPIRE', KEYS[i], ARGV[3]) end
 return seq
 """
 
@@ -44,7 +47,8 @@ class EventBus:
         """Append an event to the session's log; returns its sequence number."""
         body = json.dumps({"processId": process_id, "type": type.value, "data": data or {},
                            "at": utcnow().isoformat()}, separators=(",", ":"))
-        return int(self._publish(keys=[keys.event_seq(session_id), keys.events(session_id)],
+        return int(self._publish(keys=[keys.event_seq(session_id), keys.events(session_id),
+                                       keys.event_origin(session_id)],
                                  args=[body, self._max_len, self._ttl, time.time_ns() // 1000]))
 
     def read(self, session_id: str, after_seq: int, count: int = 1000) -> list[StreamEvent]:
@@ -52,10 +56,21 @@ class EventBus:
         rows = self._redis.xrange(keys.events(session_id), min=f"({after_seq}-0", count=count)
         return [_decode(session_id, sid, fields) for sid, fields in rows]
 
-    def first_seq(self, session_id: str) -> int | None:
-        """The oldest sequence number still kept, or None if the log is empty."""
+    def missed(self, session_id: str, after_seq: int) -> int | None:
+        """If events after ``after_seq`` are no longer kept, the first seq that is; else None.
+
+        A client that saw nothing yet (``after_seq`` 0) missed nothing unless the
+        log was trimmed; a client holding a seq from before the first kept one
+        (trimmed, or from a log Redis lost) did.
+        """
         rows = self._redis.xrange(keys.events(session_id), count=1)
-        return _seq(rows[0][0]) if rows else None
+        if not rows:
+            return None
+        first = _seq(rows[0][0])
+        origin = int(self._redis.get(keys.event_origin(session_id)) or first)
+        if after_seq + 1 < first and (after_seq > 0 or first > origin):
+            return first
+        return None
 
     def last_seq(self, session_id: str) -> int:
         """The last sequence number handed out (0 if none)."""

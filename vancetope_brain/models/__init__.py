@@ -7,7 +7,7 @@ snake_case in Python and camelCase on the wire and in the store.
 
 from vancetope_brain.models.base import Document, new_id, utcnow
 from vancetope_brain.models.chat import ChatMessage, ChatRole
-from vancetope_brain.models.identity import ApiToken, Tenant, User
+from vancetope_brain.models.identity import ApiToken, Project, Tenant, User
 from vancetope_brain.models.process import (
     CloseReason,
     ProcessStatus,
@@ -29,7 +29,7 @@ from vancetope_brain.models.turn import TurnCommit, TurnRecord
 
 __all__ = [
     "ApiToken", "ChatMessage", "ChatRole", "CloseReason", "Document", "ExternalCommand",
-    "InboxAnswer", "InboxMessage", "ProcessEvent", "ProcessStatus", "Session",
+    "InboxAnswer", "InboxMessage", "ProcessEvent", "Project", "ProcessStatus", "Session",
     "SessionStatus", "SessionType", "SteerMessage", "Tenant", "ThinkProcess", "ToolResult",
     "TurnCommit", "TurnRecord", "User", "UserChatInput", "decode_steer", "encode_steer",
     "new_id", "utcnow",

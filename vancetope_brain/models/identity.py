@@ -1,4 +1,4 @@
-"""Tenants, users and API tokens (tokens are stored only as SHA-256 hashes)."""
+"""Tenants, projects, users and API tokens (tokens are stored only as SHA-256 hashes)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,17 @@ from vancetope_brain.models.base import Document, utcnow
 class Tenant(Document):
     id: str
     name: str
+    created_at: datetime = Field(default_factory=utcnow)
+
+
+class Project(Document):
+    """A project of a tenant; sessions live in a project. ``group_id`` optionally groups
+    projects (tenant → group → project)."""
+
+    id: str
+    tenant_id: str
+    name: str
+    group_id: str | None = None
     created_at: datetime = Field(default_factory=utcnow)
 
 

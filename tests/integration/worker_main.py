@@ -1,0 +1,125 @@
+"""A Celery lane worker for the multi-process tests, with a test model and test hooks.
+
+Run as ``python -m tests.integration.worker_main NAME`` from the repository root,
+with the worker's configuration in ``VANCETOPE_*`` variables and these:
+
+``VT_TEST_MODEL``
+    ``echo`` (default) answers at once with ``"echo: <last user message>"``;
+    ``block`` first touches ``VT_TEST_STARTED`` and then waits inside
+    ``complete()`` until the file ``VT_TEST_RELEASE`` exists, so a test can
+    SIGKILL or SIGSTOP the worker mid-turn; ``slow`` sleeps ``VT_TEST_DELAY``
+    seconds per call.
+``VT_TEST_LOG``
+    Lines ``<kind> <pid> <unix time> [detail]`` are appended here: ``ready``
+    when the consumer is up, ``start``/``end`` around every model call,
+    ``committed`` (see below) and ``postrun <outcome>`` after every lane-turn
+    task (``committed``, ``busy``, ``fenced``, ...).
+``VT_TEST_HOLD_COMMIT``
+    A file name. While it does not exist, a turn that drained messages stops
+    right after its fenced commit, before the lane lease is released (the
+    "turn is ending" window), logs ``committed`` and waits for the file.
+
+The pool is ``solo``: the worker process itself runs the turn, so SIGKILL and
+SIGSTOP hit the turn, its lease heartbeat and the broker connection at once.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+from celery import signals
+
+from vancetope_brain.config import Config
+from vancetope_brain.llm.base import LlmMessage, ToolSpec
+from vancetope_brain.llm.testing import FunctionModel
+from vancetope_brain.models import ChatMessage, TurnCommit
+from vancetope_brain.store.sqlite import SqliteStore
+from workers.celery_app import create_celery
+from workers.tasks import LANE_TURN
+
+BLOCK_LIMIT = 120.0  # a forgotten release file must not hang a worker forever
+
+
+def log(kind: str, detail: object = "") -> None:
+    path = os.environ.get("VT_TEST_LOG")
+    if not path:
+        return
+    # One short write per line with O_APPEND: lines from threads never interleave.
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, f"{kind} {os.getpid()} {time.time():.6f} {detail}".rstrip().encode() + b"\n")
+    finally:
+        os.close(fd)
+
+
+def wait_for_file(path: str) -> None:
+    deadline = time.monotonic() + BLOCK_LIMIT
+    while not os.path.exists(path):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{path} did not appear within {BLOCK_LIMIT}s")
+        time.sleep(0.005)
+
+
+def build_model(mode: str) -> FunctionModel:
+    if mode not in ("echo", "block", "slow"):
+        raise SystemExit(f"VT_TEST_MODEL={mode!r}: use echo, block or slow")
+    delay = float(os.environ.get("VT_TEST_DELAY", "0.05"))
+
+    def answer(messages: list[LlmMessage], tools: list[ToolSpec]) -> str:
+        last = next((m.content for m in reversed(messages) if m.role == "user"), "")
+        log("start", last)
+        if mode == "block":
+            Path(os.environ["VT_TEST_STARTED"]).touch()
+            wait_for_file(os.environ["VT_TEST_RELEASE"])
+        elif mode == "slow":
+            time.sleep(delay)
+        log("end", last)
+        return f"echo: {last}"
+
+    return FunctionModel(answer, name=f"test-{mode}")
+
+
+def hold_commits(release: str) -> None:
+    """Stop after a successful commit of drained messages until ``release`` exists."""
+    commit_turn = SqliteStore.commit_turn
+
+    def held(self: SqliteStore, tenant_id: str, process_id: str, epoch: int,
+             commit: TurnCommit) -> list[ChatMessage] | None:
+        written = commit_turn(self, tenant_id, process_id, epoch, commit)
+        if written is not None and commit.drained_ids and not os.path.exists(release):
+            log("committed", epoch)
+            wait_for_file(release)
+        return written
+
+    SqliteStore.commit_turn = held  # type: ignore[method-assign]
+
+
+@signals.worker_ready.connect
+def _ready(**_: object) -> None:
+    log("ready")
+
+
+@signals.task_postrun.connect
+def _postrun(task=None, retval=None, **_: object) -> None:  # type: ignore[no-untyped-def]
+    if task is not None and task.name == LANE_TURN:
+        log("postrun", retval)
+
+
+def main(argv: list[str]) -> None:
+    name = argv[1] if len(argv) > 1 else f"vt-test-{os.getpid()}"
+    model = build_model(os.environ.get("VT_TEST_MODEL", "echo"))
+    if os.environ.get("VT_TEST_HOLD_COMMIT"):
+        hold_commits(os.environ["VT_TEST_HOLD_COMMIT"])
+    app = create_celery(Config.from_env(), model_for=lambda process: model)
+    # concurrency 1: prefetch is multiplier × concurrency, and a solo worker must not
+    # reserve a second lane task while it runs (or is frozen in) one.
+    app.worker_main(["worker", "--pool=solo", "--concurrency=1", "--loglevel=WARNING",
+                     "-n", f"{name}@localhost", "--without-mingle", "--without-gossip",
+                     "--without-heartbeat"])
+
+
+if __name__ == "__main__":
+    main(sys.argv)
