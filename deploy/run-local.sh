@@ -10,8 +10,10 @@ mkdir -p "$VANCETOPE_DATA_DIR"
 
 token_file="$VANCETOPE_DATA_DIR/token"
 if [ ! -s "$token_file" ]; then
-    vancetope admin create-user --tenant local --user local > "$token_file"
-    chmod 600 "$token_file"
+    vancetope admin tenant create local --id local --exist-ok --quiet > /dev/null
+    vancetope admin user create --tenant local local --id local --exist-ok --quiet > /dev/null
+    (umask 077 && vancetope admin token create --tenant local --user local \
+        --label run-local.sh --quiet > "$token_file")
 fi
 
 pids=()

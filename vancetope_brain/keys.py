@@ -7,6 +7,10 @@
 | ``vt:evseq:{sid}``          | string | event log TTL           | last event sequence number of a session        |
 | ``vt:evorigin:{sid}``       | string | event log TTL           | first sequence number of the current log       |
 | ``vt:events:{sid}``         | stream | event log TTL, capped   | the session's recent events, id ``{seq}-0``    |
+| ``vt:presence:{sid}``       | zset   | presence TTL, renewed   | bound connections → expiry time (epoch s)      |
+| ``vt:presence-index``       | zset   | none                    | ``tenant/sid`` of sessions with a bound client |
+| ``vt:activity``             | zset   | none                    | ``tenant/sid`` → idle deadline (epoch s)       |
+| ``vt:session-lock:{sid}``   | string | 5 s                     | serializes bind / last-client-gone per session |
 
 Nothing else is written by Vancetope (Celery's broker keys are Celery's:
 ``lanes.*``, ``maintenance``, ``_kombu.*``, ``unacked*``).
@@ -30,6 +34,18 @@ def event_seq(session_id: str) -> str:
 
 def event_origin(session_id: str) -> str:
     return f"{PREFIX}evorigin:{session_id}"
+
+
+def presence(session_id: str) -> str:
+    return f"{PREFIX}presence:{session_id}"
+
+
+PRESENCE_INDEX = f"{PREFIX}presence-index"
+ACTIVITY = f"{PREFIX}activity"
+
+
+def session_lock(session_id: str) -> str:
+    return f"{PREFIX}session-lock:{session_id}"
 
 
 def events(session_id: str) -> str:

@@ -23,6 +23,8 @@ from vancetope_brain.lanes.sweeper import sweep
 from vancetope_brain.lanes.waker import Enqueue
 from vancetope_brain.llm.factory import build_chat_model
 from vancetope_brain.sessions import SessionService
+from vancetope_brain.sessions.lifecycle import SessionLifecycle
+from vancetope_brain.sessions.presence import Presence
 from vancetope_brain.store import Store, open_store
 
 log = logging.getLogger(__name__)
@@ -51,6 +53,7 @@ class Brain:
     waker: Waker
     runner: LaneRunner
     sessions: SessionService
+    lifecycle: SessionLifecycle
     identity: IdentityService
 
     @classmethod
@@ -66,11 +69,14 @@ class Brain:
         runner = LaneRunner(store=store, events=events,
                             leases=LeaseKeeper(client, ttl=config.lease_ttl), waker=waker,
                             engines=engines, model_for=model_for, worker_name=worker_name)
-        return cls(config, store, client, events, waker, runner,
-                   SessionService(store, waker, engines), IdentityService(store))
+        sessions = SessionService(store, waker, engines)
+        return cls(config, store, client, events, waker, runner, sessions,
+                   SessionLifecycle(store, sessions, Presence(client)), IdentityService(store))
 
     def sweep(self) -> int:
-        return sweep(self.store, self.redis, self.waker, age=self.config.sweep_age)
+        """The beat job: re-wake orphaned work, then apply session policies that are due."""
+        return sweep(self.store, self.redis, self.waker, age=self.config.sweep_age) + \
+            self.lifecycle.sweep()
 
     def close(self) -> None:
         self.store.close()

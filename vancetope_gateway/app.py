@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import logging
+import threading
+import time
+import weakref
+from typing import get_args
 
 from flask import Blueprint, Flask, Response, current_app, g, jsonify, request
 from flask_sock import Sock
@@ -12,6 +16,8 @@ from vancetope_brain.errors import StoreError, Unauthorized, VancetopeError
 from vancetope_brain.events import EventListener
 from vancetope_brain.identity import Principal
 from vancetope_brain.runtime import Brain
+from vancetope_brain.sessions.presence import PRESENCE_TTL
+from vancetope_gateway.frames import NotifyMode
 from vancetope_gateway.protocol import Connection
 
 log = logging.getLogger(__name__)
@@ -65,6 +71,38 @@ def think_engines() -> Response:
     return jsonify(engines=[e.describe() for e in ENGINES])
 
 
+NOTIFY_MODES = get_args(NotifyMode)
+
+
+class PresenceRenewer:
+    """One thread per gateway process keeping its bound connections counted as present."""
+
+    def __init__(self, interval: float = PRESENCE_TTL / 3) -> None:
+        self._connections: weakref.WeakSet[Connection] = weakref.WeakSet()
+        self._lock = threading.Lock()
+        self._interval = interval
+        threading.Thread(target=self._run, name="vt-presence", daemon=True).start()
+
+    def add(self, connection: Connection) -> None:
+        with self._lock:
+            self._connections.add(connection)
+
+    def discard(self, connection: Connection) -> None:
+        with self._lock:
+            self._connections.discard(connection)
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(self._interval)
+            with self._lock:
+                connections = list(self._connections)
+            for connection in connections:
+                try:
+                    connection.renew()
+                except Exception:
+                    log.exception("presence renewal failed; retrying next round")
+
+
 def create_app(brain: Brain, *, llm_description: str) -> Flask:
     """The gateway for one OS process. Starts the process's event listener thread."""
     app = Flask(__name__, static_folder=None)
@@ -77,6 +115,9 @@ def create_app(brain: Brain, *, llm_description: str) -> Flask:
     app.register_blueprint(rest)
     sock = Sock(app)
 
+    renewer = PresenceRenewer()
+    app.extensions["vancetope.renewer"] = renewer
+
     @app.before_request
     def _authenticate_websocket() -> tuple[Response, int] | None:
         # Refuse before the upgrade so an unauthenticated client never gets a socket.
@@ -85,12 +126,22 @@ def create_app(brain: Brain, *, llm_description: str) -> Flask:
                 g.principal = authenticate()
             except Unauthorized as e:
                 return jsonify(code=e.code, message=str(e)), 401
+            g.notify_mode = request.args.get("notifyMode", "all")
+            if g.notify_mode not in NOTIFY_MODES:
+                return jsonify(code="invalid_input", message="notifyMode must be one of "
+                               + ", ".join(NOTIFY_MODES)), 400
         return None
 
     @sock.route("/ws")
     def ws(socket) -> None:  # type: ignore[no-untyped-def]
-        Connection(socket, g.principal, brain, listener, llm=llm_description,
-                   max_frame_bytes=brain.config.max_frame_bytes).run()
+        connection = Connection(socket, g.principal, brain, listener, llm=llm_description,
+                                max_frame_bytes=brain.config.max_frame_bytes,
+                                notify_mode=g.notify_mode)
+        renewer.add(connection)
+        try:
+            connection.run()
+        finally:
+            renewer.discard(connection)
 
     @app.errorhandler(VancetopeError)
     def _domain_error(e: VancetopeError) -> tuple[Response, int]:

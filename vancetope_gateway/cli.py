@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import os
 import signal
@@ -13,6 +12,7 @@ from dataclasses import replace
 
 from vancetope_brain.config import Config
 from vancetope_brain.errors import VancetopeError
+from vancetope_gateway.admin_cli import add_admin_parser, run_admin
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,12 +40,7 @@ def main(argv: list[str] | None = None) -> int:
                              "docs/schemas/*.json from the frame models")
     schemas.add_argument("--docs", default="docs", help="the docs directory (default: docs)")
 
-    admin = sub.add_parser("admin", help="administration")
-    admin_sub = admin.add_subparsers(dest="admin_command", required=True)
-    create_user = admin_sub.add_parser("create-user", help="create a user (and its tenant) "
-                                       "and print a new API token")
-    create_user.add_argument("--tenant", required=True)
-    create_user.add_argument("--user", required=True)
+    add_admin_parser(sub)
 
     args = parser.parse_args(argv)
     try:
@@ -67,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
             for path in write(Path(args.docs)):
                 print(path)
             return 0
-        return _admin(config, args)
+        return run_admin(config, args)
     except VancetopeError as e:
         print(f"vancetope: {e}", file=sys.stderr)
         return 2
@@ -134,24 +129,6 @@ def _celery(command: str, extra: list[str]) -> int:
     base = ["worker", "--loglevel=INFO", "--prefetch-multiplier=1"] if command == "worker" \
         else ["beat", "--loglevel=INFO"]
     app.start(base + extra)
-    return 0
-
-
-def _admin(config: Config, args: argparse.Namespace) -> int:
-    from vancetope_brain.errors import Conflict, NotFound
-    from vancetope_brain.identity import IdentityService
-    from vancetope_brain.store import open_store
-
-    store = open_store(config.store_url)
-    identity = IdentityService(store)
-    with contextlib.suppress(Conflict):
-        identity.create_tenant(args.tenant, args.tenant)
-    try:
-        store.get_user(args.tenant, args.user)
-    except NotFound:
-        identity.create_user(args.tenant, args.user, args.user)
-    print(identity.issue_token(args.tenant, args.user, label="admin create-user"))
-    store.close()
     return 0
 
 

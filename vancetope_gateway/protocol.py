@@ -4,10 +4,12 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from enum import Enum
 from typing import Any, Protocol
@@ -15,10 +17,12 @@ from typing import Any, Protocol
 from pydantic import ValidationError
 
 from vancetope_brain import __version__
+from vancetope_brain.engines import ENGINES
+from vancetope_brain.engines.lifecycle import LifecycleCall
 from vancetope_brain.errors import Conflict, InvalidInput, RateLimited, VancetopeError
 from vancetope_brain.events import EventListener, StreamEvent
 from vancetope_brain.identity import Principal
-from vancetope_brain.models import Session
+from vancetope_brain.models import Fingerprint, ProcessStatus, Session, SessionStatus
 from vancetope_brain.runtime import Brain
 from vancetope_gateway import frames
 
@@ -69,33 +73,54 @@ class Connection:
     RATE_BURST = 200
 
     def __init__(self, sock: Socket, principal: Principal, brain: Brain,
-                 listener: EventListener, *, llm: str, max_frame_bytes: int) -> None:
+                 listener: EventListener, *, llm: str, max_frame_bytes: int,
+                 notify_mode: str = "all") -> None:
+        self.connection_id = uuid.uuid4().hex
         self._sock = sock
         self._who = principal
         self._brain = brain
         self._listener = listener
         self._llm = llm
         self._max_frame_bytes = max_frame_bytes
+        self._notify_mode = notify_mode
         self._send_lock = threading.Lock()
         self._bucket = TokenBucket(self.RATE_PER_SEC, self.RATE_BURST)
         self._follow: int | None = None
+        self._resume_after = 0
         self.state = ConnState.OPEN
         self.session: Session | None = None
+        # suspend is the system's call (session cascade), not a client's.
+        calls = {f"process-{c.value}": c for c in LifecycleCall if c is not LifecycleCall.SUSPEND}
         self._handlers: dict[str, Callable[[Any], frames.Wire]] = {
             "session-create": self._session_create,
             "session-resume": self._session_resume,
             "session-list": self._session_list,
+            "session-get": self._session_get,
+            "session-suspend": self._session_suspend,
+            "session-close": self._session_close,
+            "process-create": self._process_create,
+            "process-start": self._process_start,
+            **{name: functools.partial(self._process_control, call)
+               for name, call in calls.items()},
+            "process-status": self._process_status,
+            "process-list": self._process_list,
             "process-steer": self._process_steer,
             "chat-history": self._chat_history,
+            "events-resume": self._events_resume,
+            "think-engines-list": self._think_engines_list,
             "ping": lambda _: frames.Pong(),
         }
 
     # ── loop ────────────────────────────────────────────────────────────
     def run(self) -> None:
         """Serve until the client goes away."""
+        sessions = self._brain.sessions.list_sessions(self._who)
         self.push("welcome", frames.Welcome(
             server_version=__version__, tenant_id=self._who.tenant_id,
-            user_id=self._who.user_id, llm=self._llm, max_frame_bytes=self._max_frame_bytes))
+            user_id=self._who.user_id, llm=self._llm, max_frame_bytes=self._max_frame_bytes,
+            notify_mode=self._notify_mode,
+            sessions={status.value: sum(1 for s in sessions if s.status is status)
+                      for status in SessionStatus}))
         try:
             while self.state is not ConnState.CLOSED:
                 raw = self._sock.receive()
@@ -106,11 +131,19 @@ class Connection:
             self.close()
 
     def close(self) -> None:
-        if self.state is ConnState.CLOSED:
-            return
-        if self._follow is not None:
-            self._listener.unfollow(self._follow)
-        self.state = self.state.to(ConnState.CLOSED)
+        """Forget the socket; if it was its session's last client, the session's
+        ``onDisconnect`` policy applies."""
+        with self._send_lock:
+            if self.state is ConnState.CLOSED:
+                return
+            self.state = self.state.to(ConnState.CLOSED)
+        self._unbind()
+
+    def renew(self) -> None:
+        """Keep this connection counted as present (called by the gateway's renewer)."""
+        session = self.session
+        if session is not None and self.state is ConnState.BOUND:
+            self._brain.lifecycle.renew(self._who, session.id, self.connection_id)
 
     def handle(self, raw: str | bytes) -> None:
         """Answer one frame: exactly one reply or error; never raises for bad input."""
@@ -140,7 +173,7 @@ class Connection:
             reply = self._handlers[envelope.type](data)
             self._send(frames.Envelope(type=envelope.type, reply_to=envelope.id,
                                        data=reply.dump()))
-            if envelope.type in ("session-create", "session-resume"):
+            if envelope.type in _STARTS_EVENTS:
                 self._start_events()
         except ValidationError as e:
             err = e.errors()[0]
@@ -154,17 +187,61 @@ class Connection:
             log.exception("unexpected error handling a frame")
             self._error(request_id, "internal", "internal error; the server log has details")
 
-    # ── handlers ────────────────────────────────────────────────────────
+    # ── sessions ────────────────────────────────────────────────────────
     def _session_create(self, data: frames.SessionCreate) -> frames.SessionBound:
-        session = self._brain.sessions.create_interactive(self._who, data.title)
-        return self._bind(session, 0)
+        session = self._brain.sessions.create(
+            self._who, type=data.type, title=data.title, project_id=data.project_id,
+            on_disconnect=data.on_disconnect, idle_timeout_sec=data.idle_timeout_sec)
+        return self._bind(session.id, 0, data.fingerprint)
 
     def _session_resume(self, data: frames.SessionResume) -> frames.SessionBound:
-        session = self._brain.sessions.get(self._who, data.session_id)
-        return self._bind(session, data.last_seq)
+        return self._bind(data.session_id, data.last_seq, data.fingerprint)
 
-    def _session_list(self, _: frames.SessionList) -> frames.SessionsListed:
-        return frames.SessionsListed(sessions=[s.dump() for s in self._brain.sessions.list_sessions(self._who)])
+    def _session_list(self, data: frames.SessionList) -> frames.SessionsListed:
+        return frames.SessionsListed(sessions=[
+            s.dump() for s in self._brain.sessions.list_sessions(self._who)
+            if data.status is None or s.status is data.status])
+
+    def _session_get(self, data: frames.SessionRef) -> frames.SessionDetail:
+        return self._detail(self._brain.sessions.get(self._who, data.session_id))
+
+    def _session_suspend(self, data: frames.SessionRef) -> frames.SessionDetail:
+        return self._detail(self._brain.lifecycle.suspend(self._who, data.session_id))
+
+    def _session_close(self, data: frames.SessionRef) -> frames.SessionDetail:
+        return self._detail(self._brain.lifecycle.close(self._who, data.session_id))
+
+    def _detail(self, session: Session) -> frames.SessionDetail:
+        processes = self._brain.store.list_processes(session.tenant_id, session.id)
+        return frames.SessionDetail(session=session.dump(),
+                                    processes=[p.dump() for p in processes])
+
+    # ── processes ───────────────────────────────────────────────────────
+    def _process_create(self, data: frames.ProcessCreate) -> frames.ProcessReply:
+        session = self._require_session()
+        process = self._brain.sessions.create_process(
+            self._who, session.id, data.engine, goal=data.goal, name=data.name,
+            params=data.params)
+        return frames.ProcessReply(process=process.dump())
+
+    def _process_start(self, data: frames.ProcessRef) -> frames.ProcessReply:
+        return frames.ProcessReply(
+            process=self._brain.sessions.start(self._who, data.process_id).dump())
+
+    def _process_control(self, call: LifecycleCall,
+                         data: frames.ProcessRef) -> frames.ProcessReply:
+        return frames.ProcessReply(
+            process=self._brain.sessions.control(self._who, data.process_id, call).dump())
+
+    def _process_status(self, data: frames.ProcessRef) -> frames.ProcessReply:
+        return frames.ProcessReply(
+            process=self._brain.sessions.process(self._who, data.process_id).dump())
+
+    def _process_list(self, data: frames.ProcessList) -> frames.ProcessesListed:
+        session_id = data.session_id or self._require_session().id
+        processes = self._brain.sessions.processes(self._who, session_id)
+        return frames.ProcessesListed(processes=[
+            p.dump() for p in processes if data.all or p.status is not ProcessStatus.CLOSED])
 
     def _process_steer(self, data: frames.ProcessSteer) -> frames.SteerAccepted:
         session = self._require_session()
@@ -180,20 +257,44 @@ class Connection:
                                                   before_seq=data.before_seq, limit=data.limit)
         return frames.ChatPage(messages=[line.dump() for line in lines])
 
+    def _think_engines_list(self, _: frames.Empty) -> frames.EnginesListed:
+        return frames.EnginesListed(engines=[e.describe() for e in ENGINES])
+
     # ── events ──────────────────────────────────────────────────────────
-    def _bind(self, session: Session, last_seq: int) -> frames.SessionBound:
+    def _events_resume(self, data: frames.EventsResume) -> frames.EventsResumed:
+        session = self._require_session()
+        self._resume_after = data.last_seq
+        return frames.EventsResumed(last_seq=self._brain.events.last_seq(session.id))
+
+    def _bind(self, session_id: str, last_seq: int,
+              fingerprint: Fingerprint | None) -> frames.SessionBound:
+        bound = self._brain.lifecycle.bind(self._who, session_id, self.connection_id, fingerprint)
+        if self.session is not None and self.session.id != session_id:
+            self._unbind()
+        self.session = bound.session
+        self._resume_after = last_seq
+        self.state = self.state.to(ConnState.BOUND)
+        return frames.SessionBound(session=bound.session.dump(),
+                                   chat_process_id=bound.session.chat_process_id,
+                                   last_seq=self._brain.events.last_seq(session_id),
+                                   context_drift=bound.context_drift)
+
+    def _unbind(self) -> None:
         if self._follow is not None:
             self._listener.unfollow(self._follow)
             self._follow = None
-        self.session = session
-        self._resume_after = last_seq
-        self.state = self.state.to(ConnState.BOUND)
-        return frames.SessionBound(session=session.dump(), chat_process_id=session.chat_process_id,
-                                   last_seq=self._brain.events.last_seq(session.id))
+        session, self.session = self.session, None
+        if session is not None:
+            try:
+                self._brain.lifecycle.unbind(self._who, session.id, self.connection_id)
+            except Exception:  # the socket is gone either way; the sweeper will catch up
+                log.exception("unbinding session %s failed", session.id)
 
     def _start_events(self) -> None:
         """After the reply went out: catch up from the requested seq, then live."""
         assert self.session is not None
+        if self._follow is not None:
+            self._listener.unfollow(self._follow)
         after = self._resume_after
         first = self._brain.events.missed(self.session.id, after)
         if first is not None:
@@ -228,7 +329,14 @@ class Connection:
                 self._sock.send(text)
             except Exception:
                 log.info("send failed; the client is gone")
-                self.close()
+                failed = True
+            else:
+                failed = False
+        if failed:
+            self.close()
+
+
+_STARTS_EVENTS = frozenset({"session-create", "session-resume", "events-resume"})
 
 
 class _ProtocolError(Exception):

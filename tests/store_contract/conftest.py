@@ -175,9 +175,10 @@ class World:
         assert None is not self.store.commit_turn(process.tenant_id, process.id, epoch,
                                       self.turn(process, epoch, status=status))
 
-    def token(self, tenant_id: str, token_hash: str, *, revoked: bool = False) -> ApiToken:
-        token = ApiToken(id=new_id("tok"), tenant_id=tenant_id, user_id="usr_1",
-                         token_hash=token_hash, revoked=revoked)
+    def token(self, tenant_id: str, token_hash: str, *, user_id: str = "usr_1",
+              revoked: bool = False, **fields: Any) -> ApiToken:
+        token = ApiToken(id=new_id("tok"), tenant_id=tenant_id, user_id=user_id,
+                         token_hash=token_hash, revoked=revoked, **fields)
         self.store.create_token(token)
         return token
 

@@ -1,23 +1,71 @@
-"""Tenants, users and API tokens."""
+"""Tenants, projects, users and API tokens."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import pytest
 
 from vancetope_brain.errors import Conflict, NotFound
-from vancetope_brain.models import Tenant, User
+from vancetope_brain.models import Project, Tenant, User
 from vancetope_brain.store import Store
 
 if TYPE_CHECKING:
     from .conftest import World
+
+T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+
+
+def _at(minutes: int) -> datetime:
+    return T0 + timedelta(minutes=minutes)
 
 
 def test_duplicate_tenant_id_conflicts(store: Store) -> None:
     store.create_tenant(Tenant(id="ten_1", name="Acme"))
     with pytest.raises(Conflict):
         store.create_tenant(Tenant(id="ten_1", name="Other"))
+
+
+def test_list_tenants_is_every_tenant_oldest_first(store: Store) -> None:
+    newer = Tenant(id="ten_new", name="Globex", created_at=_at(5))
+    older = Tenant(id="ten_old", name="Acme", created_at=_at(1))
+    store.create_tenant(newer)
+    store.create_tenant(older)
+    assert store.list_tenants() == [older, newer]
+
+
+def test_project_round_trips(store: Store) -> None:
+    project = Project(id="default", tenant_id="ten_1", name="Default")
+    grouped = Project(id="prj_2", tenant_id="ten_1", name="Research", group_id="grp_lab")
+    store.create_project(project)
+    store.create_project(grouped)
+    assert store.get_project("ten_1", "default") == project
+    assert store.get_project("ten_1", "prj_2") == grouped
+
+
+def test_project_ids_are_unique_per_tenant(store: Store) -> None:
+    store.create_project(Project(id="default", tenant_id="ten_1", name="Default"))
+    with pytest.raises(Conflict):
+        store.create_project(Project(id="default", tenant_id="ten_1", name="Again"))
+    other = Project(id="default", tenant_id="ten_2", name="Theirs")
+    store.create_project(other)  # the same id in another tenant is another project
+    assert store.get_project("ten_2", "default") == other
+    assert store.get_project("ten_1", "default").name == "Default"
+
+
+def test_missing_project_is_not_found(store: Store) -> None:
+    with pytest.raises(NotFound, match="project prj_missing"):
+        store.get_project("ten_1", "prj_missing")
+
+
+def test_list_projects_is_the_tenants_projects_oldest_first(store: Store) -> None:
+    newer = Project(id="b", tenant_id="ten_1", name="B", created_at=_at(3))
+    older = Project(id="a", tenant_id="ten_1", name="A", created_at=_at(2))
+    for project in (newer, older):
+        store.create_project(project)
+    assert store.list_projects("ten_1") == [older, newer]
+    assert store.list_projects("ten_empty") == []
 
 
 def test_user_round_trips(store: Store) -> None:
@@ -37,6 +85,15 @@ def test_missing_user_is_not_found(store: Store) -> None:
         store.get_user("ten_1", "usr_missing")
 
 
+def test_list_users_is_the_tenants_users_oldest_first(store: Store) -> None:
+    bob = User(id="usr_bob", tenant_id="ten_1", name="Bob", created_at=_at(9))
+    ada = User(id="usr_ada", tenant_id="ten_1", name="Ada", created_at=_at(4))
+    for user in (bob, ada):
+        store.create_user(user)
+    assert store.list_users("ten_1") == [ada, bob]
+    assert store.list_users("ten_empty") == []
+
+
 def test_token_by_hash_finds_the_live_token(store: Store, world: World) -> None:
     token = world.token("ten_1", "a" * 64)
     assert store.token_by_hash("a" * 64) == token
@@ -52,3 +109,31 @@ def test_duplicate_token_id_conflicts(store: Store, world: World) -> None:
     token = world.token("ten_1", "d" * 64)
     with pytest.raises(Conflict):
         store.create_token(token.model_copy(update={"token_hash": "e" * 64}))
+
+
+def test_list_tokens_is_the_users_tokens_revoked_included_oldest_first(
+    store: Store, world: World
+) -> None:
+    newer = world.token("ten_1", "1" * 64, created_at=_at(7))
+    older = world.token("ten_1", "2" * 64, revoked=True, created_at=_at(6))
+    world.token("ten_1", "3" * 64, user_id="usr_2")
+    assert store.list_tokens("ten_1", "usr_1") == [older, newer]
+    assert store.list_tokens("ten_1", "usr_none") == []
+
+
+def test_revoke_token_hides_it_from_authentication_and_is_idempotent(
+    store: Store, world: World
+) -> None:
+    token = world.token("ten_1", "4" * 64, created_at=_at(1))
+    kept = world.token("ten_1", "5" * 64, created_at=_at(2))
+    store.revoke_token("ten_1", token.id)
+    assert store.token_by_hash("4" * 64) is None
+    assert store.token_by_hash("5" * 64) == kept
+    store.revoke_token("ten_1", token.id)
+    assert store.list_tokens("ten_1", "usr_1") == [
+        token.model_copy(update={"revoked": True}), kept]
+
+
+def test_revoke_of_a_missing_token_is_not_found(store: Store) -> None:
+    with pytest.raises(NotFound, match="token tok_missing"):
+        store.revoke_token("ten_1", "tok_missing")

@@ -11,7 +11,15 @@ from typing import TYPE_CHECKING
 import pytest
 
 from vancetope_brain.errors import StoreError
-from vancetope_brain.models import Document, ProcessStatus, ThinkProcess, utcnow
+from vancetope_brain.models import (
+    ApiToken,
+    Document,
+    ProcessStatus,
+    Project,
+    Tenant,
+    ThinkProcess,
+    utcnow,
+)
 from vancetope_brain.store import Store
 from vancetope_brain.store._sqlite_db import SCHEMA_VERSION
 from vancetope_brain.store.sqlite import SqliteStore
@@ -40,10 +48,12 @@ def test_every_record_reads_back_with_the_current_schema_version(
         *store.chat_history(tenant, process.id),
         *store.turn_records(tenant, process.id),
     ]
+    store.create_project(Project(id="default", tenant_id=tenant, name="default"))
+    records += [store.get_project(tenant, "default"), *store.list_tenants()]
     token = store.token_by_hash("9" * 64)
     assert token is not None
     records.append(token)
-    assert len(records) == 7
+    assert len(records) == 9
     assert all(r.schema_version == type(r).SCHEMA_VERSION == 1 for r in records)
 
 
@@ -78,10 +88,15 @@ def test_sqlite_refuses_a_file_with_a_newer_schema(tmp_path: Path) -> None:
         SqliteStore(path)
 
 
-# The version-1 tables the migration touches or reads, as that schema wrote them.
+# The tables the migrations touch or read, as schema version 1 (and 2) wrote them.
 _V1_TABLES = """
 CREATE TABLE schema_version (id INTEGER PRIMARY KEY CHECK (id = 1), version INTEGER NOT NULL);
 INSERT INTO schema_version (id, version) VALUES (1, 1);
+CREATE TABLE tenants (id TEXT PRIMARY KEY, doc TEXT NOT NULL);
+CREATE TABLE api_tokens (
+    id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, token_hash TEXT NOT NULL UNIQUE,
+    revoked INTEGER NOT NULL, doc TEXT NOT NULL
+);
 CREATE TABLE processes (
     id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, session_id TEXT NOT NULL,
     created_ms INTEGER NOT NULL, doc TEXT NOT NULL
@@ -117,6 +132,38 @@ def test_sqlite_migrates_a_version_1_file(tmp_path: Path) -> None:
     finally:
         store.close()
     SqliteStore(path).close()  # reopening the migrated file is a no-op
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [
+            (SCHEMA_VERSION,)]
+    conn.close()
+
+
+def test_sqlite_migrates_a_version_2_file(tmp_path: Path) -> None:
+    """Version 3 adds projects (with every old tenant's ``default``) and tokens by user."""
+    path = tmp_path / "vancetope.db"
+    tenant = Tenant(id="ten_1", name="Acme")
+    token = ApiToken(id="tok_1", tenant_id="ten_1", user_id="usr_1", token_hash="a" * 64)
+    with sqlite3.connect(path) as conn:
+        conn.executescript(_V1_TABLES)
+        conn.executescript("UPDATE schema_version SET version = 2;"
+                           "ALTER TABLE lanes ADD COLUMN pending_control TEXT;"
+                           "ALTER TABLE lanes ADD COLUMN control_requested_ms INTEGER;")
+        conn.execute("INSERT INTO tenants VALUES ('ten_1', ?)", (tenant.model_dump_json(by_alias=True),))
+        conn.execute("INSERT INTO api_tokens VALUES ('tok_1', 'ten_1', ?, 0, ?)",
+                     ("a" * 64, token.model_dump_json(by_alias=True)))
+    conn.close()
+    store = SqliteStore(path)
+    try:
+        assert store.list_projects("ten_1") == [
+            Project(id="default", tenant_id="ten_1", name="default",
+                    created_at=tenant.created_at)]
+        assert store.list_tokens("ten_1", "usr_1") == [token]
+        store.revoke_token("ten_1", "tok_1")
+        assert store.token_by_hash("a" * 64) is None
+        store.create_project(Project(id="p2", tenant_id="ten_1", name="Second"))
+    finally:
+        store.close()
+    SqliteStore(path).close()
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT version FROM schema_version").fetchall() == [
             (SCHEMA_VERSION,)]

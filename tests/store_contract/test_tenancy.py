@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from vancetope_brain.errors import NotFound
-from vancetope_brain.models import ChatRole, utcnow
+from vancetope_brain.models import ChatRole, Project, Tenant, User, utcnow
 from vancetope_brain.store import Store
 
 if TYPE_CHECKING:
@@ -80,3 +80,36 @@ def test_stale_pending_names_the_tenant(store: Store, world: World) -> None:
     process = world.process("ten_a")
     world.append("ten_a", process.id, created_at=utcnow() - timedelta(hours=1))
     assert store.stale_pending(utcnow()) == [("ten_a", process.id)]
+
+
+def test_a_foreign_project_looks_missing_and_is_never_listed(store: Store) -> None:
+    mine = Project(id="prj_1", tenant_id="ten_a", name="Mine")
+    store.create_project(mine)
+    with pytest.raises(NotFound):
+        store.get_project("ten_b", "prj_1")
+    assert store.list_projects("ten_b") == []
+    assert store.list_projects("ten_a") == [mine]
+
+
+def test_foreign_users_and_tokens_are_never_listed(store: Store, world: World) -> None:
+    store.create_user(User(id="usr_1", tenant_id="ten_a", name="Ada"))
+    world.token("ten_a", "7" * 64, user_id="usr_1")
+    assert store.list_users("ten_b") == []
+    assert store.list_tokens("ten_b", "usr_1") == []
+    assert [u.id for u in store.list_users("ten_a")] == ["usr_1"]
+
+
+def test_revoking_a_foreign_token_is_not_found_and_changes_nothing(
+    store: Store, world: World
+) -> None:
+    token = world.token("ten_a", "8" * 64)
+    with pytest.raises(NotFound):
+        store.revoke_token("ten_b", token.id)
+    assert store.token_by_hash("8" * 64) == token
+    assert store.list_tokens("ten_a", token.user_id) == [token]
+
+
+def test_list_tenants_is_a_system_query_over_every_tenant(store: Store) -> None:
+    store.create_tenant(Tenant(id="ten_a", name="Acme"))
+    store.create_tenant(Tenant(id="ten_b", name="Globex"))
+    assert {t.id for t in store.list_tenants()} == {"ten_a", "ten_b"}

@@ -27,6 +27,9 @@ from vancetope_brain.settings import SettingsApi
 from vancetope_brain.store import Store
 from vancetope_brain.tools import ToolDispatcher
 
+RESET_MARK = "reset"
+"""``meta`` key of the chat line a reset leaves; history before it is not the engine's memory."""
+
 
 @dataclass(frozen=True)
 class Scope:
@@ -64,10 +67,12 @@ class ChatApi:
         return line
 
     def history(self, limit: int = 200) -> list[ChatMessage]:
-        """The last ``limit`` lines, committed ones first, then this turn's."""
+        """The last ``limit`` lines since the last reset, committed ones first, then this turn's."""
         s = self._ctx.scope
         committed = self._ctx._store.chat_history(s.tenant_id, s.process_id, limit=limit)
-        return (committed + self._ctx.turn.chat)[-limit:]
+        lines = (committed + self._ctx.turn.chat)[-limit:]
+        resets = [i for i, line in enumerate(lines) if line.meta.get(RESET_MARK)]
+        return lines[resets[-1] + 1:] if resets else lines
 
 
 class EventPublisher:

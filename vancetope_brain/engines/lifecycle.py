@@ -3,7 +3,8 @@
 ``start`` runs only in INIT and only by the runtime. Messages may be *queued*
 in INIT, PAUSED and SUSPENDED (they wait); only CLOSED refuses them. The
 control calls below are requested by clients or the system and executed on
-the process's lane.
+the process's lane. ``reset`` discards the engine state and starts the process
+afresh (its chat stays, as the record).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ class LifecycleCall(StrEnum):
     RESUME = "resume"
     SUSPEND = "suspend"
     STOP = "stop"
+    RESET = "reset"
 
 
 ALLOWED_FROM: dict[LifecycleCall, frozenset[S]] = {
@@ -26,6 +28,7 @@ ALLOWED_FROM: dict[LifecycleCall, frozenset[S]] = {
     LifecycleCall.RESUME: frozenset({S.PAUSED, S.SUSPENDED}),
     LifecycleCall.SUSPEND: frozenset({S.IDLE, S.BLOCKED, S.RUNNING, S.PAUSED}),
     LifecycleCall.STOP: frozenset({S.INIT, S.IDLE, S.BLOCKED, S.RUNNING, S.PAUSED, S.SUSPENDED}),
+    LifecycleCall.RESET: frozenset({S.IDLE, S.BLOCKED, S.RUNNING, S.PAUSED, S.SUSPENDED}),
 }
 
 STATUS_AFTER: dict[LifecycleCall, S] = {
@@ -33,6 +36,7 @@ STATUS_AFTER: dict[LifecycleCall, S] = {
     LifecycleCall.RESUME: S.IDLE,
     LifecycleCall.SUSPEND: S.SUSPENDED,
     LifecycleCall.STOP: S.CLOSED,
+    LifecycleCall.RESET: S.INIT,
 }
 
 

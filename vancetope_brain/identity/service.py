@@ -1,24 +1,50 @@
-"""Issuing and checking API tokens; the local user of the embedded server."""
+"""Tenants, projects, users and API tokens: creating, listing, revoking, checking tokens;
+the local user of the embedded server."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import os
+import re
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
-from vancetope_brain.errors import NotFound, Unauthorized
-from vancetope_brain.models import ApiToken, Tenant, User, new_id
+from vancetope_brain.errors import Conflict, InvalidInput, NotFound, Unauthorized
+from vancetope_brain.models import ApiToken, Project, Tenant, User, new_id
 from vancetope_brain.store import Store
 
 TOKEN_PREFIX = "vt_"
+DEFAULT_PROJECT = "default"
+# Ids end up in URLs, logs and shell commands: keep them plain.
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+_MAX_NAME = 200
 
 
 def hash_token(secret: str) -> str:
     """Tokens carry 256 random bits, so a plain SHA-256 is a safe one-way hash."""
     return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def _checked_id(kind: str, value: str | None, prefix: str) -> str:
+    """``value`` if it is a valid id, a fresh ``prefix_…`` id if None; else ``InvalidInput``."""
+    if value is None:
+        return new_id(prefix)
+    if not _ID.fullmatch(value):
+        raise InvalidInput(f"invalid {kind} id {value!r}: use 1-64 letters, digits, '_', '.' "
+                           "or '-', starting with a letter or digit")
+    return value
+
+
+def _checked_text(kind: str, value: str, *, required: bool = True) -> str:
+    value = value.strip()
+    if required and not value:
+        raise InvalidInput(f"{kind} must not be empty")
+    if len(value) > _MAX_NAME:
+        raise InvalidInput(f"{kind} is longer than {_MAX_NAME} characters")
+    return value
 
 
 @dataclass(frozen=True)
@@ -30,26 +56,101 @@ class Principal:
 
 
 class IdentityService:
+    """Administration of identities (bad input raises ``InvalidInput``, an unknown tenant or
+    user ``NotFound``, a taken id ``Conflict``, each with a one-line message) and
+    authentication."""
+
     def __init__(self, store: Store) -> None:
         self._store = store
 
+    # ── tenants and projects ──────────────────────────────────────────────
     def create_tenant(self, name: str, tenant_id: str | None = None) -> Tenant:
-        tenant = Tenant(id=tenant_id or new_id("ten"), name=name)
-        self._store.create_tenant(tenant)
+        """Create a tenant with its ``default`` project (where sessions go unless told).
+
+        The project is written first, so a tenant never exists without it; a
+        crash in between leaves only an orphan project that a retry adopts.
+        """
+        tenant = Tenant(id=_checked_id("tenant", tenant_id, "ten"),
+                        name=_checked_text("tenant name", name))
+        with contextlib.suppress(Conflict):
+            self._store.create_project(Project(id=DEFAULT_PROJECT, tenant_id=tenant.id,
+                                               name=DEFAULT_PROJECT, created_at=tenant.created_at))
+        try:
+            self._store.create_tenant(tenant)
+        except Conflict as e:
+            raise Conflict(f"tenant {tenant.id} already exists") from e
         return tenant
 
+    def list_tenants(self) -> list[Tenant]:
+        return self._store.list_tenants()
+
+    def require_tenant(self, tenant_id: str) -> Tenant:
+        """The tenant; raises ``NotFound``. (A scan of every tenant: administration only.)"""
+        for tenant in self._store.list_tenants():
+            if tenant.id == tenant_id:
+                return tenant
+        raise NotFound(f"tenant {tenant_id} not found")
+
+    def create_project(self, tenant_id: str, name: str, project_id: str | None = None,
+                       group_id: str | None = None) -> Project:
+        project = Project(
+            id=_checked_id("project", project_id, "prj"), tenant_id=tenant_id,
+            name=_checked_text("project name", name),
+            group_id=None if group_id is None else _checked_id("group", group_id, "grp"),
+        )
+        self.require_tenant(tenant_id)
+        try:
+            self._store.create_project(project)
+        except Conflict as e:
+            raise Conflict(f"project {project.id} already exists in tenant {tenant_id}") from e
+        return project
+
+    def list_projects(self, tenant_id: str) -> list[Project]:
+        self.require_tenant(tenant_id)
+        return self._store.list_projects(tenant_id)
+
+    # ── users ─────────────────────────────────────────────────────────────
     def create_user(self, tenant_id: str, name: str, user_id: str | None = None) -> User:
-        user = User(id=user_id or new_id("usr"), tenant_id=tenant_id, name=name)
-        self._store.create_user(user)
+        """Create a user of an existing tenant. User ids are unique across tenants."""
+        user = User(id=_checked_id("user", user_id, "usr"), tenant_id=tenant_id,
+                    name=_checked_text("user name", name))
+        self.require_tenant(tenant_id)
+        try:
+            self._store.create_user(user)
+        except Conflict as e:
+            raise Conflict(f"user id {user.id} is taken") from e
         return user
+
+    def list_users(self, tenant_id: str) -> list[User]:
+        self.require_tenant(tenant_id)
+        return self._store.list_users(tenant_id)
+
+    # ── tokens ────────────────────────────────────────────────────────────
+    def create_token(self, tenant_id: str, user_id: str, label: str = "") -> tuple[ApiToken, str]:
+        """Create a token for the user: its record (id, no secret) and its secret, which is
+        visible only here and never again."""
+        label = _checked_text("token label", label, required=False)
+        self.require_tenant(tenant_id)
+        self._store.get_user(tenant_id, user_id)
+        secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
+        token = ApiToken(id=new_id("tok"), tenant_id=tenant_id, user_id=user_id,
+                         token_hash=hash_token(secret), label=label)
+        self._store.create_token(token)
+        return token, secret
 
     def issue_token(self, tenant_id: str, user_id: str, label: str = "") -> str:
         """Create a token for the user and return its secret (the only time it is visible)."""
+        return self.create_token(tenant_id, user_id, label)[1]
+
+    def list_tokens(self, tenant_id: str, user_id: str) -> list[ApiToken]:
+        """The user's tokens, revoked ones included (records hold hashes, never secrets)."""
+        self.require_tenant(tenant_id)
         self._store.get_user(tenant_id, user_id)
-        secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
-        self._store.create_token(ApiToken(id=new_id("tok"), tenant_id=tenant_id, user_id=user_id,
-                                          token_hash=hash_token(secret), label=label))
-        return secret
+        return self._store.list_tokens(tenant_id, user_id)
+
+    def revoke_token(self, tenant_id: str, token_id: str) -> None:
+        """From now on the token authenticates nobody. Idempotent; raises ``NotFound``."""
+        self._store.revoke_token(tenant_id, token_id)
 
     def authenticate(self, secret: str | None) -> Principal:
         """The principal of a bearer token; raises ``Unauthorized`` for a missing or bad one."""
@@ -70,8 +171,19 @@ def bootstrap_local(identity: IdentityService, store: Store, token_file: Path) -
     """The embedded server's own user: reuse the token in ``token_file`` if it still works,
     else create tenant and user ``local`` (once) and a new token, written with mode 0600.
 
+    Also gives a ``local`` tenant made before projects existed its ``default`` project.
     Returns (secret, created) — like Jupyter, the server prints how to connect.
     """
+    try:
+        store.get_user(LOCAL_TENANT, LOCAL_USER)
+    except NotFound:
+        with contextlib.suppress(Conflict):
+            identity.create_tenant("local", LOCAL_TENANT)
+        identity.create_user(LOCAL_TENANT, "local", LOCAL_USER)
+    try:
+        store.get_project(LOCAL_TENANT, DEFAULT_PROJECT)
+    except NotFound:
+        identity.create_project(LOCAL_TENANT, DEFAULT_PROJECT, DEFAULT_PROJECT)
     if token_file.exists():
         secret = token_file.read_text().strip()
         try:
@@ -79,11 +191,6 @@ def bootstrap_local(identity: IdentityService, store: Store, token_file: Path) -
             return secret, False
         except Unauthorized:
             pass
-    try:
-        store.get_user(LOCAL_TENANT, LOCAL_USER)
-    except NotFound:
-        identity.create_tenant("local", LOCAL_TENANT)
-        identity.create_user(LOCAL_TENANT, "local", LOCAL_USER)
     secret = identity.issue_token(LOCAL_TENANT, LOCAL_USER, label="vancetope serve")
     token_file.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -10,7 +10,7 @@ from enum import StrEnum
 
 from vancetope_brain.engines import lifecycle
 from vancetope_brain.engines.base import EngineRegistry, ThinkEngine
-from vancetope_brain.engines.context import ThinkEngineContext
+from vancetope_brain.engines.context import RESET_MARK, ThinkEngineContext
 from vancetope_brain.engines.lifecycle import LifecycleCall
 from vancetope_brain.errors import Conflict, Fenced, NotFound
 from vancetope_brain.events import EventBus, EventType
@@ -73,6 +73,8 @@ class LaneRunner:
         return outcome
 
     def _needs_turn(self, tenant_id: str, process_id: str, status: ProcessStatus) -> bool:
+        if status is ProcessStatus.INIT:  # reset: start again
+            return True
         if status.wakes_on_message and self._store.pending_messages(tenant_id, process_id,
                                                                     limit=1):
             return True
@@ -163,6 +165,11 @@ class LaneRunner:
             log.info("dropping %s of %s: %s", call.value, process.id, e)
             return (ProcessStatus.IDLE if before is ProcessStatus.RUNNING else before), \
                 process.close_reason
+        if call is LifecycleCall.RESET:
+            context.chat().append(ChatRole.SYSTEM, "The process was reset; it starts afresh.",
+                                  meta={RESET_MARK: True})
+            context.save_state({})
+            return ProcessStatus.INIT, None
         getattr(engine, call.value)(process, context)
         if call is LifecycleCall.RESUME:
             return context.turn.status or ProcessStatus.IDLE, context.turn.close_reason

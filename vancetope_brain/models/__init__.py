@@ -13,7 +13,14 @@ from vancetope_brain.models.process import (
     ProcessStatus,
     ThinkProcess,
 )
-from vancetope_brain.models.session import Session, SessionStatus, SessionType
+from vancetope_brain.models.session import (
+    Fingerprint,
+    OnDisconnect,
+    Session,
+    SessionStatus,
+    SessionType,
+    SuspendCause,
+)
 from vancetope_brain.models.steer import (
     ExternalCommand,
     InboxAnswer,
@@ -28,7 +35,7 @@ from vancetope_brain.models.steer import (
 from vancetope_brain.models.turn import TurnCommit, TurnRecord
 
 __all__ = [
-    "ApiToken", "ChatMessage", "ChatRole", "CloseReason", "Document", "ExternalCommand",
+    "ApiToken", "ChatMessage", "Fingerprint", "OnDisconnect", "SuspendCause", "ChatRole", "CloseReason", "Document", "ExternalCommand",
     "InboxAnswer", "InboxMessage", "ProcessEvent", "Project", "ProcessStatus", "Session",
     "SessionStatus", "SessionType", "SteerMessage", "Tenant", "ThinkProcess", "ToolResult",
     "TurnCommit", "TurnRecord", "User", "UserChatInput", "decode_steer", "encode_steer",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from vancetope_brain.engines import lifecycle
 from vancetope_brain.engines.base import EngineRegistry
 from vancetope_brain.engines.lifecycle import LifecycleCall
@@ -11,8 +13,11 @@ from vancetope_brain.lanes import Waker
 from vancetope_brain.models import (
     ChatMessage,
     InboxMessage,
+    OnDisconnect,
     ProcessStatus,
     Session,
+    SessionStatus,
+    SessionType,
     ThinkProcess,
     UserChatInput,
     new_id,
@@ -27,23 +32,56 @@ class SessionService:
         self._waker = waker
         self._engines = engines
 
-    def create_interactive(self, who: Principal, title: str = "") -> Session:
-        """Persist a session and its chat process, then start the process on its lane.
-
-        The chat engine comes from ``session.defaultChatEngine``.
+    def create(self, who: Principal, *, type: SessionType = SessionType.INTERACTIVE,
+               title: str = "", project_id: str = "default",
+               on_disconnect: OnDisconnect = OnDisconnect.SUSPEND,
+               idle_timeout_sec: int = 1800) -> Session:
+        """Persist a session in one of the tenant's projects. An INTERACTIVE session gets its
+        chat process (engine from ``session.defaultChatEngine``), started on its lane.
         """
-        engine = self._engines.get(SettingsApi().get("session.defaultChatEngine"))
+        self._store.get_project(who.tenant_id, project_id)
         session = Session(id=new_id("ses"), tenant_id=who.tenant_id, user_id=who.user_id,
-                          title=title)
+                          project_id=project_id, type=type, title=title,
+                          on_disconnect=on_disconnect, idle_timeout_sec=idle_timeout_sec)
         self._store.create_session(session)
-        process = ThinkProcess(id=new_id("proc"), tenant_id=who.tenant_id, session_id=session.id,
-                               user_id=who.user_id, name="chat", engine=engine.name,
-                               engine_version=engine.version, recipe_name=engine.name)
-        self._store.create_process(process)
-        self._store.set_chat_process(who.tenant_id, session.id, process.id)
-        session.chat_process_id = process.id
-        self._waker.wake(who.tenant_id, process.id)
+        if type is SessionType.INTERACTIVE:
+            engine = SettingsApi().get("session.defaultChatEngine")
+            process = self._new_process(who, session, engine, name="chat")
+            self._store.set_chat_process(who.tenant_id, session.id, process.id)
+            session.chat_process_id = process.id
         return session
+
+    def create_interactive(self, who: Principal, title: str = "") -> Session:
+        return self.create(who, title=title)
+
+    def create_process(self, who: Principal, session_id: str, engine: str, *, goal: str = "",
+                       name: str = "", params: dict[str, Any] | None = None) -> ThinkProcess:
+        """Persist a process in an OPEN session of the caller and start it on its own lane."""
+        session = self.get(who, session_id)
+        if session.status is not SessionStatus.OPEN:
+            raise Conflict(f"session {session_id!r} is {session.status.value}; "
+                           "resume it before creating processes")
+        return self._new_process(who, session, engine, name=name, goal=goal, params=params)
+
+    def _new_process(self, who: Principal, session: Session, engine_name: str, *, name: str,
+                     goal: str = "", params: dict[str, Any] | None = None) -> ThinkProcess:
+        engine = self._engines.get(engine_name)
+        process = ThinkProcess(id=new_id("proc"), tenant_id=who.tenant_id, session_id=session.id,
+                               user_id=who.user_id, name=name or engine.name, goal=goal,
+                               engine=engine.name, engine_version=engine.version,
+                               recipe_name=engine.name, engine_params=params or {})
+        self._store.create_process(process)
+        self._waker.wake(who.tenant_id, process.id)
+        return process
+
+    def start(self, who: Principal, process_id: str) -> ThinkProcess:
+        """Kick a process that has not started yet (INIT); its start runs on its lane."""
+        process = self.process(who, process_id)
+        if process.status is not ProcessStatus.INIT:
+            raise Conflict(f"process {process_id!r} has already started "
+                           f"(it is {process.status.value})")
+        self._waker.wake(who.tenant_id, process_id)
+        return process
 
     def get(self, who: Principal, session_id: str) -> Session:
         session = self._store.get_session(who.tenant_id, session_id)
@@ -93,13 +131,22 @@ class SessionService:
         """
         process = self.process(who, process_id)
         lifecycle.check(call, process.status)
+        if process.context_drift and call in _SETTLES_DRIFT:
+            self._store.set_context_drift(who.tenant_id, process_id, False)
         updated = self._store.request_control(who.tenant_id, process_id, call.value,
                                               lifecycle.ALLOWED_FROM[call])
         self._waker.wake(who.tenant_id, process_id)
         return updated
+
+    def wake(self, tenant_id: str, process_id: str) -> None:
+        self._waker.wake(tenant_id, process_id)
 
     def chat_history(self, who: Principal, process_id: str, *, before_seq: int | None = None,
                      limit: int = 100) -> list[ChatMessage]:
         self.process(who, process_id)
         return self._store.chat_history(who.tenant_id, process_id, before_seq=before_seq,
                                         limit=limit)
+
+
+# The user's decision on a process left SUSPENDED by a working-directory change.
+_SETTLES_DRIFT = frozenset({LifecycleCall.RESUME, LifecycleCall.STOP, LifecycleCall.RESET})

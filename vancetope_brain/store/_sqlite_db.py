@@ -2,15 +2,18 @@
 
 Each document is kept whole as camelCase JSON in ``doc``; the other columns
 exist for indexes or because they change often. Columns that change after
-insert (``lanes.*``, ``messages.drained_*``) are authoritative and the
-adapter merges them over ``doc`` on load, so a hot counter update never
-rewrites a large document.
+insert (``lanes.*``, ``messages.drained_*``, ``api_tokens.revoked``) are
+authoritative and the adapter merges them over ``doc`` on load, so a hot
+counter update never rewrites a large document.
 
 Schema versions (table ``schema_version``): 1 — the first; 2 — ``lanes`` gains
 ``pending_control`` and ``control_requested_ms`` (a requested lifecycle call,
 kept next to ``status`` so that checking one and setting the other is a single
-``BEGIN IMMEDIATE`` write). Opening an older file migrates it in place
-(``_MIGRATIONS``); a newer one is refused.
+``BEGIN IMMEDIATE`` write); 3 — table ``projects`` (keyed by tenant and id:
+project ids are unique per tenant), ``api_tokens`` gains ``user_id`` (filled
+from ``doc``), and every existing tenant gets its ``default`` project, so
+sessions created before projects existed keep a valid ``projectId``. Opening
+an older file migrates it in place (``_MIGRATIONS``); a newer one is refused.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from pathlib import Path
 
 from vancetope_brain.errors import StoreError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _VERSION_TABLE = """
 CREATE TABLE IF NOT EXISTS schema_version (
@@ -31,15 +34,25 @@ CREATE TABLE IF NOT EXISTS schema_version (
 )
 """
 
-_DDL = """
+_PROJECTS_TABLE = """
+CREATE TABLE IF NOT EXISTS projects (
+    tenant_id TEXT NOT NULL, id TEXT NOT NULL, doc TEXT NOT NULL, PRIMARY KEY (tenant_id, id)
+)
+"""
+
+_DDL = f"""
 CREATE TABLE IF NOT EXISTS tenants (id TEXT PRIMARY KEY, doc TEXT NOT NULL);
+{_PROJECTS_TABLE};
 CREATE TABLE IF NOT EXISTS users (
     id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, doc TEXT NOT NULL
 );
+CREATE INDEX IF NOT EXISTS users_by_tenant ON users (tenant_id);
+-- (Columns added by a migration must be added in _MIGRATIONS too.)
 CREATE TABLE IF NOT EXISTS api_tokens (
     id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, token_hash TEXT NOT NULL UNIQUE,
-    revoked INTEGER NOT NULL, doc TEXT NOT NULL
+    revoked INTEGER NOT NULL, doc TEXT NOT NULL, user_id TEXT NOT NULL DEFAULT ''
 );
+CREATE INDEX IF NOT EXISTS tokens_by_user ON api_tokens (tenant_id, user_id);
 CREATE TABLE IF NOT EXISTS sessions (
     id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, user_id TEXT NOT NULL,
     created_ms INTEGER NOT NULL, doc TEXT NOT NULL
@@ -95,6 +108,13 @@ CREATE INDEX IF NOT EXISTS turns_by_process ON turns (tenant_id, process_id, epo
 _MIGRATIONS: dict[int, tuple[str, ...]] = {
     2: ("ALTER TABLE lanes ADD COLUMN pending_control TEXT",
         "ALTER TABLE lanes ADD COLUMN control_requested_ms INTEGER"),
+    3: ("ALTER TABLE api_tokens ADD COLUMN user_id TEXT NOT NULL DEFAULT ''",
+        "UPDATE api_tokens SET user_id = json_extract(doc, '$.userId')",
+        _PROJECTS_TABLE,
+        # The document IdentityService.create_tenant writes, dated like its tenant.
+        "INSERT OR IGNORE INTO projects (tenant_id, id, doc) SELECT id, 'default', "
+        "json_object('schemaVersion', 1, 'id', 'default', 'tenantId', id, 'name', 'default', "
+        "'groupId', NULL, 'createdAt', json_extract(doc, '$.createdAt')) FROM tenants"),
 }
 
 

@@ -17,9 +17,13 @@ from vancetope_brain.errors import ConfigError
 from vancetope_brain.models import (
     ApiToken,
     ChatMessage,
+    Fingerprint,
     InboxMessage,
     ProcessStatus,
+    Project,
     Session,
+    SessionStatus,
+    SuspendCause,
     Tenant,
     ThinkProcess,
     TurnCommit,
@@ -37,8 +41,28 @@ class Store(ABC):
         """Insert a tenant. Raises ``Conflict`` if the id exists."""
 
     @abstractmethod
+    def list_tenants(self) -> list[Tenant]:
+        """System query for administration: every tenant, oldest first."""
+
+    @abstractmethod
+    def create_project(self, project: Project) -> None:
+        """Insert a project. Raises ``Conflict`` if the id exists in the tenant."""
+
+    @abstractmethod
+    def get_project(self, tenant_id: str, project_id: str) -> Project:
+        """The project. Raises ``NotFound``."""
+
+    @abstractmethod
+    def list_projects(self, tenant_id: str) -> list[Project]:
+        """The tenant's projects, oldest first."""
+
+    @abstractmethod
     def create_user(self, user: User) -> None:
         """Insert a user. Raises ``Conflict`` if the id exists."""
+
+    @abstractmethod
+    def list_users(self, tenant_id: str) -> list[User]:
+        """The tenant's users, oldest first."""
 
     @abstractmethod
     def get_user(self, tenant_id: str, user_id: str) -> User:
@@ -47,6 +71,15 @@ class Store(ABC):
     @abstractmethod
     def create_token(self, token: ApiToken) -> None:
         """Insert an API token record (hash only)."""
+
+    @abstractmethod
+    def list_tokens(self, tenant_id: str, user_id: str) -> list[ApiToken]:
+        """The user's tokens (revoked ones included), oldest first."""
+
+    @abstractmethod
+    def revoke_token(self, tenant_id: str, token_id: str) -> None:
+        """Mark the token revoked; from then on ``token_by_hash`` ignores it. Idempotent.
+        Raises ``NotFound``."""
 
     @abstractmethod
     def token_by_hash(self, token_hash: str) -> ApiToken | None:
@@ -69,6 +102,21 @@ class Store(ABC):
     def set_chat_process(self, tenant_id: str, session_id: str, process_id: str) -> None:
         """Atomically set ``chatProcessId`` of the session. Raises ``NotFound``."""
 
+    @abstractmethod
+    def update_session_status(self, tenant_id: str, session_id: str, status: SessionStatus, *,
+                              allowed_from: frozenset[SessionStatus],
+                              suspend_cause: SuspendCause | None = None) -> Session:
+        """Atomically move the session to ``status`` if its status is in ``allowed_from``;
+        sets ``suspendCause`` (cleared unless given) and ``updatedAt``. Returns the updated
+        session. Raises ``Conflict`` naming the current status, or ``NotFound``.
+        """
+
+    @abstractmethod
+    def set_fingerprint(self, tenant_id: str, session_id: str,
+                        fingerprint: Fingerprint) -> Session:
+        """Store the client fingerprint unless one is already stored (the first bind wins,
+        atomically). Returns the session as stored. Raises ``NotFound``."""
+
     # ── processes ─────────────────────────────────────────────────────────
     @abstractmethod
     def create_process(self, process: ThinkProcess) -> None:
@@ -81,6 +129,10 @@ class Store(ABC):
     @abstractmethod
     def list_processes(self, tenant_id: str, session_id: str) -> list[ThinkProcess]:
         """The session's processes, oldest first."""
+
+    @abstractmethod
+    def set_context_drift(self, tenant_id: str, process_id: str, drift: bool) -> None:
+        """Set the process's ``contextDrift`` flag. Raises ``NotFound``."""
 
     @abstractmethod
     def acquire_epoch(self, tenant_id: str, process_id: str) -> ThinkProcess:

@@ -15,9 +15,13 @@ from vancetope_brain.errors import Conflict, NotFound, StoreError
 from vancetope_brain.models import (
     ApiToken,
     ChatMessage,
+    Fingerprint,
     InboxMessage,
     ProcessStatus,
+    Project,
     Session,
+    SessionStatus,
+    SuspendCause,
     Tenant,
     ThinkProcess,
     TurnCommit,
@@ -32,10 +36,23 @@ _STARTS_TURN = ["INIT", "IDLE", "BLOCKED"]
 _NOT_SWEPT = ["CLOSED", "PAUSED", "SUSPENDED"]
 _DUPLICATE_KEY = 11000
 _STRING = {"$type": "string"}
+# Equal creation times (millisecond resolution) fall back to the id, so the order is stable.
+_OLDEST_FIRST = [("createdAt", ASCENDING), ("_id", ASCENDING)]
+
+
+def _project_key(tenant_id: str, project_id: str) -> dict[str, str]:
+    """A project's ``_id``: ids are unique per tenant only (every tenant has ``default``).
+
+    An embedded document compares field by field in order, so it is built here only.
+    """
+    return {"tenantId": tenant_id, "id": project_id}
 
 
 class MongoStore(Store):
     """The Store on MongoDB (4.2+: pipeline updates), without multi-document transactions.
+
+    A record's ``_id`` is its id, except a project's: ``{tenantId, id}``, since
+    project ids are unique only within their tenant.
 
     Atomic (one single-document operation each): ``acquire_epoch`` (a pipeline
     update of the process: epoch + 1, status → RUNNING from INIT/IDLE/BLOCKED),
@@ -80,6 +97,7 @@ class MongoStore(Store):
             self._client = client
             db = client.get_default_database("vancetope") if db_name is None else client[db_name]
             self._tenants = db["tenants"]
+            self._projects = db["projects"]
             self._users = db["users"]
             self._tokens = db["api_tokens"]
             self._sessions = db["sessions"]
@@ -100,6 +118,13 @@ class MongoStore(Store):
     def _create_indexes(self) -> None:
         """Idempotent: named indexes, tenantId first for every tenant query."""
         self._tokens.create_index("tokenHash", unique=True, name="token_hash")
+        self._tokens.create_index(
+            [("tenantId", ASCENDING), ("userId", ASCENDING), ("createdAt", ASCENDING)],
+            name="by_user")
+        self._users.create_index([("tenantId", ASCENDING), ("createdAt", ASCENDING)],
+                                 name="by_tenant")
+        self._projects.create_index([("tenantId", ASCENDING), ("createdAt", ASCENDING)],
+                                    name="by_tenant")
         self._sessions.create_index(
             [("tenantId", ASCENDING), ("userId", ASCENDING), ("createdAt", DESCENDING)],
             name="by_user")
@@ -152,8 +177,35 @@ class MongoStore(Store):
         self._tenants.insert_one(to_bson(tenant))
 
     @translated
+    def list_tenants(self) -> list[Tenant]:
+        cursor = self._tenants.find({}).sort(_OLDEST_FIRST)
+        return [from_bson(Tenant, raw) for raw in cursor]
+
+    @translated
+    def create_project(self, project: Project) -> None:
+        self._projects.insert_one(to_bson(project, _id=_project_key(project.tenant_id,
+                                                                    project.id)))
+
+    @translated
+    def get_project(self, tenant_id: str, project_id: str) -> Project:
+        raw = self._projects.find_one({"_id": _project_key(tenant_id, project_id)})
+        if raw is None:
+            raise NotFound(f"project {project_id} not found")
+        return from_bson(Project, raw)
+
+    @translated
+    def list_projects(self, tenant_id: str) -> list[Project]:
+        cursor = self._projects.find({"tenantId": tenant_id}).sort(_OLDEST_FIRST)
+        return [from_bson(Project, raw) for raw in cursor]
+
+    @translated
     def create_user(self, user: User) -> None:
         self._users.insert_one(to_bson(user))
+
+    @translated
+    def list_users(self, tenant_id: str) -> list[User]:
+        cursor = self._users.find({"tenantId": tenant_id}).sort(_OLDEST_FIRST)
+        return [from_bson(User, raw) for raw in cursor]
 
     @translated
     def get_user(self, tenant_id: str, user_id: str) -> User:
@@ -165,6 +217,18 @@ class MongoStore(Store):
     @translated
     def create_token(self, token: ApiToken) -> None:
         self._tokens.insert_one(to_bson(token))
+
+    @translated
+    def list_tokens(self, tenant_id: str, user_id: str) -> list[ApiToken]:
+        cursor = self._tokens.find({"tenantId": tenant_id, "userId": user_id}).sort(_OLDEST_FIRST)
+        return [from_bson(ApiToken, raw) for raw in cursor]
+
+    @translated
+    def revoke_token(self, tenant_id: str, token_id: str) -> None:
+        result = self._tokens.update_one({"_id": token_id, "tenantId": tenant_id},
+                                         {"$set": {"revoked": True}})
+        if result.matched_count == 0:
+            raise NotFound(f"token {token_id} not found")
 
     @translated
     def token_by_hash(self, token_hash: str) -> ApiToken | None:
@@ -197,7 +261,39 @@ class MongoStore(Store):
         if result.matched_count == 0:
             raise NotFound(f"session {session_id} not found")
 
+    @translated
+    def update_session_status(self, tenant_id: str, session_id: str, status: SessionStatus, *,
+                              allowed_from: frozenset[SessionStatus],
+                              suspend_cause: SuspendCause | None = None) -> Session:
+        raw = self._sessions.find_one_and_update(
+            {"_id": session_id, "tenantId": tenant_id,
+             "status": {"$in": [s.value for s in allowed_from]}},
+            {"$set": {"status": status.value,
+                      "suspendCause": suspend_cause.value if suspend_cause else None,
+                      "updatedAt": naive_utc(utcnow())}},
+            return_document=ReturnDocument.AFTER)
+        if raw is None:
+            current = self.get_session(tenant_id, session_id)  # raises NotFound
+            raise Conflict(f"session {session_id} is {current.status.value}; cannot make it "
+                           f"{status.value}")
+        return from_bson(Session, raw)
+
+    @translated
+    def set_fingerprint(self, tenant_id: str, session_id: str,
+                        fingerprint: Fingerprint) -> Session:
+        self._sessions.update_one(
+            {"_id": session_id, "tenantId": tenant_id, "fingerprint": None},
+            {"$set": {"fingerprint": fingerprint.model_dump(mode="json", by_alias=True)}})
+        return self.get_session(tenant_id, session_id)
+
     # ── processes ─────────────────────────────────────────────────────────
+    @translated
+    def set_context_drift(self, tenant_id: str, process_id: str, drift: bool) -> None:
+        result = self._processes.update_one({"_id": process_id, "tenantId": tenant_id},
+                                            {"$set": {"contextDrift": drift}})
+        if result.matched_count == 0:
+            raise NotFound(f"process {process_id} not found")
+
     @translated
     def create_process(self, process: ThinkProcess) -> None:
         # nextChatSeq is ours, not the model's: ThinkProcess.load ignores it.

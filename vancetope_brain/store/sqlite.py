@@ -6,11 +6,11 @@ import json
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic_core import to_json
 
@@ -18,9 +18,13 @@ from vancetope_brain.errors import Conflict, Fenced, NotFound, StoreError
 from vancetope_brain.models import (
     ApiToken,
     ChatMessage,
+    Fingerprint,
     InboxMessage,
     ProcessStatus,
+    Project,
     Session,
+    SessionStatus,
+    SuspendCause,
     Tenant,
     ThinkProcess,
     TurnCommit,
@@ -72,6 +76,20 @@ def _process(row: tuple[str, str, int, int, str | None, int | None]) -> ThinkPro
     raw.update(status=status, epoch=epoch, nextSeq=next_seq, pendingControl=pending_control,
                controlRequestedAt=_from_ms(control_requested_ms))
     return ThinkProcess.load(raw)
+
+
+def _token(row: tuple[str, int]) -> ApiToken:
+    doc, revoked = row
+    raw = json.loads(doc)
+    raw["revoked"] = bool(revoked)  # the column is authoritative, as for ``lanes``
+    return ApiToken.load(raw)
+
+
+_D = TypeVar("_D", Tenant, Project, User, ApiToken)
+
+
+def _oldest_first(records: Iterable[_D]) -> list[_D]:
+    return sorted(records, key=lambda record: record.created_at)
 
 
 def _message(row: tuple[str, int, str | None, int | None]) -> InboxMessage:
@@ -163,13 +181,40 @@ class SqliteStore(Store):
         self._local = threading.local()
 
     # ── identity ──────────────────────────────────────────────────────────
+    # Administration-sized lists: read in insertion order, then sorted by
+    # ``createdAt`` (stable, so equal times keep insertion order).
     def create_tenant(self, tenant: Tenant) -> None:
         self._insert("INSERT INTO tenants (id, doc) VALUES (?, ?)",
                      (tenant.id, tenant.model_dump_json(by_alias=True)))
 
+    def list_tenants(self) -> list[Tenant]:
+        rows = self._read("SELECT doc FROM tenants ORDER BY rowid", ())
+        return _oldest_first(Tenant.load(json.loads(doc)) for (doc,) in rows)
+
+    def create_project(self, project: Project) -> None:
+        self._insert("INSERT INTO projects (tenant_id, id, doc) VALUES (?, ?, ?)",
+                     (project.tenant_id, project.id, project.model_dump_json(by_alias=True)))
+
+    def get_project(self, tenant_id: str, project_id: str) -> Project:
+        rows = self._read("SELECT doc FROM projects WHERE tenant_id = ? AND id = ?",
+                          (tenant_id, project_id))
+        if not rows:
+            raise NotFound(f"project {project_id} not found")
+        return Project.load(json.loads(rows[0][0]))
+
+    def list_projects(self, tenant_id: str) -> list[Project]:
+        rows = self._read("SELECT doc FROM projects WHERE tenant_id = ? ORDER BY rowid",
+                          (tenant_id,))
+        return _oldest_first(Project.load(json.loads(doc)) for (doc,) in rows)
+
     def create_user(self, user: User) -> None:
         self._insert("INSERT INTO users (id, tenant_id, doc) VALUES (?, ?, ?)",
                      (user.id, user.tenant_id, user.model_dump_json(by_alias=True)))
+
+    def list_users(self, tenant_id: str) -> list[User]:
+        rows = self._read("SELECT doc FROM users WHERE tenant_id = ? ORDER BY rowid",
+                          (tenant_id,))
+        return _oldest_first(User.load(json.loads(doc)) for (doc,) in rows)
 
     def get_user(self, tenant_id: str, user_id: str) -> User:
         rows = self._read("SELECT doc FROM users WHERE id = ? AND tenant_id = ?",
@@ -180,15 +225,30 @@ class SqliteStore(Store):
 
     def create_token(self, token: ApiToken) -> None:
         self._insert(
-            "INSERT INTO api_tokens (id, tenant_id, token_hash, revoked, doc) VALUES (?, ?, ?, ?, ?)",
-            (token.id, token.tenant_id, token.token_hash, int(token.revoked),
+            "INSERT INTO api_tokens (id, tenant_id, user_id, token_hash, revoked, doc) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (token.id, token.tenant_id, token.user_id, token.token_hash, int(token.revoked),
              token.model_dump_json(by_alias=True)),
         )
 
+    def list_tokens(self, tenant_id: str, user_id: str) -> list[ApiToken]:
+        rows = self._read(
+            "SELECT doc, revoked FROM api_tokens WHERE tenant_id = ? AND user_id = ? "
+            "ORDER BY rowid", (tenant_id, user_id))
+        return _oldest_first(_token(row) for row in rows)
+
+    def revoke_token(self, tenant_id: str, token_id: str) -> None:
+        with self._errors():
+            cursor = self._conn().execute(
+                "UPDATE api_tokens SET revoked = 1, doc = json_set(doc, '$.revoked', json('true')) "
+                "WHERE id = ? AND tenant_id = ?", (token_id, tenant_id))
+        if cursor.rowcount == 0:
+            raise NotFound(f"token {token_id} not found")
+
     def token_by_hash(self, token_hash: str) -> ApiToken | None:
-        rows = self._read("SELECT doc FROM api_tokens WHERE token_hash = ? AND revoked = 0",
+        rows = self._read("SELECT doc, revoked FROM api_tokens WHERE token_hash = ? AND revoked = 0",
                           (token_hash,))
-        return ApiToken.load(json.loads(rows[0][0])) if rows else None
+        return _token(rows[0]) if rows else None
 
     # ── sessions ──────────────────────────────────────────────────────────
     def create_session(self, session: Session) -> None:
@@ -223,7 +283,43 @@ class SqliteStore(Store):
         if cursor.rowcount == 0:
             raise NotFound(f"session {session_id} not found")
 
+    def update_session_status(self, tenant_id: str, session_id: str, status: SessionStatus, *,
+                              allowed_from: frozenset[SessionStatus],
+                              suspend_cause: SuspendCause | None = None) -> Session:
+        with self._write() as conn:
+            row = conn.execute("SELECT doc FROM sessions WHERE id = ? AND tenant_id = ?",
+                               (session_id, tenant_id)).fetchone()
+            if row is None:
+                raise NotFound(f"session {session_id} not found")
+            current = Session.load(json.loads(row[0]))
+            if current.status not in allowed_from:
+                raise Conflict(f"session {session_id} is {current.status.value}; cannot make it "
+                               f"{status.value}")
+            updated = current.model_copy(update={"status": status, "suspend_cause": suspend_cause,
+                                                 "updated_at": utcnow()})
+            conn.execute("UPDATE sessions SET doc = ? WHERE id = ?",
+                         (updated.model_dump_json(by_alias=True), session_id))
+        return updated
+
+    def set_fingerprint(self, tenant_id: str, session_id: str,
+                        fingerprint: Fingerprint) -> Session:
+        with self._write() as conn:
+            conn.execute(
+                "UPDATE sessions SET doc = json_set(doc, '$.fingerprint', json(?)) "
+                "WHERE id = ? AND tenant_id = ? AND json_extract(doc, '$.fingerprint') IS NULL",
+                (fingerprint.model_dump_json(by_alias=True), session_id, tenant_id))
+        return self.get_session(tenant_id, session_id)
+
     # ── processes ─────────────────────────────────────────────────────────
+    def set_context_drift(self, tenant_id: str, process_id: str, drift: bool) -> None:
+        with self._errors():
+            cursor = self._conn().execute(
+                "UPDATE processes SET doc = json_set(doc, '$.contextDrift', json(?)) "
+                "WHERE id = ? AND tenant_id = ?",
+                ("true" if drift else "false", process_id, tenant_id))
+        if cursor.rowcount == 0:
+            raise NotFound(f"process {process_id} not found")
+
     def create_process(self, process: ThinkProcess) -> None:
         with self._write() as conn:
             conn.execute(

@@ -1,0 +1,180 @@
+"""A Celery worker process for the benchmarks: the product's app with a zero-latency model.
+
+    python benchmarks/bench_worker.py --name bench1 [--pool solo] [--concurrency 1]
+                                      [--ready-file PATH] [--no-task-events]
+
+Configuration comes from the environment exactly as for a worker pod
+(``VANCETOPE_REDIS_URL``, ``VANCETOPE_STORE_URL``, …); ``lane_turns.py`` sets it.
+
+The worker is ``create_celery(Config.from_env(), model_for=…)`` + ``app.worker_main``,
+i.e. the same tasks, queues, acks and prefetch as production; only the model differs
+(``ZeroLatencyModel``: answers at once, streams its answer as one token).
+
+Instrumentation (cheap, outside the product code): Celery's ``task_prerun`` /
+``task_postrun`` signals count lane-turn outcomes (committed, busy, nothing, …) and
+time each task body and the gap between two lane tasks; with ``--parts`` the runner's
+collaborators are wrapped in timing proxies (``_timing.py``) so every part of every
+turn is timed in situ. Every 0.5 s the figures are written to the Redis hash
+``bench:worker:{name}:{pid}`` of the benchmark database, where ``lane_turns.py`` reads them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from _timing import Timer, instrument_brain  # noqa: E402
+
+from vancetope_brain.llm.base import LlmMessage, LlmResponse, TokenSink, ToolSpec  # noqa: E402
+
+REPLY = "pong"
+
+
+class ZeroLatencyModel:
+    """A ChatModel that answers immediately with a fixed text, streamed as one token."""
+
+    name = "bench-zero-latency"
+
+    def complete(self, messages: list[LlmMessage], *, tools: list[ToolSpec] | None = None,
+                 on_token: TokenSink | None = None) -> LlmResponse:
+        if on_token is not None:
+            on_token(REPLY)
+        return LlmResponse(content=REPLY, model=self.name)
+
+
+MODEL = ZeroLatencyModel()
+
+
+class _Stats:
+    """Outcome counts and timings of this OS process (prefork: of each child)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.outcomes: Counter[str] = Counter()
+        self.timer = Timer(cap=20000)
+        self.started: dict[str, int] = {}
+        self.last_end: int | None = None
+        self.pid = 0
+
+
+STATS = _Stats()
+_NAME = ["worker"]
+
+
+def _install_instrumentation(app, redis_url: str, parts: bool) -> None:  # type: ignore[no-untyped-def]
+    import redis
+    from celery import signals
+
+    from workers.tasks import LANE_TURN
+
+    def flush_loop(key: str) -> None:
+        client = redis.Redis.from_url(redis_url)
+        while True:
+            time.sleep(0.5)
+            with STATS.lock:
+                outcomes = dict(STATS.outcomes)
+            client.hset(key, mapping={"outcomes": json.dumps(outcomes),
+                                      "parts": json.dumps(STATS.timer.counted_snapshot())})
+
+    def ensure_started() -> None:
+        # In the OS process that runs the tasks (the prefork child, if any), once.
+        if STATS.pid != os.getpid():
+            STATS.pid = os.getpid()
+            if parts:
+                instrument_brain(app.vancetope_brain(), STATS.timer)
+            key = f"bench:worker:{_NAME[0]}:{os.getpid()}"
+            threading.Thread(target=flush_loop, args=(key,), daemon=True).start()
+
+    @signals.task_prerun.connect(weak=False)
+    def _prerun(task_id=None, task=None, **_):  # type: ignore[no-untyped-def]
+        if task is not None and task.name == LANE_TURN:
+            ensure_started()
+            now = time.perf_counter_ns()
+            with STATS.lock:
+                STATS.started[task_id] = now
+                if STATS.last_end is not None:
+                    STATS.timer.record("(between lane tasks)", now - STATS.last_end)
+
+    @signals.task_postrun.connect(weak=False)
+    def _postrun(task_id=None, task=None, retval=None, state=None, **_):  # type: ignore[no-untyped-def]
+        if task is not None and task.name == LANE_TURN:
+            end = time.perf_counter_ns()
+            with STATS.lock:
+                start = STATS.started.pop(task_id, None)
+                STATS.outcomes[str(retval) if state == "SUCCESS" else f"state:{state}"] += 1
+                STATS.last_end = end
+            if start is not None:
+                STATS.timer.record("(lane task body)", end - start)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--name", default="bench", help="worker node name (before the @)")
+    parser.add_argument("--pool", default="solo", choices=["solo", "prefork", "threads"])
+    parser.add_argument("--concurrency", type=int, default=1)
+    parser.add_argument("--ready-file", help="touched when the worker consumes")
+    parser.add_argument("--no-task-events", action="store_true",
+                        help="turn off worker_send_task_events (an experiment, not the product "
+                             "setting)")
+    parser.add_argument("--parts", action="store_true",
+                        help="time the parts of every turn (timing proxies, see _timing.py)")
+    parser.add_argument("--cprofile-out", help="profile the main thread (solo pool: the "
+                        "tasks and Celery's consumer) and write pstats here at exit")
+    parser.add_argument("--loglevel", default="WARNING")
+    args = parser.parse_args(argv)
+
+    from celery import signals
+
+    from vancetope_brain.config import Config
+    from workers.celery_app import create_celery
+
+    config = Config.from_env()
+    app = create_celery(config, model_for=lambda process: MODEL)
+    if args.no_task_events:
+        app.conf.worker_send_task_events = False
+    _NAME[0] = args.name
+    if config.redis_url:
+        _install_instrumentation(app, config.redis_url, args.parts)
+
+    if args.ready_file:
+        ready = Path(args.ready_file)
+
+        @signals.worker_ready.connect(weak=False)
+        def _ready(**_):  # type: ignore[no-untyped-def]
+            ready.write_text(str(os.getpid()))
+
+    worker_args = [
+        "worker", f"--pool={args.pool}", f"--concurrency={args.concurrency}",
+        f"--hostname={args.name}@%h", f"--loglevel={args.loglevel}",
+        "--prefetch-multiplier=1",
+        # Mingle only syncs revoked ids at start-up (costs ~1 s per start); gossip stays on.
+        "--without-mingle",
+    ]
+    if not args.cprofile_out:
+        app.worker_main(worker_args)
+        return 0
+    import cProfile
+
+    # CPU time of the main thread, so time spent waiting for Redis/SQLite/the broker is not
+    # counted (the wall-clock split is what --parts measures).
+    profile = cProfile.Profile(time.thread_time)
+    profile.enable()
+    try:
+        app.worker_main(worker_args)
+    finally:
+        profile.disable()
+        profile.dump_stats(args.cprofile_out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,307 @@
+"""Where a lane turn's time goes: the parts of one turn, timed in-process, many times.
+
+    python benchmarks/turn_breakdown.py [--iterations 2000] [--processes 100] [--cprofile]
+
+Runs against the real Redis (``--redis-url``, default ``redis://127.0.0.1:6379/8``,
+FLUSHED at start and end) and a fresh SQLite file, with the product's own objects:
+``create_celery(config, model_for=<zero-latency model>).vancetope_brain()`` — so ``wake``
+really publishes a Celery task to Redis (nobody consumes it; the queues are dropped at the
+end) — and the gateway's ``Connection`` on a fake socket.
+
+Each iteration, for chat process ``i mod --processes`` (``--processes`` sessions, so the chat
+history grows as in ``lane_turns.py``):
+
+1. ``steer``: ``Connection.handle`` of a ``process-steer`` frame (JSON, envelope and frame
+   validation, ``sessions.process`` → ``store.get_process``, ``sessions.steer`` →
+   ``store.get_process`` again, ``store.append_message``, ``waker.wake`` = ``SET NX`` +
+   Celery ``send_task``, reply serialisation).
+2. ``turn``: ``LaneRunner.run`` — what the Celery task body does: ``waker.clear`` (DEL),
+   lease ``try_acquire`` (SET NX PX), ``get_process``, ``pending_messages(limit=1)``,
+   ``acquire_epoch``, ``events.publish`` (RUNNING), the engine (``ford.steer``: drain =
+   ``pending_messages``, ``chat_history``, model, one token ``publish``), ``commit_turn``,
+   3 × ``publish`` (2 chat-message, status IDLE), lease ``release`` (Lua), and the
+   post-release ``pending_messages(limit=1)``.
+3. ``fanout``: what the gateway does with the turn's 5 events: ``events.read`` (XRANGE +
+   decode, as the listener thread does after XREAD) and ``Connection._on_event`` per event
+   (envelope model → JSON → socket send).
+
+The parts are timed by wrapping the runner's and the services' collaborators in timing
+proxies (no product code is changed); nested calls are listed under their caller.
+"(own)" is a caller's time not spent in a timed callee (pydantic models, context, …).
+Not included: the Celery worker's own overhead (receive, ack, task events) and the
+network hops between OS processes — ``lane_turns.py`` measures the whole path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import os
+import pstats
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import redis
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from _timing import Timed, Timer, format_tree, instrument_brain  # noqa: E402
+
+DEFAULT_REDIS = "redis://127.0.0.1:6379/8"
+
+
+class FakeSocket:
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+
+    def receive(self, timeout: float | None = None) -> None:
+        return None
+
+    def send(self, data: str) -> None:
+        self.sent.append(data)
+        if len(self.sent) > 64:
+            del self.sent[:-8]
+
+
+class NoListener:
+    """The gateway's EventListener without its thread (fan-out is timed separately)."""
+
+    def follow(self, session_id: str, after_seq: int, callback: Any) -> int:
+        return 1
+
+    def unfollow(self, handle: int) -> None:
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--iterations", type=int, default=2000)
+    p.add_argument("--processes", type=int, default=100)
+    p.add_argument("--warmup", type=int, default=200)
+    p.add_argument("--redis-url", default=os.environ.get("VANCETOPE_REDIS_URL", DEFAULT_REDIS))
+    p.add_argument("--cprofile", action="store_true",
+                   help="also print the top functions (cumulative) of the timed iterations")
+    p.add_argument("--source", help="import the product code from this directory instead of "
+                   "the installed one (A/B runs)")
+    p.add_argument("--no-extras", action="store_true",
+                   help="skip the comparison micro-benchmarks after the table")
+    p.add_argument("--json", help="also write the results as JSON to this file")
+    args = p.parse_args(argv)
+    url = urlparse(args.redis_url)
+    if url.hostname not in ("127.0.0.1", "localhost") or (url.path.strip("/") or "0") == "9":
+        p.error("--redis-url must be loopback and not db 9 (the tests' database)")
+
+    if args.source:
+        sys.path.insert(0, os.path.abspath(args.source))
+    tmp = Path(tempfile.mkdtemp(prefix="vt-breakdown-"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VANCETOPE_", "OPENAI_"))}
+    env.update(VANCETOPE_REDIS_URL=args.redis_url,
+               VANCETOPE_STORE_URL=f"sqlite:///{tmp / 'bench.db'}", VANCETOPE_DATA_DIR=str(tmp))
+    rclient = redis.Redis.from_url(args.redis_url)
+    rclient.flushdb()
+    try:
+        return run(args, env)
+    finally:
+        rclient.flushdb()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def run(args: argparse.Namespace, env: dict[str, str]) -> int:
+    # Imported here, after --source went onto sys.path: bench_worker imports the product.
+    from bench_worker import MODEL
+
+    from vancetope_brain.config import Config
+    from vancetope_brain.identity import Principal
+    from vancetope_gateway.protocol import Connection
+    from workers.celery_app import create_celery
+
+    config = Config.from_env(env)
+    app = create_celery(config, model_for=lambda process: MODEL)
+    brain = app.vancetope_brain()
+    brain.identity.create_tenant("bench", "bench")
+    brain.identity.create_user("bench", "bencher", "bencher")
+    who = Principal("bench", "bencher")
+
+    timer = Timer()
+    timer.enabled = False
+    runner = brain.runner
+    instrument_brain(brain, timer)
+    sessions_store = brain.sessions._store
+    brain.sessions._store = Timed(sessions_store, "store", timer)
+    brain.sessions = Timed(brain.sessions, "sessions", timer)
+
+    conns, procs = [], []
+    for i in range(args.processes):
+        conn = Connection(FakeSocket(), who, brain, NoListener(), llm="bench",  # type: ignore[arg-type]
+                          max_frame_bytes=config.max_frame_bytes)
+        conn.handle(json.dumps({"type": "session-create", "id": "c", "data": {"title": f"b{i}"}}))
+        session = conn.session
+        if session is None or not session.chat_process_id:
+            raise RuntimeError(f"session-create failed: {conn._sock.sent[-1:]}")
+        conns.append(conn)
+        procs.append(session.chat_process_id)
+        runner.run("bench", session.chat_process_id)  # the INIT turn
+    last_seq = {c.session.id: brain.events.last_seq(c.session.id) for c in conns}
+
+    profiler = cProfile.Profile(time.thread_time) if args.cprofile else None
+    total = args.warmup + args.iterations
+    print(f"{args.processes} processes, {args.warmup} warm-up + {args.iterations} timed "
+          f"iterations (steer → turn → fan-out), real Redis + SQLite", flush=True)
+    for it in range(total):
+        timing = it >= args.warmup
+        timer.enabled = timing
+        if timing and profiler is not None and it == args.warmup:
+            profiler.enable()
+        k = it % args.processes
+        conn, pid = conns[k], procs[k]
+        sid = conn.session.id
+        frame = json.dumps({"type": "process-steer", "id": str(it), "data": {
+            "targetThinkProcessId": pid, "content": f"message {it}"}})
+        timer.call("steer", conn.handle, frame)
+        outcome = runner.run("bench", pid)  # timed as "turn" by instrument_brain
+        if outcome.value != "committed":
+            raise RuntimeError(f"turn {it}: {outcome}")
+        events = timer.call("fanout", _fanout, brain, conn, sid, last_seq, timer)
+        if events != 5:
+            raise RuntimeError(f"turn {it}: {events} events, expected 5")
+        # The steer's Celery message is not consumed here; keep the queues short.
+        if it % 200 == 199:
+            for q in range(config.lane_shards):
+                brain.redis.delete(f"lanes.{q}")
+    if profiler is not None:
+        profiler.disable()
+
+    report(timer, args.iterations)
+    extras = {} if args.no_extras else measure_extras(brain, app, config, conns)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"parts": {
+            path: {"calls_per_turn": len(v) / args.iterations,
+                   "p50_us": statistics.median(v) / 1000,
+                   "mean_per_turn_us": sum(v) / 1000 / args.iterations}
+            for path, v in timer.samples.items()}, "extras": extras}, indent=2))
+    if profiler is not None:
+        print("\ncProfile (CPU time of this thread) of the timed iterations, top 35 by own time:")
+        stats = pstats.Stats(profiler)
+        stats.sort_stats("tottime").print_stats(35)
+    brain.close()
+    return 0
+
+
+def _p50(fn: Any, n: int = 1000) -> tuple[float, float]:
+    """p50 and p90 in µs of ``fn()`` over ``n`` calls (after 50 unmeasured ones)."""
+    for _ in range(50):
+        fn()
+    xs = []
+    for _ in range(n):
+        start = time.perf_counter_ns()
+        fn()
+        xs.append(time.perf_counter_ns() - start)
+    xs.sort()
+    return xs[len(xs) // 2] / 1000, xs[int(len(xs) * .9)] / 1000
+
+
+def measure_extras(brain: Any, app: Any, config: Any, conns: list[Any]) -> dict[str, Any]:
+    """Micro-benchmarks that put the parts above in proportion (what could a change save?)."""
+    import redis as redis_lib
+
+    from vancetope_brain import keys
+    from workers.tasks import LANE_TURN
+
+    client = brain.redis
+    out: dict[str, Any] = {}
+    rows: list[tuple[str, float, float]] = []
+
+    def row(name: str, fn: Any, n: int = 1000) -> None:
+        p50, p90 = _p50(fn, n)
+        rows.append((name, p50, p90))
+        out[name] = {"p50_us": p50, "p90_us": p90}
+
+    row("Redis PING (one round trip)", client.ping)
+    row("Redis SET NX PX + DEL (wake flag set, then cleared: 2 round trips)",
+        lambda: client.set("bench:x", 1, nx=True, px=1000) and client.delete("bench:x"))
+    row("raw LPUSH of a Celery-sized message (~1.3 kB)",
+        lambda: client.lpush("bench:q", b"x" * 1300))
+    client.delete("bench:q")
+    row("Celery send_task to a lane queue (kombu, as wake does)",
+        lambda: app.send_task(LANE_TURN, args=["bench", "proc_x"], queue="lanes.0"))
+    client.delete("lanes.0")
+    pool = client.connection_pool
+    row("redis.Redis(connection_pool=…) — kombu builds one per publish/ack",
+        lambda: redis_lib.Redis(connection_pool=pool))
+    from vancetope_brain.events import EventType
+
+    bus = brain.events
+    script = bus._publish
+
+    def three_publishes() -> None:
+        for _ in range(3):
+            bus.publish("bench", "p", EventType.TOKEN, {"text": "x"})
+
+    def three_publishes_pipelined() -> None:
+        # The bus's own publish() builds keys and args; only the round trips are batched.
+        captured: list[tuple[list[Any], list[Any]]] = []
+        bus._publish = lambda keys, args: captured.append((keys, args)) or 0
+        try:
+            for _ in range(3):
+                bus.publish("bench", "p", EventType.TOKEN, {"text": "x"})
+        finally:
+            bus._publish = script
+        pipe = client.pipeline(transaction=False)
+        for k, a in captured:
+            pipe.evalsha(script.sha, len(k), *k, *a)
+        pipe.execute()
+
+    row("3 × events.publish, one after the other (as after commit_turn)", three_publishes)
+    row("the same 3 publishes as EVALSHAs in one pipeline (one round trip)",
+        three_publishes_pipelined)
+    # The gateway listener: one XREAD over every followed session's stream.
+    for n in (1, 100, 1000):
+        streams = {keys.events(f"bench{i}"): "0-0" for i in range(n)}
+        client.xadd(keys.events("bench0"), {"e": "{}"}, maxlen=1)
+        row(f"listener XREAD over {n} followed stream(s), one has an event",
+            lambda streams=streams: client.xread(streams, count=500), 300)
+    conn = conns[0]
+    event = brain.events.read(conn.session.id, 0)[-1]
+    row("Connection._on_event (one event → frame → JSON → send)", lambda: conn._on_event(event))
+    row("EventBus._decode + StreamEvent (one event, listener side)",
+        lambda: brain.events.read(conn.session.id, event.seq - 1))
+    for key in client.scan_iter("bench*"):
+        client.delete(key)
+    client.delete(keys.events("bench"), keys.event_seq("bench"))
+
+    print(f"\n{'comparison micro-benchmarks (same Redis, same process)':<72} {'p50 µs':>8} "
+          f"{'p90 µs':>8}")
+    print("-" * 90)
+    for name, p50, p90 in rows:
+        print(f"{name:<72} {p50:>8.0f} {p90:>8.0f}")
+    return out
+
+
+def _fanout(brain: Any, conn: Any, sid: str, last_seq: dict[str, int], timer: Timer) -> int:
+    events = timer.call("events.read (listener: XRANGE + decode)", brain.events.read, sid,
+                        last_seq[sid])
+    for event in events:
+        timer.call("connection._on_event (frame → JSON → send)", conn._on_event, event)
+    if events:
+        last_seq[sid] = events[-1].seq
+    return len(events)
+
+
+def report(timer: Timer, iterations: int) -> None:
+    print()
+    print(format_tree(timer.snapshot(), iterations, cpu_ns=dict(timer.cpu_ns)))
+    print("p50/p90 are per call (wall); µs/turn = mean wall time per iteration (calls × mean); "
+          "(own) = the caller's time outside its timed callees; CPU = this thread's CPU time "
+          "(the rest of the wall time is waiting for Redis and SQLite).")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

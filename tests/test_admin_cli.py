@@ -1,0 +1,163 @@
+"""`vancetope admin …` against a temporary SQLite store: the whole tenant → project → user →
+token → revoke flow, script-friendly output, and one-line errors with exit code 2.
+
+Most commands run in-process through ``main`` (fast); one smoke test runs the real CLI.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from vancetope_brain.errors import Unauthorized
+from vancetope_brain.identity import IdentityService, Principal
+from vancetope_brain.store import Store, open_store
+from vancetope_gateway.cli import main
+
+
+@dataclass
+class Run:
+    code: int
+    out: str
+    err: str
+
+    @property
+    def rows(self) -> list[list[str]]:
+        """A list command's table without its header, split on whitespace."""
+        return [line.split() for line in self.out.splitlines()[1:]]
+
+
+@pytest.fixture
+def store_url(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
+    for name in list(os.environ):
+        if name.startswith("VANCETOPE_"):
+            monkeypatch.delenv(name)
+    url = f"sqlite:///{tmp_path / 'admin' / 'vancetope.db'}"
+    monkeypatch.setenv("VANCETOPE_DATA_DIR", str(tmp_path / "admin"))
+    monkeypatch.setenv("VANCETOPE_STORE_URL", url)
+    return url
+
+
+@pytest.fixture
+def admin(store_url: str, capsys: pytest.CaptureFixture[str]):
+    def run(*argv: str) -> Run:
+        code = main(["admin", *argv])
+        captured = capsys.readouterr()
+        return Run(code, captured.out, captured.err)
+
+    return run
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[Store]:
+    opened = open_store(store_url)
+    yield opened
+    opened.close()
+
+
+def test_full_flow_tenant_project_user_token_revoke(admin, store: Store) -> None:
+    created = admin("tenant", "create", "Acme Corp", "--id", "acme")
+    assert (created.code, created.out) == (0, "acme\n")
+    assert "created tenant acme" in created.err
+
+    project = admin("project", "create", "--tenant", "acme", "Research", "--group", "lab")
+    assert project.code == 0 and project.out.strip().startswith("prj_")
+    listed = admin("project", "list", "--tenant", "acme")
+    assert listed.out.splitlines()[0].split() == ["ID", "NAME", "GROUP", "CREATED"]
+    assert [row[:3] for row in listed.rows] == [
+        ["default", "default", "-"], [project.out.strip(), "Research", "lab"]]
+
+    assert admin("user", "create", "--tenant", "acme", "Ada", "--id", "ada").out == "ada\n"
+    assert [row[:2] for row in admin("user", "list", "--tenant", "acme").rows] == [["ada", "Ada"]]
+
+    token = admin("token", "create", "--tenant", "acme", "--user", "ada", "--label", "laptop")
+    assert token.code == 0
+    secret, = token.out.splitlines()  # the secret alone on stdout
+    token_id = token.err.split("token id: ")[1].split()[0]
+    identity = IdentityService(store)
+    assert identity.authenticate(secret) == Principal("acme", "ada")
+
+    tokens = admin("token", "list", "--tenant", "acme", "--user", "ada")
+    assert tokens.out.splitlines()[0].split() == ["ID", "LABEL", "CREATED", "REVOKED"]
+    assert [(row[0], row[1], row[3]) for row in tokens.rows] == [(token_id, "laptop", "no")]
+    stored = store.list_tokens("acme", "ada")[0]
+    assert secret not in tokens.out and stored.token_hash not in tokens.out
+
+    revoked = admin("token", "revoke", "--tenant", "acme", token_id)
+    assert (revoked.code, revoked.out) == (0, "")
+    with pytest.raises(Unauthorized):
+        identity.authenticate(secret)
+    assert admin("token", "list", "--tenant", "acme", "--user", "ada").rows[0][3] == "yes"
+
+    assert [row[:2] for row in admin("tenant", "list").rows] == [["acme", "Acme"]]
+
+
+def test_quiet_token_create_prints_only_the_secret(admin, store: Store) -> None:
+    admin("tenant", "create", "Acme", "--id", "acme")
+    admin("user", "create", "--tenant", "acme", "Ada", "--id", "ada")
+    token = admin("token", "create", "--tenant", "acme", "--user", "ada", "--quiet")
+    assert (token.code, token.err) == (0, "")
+    assert IdentityService(store).authenticate(token.out.strip()) == Principal("acme", "ada")
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (("user", "create", "--tenant", "nope", "Bob"), "tenant nope not found"),
+    (("project", "create", "--tenant", "nope", "P"), "tenant nope not found"),
+    (("user", "list", "--tenant", "nope"), "tenant nope not found"),
+    (("token", "create", "--tenant", "acme", "--user", "nobody"), "user nobody not found"),
+    (("token", "list", "--tenant", "acme", "--user", "nobody"), "user nobody not found"),
+    (("token", "revoke", "--tenant", "acme", "tok_nope"), "token tok_nope not found"),
+    (("tenant", "create", "Again", "--id", "acme"), "tenant acme already exists"),
+    (("project", "create", "--tenant", "acme", "D", "--id", "default"),
+     "project default already exists in tenant acme"),
+    (("user", "create", "--tenant", "acme", "Ada 2", "--id", "ada"), "user id ada is taken"),
+    (("tenant", "create", "X", "--id", "has space"), "invalid tenant id 'has space'"),
+    (("user", "create", "--tenant", "acme", "  "), "user name must not be empty"),
+])
+def test_bad_input_is_a_one_line_error_with_exit_code_2(admin, argv, message) -> None:
+    admin("tenant", "create", "Acme", "--id", "acme")
+    admin("user", "create", "--tenant", "acme", "Ada", "--id", "ada")
+    failed = admin(*argv)
+    assert (failed.code, failed.out) == (2, "")
+    assert failed.err.startswith(f"vancetope: {message}") and failed.err.count("\n") == 1
+
+
+def test_a_foreign_token_cannot_be_revoked(admin, store: Store) -> None:
+    for tenant in ("acme", "globex"):
+        admin("tenant", "create", tenant.title(), "--id", tenant)
+    admin("user", "create", "--tenant", "acme", "Ada", "--id", "ada")
+    secret = admin("token", "create", "--tenant", "acme", "--user", "ada", "-q").out.strip()
+    token_id = store.list_tokens("acme", "ada")[0].id
+    failed = admin("token", "revoke", "--tenant", "globex", token_id)
+    assert (failed.code, failed.err) == (2, f"vancetope: token {token_id} not found\n")
+    assert IdentityService(store).authenticate(secret) == Principal("acme", "ada")
+
+
+def test_exist_ok_makes_create_rerunnable(admin) -> None:
+    for _ in range(2):
+        assert admin("tenant", "create", "L", "--id", "local", "--exist-ok", "-q").out == "local\n"
+        assert admin("user", "create", "--tenant", "local", "L", "--id", "local",
+                     "--exist-ok", "-q").out == "local\n"
+    admin("tenant", "create", "Other", "--id", "other")
+    taken = admin("user", "create", "--tenant", "other", "L", "--id", "local", "--exist-ok")
+    assert (taken.code, taken.err) == (2, "vancetope: user id local is taken\n")
+
+
+def test_the_installed_command_runs_as_a_subprocess(store_url: str, store: Store) -> None:
+    def run(*argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "vancetope_gateway.cli", "admin", *argv],
+                              env=dict(os.environ), capture_output=True, text=True, timeout=60)
+
+    IdentityService(store).create_tenant("Acme", "acme")
+    IdentityService(store).create_user("acme", "Ada", "ada")
+    token = run("token", "create", "--tenant", "acme", "--user", "ada", "--quiet")
+    assert token.returncode == 0, token.stderr
+    assert IdentityService(store).authenticate(token.stdout.strip()) == Principal("acme", "ada")
+    missing = run("user", "create", "--tenant", "nope", "Bob")
+    assert (missing.returncode, missing.stderr) == (2, "vancetope: tenant nope not found\n")

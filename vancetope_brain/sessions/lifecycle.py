@@ -1,0 +1,193 @@
+"""The session lifecycle (think-engines.txt §5-§6): binding clients, the onDisconnect policy,
+the suspend cascade, resume with the client fingerprint, close, and the idle sweep.
+
+Every process-level effect goes through lifecycle calls on the processes' own
+lanes (``SessionService.control``); this module only decides which.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from vancetope_brain.engines.lifecycle import LifecycleCall
+from vancetope_brain.errors import Conflict
+from vancetope_brain.identity import Principal
+from vancetope_brain.models import (
+    Fingerprint,
+    OnDisconnect,
+    ProcessStatus,
+    Session,
+    SessionStatus,
+    SuspendCause,
+)
+from vancetope_brain.sessions.presence import Presence
+from vancetope_brain.sessions.service import SessionService
+from vancetope_brain.store import Store
+
+log = logging.getLogger(__name__)
+
+
+# On the lane, resume of a process whose suspend never ran is dropped: the suspend is undone.
+_RESUMABLE = frozenset({ProcessStatus.SUSPENDED, ProcessStatus.IDLE, ProcessStatus.BLOCKED,
+                        ProcessStatus.RUNNING})
+
+
+class FingerprintMismatch(Conflict):
+    """Raised when a client on another machine tries to bind a session (think-engines §6)."""
+
+    code = "fingerprint_mismatch"
+
+
+@dataclass(frozen=True)
+class Bound:
+    session: Session
+    context_drift: bool
+
+
+class SessionLifecycle:
+    def __init__(self, store: Store, sessions: SessionService, presence: Presence) -> None:
+        self._store = store
+        self._sessions = sessions
+        self._presence = presence
+
+    # ── clients ─────────────────────────────────────────────────────────
+    def bind(self, who: Principal, session_id: str, connection_id: str,
+             fingerprint: Fingerprint | None) -> Bound:
+        """Attach a client connection; a SUSPENDED session resumes.
+
+        Fingerprint policy: the first fingerprint is stored; another machine is
+        refused (``fingerprint_mismatch``) and the session stays as it was; the
+        same machine in another working directory resumes the session but leaves
+        its suspended processes SUSPENDED with ``contextDrift`` for the user to
+        decide (resume, stop or reset each).
+        """
+        with self._presence.lock(session_id):
+            session = self._sessions.get(who, session_id)
+            if session.status is SessionStatus.CLOSED:
+                raise Conflict(f"session {session_id!r} is CLOSED; create a new one")
+            drift = self._check_fingerprint(session, fingerprint)
+            self._presence.bind(who.tenant_id, session_id, connection_id)
+            self._presence.touch(who.tenant_id, session_id, session.idle_timeout_sec)
+            if session.status is SessionStatus.SUSPENDED:
+                session = self._resume(who, session, drift)
+            return Bound(session, drift)
+
+    def unbind(self, who: Principal, session_id: str, connection_id: str) -> None:
+        """Detach a connection; when it was the session's last, apply ``onDisconnect``."""
+        with self._presence.lock(session_id):
+            self._presence.unbind(session_id, connection_id)
+            if self._presence.count(session_id) == 0:
+                self._last_client_gone(who.tenant_id, session_id)
+
+    def renew(self, who: Principal, session_id: str, connection_id: str) -> None:
+        """Keep a live connection counted (gateways call this every presence TTL / 3)."""
+        self._presence.bind(who.tenant_id, session_id, connection_id)
+
+    # ── explicit commands ───────────────────────────────────────────────
+    def suspend(self, who: Principal, session_id: str,
+                cause: SuspendCause = SuspendCause.USER) -> Session:
+        """OPEN → SUSPENDED; every running process gets ``suspend`` on its own lane.
+
+        PAUSED processes are left alone: a user's pause outlives the session's
+        suspend and resume.
+        """
+        self._sessions.get(who, session_id)
+        session = self._store.update_session_status(
+            who.tenant_id, session_id, SessionStatus.SUSPENDED,
+            allowed_from=frozenset({SessionStatus.OPEN}), suspend_cause=cause)
+        self._cascade(who, session, LifecycleCall.SUSPEND,
+                      skip={ProcessStatus.PAUSED, ProcessStatus.SUSPENDED, ProcessStatus.CLOSED})
+        return session
+
+    def close(self, who: Principal, session_id: str) -> Session:
+        """→ CLOSED; every process is stopped (CLOSED / STOPPED) on its own lane."""
+        self._sessions.get(who, session_id)
+        session = self._store.update_session_status(
+            who.tenant_id, session_id, SessionStatus.CLOSED,
+            allowed_from=frozenset({SessionStatus.OPEN, SessionStatus.SUSPENDED}))
+        self._cascade(who, session, LifecycleCall.STOP, skip={ProcessStatus.CLOSED})
+        self._presence.forget(who.tenant_id, session_id)
+        self._presence.drop_activity(who.tenant_id, session_id)
+        return session
+
+    # ── beat ────────────────────────────────────────────────────────────
+    def sweep(self) -> int:
+        """Apply ``onDisconnect`` to sessions whose gateway vanished, and suspend sessions
+        idle past their timeout with no client bound. Returns how many sessions changed.
+        """
+        changed = 0
+        for tenant_id, session_id in list(self._presence.abandoned()):
+            with self._presence.lock(session_id):
+                if self._presence.count(session_id) == 0:
+                    changed += self._last_client_gone(tenant_id, session_id)
+        for tenant_id, session_id in list(self._presence.idle()):
+            if self._presence.count(session_id):
+                continue
+            self._presence.drop_activity(tenant_id, session_id)
+            session = self._store.get_session(tenant_id, session_id)
+            if session.status is SessionStatus.OPEN:
+                changed += self._suspend_quietly(session, SuspendCause.IDLE)
+        return changed
+
+    # ── internals ───────────────────────────────────────────────────────
+    def _last_client_gone(self, tenant_id: str, session_id: str) -> int:
+        session = self._store.get_session(tenant_id, session_id)
+        self._presence.forget(tenant_id, session_id)
+        if session.status is not SessionStatus.OPEN:
+            return 0
+        if session.on_disconnect is OnDisconnect.SUSPEND:
+            return self._suspend_quietly(session, SuspendCause.DISCONNECT)
+        if session.on_disconnect is OnDisconnect.CLOSE:
+            self.close(Principal(tenant_id, session.user_id), session_id)
+            return 1
+        self._presence.touch(tenant_id, session_id, session.idle_timeout_sec)
+        return 0
+
+    def _suspend_quietly(self, session: Session, cause: SuspendCause) -> int:
+        try:
+            self.suspend(Principal(session.tenant_id, session.user_id), session.id, cause)
+        except Conflict:  # suspended or closed meanwhile
+            return 0
+        return 1
+
+    def _resume(self, who: Principal, session: Session, drift: bool) -> Session:
+        session = self._store.update_session_status(
+            who.tenant_id, session.id, SessionStatus.OPEN,
+            allowed_from=frozenset({SessionStatus.SUSPENDED}))
+        for process in self._store.list_processes(who.tenant_id, session.id):
+            # A suspend still waiting for its lane counts as suspended: resume replaces it.
+            if process.status is not ProcessStatus.SUSPENDED and \
+                    process.pending_control != LifecycleCall.SUSPEND:
+                continue
+            if drift:
+                self._store.set_context_drift(who.tenant_id, process.id, True)
+            else:
+                self._store.request_control(who.tenant_id, process.id, LifecycleCall.RESUME,
+                                            _RESUMABLE)
+                self._sessions.wake(who.tenant_id, process.id)
+        return session
+
+    def _cascade(self, who: Principal, session: Session, call: LifecycleCall,
+                 skip: set[ProcessStatus]) -> None:
+        for process in self._store.list_processes(who.tenant_id, session.id):
+            if process.status not in skip:
+                self._request(who, process.id, call)
+
+    def _request(self, who: Principal, process_id: str, call: LifecycleCall) -> None:
+        try:
+            self._sessions.control(who, process_id, call)
+        except Conflict as e:  # changed status meanwhile (e.g. still INIT, or just closed)
+            log.info("session cascade: %s of %s skipped: %s", call.value, process_id, e)
+
+    def _check_fingerprint(self, session: Session, fingerprint: Fingerprint | None) -> bool:
+        stored = session.fingerprint
+        if stored is None:
+            if fingerprint is not None:
+                self._store.set_fingerprint(session.tenant_id, session.id, fingerprint)
+            return False
+        if fingerprint is None or fingerprint.machine_id != stored.machine_id:
+            raise FingerprintMismatch(
+                "this session is bound to another machine; create a new session here "
+                "(the original client can still resume it)")
+        return fingerprint.working_dir != stored.working_dir

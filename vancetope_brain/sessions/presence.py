@@ -1,0 +1,86 @@
+"""Which sessions have a client bound, on any gateway process (Redis sorted sets).
+
+A gateway registers each bound connection with an expiry and renews it while
+the socket lives, so a crashed gateway's connections simply expire. The
+sweeper finds sessions whose last client went away without saying goodbye.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import redis
+
+from vancetope_brain import keys
+
+PRESENCE_TTL = 30.0
+"""Seconds a connection counts as present without renewal (gateways renew every TTL / 3)."""
+
+
+def _member(tenant_id: str, session_id: str) -> str:
+    return f"{tenant_id}/{session_id}"
+
+
+def _split(member: bytes | str) -> tuple[str, str]:
+    raw = member.decode() if isinstance(member, bytes) else member
+    tenant_id, session_id = raw.split("/", 1)
+    return tenant_id, session_id
+
+
+class Presence:
+    def __init__(self, client: redis.Redis, *, ttl: float = PRESENCE_TTL) -> None:
+        self._redis = client
+        self.ttl = ttl
+
+    def bind(self, tenant_id: str, session_id: str, connection_id: str) -> None:
+        """Register (or renew) a connection bound to the session."""
+        expires = time.time() + self.ttl
+        pipe = self._redis.pipeline()
+        pipe.zadd(keys.presence(session_id), {connection_id: expires})
+        pipe.expire(keys.presence(session_id), int(self.ttl * 2))
+        pipe.zadd(keys.PRESENCE_INDEX, {_member(tenant_id, session_id): expires})
+        pipe.execute()
+
+    def unbind(self, session_id: str, connection_id: str) -> None:
+        self._redis.zrem(keys.presence(session_id), connection_id)
+
+    def count(self, session_id: str) -> int:
+        """Live connections of the session (expired ones are dropped first)."""
+        key = keys.presence(session_id)
+        pipe = self._redis.pipeline()
+        pipe.zremrangebyscore(key, "-inf", time.time())
+        pipe.zcard(key)
+        return int(pipe.execute()[1])
+
+    def forget(self, tenant_id: str, session_id: str) -> None:
+        """The session has no client any more and its policy was applied."""
+        self._redis.zrem(keys.PRESENCE_INDEX, _member(tenant_id, session_id))
+
+    def abandoned(self) -> Iterator[tuple[str, str]]:
+        """Sessions in the index whose every connection has expired (a gateway died)."""
+        for member in self._redis.zrangebyscore(keys.PRESENCE_INDEX, "-inf", time.time()):
+            tenant_id, session_id = _split(member)
+            if self.count(session_id) == 0:
+                yield tenant_id, session_id
+            else:  # renewed meanwhile: move its index entry forward
+                self._redis.zadd(keys.PRESENCE_INDEX,
+                                 {member: time.time() + self.ttl}, xx=True)
+
+    def touch(self, tenant_id: str, session_id: str, idle_timeout: float) -> None:
+        """Client activity: the session is idle only ``idle_timeout`` seconds after this."""
+        self._redis.zadd(keys.ACTIVITY, {_member(tenant_id, session_id):
+                                         time.time() + idle_timeout})
+
+    def idle(self) -> Iterator[tuple[str, str]]:
+        """Sessions past their idle deadline (candidates; the caller checks presence)."""
+        for member in self._redis.zrangebyscore(keys.ACTIVITY, "-inf", time.time()):
+            yield _split(member)
+
+    def drop_activity(self, tenant_id: str, session_id: str) -> None:
+        self._redis.zrem(keys.ACTIVITY, _member(tenant_id, session_id))
+
+    def lock(self, session_id: str) -> redis.lock.Lock:
+        """A short lock that serializes binding and the last-client-gone decision."""
+        return self._redis.lock(keys.session_lock(session_id), timeout=5, blocking_timeout=5,
+                                thread_local=False)

@@ -1,0 +1,204 @@
+"""``vancetope admin …``: tenants, projects, users and API tokens, on the configured store.
+
+Output is made to be scripted: the result (a new id, a token's secret, a
+table whose first column is the id) goes to stdout, notes for people go to
+stderr, and ``--quiet`` drops the notes. Errors are one line on stderr with
+exit code 2 (``main`` maps ``VancetopeError``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from vancetope_brain.errors import Conflict
+
+if TYPE_CHECKING:  # the brain loads only when an admin command runs, not for every CLI start
+    from vancetope_brain.config import Config
+    from vancetope_brain.identity import IdentityService
+    from vancetope_brain.store import Store
+
+    _Command = Callable[[IdentityService, Store, argparse.Namespace], None]
+
+
+_DESCRIPTION = (
+    "Administer tenants, projects, users and API tokens in the store named by "
+    "VANCETOPE_STORE_URL (default: the SQLite file in VANCETOPE_DATA_DIR). Results go to "
+    "stdout (a new id, a token's secret, a table whose first column is the id), notes to "
+    "stderr; errors exit with code 2."
+)
+
+
+def add_admin_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    admin = sub.add_parser("admin", help="create and list tenants, projects, users and tokens",
+                           description=_DESCRIPTION)
+    kinds = admin.add_subparsers(dest="admin_kind", required=True, metavar="KIND")
+    quiet = argparse.ArgumentParser(add_help=False)
+    quiet.add_argument("--quiet", "-q", action="store_true",
+                       help="print only the result, no notes on stderr")
+    exist_ok = argparse.ArgumentParser(add_help=False)
+    exist_ok.add_argument("--exist-ok", action="store_true",
+                          help="succeed (and print the id) if --id already exists here")
+
+    def verbs(name: str, summary: str) -> argparse._SubParsersAction[argparse.ArgumentParser]:
+        return kinds.add_parser(name, help=summary).add_subparsers(
+            dest="admin_verb", required=True, metavar="VERB")
+
+    tenant = verbs("tenant", "tenants (each gets a project 'default')")
+    p = tenant.add_parser("create", parents=[quiet, exist_ok], help="create a tenant")
+    p.add_argument("name")
+    p.add_argument("--id", help="tenant id (default: a random ten_… id)")
+    tenant.add_parser("list", help="every tenant, oldest first")
+
+    project = verbs("project", "projects of a tenant")
+    p = project.add_parser("create", parents=[quiet, exist_ok], help="create a project")
+    p.add_argument("--tenant", required=True)
+    p.add_argument("name")
+    p.add_argument("--id", help="project id, unique in the tenant (default: a random prj_… id)")
+    p.add_argument("--group", help="group id the project belongs to")
+    p = project.add_parser("list", help="the tenant's projects, oldest first")
+    p.add_argument("--tenant", required=True)
+
+    user = verbs("user", "users of a tenant")
+    p = user.add_parser("create", parents=[quiet, exist_ok], help="create a user")
+    p.add_argument("--tenant", required=True)
+    p.add_argument("name")
+    p.add_argument("--id", help="user id, unique across tenants (default: a random usr_… id)")
+    p = user.add_parser("list", help="the tenant's users, oldest first")
+    p.add_argument("--tenant", required=True)
+
+    token = verbs("token", "API tokens of a user")
+    p = token.add_parser("create", parents=[quiet],
+                         help="create a token and print its secret (shown only this once)")
+    p.add_argument("--tenant", required=True)
+    p.add_argument("--user", required=True)
+    p.add_argument("--label", default="", help="a note to tell tokens apart")
+    p = token.add_parser("list", help="the user's tokens (revoked ones too; never secrets)")
+    p.add_argument("--tenant", required=True)
+    p.add_argument("--user", required=True)
+    p = token.add_parser("revoke", parents=[quiet], help="revoke a token at once")
+    p.add_argument("--tenant", required=True)
+    p.add_argument("token_id")
+
+
+def run_admin(config: Config, args: argparse.Namespace) -> int:
+    from vancetope_brain.identity import IdentityService
+    from vancetope_brain.store import open_store
+
+    store = open_store(config.store_url)
+    try:
+        command = _COMMANDS[(args.admin_kind, args.admin_verb)]
+        command(IdentityService(store), store, args)
+    finally:
+        store.close()
+    return 0
+
+
+def _note(args: argparse.Namespace, text: str) -> None:
+    if not getattr(args, "quiet", False):
+        print(text, file=sys.stderr)
+
+
+def _when(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _table(header: Sequence[str], rows: list[Sequence[str]]) -> None:
+    """Aligned columns under a header; the first column (an id) never holds spaces."""
+    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows, strict=True)]
+    for row in (header, *rows):
+        print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True))
+              .rstrip())
+
+
+def _existing(args: argparse.Namespace, e: Conflict, exists: Callable[[], bool]) -> None:
+    """With ``--exist-ok --id X``, a Conflict because X exists here is success; else re-raise."""
+    if not (args.exist_ok and args.id is not None and exists()):
+        raise e
+
+
+def _tenant_create(identity: IdentityService, store: Store, args: argparse.Namespace) -> None:
+    try:
+        tenant = identity.create_tenant(args.name, args.id)
+    except Conflict as e:
+        _existing(args, e, lambda: any(t.id == args.id for t in identity.list_tenants()))
+        _note(args, f"tenant {args.id} exists")
+        print(args.id)
+        return
+    _note(args, f"created tenant {tenant.id} ({tenant.name}) with project default")
+    print(tenant.id)
+
+
+def _tenant_list(identity: IdentityService, store: Store, args: argparse.Namespace) -> None:
+    _table(("ID", "NAME", "CREATED"),
+           [(t.id, t.name, _when(t.created_at)) for t in identity.list_tenants()])
+
+
+def _project_create(identity: IdentityService, store: Store, args: argparse.Namespace) -> None:
+    try:
+        project = identity.create_project(args.tenant, args.name, args.id, args.group)
+    except Conflict as e:
+        _existing(args, e, lambda: any(p.id == args.id for p in store.list_projects(args.tenant)))
+        _note(args, f"project {args.id} exists in tenant {args.tenant}")
+        print(args.id)
+        return
+    _note(args, f"created project {project.id} ({project.name}) in tenant {args.tenant}")
+    print(project.id)
+
+
+def _project_list(identity: IdentityService, store: Store, args: argparse.Namespace) -> None:
+    _table(("ID", "NAME", "GROUP", "CREATED"),
+           [(p.id, p.name, p.group_id or "-", _when(p.created_at))
+            for p in identity.list_projects(args.tenant)])
+
+
+def _user_create(identity: IdentityService, store: Store, args: argparse.Namespace) -> None:
+    try:
+        user = identity.create_user(args.tenant, args.name, args.id)
+    except Conflict as e:
+        _existing(args, e, lambda: any(u.id == args.id for u in store.list_users(args.tenant)))
+        _note(args, f"user {args.id} exists in tenant {args.tenant}")
+        print(args.id)
+        return
+    _note(args, f"created user {user.id} ({user.name}) in tenant {args.tenant}")
+    print(user.id)
+
+
+def _user_list(identity: IdentityService, store: Store, args: argparse.Namespace) -> None:
+    _table(("ID", "NAME", "CREATED"),
+           [(u.id, u.name, _when(u.created_at)) for u in identity.list_users(args.tenant)])
+
+
+def _token_create(identity: IdentityService, store: Store, args: argparse.Namespace) -> None:
+    token, secret = identity.create_token(args.tenant, args.user, args.label)
+    print(secret, flush=True)
+    _note(args, f"token id: {token.id} (user {args.user}, tenant {args.tenant}). The secret above "
+                "is shown only now. Revoke with: vancetope admin token revoke "
+                f"--tenant {args.tenant} {token.id}")
+
+
+def _token_list(identity: IdentityService, store: Store, args: argparse.Namespace) -> None:
+    _table(("ID", "LABEL", "CREATED", "REVOKED"),
+           [(t.id, t.label or "-", _when(t.created_at), "yes" if t.revoked else "no")
+            for t in identity.list_tokens(args.tenant, args.user)])
+
+
+def _token_revoke(identity: IdentityService, store: Store, args: argparse.Namespace) -> None:
+    identity.revoke_token(args.tenant, args.token_id)
+    _note(args, f"revoked token {args.token_id}")
+
+
+_COMMANDS: dict[tuple[str, str], _Command] = {
+    ("tenant", "create"): _tenant_create,
+    ("tenant", "list"): _tenant_list,
+    ("project", "create"): _project_create,
+    ("project", "list"): _project_list,
+    ("user", "create"): _user_create,
+    ("user", "list"): _user_list,
+    ("token", "create"): _token_create,
+    ("token", "list"): _token_list,
+    ("token", "revoke"): _token_revoke,
+}
