@@ -25,6 +25,7 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "VANCETOPE_LEASE_TTL": ("10", "Seconds a lane lease lives without a heartbeat (renewed every TTL/3)."),
     "VANCETOPE_SWEEP_INTERVAL": ("5", "Seconds between sweeper runs (beat)."),
     "VANCETOPE_SWEEP_AGE": ("3", "A pending message older than this many seconds with no live lease is re-woken."),
+    "VANCETOPE_PRESENCE_TTL": ("30", "Seconds a client connection counts as present without renewal; a gateway that dies takes this long to count as gone."),
     "VANCETOPE_WORKER_CONCURRENCY": ("4", "Worker threads of the embedded in-process Celery worker."),
     "VANCETOPE_HOST": ("127.0.0.1", "Address `vancetope serve` binds."),
     "VANCETOPE_PORT": ("8765", "Port `vancetope serve` binds."),
@@ -52,6 +53,7 @@ class Config:
     lease_ttl: float
     sweep_interval: float
     sweep_age: float
+    presence_ttl: float
     worker_concurrency: int
     host: str
     port: int
@@ -90,6 +92,7 @@ class Config:
             lease_ttl=_number(env, "VANCETOPE_LEASE_TTL", float, 0.5),
             sweep_interval=_number(env, "VANCETOPE_SWEEP_INTERVAL", float, 0.1),
             sweep_age=_number(env, "VANCETOPE_SWEEP_AGE", float, 0.0),
+            presence_ttl=_number(env, "VANCETOPE_PRESENCE_TTL", float, 1.0),
             worker_concurrency=_number(env, "VANCETOPE_WORKER_CONCURRENCY", int, 1),
             host=env.get("VANCETOPE_HOST", "127.0.0.1"),
             port=_number(env, "VANCETOPE_PORT", int, 0),

@@ -71,7 +71,7 @@ class Brain:
                             engines=engines, model_for=model_for, worker_name=worker_name)
         sessions = SessionService(store, waker, engines)
         return cls(config, store, client, events, waker, runner, sessions,
-                   SessionLifecycle(store, sessions, Presence(client)), IdentityService(store))
+                   SessionLifecycle(store, sessions, Presence(client, ttl=config.presence_ttl)), IdentityService(store))
 
     def sweep(self) -> int:
         """The beat job: re-wake orphaned work, then apply session policies that are due."""

@@ -12,11 +12,11 @@ from flask import Blueprint, Flask, Response, current_app, g, jsonify, request
 from flask_sock import Sock
 from werkzeug.exceptions import HTTPException
 
-from vancetope_brain.errors import StoreError, Unauthorized, VancetopeError
+from vancetope_brain.errors import InvalidInput, StoreError, Unauthorized, VancetopeError
 from vancetope_brain.events import EventListener
 from vancetope_brain.identity import Principal
+from vancetope_brain.models import ProcessStatus
 from vancetope_brain.runtime import Brain
-from vancetope_brain.sessions.presence import PRESENCE_TTL
 from vancetope_gateway.frames import NotifyMode
 from vancetope_gateway.protocol import Connection
 
@@ -77,7 +77,7 @@ NOTIFY_MODES = get_args(NotifyMode)
 class PresenceRenewer:
     """One thread per gateway process keeping its bound connections counted as present."""
 
-    def __init__(self, interval: float = PRESENCE_TTL / 3) -> None:
+    def __init__(self, interval: float) -> None:
         self._connections: weakref.WeakSet[Connection] = weakref.WeakSet()
         self._lock = threading.Lock()
         self._interval = interval
@@ -103,6 +103,62 @@ class PresenceRenewer:
                     log.exception("presence renewal failed; retrying next round")
 
 
+def _brain() -> Brain:
+    return current_app.extensions["vancetope"]
+
+
+def _int_arg(name: str, default: int | None, low: int, high: int) -> int | None:
+    raw = request.args.get(name)
+    if raw is None:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise InvalidInput(f"query parameter {name} must be an integer") from None
+    if not low <= value <= high:
+        raise InvalidInput(f"query parameter {name} must be between {low} and {high}")
+    return value
+
+
+@rest.get("/sessions")
+def sessions() -> Response:
+    who = authenticate()
+    return jsonify(sessions=[s.dump() for s in _brain().sessions.list_sessions(who)])
+
+
+@rest.get("/sessions/<session_id>")
+def session(session_id: str) -> Response:
+    who = authenticate()
+    brain = _brain()
+    found = brain.sessions.get(who, session_id)
+    return jsonify(session=found.dump(),
+                   processes=[p.dump() for p in brain.sessions.processes(who, session_id)])
+
+
+@rest.get("/sessions/<session_id>/processes")
+def session_processes(session_id: str) -> Response:
+    who = authenticate()
+    everything = request.args.get("all", "false").lower() in ("1", "true", "yes")
+    processes = _brain().sessions.processes(who, session_id)
+    return jsonify(processes=[p.dump() for p in processes
+                              if everything or p.status is not ProcessStatus.CLOSED])
+
+
+@rest.get("/processes/<process_id>")
+def process(process_id: str) -> Response:
+    who = authenticate()
+    return jsonify(process=_brain().sessions.process(who, process_id).dump())
+
+
+@rest.get("/processes/<process_id>/chat")
+def process_chat(process_id: str) -> Response:
+    who = authenticate()
+    lines = _brain().sessions.chat_history(
+        who, process_id, before_seq=_int_arg("beforeSeq", None, 1, 2**62),
+        limit=_int_arg("limit", 100, 1, 500) or 100)
+    return jsonify(messages=[line.dump() for line in lines])
+
+
 def create_app(brain: Brain, *, llm_description: str) -> Flask:
     """The gateway for one OS process. Starts the process's event listener thread."""
     app = Flask(__name__, static_folder=None)
@@ -115,7 +171,7 @@ def create_app(brain: Brain, *, llm_description: str) -> Flask:
     app.register_blueprint(rest)
     sock = Sock(app)
 
-    renewer = PresenceRenewer()
+    renewer = PresenceRenewer(brain.config.presence_ttl / 3)
     app.extensions["vancetope.renewer"] = renewer
 
     @app.before_request

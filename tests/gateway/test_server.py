@@ -101,3 +101,38 @@ def test_oversized_frame_closes_with_1009_and_stores_nothing(server, embedded):
     assert embedded.brain.store.pending_messages("acme", pid) == []
     wait_for(lambda: embedded.brain.store.get_process("acme", pid).status.value == "IDLE")
     assert embedded.brain.store.chat_history("acme", pid) == []
+
+
+def test_rest_read_endpoints(server, embedded):
+    host, token = server
+    embedded.model = FunctionModel(lambda m, t: "ok")
+    session = embedded.brain.sessions.create_interactive(embedded.who, "rest")
+    pid = session.chat_process_id
+    embedded.brain.sessions.steer(embedded.who, pid, "hello")
+    wait_for(lambda: len(embedded.brain.store.chat_history("acme", pid)) == 2)
+    status, body = _get(f"http://{host}/sessions", token)
+    assert status == 200 and session.id in [s["id"] for s in body["sessions"]]
+    status, body = _get(f"http://{host}/sessions/{session.id}", token)
+    assert status == 200 and body["session"]["chatProcessId"] == pid
+    assert [p["id"] for p in body["processes"]] == [pid]
+    status, body = _get(f"http://{host}/sessions/{session.id}/processes", token)
+    assert [p["id"] for p in body["processes"]] == [pid]
+    status, body = _get(f"http://{host}/processes/{pid}", token)
+    assert body["process"]["engine"] == "ford"
+    status, body = _get(f"http://{host}/processes/{pid}/chat?limit=1", token)
+    assert [m["content"] for m in body["messages"]] == ["ok"]
+    status, body = _get(f"http://{host}/processes/{pid}/chat?beforeSeq=2", token)
+    assert [m["content"] for m in body["messages"]] == ["hello"]
+
+
+@pytest.mark.parametrize(("path", "status", "code"), [
+    ("/sessions/ses_nope", 404, "not_found"),
+    ("/processes/proc_nope/chat", 404, "not_found"),
+    ("/processes/x/chat?limit=0", 400, "invalid_input"),
+    ("/processes/x/chat?beforeSeq=abc", 400, "invalid_input"),
+])
+def test_rest_refusals(server, path, status, code):
+    host, token = server
+    assert _get(f"http://{host}{path}", token)[0] == status
+    assert _get(f"http://{host}{path}", token)[1]["code"] == code
+    assert _get(f"http://{host}{path}")[0] == 401

@@ -14,9 +14,6 @@ import redis
 
 from vancetope_brain import keys
 
-PRESENCE_TTL = 30.0
-"""Seconds a connection counts as present without renewal (gateways renew every TTL / 3)."""
-
 
 def _member(tenant_id: str, session_id: str) -> str:
     return f"{tenant_id}/{session_id}"
@@ -29,7 +26,9 @@ def _split(member: bytes | str) -> tuple[str, str]:
 
 
 class Presence:
-    def __init__(self, client: redis.Redis, *, ttl: float = PRESENCE_TTL) -> None:
+    def __init__(self, client: redis.Redis, *, ttl: float) -> None:
+        """``ttl``: seconds a connection counts as present without renewal (gateways renew
+        every ttl / 3)."""
         self._redis = client
         self.ttl = ttl
 
