@@ -52,7 +52,8 @@ def create_celery(config: Config, *, model_for: ModelFor | None = None,
         broker_transport_options=transport_options,
         broker_connection_retry_on_startup=True,
         worker_hijack_root_logger=False,
-        worker_send_task_events=True,
+        # Flower switches task events on when it connects; off, they cost each turn ~0.3 ms.
+        worker_send_task_events=False,
         task_send_sent_event=False,
         beat_schedule={
             "sweep-orphaned-pending": {

@@ -32,7 +32,12 @@ from vancetope_brain.models import (
     User,
     utcnow,
 )
-from vancetope_brain.store._sqlite_db import ThreadConnection, connect, create_schema
+from vancetope_brain.store._sqlite_db import (
+    ThreadConnection,
+    connect,
+    create_schema,
+    retry_busy,
+)
 from vancetope_brain.store.base import Store
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -102,9 +107,9 @@ def _message(row: tuple[str, int, str | None, int | None]) -> InboxMessage:
 class SqliteStore(Store):
     """The Store on one SQLite file (the reference adapter).
 
-    One connection per thread (re-opened after ``fork``), WAL journal,
-    ``busy_timeout`` 10 s. Every multi-statement write runs in a
-    ``BEGIN IMMEDIATE`` transaction, which takes the file's single write lock
+    One connection per thread (re-opened after ``fork``), WAL journal; a
+    statement that meets another writer's lock retries every 50 µs–2 ms for up
+    to 10 s (``retry_busy``). Every write runs in a ``BEGIN IMMEDIATE`` transaction, which takes the file's single write lock
     up front, so ``acquire_epoch``, ``request_control``, ``append_message`` and
     ``commit_turn`` are atomic across threads and processes. The fields those
     change on a process (status, epoch, seqs, pending control) live in its
@@ -151,7 +156,7 @@ class SqliteStore(Store):
         """A ``BEGIN IMMEDIATE`` transaction, rolled back on any exception."""
         with self._errors():
             conn = self._conn()
-            conn.execute("BEGIN IMMEDIATE")
+            retry_busy(lambda: conn.execute("BEGIN IMMEDIATE"))
             try:
                 yield conn
                 conn.execute("COMMIT")
@@ -162,11 +167,13 @@ class SqliteStore(Store):
 
     def _read(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
         with self._errors():
-            return self._conn().execute(sql, params).fetchall()
+            conn = self._conn()
+            return retry_busy(lambda: conn.execute(sql, params).fetchall())
 
-    def _insert(self, sql: str, params: tuple[Any, ...]) -> None:
-        with self._errors():
-            self._conn().execute(sql, params)
+    def _execute(self, sql: str, params: tuple[Any, ...]) -> sqlite3.Cursor:
+        """One writing statement in its own transaction."""
+        with self._write() as conn:
+            return conn.execute(sql, params)
 
     def ping(self) -> None:
         self._read("SELECT 1", ())
@@ -184,7 +191,7 @@ class SqliteStore(Store):
     # Administration-sized lists: read in insertion order, then sorted by
     # ``createdAt`` (stable, so equal times keep insertion order).
     def create_tenant(self, tenant: Tenant) -> None:
-        self._insert("INSERT INTO tenants (id, doc) VALUES (?, ?)",
+        self._execute("INSERT INTO tenants (id, doc) VALUES (?, ?)",
                      (tenant.id, tenant.model_dump_json(by_alias=True)))
 
     def list_tenants(self) -> list[Tenant]:
@@ -192,7 +199,7 @@ class SqliteStore(Store):
         return _oldest_first(Tenant.load(json.loads(doc)) for (doc,) in rows)
 
     def create_project(self, project: Project) -> None:
-        self._insert("INSERT INTO projects (tenant_id, id, doc) VALUES (?, ?, ?)",
+        self._execute("INSERT INTO projects (tenant_id, id, doc) VALUES (?, ?, ?)",
                      (project.tenant_id, project.id, project.model_dump_json(by_alias=True)))
 
     def get_project(self, tenant_id: str, project_id: str) -> Project:
@@ -208,7 +215,7 @@ class SqliteStore(Store):
         return _oldest_first(Project.load(json.loads(doc)) for (doc,) in rows)
 
     def create_user(self, user: User) -> None:
-        self._insert("INSERT INTO users (id, tenant_id, doc) VALUES (?, ?, ?)",
+        self._execute("INSERT INTO users (id, tenant_id, doc) VALUES (?, ?, ?)",
                      (user.id, user.tenant_id, user.model_dump_json(by_alias=True)))
 
     def list_users(self, tenant_id: str) -> list[User]:
@@ -224,7 +231,7 @@ class SqliteStore(Store):
         return User.load(json.loads(rows[0][0]))
 
     def create_token(self, token: ApiToken) -> None:
-        self._insert(
+        self._execute(
             "INSERT INTO api_tokens (id, tenant_id, user_id, token_hash, revoked, doc) "
             "VALUES (?, ?, ?, ?, ?, ?)",
             (token.id, token.tenant_id, token.user_id, token.token_hash, int(token.revoked),
@@ -238,10 +245,9 @@ class SqliteStore(Store):
         return _oldest_first(_token(row) for row in rows)
 
     def revoke_token(self, tenant_id: str, token_id: str) -> None:
-        with self._errors():
-            cursor = self._conn().execute(
-                "UPDATE api_tokens SET revoked = 1, doc = json_set(doc, '$.revoked', json('true')) "
-                "WHERE id = ? AND tenant_id = ?", (token_id, tenant_id))
+        cursor = self._execute(
+            "UPDATE api_tokens SET revoked = 1, doc = json_set(doc, '$.revoked', json('true')) "
+            "WHERE id = ? AND tenant_id = ?", (token_id, tenant_id))
         if cursor.rowcount == 0:
             raise NotFound(f"token {token_id} not found")
 
@@ -252,7 +258,7 @@ class SqliteStore(Store):
 
     # ── sessions ──────────────────────────────────────────────────────────
     def create_session(self, session: Session) -> None:
-        self._insert(
+        self._execute(
             "INSERT INTO sessions (id, tenant_id, user_id, created_ms, doc) VALUES (?, ?, ?, ?, ?)",
             (session.id, session.tenant_id, session.user_id, _ms(session.created_at),
              session.model_dump_json(by_alias=True)),
@@ -274,12 +280,11 @@ class SqliteStore(Store):
         return [Session.load(json.loads(doc)) for (doc,) in rows]
 
     def set_chat_process(self, tenant_id: str, session_id: str, process_id: str) -> None:
-        with self._errors():
-            cursor = self._conn().execute(
-                "UPDATE sessions SET doc = json_set(doc, '$.chatProcessId', ?, '$.updatedAt', ?) "
-                "WHERE id = ? AND tenant_id = ?",
-                (process_id, _iso(utcnow()), session_id, tenant_id),
-            )
+        cursor = self._execute(
+            "UPDATE sessions SET doc = json_set(doc, '$.chatProcessId', ?, '$.updatedAt', ?) "
+            "WHERE id = ? AND tenant_id = ?",
+            (process_id, _iso(utcnow()), session_id, tenant_id),
+        )
         if cursor.rowcount == 0:
             raise NotFound(f"session {session_id} not found")
 
@@ -312,11 +317,10 @@ class SqliteStore(Store):
 
     # ── processes ─────────────────────────────────────────────────────────
     def set_context_drift(self, tenant_id: str, process_id: str, drift: bool) -> None:
-        with self._errors():
-            cursor = self._conn().execute(
-                "UPDATE processes SET doc = json_set(doc, '$.contextDrift', json(?)) "
-                "WHERE id = ? AND tenant_id = ?",
-                ("true" if drift else "false", process_id, tenant_id))
+        cursor = self._execute(
+            "UPDATE processes SET doc = json_set(doc, '$.contextDrift', json(?)) "
+            "WHERE id = ? AND tenant_id = ?",
+            ("true" if drift else "false", process_id, tenant_id))
         if cursor.rowcount == 0:
             raise NotFound(f"process {process_id} not found")
 
