@@ -6,11 +6,15 @@ so running it again (even after a server restart) continues the same conversatio
 
 from __future__ import annotations
 
+import getpass
 import itertools
 import json
+import os
 import queue
+import socket
 import sys
 import threading
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -114,10 +118,24 @@ def run_chat(config: Config, *, url: str | None, token: str | None, session_id: 
             for line in history:
                 _print_line(out, line)
                 printed_chat_seq = line["seq"]
-            reply = client.request("session-resume", sessionId=session_id, lastSeq=last_seq)
-            print(f"(resumed session {session_id})", file=out, flush=True)
+            try:
+                reply = client.request("session-resume", sessionId=session_id,
+                                       lastSeq=last_seq, fingerprint=fingerprint())
+                print(f"(resumed session {session_id})", file=out, flush=True)
+            except VancetopeError as e:
+                if getattr(e, "code", None) != "fingerprint_mismatch":
+                    raise
+                print("(that session belongs to another machine; starting a new one)",
+                      file=out, flush=True)
+                session_id = None
+        if session_id:
+            if reply["contextDrift"]:
+                print("(the working directory changed since this session was suspended, so its "
+                      "processes stay suspended; type /resume to continue here)", file=out,
+                      flush=True)
         else:
-            reply = client.request("session-create", title="terminal chat")
+            reply = client.request("session-create", title="terminal chat",
+                                   fingerprint=fingerprint())
             session_id = reply["session"]["id"]
             print(f"(new session {session_id}; {client.welcome['data']['llm']})", file=out,
                   flush=True)
@@ -126,6 +144,10 @@ def run_chat(config: Config, *, url: str | None, token: str | None, session_id: 
         tracker = _Printer(out, chat_pid, replay_until, printed_chat_seq)
         for line in _input_lines(interactive):
             if not line.strip():
+                continue
+            if line.strip() == "/resume":
+                client.request("process-resume", processId=chat_pid)
+                print("(resumed)", file=out, flush=True)
                 continue
             client.request("process-steer", targetThinkProcessId=chat_pid, content=line)
             tracker.waiting = True
@@ -215,9 +237,24 @@ def _input_lines(interactive: bool):  # type: ignore[no-untyped-def]
         yield line.rstrip("\n")
 
 
-def _default_token(config: Config) -> str:
-    import os
+def fingerprint() -> dict[str, str]:
+    """This client's context (think-engines §6): machine, working directory, home, OS user."""
+    return {"machineId": _machine_id(), "workingDir": os.getcwd(),
+            "userHome": str(Path.home()), "osUser": getpass.getuser()}
 
+
+def _machine_id() -> str:
+    for path in ("/etc/machine-id", "/var/lib/dbus/machine-id"):
+        try:
+            value = Path(path).read_text().strip()
+        except OSError:
+            continue
+        if value:
+            return value
+    return f"{socket.gethostname()}-{uuid.getnode():012x}"
+
+
+def _default_token(config: Config) -> str:
     token = os.environ.get("VANCETOPE_TOKEN")
     if token:
         return token
