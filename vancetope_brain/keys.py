@@ -11,6 +11,8 @@
 | ``vt:presence-index``       | zset   | none                    | ``tenant/sid`` of sessions with a bound client |
 | ``vt:activity``             | zset   | none                    | ``tenant/sid`` → idle deadline (epoch s)       |
 | ``vt:session-lock:{sid}``   | string | 5 s                     | serializes bind / last-client-gone per session |
+| ``vt:client-tools:{sid}``   | hash   | 1 day, renewed          | connection id → JSON list of its tool manifests |
+| ``vt:tool-result:{call}``   | list   | 5 min                   | the one result of a client tool call           |
 
 Nothing else is written by Vancetope (Celery's broker keys are Celery's:
 ``lanes.*``, ``maintenance``, ``_kombu.*``, ``unacked*``).
@@ -46,6 +48,14 @@ ACTIVITY = f"{PREFIX}activity"
 
 def session_lock(session_id: str) -> str:
     return f"{PREFIX}session-lock:{session_id}"
+
+
+def client_tools(session_id: str) -> str:
+    return f"{PREFIX}client-tools:{session_id}"
+
+
+def tool_result(call_id: str) -> str:
+    return f"{PREFIX}tool-result:{call_id}"
 
 
 def events(session_id: str) -> str:

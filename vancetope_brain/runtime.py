@@ -22,12 +22,18 @@ from vancetope_brain.lanes.runner import ModelFor
 from vancetope_brain.lanes.sweeper import sweep
 from vancetope_brain.lanes.waker import Enqueue
 from vancetope_brain.llm.factory import build_chat_model
+from vancetope_brain.models import ThinkProcess
 from vancetope_brain.sessions import SessionService
 from vancetope_brain.sessions.lifecycle import SessionLifecycle
 from vancetope_brain.sessions.presence import Presence
 from vancetope_brain.store import Store, open_store
+from vancetope_brain.tools import ToolSource
+from vancetope_brain.tools.client import ClientToolBridge
 
 log = logging.getLogger(__name__)
+
+CLIENT_TOOL_TIMEOUT = 30.0
+"""Seconds a process waits for the connected client to run one of its tools."""
 
 _embedded_server: fakeredis.FakeServer | None = None
 _embedded_guard = threading.Lock()
@@ -55,6 +61,7 @@ class Brain:
     sessions: SessionService
     lifecycle: SessionLifecycle
     identity: IdentityService
+    client_tools: ClientToolBridge
 
     @classmethod
     def build(cls, config: Config, enqueue: Enqueue, *, model_for: ModelFor | None = None,
@@ -66,12 +73,20 @@ class Brain:
         if model_for is None:
             model = build_chat_model(config)
             model_for = lambda process: model  # noqa: E731 - one model for every process for now
+        client_tools = ClientToolBridge(client, events)
+
+        def tool_sources(process: ThinkProcess) -> list[ToolSource]:
+            return [client_tools.source(process.session_id, process.id,
+                                        timeout=CLIENT_TOOL_TIMEOUT)]
+
         runner = LaneRunner(store=store, events=events,
                             leases=LeaseKeeper(client, ttl=config.lease_ttl), waker=waker,
-                            engines=engines, model_for=model_for, worker_name=worker_name)
+                            engines=engines, model_for=model_for, tool_sources=tool_sources,
+                            worker_name=worker_name)
         sessions = SessionService(store, waker, engines)
         return cls(config, store, client, events, waker, runner, sessions,
-                   SessionLifecycle(store, sessions, Presence(client, ttl=config.presence_ttl)), IdentityService(store))
+                   SessionLifecycle(store, sessions, Presence(client, ttl=config.presence_ttl)),
+                   IdentityService(store), client_tools)
 
     def sweep(self) -> int:
         """The beat job: re-wake orphaned work, then apply session policies that are due."""

@@ -115,6 +115,31 @@ class EventsResume(Wire):
     last_seq: int = Field(ge=0)
 
 
+class ClientToolDef(Wire):
+    """A tool the client executes on its machine (arthur-engine §2.2: transparent to engines)."""
+
+    name: str = Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")
+    description: str = Field(default="", max_length=4000)
+    parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object",
+                                                                "properties": {}})
+    safety: Literal["SAFE_PROBE", "MUTATING"] = "MUTATING"
+
+
+class ClientToolsRegister(Wire):
+    """Offer (replace) this connection's client-side tools to the bound session's processes."""
+
+    tools: list[ClientToolDef] = Field(max_length=200)
+
+
+class ToolResultData(Wire):
+    """The result of a ``tool-call`` this connection received."""
+
+    tool_call_id: str = Field(min_length=1, max_length=64)
+    status: Literal["success", "error"]
+    result: Any = None
+    error: str | None = Field(default=None, max_length=32_000)
+
+
 class Empty(Wire):
     """No data (``ping``, ``think-engines-list``)."""
 
@@ -137,6 +162,8 @@ REQUESTS: dict[str, type[Wire]] = {
     "process-steer": ProcessSteer,
     "chat-history": ChatHistory,
     "events-resume": EventsResume,
+    "client-tools-register": ClientToolsRegister,
+    "tool-result": ToolResultData,
     "think-engines-list": Empty,
     "ping": Empty,
 }
@@ -203,6 +230,16 @@ class EventsResumed(Wire):
     last_seq: int
 
 
+class ClientToolsRegistered(Wire):
+    """Reply to ``client-tools-register``: how many tools this connection now offers."""
+
+    registered: int
+
+
+class ToolResultAccepted(Wire):
+    """Reply to ``tool-result``: the result reached the waiting process."""
+
+
 class EnginesListed(Wire):
     """Reply to ``think-engines-list``: the registry (name, title, description, version)."""
 
@@ -231,6 +268,8 @@ REPLIES: dict[str, type[Wire]] = {
     "process-steer": SteerAccepted,
     "chat-history": ChatPage,
     "events-resume": EventsResumed,
+    "client-tools-register": ClientToolsRegistered,
+    "tool-result": ToolResultAccepted,
     "think-engines-list": EnginesListed,
     "ping": Pong,
 }
@@ -270,8 +309,19 @@ class EventsGap(Wire):
     first_available: int
 
 
+class ToolCall(Wire):
+    """A process asks this connection to run one of its registered tools; answer with
+    ``tool-result`` within ``timeoutSec``."""
+
+    tool_call_id: str
+    tool_name: str
+    params: dict[str, Any]
+    timeout_sec: float
+
+
 PUSHES: dict[str, type[Wire]] = {
     "welcome": Welcome,
+    "tool-call": ToolCall,
     "event": EventData,
     "events-gap": EventsGap,
     "error": ErrorData,

@@ -19,8 +19,8 @@ from pydantic import ValidationError
 from vancetope_brain import __version__
 from vancetope_brain.engines import ENGINES
 from vancetope_brain.engines.lifecycle import LifecycleCall
-from vancetope_brain.errors import Conflict, InvalidInput, RateLimited, VancetopeError
-from vancetope_brain.events import EventListener, StreamEvent
+from vancetope_brain.errors import Conflict, InvalidInput, NotFound, RateLimited, VancetopeError
+from vancetope_brain.events import EventListener, EventType, StreamEvent
 from vancetope_brain.identity import Principal
 from vancetope_brain.models import Fingerprint, ProcessStatus, Session, SessionStatus
 from vancetope_brain.runtime import Brain
@@ -87,6 +87,8 @@ class Connection:
         self._bucket = TokenBucket(self.RATE_PER_SEC, self.RATE_BURST)
         self._follow: int | None = None
         self._resume_after = 0
+        self._tool_calls: set[str] = set()  # tool-call ids sent to this client, unanswered
+        self._live_after = 0
         self.state = ConnState.OPEN
         self.session: Session | None = None
         # suspend is the system's call (session cascade), not a client's.
@@ -107,6 +109,8 @@ class Connection:
             "process-steer": self._process_steer,
             "chat-history": self._chat_history,
             "events-resume": self._events_resume,
+            "client-tools-register": self._client_tools_register,
+            "tool-result": self._tool_result,
             "think-engines-list": self._think_engines_list,
             "ping": lambda _: frames.Pong(),
         }
@@ -260,6 +264,20 @@ class Connection:
     def _think_engines_list(self, _: frames.Empty) -> frames.EnginesListed:
         return frames.EnginesListed(engines=[e.describe() for e in ENGINES])
 
+    # ── client tools ────────────────────────────────────────────────────
+    def _client_tools_register(self, data: frames.ClientToolsRegister) -> frames.Wire:
+        session = self._require_session()
+        count = self._brain.client_tools.register(
+            session.id, self.connection_id, [t.dump() for t in data.tools])
+        return frames.ClientToolsRegistered(registered=count)
+
+    def _tool_result(self, data: frames.ToolResultData) -> frames.Wire:
+        if data.tool_call_id not in self._tool_calls:
+            raise NotFound(f"no tool call {data.tool_call_id!r} is waiting for this connection")
+        self._tool_calls.discard(data.tool_call_id)
+        self._brain.client_tools.deliver(data.tool_call_id, data.dump())
+        return frames.ToolResultAccepted()
+
     # ── events ──────────────────────────────────────────────────────────
     def _events_resume(self, data: frames.EventsResume) -> frames.EventsResumed:
         session = self._require_session()
@@ -286,6 +304,7 @@ class Connection:
         session, self.session = self.session, None
         if session is not None:
             try:
+                self._brain.client_tools.unregister(session.id, self.connection_id)
                 self._brain.lifecycle.unbind(self._who, session.id, self.connection_id)
             except Exception:  # the socket is gone either way; the sweeper will catch up
                 log.exception("unbinding session %s failed", session.id)
@@ -301,9 +320,19 @@ class Connection:
             self.push("events-gap", frames.EventsGap(
                 session_id=self.session.id, requested_after=after, first_available=first))
             after = first - 1
+        self._live_after = self._brain.events.last_seq(self.session.id)
         self._follow = self._listener.follow(self.session.id, after, self._on_event)
 
     def _on_event(self, event: StreamEvent) -> None:
+        if event.type is EventType.CLIENT_TOOL_REQUEST:
+            # Addressed to one connection, and only live: a replayed request is stale.
+            if event.data.get("connectionId") == self.connection_id and \
+                    event.seq > self._live_after:
+                self._tool_calls.add(event.data["toolCallId"])
+                self.push("tool-call", frames.ToolCall(
+                    tool_call_id=event.data["toolCallId"], tool_name=event.data["toolName"],
+                    params=event.data["params"], timeout_sec=event.data["timeoutSec"]))
+            return
         self._send(frames.Envelope(type="event", data=event.dump()))
 
     def _require_session(self) -> Session:

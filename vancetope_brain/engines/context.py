@@ -25,7 +25,7 @@ from vancetope_brain.models import (
 )
 from vancetope_brain.settings import SettingsApi
 from vancetope_brain.store import Store
-from vancetope_brain.tools import ToolDispatcher
+from vancetope_brain.tools import ServerTools, ToolDispatcher, ToolSource
 
 RESET_MARK = "reset"
 """``meta`` key of the chat line a reset leaves; history before it is not the engine's memory."""
@@ -136,7 +136,7 @@ class ThinkEngineContext:
 
     def __init__(self, *, process: ThinkProcess, store: Store, events: EventBus,
                  model: ChatModel, lease_lost: threading.Event, settings: SettingsApi,
-                 tool_pool: frozenset[str]) -> None:
+                 tool_pool: frozenset[str], tool_sources: list[ToolSource] | None = None) -> None:
         self.process = process
         self.scope = Scope(process.tenant_id, process.session_id, process.id, process.user_id)
         self.turn = TurnState()
@@ -144,7 +144,8 @@ class ThinkEngineContext:
         self._events = events
         self._model = FencedModel(model, lease_lost)
         self._settings = settings
-        self._tools = ToolDispatcher(tool_pool, self)
+        self._tools = ToolDispatcher(tool_pool,
+                                     sources=[ServerTools(self), *(tool_sources or [])])
         self._pending: list[InboxMessage] | None = None
 
     @property

@@ -29,6 +29,7 @@ from vancetope_brain.models import (
 )
 from vancetope_brain.settings import SettingsApi
 from vancetope_brain.store import Store
+from vancetope_brain.tools import ToolSource
 
 log = logging.getLogger(__name__)
 
@@ -48,13 +49,16 @@ class LaneRunner:
     """Runs lane turns. One instance per worker process; thread-safe."""
 
     def __init__(self, *, store: Store, events: EventBus, leases: LeaseKeeper, waker: Waker,
-                 engines: EngineRegistry, model_for: ModelFor, worker_name: str | None = None):
+                 engines: EngineRegistry, model_for: ModelFor,
+                 tool_sources: Callable[[ThinkProcess], list[ToolSource]] = lambda p: [],
+                 worker_name: str | None = None):
         self._store = store
         self._events = events
         self._leases = leases
         self._waker = waker
         self._engines = engines
         self._model_for = model_for
+        self._tool_sources = tool_sources
         self._worker = worker_name or f"{socket.gethostname()}:{os.getpid()}"
 
     def run(self, tenant_id: str, process_id: str) -> TurnOutcome:
@@ -105,7 +109,8 @@ class LaneRunner:
         context = ThinkEngineContext(
             process=process, store=self._store, events=self._events,
             model=self._model_for(process), lease_lost=lease.lost,
-            settings=SettingsApi(), tool_pool=engine.allowed_tools if engine else frozenset())
+            settings=SettingsApi(), tool_pool=engine.allowed_tools if engine else frozenset(),
+            tool_sources=self._tool_sources(process))
         call = LifecycleCall(process.pending_control) if process.pending_control else None
         lifecycle = call.value if call else "start" if before is ProcessStatus.INIT else "steer"
         error = None

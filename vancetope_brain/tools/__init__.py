@@ -1,9 +1,21 @@
 """Tools engines may call through ``context.tools()``.
 
 Rule: a tool outside the calling engine's effective pool cannot be called;
-calling it yields an error result, never an exception in the turn.
+calling it yields an error result, never an exception in the turn. Tools reach
+the world only through the context they are given.
 """
 
-from vancetope_brain.tools.dispatcher import SERVER_TOOLS, ToolDispatcher, ToolOutcome, server_tool
+from vancetope_brain.tools.dispatcher import (
+    SERVER_TOOLS,
+    Safety,
+    ServerTools,
+    ToolDispatcher,
+    ToolError,
+    ToolManifest,
+    ToolOutcome,
+    ToolSource,
+    server_tool,
+)
 
-__all__ = ["SERVER_TOOLS", "ToolDispatcher", "ToolOutcome", "server_tool"]
+__all__ = ["SERVER_TOOLS", "Safety", "ServerTools", "ToolDispatcher", "ToolError",
+           "ToolManifest", "ToolOutcome", "ToolSource", "server_tool"]

@@ -1,15 +1,20 @@
-"""The tool dispatcher: one call shape, results instead of exceptions.
+"""The tool dispatcher: one call shape for three transports, results instead of exceptions.
 
-Server-side tools register with ``@server_tool``; client-side and MCP
-transports plug in behind the same ``invoke`` with the Arthur issue.
+A *source* offers tool manifests and executes calls: server-side tools
+(registered with ``@server_tool``), the connected client's tools, MCP servers'
+tools. The dispatcher shows an engine only the tools of its effective pool
+(names or ``fnmatch`` patterns) whose ``requires_engine_roles`` the engine's
+recipe carries; anything else cannot be called.
 """
 
 from __future__ import annotations
 
+import fnmatch
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, Protocol
 
 from vancetope_brain.llm import ToolSpec
 from vancetope_brain.models.steer import ToolCallStatus
@@ -19,51 +24,134 @@ log = logging.getLogger(__name__)
 ToolFn = Callable[..., Any]
 
 
+class Safety(StrEnum):
+    """Whether a tool only looks (SAFE_PROBE) or may change something (MUTATING)."""
+
+    SAFE_PROBE = "SAFE_PROBE"
+    MUTATING = "MUTATING"
+
+
+@dataclass(frozen=True)
+class ToolManifest:
+    spec: ToolSpec
+    transport: str
+    safety: Safety = Safety.MUTATING
+    requires_engine_roles: frozenset[str] = frozenset()
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+
 @dataclass(frozen=True)
 class ToolOutcome:
     status: ToolCallStatus
     result: Any = None
     error: str | None = None
 
+    @classmethod
+    def failed(cls, message: str) -> ToolOutcome:
+        return cls(ToolCallStatus.ERROR, error=message)
+
+
+class ToolSource(Protocol):
+    def manifests(self) -> list[ToolManifest]: ...
+    def call(self, name: str, params: dict[str, Any]) -> ToolOutcome: ...
+
 
 @dataclass(frozen=True)
 class _Registered:
-    spec: ToolSpec
+    manifest: ToolManifest
     fn: ToolFn
 
 
 SERVER_TOOLS: dict[str, _Registered] = {}
 
 
-def server_tool(spec: ToolSpec) -> Callable[[ToolFn], ToolFn]:
-    """Register a server-side tool; ``fn(context, **params)`` returns a JSON-able result."""
+def server_tool(spec: ToolSpec, *, safety: Safety = Safety.MUTATING,
+                roles: Iterable[str] = ()) -> Callable[[ToolFn], ToolFn]:
+    """Register a server-side tool; ``fn(context, **params)`` returns a JSON-able result.
+
+    A ``ToolError`` raised by the function becomes an error result with its message.
+    """
     def decorate(fn: ToolFn) -> ToolFn:
         if spec.name in SERVER_TOOLS:
             raise ValueError(f"tool {spec.name!r} registered twice")
-        SERVER_TOOLS[spec.name] = _Registered(spec, fn)
+        SERVER_TOOLS[spec.name] = _Registered(
+            ToolManifest(spec, "server", safety, frozenset(roles)), fn)
         return fn
     return decorate
 
 
+class ToolError(Exception):
+    """Raised by a tool to report a failure the model should see (not a bug)."""
+
+
+@dataclass
+class ServerTools:
+    """The registered server-side tools, called with the turn's context."""
+
+    context: Any
+
+    def manifests(self) -> list[ToolManifest]:
+        return [r.manifest for r in SERVER_TOOLS.values()]
+
+    def call(self, name: str, params: dict[str, Any]) -> ToolOutcome:
+        try:
+            return ToolOutcome(ToolCallStatus.SUCCESS, SERVER_TOOLS[name].fn(self.context, **params))
+        except ToolError as e:
+            return ToolOutcome.failed(str(e))
+        except TypeError as e:
+            return ToolOutcome.failed(f"bad parameters for {name}: {e}")
+
+
+@dataclass
 class ToolDispatcher:
     """Invokes tools of one engine's effective pool on behalf of one turn."""
 
-    def __init__(self, pool: frozenset[str], context: Any) -> None:
-        self._pool = pool
-        self._context = context
+    pool: frozenset[str]
+    roles: frozenset[str] = frozenset()
+    sources: list[ToolSource] = field(default_factory=list)
+
+    def manifests(self) -> list[ToolManifest]:
+        """What this engine may see and call, by name; earlier sources win a name clash."""
+        seen: dict[str, ToolManifest] = {}
+        for source in self.sources:
+            for manifest in self._listed(source):
+                if manifest.name not in seen and self._visible(manifest):
+                    seen[manifest.name] = manifest
+        return [seen[name] for name in sorted(seen)]
 
     def specs(self) -> list[ToolSpec]:
-        """What the model is offered: the pool's registered tools, sorted by name."""
-        return [SERVER_TOOLS[n].spec for n in sorted(self._pool) if n in SERVER_TOOLS]
+        """What the model is offered."""
+        return [m.spec for m in self.manifests()]
 
     def invoke(self, name: str, params: dict[str, Any]) -> ToolOutcome:
-        if name not in self._pool or name not in SERVER_TOOLS:
-            return ToolOutcome(ToolCallStatus.ERROR,
-                               error=f"tool {name!r} is not available to this process")
+        for source in self.sources:
+            manifest = next((m for m in self._listed(source) if m.name == name), None)
+            if manifest is None:
+                continue
+            if not self._visible(manifest):
+                break
+            try:
+                return source.call(name, params)
+            except Exception as e:  # a tool's failure is the model's business, not the turn's
+                log.exception("tool %s failed", name)
+                return ToolOutcome.failed(f"{type(e).__name__}: {e}")
+        if not any(fnmatch.fnmatchcase(name, pattern) for pattern in self.pool):
+            return ToolOutcome.failed(f"tool {name!r} is not in this process's tool pool")
+        return ToolOutcome.failed(
+            f"tool {name!r} is not available: no server tool, connected client or MCP server "
+            "offers it (a client-side tool needs the user's client to be connected)")
+
+    def _visible(self, manifest: ToolManifest) -> bool:
+        return manifest.requires_engine_roles <= self.roles and any(
+            fnmatch.fnmatchcase(manifest.name, pattern) for pattern in self.pool)
+
+    @staticmethod
+    def _listed(source: ToolSource) -> list[ToolManifest]:
         try:
-            return ToolOutcome(ToolCallStatus.SUCCESS, SERVER_TOOLS[name].fn(self._context, **params))
-        except TypeError as e:
-            return ToolOutcome(ToolCallStatus.ERROR, error=f"bad parameters for {name}: {e}")
-        except Exception as e:  # a tool's failure is the model's business, not the turn's
-            log.exception("tool %s failed", name)
-            return ToolOutcome(ToolCallStatus.ERROR, error=f"{type(e).__name__}: {e}")
+            return source.manifests()
+        except Exception:
+            log.exception("a tool source failed to list its tools")
+            return []

@@ -1,0 +1,115 @@
+"""Client-side tools: executed by the connected client over its WebSocket.
+
+A client registers its tools for its session (per connection, in Redis). A call
+from any worker travels as a ``client-tool-request`` event on the session's
+stream, addressed to one connection that registered the tool; the gateway
+holding that socket sends the client a ``tool-call`` frame, and the client's
+``tool-result`` frame comes back through a Redis list the worker waits on.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from vancetope_brain import keys
+from vancetope_brain.errors import InvalidInput
+from vancetope_brain.events import EventBus, EventType
+from vancetope_brain.llm import ToolSpec
+from vancetope_brain.models.steer import ToolCallStatus
+from vancetope_brain.tools.dispatcher import Safety, ToolManifest, ToolOutcome
+
+TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+REGISTRATION_TTL = 86400
+RESULT_TTL = 300
+
+
+class ClientToolBridge:
+    """The Redis side of client tools; one per OS process."""
+
+    def __init__(self, client: redis.Redis, events: EventBus) -> None:
+        self._redis = client
+        self._events = events
+
+    def register(self, session_id: str, connection_id: str, tools: list[dict[str, Any]]) -> int:
+        """Replace the tools this connection offers its session; returns how many."""
+        for tool in tools:
+            if not TOOL_NAME.match(str(tool.get("name", ""))):
+                raise InvalidInput(f"client tool name {tool.get('name')!r} must match "
+                                   f"{TOOL_NAME.pattern}")
+        key = keys.client_tools(session_id)
+        pipe = self._redis.pipeline()
+        pipe.hset(key, connection_id, json.dumps(tools))
+        pipe.expire(key, REGISTRATION_TTL)
+        pipe.execute()
+        return len(tools)
+
+    def unregister(self, session_id: str, connection_id: str) -> None:
+        self._redis.hdel(keys.client_tools(session_id), connection_id)
+
+    def deliver(self, call_id: str, outcome: dict[str, Any]) -> None:
+        """Hand a client's result to the worker waiting for it."""
+        key = keys.tool_result(call_id)
+        pipe = self._redis.pipeline()
+        pipe.rpush(key, json.dumps(outcome))
+        pipe.expire(key, RESULT_TTL)
+        pipe.execute()
+
+    def source(self, session_id: str, process_id: str, *, timeout: float) -> ClientTools:
+        return ClientTools(self, session_id, process_id, timeout)
+
+    def _offers(self, session_id: str) -> list[tuple[str, dict[str, Any]]]:
+        """(connection id, tool) of live connections, oldest registration first."""
+        live = {m.decode() for m in self._redis.zrangebyscore(
+            keys.presence(session_id), time.time(), "+inf")}
+        offers = []
+        for cid, raw in self._redis.hgetall(keys.client_tools(session_id)).items():
+            cid = cid.decode()
+            if cid in live:
+                offers.extend((cid, tool) for tool in json.loads(raw))
+        return offers
+
+
+@dataclass
+class ClientTools:
+    """The tool source of one session's connected clients."""
+
+    bridge: ClientToolBridge
+    session_id: str
+    process_id: str
+    timeout: float
+
+    def manifests(self) -> list[ToolManifest]:
+        seen: dict[str, ToolManifest] = {}
+        for _, tool in self.bridge._offers(self.session_id):
+            seen.setdefault(tool["name"], ToolManifest(
+                ToolSpec(tool["name"], tool.get("description", ""),
+                         tool.get("parameters") or {"type": "object", "properties": {}}),
+                "client", Safety(tool.get("safety", Safety.MUTATING))))
+        return list(seen.values())
+
+    def call(self, name: str, params: dict[str, Any]) -> ToolOutcome:
+        target = next((cid for cid, tool in self.bridge._offers(self.session_id)
+                       if tool["name"] == name), None)
+        if target is None:
+            return ToolOutcome.failed(f"no connected client offers the tool {name!r}; "
+                                      "it runs on the user's machine, which is not connected")
+        call_id = "tc_" + secrets.token_hex(12)
+        self.bridge._events.publish(self.session_id, self.process_id,
+                                    EventType.CLIENT_TOOL_REQUEST,
+                                    {"toolCallId": call_id, "toolName": name, "params": params,
+                                     "connectionId": target, "timeoutSec": self.timeout})
+        popped = self.bridge._redis.blpop([keys.tool_result(call_id)], timeout=self.timeout)
+        if popped is None:
+            return ToolOutcome(ToolCallStatus.TIMEOUT,
+                               error=f"the client did not answer {name} within {self.timeout:g} s")
+        answer = json.loads(popped[1])
+        if answer.get("status") == ToolCallStatus.SUCCESS:
+            return ToolOutcome(ToolCallStatus.SUCCESS, answer.get("result"))
+        return ToolOutcome.failed(str(answer.get("error") or "the client reported an error"))
