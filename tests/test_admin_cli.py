@@ -161,3 +161,114 @@ def test_the_installed_command_runs_as_a_subprocess(store_url: str, store: Store
     assert IdentityService(store).authenticate(token.stdout.strip()) == Principal("acme", "ada")
     missing = run("user", "create", "--tenant", "nope", "Bob")
     assert (missing.returncode, missing.stderr) == (2, "vancetope: tenant nope not found\n")
+
+
+def test_recipe_put_list_show_delete_over_the_cascade(admin, store: Store,
+                                                      tmp_path: Path) -> None:
+    admin("tenant", "create", "Acme", "--id", "acme")
+    admin("project", "create", "--tenant", "acme", "Papers", "--id", "papers")
+    recipe = tmp_path / "analyze.yaml"
+    recipe.write_text("name: analyze\nengine: ford\ndescription: Tenant analysis\n"
+                      "params: {depth: quick}\n")
+
+    listed = admin("recipe", "list", "--tenant", "acme")
+    assert listed.out.splitlines()[0].split() == ["NAME", "ENGINE", "CATEGORY", "SOURCE",
+                                                  "DESCRIPTION"]
+    assert ["analyze", "ford", "worker", "bundled"] in [row[:4] for row in listed.rows]
+    put = admin("recipe", "put", "--tenant", "acme", str(recipe))
+    assert (put.code, put.out) == (0, "analyze\n")
+    assert "created recipe analyze (engine ford) in tenant acme" in put.err
+    recipe.write_text("name: analyze\nengine: ford\ndescription: Project analysis\n")
+    assert "created recipe analyze (engine ford) in project papers" in admin(
+        "recipe", "put", "--tenant", "acme", "--project", "papers", str(recipe)).err
+    assert "replaced recipe analyze" in admin(
+        "recipe", "put", "--tenant", "acme", "--project", "papers", str(recipe)).err
+
+    def source(*level: str) -> str:
+        rows = admin("recipe", "list", "--tenant", "acme", *level).rows
+        return next(row[3] for row in rows if row[0] == "analyze")
+
+    assert (source(), source("--project", "papers"), source("--project", "default")) == (
+        "tenant", "project", "tenant")
+    shown = admin("recipe", "show", "--tenant", "acme", "--project", "papers", "analyze")
+    assert shown.out.startswith("name: analyze\nengine: ford\n")
+    assert "description: Project analysis" in shown.out
+    assert shown.err == "source: project (overrides tenant, bundled)\n"
+
+    deleted = admin("recipe", "delete", "--tenant", "acme", "--project", "papers", "analyze")
+    assert (deleted.code, deleted.out) == (0, "")
+    assert source("--project", "papers") == "tenant"
+    admin("recipe", "delete", "--tenant", "acme", "analyze", "-q")
+    assert source("--project", "papers") == "bundled"
+    assert store.list_recipes("acme", None) == []
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (("recipe", "delete", "--tenant", "acme", "analyze"),
+     "recipe analyze not found in tenant acme"),
+    (("recipe", "show", "--tenant", "acme", "analyse"),
+     "no recipe named 'analyse'; did you mean 'analyze'?"),
+    (("recipe", "list", "--tenant", "nope"), "tenant nope not found"),
+    (("recipe", "put", "--tenant", "acme", "--project", "nope", "{file}"),
+     "project nope not found"),
+    (("recipe", "put", "--tenant", "acme", "{bad}"), "{bad}: allowedToolsAdd.0: Input should"),
+    (("recipe", "put", "--tenant", "acme", "missing.yaml"), "cannot read missing.yaml"),
+    (("setting", "set", "--tenant", "acme", "chat.historyLimit", "many"),
+     "setting chat.historyLimit takes an int, not 'many'"),
+    (("setting", "set", "--tenant", "acme", "chat.histroyLimit", "5"),
+     "unknown setting 'chat.histroyLimit'; did you mean 'chat.historyLimit'?"),
+    (("setting", "set", "--tenant", "acme", "--user", "bob", "llm.model", "m"),
+     "user bob not found"),
+    (("setting", "unset", "--tenant", "acme", "llm.model"),
+     "setting llm.model is not set for tenant"),
+    (("setting", "get", "--tenant", "nope", "llm.model"), "tenant nope not found"),
+])
+def test_recipe_and_setting_errors_are_one_line(admin, tmp_path: Path, argv, message) -> None:
+    admin("tenant", "create", "Acme", "--id", "acme")
+    good, bad = tmp_path / "analyze.yaml", tmp_path / "bad.yaml"
+    good.write_text("name: analyze\nengine: ford\n")
+    bad.write_text("name: analyze\nengine: ford\nallowedToolsAdd: [3]\n")
+    argv = tuple(a.format(file=good, bad=bad) for a in argv)
+    failed = admin(*argv)
+    assert (failed.code, failed.out) == (2, "")
+    assert failed.err.startswith(f"vancetope: {message.format(bad=bad)}"), failed.err
+    assert failed.err.count("\n") == 1
+
+
+def test_setting_set_get_unset_list_over_the_cascade(admin, store: Store) -> None:
+    admin("tenant", "create", "Acme", "--id", "acme")
+    admin("user", "create", "--tenant", "acme", "Ada", "--id", "ada")
+    scope = ("--tenant", "acme", "--project", "default", "--user", "ada")
+
+    got = admin("setting", "get", *scope, "chat.historyLimit")
+    assert (got.out, got.err) == ("200\n", "chat.historyLimit: from default\n")
+    assert admin("setting", "set", "--tenant", "acme", "chat.historyLimit", "100").code == 0
+    done = admin("setting", "set", "--tenant", "acme", "--project", "default",
+                 "chat.historyLimit", "50")
+    assert (done.out, done.err) == ("", "set chat.historyLimit = 50 for project default of "
+                                        "tenant acme\n")
+    admin("setting", "set", "--tenant", "acme", "--user", "ada", "notify.quietHours."
+          "exceptCritical", "false")
+    admin("setting", "set", "--tenant", "acme", "--user", "ada", "arthur.model", "big-model")
+    assert admin("setting", "get", *scope, "chat.historyLimit").out == "50\n"
+    assert admin("setting", "get", "--tenant", "acme", "chat.historyLimit").out == "100\n"
+    got = admin("setting", "get", *scope, "notify.quietHours.exceptCritical")
+    assert (got.out, got.err) == ("false\n", "notify.quietHours.exceptCritical: from user ada\n")
+    unset = admin("setting", "get", *scope, "llm.model")
+    assert (unset.out, unset.err) == ("", "llm.model: from default (unset)\n")
+
+    listed = admin("setting", "list", *scope)
+    assert listed.out.splitlines()[0].split() == ["KEY", "VALUE", "SOURCE"]
+    rows = {row[0]: row[1:] for row in listed.rows}
+    assert rows["chat.historyLimit"] == ["50", "project:default"]
+    assert rows["arthur.model"] == ["big-model", "user:ada"]
+    assert rows["session.defaultChatEngine"] == ["ford", "default"]
+    assert rows["llm.model"] == ["-", "default"]
+
+    assert admin("setting", "unset", "--tenant", "acme", "--project", "default",
+                 "chat.historyLimit", "-q").err == ""
+    assert admin("setting", "get", *scope, "chat.historyLimit").out == "100\n"
+    with pytest.raises(SystemExit) as refused:  # argparse: one level per write
+        admin("setting", "set", "--tenant", "acme", "--project", "p", "--user", "ada",
+              "llm.model", "m")
+    assert refused.value.code == 2

@@ -38,6 +38,7 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "VANCETOPE_LLM_TIMEOUT": ("60", "Seconds before one LLM request times out."),
     "VANCETOPE_LLM_MAX_RETRIES": ("2", "Retries of a failed LLM request (connection errors, 429, 5xx)."),
     "VANCETOPE_LOG_LEVEL": ("INFO", "Python log level."),
+    "VANCETOPE_MCP_SERVERS": ("(unset: no MCP servers)", "Path of a YAML or JSON file listing the MCP servers whose tools engines may call (see docs/configuration.md)."),
 }
 
 
@@ -66,6 +67,7 @@ class Config:
     llm_timeout: float
     llm_max_retries: int
     log_level: str
+    mcp_servers_file: Path | None = None
 
     @property
     def embedded(self) -> bool:
@@ -105,6 +107,7 @@ class Config:
             llm_timeout=_number(env, "VANCETOPE_LLM_TIMEOUT", float, 0.1),
             llm_max_retries=_number(env, "VANCETOPE_LLM_MAX_RETRIES", int, 0),
             log_level=env.get("VANCETOPE_LOG_LEVEL", "INFO").upper(),
+            mcp_servers_file=Path(v) if (v := env.get("VANCETOPE_MCP_SERVERS")) else None,
         )
 
 

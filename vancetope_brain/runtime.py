@@ -15,14 +15,16 @@ import redis
 
 from vancetope_brain.config import Config
 from vancetope_brain.engines import ENGINES, EngineRegistry
+from vancetope_brain.engines.contexts import ContextFactory, ModelFor
+from vancetope_brain.engines.spawning import ProcessFactory
 from vancetope_brain.events import EventBus
 from vancetope_brain.identity import IdentityService
 from vancetope_brain.lanes import LaneRunner, LeaseKeeper, Waker
-from vancetope_brain.lanes.runner import ModelFor
 from vancetope_brain.lanes.sweeper import sweep
 from vancetope_brain.lanes.waker import Enqueue
 from vancetope_brain.llm.factory import build_chat_model
 from vancetope_brain.models import ThinkProcess
+from vancetope_brain.recipes.resolver import RecipeResolver
 from vancetope_brain.sessions import SessionService
 from vancetope_brain.sessions.lifecycle import SessionLifecycle
 from vancetope_brain.sessions.presence import Presence
@@ -79,11 +81,12 @@ class Brain:
             return [client_tools.source(process.session_id, process.id,
                                         timeout=CLIENT_TOOL_TIMEOUT)]
 
+        processes = ProcessFactory(RecipeResolver(store), engines)
+        contexts = ContextFactory(store, events, engines, processes, model_for, tool_sources)
         runner = LaneRunner(store=store, events=events,
                             leases=LeaseKeeper(client, ttl=config.lease_ttl), waker=waker,
-                            engines=engines, model_for=model_for, tool_sources=tool_sources,
-                            worker_name=worker_name)
-        sessions = SessionService(store, waker, engines)
+                            engines=engines, contexts=contexts, worker_name=worker_name)
+        sessions = SessionService(store, waker, processes)
         return cls(config, store, client, events, waker, runner, sessions,
                    SessionLifecycle(store, sessions, Presence(client, ttl=config.presence_ttl)),
                    IdentityService(store), client_tools)

@@ -1,28 +1,302 @@
-"""Typed settings with defaults. The tenant → project → user cascade arrives with recipes
-(issue 4); until then every scope sees these defaults.
+"""Typed settings resolved over the cascade user → project → tenant → default (innermost wins).
+
+Every key is registered in ``KEYS`` with its type, default and description;
+values are validated against the key when written (``InvalidInput`` naming
+the key), and an unknown key is refused with the closest known name. Stored
+values live per *scope*: the tenant, one of its projects, or one of its
+users. A user's value applies in every project of the tenant.
+
+No session scope: what a session may override (idle timeout, disconnect
+policy) is a field of the session document, fixed at creation; the
+``session.*`` keys here are the defaults new sessions take.
+
+Model selection: ``<engine>.model`` (e.g. ``arthur.model``) resolved over the
+whole cascade beats ``llm.model``; unset both, and the deployment's
+``VANCETOPE_LLM_MODEL`` applies (``SettingsApi.model_for`` returns None).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import difflib
+import logging
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
 
-DEFAULTS: dict[str, Any] = {
-    # The engine of the chat process every interactive session starts with.
-    "session.defaultChatEngine": "ford",
-    # How many chat lines an engine loads as conversation context.
-    "chat.historyLimit": 200,
-}
+from pydantic import Field
+
+from vancetope_brain.errors import InvalidInput
+from vancetope_brain.models.base import Document, utcnow
+
+if TYPE_CHECKING:
+    from vancetope_brain.models import ThinkProcess
+    from vancetope_brain.store import Store
+
+log = logging.getLogger(__name__)
+
+
+class SettingLevel(StrEnum):
+    TENANT = "tenant"
+    PROJECT = "project"
+    USER = "user"
+
+
+@dataclass(frozen=True)
+class SettingScope:
+    """Where a value is stored: the tenant itself (``id`` empty), a project, or a user."""
+
+    level: SettingLevel
+    id: str = ""
+
+    @classmethod
+    def tenant(cls) -> SettingScope:
+        return cls(SettingLevel.TENANT)
+
+    @classmethod
+    def project(cls, project_id: str) -> SettingScope:
+        return cls(SettingLevel.PROJECT, project_id)
+
+    @classmethod
+    def user(cls, user_id: str) -> SettingScope:
+        return cls(SettingLevel.USER, user_id)
+
+    def __str__(self) -> str:
+        return self.level.value if self.level is SettingLevel.TENANT else \
+            f"{self.level.value} {self.id}"
+
+
+class StoredSetting(Document):
+    """One stored value (how the store keeps it; callers see plain values)."""
+
+    tenant_id: str
+    level: SettingLevel
+    scope_id: str = ""
+    key: str
+    value: Any
+    updated_at: datetime = Field(default_factory=utcnow)
+
+
+_TRUE, _FALSE = {"true", "yes", "on", "1"}, {"false", "no", "off", "0"}
+
+
+@dataclass(frozen=True)
+class SettingKey:
+    """A registered key. ``default=None`` means "unset unless someone sets it"."""
+
+    name: str
+    type: type
+    default: Any
+    description: str
+    choices: tuple[str, ...] = ()
+    minimum: int | None = None
+    pattern: str | None = None
+    pattern_hint: str = ""
+
+    def validate(self, value: Any) -> Any:
+        """``value`` if it fits the key; else ``InvalidInput`` naming the key."""
+        if type(value) is not self.type:  # bool is not an int here
+            raise InvalidInput(f"setting {self.name} takes {self._a_type}, not {value!r}")
+        return self._check_range(value)
+
+    def _check_range(self, value: Any) -> Any:
+        if self.choices and value not in self.choices:
+            raise InvalidInput(f"setting {self.name} is one of {', '.join(self.choices)}, "
+                               f"not {value!r}")
+        if self.minimum is not None and value < self.minimum:
+            raise InvalidInput(f"setting {self.name} is at least {self.minimum}, not {value!r}")
+        if self.pattern is not None and not re.fullmatch(self.pattern, value):
+            raise InvalidInput(f"setting {self.name} must be {self.pattern_hint}, not {value!r}")
+        return value
+
+    def parse(self, text: str) -> Any:
+        """A value typed on a command line, converted to the key's type and validated."""
+        value: Any = text
+        if self.type is int:
+            try:
+                value = int(text)
+            except ValueError:
+                raise InvalidInput(f"setting {self.name} takes {self._a_type}, "
+                                   f"not {text!r}") from None
+        elif self.type is bool:
+            if text.lower() not in _TRUE | _FALSE:
+                raise InvalidInput(f"setting {self.name} takes true or false, not {text!r}")
+            value = text.lower() in _TRUE
+        return self.validate(value)
+
+    @property
+    def _a_type(self) -> str:
+        name = self.type.__name__
+        return f"an {name}" if name[0] in "aeiou" else f"a {name}"
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "type": self.type.__name__, "default": self.default,
+                "description": self.description, **({"choices": list(self.choices)}
+                                                   if self.choices else {})}
+
+
+_KEBAB = r"[a-z][a-z0-9]*(-[a-z0-9]+)*"
+_HH_MM = r"([01][0-9]|2[0-3]):[0-5][0-9]"
+
+
+def _k(name: str, type_: type, default: Any, description: str, **kw: Any) -> SettingKey:
+    return SettingKey(name, type_, default, description, **kw)
+
+
+KEYS: dict[str, SettingKey] = {k.name: k for k in [
+    _k("session.defaultChatEngine", str, "ford",
+       "Engine of the chat process every new interactive session starts with.",
+       pattern=_KEBAB, pattern_hint="an engine name (lowercase-kebab)"),
+    _k("session.idleTimeoutSec", int, 1800,
+       "Seconds without a client before a new session counts as idle.", minimum=1),
+    _k("chat.historyLimit", int, 200,
+       "How many chat lines an engine loads as conversation context.", minimum=1),
+    _k("arthur.maxContextTokens", int, 65536,
+       "Token budget of one Arthur turn; older chat is truncated beyond it.", minimum=1024),
+    _k("llm.model", str, None,
+       "Model name for every engine (unset: the deployment's VANCETOPE_LLM_MODEL)."),
+    _k("notify.email.address", str, None,
+       "E-mail address for notifications; setting it enables the e-mail channel.",
+       pattern=r"[^@\s]+@[^@\s]+", pattern_hint="an e-mail address"),
+    _k("notify.email.minCriticality", str, "NORMAL",
+       "Lowest inbox item criticality that is e-mailed.", choices=("LOW", "NORMAL", "CRITICAL")),
+    _k("notify.email.batchIntervalSec", int, 300,
+       "Seconds e-mail notifications are collected into one message.", minimum=0),
+    _k("notify.quietHours.start", str, None,
+       "Start of quiet hours, HH:MM local time (unset: no quiet hours).",
+       pattern=_HH_MM, pattern_hint="HH:MM"),
+    _k("notify.quietHours.end", str, None, "End of quiet hours, HH:MM local time.",
+       pattern=_HH_MM, pattern_hint="HH:MM"),
+    _k("notify.quietHours.exceptCritical", bool, True,
+       "Whether CRITICAL items are delivered during quiet hours."),
+    _k("inbox.autoArchiveAfterDays", int, 30,
+       "Days after which ANSWERED and DISMISSED inbox items are archived (PENDING never).",
+       minimum=1),
+]}
+
+ENGINE_MODEL_SUFFIX = ".model"
+# Namespaces of KEYS that are not engines, so "chat.model" is a typo, not an engine's model.
+_NOT_ENGINES = frozenset({"session", "chat", "llm", "notify", "inbox"})
+
+
+def setting_key(name: str) -> SettingKey:
+    """The key named ``name``; ``<engine>.model`` works for any engine name. Raises
+    ``InvalidInput`` suggesting the closest known name."""
+    if name in KEYS:
+        return KEYS[name]
+    engine = name.removesuffix(ENGINE_MODEL_SUFFIX)
+    if name.endswith(ENGINE_MODEL_SUFFIX) and re.fullmatch(_KEBAB, engine) and \
+            engine not in _NOT_ENGINES:
+        return SettingKey(name, str, None, f"Model name for the {engine} engine "
+                          "(beats llm.model; unset: llm.model).")
+    close = difflib.get_close_matches(name, [*KEYS, "<engine>.model"], n=1)
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    raise InvalidInput(f"unknown setting {name!r}{hint}")
+
+
+def _cascade(project_id: str | None, user_id: str | None) -> list[SettingScope]:
+    """Innermost first."""
+    scopes = [SettingScope.user(user_id)] if user_id else []
+    if project_id:
+        scopes.append(SettingScope.project(project_id))
+    return [*scopes, SettingScope.tenant()]
+
+
+class SettingsService:
+    """Reads and writes settings on the store. Every call reads the store (no cache)."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def resolve(self, tenant_id: str, project_id: str | None, user_id: str | None,
+                key: str) -> Any:
+        """The innermost value (user → project → tenant), else the key's default."""
+        return self.resolve_with_source(tenant_id, project_id, user_id, key)[0]
+
+    def resolve_with_source(self, tenant_id: str, project_id: str | None, user_id: str | None,
+                            key: str) -> tuple[Any, SettingScope | None]:
+        """The value and the scope it came from (None: the default). A stored value that no
+        longer fits its key (the key's type changed) is skipped with a warning."""
+        spec = setting_key(key)
+        for scope in _cascade(project_id, user_id):
+            value = self._store.get_setting(tenant_id, scope, key)
+            if value is None:
+                continue
+            try:
+                return spec.validate(value), scope
+            except InvalidInput as e:
+                log.warning("ignoring stored %s of tenant %s: %s", scope, tenant_id, e)
+        return spec.default, None
+
+    def set(self, tenant_id: str, scope: SettingScope, key: str, value: Any) -> Any:
+        """Validate and store; returns the value. A project or user scope must exist."""
+        value = setting_key(key).validate(value)
+        self._check_scope(tenant_id, scope)
+        self._store.set_setting(tenant_id, scope, key, value)
+        return value
+
+    def unset(self, tenant_id: str, scope: SettingScope, key: str) -> None:
+        """Remove the value stored at this scope; raises ``NotFound`` if none is."""
+        setting_key(key)
+        self._store.delete_setting(tenant_id, scope, key)
+
+    def stored(self, tenant_id: str, scope: SettingScope) -> dict[str, Any]:
+        """The values stored at exactly this scope, by key."""
+        return self._store.list_settings(tenant_id, scope)
+
+    def effective(self, tenant_id: str, project_id: str | None,
+                  user_id: str | None) -> dict[str, tuple[Any, SettingScope | None]]:
+        """Every registered key (and every ``<engine>.model`` set anywhere in the cascade) with
+        its resolved value and source, by key."""
+        names = set(KEYS)
+        for scope in _cascade(project_id, user_id):
+            names |= {k for k in self._store.list_settings(tenant_id, scope)
+                      if k.endswith(ENGINE_MODEL_SUFFIX)}
+        return {name: self.resolve_with_source(tenant_id, project_id, user_id, name)
+                for name in sorted(names)}
+
+    def _check_scope(self, tenant_id: str, scope: SettingScope) -> None:
+        if scope.level is SettingLevel.PROJECT:
+            self._store.get_project(tenant_id, scope.id)
+        elif scope.level is SettingLevel.USER:
+            self._store.get_user(tenant_id, scope.id)
 
 
 class SettingsApi:
-    """Read access to settings for one scope."""
+    """Read access for one (tenant, project, user): what an engine sees through
+    ``context.settings()``. Each value is read once per instance (one lifecycle call).
+    Without a service (``SettingsApi()``, ``defaults()``) every key has its default."""
 
-    def __init__(self, overrides: dict[str, Any] | None = None) -> None:
-        self._values = {**DEFAULTS, **(overrides or {})}
+    def __init__(self, service: SettingsService | None = None, tenant_id: str = "",
+                 project_id: str | None = None, user_id: str | None = None) -> None:
+        self.service = service
+        self.tenant_id, self.project_id, self.user_id = tenant_id, project_id, user_id
+        self._seen: dict[str, Any] = {}
+
+    @classmethod
+    def for_process(cls, store: Store, process: ThinkProcess) -> SettingsApi:
+        """The scope of a process: its tenant, its (session's) project, its user."""
+        return cls(SettingsService(store), process.tenant_id, process.project_id,
+                   process.user_id)
+
+    @classmethod
+    def defaults(cls) -> SettingsApi:
+        """Every key at its default (no store): tests, and callers outside any tenant."""
+        return cls(None)
 
     def get(self, key: str) -> Any:
-        """The value; raises KeyError naming the unknown key."""
-        try:
-            return self._values[key]
-        except KeyError:
-            raise KeyError(f"unknown setting {key!r}") from None
+        """The resolved value; raises ``InvalidInput`` for an unknown key."""
+        if key not in self._seen:
+            if self.service is None:
+                self._seen[key] = setting_key(key).default
+            else:
+                self._seen[key] = self.service.resolve(self.tenant_id, self.project_id,
+                                                       self.user_id, key)
+        return self._seen[key]
+
+    def model_for(self, engine: str) -> str | None:
+        """The model for ``engine``: ``<engine>.model``, else ``llm.model``, else None (the
+        deployment's default)."""
+        model: str | None = self.get(f"{engine}{ENGINE_MODEL_SUFFIX}")
+        return model if model is not None else self.get("llm.model")

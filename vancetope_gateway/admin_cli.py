@@ -1,4 +1,5 @@
-"""``vancetope admin …``: tenants, projects, users and API tokens, on the configured store.
+"""``vancetope admin …``: tenants, projects, users, API tokens, recipes and settings, on the
+configured store.
 
 Output is made to be scripted: the result (a new id, a token's secret, a
 table whose first column is the id) goes to stdout, notes for people go to
@@ -9,23 +10,26 @@ exit code 2 (``main`` maps ``VancetopeError``).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from vancetope_brain.errors import Conflict
 
 if TYPE_CHECKING:  # the brain loads only when an admin command runs, not for every CLI start
     from vancetope_brain.config import Config
     from vancetope_brain.identity import IdentityService
+    from vancetope_brain.settings import SettingScope
     from vancetope_brain.store import Store
 
     _Command = Callable[[IdentityService, Store, argparse.Namespace], None]
 
 
 _DESCRIPTION = (
-    "Administer tenants, projects, users and API tokens in the store named by "
+    "Administer tenants, projects, users, API tokens, recipes and settings in the store named by "
     "VANCETOPE_STORE_URL (default: the SQLite file in VANCETOPE_DATA_DIR). Results go to "
     "stdout (a new id, a token's secret, a table whose first column is the id), notes to "
     "stderr; errors exit with code 2."
@@ -33,7 +37,7 @@ _DESCRIPTION = (
 
 
 def add_admin_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    admin = sub.add_parser("admin", help="create and list tenants, projects, users and tokens",
+    admin = sub.add_parser("admin", help="tenants, projects, users, tokens, recipes, settings",
                            description=_DESCRIPTION)
     kinds = admin.add_subparsers(dest="admin_kind", required=True, metavar="KIND")
     quiet = argparse.ArgumentParser(add_help=False)
@@ -82,6 +86,42 @@ def add_admin_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     p = token.add_parser("revoke", parents=[quiet], help="revoke a token at once")
     p.add_argument("--tenant", required=True)
     p.add_argument("token_id")
+
+    level = argparse.ArgumentParser(add_help=False)
+    level.add_argument("--tenant", required=True)
+    level.add_argument("--project", help="the project's level (default: the tenant's)")
+    recipe = verbs("recipe", "tenant and project recipes (over the bundled ones)")
+    recipe.add_parser("list", parents=[level],
+                      help="the effective catalogue: per name the innermost recipe, its source")
+    p = recipe.add_parser("show", parents=[level], help="the effective recipe as YAML")
+    p.add_argument("name")
+    p = recipe.add_parser("put", parents=[level, quiet],
+                          help="create or replace a recipe at this level from a YAML file")
+    p.add_argument("file", type=Path)
+    p = recipe.add_parser("delete", parents=[level, quiet],
+                          help="delete the recipe at this level (outer ones show again)")
+    p.add_argument("name")
+
+    setting = verbs("setting", "settings: user → project → tenant → default, innermost wins")
+    cascade = argparse.ArgumentParser(add_help=False)
+    cascade.add_argument("--tenant", required=True)
+    cascade.add_argument("--project")
+    cascade.add_argument("--user")
+    p = setting.add_parser("get", parents=[cascade],
+                           help="the resolved value (its source on stderr)")
+    p.add_argument("key")
+    setting.add_parser("list", parents=[cascade],
+                       help="every key with its resolved value and source")
+    for verb, summary in (("set", "store a value at one level"),
+                          ("unset", "remove the value stored at one level")):
+        p = setting.add_parser(verb, parents=[quiet], help=summary)
+        p.add_argument("--tenant", required=True)
+        one = p.add_mutually_exclusive_group()
+        one.add_argument("--project", help="the project's level (default: the tenant's)")
+        one.add_argument("--user", help="the user's level (applies in every project)")
+        p.add_argument("key")
+        if verb == "set":
+            p.add_argument("value", help="parsed by the key's type (int, true/false, text)")
 
 
 def run_admin(config: Config, args: argparse.Namespace) -> int:
@@ -191,6 +231,118 @@ def _token_revoke(identity: IdentityService, store: Store, args: argparse.Namesp
     _note(args, f"revoked token {args.token_id}")
 
 
+def _recipe_list(identity: IdentityService, store: Store, args: argparse.Namespace) -> None:
+    from vancetope_brain.recipes import RecipeResolver
+
+    identity.require_tenant(args.tenant)
+    _table(("NAME", "ENGINE", "CATEGORY", "SOURCE", "DESCRIPTION"),
+           [(e.recipe.name, e.recipe.engine, e.recipe.category.value, e.source.value,
+             _short(e.recipe.description))
+            for e in RecipeResolver(store).list(args.tenant, args.project)])
+
+
+def _short(text: str, limit: int = 60) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _recipe_show(identity: IdentityService, store: Store, args: argparse.Namespace) -> None:
+    from vancetope_brain.recipes import RecipeResolver, dump_recipe
+
+    identity.require_tenant(args.tenant)
+    entry = RecipeResolver(store).get(args.tenant, args.project, args.name)
+    print(dump_recipe(entry.recipe), end="")
+    hidden = f" (overrides {', '.join(s.value for s in entry.shadows)})" if entry.shadows else ""
+    _note(args, f"source: {entry.source.value}{hidden}")
+
+
+def _recipe_put(identity: IdentityService, store: Store, args: argparse.Namespace) -> None:
+    from vancetope_brain.errors import InvalidInput
+    from vancetope_brain.recipes import RecipeAdmin, parse_recipe
+
+    identity.require_tenant(args.tenant)
+    try:
+        text = args.file.read_text(encoding="utf-8")
+    except OSError as e:
+        raise InvalidInput(f"cannot read {args.file}: {e.strerror}") from e
+    recipe = parse_recipe(text, str(args.file))
+    created = RecipeAdmin(store).put(args.tenant, args.project, recipe)
+    _note(args, f"{'created' if created else 'replaced'} recipe {recipe.name} "
+                f"(engine {recipe.engine}) in {_level(args)}")
+    print(recipe.name)
+
+
+def _recipe_delete(identity: IdentityService, store: Store, args: argparse.Namespace) -> None:
+    from vancetope_brain.recipes import RecipeAdmin
+
+    identity.require_tenant(args.tenant)
+    RecipeAdmin(store).delete(args.tenant, args.project, args.name)
+    _note(args, f"deleted recipe {args.name} from {_level(args)}")
+
+
+def _level(args: argparse.Namespace) -> str:
+    if getattr(args, "user", None):
+        return f"user {args.user} of tenant {args.tenant}"
+    if args.project:
+        return f"project {args.project} of tenant {args.tenant}"
+    return f"tenant {args.tenant}"
+
+
+def _scope(args: argparse.Namespace) -> SettingScope:
+    from vancetope_brain.settings import SettingScope
+
+    if args.user:
+        return SettingScope.user(args.user)
+    return SettingScope.project(args.project) if args.project else SettingScope.tenant()
+
+
+def _shown(value: Any) -> str:
+    """A value as typed on the command line: text as is, true/false, numbers."""
+    return value if isinstance(value, str) else "-" if value is None else json.dumps(value)
+
+
+def _source(scope: SettingScope | None) -> str:
+    return "default" if scope is None else str(scope)
+
+
+def _setting_get(identity: IdentityService, store: Store, args: argparse.Namespace) -> None:
+    from vancetope_brain.settings import SettingsService
+
+    identity.require_tenant(args.tenant)
+    value, scope = SettingsService(store).resolve_with_source(args.tenant, args.project,
+                                                              args.user, args.key)
+    if value is not None:
+        print(_shown(value))
+    _note(args, f"{args.key}: from {_source(scope)}" + (" (unset)" if value is None else ""))
+
+
+def _setting_list(identity: IdentityService, store: Store, args: argparse.Namespace) -> None:
+    from vancetope_brain.settings import SettingsService
+
+    identity.require_tenant(args.tenant)
+    effective = SettingsService(store).effective(args.tenant, args.project, args.user)
+    _table(("KEY", "VALUE", "SOURCE"),
+           [(key, _shown(value), _source(scope).replace(" ", ":"))
+            for key, (value, scope) in effective.items()])
+
+
+def _setting_set(identity: IdentityService, store: Store, args: argparse.Namespace) -> None:
+    from vancetope_brain.settings import SettingsService, setting_key
+
+    identity.require_tenant(args.tenant)
+    value = SettingsService(store).set(args.tenant, _scope(args), args.key,
+                                       setting_key(args.key).parse(args.value))
+    _note(args, f"set {args.key} = {_shown(value)} for {_level(args)}")
+
+
+def _setting_unset(identity: IdentityService, store: Store, args: argparse.Namespace) -> None:
+    from vancetope_brain.settings import SettingsService
+
+    identity.require_tenant(args.tenant)
+    SettingsService(store).unset(args.tenant, _scope(args), args.key)
+    _note(args, f"unset {args.key} for {_level(args)}")
+
+
 _COMMANDS: dict[tuple[str, str], _Command] = {
     ("tenant", "create"): _tenant_create,
     ("tenant", "list"): _tenant_list,
@@ -201,4 +353,12 @@ _COMMANDS: dict[tuple[str, str], _Command] = {
     ("token", "create"): _token_create,
     ("token", "list"): _token_list,
     ("token", "revoke"): _token_revoke,
+    ("recipe", "list"): _recipe_list,
+    ("recipe", "show"): _recipe_show,
+    ("recipe", "put"): _recipe_put,
+    ("recipe", "delete"): _recipe_delete,
+    ("setting", "get"): _setting_get,
+    ("setting", "list"): _setting_list,
+    ("setting", "set"): _setting_set,
+    ("setting", "unset"): _setting_unset,
 }

@@ -11,7 +11,7 @@ from celery import Celery
 from kombu import Queue
 
 from vancetope_brain.config import Config
-from vancetope_brain.lanes.runner import ModelFor
+from vancetope_brain.engines.contexts import ModelFor
 from vancetope_brain.runtime import Brain
 from workers.tasks import LANE_TURN, SWEEP
 

@@ -3,68 +3,17 @@
 from __future__ import annotations
 
 import json
-import queue
-import threading
 
 import pytest
 
+from tests.gateway.wire import Client
 from tests.helpers import wait_for
 from vancetope_brain import keys
-from vancetope_brain.events import EventListener, EventType
+from vancetope_brain.events import EventType
 from vancetope_brain.identity import Principal
 from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.models import ProcessStatus
-from vancetope_gateway.protocol import Connection, ConnState
-
-
-class FakeSocket:
-    def __init__(self) -> None:
-        self.inbox: queue.Queue[str | bytes | None] = queue.Queue()
-        self.sent: list[dict] = []
-        self._lock = threading.Lock()
-
-    def receive(self, timeout=None):
-        return self.inbox.get(timeout=timeout)
-
-    def send(self, data: str) -> None:
-        with self._lock:
-            self.sent.append(json.loads(data))
-
-    def frames(self, type: str | None = None, reply_to: str | None = None) -> list[dict]:
-        with self._lock:
-            return [f for f in self.sent if (type is None or f["type"] == type)
-                    and (reply_to is None or f.get("replyTo") == reply_to)]
-
-
-class Client:
-    """Drives a Connection on a thread, like a socket would."""
-
-    def __init__(self, emb, who: Principal, max_frame_bytes: int = 65536) -> None:
-        self.sock = FakeSocket()
-        self.listener = EventListener(emb.brain.redis, block_ms=20)
-        self.conn = Connection(self.sock, who, emb.brain, self.listener, llm="test model",
-                               max_frame_bytes=max_frame_bytes)
-        self.thread = threading.Thread(target=self.conn.run, daemon=True)
-        self.thread.start()
-        self._n = 0
-
-    def send_raw(self, raw) -> None:
-        self.sock.inbox.put(raw)
-
-    def request(self, type: str, **data) -> dict:
-        self._n += 1
-        rid = f"r{self._n}"
-        self.send_raw(json.dumps({"type": type, "id": rid, "data": data}))
-        return wait_for(lambda: (f := self.sock.frames(reply_to=rid)) and f[0],
-                        what=f"reply to {type}")
-
-    def events(self) -> list[dict]:
-        return [f["data"] for f in self.sock.frames("event")]
-
-    def close(self) -> None:
-        self.sock.inbox.put(None)
-        self.thread.join(5)
-        self.listener.close()
+from vancetope_gateway.protocol import ConnState
 
 
 @pytest.fixture

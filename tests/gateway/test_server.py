@@ -86,7 +86,9 @@ def test_oversized_frame_closes_with_1009_and_stores_nothing(server, embedded):
     try:
         welcome = json.loads(ws.receive(timeout=5))
         limit = welcome["data"]["maxFrameBytes"]
-        ws.send(json.dumps({"type": "session-create", "id": "1", "data": {}}))
+        # KEEP_OPEN: the socket closing must not suspend the chat process awaited below.
+        ws.send(json.dumps({"type": "session-create", "id": "1",
+                            "data": {"onDisconnect": "KEEP_OPEN"}}))
         reply = json.loads(ws.receive(timeout=5))
         pid = reply["data"]["chatProcessId"]
         with pytest.raises(ConnectionClosed) as closed:

@@ -118,7 +118,7 @@ def test_stop_is_terminal(embedded, proc):
 
 
 @pytest.mark.parametrize(("call", "status"), [
-    (LifecycleCall.RESUME, "IDLE"), (LifecycleCall.PAUSE, "INIT"), (LifecycleCall.SUSPEND, "INIT"),
+    (LifecycleCall.RESUME, "IDLE"), (LifecycleCall.PAUSE, "INIT"), (LifecycleCall.RESET, "INIT"),
 ])
 def test_illegal_calls_are_refused_with_a_clear_error(embedded, call, status):
     emb = embedded

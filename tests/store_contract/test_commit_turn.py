@@ -170,3 +170,38 @@ def test_commit_on_a_missing_process_is_not_found(store: Store, world: World) ->
     process = world.process("ten_1").model_copy(update={"id": "proc_missing"})
     with pytest.raises(NotFound):
         store.commit_turn("ten_1", "proc_missing", 1, world.turn(process, 1))
+
+
+def test_commit_spawns_children_and_sends_messages_only_when_not_fenced(
+        store: Store, world: World) -> None:
+    from dataclasses import replace
+
+    from vancetope_brain.models import InboxMessage, UserChatInput, new_id
+
+    parent = world.process("ten_1")
+    sibling = world.process("ten_1")
+    epoch = store.acquire_epoch("ten_1", parent.id).epoch
+
+    def effects(tag: str) -> tuple[ThinkProcess, InboxMessage]:
+        child = parent.model_copy(update={"id": new_id("proc"), "parent_process_id": parent.id,
+                                          "name": tag, "epoch": 0,
+                                          "status": ProcessStatus.INIT})
+        note = InboxMessage(id=new_id("msg"), tenant_id="ten_1", target_process_id=sibling.id,
+                            sender_process_id=parent.id,
+                            message=UserChatInput(from_user="process", content=tag))
+        return child, note
+
+    stale_child, stale_note = effects("fenced")
+    fenced = replace(world.turn(parent, epoch - 1), spawned=[stale_child], outbox=[stale_note])
+    assert store.commit_turn("ten_1", parent.id, epoch - 1, fenced) is None
+    with pytest.raises(NotFound):
+        store.get_process("ten_1", stale_child.id)
+    assert store.pending_messages("ten_1", sibling.id) == []
+
+    child, note = effects("kept")
+    commit = replace(world.turn(parent, epoch), spawned=[child], outbox=[note])
+    assert store.commit_turn("ten_1", parent.id, epoch, commit) is not None
+    stored = store.get_process("ten_1", child.id)
+    assert stored.parent_process_id == parent.id and stored.status is ProcessStatus.INIT
+    pending = store.pending_messages("ten_1", sibling.id)
+    assert [(m.id, m.seq, m.message.content) for m in pending] == [(note.id, 1, "kept")]

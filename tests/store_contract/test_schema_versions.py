@@ -168,3 +168,30 @@ def test_sqlite_migrates_a_version_2_file(tmp_path: Path) -> None:
         assert conn.execute("SELECT version FROM schema_version").fetchall() == [
             (SCHEMA_VERSION,)]
     conn.close()
+
+
+def test_sqlite_migrates_a_version_3_file(tmp_path: Path) -> None:
+    """Version 4 adds the recipes and settings tables; everything else is kept."""
+    from vancetope_brain.recipes import Recipe
+    from vancetope_brain.settings import SettingScope
+
+    path = tmp_path / "vancetope.db"
+    store = SqliteStore(path)
+    store.create_tenant(Tenant(id="ten_1", name="Acme"))
+    store.close()
+    with sqlite3.connect(path) as conn:
+        conn.executescript("DROP TABLE recipes; DROP TABLE settings;"
+                           "UPDATE schema_version SET version = 3;")
+    conn.close()
+    store = SqliteStore(path)
+    try:
+        assert [t.id for t in store.list_tenants()] == ["ten_1"]
+        store.create_recipe("ten_1", None, Recipe(name="brief", engine="ford"))
+        store.set_setting("ten_1", SettingScope.tenant(), "llm.model", "m")
+        assert store.get_recipe("ten_1", None, "brief").engine == "ford"
+        assert store.get_setting("ten_1", SettingScope.tenant(), "llm.model") == "m"
+    finally:
+        store.close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(4,)]
+    conn.close()

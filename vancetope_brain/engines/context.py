@@ -8,10 +8,11 @@ go out live. ``llm()`` and ``tools()`` are the only ways out of a turn.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from vancetope_brain.errors import Fenced
+from vancetope_brain.errors import Conflict, Fenced, NotFound
 from vancetope_brain.events import EventBus, EventType
 from vancetope_brain.llm import ChatModel, LlmMessage, LlmResponse, TokenSink, ToolSpec
 from vancetope_brain.models import (
@@ -21,11 +22,15 @@ from vancetope_brain.models import (
     InboxMessage,
     ProcessStatus,
     ThinkProcess,
+    UserChatInput,
     new_id,
 )
 from vancetope_brain.settings import SettingsApi
 from vancetope_brain.store import Store
 from vancetope_brain.tools import ServerTools, ToolDispatcher, ToolSource
+
+if TYPE_CHECKING:
+    from vancetope_brain.engines.recipes_api import RecipesApi
 
 RESET_MARK = "reset"
 """``meta`` key of the chat line a reset leaves; history before it is not the engine's memory."""
@@ -48,6 +53,9 @@ class TurnState:
     status: ProcessStatus | None = None
     close_reason: CloseReason | None = None
     engine_state: dict[str, Any] | None = None
+    spawned: list[ThinkProcess] = field(default_factory=list)
+    outbox: list[InboxMessage] = field(default_factory=list)
+    stops: list[str] = field(default_factory=list)
 
 
 class ChatApi:
@@ -117,8 +125,22 @@ class FencedModel:
             raise Fenced("the lane lease was lost; this turn must write nothing")
 
 
+@dataclass(frozen=True)
+class SpawnRequest:
+    recipe: str | None
+    engine: str | None
+    name: str
+    goal: str
+    params: dict[str, Any] | None
+
+
+Spawner = Callable[[ThinkProcess, SpawnRequest], ThinkProcess]
+"""Builds (does not store) a child process of the given parent from a recipe or an engine."""
+
+
 class ProcessesApi:
-    """Read access to the processes of this session."""
+    """The processes of this session. Spawns and messages are committed with the turn (fenced,
+    atomic); stops are requested right after it commits."""
 
     def __init__(self, ctx: ThinkEngineContext) -> None:
         self._ctx = ctx
@@ -128,7 +150,49 @@ class ProcessesApi:
 
     def list(self) -> list[ThinkProcess]:
         s = self._ctx.scope
-        return self._ctx._store.list_processes(s.tenant_id, s.session_id)
+        return self._ctx._store.list_processes(s.tenant_id, s.session_id) + self._ctx.turn.spawned
+
+    def get(self, process_id: str) -> ThinkProcess:
+        """A process of this session; another session's looks missing."""
+        for child in self._ctx.turn.spawned:
+            if child.id == process_id:
+                return child
+        s = self._ctx.scope
+        process = self._ctx._store.get_process(s.tenant_id, process_id)
+        if process.session_id != s.session_id:
+            raise NotFound(f"no process {process_id!r} in this session")
+        return process
+
+    def spawn(self, *, recipe: str | None = None, engine: str | None = None, name: str = "",
+              goal: str = "", params: dict[str, Any] | None = None) -> ThinkProcess:
+        """A child of this process, started on its own lane once this turn commits."""
+        child = self._ctx._spawner(self._ctx.process,
+                                   SpawnRequest(recipe, engine, name, goal, params))
+        self._ctx.turn.spawned.append(child)
+        self._ctx.events().emit(EventType.PROCESS_SPAWNED, {
+            "childProcessId": child.id, "goal": goal, "name": child.name,
+            "engine": child.engine, "recipe": child.recipe_name})
+        return child
+
+    def steer(self, process_id: str, content: str) -> None:
+        """Send ``content`` to another process of the session as user input."""
+        target = self.get(process_id)
+        if target.id == self._ctx.process.id:
+            raise Conflict("a process cannot steer itself")
+        if target.status is ProcessStatus.CLOSED:
+            raise Conflict(f"process {process_id!r} is CLOSED; it takes no more messages")
+        s = self._ctx.scope
+        self._ctx.turn.outbox.append(InboxMessage(
+            id=new_id("msg"), tenant_id=s.tenant_id, target_process_id=target.id,
+            sender_process_id=s.process_id,
+            message=UserChatInput(from_user=f"process:{s.process_id}", content=content)))
+
+    def stop(self, process_id: str) -> None:
+        """Stop a process of the session (and, on its lane, everything it started)."""
+        target = self.get(process_id)
+        if target.status is ProcessStatus.CLOSED:
+            raise Conflict(f"process {process_id!r} is already CLOSED")
+        self._ctx.turn.stops.append(target.id)
 
 
 class ThinkEngineContext:
@@ -136,7 +200,9 @@ class ThinkEngineContext:
 
     def __init__(self, *, process: ThinkProcess, store: Store, events: EventBus,
                  model: ChatModel, lease_lost: threading.Event, settings: SettingsApi,
-                 tool_pool: frozenset[str], tool_sources: list[ToolSource] | None = None) -> None:
+                 tool_pool: frozenset[str], roles: frozenset[str] = frozenset(),
+                 tool_sources: list[ToolSource] | None = None,
+                 spawner: Spawner | None = None, recipes: RecipesApi | None = None) -> None:
         self.process = process
         self.scope = Scope(process.tenant_id, process.session_id, process.id, process.user_id)
         self.turn = TurnState()
@@ -144,9 +210,11 @@ class ThinkEngineContext:
         self._events = events
         self._model = FencedModel(model, lease_lost)
         self._settings = settings
-        self._tools = ToolDispatcher(tool_pool,
+        self._tools = ToolDispatcher(tool_pool, roles,
                                      sources=[ServerTools(self), *(tool_sources or [])])
         self._pending: list[InboxMessage] | None = None
+        self._spawner = spawner or _no_spawning
+        self._recipes = recipes
 
     @property
     def user(self) -> str:
@@ -169,6 +237,11 @@ class ThinkEngineContext:
 
     def processes(self) -> ProcessesApi:
         return ProcessesApi(self)
+
+    def recipes(self) -> RecipesApi:
+        if self._recipes is None:
+            raise RuntimeError("this context was built without recipes")
+        return self._recipes
 
     def has_pending(self) -> bool:
         return bool(self._load_pending())
@@ -201,3 +274,7 @@ class ThinkEngineContext:
             s = self.scope
             self._pending = self._store.pending_messages(s.tenant_id, s.process_id)
         return self._pending
+
+
+def _no_spawning(parent: ThinkProcess, request: SpawnRequest) -> ThinkProcess:
+    raise Conflict("this process cannot start other processes")

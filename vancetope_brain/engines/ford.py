@@ -1,24 +1,33 @@
 """ford — the minimal chat engine (think-engines.txt §7): user message → LLM → streamed reply.
 
-No tools, no memory, no orchestration. It is the session chat engine until
-Arthur lands, and stays as the smoke-test engine of the framework.
+No work tools, no memory, no orchestration. As a session's chat it answers each
+message. As a worker (a process with a parent) it works on its goal and ends
+every turn with the ``respond`` marker: a question for the user leaves it
+BLOCKED, anything else is its result and it is DONE; the parent hears either
+through ``summarize_for_parent``.
 """
 
 from __future__ import annotations
 
 import logging
 
-from vancetope_brain.engines.base import ThinkEngine, register_engine
+from vancetope_brain.engines.base import ParentReport, ThinkEngine, register_engine
 from vancetope_brain.engines.context import ThinkEngineContext
+from vancetope_brain.engines.prompting import (
+    RESPOND,
+    ToolLoop,
+    conversation,
+    event_text,
+    system_prompt,
+)
 from vancetope_brain.errors import LlmError
 from vancetope_brain.llm import LlmMessage
-from vancetope_brain.models import ChatRole, ThinkProcess, UserChatInput
-from vancetope_brain.models.steer import ExternalCommand, InboxAnswer, ProcessEvent, ToolResult
+from vancetope_brain.models import ChatRole, CloseReason, ProcessStatus, ThinkProcess, UserChatInput
+from vancetope_brain.models.steer import ProcessEventType
 
 log = logging.getLogger(__name__)
 
 SYSTEM_PROMPT = "You are Ford, a helpful, concise assistant."
-_LLM_ROLES = {ChatRole.USER: "user", ChatRole.ASSISTANT: "assistant", ChatRole.EVENT: "user"}
 
 
 @register_engine
@@ -29,7 +38,10 @@ class FordEngine(ThinkEngine):
     version = "1.0.0"
 
     def start(self, process: ThinkProcess, context: ThinkEngineContext) -> None:
-        if context.has_pending():
+        if process.parent_process_id is not None and process.goal:
+            context.chat().append(ChatRole.USER, process.goal)
+            self._work(process, context)
+        elif context.has_pending():
             self.steer(process, context)
 
     def steer(self, process: ThinkProcess, context: ThinkEngineContext) -> None:
@@ -37,28 +49,44 @@ class FordEngine(ThinkEngine):
         last = None
         for envelope in context.drain_pending():
             last = envelope
-            match envelope.message:
-                case UserChatInput(content=content):
-                    chat.append(ChatRole.USER, content, source=envelope)
-                case ProcessEvent(source_process_id=src, type=kind, human_summary=summary):
-                    chat.append(ChatRole.EVENT, f'<process-event sourceProcessId="{src}" '
-                                f'type="{kind.value}">{summary or ""}</process-event>',
-                                source=envelope)
-                case InboxAnswer() | ToolResult() | ExternalCommand() as other:
-                    log.warning("ford ignores %s for %s", other.kind, process.id)
+            message = envelope.message
+            if isinstance(message, UserChatInput):
+                chat.append(ChatRole.USER, message.content, source=envelope)
+            else:
+                chat.append(ChatRole.EVENT, event_text(message), source=envelope)
         if last is None:
             return
-        prompt = process.engine_params.get("prompt", SYSTEM_PROMPT)
-        history = chat.history(context.settings().get("chat.historyLimit"))
-        messages = [LlmMessage("system", prompt)] + [
-            LlmMessage(_LLM_ROLES[line.role], line.content)  # type: ignore[arg-type]
-            for line in history if line.role in _LLM_ROLES
-        ]
+        if process.parent_process_id is not None:
+            self._work(process, context)
+            return
         events = context.events()
         try:
-            reply = context.llm().complete(messages, on_token=events.token)
+            reply = context.llm().complete(self._input(process, context), on_token=events.token)
         except LlmError as e:
             chat.append(ChatRole.ERROR, f"The model could not answer: {e}", source=last)
             return
         chat.append(ChatRole.ASSISTANT, reply.content, source=last,
                     meta={"model": reply.model} if reply.model else None)
+
+    def _work(self, process: ThinkProcess, context: ThinkEngineContext) -> None:
+        reply = ToolLoop(context, [RESPOND]).run(self._input(process, context))
+        if reply is None:
+            return
+        context.chat().append(ChatRole.ASSISTANT, reply.message)
+        context.save_state({**process.engine_state, "lastReply": reply.message})
+        if reply.awaiting_user_input:
+            context.set_status(ProcessStatus.BLOCKED)
+        else:
+            context.set_status(ProcessStatus.CLOSED, CloseReason.DONE)
+
+    def _input(self, process: ThinkProcess, context: ThinkEngineContext) -> list[LlmMessage]:
+        history = context.chat().history(context.settings().get("chat.historyLimit"))
+        return [LlmMessage("system", system_prompt(process, context, SYSTEM_PROMPT)),
+                *conversation(history)]
+
+    def summarize_for_parent(self, process: ThinkProcess,
+                             event_type: ProcessEventType) -> ParentReport:
+        reply = process.engine_state.get("lastReply")
+        if reply and event_type in (ProcessEventType.DONE, ProcessEventType.BLOCKED):
+            return ParentReport(reply)
+        return super().summarize_for_parent(process, event_type)

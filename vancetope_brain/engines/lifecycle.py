@@ -26,7 +26,7 @@ class LifecycleCall(StrEnum):
 ALLOWED_FROM: dict[LifecycleCall, frozenset[S]] = {
     LifecycleCall.PAUSE: frozenset({S.IDLE, S.BLOCKED, S.RUNNING}),
     LifecycleCall.RESUME: frozenset({S.PAUSED, S.SUSPENDED}),
-    LifecycleCall.SUSPEND: frozenset({S.IDLE, S.BLOCKED, S.RUNNING, S.PAUSED}),
+    LifecycleCall.SUSPEND: frozenset({S.INIT, S.IDLE, S.BLOCKED, S.RUNNING, S.PAUSED}),
     LifecycleCall.STOP: frozenset({S.INIT, S.IDLE, S.BLOCKED, S.RUNNING, S.PAUSED, S.SUSPENDED}),
     LifecycleCall.RESET: frozenset({S.IDLE, S.BLOCKED, S.RUNNING, S.PAUSED, S.SUSPENDED}),
 }

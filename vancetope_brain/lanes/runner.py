@@ -5,21 +5,22 @@ from __future__ import annotations
 import logging
 import os
 import socket
-from collections.abc import Callable
 from enum import StrEnum
+from typing import TYPE_CHECKING, Any
 
 from vancetope_brain.engines import lifecycle
-from vancetope_brain.engines.base import EngineRegistry, ThinkEngine
+from vancetope_brain.engines.base import EngineRegistry, ParentReport, ThinkEngine
 from vancetope_brain.engines.context import RESET_MARK, ThinkEngineContext
 from vancetope_brain.engines.lifecycle import LifecycleCall
 from vancetope_brain.errors import Conflict, Fenced, NotFound
 from vancetope_brain.events import EventBus, EventType
 from vancetope_brain.lanes.lease import Lease, LeaseKeeper
 from vancetope_brain.lanes.waker import Waker
-from vancetope_brain.llm import ChatModel
 from vancetope_brain.models import (
     ChatRole,
     CloseReason,
+    InboxMessage,
+    ProcessEvent,
     ProcessStatus,
     ThinkProcess,
     TurnCommit,
@@ -27,13 +28,13 @@ from vancetope_brain.models import (
     new_id,
     utcnow,
 )
-from vancetope_brain.settings import SettingsApi
+from vancetope_brain.models.steer import ProcessEventType
 from vancetope_brain.store import Store
-from vancetope_brain.tools import ToolSource
+
+if TYPE_CHECKING:
+    from vancetope_brain.engines.contexts import ContextFactory
 
 log = logging.getLogger(__name__)
-
-ModelFor = Callable[[ThinkProcess], ChatModel]
 
 
 class TurnOutcome(StrEnum):
@@ -49,16 +50,14 @@ class LaneRunner:
     """Runs lane turns. One instance per worker process; thread-safe."""
 
     def __init__(self, *, store: Store, events: EventBus, leases: LeaseKeeper, waker: Waker,
-                 engines: EngineRegistry, model_for: ModelFor,
-                 tool_sources: Callable[[ThinkProcess], list[ToolSource]] = lambda p: [],
+                 engines: EngineRegistry, contexts: ContextFactory,
                  worker_name: str | None = None):
         self._store = store
         self._events = events
         self._leases = leases
         self._waker = waker
         self._engines = engines
-        self._model_for = model_for
-        self._tool_sources = tool_sources
+        self._contexts = contexts
         self._worker = worker_name or f"{socket.gethostname()}:{os.getpid()}"
 
     def run(self, tenant_id: str, process_id: str) -> TurnOutcome:
@@ -106,11 +105,7 @@ class LaneRunner:
             self._events.publish(process.session_id, process_id, EventType.STATUS_CHANGED,
                                  {"from": before.value, "to": ProcessStatus.RUNNING.value})
         engine = self._engines.find(process.engine)
-        context = ThinkEngineContext(
-            process=process, store=self._store, events=self._events,
-            model=self._model_for(process), lease_lost=lease.lost,
-            settings=SettingsApi(), tool_pool=engine.allowed_tools if engine else frozenset(),
-            tool_sources=self._tool_sources(process))
+        context = self._contexts(process, lease.lost)
         call = LifecycleCall(process.pending_control) if process.pending_control else None
         lifecycle = call.value if call else "start" if before is ProcessStatus.INIT else "steer"
         error = None
@@ -131,10 +126,15 @@ class LaneRunner:
                             epoch=process.epoch, worker=self._worker, lifecycle=lifecycle,
                             drained_ids=[m.id for m in turn.drained], started_at=started,
                             status_after=status)
+        outbox = list(turn.outbox)
+        report = self._parent_report(engine, process, status, reason, turn.engine_state)
+        if report is not None:
+            outbox.append(report)
         commit = TurnCommit(status=status, record=record, close_reason=reason,
                             last_error=error, engine_state=turn.engine_state,
                             drained_ids=record.drained_ids, chat=turn.chat,
-                            control_handled=process.pending_control)
+                            control_handled=process.pending_control, spawned=turn.spawned,
+                            outbox=outbox)
         written = None if lease.lost.is_set() else \
             self._store.commit_turn(tenant_id, process_id, process.epoch, commit)
         if written is None:
@@ -143,11 +143,56 @@ class LaneRunner:
         for line in written:
             self._events.publish(process.session_id, process_id, EventType.CHAT_MESSAGE,
                                  line.dump())
+        self._after_commit(process, commit, turn.stops, stopped=call is LifecycleCall.STOP)
         shown_before = ProcessStatus.RUNNING if before in _MARKED_RUNNING else before
         if status is not shown_before:
             self._events.publish(process.session_id, process_id, EventType.STATUS_CHANGED,
                                  {"from": shown_before.value, "to": status.value})
         return TurnOutcome.COMMITTED, status
+
+    def _started(self, process: ThinkProcess) -> bool:
+        return any(t.lifecycle == "start"
+                   for t in self._store.turn_records(process.tenant_id, process.id))
+
+    def _parent_report(self, engine: ThinkEngine | None, process: ThinkProcess,
+                       status: ProcessStatus, reason: CloseReason | None,
+                       state: dict[str, Any] | None) -> InboxMessage | None:
+        """The ProcessEvent a parent gets when its child blocks or closes (think-engines §7a)."""
+        if process.parent_process_id is None or status not in _REPORTED:
+            return None
+        kind = ProcessEventType.BLOCKED if status is ProcessStatus.BLOCKED \
+            else _CLOSE_EVENT.get(reason, ProcessEventType.FAILED)
+        after = process.model_copy(update={
+            "status": status, "close_reason": reason,
+            "engine_state": process.engine_state if state is None else state})
+        summary = engine.summarize_for_parent(after, kind) if engine else \
+            ParentReport(f"Process {process.name} is {kind.value}.")
+        return InboxMessage(
+            id=new_id("msg"), tenant_id=process.tenant_id,
+            target_process_id=process.parent_process_id, sender_process_id=process.id,
+            idempotency_key=f"{process.id}:{process.epoch}:{kind.value}",
+            message=ProcessEvent(source_process_id=process.id, type=kind,
+                                 human_summary=summary.human_summary, payload=summary.payload))
+
+    def _after_commit(self, process: ThinkProcess, commit: TurnCommit, stops: list[str], *,
+                      stopped: bool) -> None:
+        """Start what the turn spawned, wake whom it messaged, stop what it stopped."""
+        tenant_id = process.tenant_id
+        for child in commit.spawned:
+            self._waker.wake(tenant_id, child.id)
+        for message in commit.outbox:
+            self._waker.wake(tenant_id, message.target_process_id)
+        if stopped:  # stopping a process stops everything it started
+            stops = stops + [p.id for p in self._store.list_processes(tenant_id,
+                                                                      process.session_id)
+                             if p.parent_process_id == process.id]
+        for target in stops:
+            try:
+                self._store.request_control(tenant_id, target, LifecycleCall.STOP.value,
+                                            lifecycle.ALLOWED_FROM[LifecycleCall.STOP])
+            except (Conflict, NotFound):
+                continue  # closed or gone meanwhile
+            self._waker.wake(tenant_id, target)
 
     def _call_engine(self, engine: ThinkEngine | None, process: ThinkProcess,
                      context: ThinkEngineContext,
@@ -175,6 +220,8 @@ class LaneRunner:
                                   meta={RESET_MARK: True})
             context.save_state({})
             return ProcessStatus.INIT, None
+        if call is LifecycleCall.RESUME and not self._started(process):
+            return ProcessStatus.INIT, None  # suspended before it ever started: start it now
         getattr(engine, call.value)(process, context)
         if call is LifecycleCall.RESUME:
             return context.turn.status or ProcessStatus.IDLE, context.turn.close_reason
@@ -182,6 +229,13 @@ class LaneRunner:
             return ProcessStatus.CLOSED, CloseReason.STOPPED
         return lifecycle.STATUS_AFTER[call], None
 
+
+# A parent hears about these statuses of its children.
+_REPORTED = frozenset({ProcessStatus.BLOCKED, ProcessStatus.CLOSED})
+_CLOSE_EVENT = {CloseReason.DONE: ProcessEventType.DONE,
+                CloseReason.STOPPED: ProcessEventType.STOPPED,
+                CloseReason.FAILED: ProcessEventType.FAILED,
+                CloseReason.STALE: ProcessEventType.FAILED}
 
 # acquire_epoch marks these RUNNING for the duration of the turn.
 _MARKED_RUNNING = frozenset({ProcessStatus.INIT, ProcessStatus.IDLE, ProcessStatus.BLOCKED})

@@ -1,15 +1,20 @@
 """``DemoModel``: the offline model that runs when no LLM endpoint is configured.
 
 Deterministic, no network. Its every answer says what it is and how to
-configure a real endpoint, so nobody mistakes it for a model.
+configure a real endpoint, so nobody mistakes it for a model. Offered
+Arthur's tools, it shows delegation: asked for a piece of work (analyze,
+summarize, research …) it starts an ``analyze`` worker, and when the
+worker's ``<process-event>`` arrives it relays the result. Offered only
+``respond`` (a worker), it answers its goal with a demo result.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import time
 
-from vancetope_brain.llm.base import LlmMessage, LlmResponse, TokenSink, ToolSpec
+from vancetope_brain.llm.base import LlmMessage, LlmResponse, TokenSink, ToolCall, ToolSpec
 
 _QUOTE_LIMIT = 80
 
@@ -33,14 +38,58 @@ class DemoModel:
         tools: list[ToolSpec] | None = None,
         on_token: TokenSink | None = None,
     ) -> LlmResponse:
-        """Answer with the demo text; never calls tools, never fails."""
-        text = demo_answer(messages)
+        """Answer with the demo text (through ``respond`` when offered); never fails."""
+        names = {t.name for t in tools or ()}
+        call = _demo_call(messages, names)
+        if call is not None and call.name != "respond":
+            return LlmResponse(content="", tool_calls=(call,), finish_reason="tool_calls",
+                               model=self.name)
+        text = json.loads(call.arguments)["message"] if call else demo_answer(messages)
         if on_token is not None:
             for i, word in enumerate(split_words(text)):
                 if i and self.token_delay > 0:
                     time.sleep(self.token_delay)
                 on_token(word)
-        return LlmResponse(content=text, finish_reason="stop", model=self.name)
+        return LlmResponse(content=text, tool_calls=(call,) if call else (),
+                           finish_reason="tool_calls" if call else "stop", model=self.name)
+
+
+_WORK = re.compile(r"\b(analy[sz]e|summari[sz]e|research|compare|review|investigate|plan)",
+                   re.IGNORECASE)
+_EVENT = re.compile(r'<process-event sourceProcessId="([^"]*)" type="([a-z]+)">(.*?)'
+                    r"(?:<payload>|</process-event>)", re.DOTALL)
+
+
+def _respond(message: str, awaiting: bool = False) -> ToolCall:
+    return ToolCall("demo_respond", "respond",
+                    json.dumps({"message": message, "awaiting_user_input": awaiting}))
+
+
+def _demo_call(messages: list[LlmMessage], tools: set[str]) -> ToolCall | None:
+    """What the demo does with tools: delegate, relay, or just respond."""
+    if "respond" not in tools:
+        return None
+    last = messages[-1] if messages else LlmMessage("user", "")
+    if "process_create" not in tools:  # a worker: its goal is the first user message
+        goal = next((m.content for m in messages if m.role == "user"), "")
+        return _respond(f"Demo result for “{' '.join(goal.split())[:_QUOTE_LIMIT]}”: the "
+                        "offline demo model did no real work, but this is where a worker's "
+                        "findings would be.")
+    if last.role == "tool":
+        started = json.loads(last.content).get("result") or {}
+        return _respond(f"I started a worker ({started.get('name', 'worker')}) on that and "
+                        "will tell you when it reports back. (Offline demo model.)")
+    event = _EVENT.search(last.content) if last.role == "user" else None
+    if event:
+        source, kind, summary = event.groups()
+        if kind == "blocked":
+            return _respond(f"The worker {source} asks: {summary.strip()}", awaiting=True)
+        return _respond(f"The worker {source} is {kind}. It reports: {summary.strip()}")
+    if last.role == "user" and _WORK.search(last.content):
+        return ToolCall("demo_spawn", "process_create", json.dumps({
+            "recipe": "analyze", "name": "demo-worker", "goal": last.content}))
+    return _respond(demo_answer(messages) + " Ask me to analyze or summarize something to "
+                    "see how I delegate work to a worker process.")
 
 
 def demo_answer(messages: list[LlmMessage]) -> str:

@@ -16,6 +16,7 @@ class ChatRole(StrEnum):
     ASSISTANT = "assistant"
     SYSTEM = "system"
     EVENT = "event"
+    TOOL = "tool"
     ERROR = "error"
 
 

@@ -40,6 +40,8 @@ class ThinkProcess(Document):
     ``epoch`` is the fencing token: every lane turn increments it when it takes
     the lease, and every write that commits the turn is conditional on it.
     ``next_seq`` is the last inbox sequence number handed out.
+    ``recipe`` is the resolved recipe copied in at spawn (an ``AppliedRecipe``
+    dump), so the process survives later edits of the recipe.
     ``pending_control`` is a requested lifecycle call (pause / resume / suspend /
     stop) that the next lane turn executes; a newer request replaces an older one.
     """
@@ -48,12 +50,14 @@ class ThinkProcess(Document):
     tenant_id: str
     session_id: str
     user_id: str
+    project_id: str = "default"
     parent_process_id: str | None = None
     name: str
     goal: str = ""
     engine: str
     engine_version: str
     recipe_name: str | None = None
+    recipe: dict[str, Any] | None = None
     engine_params: dict[str, Any] = Field(default_factory=dict)
     engine_state: dict[str, Any] = Field(default_factory=dict)
     status: ProcessStatus = ProcessStatus.INIT

@@ -10,7 +10,8 @@ from pydantic import Field
 
 from vancetope_brain.models.base import Document, utcnow
 from vancetope_brain.models.chat import ChatMessage
-from vancetope_brain.models.process import CloseReason, ProcessStatus
+from vancetope_brain.models.process import CloseReason, ProcessStatus, ThinkProcess
+from vancetope_brain.models.steer import InboxMessage
 
 
 class TurnRecord(Document):
@@ -45,3 +46,7 @@ class TurnCommit:
     chat: list[ChatMessage] = field(default_factory=list)
     control_handled: str | None = None
     """The lifecycle call this turn executed; cleared from the process if still the pending one."""
+    spawned: list[ThinkProcess] = field(default_factory=list)
+    """Child processes this turn started (inserted as given, status INIT)."""
+    outbox: list[InboxMessage] = field(default_factory=list)
+    """Messages this turn sends to other processes (appended like ``Store.append_message``)."""

@@ -163,6 +163,8 @@ class SessionLifecycle:
             if drift:
                 self._store.set_context_drift(who.tenant_id, process.id, True)
             else:
+                if process.context_drift:  # the original client is back where it was
+                    self._store.set_context_drift(who.tenant_id, process.id, False)
                 self._store.request_control(who.tenant_id, process.id, LifecycleCall.RESUME,
                                             _RESUMABLE)
                 self._sessions.wake(who.tenant_id, process.id)

@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from vancetope_brain.engines import lifecycle
-from vancetope_brain.engines.base import EngineRegistry
 from vancetope_brain.engines.lifecycle import LifecycleCall
+from vancetope_brain.engines.spawning import ProcessFactory
 from vancetope_brain.errors import Conflict, NotFound
 from vancetope_brain.identity import Principal
 from vancetope_brain.lanes import Waker
@@ -22,15 +22,15 @@ from vancetope_brain.models import (
     UserChatInput,
     new_id,
 )
-from vancetope_brain.settings import SettingsApi
+from vancetope_brain.settings import SettingsApi, SettingsService
 from vancetope_brain.store import Store
 
 
 class SessionService:
-    def __init__(self, store: Store, waker: Waker, engines: EngineRegistry) -> None:
+    def __init__(self, store: Store, waker: Waker, processes: ProcessFactory) -> None:
         self._store = store
         self._waker = waker
-        self._engines = engines
+        self._processes = processes
 
     def create(self, who: Principal, *, type: SessionType = SessionType.INTERACTIVE,
                title: str = "", project_id: str = "default",
@@ -45,7 +45,8 @@ class SessionService:
                           on_disconnect=on_disconnect, idle_timeout_sec=idle_timeout_sec)
         self._store.create_session(session)
         if type is SessionType.INTERACTIVE:
-            engine = SettingsApi().get("session.defaultChatEngine")
+            engine = SettingsApi(SettingsService(self._store), who.tenant_id, project_id,
+                                 who.user_id).get("session.defaultChatEngine")
             process = self._new_process(who, session, engine, name="chat")
             self._store.set_chat_process(who.tenant_id, session.id, process.id)
             session.chat_process_id = process.id
@@ -65,11 +66,9 @@ class SessionService:
 
     def _new_process(self, who: Principal, session: Session, engine_name: str, *, name: str,
                      goal: str = "", params: dict[str, Any] | None = None) -> ThinkProcess:
-        engine = self._engines.get(engine_name)
-        process = ThinkProcess(id=new_id("proc"), tenant_id=who.tenant_id, session_id=session.id,
-                               user_id=who.user_id, name=name or engine.name, goal=goal,
-                               engine=engine.name, engine_version=engine.version,
-                               recipe_name=engine.name, engine_params=params or {})
+        process = self._processes.build(
+            tenant_id=who.tenant_id, project_id=session.project_id, session_id=session.id,
+            user_id=who.user_id, engine=engine_name, name=name, goal=goal, params=params)
         self._store.create_process(process)
         self._waker.wake(who.tenant_id, process.id)
         return process
@@ -84,19 +83,26 @@ class SessionService:
         return process
 
     def get(self, who: Principal, session_id: str) -> Session:
-        session = self._store.get_session(who.tenant_id, session_id)
-        if session.user_id != who.user_id:
-            raise NotFound(f"no session {session_id!r}")
+        """The caller's session; missing, another tenant's and another user's look the same."""
+        try:
+            session = self._store.get_session(who.tenant_id, session_id)
+        except NotFound:
+            session = None
+        if session is None or session.user_id != who.user_id:
+            raise NotFound(f"no session {session_id!r}") from None
         return session
 
     def list_sessions(self, who: Principal) -> list[Session]:
         return self._store.list_sessions(who.tenant_id, who.user_id)
 
     def process(self, who: Principal, process_id: str) -> ThinkProcess:
-        """The process, if it belongs to one of the caller's sessions."""
-        process = self._store.get_process(who.tenant_id, process_id)
-        if process.user_id != who.user_id:
-            raise NotFound(f"no process {process_id!r}")
+        """The process, if it belongs to one of the caller's sessions (else like a missing one)."""
+        try:
+            process = self._store.get_process(who.tenant_id, process_id)
+        except NotFound:
+            process = None
+        if process is None or process.user_id != who.user_id:
+            raise NotFound(f"no process {process_id!r}") from None
         return process
 
     def processes(self, who: Principal, session_id: str) -> list[ThinkProcess]:

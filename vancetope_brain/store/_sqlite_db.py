@@ -12,8 +12,11 @@ kept next to ``status`` so that checking one and setting the other is a single
 ``BEGIN IMMEDIATE`` write); 3 — table ``projects`` (keyed by tenant and id:
 project ids are unique per tenant), ``api_tokens`` gains ``user_id`` (filled
 from ``doc``), and every existing tenant gets its ``default`` project, so
-sessions created before projects existed keep a valid ``projectId``. Opening
-an older file migrates it in place (``_MIGRATIONS``); a newer one is refused.
+sessions created before projects existed keep a valid ``projectId``; 4 — tables
+``recipes`` (tenant and project recipes; ``project_id`` is ``''`` for a
+tenant-level recipe) and ``settings`` (stored values per tenant, project or
+user; ``scope_id`` is ``''`` for the tenant itself). Opening an older file
+migrates it in place (``_MIGRATIONS``); a newer one is refused.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from vancetope_brain.errors import StoreError
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 _VERSION_TABLE = """
 CREATE TABLE IF NOT EXISTS schema_version (
@@ -46,9 +49,25 @@ CREATE TABLE IF NOT EXISTS projects (
 )
 """
 
+_RECIPES_TABLE = """
+CREATE TABLE IF NOT EXISTS recipes (
+    tenant_id TEXT NOT NULL, project_id TEXT NOT NULL, name TEXT NOT NULL, doc TEXT NOT NULL,
+    PRIMARY KEY (tenant_id, project_id, name)
+)
+"""
+
+_SETTINGS_TABLE = """
+CREATE TABLE IF NOT EXISTS settings (
+    tenant_id TEXT NOT NULL, level TEXT NOT NULL, scope_id TEXT NOT NULL, key TEXT NOT NULL,
+    doc TEXT NOT NULL, PRIMARY KEY (tenant_id, level, scope_id, key)
+)
+"""
+
 _DDL = f"""
 CREATE TABLE IF NOT EXISTS tenants (id TEXT PRIMARY KEY, doc TEXT NOT NULL);
 {_PROJECTS_TABLE};
+{_RECIPES_TABLE};
+{_SETTINGS_TABLE};
 CREATE TABLE IF NOT EXISTS users (
     id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, doc TEXT NOT NULL
 );
@@ -121,6 +140,7 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         "INSERT OR IGNORE INTO projects (tenant_id, id, doc) SELECT id, 'default', "
         "json_object('schemaVersion', 1, 'id', 'default', 'tenantId', id, 'name', 'default', "
         "'groupId', NULL, 'createdAt', json_extract(doc, '$.createdAt')) FROM tenants"),
+    4: (_RECIPES_TABLE, _SETTINGS_TABLE),
 }
 
 

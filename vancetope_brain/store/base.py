@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from datetime import datetime
+from typing import Any
 
 from vancetope_brain.errors import ConfigError
 from vancetope_brain.models import (
@@ -30,10 +31,13 @@ from vancetope_brain.models import (
     TurnRecord,
     User,
 )
+from vancetope_brain.recipes.model import Recipe
+from vancetope_brain.settings import SettingScope
 
 
 class Store(ABC):
-    """Persistence for tenants, sessions, processes, inboxes, chats and turn records."""
+    """Persistence for tenants, sessions, processes, inboxes, chats, turn records, recipes and
+    settings."""
 
     # ── identity ──────────────────────────────────────────────────────────
     @abstractmethod
@@ -163,6 +167,8 @@ class Store(ABC):
         Effects: mark ``commit.drained_ids`` drained (with this epoch), append
         ``commit.chat`` with consecutive chat ``seq`` numbers in list order, set
         status / closeReason / lastError / engineState, insert ``commit.record``,
+        insert ``commit.spawned`` processes and append ``commit.outbox`` messages to
+        their targets' inboxes (as ``append_message`` does),
         and clear ``pendingControl`` (and ``controlRequestedAt``) if it still equals
         ``commit.control_handled`` (a newer request survives).
         Returns the chat lines as written (with their ``seq``), or None, having
@@ -204,6 +210,45 @@ class Store(ABC):
     @abstractmethod
     def turn_records(self, tenant_id: str, process_id: str) -> list[TurnRecord]:
         """The process's committed turns in epoch order."""
+
+    # ── tenant configuration: recipes and settings ───────────────────────
+    # A recipe lives at the tenant level (``project_id=None``) or in a project;
+    # names are unique per level. Each call is one atomic write or read.
+    @abstractmethod
+    def create_recipe(self, tenant_id: str, project_id: str | None, recipe: Recipe) -> None:
+        """Insert a recipe. Raises ``Conflict`` if the name exists at this level."""
+
+    @abstractmethod
+    def update_recipe(self, tenant_id: str, project_id: str | None, recipe: Recipe) -> None:
+        """Replace the recipe of that name at this level whole. Raises ``NotFound``."""
+
+    @abstractmethod
+    def delete_recipe(self, tenant_id: str, project_id: str | None, name: str) -> None:
+        """Delete the recipe at this level (others of that name stay). Raises ``NotFound``."""
+
+    @abstractmethod
+    def get_recipe(self, tenant_id: str, project_id: str | None, name: str) -> Recipe:
+        """The recipe stored at exactly this level. Raises ``NotFound``."""
+
+    @abstractmethod
+    def list_recipes(self, tenant_id: str, project_id: str | None) -> list[Recipe]:
+        """The recipes stored at exactly this level, by name."""
+
+    @abstractmethod
+    def get_setting(self, tenant_id: str, scope: SettingScope, key: str) -> Any | None:
+        """The value stored for ``key`` at exactly this scope, or None."""
+
+    @abstractmethod
+    def set_setting(self, tenant_id: str, scope: SettingScope, key: str, value: Any) -> None:
+        """Store (insert or replace) a JSON value, not None; the caller has validated it."""
+
+    @abstractmethod
+    def delete_setting(self, tenant_id: str, scope: SettingScope, key: str) -> None:
+        """Remove the value stored at this scope. Raises ``NotFound``."""
+
+    @abstractmethod
+    def list_settings(self, tenant_id: str, scope: SettingScope) -> dict[str, Any]:
+        """The values stored at exactly this scope, by key."""
 
     # ── plumbing ──────────────────────────────────────────────────────────
     @abstractmethod

@@ -30,6 +30,7 @@ from vancetope_brain.models import (
     utcnow,
 )
 from vancetope_brain.store._mongo_codec import from_bson, naive_utc, to_bson, translated
+from vancetope_brain.store._mongo_config import MongoConfigMixin
 from vancetope_brain.store.base import Store
 
 _STARTS_TURN = ["INIT", "IDLE", "BLOCKED"]
@@ -48,7 +49,7 @@ def _project_key(tenant_id: str, project_id: str) -> dict[str, str]:
     return {"tenantId": tenant_id, "id": project_id}
 
 
-class MongoStore(Store):
+class MongoStore(MongoConfigMixin, Store):
     """The Store on MongoDB (4.2+: pipeline updates), without multi-document transactions.
 
     A record's ``_id`` is its id, except a project's: ``{tenantId, id}``, since
@@ -107,6 +108,7 @@ class MongoStore(Store):
             self._turns = db["turn_records"]
             self._db = db
             self._create_indexes()
+            self._init_config(db)  # recipes and settings: _mongo_config
         except PyMongoError as e:
             raise StoreError(f"cannot open MongoDB store: {e}") from e
 
@@ -398,6 +400,11 @@ class MongoStore(Store):
                 # A duplicate is a line an earlier attempt of this turn already wrote.
                 if any(err.get("code") != _DUPLICATE_KEY for err in e.details["writeErrors"]):
                     raise
+        for child in commit.spawned:
+            with contextlib.suppress(Conflict):  # a retried commit of the same turn
+                self.create_process(child)
+        for message in commit.outbox:
+            self.append_message(message)  # keyed messages are not duplicated by a retry
         if drained:
             self._messages.update_many(mine, {"$set": {"drainedAt": now, "drainedEpoch": epoch}})
         record = commit.record.model_copy(

@@ -32,6 +32,7 @@ from vancetope_brain.models import (
     User,
     utcnow,
 )
+from vancetope_brain.store._sqlite_config import SqliteConfigMixin
 from vancetope_brain.store._sqlite_db import (
     ThreadConnection,
     connect,
@@ -104,7 +105,7 @@ def _message(row: tuple[str, int, str | None, int | None]) -> InboxMessage:
     return InboxMessage.load(raw)
 
 
-class SqliteStore(Store):
+class SqliteStore(SqliteConfigMixin, Store):
     """The Store on one SQLite file (the reference adapter).
 
     One connection per thread (re-opened after ``fork``), WAL journal; a
@@ -116,6 +117,7 @@ class SqliteStore(Store):
     ``lanes`` row, not in its JSON document. ``synchronous=NORMAL``: a returned
     write survives a crash of any process, but the last commits may be lost
     on power failure or an OS crash (WAL then skips an fsync per commit).
+    Recipes and settings: ``_sqlite_config``.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
@@ -326,20 +328,7 @@ class SqliteStore(Store):
 
     def create_process(self, process: ThinkProcess) -> None:
         with self._write() as conn:
-            conn.execute(
-                "INSERT INTO processes (id, tenant_id, session_id, created_ms, doc) "
-                "VALUES (?, ?, ?, ?, ?)",
-                (process.id, process.tenant_id, process.session_id, _ms(process.created_at),
-                 process.model_dump_json(by_alias=True)),
-            )
-            conn.execute(
-                "INSERT INTO lanes (process_id, tenant_id, status, epoch, next_seq, next_chat_seq, "
-                "pending_control, control_requested_ms) VALUES (?, ?, ?, ?, ?, 0, ?, ?)",
-                (process.id, process.tenant_id, process.status.value, process.epoch,
-                 process.next_seq, process.pending_control,
-                 None if process.control_requested_at is None
-                 else _ms(process.control_requested_at)),
-            )
+            _insert_process(conn, process)
 
     def get_process(self, tenant_id: str, process_id: str) -> ThinkProcess:
         rows = self._read(f"{_PROCESS_SELECT} WHERE l.process_id = ? AND l.tenant_id = ?",
@@ -453,6 +442,10 @@ class SqliteStore(Store):
         else:
             conn.execute(_SET_OUTCOME_AND_STATE, (close_reason, commit.last_error, _iso(now),
                                                   to_json(commit.engine_state).decode(), process_id))
+        for child in commit.spawned:
+            _insert_process(conn, child)
+        for message in commit.outbox:
+            _append_in(conn, message)
         record = commit.record.model_copy(
             update={"tenant_id": tenant_id, "process_id": process_id, "epoch": epoch})
         conn.execute(
@@ -463,33 +456,8 @@ class SqliteStore(Store):
 
     # ── inbox ─────────────────────────────────────────────────────────────
     def append_message(self, message: InboxMessage) -> tuple[InboxMessage, bool]:
-        tenant_id, target = message.tenant_id, message.target_process_id
         with self._write() as conn:
-            row = conn.execute(
-                "SELECT next_seq FROM lanes WHERE process_id = ? AND tenant_id = ?",
-                (target, tenant_id),
-            ).fetchone()
-            if row is None:
-                raise NotFound(f"process {target} not found")
-            if message.idempotency_key is not None:
-                first = conn.execute(
-                    f"{_MESSAGE_SELECT} WHERE tenant_id = ? AND target_process_id = ? "
-                    "AND idempotency_key = ?",
-                    (tenant_id, target, message.idempotency_key),
-                ).fetchone()
-                if first is not None:
-                    return _message(first), False
-            seq = row[0] + 1
-            stored = message.model_copy(update={"seq": seq, "drained_at": None,
-                                                "drained_epoch": None})
-            conn.execute("UPDATE lanes SET next_seq = ? WHERE process_id = ?", (seq, target))
-            conn.execute(
-                "INSERT INTO messages (id, tenant_id, target_process_id, seq, idempotency_key, "
-                "created_ms, doc) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (stored.id, tenant_id, target, seq, stored.idempotency_key,
-                 _ms(stored.created_at), stored.model_dump_json(by_alias=True)),
-            )
-        return stored, True
+            return _append_in(conn, message)
 
     def pending_messages(self, tenant_id: str, process_id: str, limit: int = 1000) -> list[InboxMessage]:
         rows = self._read(
@@ -534,3 +502,49 @@ class SqliteStore(Store):
             (tenant_id, process_id),
         )
         return [TurnRecord.load(json.loads(doc)) for (doc,) in rows]
+
+
+def _insert_process(conn: sqlite3.Connection, process: ThinkProcess) -> None:
+    conn.execute(
+        "INSERT INTO processes (id, tenant_id, session_id, created_ms, doc) "
+        "VALUES (?, ?, ?, ?, ?)",
+        (process.id, process.tenant_id, process.session_id, _ms(process.created_at),
+         process.model_dump_json(by_alias=True)),
+    )
+    conn.execute(
+        "INSERT INTO lanes (process_id, tenant_id, status, epoch, next_seq, next_chat_seq, "
+        "pending_control, control_requested_ms) VALUES (?, ?, ?, ?, ?, 0, ?, ?)",
+        (process.id, process.tenant_id, process.status.value, process.epoch,
+         process.next_seq, process.pending_control,
+         None if process.control_requested_at is None
+         else _ms(process.control_requested_at)),
+    )
+
+
+def _append_in(conn: sqlite3.Connection, message: InboxMessage) -> tuple[InboxMessage, bool]:
+    """``append_message`` inside an open write transaction."""
+    tenant_id, target = message.tenant_id, message.target_process_id
+    row = conn.execute(
+        "SELECT next_seq FROM lanes WHERE process_id = ? AND tenant_id = ?",
+        (target, tenant_id),
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"process {target} not found")
+    if message.idempotency_key is not None:
+        first = conn.execute(
+            f"{_MESSAGE_SELECT} WHERE tenant_id = ? AND target_process_id = ? "
+            "AND idempotency_key = ?",
+            (tenant_id, target, message.idempotency_key),
+        ).fetchone()
+        if first is not None:
+            return _message(first), False
+    seq = row[0] + 1
+    stored = message.model_copy(update={"seq": seq, "drained_at": None, "drained_epoch": None})
+    conn.execute("UPDATE lanes SET next_seq = ? WHERE process_id = ?", (seq, target))
+    conn.execute(
+        "INSERT INTO messages (id, tenant_id, target_process_id, seq, idempotency_key, "
+        "created_ms, doc) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (stored.id, tenant_id, target, seq, stored.idempotency_key,
+         _ms(stored.created_at), stored.model_dump_json(by_alias=True)),
+    )
+    return stored, True

@@ -5,6 +5,8 @@ calling it yields an error result, never an exception in the turn. Tools reach
 the world only through the context they are given.
 """
 
+# Importing a tool module registers its server tools.
+from vancetope_brain.tools import process_tools  # noqa: E402,F401,I001
 from vancetope_brain.tools.dispatcher import (
     SERVER_TOOLS,
     Safety,

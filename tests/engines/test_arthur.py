@@ -1,0 +1,232 @@
+"""Arthur end to end on the embedded runtime with a scripted model: the example flow of
+arthur-engine §4, the respond rules, the context budget, and process hierarchies.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from tests.helpers import wait_for
+from vancetope_brain.llm import LlmResponse, ToolCall
+from vancetope_brain.llm.testing import FunctionModel
+from vancetope_brain.models import ChatRole, CloseReason, ProcessStatus
+
+
+def call(tool: str, **args) -> ToolCall:
+    return ToolCall(f"call_{tool}_{len(json.dumps(args))}", tool, json.dumps(args))
+
+
+def respond(message: str, awaiting: bool = False) -> LlmResponse:
+    return LlmResponse("", (call("respond", message=message, awaiting_user_input=awaiting),))
+
+
+def last_text(messages) -> str:
+    return messages[-1].content
+
+
+class Script:
+    """A model for every process: Arthur (offered process_create) and workers (only respond)."""
+
+    def __init__(self, arthur, worker) -> None:
+        self.arthur, self.worker = arthur, worker
+        self.inputs: dict[str, list] = {"arthur": [], "worker": []}
+        self._lock = threading.Lock()
+
+    def __call__(self, messages, tools):
+        role = "arthur" if any(t.name == "process_create" for t in tools) else "worker"
+        with self._lock:
+            self.inputs[role].append(messages)
+        return (self.arthur if role == "arthur" else self.worker)(messages, tools)
+
+
+def statuses(emb, session_id) -> dict[str, ProcessStatus]:
+    return {p.name: p.status for p in emb.brain.store.list_processes("acme", session_id)}
+
+
+@pytest.fixture(autouse=True)
+def arthur_is_the_chat_engine(embedded):
+    _set(embedded, "session.defaultChatEngine", "arthur")
+    yield
+    from vancetope_brain.settings import SettingScope, SettingsService
+
+    SettingsService(embedded.brain.store).unset("acme", SettingScope.tenant(),
+                                                "session.defaultChatEngine")
+
+
+def arthur_session(emb):
+    session = emb.brain.sessions.create(emb.who, title="flow")
+    wait_for(lambda: emb.brain.store.get_process("acme", session.chat_process_id).status
+             is ProcessStatus.IDLE)
+    return session
+
+
+def test_the_example_flow(embedded):
+    def arthur(messages, tools):
+        text = last_text(messages)
+        if messages[-1].role == "tool":
+            result = json.loads(text)["result"]
+            if "processId" in result:
+                return respond("Started paper-diff; I'll tell you when it reports back.")
+            return respond("Forwarded.")
+        if text.startswith("Analyze"):
+            return LlmResponse("", (call("process_create", recipe="analyze", name="paper-diff",
+                                         goal="Analyze 5 PDFs for contradictions"),))
+        if 'type="blocked"' in text:
+            return respond("paper-diff asks: may it assume Vaswani2017 as baseline?",
+                           awaiting=True)
+        if text == "Yes, do it.":
+            worker = next(p for p in embedded.brain.store.list_processes("acme", session.id)
+                          if p.name == "paper-diff")
+            return LlmResponse("", (call("process_steer", processId=worker.id,
+                                         message="Yes, use Vaswani2017 as baseline"),))
+        if 'type="done"' in text:
+            return respond("paper-diff is finished: 3 contradictions found.")
+        return respond("?")
+
+    def worker(messages, tools):
+        if "Vaswani2017 as baseline" in last_text(messages):
+            return respond("3 contradictions found.")
+        return respond("May I assume the paper Vaswani2017 as baseline?", awaiting=True)
+
+    script = Script(arthur, worker)
+    embedded.model = FunctionModel(script)
+    session = arthur_session(embedded)
+    pid = session.chat_process_id
+    assert [m.content for m in embedded.brain.store.chat_history("acme", pid)] == [
+        "Hi, I'm Arthur. How can I help?"]
+
+    embedded.brain.sessions.steer(embedded.who, pid, "Analyze the 5 PDFs for contradictions")
+    # Arthur relays the worker's question and waits for the user.
+    wait_for(lambda: statuses(embedded, session.id) == {
+        "chat": ProcessStatus.BLOCKED, "paper-diff": ProcessStatus.BLOCKED}, timeout=15)
+    worker_doc = next(p for p in embedded.brain.store.list_processes("acme", session.id)
+                      if p.name == "paper-diff")
+    assert worker_doc.parent_process_id == pid and worker_doc.engine == "ford"
+    assert worker_doc.recipe_name == "analyze" and worker_doc.recipe["name"] == "analyze"
+
+    embedded.brain.sessions.steer(embedded.who, pid, "Yes, do it.")
+    wait_for(lambda: statuses(embedded, session.id) == {
+        "chat": ProcessStatus.IDLE, "paper-diff": ProcessStatus.CLOSED}, timeout=15)
+    wait_for(lambda: embedded.brain.store.chat_history("acme", pid)[-1].content
+             == "paper-diff is finished: 3 contradictions found.", timeout=15)
+    worker_doc = embedded.brain.store.get_process("acme", worker_doc.id)
+    assert worker_doc.close_reason is CloseReason.DONE
+
+    lines = [(m.role, m.content) for m in embedded.brain.store.chat_history("acme", pid)
+             if m.role is not ChatRole.TOOL]
+    assert lines[0] == (ChatRole.ASSISTANT, "Hi, I'm Arthur. How can I help?")
+    assert lines[1] == (ChatRole.USER, "Analyze the 5 PDFs for contradictions")
+    assert lines[2] == (ChatRole.ASSISTANT, "Started paper-diff; I'll tell you when it reports back.")
+    assert lines[3][0] is ChatRole.EVENT and 'type="blocked"' in lines[3][1]
+    assert "Vaswani2017" in lines[3][1]
+    assert lines[4] == (ChatRole.ASSISTANT,
+                        "paper-diff asks: may it assume Vaswani2017 as baseline?")
+    assert lines[5] == (ChatRole.USER, "Yes, do it.")
+    assert lines[6] == (ChatRole.ASSISTANT, "Forwarded.")
+    assert lines[7][0] is ChatRole.EVENT and 'type="done"' in lines[7][1]
+    assert lines[8] == (ChatRole.ASSISTANT, "paper-diff is finished: 3 contradictions found.")
+    worker_lines = [m.content for m in embedded.brain.store.chat_history("acme", worker_doc.id)]
+    assert worker_lines[0] == "Analyze 5 PDFs for contradictions"
+    assert "Yes, use Vaswani2017 as baseline" in worker_lines
+
+
+def test_respond_must_stand_alone(embedded):
+    seen = []
+
+    def arthur(messages, tools):
+        seen.append(messages)
+        if messages[-1].role == "user":
+            return LlmResponse("", (call("process_list"), call("respond", message="too early",
+                                                                awaiting_user_input=False)))
+        return respond("now alone")
+
+    embedded.model = FunctionModel(Script(arthur, None))
+    session = arthur_session(embedded)
+    embedded.brain.sessions.steer(embedded.who, session.chat_process_id, "hi")
+    wait_for(lambda: embedded.brain.store.chat_history("acme", session.chat_process_id)[-1].content
+             == "now alone")
+    second = seen[-1]
+    tool_results = [m for m in second if m.role == "tool"]
+    listed = json.loads(tool_results[0].content)["result"]
+    assert [p["name"] for p in listed] == ["chat"]  # the work tool ran
+    assert "respond must stand alone" in tool_results[1].content
+    assert "too early" not in [m.content for m in embedded.brain.store.chat_history(
+        "acme", session.chat_process_id)]
+
+
+def test_the_model_input_never_exceeds_the_budget(embedded):
+    from vancetope_brain.llm import budget
+
+    sizes = []
+
+    def arthur(messages, tools):
+        sizes.append((budget.estimate(messages, tools), [m.content for m in messages]))
+        return respond("ok " * 50)
+
+    embedded.model = FunctionModel(Script(arthur, None))
+    session = arthur_session(embedded)
+    pid = session.chat_process_id
+    for i in range(12):
+        embedded.brain.sessions.steer(embedded.who, pid, f"message {i} " + "x" * 2000)
+        wait_for(lambda i=i: len(sizes) == i + 1, timeout=10)
+    maximum = 4096
+    assert all(size <= 65536 for size, _ in sizes)  # the default arthur.maxContextTokens
+    # With a small budget the oldest lines go and the note says so.
+    _set(embedded, "arthur.maxContextTokens", maximum)
+    embedded.brain.sessions.steer(embedded.who, pid, "last one")
+    wait_for(lambda: len(sizes) == 13, timeout=10)
+    size, contents = sizes[-1]
+    assert size <= maximum
+    assert contents[1] == "Earlier conversation was truncated."
+    assert contents[-1] == "last one"
+    assert not any(c.startswith("message 0 ") for c in contents)
+
+
+def _set(emb, key, value):
+    from vancetope_brain.settings import SettingScope, SettingsService
+
+    SettingsService(emb.brain.store).set("acme", SettingScope.tenant(), key, value)
+
+
+@pytest.mark.parametrize("middle_is_stopped_by", ["arthur-tool", "user"])
+def test_stopping_the_middle_of_three_levels_stops_the_bottom_and_tells_the_top(
+        embedded, middle_is_stopped_by):
+    def arthur(messages, tools):
+        text = last_text(messages)
+        if messages[-1].role == "tool":
+            return respond("ok")
+        if text == "spawn":
+            return LlmResponse("", (call("process_create", engine="arthur", name="middle",
+                                         goal="coordinate"),))
+        if text.startswith("stop "):
+            return LlmResponse("", (call("process_stop", processId=text[5:]),))
+        if text == "coordinate" or "coordinate" in text:
+            return LlmResponse("", (call("process_create", recipe="analyze", name="bottom",
+                                         goal="dig"),))
+        return respond("noted")
+
+    def worker(messages, tools):
+        return respond("a question?", awaiting=True)
+
+    embedded.model = FunctionModel(Script(arthur, worker))
+    session = arthur_session(embedded)
+    top = session.chat_process_id
+    embedded.brain.sessions.steer(embedded.who, top, "spawn")
+    wait_for(lambda: statuses(embedded, session.id).get("bottom") is ProcessStatus.BLOCKED,
+             timeout=15)
+    middle = next(p for p in embedded.brain.store.list_processes("acme", session.id)
+                  if p.name == "middle")
+    if middle_is_stopped_by == "user":
+        from vancetope_brain.engines.lifecycle import LifecycleCall
+
+        embedded.brain.sessions.control(embedded.who, middle.id, LifecycleCall.STOP)
+    else:
+        embedded.brain.sessions.steer(embedded.who, top, f"stop {middle.id}")
+    wait_for(lambda: statuses(embedded, session.id).get("bottom") is ProcessStatus.CLOSED,
+             timeout=15)
+    assert statuses(embedded, session.id)["middle"] is ProcessStatus.CLOSED
+    wait_for(lambda: any('type="stopped"' in m.content and middle.id in m.content
+                         for m in embedded.brain.store.chat_history("acme", top)), timeout=15)

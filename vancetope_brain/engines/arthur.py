@@ -1,0 +1,103 @@
+"""arthur — the session chat coordinator (arthur-engine.txt §3).
+
+Reactive: talks with the user, delegates real work to worker processes through
+tools, hears back from them as ``<process-event>`` messages, and answers with
+the ``respond`` tool, which must stand alone in its step. Never reaches DONE.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from vancetope_brain.engines.base import ThinkEngine, register_engine
+from vancetope_brain.engines.context import ThinkEngineContext
+from vancetope_brain.engines.prompting import (
+    RESPOND,
+    ToolLoop,
+    conversation,
+    event_text,
+    system_prompt,
+)
+from vancetope_brain.llm import LlmMessage, budget
+from vancetope_brain.models import (
+    ChatRole,
+    ExternalCommand,
+    InboxMessage,
+    ProcessStatus,
+    ThinkProcess,
+    UserChatInput,
+)
+
+log = logging.getLogger(__name__)
+
+FALLBACK_PROMPT = "You are Arthur, the user's coordinator: talk with them and delegate work."
+WELCOME = "Hi, I'm Arthur. How can I help?"
+TRUNCATED = "Earlier conversation was truncated."
+
+
+@register_engine
+class ArthurEngine(ThinkEngine):
+    name = "arthur"
+    title = "Arthur Session Chat"
+    description = ("Talks with the user and delegates work to worker processes, then "
+                   "summarizes their results.")
+    version = "1.0.0"
+    allowed_tools = frozenset({
+        "process_create", "process_steer", "process_stop", "process_list", "process_status",
+        "recipe_list", "recipe_describe", "manual_list", "manual_read",
+    })
+
+    def start(self, process: ThinkProcess, context: ThinkEngineContext) -> None:
+        if process.parent_process_id is not None and process.goal:
+            # A sub-Arthur (think-engines §7a) coordinates its goal rather than greeting.
+            context.chat().append(ChatRole.USER, process.goal)
+            self._answer(process, context)
+            return
+        context.chat().append(ChatRole.ASSISTANT, process.engine_params.get("welcome", WELCOME))
+        if context.has_pending():
+            self.steer(process, context)
+
+    def steer(self, process: ThinkProcess, context: ThinkEngineContext) -> None:
+        needs_model = False
+        for envelope in context.drain_pending():
+            needs_model |= self._take(envelope, context)
+        if needs_model:
+            self._answer(process, context)
+
+    def _take(self, envelope: InboxMessage, context: ThinkEngineContext) -> bool:
+        """Record one inbound message; False when it was handled without the model."""
+        message = envelope.message
+        if isinstance(message, UserChatInput):
+            context.chat().append(ChatRole.USER, message.content, source=envelope)
+            return True
+        if isinstance(message, ExternalCommand) and self._direct(message, context):
+            context.chat().append(ChatRole.EVENT, event_text(message), source=envelope)
+            return False
+        context.chat().append(ChatRole.EVENT, event_text(message), source=envelope)
+        return True
+
+    @staticmethod
+    def _direct(command: ExternalCommand, context: ThinkEngineContext) -> bool:
+        """Map a client command to an action without an LLM turn where one fits (§3.4)."""
+        target = command.params.get("targetProcessId")
+        if command.command == "process-steer" and target and command.params.get("content"):
+            context.processes().steer(str(target), str(command.params["content"]))
+            return True
+        if command.command == "process-stop" and target:
+            context.processes().stop(str(target))
+            return True
+        return False
+
+    def _answer(self, process: ThinkProcess, context: ThinkEngineContext) -> None:
+        tools = context.tools().specs() + [RESPOND]
+        limit = context.settings().get("arthur.maxContextTokens")
+        fixed = [LlmMessage("system", system_prompt(process, context, FALLBACK_PROMPT))]
+        history = conversation(context.chat().history(limit=10_000))
+        messages = budget.fit(fixed, history, tools, limit, LlmMessage("system", TRUNCATED))
+        reply = ToolLoop(context, tools).run(messages)
+        if reply is None:
+            return
+        context.chat().append(ChatRole.ASSISTANT, reply.message)
+        context.set_status(ProcessStatus.BLOCKED if reply.awaiting_user_input
+                           else ProcessStatus.IDLE)
+

@@ -1,0 +1,151 @@
+"""What LLM-driven engines share: the ``respond`` marker, turning chat lines and steer messages
+into model input, the recipe's system prompt, and the tool loop of arthur-engine §3.4.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from vancetope_brain.engines.context import ThinkEngineContext
+from vancetope_brain.errors import LlmError
+from vancetope_brain.events import EventType
+from vancetope_brain.llm import LlmMessage, ToolCall, ToolSpec
+from vancetope_brain.models import (
+    ChatMessage,
+    ChatRole,
+    ExternalCommand,
+    InboxAnswer,
+    ProcessEvent,
+    ThinkProcess,
+    ToolResult,
+    UserChatInput,
+)
+from vancetope_brain.models.steer import SteerMessage, ToolCallStatus
+
+RESPOND = ToolSpec(
+    "respond",
+    "Finish your turn with your message to the user. Call it alone, after any other tools "
+    "have returned. Set awaiting_user_input when you asked the user something and cannot go "
+    "on without the answer.",
+    {"type": "object",
+     "properties": {"message": {"type": "string"},
+                    "awaiting_user_input": {"type": "boolean"}},
+     "required": ["message", "awaiting_user_input"]},
+)
+RESPOND_ALONE = ("respond must stand alone in its step: the other tools ran, their results are "
+                 "above; call respond again on its own")
+MAX_STEPS = 8
+_ROLES = {ChatRole.USER: "user", ChatRole.ASSISTANT: "assistant", ChatRole.EVENT: "user"}
+
+
+@dataclass(frozen=True)
+class Reply:
+    message: str
+    awaiting_user_input: bool
+
+
+def event_text(message: SteerMessage) -> str:
+    """A non-user message as the model sees it: an XML-tagged user-role line (§3.4)."""
+    match message:
+        case ProcessEvent(source_process_id=src, type=kind, human_summary=summary, payload=data):
+            extra = f"\n<payload>{json.dumps(data)}</payload>" if data else ""
+            return (f'<process-event sourceProcessId="{src}" type="{kind.value}">'
+                    f'{summary or ""}{extra}</process-event>')
+        case ExternalCommand(command=command, params=params):
+            return f'<external-command name="{command}">{json.dumps(params)}</external-command>'
+        case InboxAnswer(inbox_item_id=item, item_type=kind, answer=answer):
+            return (f'<inbox-answer itemId="{item}" type="{kind}">{json.dumps(answer)}'
+                    f"</inbox-answer>")
+        case ToolResult(tool_call_id=call, tool_name=name, status=status, result=result,
+                        error=error):
+            body = json.dumps(result) if status is ToolCallStatus.SUCCESS else error
+            return (f'<tool-result toolCallId="{call}" tool="{name}" status="{status.value}">'
+                    f"{body}</tool-result>")
+        case UserChatInput(content=content):
+            return content
+    raise TypeError(f"unknown steer message {message!r}")
+
+
+def conversation(lines: list[ChatMessage]) -> list[LlmMessage]:
+    """Chat lines the model should see, oldest first (tool and error lines are for people)."""
+    return [LlmMessage(_ROLES[line.role], line.content)  # type: ignore[arg-type]
+            for line in lines if line.role in _ROLES]
+
+
+def system_prompt(process: ThinkProcess, context: ThinkEngineContext, fallback: str) -> str:
+    """The recipe's prompt (rendered per turn) or the engine's one-line fallback, then the
+    session context of arthur-engine §3.8."""
+    prompt = context.recipes().system_prompt(fallback)
+    scope = context.scope
+    today = datetime.now(UTC).strftime("%Y-%m-%d")
+    return (f"{prompt}\n\n<session tenant=\"{scope.tenant_id}\" user=\"{scope.user_id}\" "
+            f"process=\"{process.name}\" date=\"{today}\"/>")
+
+
+class ToolLoop:
+    """Model → tools → model … until a ``respond`` that stands alone (or plain text)."""
+
+    def __init__(self, context: ThinkEngineContext, tools: list[ToolSpec]) -> None:
+        self._context = context
+        self._tools = tools
+
+    def run(self, messages: list[LlmMessage]) -> Reply | None:
+        """The final reply; None when the model failed (an error line is already in the chat)."""
+        chat, events = self._context.chat(), self._context.events()
+        messages = list(messages)
+        for _ in range(MAX_STEPS):
+            try:
+                response = self._context.llm().complete(messages, tools=self._tools,
+                                                        on_token=events.token)
+            except LlmError as e:
+                chat.append(ChatRole.ERROR, f"The model could not answer: {e}")
+                return None
+            if not response.tool_calls:
+                return Reply(response.content, False)
+            work = [c for c in response.tool_calls if c.name != RESPOND.name]
+            if not work:
+                return _parse_respond(response.tool_calls[0])
+            messages.append(LlmMessage("assistant", response.content,
+                                       tool_calls=response.tool_calls))
+            for call in response.tool_calls:
+                result = RESPOND_ALONE if call.name == RESPOND.name else self._run(call)
+                messages.append(LlmMessage("tool", result, tool_call_id=call.id))
+        chat.append(ChatRole.ERROR, f"No reply after {MAX_STEPS} model steps; stopped this turn.")
+        return None
+
+    def _run(self, call: ToolCall) -> str:
+        """Execute one tool call; the model gets a JSON result or error either way."""
+        events = self._context.events()
+        try:
+            params: Any = json.loads(call.arguments or "{}")
+        except ValueError:
+            params = None
+        events.emit(EventType.TOOL_CALL_STARTED,
+                    {"toolCallId": call.id, "toolName": call.name, "params": params})
+        if not isinstance(params, dict):
+            outcome_status, body = ToolCallStatus.ERROR, {
+                "error": "arguments must be a JSON object"}
+        else:
+            outcome = self._context.tools().invoke(call.name, params)
+            outcome_status = outcome.status
+            body = ({"result": outcome.result} if outcome.status is ToolCallStatus.SUCCESS
+                    else {"error": outcome.error})
+        events.emit(EventType.TOOL_CALL_COMPLETED,
+                    {"toolCallId": call.id, "status": outcome_status.value})
+        text = json.dumps(body, default=str)
+        self._context.chat().append(
+            ChatRole.TOOL, f"{call.name}({call.arguments}) → {outcome_status.value}: {text[:2000]}",
+            meta={"toolCallId": call.id, "toolName": call.name, "status": outcome_status.value})
+        return text
+
+
+def _parse_respond(call: ToolCall) -> Reply:
+    try:
+        args = json.loads(call.arguments or "{}")
+        return Reply(str(args["message"]), bool(args.get("awaiting_user_input", False)))
+    except (ValueError, KeyError, TypeError):
+        # A malformed respond still ends the turn: show what the model said.
+        return Reply(call.arguments, False)

@@ -1,0 +1,50 @@
+"""Token budgets without a tokenizer: a conservative estimate (≈ 4 characters per token plus a
+per-message overhead), used to keep a model's input inside its context budget.
+"""
+
+from __future__ import annotations
+
+import json
+
+from vancetope_brain.llm.base import LlmMessage, ToolSpec
+
+CHARS_PER_TOKEN = 4
+MESSAGE_OVERHEAD = 4
+
+
+def message_tokens(message: LlmMessage) -> int:
+    text = message.content + "".join(c.name + c.arguments for c in message.tool_calls)
+    return MESSAGE_OVERHEAD + (len(text) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
+
+
+def tools_tokens(tools: list[ToolSpec]) -> int:
+    text = json.dumps([[t.name, t.description, t.parameters] for t in tools])
+    return (len(text) + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
+
+
+def estimate(messages: list[LlmMessage], tools: list[ToolSpec]) -> int:
+    """The estimated size of one model input."""
+    return sum(map(message_tokens, messages)) + tools_tokens(tools)
+
+
+def fit(fixed: list[LlmMessage], history: list[LlmMessage], tools: list[ToolSpec], budget: int,
+        note: LlmMessage) -> list[LlmMessage]:
+    """``fixed`` + the newest part of ``history`` that fits ``budget``; when older messages had
+    to go, ``note`` goes right after ``fixed``. Raises ValueError if even ``fixed`` does not fit.
+    """
+    room = budget - estimate(fixed, tools)
+    if room < 0:
+        raise ValueError(f"the system prompt and tools alone need more than {budget} tokens")
+    kept: list[LlmMessage] = []
+    for message in reversed(history):
+        cost = message_tokens(message)
+        if cost > room:
+            break
+        kept.append(message)
+        room -= cost
+    kept.reverse()
+    if len(kept) == len(history):
+        return fixed + kept
+    while kept and message_tokens(note) > room:
+        room += message_tokens(kept.pop(0))
+    return fixed + [note] + kept

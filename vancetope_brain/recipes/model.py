@@ -1,0 +1,120 @@
+"""The recipe document (think-engines §2, §7a, §7b) and the snapshot a process gets at spawn.
+
+A recipe names an engine and configures it for a use case: default params,
+a prompt (``promptOverride`` replaces the engine's system prompt,
+``promptPrefix`` goes before it), tool pool adjustments, a category and
+engine roles. Field names are camelCase in YAML and in the store.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from enum import StrEnum
+from typing import Annotated, Any, ClassVar
+
+from pydantic import ConfigDict, Field, StringConstraints, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+from vancetope_brain.models.base import Document, Wire
+from vancetope_brain.recipes.render import check_template
+
+KEBAB = r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$"
+"""Recipe and engine names: lowercase-kebab, like registry names."""
+
+Name = Annotated[str, StringConstraints(pattern=KEBAB, max_length=64)]
+# A tool name or an fnmatch pattern over tool names (MCP tools are prefixed by their server).
+ToolName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:*?\[\]-]+$", max_length=128)]
+Role = Annotated[str, StringConstraints(pattern=KEBAB, max_length=64)]
+
+
+class RecipeCategory(StrEnum):
+    """What a recipe is for: a chat (top-level, talks with the user), a worker (spawned by
+    another process, reports to its parent) or a service (system-triggered, hidden)."""
+
+    CHAT = "chat"
+    WORKER = "worker"
+    SERVICE = "service"
+
+
+class RecipeSource(StrEnum):
+    """Where the resolved recipe came from; ``engine``: no recipe is named like the engine,
+    so it runs on its own defaults."""
+
+    PROJECT = "project"
+    TENANT = "tenant"
+    BUNDLED = "bundled"
+    ENGINE = "engine"
+
+
+class _RecipeFields(Wire):
+    """The fields a recipe and its snapshot share."""
+
+    name: Name
+    engine: Name
+    description: str = Field(default="", max_length=2000)
+    params: dict[str, Any] = Field(default_factory=dict)
+    prompt_prefix: str | None = Field(default=None, max_length=100_000)
+    prompt_override: str | None = Field(default=None, max_length=100_000)
+    allowed_tools_add: list[ToolName] = Field(default_factory=list)
+    allowed_tools_remove: list[ToolName] = Field(default_factory=list)
+    category: RecipeCategory = RecipeCategory.WORKER
+    roles: list[Role] = Field(default_factory=list)
+    manual_paths: list[str] = Field(default_factory=list)
+
+
+class Recipe(Document, _RecipeFields):
+    """A recipe as written in YAML and stored per tenant or project. Unknown fields are errors
+    (a misspelt ``allowedToolAdd`` must not be silently ignored)."""
+
+    SCHEMA_VERSION: ClassVar[int] = 1
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid",
+                              frozen=True)
+
+    @field_validator("prompt_prefix", "prompt_override")
+    @classmethod
+    def _template_compiles(cls, source: str | None) -> str | None:
+        if source is not None:
+            check_template(source)
+        return source
+
+    @field_validator("manual_paths")
+    @classmethod
+    def _relative_markdown(cls, paths: list[str]) -> list[str]:
+        for path in paths:
+            clean = posixpath.normpath(path)
+            if path.startswith("/") or clean.startswith("..") or not path.endswith(".md"):
+                raise ValueError(f"{path!r} is not a relative path to a .md file inside the "
+                                 "recipes directory")
+        return paths
+
+    @model_validator(mode="after")
+    def _add_and_remove_are_disjoint(self) -> Recipe:
+        both = set(self.allowed_tools_add) & set(self.allowed_tools_remove)
+        if both:
+            raise ValueError(f"tools both added and removed: {', '.join(sorted(both))}")
+        return self
+
+
+class AppliedRecipe(_RecipeFields):
+    """The resolved recipe copied into a process at spawn, so the process survives edits of the
+    recipe. Templates stay unrendered (they are rendered per turn). ``params`` are the merged
+    params (recipe defaults overlaid with the caller's)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore",
+                              frozen=True)
+
+    schema_version: int = 1
+    source: RecipeSource
+
+    @classmethod
+    def of(cls, recipe: Recipe, source: RecipeSource,
+           caller_params: dict[str, Any] | None = None) -> AppliedRecipe:
+        fields = recipe.model_dump(exclude={"schema_version"})
+        fields["params"] = {**recipe.params, **(caller_params or {})}
+        return cls(source=source, **fields)
+
+    @classmethod
+    def bare(cls, engine: str, caller_params: dict[str, Any] | None = None) -> AppliedRecipe:
+        """No recipe is named like the engine: the engine's own prompt and pool."""
+        return cls(name=engine, engine=engine, source=RecipeSource.ENGINE,
+                   params=dict(caller_params or {}))

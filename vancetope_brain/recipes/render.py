@@ -1,0 +1,137 @@
+"""Rendering recipe prompts: Jinja2, sandboxed, ``StrictUndefined``, autoescape off.
+
+The render context (what a template may use; anything else is an error at load):
+
+=============  ===========================================================
+``recipe``     the recipe's name (str)
+``process``    ``{id, name, goal}`` of the process being prompted
+``params``     the process's params: recipe defaults overlaid with the caller's
+``user``       ``{id, name}`` of the session's user
+``project``    ``{id, name}`` of the session's project
+``tenant``     ``{id}``
+``date``       today, ``YYYY-MM-DD`` (UTC)
+``tools``      sorted names in the process's effective tool pool
+=============  ===========================================================
+
+Templates are checked when a recipe loads (syntax, and that they use only
+these names) and rendered per turn from the process's snapshot, so a prompt
+can show the current date or tool pool. The sandbox is immutable: a template
+can neither reach dunder attributes (``''.__class__``) nor mutate ``params``.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from jinja2 import StrictUndefined, Template, TemplateSyntaxError, UndefinedError, meta
+from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
+
+from vancetope_brain.recipes.errors import RecipeError
+
+if TYPE_CHECKING:
+    from vancetope_brain.recipes.model import AppliedRecipe
+
+CONTEXT_NAMES = frozenset({"recipe", "process", "params", "user", "project", "tenant", "date",
+                           "tools"})
+
+_ENV = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False,
+                                     keep_trailing_newline=False, trim_blocks=True,
+                                     lstrip_blocks=True)
+
+
+def check_template(source: str) -> None:
+    """Raise ``ValueError`` (pydantic turns it into a field error) unless ``source`` compiles
+    and uses only names of the render context."""
+    try:
+        parsed = _ENV.parse(source)
+    except TemplateSyntaxError as e:
+        raise ValueError(f"template line {e.lineno}: {e.message}") from e
+    unknown = meta.find_undeclared_variables(parsed) - CONTEXT_NAMES
+    if unknown:
+        raise ValueError(f"template uses unknown variable(s) {', '.join(sorted(unknown))}; "
+                         f"the render context has {', '.join(sorted(CONTEXT_NAMES))}")
+
+
+@functools.lru_cache(maxsize=256)
+def _compiled(source: str) -> Template:
+    return _ENV.from_string(source)
+
+
+def render(recipe_name: str, field_name: str, source: str, variables: Mapping[str, Any]) -> str:
+    """Render one template; an undefined variable or a sandbox violation raises ``RecipeError``
+    naming the recipe and the field."""
+    try:
+        return _compiled(source).render(**variables).strip()
+    except UndefinedError as e:
+        raise RecipeError(f"recipe {recipe_name!r}: {field_name}: undefined variable: "
+                          f"{e.message}") from e
+    except SecurityError as e:
+        raise RecipeError(f"recipe {recipe_name!r}: {field_name}: not allowed: {e}") from e
+    except TemplateSyntaxError as e:  # a stored template that predates the load check
+        raise RecipeError(f"recipe {recipe_name!r}: {field_name}: template line {e.lineno}: "
+                          f"{e.message}") from e
+
+
+@dataclass(frozen=True)
+class PromptContext:
+    """What a prompt is rendered with; ``variables`` builds the documented render context."""
+
+    process_id: str
+    process_name: str
+    goal: str = ""
+    params: Mapping[str, Any] = field(default_factory=dict)
+    user_id: str = ""
+    user_name: str = ""
+    project_id: str = ""
+    project_name: str = ""
+    tenant_id: str = ""
+    tools: Sequence[str] = ()
+    date: str = field(default_factory=lambda: datetime.now(UTC).date().isoformat())
+
+    def variables(self, recipe_name: str) -> dict[str, Any]:
+        return {
+            "recipe": recipe_name,
+            "process": {"id": self.process_id, "name": self.process_name, "goal": self.goal},
+            "params": dict(self.params),
+            "user": {"id": self.user_id, "name": self.user_name or self.user_id},
+            "project": {"id": self.project_id, "name": self.project_name or self.project_id},
+            "tenant": {"id": self.tenant_id},
+            "date": self.date,
+            "tools": sorted(self.tools),
+        }
+
+
+@dataclass(frozen=True)
+class RenderedPrompts:
+    prefix: str | None
+    override: str | None
+
+    def system_prompt(self, engine_default: str) -> str:
+        """The system prompt: the override (else the engine's own), after the prefix if any."""
+        body = self.override if self.override is not None else engine_default
+        return f"{self.prefix}\n\n{body}" if self.prefix else body
+
+
+def render_prompts(applied: AppliedRecipe, context: PromptContext) -> RenderedPrompts:
+    """Render the snapshot's ``promptPrefix`` and ``promptOverride`` (None where absent)."""
+    variables = context.variables(applied.name)
+
+    def one(field_name: str, source: str | None) -> str | None:
+        return None if source is None else render(applied.name, field_name, source, variables)
+
+    return RenderedPrompts(one("promptPrefix", applied.prompt_prefix),
+                           one("promptOverride", applied.prompt_override))
+
+
+def sample_context(params: Mapping[str, Any] | None = None,
+                   tools: Sequence[str] = ("process_create", "recipe_list")) -> PromptContext:
+    """A filled-in context for tests and previews (``recipe show --render``)."""
+    return PromptContext(process_id="proc_sample", process_name="sample",
+                         goal="Summarize the attached papers.", params=dict(params or {}),
+                         user_id="usr_sample", user_name="Ada", project_id="default",
+                         project_name="Literature Review", tenant_id="ten_sample",
+                         tools=tuple(tools), date="2025-01-01")

@@ -1,0 +1,528 @@
+"""MCP tools: configured MCP servers reached through the official ``mcp`` SDK (v2).
+
+Tools are offered to the model as ``<server>__<tool>`` (two underscores; a server
+name never contains two in a row nor ends with one, so the first ``__`` splits).
+A prefixed name that is no valid OpenAI function name (``^[a-zA-Z0-9_-]{1,64}$``)
+has its other characters replaced by ``_`` and, when too long, is cut and ends in
+a short hash of the tool name; the registry maps it back.
+
+Connection strategy: one long-lived session per server per OS process, owned by
+a private event loop thread and shared by every worker thread (MCP multiplexes
+requests by id). A fresh session per call costs ~850 ms for a Python stdio
+server (process start and imports) and ~45 ms over HTTP; a shared session costs
+~5 ms per call for either. A session that breaks is dropped and reopened on the
+next use; a timed-out call keeps it (the SDK cancels the request on the server).
+After ``fork`` (Celery prefork) the child starts its own loop and sessions and
+never touches the parent's.
+
+A stdio server's environment is ``HOME LOGNAME PATH SHELL TERM USER`` of the
+worker (the SDK's safe default) plus the configured ``env``; nothing else is
+inherited, so secrets reach a server only when named, e.g. ``TOKEN: ${TOKEN}``
+(``${NAME}`` in ``env`` and ``headers`` values is read from the environment at
+load; unset is a ``ConfigError``). Its stderr goes to the worker's stderr.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from concurrent.futures import Future
+from contextlib import AsyncExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
+import yaml
+from anyio.abc import TaskGroup, TaskStatus
+from anyio.from_thread import BlockingPortal
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from vancetope_brain.errors import ConfigError
+from vancetope_brain.llm import ToolSpec
+from vancetope_brain.models.steer import ToolCallStatus
+from vancetope_brain.tools import dispatcher  # the module, not its names: it may import this one
+
+if TYPE_CHECKING:
+    from mcp import ClientSession, types
+
+log = logging.getLogger(__name__)
+
+SEPARATOR = "__"
+"""Between the server name and the tool name in the name the model sees."""
+
+FAILED_LIST_RETRY = 30.0
+"""Seconds a server that failed to list is left alone before it is tried again (at most its TTL)."""
+
+PING_AFTER_IDLE = 10.0
+"""Seconds after which a session is pinged before use; one that fails is replaced."""
+
+_INHERITED: list[_Loop] = []
+
+_FUNCTION_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+_PLACEHOLDER = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+class McpServerConfig(BaseModel):
+    """One MCP server: how to reach it, how long to wait, how long to trust its tool list."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(max_length=32, pattern=r"^[a-z0-9]+(?:[-_][a-z0-9]+)*$")
+    """The tool-name prefix: lowercase letters, digits, single ``-`` or ``_`` between them."""
+    transport: Literal["stdio", "http"]
+    command: str | None = None
+    args: list[str] = Field(default_factory=list)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: Path | None = None
+    url: str | None = Field(default=None, pattern=r"^https?://")
+    headers: dict[str, str] = Field(default_factory=dict)
+    timeout: float = Field(default=30.0, gt=0)
+    """Seconds one call may take; connecting (spawn and handshake) has the same bound."""
+    tools_ttl: float = Field(default=300.0, ge=0)
+    """Seconds the server's tool list is cached."""
+
+    @field_validator("env", "headers")
+    @classmethod
+    def _expand(cls, values: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        environ = (info.context or {}).get("environ", os.environ)
+
+        def value_of(match: re.Match[str]) -> str:
+            if match[1] not in environ:
+                raise ValueError(f"${{{match[1]}}} is not set in the environment")
+            return environ[match[1]]
+
+        return {k: _PLACEHOLDER.sub(value_of, v) for k, v in values.items()}
+
+    @model_validator(mode="after")
+    def _fits_transport(self) -> McpServerConfig:
+        if self.transport == "stdio":
+            if not self.command:
+                raise ValueError("command: required for transport 'stdio'")
+            if self.url is not None or self.headers:
+                raise ValueError("url/headers: only for transport 'http'")
+        else:
+            if not self.url:
+                raise ValueError("url: required for transport 'http'")
+            if self.command is not None or self.args or self.env or self.cwd is not None:
+                raise ValueError("command/args/env/cwd: only for transport 'stdio'")
+        return self
+
+
+_CONFIG_LIST = TypeAdapter(list[McpServerConfig])
+
+
+def load_mcp_servers(path: Path, environ: Mapping[str, str] | None = None) -> list[McpServerConfig]:
+    """Read a YAML or JSON file holding a list of server configs.
+
+    Raises ``ConfigError`` naming the file and, for a bad entry, its index and field.
+    """
+    where = f"MCP servers file {path} (VANCETOPE_MCP_SERVERS)"
+    try:
+        text = path.read_text()
+        data = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (OSError, ValueError, yaml.YAMLError) as e:
+        raise ConfigError(f"{where}: cannot read it: {e}") from e
+    if not isinstance(data, list):
+        raise ConfigError(f"{where}: must hold a list of servers, not {type(data).__name__}")
+    try:
+        configs = _CONFIG_LIST.validate_python(
+            data, context={"environ": os.environ if environ is None else environ})
+    except ValidationError as e:
+        first = e.errors()[0]
+        index, *fields = first["loc"]
+        entry = data[index] if isinstance(index, int) else None
+        name = entry.get("name") if isinstance(entry, dict) else None
+        field_name = ".".join(map(str, fields)) or "entry"
+        raise ConfigError(f"{where}: server [{index}] ({name!r}) {field_name}: {first['msg']}") from e
+    _check_unique(configs, where)
+    return configs
+
+
+def _check_unique(configs: Iterable[McpServerConfig], where: str) -> None:
+    seen: set[str] = set()
+    for config in configs:
+        if config.name in seen:
+            raise ConfigError(f"{where}: server name {config.name!r} is used twice")
+        seen.add(config.name)
+
+
+class McpRegistry:
+    """The tools of the configured MCP servers, with one call shape: ``call(name, params)``.
+
+    Thread-safe; ``tools`` and ``call`` never raise for server or tool failures.
+    ``close`` ends every session (a later use opens them again).
+    """
+
+    def __init__(self, configs: Sequence[McpServerConfig]) -> None:
+        _check_unique(configs, "McpRegistry")
+        self._configs = {c.name: c for c in configs}
+        self._guard = threading.Lock()
+        self._loop: _Loop | None = None
+
+    @classmethod
+    def from_file(cls, path: Path | None) -> McpRegistry:
+        """The registry of ``Config.mcp_servers_file``; no file means no servers."""
+        return cls(load_mcp_servers(path) if path is not None else [])
+
+    @property
+    def servers(self) -> list[str]:
+        return list(self._configs)
+
+    def owns(self, name: str) -> bool:
+        """True when ``name`` carries the prefix of a configured server (it may still not exist)."""
+        server, sep, _ = name.partition(SEPARATOR)
+        return bool(sep) and server in self._configs
+
+    def tools(self) -> list[ToolSpec]:
+        """Every reachable server's tools, prefixed; lists older than a server's TTL are refreshed."""
+        return [spec for listing in self._listings() for spec in listing.specs]
+
+    def manifests(self) -> list[dispatcher.ToolManifest]:
+        """``tools()`` as dispatcher manifests: transport ``mcp``, SAFE_PROBE for the tools the
+        server marks ``readOnlyHint`` (a hint from the server, not a guarantee), else MUTATING."""
+        return [dispatcher.ToolManifest(spec, "mcp", dispatcher.Safety.SAFE_PROBE
+                                        if spec.name in listing.read_only
+                                        else dispatcher.Safety.MUTATING)
+                for listing in self._listings() for spec in listing.specs]
+
+    def call(self, name: str, params: Mapping[str, Any]) -> dispatcher.ToolOutcome:
+        """Call the tool the model knows as ``name``; SUCCESS, ERROR or TIMEOUT, never an exception."""
+        if not self.owns(name):
+            return _error(f"{name!r} is not a tool of a configured MCP server")
+        server = name.partition(SEPARATOR)[0]
+        try:
+            loop = self._running()
+            return loop.portal.call(loop.servers[server].call, name, dict(params), loop.tg)
+        except Exception as e:
+            log.exception("MCP call %s failed", name)
+            return _error(f"MCP server {server!r}, tool {name!r}: {_describe(e)}")
+
+    def _listings(self) -> list[_Listing]:
+        if not self._configs:
+            return []
+        try:
+            loop = self._running()
+            return loop.portal.call(loop.list_all)
+        except Exception:
+            log.exception("listing MCP tools failed")
+            return []
+
+    def close(self) -> None:
+        with self._guard:
+            loop, self._loop = self._loop, None
+        if loop is not None and loop.pid == os.getpid():
+            loop.close()
+
+    def __enter__(self) -> McpRegistry:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _running(self) -> _Loop:
+        loop = self._loop
+        if loop is not None and loop.pid == os.getpid():
+            return loop
+        with self._guard:
+            if self._loop is not None and self._loop.pid != os.getpid():
+                # Forked: the loop's thread is gone. Keep its objects from being collected,
+                # whose finalizers would act on the parent's sessions, and start afresh.
+                _INHERITED.append(self._loop)
+                self._loop = None
+            if self._loop is None:
+                self._loop = _Loop(self._configs.values())
+            return self._loop
+
+
+class _Loop:
+    """The registry's event loop thread and everything that lives in it."""
+
+    def __init__(self, configs: Iterable[McpServerConfig]) -> None:
+        self.pid = os.getpid()
+        ready: Future[BlockingPortal] = Future()
+        self._thread = threading.Thread(target=_run_portal, args=(ready,),
+                                        name="vancetope-mcp", daemon=True)
+        self._thread.start()
+        self.portal = ready.result()
+        # Built in the loop thread: anyio primitives belong to the loop that uses them.
+        self.servers = self.portal.call(lambda: {c.name: _Server(c) for c in configs})
+        self._supervisor, (self.tg, self._stopping) = self.portal.start_task(_supervise)
+
+    async def list_all(self) -> list[_Listing]:
+        async with anyio.create_task_group() as tg:
+            for server in self.servers.values():
+                tg.start_soon(server.listing, self.tg)
+        return [s.cached for s in self.servers.values() if s.cached is not None]
+
+    def close(self) -> None:
+        try:
+            self.portal.call(self._aclose)
+        finally:
+            self.portal.call(self.portal.stop)
+            self._thread.join()
+
+    async def _aclose(self) -> None:
+        for server in self.servers.values():
+            server.drop()
+        with anyio.move_on_after(10):
+            for server in self.servers.values():
+                for done in list(server.runners):
+                    await done.wait()
+        self._stopping.set()
+
+
+def _run_portal(ready: Future[BlockingPortal]) -> None:
+    """The loop thread. Not ``start_blocking_portal``: its generator, collected in a forked
+    child, would wait forever on the parent's loop thread."""
+
+    async def serve() -> None:
+        async with BlockingPortal() as portal:
+            ready.set_result(portal)
+            await portal.sleep_until_stopped()
+
+    try:
+        anyio.run(serve)
+    except BaseException as e:
+        if not ready.done():
+            ready.set_exception(e)
+        raise
+
+
+async def _supervise(*, task_status: TaskStatus[tuple[TaskGroup, anyio.Event]]) -> None:
+    """Hosts the session tasks until the loop closes."""
+    stopping = anyio.Event()
+    async with anyio.create_task_group() as tg:
+        task_status.started((tg, stopping))
+        await stopping.wait()
+        tg.cancel_scope.cancel()
+
+
+@dataclass
+class _Listing:
+    specs: list[ToolSpec]
+    names: dict[str, str]  # prefixed name -> the server's tool name
+    expires: float
+    error: str | None = None
+    read_only: frozenset[str] = frozenset()  # prefixed names the server marks readOnlyHint
+
+
+@dataclass
+class _Server:
+    """One configured server, as seen from the loop thread (so no thread locks here)."""
+
+    config: McpServerConfig
+    cached: _Listing | None = None
+    runners: set[anyio.Event] = field(default_factory=set)  # one per session task, set when done
+    _session: ClientSession | None = None
+    _closing: anyio.Event | None = None
+    _used: float = 0.0
+    _connect_lock: anyio.Lock = field(default_factory=anyio.Lock)
+    _list_lock: anyio.Lock = field(default_factory=anyio.Lock)
+
+    async def listing(self, tg: TaskGroup) -> _Listing:
+        """The tool list, from cache within the TTL; a failure is logged and lists nothing."""
+        async with self._list_lock:
+            now = time.monotonic()
+            if self.cached is not None and now < self.cached.expires:
+                return self.cached
+            cfg = self.config
+            try:
+                session = await self._open(tg)
+                with anyio.fail_after(cfg.timeout):
+                    tools = await _list_tools(session)
+                self.cached = _listing_of(cfg.name, tools, now + cfg.tools_ttl)
+            except Exception as e:
+                self._after_failure(e)
+                log.warning("MCP server %r contributes no tools: %s", cfg.name, _describe(e))
+                retry = now + min(cfg.tools_ttl, FAILED_LIST_RETRY)
+                self.cached = _Listing([], {}, retry, error=_describe(e))
+            return self.cached
+
+    async def call(self, name: str, params: dict[str, Any], tg: TaskGroup) -> dispatcher.ToolOutcome:
+        where = f"MCP server {self.config.name!r}, tool {name!r}"
+        known = self.cached
+        if known is None or (name not in known.names and time.monotonic() >= known.expires):
+            known = await self.listing(tg)
+        if name not in known.names:
+            if known.error is not None:
+                return _error(f"{where}: server unavailable: {known.error}")
+            return _error(f"{where}: no such tool on this server")
+        try:
+            session = await self._open(tg)
+            with anyio.fail_after(self.config.timeout):
+                result = await session.call_tool(known.names[name], params)
+        except TimeoutError:
+            return _timeout(f"{where}: timed out after {self.config.timeout:g} s")
+        except Exception as e:
+            self._after_failure(e)
+            return _error(f"{where}: {_describe(e)}")
+        return _outcome(result, where)
+
+    def drop(self) -> None:
+        """Forget the session; its task closes it (a later use opens a new one)."""
+        if self._closing is not None:
+            self._closing.set()
+        self._session = self._closing = None
+
+    def _after_failure(self, e: Exception) -> None:
+        """Keep the session after a timeout (the SDK cancels the request on the server) or an
+        invalid-params answer; anything else may have broken it, so the next use reconnects."""
+        from mcp import MCPError, types
+
+        if not isinstance(e, TimeoutError) and not (
+                isinstance(e, MCPError) and e.code == types.INVALID_PARAMS):
+            self.drop()
+
+    async def _open(self, tg: TaskGroup) -> ClientSession:
+        async with self._connect_lock:
+            if self._session is not None and time.monotonic() - self._used > PING_AFTER_IDLE:
+                # A stdio server may have died, an HTTP server may have expired the session.
+                try:
+                    with anyio.fail_after(self.config.timeout):
+                        await self._session.send_ping()
+                except Exception as e:
+                    log.info("MCP server %r: idle session is gone (%s), reconnecting",
+                             self.config.name, _describe(e))
+                    self.drop()
+            if self._session is None:
+                with anyio.fail_after(self.config.timeout):
+                    self._session = await tg.start(self._hold)
+            self._used = time.monotonic()
+            return self._session
+
+    async def _hold(self, *, task_status: TaskStatus[ClientSession]) -> None:
+        """Opens the session and holds it open (anyio context managers close in the task
+        that opened them) until ``drop``."""
+        from mcp import ClientSession
+
+        closing = self._closing = anyio.Event()
+        done = anyio.Event()
+        self.runners.add(done)
+        started = False
+        try:
+            async with AsyncExitStack() as stack:
+                read, write = await _transport(self.config, stack)
+                session = await stack.enter_async_context(ClientSession(read, write))
+                await session.initialize()
+                task_status.started(session)
+                started = True
+                await closing.wait()
+        except Exception as e:
+            if not started:
+                raise
+            log.warning("MCP server %r: session ended with %s", self.config.name, _describe(e))
+        finally:
+            if self._closing is closing:
+                self._session = self._closing = None
+            self.runners.discard(done)
+            done.set()
+
+
+async def _transport(config: McpServerConfig, stack: AsyncExitStack) -> tuple[Any, Any]:
+    if config.transport == "stdio":
+        from mcp import StdioServerParameters, stdio_client
+
+        assert config.command is not None
+        params = StdioServerParameters(command=config.command, args=config.args,
+                                       env=config.env or None, cwd=config.cwd)
+        return await stack.enter_async_context(stdio_client(params))
+    import httpx2
+    from mcp.client.streamable_http import streamable_http_client
+
+    assert config.url is not None
+    http = await stack.enter_async_context(httpx2.AsyncClient(
+        headers=config.headers, timeout=httpx2.Timeout(config.timeout, read=300.0)))
+    return await stack.enter_async_context(streamable_http_client(config.url, http_client=http))
+
+
+async def _list_tools(session: ClientSession) -> list[types.Tool]:
+    from mcp import types
+
+    tools: list[types.Tool] = []
+    cursor: str | None = None
+    for _ in range(100):  # a server that pages forever cannot hang us
+        page = await session.list_tools(
+            params=types.PaginatedRequestParams(cursor=cursor) if cursor else None)
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if not cursor:
+            break
+    return tools
+
+
+def _listing_of(server: str, tools: Iterable[types.Tool], expires: float) -> _Listing:
+    specs: list[ToolSpec] = []
+    names: dict[str, str] = {}
+    read_only: set[str] = set()
+    for tool in tools:
+        name = prefixed_name(server, tool.name)
+        if name in names:
+            log.warning("MCP server %r: tools %r and %r both map to %r; %r is left out",
+                        server, names[name], tool.name, name, tool.name)
+            continue
+        names[name] = tool.name
+        specs.append(ToolSpec(name, tool.description or tool.title or "", dict(tool.input_schema)))
+        if tool.annotations is not None and tool.annotations.read_only_hint:
+            read_only.add(name)
+    return _Listing(specs, names, expires, read_only=frozenset(read_only))
+
+
+def prefixed_name(server: str, tool: str) -> str:
+    """The name the model sees for ``tool`` of ``server``, a valid OpenAI function name."""
+    name = f"{server}{SEPARATOR}{tool}"
+    if _FUNCTION_NAME.match(name):
+        return name
+    name = re.sub(r"[^a-zA-Z0-9_-]", "_", name)
+    if len(name) > 64:
+        name = f"{name[:55]}_{hashlib.sha1(tool.encode()).hexdigest()[:8]}"
+    return name
+
+
+def _outcome(result: types.CallToolResult, where: str) -> dispatcher.ToolOutcome:
+    """SUCCESS carries the structured content when the tool gave some, else its text."""
+    text = "\n".join(_text_of(block) for block in result.content)
+    if result.is_error:
+        return _error(f"{where}: {text or 'the tool reported an error'}")
+    if result.structured_content is not None:
+        return dispatcher.ToolOutcome(ToolCallStatus.SUCCESS, result.structured_content)
+    return dispatcher.ToolOutcome(ToolCallStatus.SUCCESS, text)
+
+
+def _text_of(block: Any) -> str:
+    if block.type == "text":
+        return str(block.text)
+    resource = getattr(block, "resource", None)
+    if resource is not None and getattr(resource, "text", None) is not None:
+        return str(resource.text)
+    label = getattr(block, "mime_type", None) or getattr(block, "uri", None)
+    return f"[{block.type} {label}]" if label else f"[{block.type}]"
+
+
+def _describe(e: BaseException) -> str:
+    while isinstance(e, BaseExceptionGroup) and len(e.exceptions) == 1:
+        e = e.exceptions[0]
+    return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+
+
+def _error(message: str) -> dispatcher.ToolOutcome:
+    return dispatcher.ToolOutcome(ToolCallStatus.ERROR, error=message)
+
+
+def _timeout(message: str) -> dispatcher.ToolOutcome:
+    return dispatcher.ToolOutcome(ToolCallStatus.TIMEOUT, error=message)

@@ -1,0 +1,117 @@
+"""Arthur's tools (arthur-engine §3.3): spawn and steer worker processes, read the recipe
+catalogue and the recipe's manuals. Each works through the calling turn's context.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vancetope_brain.errors import UserError
+from vancetope_brain.llm import ToolSpec
+from vancetope_brain.models import ProcessStatus, ThinkProcess
+from vancetope_brain.tools.dispatcher import Safety, ToolError, server_tool
+
+
+def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": required,
+            "additionalProperties": False}
+
+
+_ID = {"type": "string", "description": "a process id from process_list or process_create"}
+
+
+def _summary(process: ThinkProcess) -> dict[str, Any]:
+    return {"processId": process.id, "name": process.name, "status": process.status.value,
+            "engine": process.engine, "recipe": process.recipe_name, "goal": process.goal,
+            "parentProcessId": process.parent_process_id,
+            "closeReason": process.close_reason.value if process.close_reason else None,
+            "contextDrift": process.context_drift}
+
+
+def _user_errors(fn):  # type: ignore[no-untyped-def]
+    """A refused request is the model's to handle: turn it into a ToolError."""
+    def wrapped(context: Any, **params: Any) -> Any:
+        try:
+            return fn(context, **params)
+        except UserError as e:
+            raise ToolError(str(e)) from e
+    wrapped.__name__ = fn.__name__
+    return wrapped
+
+
+@server_tool(ToolSpec("process_create", "Start a worker process in this session. Prefer a "
+                      "recipe from recipe_list; the recipe decides the engine.", _schema({
+                          "recipe": {"type": "string"},
+                          "engine": {"type": "string", "description": "only without a recipe"},
+                          "name": {"type": "string", "description": "short, unique, kebab-case"},
+                          "goal": {"type": "string", "description": "what the worker must do"},
+                          "params": {"type": "object"}}, ["goal"])))
+@_user_errors
+def process_create(context: Any, goal: str, recipe: str | None = None,
+                   engine: str | None = None, name: str = "",
+                   params: dict[str, Any] | None = None) -> dict[str, Any]:
+    child = context.processes().spawn(recipe=recipe, engine=engine, name=name, goal=goal,
+                                      params=params)
+    return {**_summary(child), "status": "STARTING"}
+
+
+@server_tool(ToolSpec("process_steer", "Send a message to one of this session's processes "
+                      "(e.g. forward the user's answer to a worker that asked).", _schema(
+                          {"processId": _ID, "message": {"type": "string"}},
+                          ["processId", "message"])))
+@_user_errors
+def process_steer(context: Any, processId: str, message: str) -> dict[str, Any]:  # noqa: N803
+    context.processes().steer(processId, message)
+    return {"ok": True}
+
+
+@server_tool(ToolSpec("process_stop", "Stop a process of this session, and everything it "
+                      "started.", _schema({"processId": _ID}, ["processId"])))
+@_user_errors
+def process_stop(context: Any, processId: str) -> dict[str, Any]:  # noqa: N803
+    context.processes().stop(processId)
+    return {"ok": True}
+
+
+@server_tool(ToolSpec("process_list", "The processes of this session (without closed ones "
+                      "unless all is true).", _schema({"all": {"type": "boolean"}}, [])),
+             safety=Safety.SAFE_PROBE)
+def process_list(context: Any, all: bool = False) -> list[dict[str, Any]]:  # noqa: A002
+    return [_summary(p) for p in context.processes().list()
+            if all or p.status is not ProcessStatus.CLOSED]
+
+
+@server_tool(ToolSpec("process_status", "Details of one process of this session.",
+                      _schema({"processId": _ID}, ["processId"])), safety=Safety.SAFE_PROBE)
+@_user_errors
+def process_status(context: Any, processId: str) -> dict[str, Any]:  # noqa: N803
+    return _summary(context.processes().get(processId))
+
+
+@server_tool(ToolSpec("recipe_list", "The worker recipes you can start (project, tenant and "
+                      "bundled).", _schema({}, [])), safety=Safety.SAFE_PROBE)
+def recipe_list(context: Any) -> list[dict[str, Any]]:
+    return context.recipes().catalogue()
+
+
+@server_tool(ToolSpec("recipe_describe", "One recipe in full: engine, default params, prompt, "
+                      "tool changes.", _schema({"name": {"type": "string"}}, ["name"])),
+             safety=Safety.SAFE_PROBE)
+@_user_errors
+def recipe_describe(context: Any, name: str) -> dict[str, Any]:
+    return context.recipes().describe(name)
+
+
+@server_tool(ToolSpec("manual_list", "The manuals your recipe gives you.", _schema({}, [])),
+             safety=Safety.SAFE_PROBE)
+def manual_list(context: Any) -> list[str]:
+    return context.recipes().manuals()
+
+
+@server_tool(ToolSpec("manual_read", "Read one of your manuals.",
+                      _schema({"name": {"type": "string"}}, ["name"])), safety=Safety.SAFE_PROBE)
+@_user_errors
+def manual_read(context: Any, name: str) -> str:
+    return context.recipes().manual(name)
+
+
