@@ -9,13 +9,11 @@ import threading
 
 import pytest
 from simple_websocket import Client
-from werkzeug.serving import make_server
 
 from tests.helpers import wait_for
 from vancetope_brain.engines import ENGINES, ThinkEngine
 from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.models import ChatRole
-from vancetope_gateway.app import create_app
 
 
 class ToolCaller(ThinkEngine):
@@ -39,17 +37,9 @@ if ENGINES.find(ToolCaller.name) is None:
 
 
 @pytest.fixture(scope="module")
-def url(embedded):
+def url(embedded, served):
     embedded.model = FunctionModel(lambda m, t: "unused")
-    app = create_app(embedded.brain, llm_description="test")
-    srv = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    token = embedded.brain.identity.issue_token("acme", "ada")
-    yield f"ws://127.0.0.1:{srv.port}/ws?token={token}"
-    srv.shutdown()
-    thread.join(5)
-    app.extensions["vancetope.listener"].close()
+    return f"ws://{served}/ws?token={embedded.brain.identity.issue_token('acme', 'ada')}"
 
 
 class Peer:

@@ -18,7 +18,6 @@ from tests.gateway.wire import Client, stays, wait_process, wait_session
 from tests.helpers import wait_for
 from vancetope_brain.engines import ENGINES
 from vancetope_brain.errors import Conflict
-from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.models import (
     ChatRole,
     CloseReason,
@@ -53,19 +52,6 @@ FP = {"machineId": "m-1", "workingDir": "/home/ada/paper", "userHome": "/home/ad
 
 
 # ── fixtures and helpers ────────────────────────────────────────────────────
-@pytest.fixture
-def emb(embedded):
-    embedded.model = FunctionModel(lambda m, t: f"echo: {m[-1].content}")
-    return embedded
-
-
-@pytest.fixture
-def client(emb):
-    c = Client(emb, emb.who)
-    yield c
-    c.close()
-
-
 @pytest.fixture
 def bound(emb, client):
     """``client`` bound to a fresh session whose chat process is IDLE: (client, sid, chat)."""

@@ -11,19 +11,15 @@ from __future__ import annotations
 
 import json
 import threading
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 
 import pytest
-from werkzeug.serving import make_server
 
-from tests.gateway.wire import Client, stays, wait_process
+from tests.gateway.wire import Client, http_get, stays, wait_process
 from tests.helpers import wait_for
 from vancetope_brain.identity import Principal
 from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.models import ProcessStatus, ThinkProcess, new_id
-from vancetope_gateway.app import create_app
 
 S = ProcessStatus
 
@@ -220,29 +216,10 @@ def test_intruders_changed_nothing(embedded, world, before):
 
 # ── REST (the read side) ────────────────────────────────────────────────────
 @pytest.fixture(scope="module")
-def server(embedded, world):
-    app = create_app(embedded.brain, llm_description="test")
-    srv = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
+def server(embedded, world, served):
     tokens = {name: embedded.brain.identity.issue_token(who.tenant_id, who.user_id)
               for name, who in {"ada": world.ada, **world.intruders}.items()}
-    yield f"http://127.0.0.1:{srv.port}", tokens
-    srv.shutdown()
-    thread.join(5)
-    app.extensions["vancetope.listener"].close()
-
-
-def _get(url: str, token: str | None = None) -> tuple[int, dict]:
-    request = urllib.request.Request(url)
-    if token:
-        request.add_header("Authorization", f"Bearer {token}")
-    try:
-        with urllib.request.urlopen(request, timeout=5) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as e:
-        with e:
-            return e.code, json.loads(e.read())
+    return f"http://{served}", tokens
 
 
 REST_PATHS = [
@@ -262,24 +239,24 @@ def test_rest_with_foreign_ids_looks_like_missing_ids(embedded, world, before, s
     foreign = {"sid": world.sid, "chat": world.chat, "paused": world.paused}
     missing = {"sid": new_id("ses"), "chat": new_id("proc"), "paused": new_id("proc")}
     # Ada reads it: the ids are real.
-    status, _ = _get(base + path.format(**foreign), tokens["ada"])
+    status, _ = http_get(base + path.format(**foreign), tokens["ada"])
     assert status == 200
-    status, body = _get(base + path.format(**foreign), tokens[intruder])
-    missing_status, missing_body = _get(base + path.format(**missing), tokens[intruder])
+    status, body = http_get(base + path.format(**foreign), tokens[intruder])
+    missing_status, missing_body = http_get(base + path.format(**missing), tokens[intruder])
     assert (status, body["code"]) == (missing_status, missing_body["code"]) == (404, "not_found")
     assert body["message"].replace(foreign[which], "<id>") == \
         missing_body["message"].replace(missing[which], "<id>"), \
         f"{intruder} can tell Ada's id from a missing one over REST: {body} vs {missing_body}"
-    assert _get(base + path.format(**foreign))[0] == 401
+    assert http_get(base + path.format(**foreign))[0] == 401
     assert _snapshot(embedded, world) == before
 
 
 def test_rest_session_list_shows_only_ones_own(embedded, world, server):
     base, tokens = server
-    status, body = _get(f"{base}/sessions", tokens["ada"])
+    status, body = http_get(f"{base}/sessions", tokens["ada"])
     assert status == 200 and world.sid in [s["id"] for s in body["sessions"]]
     for name, who in world.intruders.items():
-        status, body = _get(f"{base}/sessions", tokens[name])
+        status, body = http_get(f"{base}/sessions", tokens[name])
         assert status == 200 and {s["userId"] for s in body["sessions"]} == {who.user_id}
         assert world.sid not in json.dumps(body)
-    assert _get(f"{base}/sessions")[0] == 401
+    assert http_get(f"{base}/sessions")[0] == 401

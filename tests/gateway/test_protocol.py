@@ -11,22 +11,8 @@ from tests.helpers import wait_for
 from vancetope_brain import keys
 from vancetope_brain.events import EventType
 from vancetope_brain.identity import Principal
-from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.models import ProcessStatus
 from vancetope_gateway.protocol import ConnState
-
-
-@pytest.fixture
-def emb(embedded):
-    embedded.model = FunctionModel(lambda m, t: f"echo: {m[-1].content}")
-    return embedded
-
-
-@pytest.fixture
-def client(emb):
-    c = Client(emb, emb.who)
-    yield c
-    c.close()
 
 
 def _reply_done(client: Client, content: str) -> list[dict]:

@@ -6,59 +6,35 @@ from __future__ import annotations
 
 import http.client
 import json
-import threading
-import urllib.error
-import urllib.request
 
 import pytest
 from simple_websocket import Client, ConnectionClosed
-from werkzeug.serving import make_server
 
+from tests.gateway.wire import http_get
 from tests.helpers import wait_for
 from vancetope_brain.errors import StoreError
 from vancetope_brain.llm.testing import FunctionModel
-from vancetope_gateway.app import create_app
 
 
 @pytest.fixture(scope="module")
-def server(embedded):
-    app = create_app(embedded.brain, llm_description="test")
-    srv = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    token = embedded.brain.identity.issue_token("acme", "ada")
-    yield f"127.0.0.1:{srv.port}", token
-    srv.shutdown()
-    thread.join(5)
-    app.extensions["vancetope.listener"].close()
-
-
-def _get(url: str, token: str | None = None) -> tuple[int, dict]:
-    request = urllib.request.Request(url)
-    if token:
-        request.add_header("Authorization", f"Bearer {token}")
-    try:
-        with urllib.request.urlopen(request, timeout=5) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as e:
-        with e:
-            return e.code, json.loads(e.read())
+def server(embedded, served):
+    return served, embedded.brain.identity.issue_token("acme", "ada")
 
 
 def test_health_ready_and_engines(server, embedded, monkeypatch):
     host, token = server
-    assert _get(f"http://{host}/healthz") == (200, {"status": "ok"})
-    assert _get(f"http://{host}/readyz") == (200, {"status": "ready"})
-    status, body = _get(f"http://{host}/think-engines")
+    assert http_get(f"http://{host}/healthz") == (200, {"status": "ok"})
+    assert http_get(f"http://{host}/readyz") == (200, {"status": "ready"})
+    status, body = http_get(f"http://{host}/think-engines")
     assert (status, body["code"]) == (401, "unauthorized")
-    status, body = _get(f"http://{host}/think-engines", token)
+    status, body = http_get(f"http://{host}/think-engines", token)
     assert status == 200 and "ford" in [e["name"] for e in body["engines"]]
 
     def broken() -> None:
         raise StoreError("disk on fire")
 
     monkeypatch.setattr(embedded.brain.store, "ping", broken)
-    status, body = _get(f"http://{host}/readyz")
+    status, body = http_get(f"http://{host}/readyz")
     assert status == 503 and body["failures"] == {"store": "disk on fire"}
 
 
@@ -112,18 +88,18 @@ def test_rest_read_endpoints(server, embedded):
     pid = session.chat_process_id
     embedded.brain.sessions.steer(embedded.who, pid, "hello")
     wait_for(lambda: len(embedded.brain.store.chat_history("acme", pid)) == 2)
-    status, body = _get(f"http://{host}/sessions", token)
+    status, body = http_get(f"http://{host}/sessions", token)
     assert status == 200 and session.id in [s["id"] for s in body["sessions"]]
-    status, body = _get(f"http://{host}/sessions/{session.id}", token)
+    status, body = http_get(f"http://{host}/sessions/{session.id}", token)
     assert status == 200 and body["session"]["chatProcessId"] == pid
     assert [p["id"] for p in body["processes"]] == [pid]
-    status, body = _get(f"http://{host}/sessions/{session.id}/processes", token)
+    status, body = http_get(f"http://{host}/sessions/{session.id}/processes", token)
     assert [p["id"] for p in body["processes"]] == [pid]
-    status, body = _get(f"http://{host}/processes/{pid}", token)
+    status, body = http_get(f"http://{host}/processes/{pid}", token)
     assert body["process"]["engine"] == "ford"
-    status, body = _get(f"http://{host}/processes/{pid}/chat?limit=1", token)
+    status, body = http_get(f"http://{host}/processes/{pid}/chat?limit=1", token)
     assert [m["content"] for m in body["messages"]] == ["ok"]
-    status, body = _get(f"http://{host}/processes/{pid}/chat?beforeSeq=2", token)
+    status, body = http_get(f"http://{host}/processes/{pid}/chat?beforeSeq=2", token)
     assert [m["content"] for m in body["messages"]] == ["hello"]
 
 
@@ -135,6 +111,6 @@ def test_rest_read_endpoints(server, embedded):
 ])
 def test_rest_refusals(server, path, status, code):
     host, token = server
-    assert _get(f"http://{host}{path}", token)[0] == status
-    assert _get(f"http://{host}{path}", token)[1]["code"] == code
-    assert _get(f"http://{host}{path}")[0] == 401
+    assert http_get(f"http://{host}{path}", token)[0] == status
+    assert http_get(f"http://{host}{path}", token)[1]["code"] == code
+    assert http_get(f"http://{host}{path}")[0] == 401

@@ -115,3 +115,27 @@ def stays(condition, seconds: float = 0.6, interval: float = 0.02, *, state=None
     while time.monotonic() < deadline:
         assert condition(), f"condition stopped holding: {state() if state else ''}"
         time.sleep(interval)
+
+
+def echo():
+    """A model answering ``echo: <last message>``."""
+    from vancetope_brain.llm.testing import FunctionModel
+
+    return FunctionModel(lambda m, t: f"echo: {m[-1].content}")
+
+
+def http_get(url: str, token: str | None = None) -> tuple[int, dict]:
+    """GET a JSON endpoint: (status, body), for errors too."""
+    import json
+    import urllib.error
+    import urllib.request
+
+    request = urllib.request.Request(url)
+    if token:
+        request.add_header("Authorization", f"Bearer {token}")
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as e:
+        with e:
+            return e.code, json.loads(e.read())
