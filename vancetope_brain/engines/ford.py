@@ -1,7 +1,7 @@
 """ford — the minimal chat engine (think-engines.txt §7): user message → LLM → streamed reply.
 
-No work tools, no memory, no orchestration. As a session's chat it answers each
-message. As a worker (a process with a parent) it works on its goal and ends
+No work tools of its own (a recipe may add some), no memory, no orchestration.
+As a chat it answers each message. As a worker (a process with a parent) it works on its goal and ends
 every turn with the ``respond`` marker: a question for the user leaves it
 BLOCKED, anything else is its result and it is DONE; the parent hears either
 through ``summarize_for_parent``.
@@ -69,7 +69,8 @@ class FordEngine(ThinkEngine):
                     meta={"model": reply.model} if reply.model else None)
 
     def _work(self, process: ThinkProcess, context: ThinkEngineContext) -> None:
-        reply = ToolLoop(context, [RESPOND]).run(self._input(process, context))
+        reply = ToolLoop(context, [*context.tools().specs(), RESPOND]).run(
+            self._input(process, context))
         if reply is None:
             return
         context.chat().append(ChatRole.ASSISTANT, reply.message)

@@ -1,0 +1,109 @@
+"""Recipes in running processes: the snapshot survives edits, the cascade picks the innermost
+recipe, and a recipe's tool changes decide what the model is offered and may call.
+"""
+
+from __future__ import annotations
+
+import json
+
+from tests.engines.test_arthur import Script, arthur_is_the_chat_engine, call, respond  # noqa: F401
+from tests.helpers import wait_for
+from vancetope_brain.llm import LlmResponse
+from vancetope_brain.llm.testing import FunctionModel
+from vancetope_brain.models import ProcessStatus
+from vancetope_brain.recipes.loader import parse_recipe
+from vancetope_brain.recipes.manage import RecipeAdmin
+
+RECIPE = """
+name: analyze
+engine: ford
+category: worker
+description: {level} analysis worker
+promptOverride: "You are the {level} analyst."
+allowedToolsAdd: {add}
+"""
+
+
+def _put(emb, level: str, project: str | None, add: str = "[]") -> None:
+    RecipeAdmin(emb.brain.store).put("acme", project,
+                                     parse_recipe(RECIPE.format(level=level, add=add), level))
+
+
+def _spawn_worker(emb, worker_model):
+    def arthur(messages, tools):
+        if messages[-1].role == "tool":
+            return respond("started")
+        if messages[-1].content == "go":
+            return LlmResponse("", (call("process_create", recipe="analyze", name="w",
+                                         goal="look"),))
+        return respond("ok")
+
+    emb.model = FunctionModel(Script(arthur, worker_model))
+    session = emb.brain.sessions.create(emb.who)
+    emb.brain.sessions.steer(emb.who, session.chat_process_id, "go")
+    return session, wait_for(lambda: next((p for p in emb.brain.store.list_processes(
+        "acme", session.id) if p.name == "w"), None), timeout=15)
+
+
+def test_project_beats_tenant_beats_bundled_and_edits_spare_running_processes(embedded):
+    prompts = []
+
+    def worker(messages, tools):
+        prompts.append(messages[0].content)
+        return respond("need more?", awaiting=True)
+
+    _put(embedded, "tenant", None)
+    _put(embedded, "project", "default")
+    try:
+        session, w = _spawn_worker(embedded, worker)
+        wait_for(lambda: embedded.brain.store.get_process("acme", w.id).status
+                 is ProcessStatus.BLOCKED, timeout=15)
+        assert prompts[-1].startswith("You are the project analyst.")
+        assert w.recipe["source"] == "project"
+        _put(embedded, "edited", "default")  # edit the recipe while the worker runs
+        embedded.brain.sessions.steer(embedded.who, w.id, "carry on")
+        wait_for(lambda: len(prompts) == 2, timeout=15)
+        assert prompts[-1].startswith("You are the project analyst.")  # its snapshot
+        RecipeAdmin(embedded.brain.store).delete("acme", "default", "analyze")
+        _, w2 = _spawn_worker(embedded, worker)
+        wait_for(lambda: len(prompts) == 3, timeout=15)
+        assert prompts[-1].startswith("You are the tenant analyst.")
+        RecipeAdmin(embedded.brain.store).delete("acme", None, "analyze")
+        _, w3 = _spawn_worker(embedded, worker)
+        wait_for(lambda: len(prompts) == 4, timeout=15)
+        assert "analysis worker in Vancetope" in prompts[-1]  # the bundled one
+        assert w3.recipe["source"] == "bundled"
+    finally:
+        for project in ("default", None):
+            try:
+                RecipeAdmin(embedded.brain.store).delete("acme", project, "analyze")
+            except Exception:
+                pass
+
+
+def test_a_recipes_tool_changes_decide_what_is_offered_and_callable(embedded):
+    offered = []
+
+    def worker(messages, tools):
+        offered.append(sorted(t.name for t in tools))
+        if len(offered) == 1:
+            return LlmResponse("", (call("process_list"),))
+        return respond(json.loads(messages[-1].content).get("error", "listed"))
+
+    _put(embedded, "tooled", "default", add="[process_list]")
+    try:
+        session, w = _spawn_worker(embedded, worker)
+        wait_for(lambda: embedded.brain.store.get_process("acme", w.id).status
+                 is ProcessStatus.CLOSED, timeout=15)
+        assert offered[0] == ["process_list", "respond"]
+        assert embedded.brain.store.get_process("acme", w.id).engine_state["lastReply"] \
+            == "listed"
+    finally:
+        RecipeAdmin(embedded.brain.store).delete("acme", "default", "analyze")
+    offered.clear()
+    session, w = _spawn_worker(embedded, worker)  # bundled analyze: no process_list
+    wait_for(lambda: embedded.brain.store.get_process("acme", w.id).status
+             is ProcessStatus.CLOSED, timeout=15)
+    assert offered[0] == ["respond"]
+    assert "not in this process's tool pool" in embedded.brain.store.get_process(
+        "acme", w.id).engine_state["lastReply"]
