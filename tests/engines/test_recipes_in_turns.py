@@ -4,10 +4,12 @@ recipe, and a recipe's tool changes decide what the model is offered and may cal
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 from tests.engines.test_arthur import Script, arthur_is_the_chat_engine, call, respond  # noqa: F401
 from tests.helpers import wait_for
+from vancetope_brain.errors import NotFound
 from vancetope_brain.llm import LlmResponse
 from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.models import ProcessStatus
@@ -75,10 +77,8 @@ def test_project_beats_tenant_beats_bundled_and_edits_spare_running_processes(em
         assert w3.recipe["source"] == "bundled"
     finally:
         for project in ("default", None):
-            try:
+            with contextlib.suppress(NotFound):  # already deleted by the test
                 RecipeAdmin(embedded.brain.store).delete("acme", project, "analyze")
-            except Exception:
-                pass
 
 
 def test_a_recipes_tool_changes_decide_what_is_offered_and_callable(embedded):
