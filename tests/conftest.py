@@ -44,9 +44,9 @@ class Embedded:
     Tests set ``model`` to the double their turns should use.
     """
 
-    def __init__(self, data_dir: Path) -> None:
+    def __init__(self, data_dir: Path, **env: str) -> None:
         self.model: ChatModel | None = None
-        config = Config.from_env(server_env(data_dir))
+        config = Config.from_env(server_env(data_dir, **env))
         config.data_dir.mkdir(parents=True, exist_ok=True)
         app = create_celery(config, model_for=lambda process: self.model)
         self.brain: Brain = app.vancetope_brain()

@@ -31,6 +31,7 @@ from vancetope_brain.sessions.presence import Presence
 from vancetope_brain.store import Store, open_store
 from vancetope_brain.tools import ToolSource
 from vancetope_brain.tools.client import ClientToolBridge
+from vancetope_brain.tools.mcp import McpRegistry
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,7 @@ class Brain:
     lifecycle: SessionLifecycle
     identity: IdentityService
     client_tools: ClientToolBridge
+    mcp: McpRegistry
 
     @classmethod
     def build(cls, config: Config, enqueue: Enqueue, *, model_for: ModelFor | None = None,
@@ -76,10 +78,11 @@ class Brain:
             model = build_chat_model(config)
             model_for = lambda process: model  # noqa: E731 - one model for every process for now
         client_tools = ClientToolBridge(client, events)
+        mcp = McpRegistry.from_file(config.mcp_servers_file)
 
         def tool_sources(process: ThinkProcess) -> list[ToolSource]:
             return [client_tools.source(process.session_id, process.id,
-                                        timeout=CLIENT_TOOL_TIMEOUT)]
+                                        timeout=CLIENT_TOOL_TIMEOUT), mcp]
 
         processes = ProcessFactory(RecipeResolver(store), engines)
         contexts = ContextFactory(store, events, engines, processes, model_for, tool_sources)
@@ -89,7 +92,7 @@ class Brain:
         sessions = SessionService(store, waker, processes)
         return cls(config, store, client, events, waker, runner, sessions,
                    SessionLifecycle(store, sessions, Presence(client, ttl=config.presence_ttl)),
-                   IdentityService(store), client_tools)
+                   IdentityService(store), client_tools, mcp)
 
     def sweep(self) -> int:
         """The beat job: re-wake orphaned work, then apply session policies that are due."""
@@ -97,4 +100,5 @@ class Brain:
             self.lifecycle.sweep()
 
     def close(self) -> None:
+        self.mcp.close()
         self.store.close()

@@ -207,7 +207,7 @@ def test_a_crashed_stdio_server_is_restarted(tmp_path: Path, monkeypatch: pytest
         assert reg.call("crashy__echo", {"text": "c"}).result == {"result": "c"}
 
 
-def test_close_then_use_reopens(list_log: Path):
+def test_close_then_use_reopens():
     echo = McpServerConfig(name="e2", transport="stdio", command=sys.executable, args=[SERVER],
                            timeout=TIMEOUT)
     reg = McpRegistry([echo])

@@ -254,6 +254,12 @@ class _Loop:
     """The registry's event loop thread and everything that lives in it."""
 
     def __init__(self, configs: Iterable[McpServerConfig]) -> None:
+        # The SDK is imported here, in the caller's thread, so the loop thread never waits on
+        # an import lock a caller in the middle of an import might hold (and start-up stays fast
+        # where no MCP server is configured).
+        import httpx2  # noqa: F401
+        import mcp.client.streamable_http  # noqa: F401
+
         self.pid = os.getpid()
         ready: Future[BlockingPortal] = Future()
         self._thread = threading.Thread(target=_run_portal, args=(ready,),

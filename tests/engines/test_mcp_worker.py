@@ -1,0 +1,72 @@
+"""A worker calls a tool of an MCP server (stdio, written with the ``mcp`` SDK) that the
+deployment configures, through the same dispatcher as every other tool.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from tests.conftest import Embedded
+from tests.engines.test_arthur import Script, call, respond
+from tests.helpers import wait_for
+from vancetope_brain.llm import LlmResponse
+from vancetope_brain.llm.testing import FunctionModel
+from vancetope_brain.models import ProcessStatus
+from vancetope_brain.recipes.loader import parse_recipe
+from vancetope_brain.recipes.manage import RecipeAdmin
+from vancetope_brain.settings import SettingScope, SettingsService
+
+RECIPE = """
+name: echo-worker
+engine: ford
+category: worker
+description: a worker that may use the echo MCP server
+allowedToolsAdd: ["echo__*"]
+"""
+
+
+@pytest.fixture(scope="module")
+def mcp_embedded(tmp_path_factory):
+    data = tmp_path_factory.mktemp("mcp")
+    servers = data / "mcp.json"
+    servers.write_text(json.dumps([{"name": "echo", "transport": "stdio",
+                                    "command": sys.executable,
+                                    "args": ["-m", "tests.tools.mcp_echo_server"],
+                                    "cwd": str(__import__("pathlib").Path.cwd())}]))
+    emb = Embedded(data / "data", VANCETOPE_MCP_SERVERS=str(servers))
+    SettingsService(emb.brain.store).set("acme", SettingScope.tenant(),
+                                         "session.defaultChatEngine", "arthur")
+    RecipeAdmin(emb.brain.store).put("acme", None, parse_recipe(RECIPE, "echo-worker"))
+    yield emb
+    emb.stop()
+
+
+def test_a_worker_calls_an_mcp_tool(mcp_embedded):
+    emb = mcp_embedded
+    seen = []
+
+    def arthur(messages, tools):
+        if messages[-1].role == "tool":
+            return respond("started")
+        if messages[-1].content == "go":
+            return LlmResponse("", (call("process_create", recipe="echo-worker", name="w",
+                                         goal="echo something"),))
+        return respond("ok")
+
+    def worker(messages, tools):
+        seen.append(sorted(t.name for t in tools))
+        if messages[-1].role == "tool":
+            return respond(f"the server said {json.loads(messages[-1].content)['result']}")
+        return LlmResponse("", (call("echo__echo", text="hello over MCP"),))
+
+    emb.model = FunctionModel(Script(arthur, worker))
+    session = emb.brain.sessions.create(emb.who)
+    emb.brain.sessions.steer(emb.who, session.chat_process_id, "go")
+    w = wait_for(lambda: next((p for p in emb.brain.store.list_processes("acme", session.id)
+                               if p.name == "w" and p.status is ProcessStatus.CLOSED), None),
+                 timeout=30)
+    assert "echo__echo" in seen[0] and "respond" in seen[0]
+    assert "hello over MCP" in w.engine_state["lastReply"]
