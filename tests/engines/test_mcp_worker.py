@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -19,6 +20,7 @@ from vancetope_brain.recipes.loader import parse_recipe
 from vancetope_brain.recipes.manage import RecipeAdmin
 from vancetope_brain.settings import SettingScope, SettingsService
 
+ROOT = Path(__file__).resolve().parents[2]
 RECIPE = """
 name: echo-worker
 engine: ford
@@ -35,7 +37,7 @@ def mcp_embedded(tmp_path_factory):
     servers.write_text(json.dumps([{"name": "echo", "transport": "stdio",
                                     "command": sys.executable,
                                     "args": ["-m", "tests.tools.mcp_echo_server"],
-                                    "cwd": str(__import__("pathlib").Path.cwd())}]))
+                                    "cwd": str(ROOT)}]))
     emb = Embedded(data / "data", VANCETOPE_MCP_SERVERS=str(servers))
     SettingsService(emb.brain.store).set("acme", SettingScope.tenant(),
                                          "session.defaultChatEngine", "arthur")
