@@ -126,6 +126,10 @@ class SqliteStore(SqliteConfigMixin, Store):
         # Every connection opened, with the pid that opened it: close() must
         # not touch what a forked child inherited.
         self._connections: dict[sqlite3.Connection, int] = {}
+        # One writer per OS process at a time: threads of this process queue on a lock
+        # (no CPU) instead of all spinning on SQLite's file lock; only other processes
+        # are waited for with retry_busy.
+        self._writer = threading.Lock()
         try:
             self._path.parent.mkdir(parents=True, exist_ok=True)
             create_schema(self._conn())
@@ -156,7 +160,7 @@ class SqliteStore(SqliteConfigMixin, Store):
     @contextmanager
     def _write(self) -> Iterator[sqlite3.Connection]:
         """A ``BEGIN IMMEDIATE`` transaction, rolled back on any exception."""
-        with self._errors():
+        with self._errors(), self._writer:
             conn = self._conn()
             retry_busy(lambda: conn.execute("BEGIN IMMEDIATE"))
             try:
