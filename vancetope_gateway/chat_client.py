@@ -28,7 +28,10 @@ REPLY_TIMEOUT = 300.0
 
 
 class _Client(Client):
-    """simple_websocket's client, closing its socket when the handshake is refused."""
+    """simple_websocket's client, closing its socket when the handshake is refused, and
+    handling frames that arrived in the same read as the 101 response (simple_websocket
+    1.1 leaves them buffered until the next read returns — the server's ping, 25 s later).
+    """
 
     def handshake(self) -> None:
         try:
@@ -36,6 +39,7 @@ class _Client(Client):
         except BaseException:
             self.sock.close()
             raise
+        self.connected = self._handle_events()
 
 
 class ChatClient:

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -156,11 +157,15 @@ class Connection:
             if isinstance(raw, bytes):
                 raise InvalidInput("binary frames are not part of the protocol; send JSON text")
             if len(raw.encode()) > self._max_frame_bytes:
-                raise InvalidInput(f"frame larger than {self._max_frame_bytes} bytes")
+                # The socket layer counts what it received; the limit is in UTF-8 bytes.
+                self._close_too_big()
+                return
             try:
                 body = json.loads(raw)
             except ValueError as e:
                 raise _ProtocolError("bad_json", f"frame is not valid JSON: {e}") from e
+            except RecursionError as e:
+                raise _ProtocolError("bad_json", "frame is nested too deeply") from e
             if isinstance(body, dict) and isinstance(body.get("id"), str):
                 request_id = body["id"][:128]
             envelope = frames.Envelope.model_validate(body)
@@ -179,6 +184,8 @@ class Connection:
                                        data=reply.dump()))
             if envelope.type in _STARTS_EVENTS:
                 self._start_events()
+        except RecursionError:
+            self._error(request_id, "invalid_input", "frame is nested too deeply")
         except ValidationError as e:
             err = e.errors()[0]
             where = ".".join(map(str, err["loc"])) or "frame"
@@ -190,6 +197,14 @@ class Connection:
         except Exception:
             log.exception("unexpected error handling a frame")
             self._error(request_id, "internal", "internal error; the server log has details")
+
+    def _close_too_big(self) -> None:
+        """Close with 1009 (message too big), as the socket does for larger frames."""
+        close = getattr(self._sock, "close", None)
+        if close is not None:
+            with contextlib.suppress(Exception):
+                close(reason=1009, message=f"frame larger than {self._max_frame_bytes} bytes")
+        self.close()
 
     # ── sessions ────────────────────────────────────────────────────────
     def _session_create(self, data: frames.SessionCreate) -> frames.SessionBound:

@@ -91,10 +91,13 @@ def test_oversized_frame_is_refused_and_nothing_stored(emb):
     c = Client(emb, emb.who, max_frame_bytes=200)
     try:
         pid = c.request("session-create")["data"]["chatProcessId"]
+        # Over the limit in UTF-8 bytes though not in characters: still 1009.
         c.send_raw(json.dumps({"type": "process-steer", "id": "big",
-                               "data": {"targetThinkProcessId": pid, "content": "x" * 500}}))
-        error = wait_for(lambda: c.sock.frames("error"))[0]
-        assert error["data"]["code"] == "invalid_input" and "larger" in error["data"]["message"]
+                               "data": {"targetThinkProcessId": pid, "content": "é" * 60}},
+                              ensure_ascii=False))
+        closed = wait_for(lambda: c.sock.closed_with)
+        assert closed[0] == 1009 and "larger than 200 bytes" in closed[1]
+        assert c.conn.state is ConnState.CLOSED and not c.sock.frames("error")
         assert emb.brain.store.pending_messages("acme", pid) == []
         assert emb.brain.store.chat_history("acme", pid) == []
     finally:

@@ -26,9 +26,13 @@ class FakeSocket:
         self.inbox: queue.Queue[str | bytes | None] = queue.Queue()
         self.sent: list[dict] = []
         self._lock = threading.Lock()
+        self.closed_with: tuple[int, str] | None = None
 
     def receive(self, timeout=None):
         return self.inbox.get(timeout=timeout)
+
+    def close(self, reason: int, message: str) -> None:
+        self.closed_with = (reason, message)
 
     def send(self, data: str) -> None:
         with self._lock:
