@@ -7,23 +7,21 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import http.client
 import json
 import queue
-import re
-import subprocess
 import sys
+import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pytest
 from simple_websocket import ConnectionClosed
 
-from tests.helpers import wait_for
-from tests.integration.conftest import REPO, Cluster, stop_process, tail
+from tests.integration.conftest import Cluster, tail
+from tests.integration.gateways import Client, CoalescingProxy, Gateway, Proc
 from vancetope_brain.errors import Unauthorized
 from vancetope_brain.llm import LlmMessage
 from vancetope_brain.llm.demo import demo_answer
@@ -31,65 +29,6 @@ from vancetope_brain.models import ChatRole
 from vancetope_gateway.chat_client import ChatClient
 
 MAX_FRAME_BYTES = 4096
-
-
-class Proc:
-    """A child process with its output in a file, ended at teardown."""
-
-    def __init__(self, name: str, argv: list[str], env: dict[str, str], tmp: Path) -> None:
-        self.name = name
-        self.output_path = tmp / f"{name}.txt"
-        self._output: IO[bytes] = open(self.output_path, "wb")  # noqa: SIM115 - closed in stop()
-        self.popen = subprocess.Popen(argv, cwd=REPO, env=env, stdout=self._output,
-                                      stderr=subprocess.STDOUT, start_new_session=True)
-
-    def alive(self) -> bool:
-        if self.popen.poll() is not None:
-            raise AssertionError(f"{self.name} exited with {self.popen.returncode}:\n"
-                                 f"{tail(self.output_path)}")
-        return True
-
-    def stop(self) -> None:
-        try:
-            stop_process(self.popen, graceful=True)
-        finally:
-            self._output.close()
-
-
-class Gateway(Proc):
-    def __init__(self, name: str, env: dict[str, str], tmp: Path) -> None:
-        super().__init__(name, [
-            sys.executable, "-m", "gunicorn", "--worker-class", "gthread", "--workers", "1",
-            "--threads", "16", "--bind", "127.0.0.1:0", "--timeout", "0",
-            "--graceful-timeout", "2", "--no-control-socket", "vancetope_gateway.wsgi:app",
-        ], env, tmp)
-        self.port = 0
-
-    def wait_ready(self) -> None:
-        def listening() -> int | None:
-            self.alive()
-            found = re.search(r"Listening at: http://127\.0\.0\.1:(\d+)",
-                              self.output_path.read_text(errors="replace"))
-            return int(found.group(1)) if found else None
-
-        self.port = wait_for(listening, timeout=60, interval=0.05, what=f"{self.name} to listen")
-        wait_for(lambda: self.alive() and self.get("/readyz")[0] == 200, timeout=60,
-                 interval=0.05, what=f"{self.name} /readyz")
-
-    @property
-    def url(self) -> str:
-        return f"ws://127.0.0.1:{self.port}/ws"
-
-    def get(self, path: str, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
-        try:
-            conn.request("GET", path, headers=headers or {})
-            response = conn.getresponse()
-            return response.status, response.read()
-        except OSError:
-            return 0, b""
-        finally:
-            conn.close()
 
 
 class Distributed:
@@ -131,44 +70,6 @@ def dist(tmp_path: Path, redis_url: str) -> Iterator[Distributed]:
             d.stop()
     finally:
         cluster.close()
-
-
-class Client:
-    """ChatClient plus the event frames it has received so far."""
-
-    def __init__(self, url: str, token: str) -> None:
-        self.chat = ChatClient(url, token)
-        self.events: list[dict[str, Any]] = []
-        self.gaps: list[dict[str, Any]] = []
-        self.closed = False
-
-    def request(self, type: str, **data: Any) -> dict[str, Any]:
-        return self.chat.request(type, **data)
-
-    def until(self, done: Callable[[list[dict[str, Any]]], bool], timeout: float = 30,
-              ) -> list[dict[str, Any]]:
-        """Collect event data until ``done(events)``; the connection closing ends it too."""
-        deadline = time.monotonic() + timeout
-        while not done(self.events):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or self.closed:
-                raise AssertionError(f"no such events within {timeout}s (closed={self.closed}); "
-                                     f"got {[(e['seq'], e['type']) for e in self.events]}")
-            try:
-                frame = self.chat.events.get(timeout=remaining)
-            except queue.Empty:
-                continue
-            if frame["type"] == "closed":
-                self.closed = True
-            elif frame["type"] == "event":
-                self.events.append(frame["data"])
-            elif frame["type"] == "events-gap":
-                self.gaps.append(frame["data"])
-        return self.events
-
-    def close(self) -> None:
-        with contextlib.suppress(ConnectionClosed):  # the server closed it first
-            self.chat.close()
 
 
 def _answer(content: str) -> str:
@@ -337,3 +238,46 @@ def test_frame_over_the_limit_closes_with_1009_and_stores_nothing(dist):
         client.close()
         if other is not None:
             other.close()
+
+
+def _connect_in_time(make: Callable[[], Any], within: float) -> tuple[float | None, Any]:
+    """(seconds until ``make()`` returned, or None if it did not within ``within``; result)."""
+    done: queue.Queue[tuple[float, Any]] = queue.Queue()
+    started = time.monotonic()
+
+    def run() -> None:
+        try:
+            result = make()
+        except Exception as e:  # the proxy was closed under it
+            result = e
+        done.put((time.monotonic() - started, result))
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        took, result = done.get(timeout=within)
+    except queue.Empty:
+        return None, None
+    return took, result
+
+
+@pytest.mark.slow
+def test_chat_client_gets_a_welcome_that_arrives_with_the_101_at_once(dist):
+    """simple_websocket 1.1's client reads the handshake's 101 with one ``recv``; a frame that
+    arrives in the same read (the gateway's ``welcome``, sent right behind the 101) stayed in
+    wsproto's buffer until the next read returned — the server's ping, 25 s later — so
+    ``ChatClient()`` and ``vancetope chat`` hung for 25 s now and then on a loaded machine.
+    The proxy makes the coalescing certain; ``ChatClient`` must not wait for the ping.
+    """
+    proxy = CoalescingProxy(dist.gateways[0].port)
+    try:
+        took, client = _connect_in_time(lambda: ChatClient(proxy.url, dist.token), 5)
+    finally:
+        proxy.close()  # also ends a ChatClient still waiting for its welcome
+    if isinstance(client, ChatClient):
+        with contextlib.suppress(ConnectionClosed):
+            client.close()
+        client._ws.thread.join(timeout=10)
+    assert took is not None, "ChatClient() got no welcome within 5 s (it would arrive with " \
+        "the server's ping after 25 s)"
+    assert isinstance(client, ChatClient) and client.welcome["type"] == "welcome", client

@@ -8,7 +8,8 @@ with the worker's configuration in ``VANCETOPE_*`` variables and these:
     ``block`` first touches ``VT_TEST_STARTED`` and then waits inside
     ``complete()`` until the file ``VT_TEST_RELEASE`` exists, so a test can
     SIGKILL or SIGSTOP the worker mid-turn; ``slow`` sleeps ``VT_TEST_DELAY``
-    seconds per call.
+    seconds per call; ``stream`` answers like ``echo`` but streams the answer word by
+    word, ``VT_TEST_DELAY`` seconds between words, so a client can drop mid-stream.
 ``VT_TEST_LOG``
     Lines ``<kind> <pid> <unix time> [detail]`` are appended here: ``ready``
     when the consumer is up, ``start``/``end`` around every model call,
@@ -33,7 +34,8 @@ from pathlib import Path
 from celery import signals
 
 from vancetope_brain.config import Config
-from vancetope_brain.llm.base import LlmMessage, ToolSpec
+from vancetope_brain.llm.base import ChatModel, LlmMessage, LlmResponse, TokenSink, ToolSpec
+from vancetope_brain.llm.demo import split_words
 from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.models import ChatMessage, TurnCommit
 from vancetope_brain.store.sqlite import SqliteStore
@@ -63,13 +65,41 @@ def wait_for_file(path: str) -> None:
         time.sleep(0.005)
 
 
-def build_model(mode: str) -> FunctionModel:
-    if mode not in ("echo", "block", "slow"):
-        raise SystemExit(f"VT_TEST_MODEL={mode!r}: use echo, block or slow")
+def _last_user(messages: list[LlmMessage]) -> str:
+    return next((m.content for m in reversed(messages) if m.role == "user"), "")
+
+
+class StreamingEcho:
+    """``echo: <last user message>``, one token event per word, ``delay`` seconds apart."""
+
+    name = "test-stream"
+
+    def __init__(self, delay: float) -> None:
+        self.delay = delay
+
+    def complete(self, messages: list[LlmMessage], *, tools: list[ToolSpec] | None = None,
+                 on_token: TokenSink | None = None) -> LlmResponse:
+        last = _last_user(messages)
+        log("start", last)
+        text = f"echo: {last}"
+        for i, word in enumerate(split_words(text)):
+            if i:
+                time.sleep(self.delay)
+            if on_token is not None:
+                on_token(word)
+        log("end", last)
+        return LlmResponse(content=text, model=self.name)
+
+
+def build_model(mode: str) -> ChatModel:
+    if mode not in ("echo", "block", "slow", "stream"):
+        raise SystemExit(f"VT_TEST_MODEL={mode!r}: use echo, block, slow or stream")
     delay = float(os.environ.get("VT_TEST_DELAY", "0.05"))
+    if mode == "stream":
+        return StreamingEcho(delay)
 
     def answer(messages: list[LlmMessage], tools: list[ToolSpec]) -> str:
-        last = next((m.content for m in reversed(messages) if m.role == "user"), "")
+        last = _last_user(messages)
         log("start", last)
         if mode == "block":
             Path(os.environ["VT_TEST_STARTED"]).touch()
