@@ -23,7 +23,7 @@ class Envelope(Wire):
     """Every frame, both directions. ``id`` is set on requests; replies carry ``replyTo``."""
 
     type: str = Field(min_length=1, max_length=64)
-    id: str | None = Field(default=None, max_length=128)
+    id: str | None = Field(default=None, min_length=1, max_length=128)
     reply_to: str | None = Field(default=None, max_length=128)
     data: dict[str, Any] = Field(default_factory=dict)
 
