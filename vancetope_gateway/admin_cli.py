@@ -154,22 +154,27 @@ def _table(header: Sequence[str], rows: list[Sequence[str]]) -> None:
               .rstrip())
 
 
-def _existing(args: argparse.Namespace, e: Conflict, exists: Callable[[], bool]) -> None:
-    """With ``--exist-ok --id X``, a Conflict because X exists here is success; else re-raise."""
-    if not (args.exist_ok and args.id is not None and exists()):
-        raise e
+def _create(args: argparse.Namespace, create: Callable[[], Any], exists: Callable[[], bool],
+            created: Callable[[Any], str], existed: str) -> None:
+    """Run ``create`` and print the new id. With ``--exist-ok --id X``, a Conflict because X
+    exists here is success too; any other Conflict is re-raised."""
+    try:
+        record = create()
+    except Conflict:
+        if not (args.exist_ok and args.id is not None and exists()):
+            raise
+        _note(args, existed)
+        print(args.id)
+        return
+    _note(args, created(record))
+    print(record.id)
 
 
 def _tenant_create(identity: IdentityService, store: Store, args: argparse.Namespace) -> None:
-    try:
-        tenant = identity.create_tenant(args.name, args.id)
-    except Conflict as e:
-        _existing(args, e, lambda: any(t.id == args.id for t in identity.list_tenants()))
-        _note(args, f"tenant {args.id} exists")
-        print(args.id)
-        return
-    _note(args, f"created tenant {tenant.id} ({tenant.name}) with project default")
-    print(tenant.id)
+    _create(args, lambda: identity.create_tenant(args.name, args.id),
+            lambda: any(t.id == args.id for t in identity.list_tenants()),
+            lambda t: f"created tenant {t.id} ({t.name}) with project default",
+            f"tenant {args.id} exists")
 
 
 def _tenant_list(identity: IdentityService, store: Store, args: argparse.Namespace) -> None:
@@ -178,15 +183,10 @@ def _tenant_list(identity: IdentityService, store: Store, args: argparse.Namespa
 
 
 def _project_create(identity: IdentityService, store: Store, args: argparse.Namespace) -> None:
-    try:
-        project = identity.create_project(args.tenant, args.name, args.id, args.group)
-    except Conflict as e:
-        _existing(args, e, lambda: any(p.id == args.id for p in store.list_projects(args.tenant)))
-        _note(args, f"project {args.id} exists in tenant {args.tenant}")
-        print(args.id)
-        return
-    _note(args, f"created project {project.id} ({project.name}) in tenant {args.tenant}")
-    print(project.id)
+    _create(args, lambda: identity.create_project(args.tenant, args.name, args.id, args.group),
+            lambda: any(p.id == args.id for p in store.list_projects(args.tenant)),
+            lambda p: f"created project {p.id} ({p.name}) in tenant {args.tenant}",
+            f"project {args.id} exists in tenant {args.tenant}")
 
 
 def _project_list(identity: IdentityService, store: Store, args: argparse.Namespace) -> None:
@@ -196,15 +196,10 @@ def _project_list(identity: IdentityService, store: Store, args: argparse.Namesp
 
 
 def _user_create(identity: IdentityService, store: Store, args: argparse.Namespace) -> None:
-    try:
-        user = identity.create_user(args.tenant, args.name, args.id)
-    except Conflict as e:
-        _existing(args, e, lambda: any(u.id == args.id for u in store.list_users(args.tenant)))
-        _note(args, f"user {args.id} exists in tenant {args.tenant}")
-        print(args.id)
-        return
-    _note(args, f"created user {user.id} ({user.name}) in tenant {args.tenant}")
-    print(user.id)
+    _create(args, lambda: identity.create_user(args.tenant, args.name, args.id),
+            lambda: any(u.id == args.id for u in store.list_users(args.tenant)),
+            lambda u: f"created user {u.id} ({u.name}) in tenant {args.tenant}",
+            f"user {args.id} exists in tenant {args.tenant}")
 
 
 def _user_list(identity: IdentityService, store: Store, args: argparse.Namespace) -> None:
