@@ -166,6 +166,9 @@ class Connection:
                 raise _ProtocolError("bad_json", f"frame is not valid JSON: {e}") from e
             except RecursionError as e:
                 raise _ProtocolError("bad_json", "frame is nested too deeply") from e
+            if not _valid_unicode(body):
+                raise _ProtocolError("bad_json", "frame contains invalid Unicode (a lone "
+                                     "surrogate escape such as \\ud800)")
             if isinstance(body, dict) and isinstance(body.get("id"), str):
                 request_id = body["id"][:128]
             envelope = frames.Envelope.model_validate(body)
@@ -378,6 +381,15 @@ class Connection:
                 failed = False
         if failed:
             self.close()
+
+
+def _valid_unicode(body: Any) -> bool:
+    """JSON may escape lone surrogates (``"\\ud800"``) that no UTF-8 text can hold."""
+    try:
+        json.dumps(body, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 _STARTS_EVENTS = frozenset({"session-create", "session-resume", "events-resume"})

@@ -153,3 +153,10 @@ def test_events_gap_when_the_log_was_trimmed(emb, client):
         assert gap == {"sessionId": sid, "requestedAfter": 0, "firstAvailable": last}
     finally:
         other.close()
+
+
+def test_lone_surrogates_are_bad_json_and_the_connection_lives_on(client):
+    client.send_raw('{"type": "ping", "id": "\\ud800", "data": {}}')
+    error = wait_for(lambda: client.sock.frames("error"))[0]
+    assert error["data"]["code"] == "bad_json" and "replyTo" not in error
+    assert client.request("ping")["type"] == "ping"

@@ -101,7 +101,8 @@ def expected(raw: str | bytes, max_bytes: int) -> Expected | None:
         return Expected(frozenset({"bad_json", "invalid_input"}), any_reply_to=True)
     try:
         body = json.loads(raw)
-    except ValueError:
+        json.dumps(body, ensure_ascii=False).encode()  # lone surrogate escapes: not text
+    except (ValueError, UnicodeEncodeError):
         return Expected(frozenset({"bad_json"}))
     rid = body["id"][:128] if isinstance(body, dict) and isinstance(body.get("id"), str) else None
     try:
