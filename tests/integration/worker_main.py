@@ -26,7 +26,9 @@ SIGSTOP hit the turn, its lease heartbeat and the broker connection at once.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import sys
 import time
 from pathlib import Path
@@ -34,7 +36,14 @@ from pathlib import Path
 from celery import signals
 
 from vancetope_brain.config import Config
-from vancetope_brain.llm.base import ChatModel, LlmMessage, LlmResponse, TokenSink, ToolSpec
+from vancetope_brain.llm.base import (
+    ChatModel,
+    LlmMessage,
+    LlmResponse,
+    TokenSink,
+    ToolCall,
+    ToolSpec,
+)
 from vancetope_brain.llm.demo import split_words
 from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.models import ChatMessage, TurnCommit
@@ -92,8 +101,10 @@ class StreamingEcho:
 
 
 def build_model(mode: str) -> ChatModel:
+    if mode == "arthur-flow":
+        return FunctionModel(arthur_flow, name="test-arthur-flow")
     if mode not in ("echo", "block", "slow", "stream"):
-        raise SystemExit(f"VT_TEST_MODEL={mode!r}: use echo, block, slow or stream")
+        raise SystemExit(f"VT_TEST_MODEL={mode!r}: use echo, block, slow, stream or arthur-flow")
     delay = float(os.environ.get("VT_TEST_DELAY", "0.05"))
     if mode == "stream":
         return StreamingEcho(delay)
@@ -110,6 +121,39 @@ def build_model(mode: str) -> ChatModel:
         return f"echo: {last}"
 
     return FunctionModel(answer, name=f"test-{mode}")
+
+
+def _respond(message: str, awaiting: bool = False) -> LlmResponse:
+    return LlmResponse("", (ToolCall("r", "respond", json.dumps(
+        {"message": message, "awaiting_user_input": awaiting})),))
+
+
+def arthur_flow(messages: list[LlmMessage], tools: list[ToolSpec]) -> LlmResponse:
+    """arthur-engine §4 scripted, for Arthur (offered process_create) and its worker."""
+    last = messages[-1]
+    if not any(t.name == "process_create" for t in tools):  # the worker
+        if "Vaswani2017 as baseline" in last.content:
+            return _respond("3 contradictions found.")
+        return _respond("May I assume the paper Vaswani2017 as baseline?", awaiting=True)
+    if last.role == "tool":
+        started = "processId" in (json.loads(last.content).get("result") or {})
+        return _respond("Started paper-diff; I'll tell you when it reports back." if started
+                        else "Forwarded.")
+    if last.content.startswith("Analyze"):
+        return LlmResponse("", (ToolCall("c", "process_create", json.dumps(
+            {"recipe": "analyze", "name": "paper-diff",
+             "goal": "Analyze 5 PDFs for contradictions"})),))
+    if last.content == "Yes, do it.":
+        asked = [re.search(r'sourceProcessId="([^"]+)" type="blocked"', m.content)
+                 for m in messages]
+        worker = [m.group(1) for m in asked if m][-1]
+        return LlmResponse("", (ToolCall("s", "process_steer", json.dumps(
+            {"processId": worker, "message": "Yes, use Vaswani2017 as baseline"})),))
+    if 'type="blocked"' in last.content:
+        return _respond("paper-diff asks: may it assume Vaswani2017 as baseline?", awaiting=True)
+    if 'type="done"' in last.content:
+        return _respond("paper-diff is finished: 3 contradictions found.")
+    return _respond("?")
 
 
 def hold_commits(release: str) -> None:
