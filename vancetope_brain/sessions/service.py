@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from vancetope_brain.engines import lifecycle
 from vancetope_brain.engines.lifecycle import LifecycleCall
@@ -84,26 +85,14 @@ class SessionService:
 
     def get(self, who: Principal, session_id: str) -> Session:
         """The caller's session; missing, another tenant's and another user's look the same."""
-        try:
-            session = self._store.get_session(who.tenant_id, session_id)
-        except NotFound:
-            session = None
-        if session is None or session.user_id != who.user_id:
-            raise NotFound(f"no session {session_id!r}") from None
-        return session
+        return _owned(who, "session", session_id, self._store.get_session)
 
     def list_sessions(self, who: Principal) -> list[Session]:
         return self._store.list_sessions(who.tenant_id, who.user_id)
 
     def process(self, who: Principal, process_id: str) -> ThinkProcess:
         """The process, if it belongs to one of the caller's sessions (else like a missing one)."""
-        try:
-            process = self._store.get_process(who.tenant_id, process_id)
-        except NotFound:
-            process = None
-        if process is None or process.user_id != who.user_id:
-            raise NotFound(f"no process {process_id!r}") from None
-        return process
+        return _owned(who, "process", process_id, self._store.get_process)
 
     def processes(self, who: Principal, session_id: str) -> list[ThinkProcess]:
         self.get(who, session_id)
@@ -152,6 +141,21 @@ class SessionService:
         self.process(who, process_id)
         return self._store.chat_history(who.tenant_id, process_id, before_seq=before_seq,
                                         limit=limit)
+
+
+T = TypeVar("T")
+
+
+def _owned(who: Principal, kind: str, record_id: str, load: Callable[[str, str], T]) -> T:
+    """The record if it is the caller's; one and the same NotFound for missing, another
+    tenant's and another user's."""
+    try:
+        record = load(who.tenant_id, record_id)
+    except NotFound:
+        record = None
+    if record is None or record.user_id != who.user_id:  # type: ignore[attr-defined]
+        raise NotFound(f"no {kind} {record_id!r}") from None
+    return record
 
 
 # The user's decision on a process left SUSPENDED by a working-directory change.
