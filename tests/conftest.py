@@ -50,7 +50,7 @@ class Embedded:
         config.data_dir.mkdir(parents=True, exist_ok=True)
         app = create_celery(config, model_for=lambda process: self.model)
         self.brain: Brain = app.vancetope_brain()
-        self.worker = EmbeddedWorker(app, concurrency=4, sweep_interval=config.sweep_interval)
+        self.worker = EmbeddedWorker(app, concurrency=4)
         self.worker.start()
         self.brain.identity.create_tenant("acme", "acme")
         self.brain.identity.create_user("acme", "ada", "ada")

@@ -262,7 +262,7 @@ def test_setting_set_get_unset_list_over_the_cascade(admin, store: Store) -> Non
     rows = {row[0]: row[1:] for row in listed.rows}
     assert rows["chat.historyLimit"] == ["50", "project:default"]
     assert rows["arthur.model"] == ["big-model", "user:ada"]
-    assert rows["session.defaultChatEngine"] == ["ford", "default"]
+    assert rows["session.defaultChatEngine"] == ["arthur", "default"]
     assert rows["llm.model"] == ["-", "default"]
 
     assert admin("setting", "unset", "--tenant", "acme", "--project", "default",
@@ -272,3 +272,31 @@ def test_setting_set_get_unset_list_over_the_cascade(admin, store: Store) -> Non
         admin("setting", "set", "--tenant", "acme", "--project", "p", "--user", "ada",
               "llm.model", "m")
     assert refused.value.code == 2
+
+
+def test_delivery_list_answers_why_nobody_was_told(admin, store: Store) -> None:
+    from vancetope_brain.models.inbox import (
+        Criticality,
+        DeliveryStatus,
+        NotificationDelivery,
+    )
+
+    admin("tenant", "create", "Acme", "--id", "acme")
+    for n, (user, channel, status, reason) in enumerate([
+            ("ada", "ws", DeliveryStatus.SKIPPED, "no active WebSocket connection"),
+            ("ada", "email", DeliveryStatus.SENT, None),
+            ("bob", "ws", DeliveryStatus.SENT, None)]):
+        store.add_delivery(NotificationDelivery(
+            id=f"dlv_{n}", tenant_id="acme", item_id="item_1" if n < 2 else "item_2",
+            user_id=user, channel=channel, status=status, reason=reason,
+            criticality=Criticality.NORMAL))
+    listed = admin("delivery", "list", "--tenant", "acme", "--item", "item_1")
+    assert listed.out.splitlines()[0].split() == [
+        "ID", "ITEM", "USER", "CHANNEL", "STATUS", "CREATED", "REASON"]
+    assert [(r[0], r[3], r[4], " ".join(r[6:])) for r in listed.rows] == [
+        ("dlv_0", "ws", "SKIPPED", "no active WebSocket connection"),
+        ("dlv_1", "email", "SENT", "-")]
+    assert [r[0] for r in admin("delivery", "list", "--tenant", "acme", "--user",
+                                "bob").rows] == ["dlv_2"]
+    missing = admin("delivery", "list", "--tenant", "nope")
+    assert (missing.code, missing.err.count("\n")) == (2, 1)

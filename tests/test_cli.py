@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from vancetope_brain.engines.arthur import WELCOME
 from vancetope_brain.store import open_store
 
 CLI = [sys.executable, "-m", "vancetope_gateway.cli"]
@@ -64,9 +65,9 @@ def test_serve_chat_restart_resume(tmp_path):
         banner = "".join(server.banner)
         assert "offline demo model" in banner and "Created the local user's token" in banner
         assert (data / "token").stat().st_mode & 0o777 == 0o600
-        first = _chat(data, server.port, "hello ford\n")
+        first = _chat(data, server.port, "hello arthur\n")
         assert "(new session" in first
-        assert re.search(r"assistant> .*hello ford", first), first
+        assert re.search(r"assistant> .*hello arthur", first), first
     finally:
         out = server.stop()
     assert "Vancetope stopped." in out
@@ -78,7 +79,8 @@ def test_serve_chat_restart_resume(tmp_path):
     finally:
         server.kill()
     lines = second.splitlines()
-    assert lines[0] == "you> hello ford" and lines[1].startswith("assistant> ")
+    assert lines[0] == f"assistant> {WELCOME}"  # Arthur is the default chat engine
+    assert lines[1] == "you> hello arthur" and lines[2].startswith("assistant> ")
     assert any(line.startswith("(resumed session") for line in lines)
     assert re.search(r"assistant> .*and again", second), second
 
@@ -90,8 +92,9 @@ def test_serve_chat_restart_resume(tmp_path):
         sessions = store.list_sessions("local", "local")
         assert len(sessions) == 1 and sessions[0].id in session_id
         history = store.chat_history("local", sessions[0].chat_process_id)
-        assert [(m.role.value, m.content) for m in history][0::2] == [
-            ("user", "hello ford"), ("user", "and again")]
-        assert [m.role.value for m in history] == ["user", "assistant", "user", "assistant"]
+        assert [m.content for m in history if m.role.value == "user"] == [
+            "hello arthur", "and again"]
+        assert [m.role.value for m in history] == [
+            "assistant", "user", "assistant", "user", "assistant"]
     finally:
         store.close()

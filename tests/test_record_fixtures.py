@@ -32,12 +32,20 @@ from vancetope_brain.models import (
     User,
     UserChatInput,
 )
+from vancetope_brain.models.inbox import (  # noqa: E402
+    DeliveryStatus,
+    HistoryAction,
+    InboxItem,
+    NotificationDelivery,
+    Outcome,
+)
 
 RECORDS = Path(__file__).parent / "fixtures" / "records"
 DOCUMENTS: dict[str, type[Document]] = {
     "tenant": Tenant, "user": User, "api_token": ApiToken, "session": Session,
     "think_process": ThinkProcess, "inbox_message": InboxMessage,
     "chat_message": ChatMessage, "turn_record": TurnRecord,
+    "inbox_item": InboxItem, "notification_delivery": NotificationDelivery,
 }
 FILES = sorted(RECORDS.glob("*.json"))
 
@@ -106,6 +114,16 @@ def test_chat_and_turn_fields() -> None:
     record = _load("turn_record.v1.json")
     assert (record.epoch, record.status_after) == (2, ProcessStatus.IDLE)
     assert record.drained_ids == ["msg_6b7c8d9e0f1a2b3c"]
+
+
+def test_inbox_item_and_delivery_fields() -> None:
+    item = _load("inbox_item.v1.json")
+    assert (item.revision, item.answer.outcome, item.answer.value) == (
+        2, Outcome.DECIDED, {"chosen": "eu"})
+    assert [h.action for h in item.history] == [
+        HistoryAction.CREATE, HistoryAction.DELEGATE, HistoryAction.ANSWER]
+    delivery = _load("notification_delivery.v1.json")
+    assert (delivery.status, delivery.reason) == (DeliveryStatus.SKIPPED, "quiet hours")
 
 
 def test_stored_id_field_is_ignored() -> None:

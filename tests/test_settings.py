@@ -66,7 +66,7 @@ def test_innermost_wins_user_then_project_then_tenant_then_default(
 
 def test_required_keys_and_defaults() -> None:
     expected = {
-        "session.defaultChatEngine": "ford", "chat.historyLimit": 200,
+        "session.defaultChatEngine": "arthur", "chat.historyLimit": 200,
         "arthur.maxContextTokens": 65536, "llm.model": None, "session.idleTimeoutSec": 1800,
         "notify.email.address": None, "notify.email.minCriticality": "NORMAL",
         "notify.email.batchIntervalSec": 300, "notify.quietHours.start": None,

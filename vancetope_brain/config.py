@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "VANCETOPE_LANE_SHARDS": ("8", "Number of lane queues `lanes.0 … lanes.N-1`; a process always maps to the same one."),
     "VANCETOPE_LEASE_TTL": ("10", "Seconds a lane lease lives without a heartbeat (renewed every TTL/3)."),
     "VANCETOPE_SWEEP_INTERVAL": ("5", "Seconds between sweeper runs (beat)."),
+    "VANCETOPE_HOUSEKEEPING_INTERVAL": ("30", "Seconds between housekeeping runs (beat): due e-mail batches, inbox auto-archive."),
     "VANCETOPE_SWEEP_AGE": ("3", "A pending message older than this many seconds with no live lease is re-woken."),
     "VANCETOPE_PRESENCE_TTL": ("30", "Seconds a client connection counts as present without renewal; a gateway that dies takes this long to count as gone."),
     "VANCETOPE_WORKER_CONCURRENCY": ("4", "Worker threads of the embedded in-process Celery worker."),
@@ -39,7 +40,31 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "VANCETOPE_LLM_MAX_RETRIES": ("2", "Retries of a failed LLM request (connection errors, 429, 5xx)."),
     "VANCETOPE_LOG_LEVEL": ("INFO", "Python log level."),
     "VANCETOPE_MCP_SERVERS": ("(unset: no MCP servers)", "Path of a YAML or JSON file listing the MCP servers whose tools engines may call (see docs/configuration.md)."),
+    "VANCETOPE_PUBLIC_URL": ("http://<host>:<port>", "Base URL clients reach the gateway at; used in e-mailed links and signed attachment URLs."),
+    "VANCETOPE_SECRET_KEY": ("(unset: generated once into `<data dir>/secret.key`)", "Key that signs attachment URLs; set the same value on every gateway and worker of a cluster."),
+    "VANCETOPE_ATTACHMENTS_DIR": ("<data dir>/attachments", "Where inbox attachments (OUTPUT_IMAGE, OUTPUT_DOCUMENT) are stored; shared by all pods."),
+    "VANCETOPE_ATTACHMENT_URL_TTL": ("300", "Seconds a signed attachment URL stays valid."),
+    "VANCETOPE_SMTP_HOST": ("(unset: no e-mail notifications)", "SMTP server for e-mail notifications."),
+    "VANCETOPE_SMTP_PORT": ("587", "SMTP port."),
+    "VANCETOPE_SMTP_STARTTLS": ("true", "Upgrade the SMTP connection with STARTTLS (`true`/`false`)."),
+    "VANCETOPE_SMTP_USER": ("(unset: no login)", "SMTP login name."),
+    "VANCETOPE_SMTP_PASSWORD": ("(unset)", "SMTP password (never logged)."),
+    "VANCETOPE_SMTP_FROM": ("vancetope@localhost", "Sender address of notification e-mails."),
+    "VANCETOPE_SMTP_TIMEOUT": ("10", "Seconds before one SMTP conversation times out."),
 }
+
+
+@dataclass(frozen=True)
+class SmtpConfig:
+    """Where notification e-mails go out. ``password`` is never part of ``repr``."""
+
+    host: str
+    port: int
+    starttls: bool
+    user: str | None
+    password: str | None = field(default=None, repr=False)
+    sender: str = "vancetope@localhost"
+    timeout: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -53,6 +78,7 @@ class Config:
     lane_shards: int
     lease_ttl: float
     sweep_interval: float
+    housekeeping_interval: float
     sweep_age: float
     presence_ttl: float
     worker_concurrency: int
@@ -68,6 +94,11 @@ class Config:
     llm_max_retries: int
     log_level: str
     mcp_servers_file: Path | None = None
+    public_url: str = ""
+    secret_key: str | None = None
+    attachments_dir: Path = Path("./.vancetope/attachments")
+    attachment_url_ttl: int = 300
+    smtp: SmtpConfig | None = None
 
     @property
     def embedded(self) -> bool:
@@ -93,6 +124,7 @@ class Config:
             lane_shards=_number(env, "VANCETOPE_LANE_SHARDS", int, 1),
             lease_ttl=_number(env, "VANCETOPE_LEASE_TTL", float, 0.5),
             sweep_interval=_number(env, "VANCETOPE_SWEEP_INTERVAL", float, 0.1),
+            housekeeping_interval=_number(env, "VANCETOPE_HOUSEKEEPING_INTERVAL", float, 0.1),
             sweep_age=_number(env, "VANCETOPE_SWEEP_AGE", float, 0.0),
             presence_ttl=_number(env, "VANCETOPE_PRESENCE_TTL", float, 1.0),
             worker_concurrency=_number(env, "VANCETOPE_WORKER_CONCURRENCY", int, 1),
@@ -108,7 +140,30 @@ class Config:
             llm_max_retries=_number(env, "VANCETOPE_LLM_MAX_RETRIES", int, 0),
             log_level=env.get("VANCETOPE_LOG_LEVEL", "INFO").upper(),
             mcp_servers_file=Path(v) if (v := env.get("VANCETOPE_MCP_SERVERS")) else None,
+            public_url=(env.get("VANCETOPE_PUBLIC_URL") or "").rstrip("/"),
+            secret_key=env.get("VANCETOPE_SECRET_KEY") or None,
+            attachments_dir=Path(env.get("VANCETOPE_ATTACHMENTS_DIR") or data_dir / "attachments"),
+            attachment_url_ttl=_number(env, "VANCETOPE_ATTACHMENT_URL_TTL", int, 1),
+            smtp=_smtp(env),
         )
+
+    def base_url(self) -> str:
+        """Where clients reach this deployment (``VANCETOPE_PUBLIC_URL`` or host and port)."""
+        return self.public_url or f"http://{self.host}:{self.port}"
+
+
+def _smtp(env: Mapping[str, str]) -> SmtpConfig | None:
+    host = env.get("VANCETOPE_SMTP_HOST")
+    if not host:
+        return None
+    starttls = env.get("VANCETOPE_SMTP_STARTTLS", "true").lower()
+    if starttls not in ("true", "false"):
+        raise ConfigError(f"VANCETOPE_SMTP_STARTTLS={starttls!r} must be true or false")
+    return SmtpConfig(host=host, port=_number(env, "VANCETOPE_SMTP_PORT", int, 1),
+                      starttls=starttls == "true", user=env.get("VANCETOPE_SMTP_USER") or None,
+                      password=env.get("VANCETOPE_SMTP_PASSWORD") or None,
+                      sender=env.get("VANCETOPE_SMTP_FROM") or "vancetope@localhost",
+                      timeout=_number(env, "VANCETOPE_SMTP_TIMEOUT", float, 0.1))
 
 
 def _number(env: Mapping[str, str], name: str, kind: type, minimum: float) -> Any:

@@ -6,6 +6,7 @@
     │   ├── NotFound              (code ``not_found``) — also what a foreign tenant's id looks like
     │   ├── Conflict              (code ``conflict``) — the request is illegal in the current state
     │   ├── Unauthorized          (code ``unauthorized``)
+    │   ├── Forbidden             (code ``forbidden``) — a signed link that is forged or expired
     │   ├── RateLimited           (code ``rate_limited``)
     │   ├── ConfigError           (code ``config_error``)
     │   └── UnknownEngine         (code ``unknown_engine``)
@@ -53,6 +54,12 @@ class Unauthorized(UserError):
     """Raised when a request carries no valid credentials."""
 
     code = "unauthorized"
+
+
+class Forbidden(UserError):
+    """Raised when a signed link (an attachment URL) is forged, malformed or expired."""
+
+    code = "forbidden"
 
 
 class RateLimited(UserError):

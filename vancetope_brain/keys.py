@@ -13,10 +13,12 @@
 | ``vt:session-lock:{sid}``   | string | 5 s                     | serializes bind / last-client-gone per session |
 | ``vt:client-tools:{sid}``   | hash   | 1 day, renewed          | connection id → JSON list of its tool manifests |
 | ``vt:tool-result:{call}``   | list   | 5 min                   | the one result of a client tool call           |
+| ``vt:user-presence:{t}/{u}``| zset   | presence TTL, renewed   | a user's connections ``id:notifyMode`` → expiry |
+| ``vt:evseq|evorigin|events:user.{t}.{u}`` | as above | event log TTL | the user's feed (inbox pushes), a log like a session's |
 
 Nothing else is written by Vancetope (Celery's broker keys are Celery's:
 ``lanes.*``, ``maintenance``, ``_kombu.*``, ``unacked*``).
-``tests/test_redis_keys.py`` runs turns and asserts the exact key set left behind.
+``tests/lanes/test_redis_keys.py`` runs turns and asserts the exact key set left behind.
 """
 
 PREFIX = "vt:"
@@ -60,3 +62,13 @@ def tool_result(call_id: str) -> str:
 
 def events(session_id: str) -> str:
     return f"{PREFIX}events:{session_id}"
+
+
+def user_presence(tenant_id: str, user_id: str) -> str:
+    return f"{PREFIX}user-presence:{tenant_id}/{user_id}"
+
+
+def user_feed(tenant_id: str, user_id: str) -> str:
+    """The id of a user's event log (inbox pushes), used where a session id goes: session ids
+    start with ``sess_``, so the two never meet."""
+    return f"user.{tenant_id}.{user_id}"

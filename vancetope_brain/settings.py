@@ -145,7 +145,7 @@ def _k(name: str, type_: type, default: Any, description: str, **kw: Any) -> Set
 
 
 KEYS: dict[str, SettingKey] = {k.name: k for k in [
-    _k("session.defaultChatEngine", str, "ford",
+    _k("session.defaultChatEngine", str, "arthur",
        "Engine of the chat process every new interactive session starts with.",
        pattern=_KEBAB, pattern_hint="an engine name (lowercase-kebab)"),
     _k("session.idleTimeoutSec", int, 1800,
@@ -168,6 +168,9 @@ KEYS: dict[str, SettingKey] = {k.name: k for k in [
        pattern=_HH_MM, pattern_hint="HH:MM"),
     _k("notify.quietHours.end", str, None, "End of quiet hours, HH:MM local time.",
        pattern=_HH_MM, pattern_hint="HH:MM"),
+    _k("notify.timeZone", str, "UTC",
+       "The user's IANA time zone; quiet hours are read in it.",
+       pattern=r"UTC|[A-Z][A-Za-z_]+(/[A-Za-z0-9_+-]+)+", pattern_hint="an IANA zone like Europe/Berlin"),
     _k("notify.quietHours.exceptCritical", bool, True,
        "Whether CRITICAL items are delivered during quiet hours."),
     _k("inbox.autoArchiveAfterDays", int, 30,

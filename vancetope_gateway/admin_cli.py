@@ -37,7 +37,8 @@ _DESCRIPTION = (
 
 
 def add_admin_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    admin = sub.add_parser("admin", help="tenants, projects, users, tokens, recipes, settings",
+    admin = sub.add_parser("admin", help="tenants, projects, users, tokens, recipes, settings, "
+                           "deliveries",
                            description=_DESCRIPTION)
     kinds = admin.add_subparsers(dest="admin_kind", required=True, metavar="KIND")
     quiet = argparse.ArgumentParser(add_help=False)
@@ -101,6 +102,12 @@ def add_admin_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     p = recipe.add_parser("delete", parents=[level, quiet],
                           help="delete the recipe at this level (outer ones show again)")
     p.add_argument("name")
+
+    delivery = verbs("delivery", "the notification delivery log (why was nobody told?)")
+    p = delivery.add_parser("list", help="deliveries of an item or a user, oldest first")
+    p.add_argument("--tenant", required=True)
+    p.add_argument("--item", help="an inbox item id")
+    p.add_argument("--user", help="a user id")
 
     setting = verbs("setting", "settings: user → project → tenant → default, innermost wins")
     cascade = argparse.ArgumentParser(add_help=False)
@@ -224,6 +231,14 @@ def _token_list(identity: IdentityService, store: Store, args: argparse.Namespac
 def _token_revoke(identity: IdentityService, store: Store, args: argparse.Namespace) -> None:
     identity.revoke_token(args.tenant, args.token_id)
     _note(args, f"revoked token {args.token_id}")
+
+
+def _delivery_list(identity: IdentityService, store: Store, args: argparse.Namespace) -> None:
+    identity.require_tenant(args.tenant)
+    _table(("ID", "ITEM", "USER", "CHANNEL", "STATUS", "CREATED", "REASON"),
+           [(d.id, d.item_id, d.user_id, d.channel, d.status.value, _when(d.created_at),
+             d.reason or "-")
+            for d in store.list_deliveries(args.tenant, item_id=args.item, user_id=args.user)])
 
 
 def _recipe_list(identity: IdentityService, store: Store, args: argparse.Namespace) -> None:
@@ -352,6 +367,7 @@ _COMMANDS: dict[tuple[str, str], _Command] = {
     ("recipe", "show"): _recipe_show,
     ("recipe", "put"): _recipe_put,
     ("recipe", "delete"): _recipe_delete,
+    ("delivery", "list"): _delivery_list,
     ("setting", "get"): _setting_get,
     ("setting", "list"): _setting_list,
     ("setting", "set"): _setting_set,

@@ -8,13 +8,14 @@ import time
 import weakref
 from typing import get_args
 
-from flask import Blueprint, Flask, Response, current_app, g, jsonify, request
+from flask import Blueprint, Flask, Response, current_app, g, jsonify, request, send_file
 from flask_sock import Sock
 from werkzeug.exceptions import HTTPException
 
 from vancetope_brain.errors import InvalidInput, StoreError, Unauthorized, VancetopeError
 from vancetope_brain.events import EventListener
 from vancetope_brain.identity import Principal
+from vancetope_brain.inbox.attachments import AttachmentStore
 from vancetope_brain.models import ProcessStatus
 from vancetope_brain.runtime import Brain
 from vancetope_gateway.frames import NotifyMode
@@ -159,6 +160,43 @@ def process_chat(process_id: str) -> Response:
     return jsonify(messages=[line.dump() for line in lines])
 
 
+@rest.get("/inbox")
+def inbox() -> Response:
+    """The caller's open Inbox (everything but ARCHIVED), newest first."""
+    who = authenticate()
+    brain = _brain()
+    items = brain.inbox.list(who, limit=_int_arg("limit", 50, 1, 200) or 50)
+    return jsonify(items=[brain.inbox.view(i) for i in items],
+                   pending=brain.inbox.pending_summary(who))
+
+
+@rest.get("/inbox/<item_id>")
+def inbox_item(item_id: str) -> Response:
+    """One item: the target of notification deep links."""
+    who = authenticate()
+    brain = _brain()
+    return jsonify(item=brain.inbox.view(brain.inbox.get(who, item_id)))
+
+
+def add_attachment_route(app: Flask, attachments: AttachmentStore) -> None:
+    """GET /attachments/<tenant>/<id>?exp=&sig=: inbox attachments behind signed URLs.
+
+    The signature is the authorization (no bearer token), so links work in
+    ``<img src>`` and e-mails; a forged or expired one is 403 ``forbidden``. Images
+    are served inline, everything else as a download; the sandbox CSP keeps an
+    inline SVG or HTML from running script.
+    """
+    @app.get("/attachments/<tenant_id>/<attachment_id>")
+    def attachment(tenant_id: str, attachment_id: str) -> Response:
+        path, meta = attachments.open(tenant_id, attachment_id, request.args.get("exp", ""),
+                                      request.args.get("sig", ""))
+        response = send_file(path, mimetype=meta["mimeType"], download_name=meta["filename"],
+                             as_attachment=not meta["mimeType"].startswith("image/"))
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        response.headers["Content-Security-Policy"] = "default-src 'none'; sandbox"
+        return response
+
+
 def create_app(brain: Brain, *, llm_description: str) -> Flask:
     """The gateway for one OS process. Starts the process's event listener thread."""
     app = Flask(__name__, static_folder=None)
@@ -169,6 +207,7 @@ def create_app(brain: Brain, *, llm_description: str) -> Flask:
     listener = EventListener(brain.redis)
     app.extensions["vancetope.listener"] = listener
     app.register_blueprint(rest)
+    add_attachment_route(app, brain.attachments)
     sock = Sock(app)
 
     renewer = PresenceRenewer(brain.config.presence_ttl / 3)
@@ -201,7 +240,7 @@ def create_app(brain: Brain, *, llm_description: str) -> Flask:
 
     @app.errorhandler(VancetopeError)
     def _domain_error(e: VancetopeError) -> tuple[Response, int]:
-        status = {"unauthorized": 401, "not_found": 404, "conflict": 409,
+        status = {"unauthorized": 401, "forbidden": 403, "not_found": 404, "conflict": 409,
                   "rate_limited": 429}.get(e.code, 400 if e.code == "invalid_input" else 500)
         return jsonify(code=e.code, message=str(e)), status
 

@@ -2,6 +2,8 @@
 
 It remembers the session and the last event it saw in ``DATA_DIR/chat-state.json``,
 so running it again (even after a server restart) continues the same conversation.
+It also shows the user's Inbox: new items as they arrive, and the commands ``/inbox``,
+``/answer ITEM VALUE`` and ``/dismiss ITEM`` (``/help`` lists them).
 """
 
 from __future__ import annotations
@@ -146,12 +148,19 @@ def run_chat(config: Config, *, url: str | None, token: str | None, session_id: 
         chat_pid = reply["chatProcessId"]
         replay_until = reply["lastSeq"]
         tracker = _Printer(out, chat_pid, replay_until, printed_chat_seq)
+        tracker.drain(client.events)  # the inbox summary that followed the welcome
         for line in _input_lines(interactive):
             if not line.strip():
                 continue
             if line.strip() == "/resume":
                 client.request("process-resume", processId=chat_pid)
                 print("(resumed)", file=out, flush=True)
+                continue
+            if line.startswith("/"):
+                try:
+                    _command(client, line.strip(), out)
+                except VancetopeError as e:
+                    print(f"({e})", file=out, flush=True)
                 continue
             client.request("process-steer", targetThinkProcessId=chat_pid, content=line)
             tracker.waiting = True
@@ -196,6 +205,15 @@ class _Printer:
                 self.handle(frame)
 
     def handle(self, frame: dict[str, Any]) -> None:
+        if frame["type"] == "inbox-pending-summary" and frame["data"]["totalPending"]:
+            counts = frame["data"]["byCriticality"]
+            print(f"(inbox: {frame['data']['totalPending']} pending, {counts['CRITICAL']} "
+                  f"critical; /inbox lists them)", file=self.out, flush=True)
+        elif frame["type"] == "inbox-item-added":
+            if self.streaming:
+                self.out.write("\n")
+                self.streaming = False
+            print(f"(inbox) {_item_line(frame['data']['item'])}", file=self.out, flush=True)
         if frame["type"] != "event":
             return
         event = frame["data"]
@@ -223,6 +241,74 @@ class _Printer:
             self.streaming = False
             if line["role"] in ("assistant", "error"):
                 self.waiting = False
+
+
+HELP = """commands:
+  /inbox                 your pending Inbox items
+  /answer ITEM VALUE     APPROVAL: yes|no; DECISION: an option value (or free text);
+                         FEEDBACK: text; ORDERING: ids separated by commas;
+                         STRUCTURE_EDIT: JSON
+  /answer ITEM ?REASON   "I lack information" (INSUFFICIENT_INFO)
+  /answer ITEM !REASON   "I cannot decide" (UNDECIDABLE)
+  /dismiss ITEM          click an item away
+  /resume                resume a process left suspended by a changed working directory"""
+
+
+def _command(client: ChatClient, line: str, out: Any) -> None:
+    """The Inbox commands (and /help)."""
+    verb, _, rest = line.partition(" ")
+    item_id, _, text = rest.strip().partition(" ")
+    if verb == "/inbox":
+        items = client.request("inbox-list", status=["PENDING"], limit=50)["items"]
+        for item in items:
+            print(_item_line(item), file=out)
+        print(f"({len(items)} pending)", file=out, flush=True)
+    elif verb == "/dismiss" and item_id:
+        client.request("inbox-dismiss", itemId=item_id)
+        print("(dismissed)", file=out, flush=True)
+    elif verb == "/answer" and item_id and text:
+        item = client.request("inbox-item", itemId=item_id)["item"]
+        if text[0] in "?!":
+            outcome = "INSUFFICIENT_INFO" if text[0] == "?" else "UNDECIDABLE"
+            client.request("inbox-answer", itemId=item_id, outcome=outcome,
+                           reason=text[1:].strip() or "no reason given")
+        else:
+            client.request("inbox-answer", itemId=item_id, outcome="DECIDED",
+                           value=_answer_value(item, text))
+        print("(answered)", file=out, flush=True)
+    else:
+        print(HELP, file=out, flush=True)
+
+
+def _answer_value(item: dict[str, Any], text: str) -> dict[str, Any]:
+    """What a typed answer means for the item's type (user-interaction.txt §6)."""
+    kind = item["type"]
+    if kind == "APPROVAL":
+        if text.lower() not in ("yes", "y", "no", "n"):
+            raise VancetopeError("answer an APPROVAL with yes or no")
+        return {"approved": text.lower() in ("yes", "y")}
+    if kind == "DECISION":
+        values = [o["value"] for o in item["payload"]["options"]]
+        return {"chosen": text} if text in values else {"freeText": text}
+    if kind == "FEEDBACK":
+        return {"text": text}
+    if kind == "ORDERING":
+        return {"orderedIds": [part.strip() for part in text.split(",") if part.strip()]}
+    if kind == "STRUCTURE_EDIT":
+        try:
+            return {"value": json.loads(text)}
+        except ValueError as e:
+            raise VancetopeError(f"a STRUCTURE_EDIT answer is JSON: {e}") from e
+    raise VancetopeError(f"{kind} items take no answer; /dismiss them")
+
+
+def _item_line(item: dict[str, Any]) -> str:
+    line = f"{item['id']}  {item['type']}  {item['criticality']}  {item['title']}"
+    if item["type"] == "DECISION":
+        line += "  [" + " | ".join(o["value"] for o in item["payload"]["options"]) + "]"
+    elif item["type"] == "ORDERING":
+        line += "  [" + ", ".join(i["id"] for i in item["payload"]["items"]) + "]"
+    return line
 
 
 def _print_line(out: Any, line: dict[str, Any]) -> None:

@@ -95,8 +95,7 @@ def _serve(config: Config) -> int:
     celery = create_celery(config)
     brain = celery.vancetope_brain()
     _, created = bootstrap_local(brain.identity, brain.store, config.data_dir / "token")
-    worker = EmbeddedWorker(celery, concurrency=config.worker_concurrency,
-                            sweep_interval=config.sweep_interval)
+    worker = EmbeddedWorker(celery, concurrency=config.worker_concurrency)
     worker.start()
     app = create_app(brain, llm_description=describe(config))
     server = make_server(config.host, config.port, app, threaded=True)

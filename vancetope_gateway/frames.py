@@ -8,15 +8,17 @@ the model of its reply; ``PUSHES`` lists what the server sends unasked.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
 from vancetope_brain.models import Fingerprint, OnDisconnect, SessionStatus, SessionType
 from vancetope_brain.models.base import Wire
+from vancetope_brain.models.inbox import Criticality, ItemStatus, Outcome
 
 Id = Field(min_length=1, max_length=64)
 NotifyMode = Literal["all", "critical-only", "none"]
+Tag = Annotated[str, Field(min_length=1, max_length=64)]
 
 
 class Envelope(Wire):
@@ -140,6 +142,75 @@ class ToolResultData(Wire):
     error: str | None = Field(default=None, max_length=32_000)
 
 
+class RecipeList(Wire):
+    """The effective recipe catalogue (project → tenant → bundled): per name the innermost
+    recipe with its ``source`` and the outer levels it ``shadows``."""
+
+    project_id: str | None = Field(default=None, min_length=1, max_length=64)
+
+
+class RecipeWrite(Wire):
+    """Create (``recipe-create``) or replace (``recipe-update``) a recipe of the caller's
+    tenant, or of one of its projects with ``projectId``. ``recipe`` is the recipe document
+    (the fields of a recipe YAML file); running processes keep the snapshot they got."""
+
+    project_id: str | None = Field(default=None, min_length=1, max_length=64)
+    recipe: dict[str, Any]
+
+
+class RecipeDelete(Wire):
+    """Delete the recipe stored at this level (tenant, or ``projectId``); outer ones show
+    again."""
+
+    project_id: str | None = Field(default=None, min_length=1, max_length=64)
+    name: str = Id
+
+
+class InboxList(Wire):
+    """The caller's Inbox (items assigned to them), newest first. ``status`` defaults to
+    everything but ARCHIVED; ``tags``: items carrying every one; ``cursor``: the
+    ``nextCursor`` of the previous page."""
+
+    status: list[ItemStatus] | None = Field(default=None, max_length=4)
+    criticality: list[Criticality] | None = Field(default=None, max_length=3)
+    tags: list[Tag] = Field(default_factory=list, max_length=20)
+    session_id: str | None = Field(default=None, min_length=1, max_length=64)
+    cursor: str | None = Field(default=None, min_length=1, max_length=200)
+    limit: int = Field(default=50, ge=1, le=200)
+
+
+class InboxItemRef(Wire):
+    """Names an item assigned to (or created by) the caller (``inbox-item``,
+    ``inbox-archive``, ``inbox-revoke-auto-answer``)."""
+
+    item_id: str = Id
+
+
+class InboxAnswerData(Wire):
+    """Answer an ask assigned to the caller: DECIDED with the type's ``value``
+    (user-interaction.txt §6), or INSUFFICIENT_INFO / UNDECIDABLE with a ``reason``."""
+
+    item_id: str = Id
+    outcome: Outcome
+    value: Any = None
+    reason: str | None = Field(default=None, min_length=1, max_length=10_000)
+
+
+class InboxDelegate(Wire):
+    """Hand a PENDING item to another user of the same tenant (they are notified)."""
+
+    item_id: str = Id
+    to_user_id: str = Id
+    note: str | None = Field(default=None, max_length=2000)
+
+
+class InboxDismiss(Wire):
+    """Click a PENDING item away unanswered; an ask's process gets a skip answer."""
+
+    item_id: str = Id
+    note: str | None = Field(default=None, max_length=2000)
+
+
 class Empty(Wire):
     """No data (``ping``, ``think-engines-list``)."""
 
@@ -165,6 +236,17 @@ REQUESTS: dict[str, type[Wire]] = {
     "client-tools-register": ClientToolsRegister,
     "tool-result": ToolResultData,
     "think-engines-list": Empty,
+    "recipe-list": RecipeList,
+    "recipe-create": RecipeWrite,
+    "recipe-update": RecipeWrite,
+    "recipe-delete": RecipeDelete,
+    "inbox-list": InboxList,
+    "inbox-item": InboxItemRef,
+    "inbox-answer": InboxAnswerData,
+    "inbox-delegate": InboxDelegate,
+    "inbox-dismiss": InboxDismiss,
+    "inbox-archive": InboxItemRef,
+    "inbox-revoke-auto-answer": InboxItemRef,
     "ping": Empty,
 }
 
@@ -246,6 +328,40 @@ class EnginesListed(Wire):
     engines: list[dict[str, Any]]
 
 
+class RecipesListed(Wire):
+    """Reply to ``recipe-list``: each recipe document with ``source`` and ``shadows``."""
+
+    recipes: list[dict[str, Any]]
+
+
+class RecipeStored(Wire):
+    """Reply to ``recipe-create`` / ``recipe-update``: the recipe as stored."""
+
+    project_id: str | None = None
+    recipe: dict[str, Any]
+
+
+class RecipeDeleted(Wire):
+    """Reply to ``recipe-delete``."""
+
+    project_id: str | None = None
+    name: str
+
+
+class InboxListed(Wire):
+    """Reply to ``inbox-list``: items as the user sees them; ``nextCursor`` when more
+    follow."""
+
+    items: list[dict[str, Any]]
+    next_cursor: str | None = None
+
+
+class InboxItemReply(Wire):
+    """Reply to ``inbox-item`` and the item commands: the item as it is now."""
+
+    item: dict[str, Any]
+
+
 class Pong(Wire):
     """Reply to ``ping``."""
 
@@ -271,6 +387,14 @@ REPLIES: dict[str, type[Wire]] = {
     "client-tools-register": ClientToolsRegistered,
     "tool-result": ToolResultAccepted,
     "think-engines-list": EnginesListed,
+    "recipe-list": RecipesListed,
+    "recipe-create": RecipeStored,
+    "recipe-update": RecipeStored,
+    "recipe-delete": RecipeDeleted,
+    "inbox-list": InboxListed,
+    **{name: InboxItemReply for name in ("inbox-item", "inbox-answer", "inbox-delegate",
+                                          "inbox-dismiss", "inbox-archive",
+                                          "inbox-revoke-auto-answer")},
     "ping": Pong,
 }
 
@@ -319,8 +443,28 @@ class ToolCall(Wire):
     timeout_sec: float
 
 
+class InboxPush(Wire):
+    """``inbox-item-added`` (a new item for you, or one delegated to you) and
+    ``inbox-item-updated`` (status or assignment changed). ``notifyMode`` critical-only
+    passes only CRITICAL additions; none passes no additions."""
+
+    item: dict[str, Any]
+
+
+class InboxPendingSummary(Wire):
+    """Right after ``welcome``: the caller's PENDING items at a glance (user-interaction.txt
+    §12.5). The Inbox is the truth; pushes only speed things up."""
+
+    total_pending: int
+    by_criticality: dict[str, int]
+    oldest_pending_at: str | None = None
+
+
 PUSHES: dict[str, type[Wire]] = {
     "welcome": Welcome,
+    "inbox-pending-summary": InboxPendingSummary,
+    "inbox-item-added": InboxPush,
+    "inbox-item-updated": InboxPush,
     "tool-call": ToolCall,
     "event": EventData,
     "events-gap": EventsGap,

@@ -12,18 +12,23 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from datetime import datetime
 from enum import Enum
 from typing import Any, Protocol
 
 from pydantic import ValidationError
 
-from vancetope_brain import __version__
+from vancetope_brain import __version__, keys
 from vancetope_brain.engines import ENGINES
 from vancetope_brain.engines.lifecycle import LifecycleCall
 from vancetope_brain.errors import Conflict, InvalidInput, NotFound, RateLimited, VancetopeError
 from vancetope_brain.events import EventListener, EventType, StreamEvent
 from vancetope_brain.identity import Principal
 from vancetope_brain.models import Fingerprint, ProcessStatus, Session, SessionStatus
+from vancetope_brain.models.inbox import Criticality, InboxItem
+from vancetope_brain.notifications import admits
+from vancetope_brain.recipes import Recipe, RecipeAdmin
+from vancetope_brain.recipes.loader import recipe_from_mapping
 from vancetope_brain.runtime import Brain
 from vancetope_gateway import frames
 
@@ -87,6 +92,7 @@ class Connection:
         self._send_lock = threading.Lock()
         self._bucket = TokenBucket(self.RATE_PER_SEC, self.RATE_BURST)
         self._follow: int | None = None
+        self._feed: int | None = None
         self._resume_after = 0
         self._tool_calls: set[str] = set()  # tool-call ids sent to this client, unanswered
         self._live_after = 0
@@ -113,6 +119,22 @@ class Connection:
             "client-tools-register": self._client_tools_register,
             "tool-result": self._tool_result,
             "think-engines-list": self._think_engines_list,
+            "recipe-list": self._recipe_list,
+            "recipe-create": functools.partial(self._recipe_write, RecipeAdmin.create),
+            "recipe-update": functools.partial(self._recipe_write, RecipeAdmin.update),
+            "recipe-delete": self._recipe_delete,
+            "inbox-list": self._inbox_list,
+            "inbox-item": lambda d: self._item(self._brain.inbox.get(self._who, d.item_id)),
+            "inbox-answer": lambda d: self._item(self._brain.inbox.answer(
+                self._who, d.item_id, d.outcome, value=d.value, reason=d.reason)),
+            "inbox-delegate": lambda d: self._item(self._brain.inbox.delegate(
+                self._who, d.item_id, d.to_user_id, d.note)),
+            "inbox-dismiss": lambda d: self._item(self._brain.inbox.dismiss(
+                self._who, d.item_id, d.note)),
+            "inbox-archive": lambda d: self._item(self._brain.inbox.archive(
+                self._who, d.item_id)),
+            "inbox-revoke-auto-answer": lambda d: self._item(
+                self._brain.inbox.revoke_auto_answer(self._who, d.item_id)),
             "ping": lambda _: frames.Pong(),
         }
 
@@ -126,6 +148,9 @@ class Connection:
             notify_mode=self._notify_mode,
             sessions={status.value: sum(1 for s in sessions if s.status is status)
                       for status in SessionStatus}))
+        self._follow_feed()
+        self.push("inbox-pending-summary", frames.InboxPendingSummary.model_validate(
+            self._brain.inbox.pending_summary(self._who)))
         try:
             while self.state is not ConnState.CLOSED:
                 raw = self._sock.receive()
@@ -143,9 +168,15 @@ class Connection:
                 return
             self.state = self.state.to(ConnState.CLOSED)
         self._unbind()
+        if self._feed is not None:
+            self._listener.unfollow(self._feed)
+            self._brain.presence.user_disconnect(self._who.tenant_id, self._who.user_id,
+                                                 self.connection_id, self._notify_mode)
 
     def renew(self) -> None:
         """Keep this connection counted as present (called by the gateway's renewer)."""
+        self._brain.presence.user_connect(self._who.tenant_id, self._who.user_id,
+                                          self.connection_id, self._notify_mode)
         session = self.session
         if session is not None and self.state is ConnState.BOUND:
             self._brain.lifecycle.renew(self._who, session.id, self.connection_id)
@@ -282,6 +313,53 @@ class Connection:
     def _think_engines_list(self, _: frames.Empty) -> frames.EnginesListed:
         return frames.EnginesListed(engines=[e.describe() for e in ENGINES])
 
+    # ── recipes (any user of the tenant manages its recipes, as in v1 of the spec) ──
+    def _recipe_list(self, data: frames.RecipeList) -> frames.RecipesListed:
+        if data.project_id is not None:
+            self._brain.store.get_project(self._who.tenant_id, data.project_id)
+        return frames.RecipesListed(recipes=[
+            e.describe() for e in self._brain.recipes.list(self._who.tenant_id, data.project_id)])
+
+    def _recipe_write(self, write: Callable[[RecipeAdmin, str, str | None, Recipe], None],
+                      data: frames.RecipeWrite) -> frames.RecipeStored:
+        recipe = recipe_from_mapping(data.recipe, "recipe")
+        write(RecipeAdmin(self._brain.store), self._who.tenant_id, data.project_id, recipe)
+        return frames.RecipeStored(project_id=data.project_id, recipe=recipe.dump())
+
+    def _recipe_delete(self, data: frames.RecipeDelete) -> frames.RecipeDeleted:
+        RecipeAdmin(self._brain.store).delete(self._who.tenant_id, data.project_id, data.name)
+        return frames.RecipeDeleted(project_id=data.project_id, name=data.name)
+
+    # ── the Inbox ───────────────────────────────────────────────────────
+    def _inbox_list(self, data: frames.InboxList) -> frames.InboxListed:
+        items = self._brain.inbox.list(
+            self._who, statuses=data.status, criticalities=data.criticality, tags=data.tags,
+            session_id=data.session_id, before=_parse_cursor(data.cursor),
+            limit=data.limit + 1)
+        page = items[:data.limit]
+        cursor = f"{page[-1].created_at.isoformat()}|{page[-1].id}" \
+            if len(items) > data.limit else None
+        return frames.InboxListed(items=[self._brain.inbox.view(i) for i in page],
+                                  next_cursor=cursor)
+
+    def _item(self, item: InboxItem) -> frames.InboxItemReply:
+        return frames.InboxItemReply(item=self._brain.inbox.view(item))
+
+    def _follow_feed(self) -> None:
+        """Count this connection as the user's (for the WebSocket notification channel) and
+        pass on what is pushed into the user's feed from now on."""
+        self.renew()
+        feed = keys.user_feed(self._who.tenant_id, self._who.user_id)
+        self._feed = self._listener.follow(feed, self._brain.events.last_seq(feed),
+                                           self._on_feed_event)
+
+    def _on_feed_event(self, event: StreamEvent) -> None:
+        item = event.data["item"]
+        if event.type is EventType.INBOX_ITEM_ADDED and \
+                not admits(self._notify_mode, Criticality(item["criticality"])):
+            return
+        self.push(event.type.value, frames.InboxPush(item=item))
+
     # ── client tools ────────────────────────────────────────────────────
     def _client_tools_register(self, data: frames.ClientToolsRegister) -> frames.Wire:
         session = self._require_session()
@@ -381,6 +459,19 @@ class Connection:
                 failed = False
         if failed:
             self.close()
+
+
+def _parse_cursor(cursor: str | None) -> tuple[datetime, str] | None:
+    if cursor is None:
+        return None
+    at, sep, item_id = cursor.partition("|")
+    try:
+        moment = datetime.fromisoformat(at)
+    except ValueError:
+        moment = None
+    if not sep or not item_id or moment is None or moment.tzinfo is None:
+        raise InvalidInput("cursor is not a nextCursor of inbox-list")
+    return moment, item_id
 
 
 def _valid_unicode(body: Any) -> bool:

@@ -13,7 +13,7 @@ from kombu import Queue
 from vancetope_brain.config import Config
 from vancetope_brain.engines.contexts import ModelFor
 from vancetope_brain.runtime import Brain
-from workers.tasks import LANE_TURN, SWEEP
+from workers.tasks import HOUSEKEEPING, LANE_TURN, SWEEP
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,8 @@ def create_celery(config: Config, *, model_for: ModelFor | None = None,
         task_queues=[Queue(lane_queue(i)) for i in range(config.lane_shards)]
         + [Queue(MAINTENANCE_QUEUE)],
         task_default_queue=MAINTENANCE_QUEUE,
-        task_routes={SWEEP: {"queue": MAINTENANCE_QUEUE}},
+        task_routes={SWEEP: {"queue": MAINTENANCE_QUEUE},
+                     HOUSEKEEPING: {"queue": MAINTENANCE_QUEUE}},
         broker_transport_options=transport_options,
         broker_connection_retry_on_startup=True,
         worker_hijack_root_logger=False,
@@ -60,6 +61,11 @@ def create_celery(config: Config, *, model_for: ModelFor | None = None,
                 "task": SWEEP,
                 "schedule": timedelta(seconds=config.sweep_interval),
                 "options": {"expires": config.sweep_interval},
+            },
+            "housekeeping": {
+                "task": HOUSEKEEPING,
+                "schedule": timedelta(seconds=config.housekeeping_interval),
+                "options": {"expires": config.housekeeping_interval},
             },
         },
     )

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 
 from celery import Celery
 from celery.worker import WorkController
-
-from workers.tasks import SWEEP
 
 log = logging.getLogger(__name__)
 
@@ -23,15 +22,15 @@ class _Controller(WorkController):
 
 
 class EmbeddedWorker:
-    """Consumes every queue with ``concurrency`` threads and plays beat for the sweeper.
+    """Consumes every queue with ``concurrency`` threads and plays beat: the app's
+    ``beat_schedule``, each entry at its interval.
 
     The same tasks, acks and prefetch settings as a worker pod; only the
     transport (``memory://``) and the pool (threads) differ.
     """
 
-    def __init__(self, app: Celery, *, concurrency: int, sweep_interval: float) -> None:
+    def __init__(self, app: Celery, *, concurrency: int) -> None:
         self._app = app
-        self._sweep_interval = sweep_interval
         self._stop = threading.Event()
         self._controller = _Controller(
             app=app, pool="threads", concurrency=concurrency, hostname="embedded@localhost",
@@ -56,8 +55,14 @@ class EmbeddedWorker:
             t.join(timeout=10)
 
     def _beat(self) -> None:
-        while not self._stop.wait(self._sweep_interval):
-            try:
-                self._app.send_task(SWEEP)
-            except Exception:
-                log.exception("embedded beat could not enqueue the sweeper")
+        entries = [(e["task"], e["schedule"].total_seconds())
+                   for e in self._app.conf.beat_schedule.values()]
+        due = {task: time.monotonic() + every for task, every in entries}
+        while not self._stop.wait(max(0.0, min(due.values()) - time.monotonic())):
+            for task, every in entries:
+                if due[task] <= time.monotonic():
+                    due[task] = time.monotonic() + every
+                    try:
+                        self._app.send_task(task)
+                    except Exception:
+                        log.exception("embedded beat could not enqueue %s", task)

@@ -16,6 +16,7 @@ log = logging.getLogger(__name__)
 
 LANE_TURN = "vancetope.lane_turn"
 SWEEP = "vancetope.sweep"
+HOUSEKEEPING = "vancetope.housekeeping"
 
 
 @shared_task(name=LANE_TURN, bind=True, acks_late=True, max_retries=5)
@@ -31,3 +32,8 @@ def lane_turn(self: Task, tenant_id: str, process_id: str) -> str:
 @shared_task(name=SWEEP, bind=True)
 def sweep(self: Task) -> int:
     return self.app.vancetope_brain().sweep()
+
+
+@shared_task(name=HOUSEKEEPING, bind=True)
+def housekeeping(self: Task) -> int:
+    return self.app.vancetope_brain().housekeeping()

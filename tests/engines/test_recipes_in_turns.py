@@ -7,14 +7,17 @@ from __future__ import annotations
 import contextlib
 import json
 
+import pytest
+
 from tests.engines.test_arthur import Script, arthur_is_the_chat_engine, call, respond  # noqa: F401
 from tests.helpers import wait_for
 from vancetope_brain.errors import NotFound
-from vancetope_brain.llm import LlmResponse
+from vancetope_brain.llm import LlmResponse, ToolSpec
 from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.models import ProcessStatus
 from vancetope_brain.recipes.loader import parse_recipe
 from vancetope_brain.recipes.manage import RecipeAdmin
+from vancetope_brain.tools.dispatcher import SERVER_TOOLS, server_tool
 
 RECIPE = """
 name: analyze
@@ -23,12 +26,15 @@ category: worker
 description: {level} analysis worker
 promptOverride: "You are the {level} analyst."
 allowedToolsAdd: {add}
+allowedToolsRemove: {remove}
+roles: {roles}
 """
 
 
-def _put(emb, level: str, project: str | None, add: str = "[]") -> None:
-    RecipeAdmin(emb.brain.store).put("acme", project,
-                                     parse_recipe(RECIPE.format(level=level, add=add), level))
+def _put(emb, level: str, project: str | None, add: str = "[]", remove: str = "[]",
+         roles: str = "[]") -> None:
+    text = RECIPE.format(level=level, add=add, remove=remove, roles=roles)
+    RecipeAdmin(emb.brain.store).put("acme", project, parse_recipe(text, level))
 
 
 def _spawn_worker(emb, worker_model):
@@ -95,7 +101,7 @@ def test_a_recipes_tool_changes_decide_what_is_offered_and_callable(embedded):
         session, w = _spawn_worker(embedded, worker)
         wait_for(lambda: embedded.brain.store.get_process("acme", w.id).status
                  is ProcessStatus.CLOSED, timeout=15)
-        assert offered[0] == ["process_list", "respond"]
+        assert offered[0] == ["inbox_post", "process_list", "respond"]
         assert embedded.brain.store.get_process("acme", w.id).engine_state["lastReply"] \
             == "listed"
     finally:
@@ -104,6 +110,46 @@ def test_a_recipes_tool_changes_decide_what_is_offered_and_callable(embedded):
     session, w = _spawn_worker(embedded, worker)  # bundled analyze: no process_list
     wait_for(lambda: embedded.brain.store.get_process("acme", w.id).status
              is ProcessStatus.CLOSED, timeout=15)
-    assert offered[0] == ["respond"]
+    assert offered[0] == ["inbox_post", "respond"]
     assert "not in this process's tool pool" in embedded.brain.store.get_process(
         "acme", w.id).engine_state["lastReply"]
+
+
+@pytest.fixture
+def curator_tool():
+    """A server tool only engines with the role ``curator`` may see (registered for the test)."""
+    @server_tool(ToolSpec("curate", "Curate the corpus.", {"type": "object", "properties": {}}),
+                 roles=("curator",))
+    def curate(context):
+        return {"curated": True}
+    yield "curate"
+    del SERVER_TOOLS["curate"]
+
+
+@pytest.mark.parametrize(("roles", "offered_tools", "reply"), [
+    ("[]", ["respond"], "needs the engine role(s) curator"),
+    ("[curator]", ["curate", "respond"], "curated"),
+])
+def test_a_role_gated_tool_exists_only_for_recipes_with_the_role(embedded, curator_tool, roles,
+                                                                   offered_tools, reply):
+    """The recipe adds the tool and removes inbox_post either way; only its ``roles`` decide
+    whether the role-gated tool is offered, and calling it without the role fails."""
+    offered = []
+
+    def worker(messages, tools):
+        offered.append(sorted(t.name for t in tools))
+        if len(offered) == 1:
+            return LlmResponse("", (call("curate"),))
+        result = json.loads(messages[-1].content)
+        return respond("curated" if result.get("result") == {"curated": True}
+                       else result.get("error", "?"))
+
+    _put(embedded, "gated", "default", add="[curate]", remove="[inbox_post]", roles=roles)
+    try:
+        _, w = _spawn_worker(embedded, worker)
+        wait_for(lambda: embedded.brain.store.get_process("acme", w.id).status
+                 is ProcessStatus.CLOSED, timeout=15)
+    finally:
+        RecipeAdmin(embedded.brain.store).delete("acme", "default", "analyze")
+    assert offered[0] == offered_tools
+    assert reply in embedded.brain.store.get_process("acme", w.id).engine_state["lastReply"]

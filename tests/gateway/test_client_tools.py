@@ -52,6 +52,7 @@ class Peer:
         self.calls: list[dict] = []
         self._n = 0
         json.loads(self.ws.receive(timeout=5))  # welcome
+        json.loads(self.ws.receive(timeout=5))  # inbox-pending-summary
         self._thread = threading.Thread(target=self._read, daemon=True)
         self._thread.start()
 

@@ -14,7 +14,20 @@ import threading
 
 import pytest
 
-from tests.gateway.wire import Client, stays, wait_process, wait_session
+# The frame tests of the Inbox and of recipes live in their own modules; importing them here
+# registers their ``@covers`` for the meta-test even when this file runs alone.
+import tests.gateway.test_inbox_frames  # noqa: F401
+import tests.gateway.test_recipe_frames  # noqa: F401
+from tests.gateway.wire import (
+    COVERED,
+    REFUSAL,
+    SUCCESS,
+    Client,
+    covers,
+    stays,
+    wait_process,
+    wait_session,
+)
 from tests.helpers import wait_for
 from vancetope_brain.engines import ENGINES
 from vancetope_brain.errors import Conflict
@@ -29,29 +42,26 @@ from vancetope_brain.models import (
     UserChatInput,
     new_id,
 )
+from vancetope_brain.settings import SettingScope, SettingsService
 from vancetope_gateway import frames
 from vancetope_gateway.protocol import ConnState
 
 S = ProcessStatus
-SUCCESS, REFUSAL = "success", "refusal"
-_COVERED: dict[str, set[str]] = {}
-
-
-def covers(frame_type: str, *kinds: str):
-    """Declare that the decorated test exercises ``frame_type`` (success and/or refusal)."""
-    assert frame_type in frames.REQUESTS, f"no request type {frame_type!r}"
-
-    def mark(fn):
-        _COVERED.setdefault(frame_type, set()).update(kinds)
-        return fn
-    return mark
-
 
 FP = {"machineId": "m-1", "workingDir": "/home/ada/paper", "userHome": "/home/ada",
       "osUser": "ada"}
 
 
 # ── fixtures and helpers ────────────────────────────────────────────────────
+@pytest.fixture(scope="module", autouse=True)
+def ford_chats(embedded):
+    """Ada's sessions chat with Ford here (a user-level setting over the default, Arthur):
+    these tests count transcript lines, and Ford's are one per message. Arthur as the
+    default chat engine is exercised by test_protocol, test_server and tests/engines."""
+    SettingsService(embedded.brain.store).set("acme", SettingScope.user("ada"),
+                                              "session.defaultChatEngine", "ford")
+
+
 @pytest.fixture
 def bound(emb, client):
     """``client`` bound to a fresh session whose chat process is IDLE: (client, sid, chat)."""
@@ -783,8 +793,8 @@ def test_on_disconnect_suspend_also_holds_a_process_not_started_yet(emb, client)
 
 # ── the meta-test ───────────────────────────────────────────────────────────
 def test_every_request_type_is_covered():
-    missing = {t: sorted({SUCCESS, REFUSAL} - _COVERED.get(t, set()))
+    missing = {t: sorted({SUCCESS, REFUSAL} - COVERED.get(t, set()))
                for t in frames.REQUESTS}
     missing = {t: kinds for t, kinds in missing.items() if kinds}
     assert not missing, f"request types without a test of: {missing}"
-    assert set(_COVERED) <= set(frames.REQUESTS)
+    assert set(COVERED) <= set(frames.REQUESTS)

@@ -49,7 +49,8 @@ def world(embedded):
     sid, chat = created["session"]["id"], created["chatProcessId"]
     wait_process(embedded, ada, chat, S.IDLE)
     owner.ok("process-steer", targetThinkProcessId=chat, content="my secret")
-    wait_for(lambda: len(brain.store.chat_history("acme", chat)) == 2, what="ada's answer")
+    wait_for(lambda: len(brain.store.chat_history("acme", chat)) == 3,  # welcome, exchange
+             what="ada's answer")
     wait_process(embedded, ada, chat, S.IDLE)
     paused = owner.ok("process-create", engine="ford", name="paused")["process"]["id"]
     wait_process(embedded, ada, paused, S.IDLE)

@@ -9,6 +9,7 @@ import pytest
 from tests.gateway.wire import Client
 from tests.helpers import wait_for
 from vancetope_brain import keys
+from vancetope_brain.engines.arthur import WELCOME
 from vancetope_brain.events import EventType
 from vancetope_brain.identity import Principal
 from vancetope_brain.models import ProcessStatus
@@ -40,7 +41,7 @@ def test_session_create_steer_and_streamed_reply(client):
     assert "".join(e["data"]["text"] for e in events if e["type"] == "token") == "echo: hello"
     history = client.request("chat-history", processId=pid)["data"]["messages"]
     assert [(m["role"], m["content"]) for m in history] == [
-        ("user", "hello"), ("assistant", "echo: hello")]
+        ("assistant", WELCOME), ("user", "hello"), ("assistant", "echo: hello")]
     assert client.conn.state is ConnState.BOUND
 
 
@@ -99,7 +100,7 @@ def test_oversized_frame_is_refused_and_nothing_stored(emb):
         assert closed[0] == 1009 and "larger than 200 bytes" in closed[1]
         assert c.conn.state is ConnState.CLOSED and not c.sock.frames("error")
         assert emb.brain.store.pending_messages("acme", pid) == []
-        assert emb.brain.store.chat_history("acme", pid) == []
+        assert all(m.role.value != "user" for m in emb.brain.store.chat_history("acme", pid))
     finally:
         c.close()
 

@@ -20,6 +20,20 @@ from vancetope_brain.models import ProcessStatus, SessionStatus
 from vancetope_gateway import frames
 from vancetope_gateway.protocol import Connection
 
+SUCCESS, REFUSAL = "success", "refusal"
+COVERED: dict[str, set[str]] = {}
+
+
+def covers(frame_type: str, *kinds: str):
+    """Declare that the decorated test exercises ``frame_type`` (success and/or refusal);
+    ``test_frames.test_every_request_type_is_covered`` checks every request type has both."""
+    assert frame_type in frames.REQUESTS, f"no request type {frame_type!r}"
+
+    def mark(fn):
+        COVERED.setdefault(frame_type, set()).update(kinds)
+        return fn
+    return mark
+
 
 class FakeSocket:
     def __init__(self) -> None:
@@ -47,12 +61,13 @@ class FakeSocket:
 class Client:
     """Drives a Connection on a thread, like a socket would."""
 
-    def __init__(self, emb, who: Principal, max_frame_bytes: int = 65536) -> None:
+    def __init__(self, emb, who: Principal, max_frame_bytes: int = 65536,
+                 notify_mode: str = "all") -> None:
         self.who = who
         self.sock = FakeSocket()
         self.listener = EventListener(emb.brain.redis, block_ms=20)
         self.conn = Connection(self.sock, who, emb.brain, self.listener, llm="test model",
-                               max_frame_bytes=max_frame_bytes)
+                               max_frame_bytes=max_frame_bytes, notify_mode=notify_mode)
         self.thread = threading.Thread(target=self.conn.run, daemon=True)
         self.thread.start()
         self._n = 0

@@ -26,6 +26,7 @@ from vancetope_brain.config import Config
 from vancetope_brain.identity import Principal
 from vancetope_brain.models import ChatMessage, ChatRole, InboxMessage, ProcessStatus
 from vancetope_brain.runtime import Brain
+from vancetope_brain.settings import SettingScope, SettingsService
 from workers.celery_app import create_celery
 
 REPO = Path(__file__).resolve().parents[2]
@@ -154,6 +155,10 @@ class Cluster:
         self.brain: Brain = self.app.vancetope_brain()
         self.brain.identity.create_tenant("acme", "acme")
         self.brain.identity.create_user("acme", "ada", "ada")
+        # The lane, scale-out and fault tests count chat lines of a one-line-per-message
+        # engine; the Arthur and Inbox flows unset it (the default: arthur).
+        SettingsService(self.brain.store).set("acme", SettingScope.tenant(),
+                                              "session.defaultChatEngine", "ford")
         self.who = Principal("acme", "ada")
         self.workers: list[Worker] = []
         self._stop = threading.Event()

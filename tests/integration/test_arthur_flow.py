@@ -20,8 +20,8 @@ def _statuses(cluster, session_id):
 def test_the_example_flow_on_worker_processes(cluster):
     cluster.start_workers("arthur-flow", "arthur-flow")
     cluster.start_sweeper()
-    SettingsService(cluster.brain.store).set("acme", SettingScope.tenant(),
-                                             "session.defaultChatEngine", "arthur")
+    SettingsService(cluster.brain.store).unset("acme", SettingScope.tenant(),
+                                               "session.defaultChatEngine")  # arthur
     brain, who = cluster.brain, cluster.who
     session = brain.sessions.create(who, title="Literature Review")
     pid = session.chat_process_id

@@ -321,6 +321,8 @@ class Fuzzer:
             welcome = json.loads(self.ws.receive(timeout=REPLY_TIMEOUT))
             assert welcome["type"] == "welcome"
             self.max_bytes = welcome["data"]["maxFrameBytes"]
+            summary = json.loads(self.ws.receive(timeout=REPLY_TIMEOUT))
+            assert summary["type"] == "inbox-pending-summary"
             self.connections += 1
             self.on_socket = 0
         return self.ws

@@ -9,7 +9,8 @@ with the worker's configuration in ``VANCETOPE_*`` variables and these:
     ``complete()`` until the file ``VT_TEST_RELEASE`` exists, so a test can
     SIGKILL or SIGSTOP the worker mid-turn; ``slow`` sleeps ``VT_TEST_DELAY``
     seconds per call; ``stream`` answers like ``echo`` but streams the answer word by
-    word, ``VT_TEST_DELAY`` seconds between words, so a client can drop mid-stream.
+    word, ``VT_TEST_DELAY`` seconds between words, so a client can drop mid-stream;
+    ``arthur-flow`` and ``inbox-flow`` script Arthur and one worker (see their functions).
 ``VT_TEST_LOG``
     Lines ``<kind> <pid> <unix time> [detail]`` are appended here: ``ready``
     when the consumer is up, ``start``/``end`` around every model call,
@@ -103,8 +104,11 @@ class StreamingEcho:
 def build_model(mode: str) -> ChatModel:
     if mode == "arthur-flow":
         return FunctionModel(arthur_flow, name="test-arthur-flow")
+    if mode == "inbox-flow":
+        return FunctionModel(inbox_flow, name="test-inbox-flow")
     if mode not in ("echo", "block", "slow", "stream"):
-        raise SystemExit(f"VT_TEST_MODEL={mode!r}: use echo, block, slow, stream or arthur-flow")
+        raise SystemExit(f"VT_TEST_MODEL={mode!r}: use echo, block, slow, stream, arthur-flow "
+                         f"or inbox-flow")
     delay = float(os.environ.get("VT_TEST_DELAY", "0.05"))
     if mode == "stream":
         return StreamingEcho(delay)
@@ -153,6 +157,32 @@ def arthur_flow(messages: list[LlmMessage], tools: list[ToolSpec]) -> LlmRespons
         return _respond("paper-diff asks: may it assume Vaswani2017 as baseline?", awaiting=True)
     if 'type="done"' in last.content:
         return _respond("paper-diff is finished: 3 contradictions found.")
+    return _respond("?")
+
+
+def inbox_flow(messages: list[LlmMessage], tools: list[ToolSpec]) -> LlmResponse:
+    """Arthur starts a deployer; the deployer asks for approval through the user's Inbox,
+    waits (BLOCKED) and deploys once the answer arrives as an ``<inbox-answer>``."""
+    last = messages[-1]
+    if not any(t.name == "process_create" for t in tools):  # the deployer
+        if "<inbox-answer" in last.content:
+            return _respond("Deployed." if '"approved": true' in last.content
+                            else "Not deployed.")
+        if last.role == "tool":
+            return _respond("Waiting for approval.")
+        return LlmResponse("", (ToolCall("i", "inbox_post", json.dumps(
+            {"type": "APPROVAL", "title": "Deploy build 42 to production?",
+             "criticality": "CRITICAL", "tags": ["deploy"],
+             "idempotency_key": "deploy-42"})),))
+    if last.role == "tool":
+        return _respond("Started deployer.")
+    if last.content.startswith("Deploy"):
+        return LlmResponse("", (ToolCall("c", "process_create", json.dumps(
+            {"recipe": "analyze", "name": "deployer", "goal": "Deploy build 42"})),))
+    if 'type="blocked"' in last.content:
+        return _respond("deployer waits for your approval in the Inbox.")
+    if 'type="done"' in last.content:
+        return _respond("deployer: done.")
     return _respond("?")
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 
 from tests.helpers import wait_for
+from vancetope_brain.engines.arthur import WELCOME
 from vancetope_brain.errors import LlmError
 from vancetope_brain.events import EventType
 from vancetope_brain.llm.testing import FunctionModel, ScriptedModel
@@ -30,9 +31,10 @@ def test_user_message_gets_a_streamed_reply(embedded):
     session = emb.brain.sessions.create_interactive(emb.who)
     pid = session.chat_process_id
     emb.brain.sessions.steer(emb.who, pid, "hi")
-    lines = _chat(emb, pid, 2)
+    lines = _chat(emb, pid, 3)  # Arthur, the default chat engine, greets first
     assert [(x.role, x.content) for x in lines] == [
-        (ChatRole.USER, "hi"), (ChatRole.ASSISTANT, "Hello Ada, nice to meet you.")]
+        (ChatRole.ASSISTANT, WELCOME), (ChatRole.USER, "hi"),
+        (ChatRole.ASSISTANT, "Hello Ada, nice to meet you.")]
     events = wait_for(lambda: (ev := emb.brain.events.read(session.id, 0))
                       and ev[-1].type is EventType.STATUS_CHANGED
                       and ev[-1].data["to"] == "IDLE" and ev)
@@ -79,11 +81,11 @@ def test_llm_failure_becomes_an_error_line_and_the_process_stays_usable(embedded
     emb.model = ScriptedModel([LlmError("endpoint said 503"), "recovered"])
     pid = emb.brain.sessions.create_interactive(emb.who).chat_process_id
     emb.brain.sessions.steer(emb.who, pid, "first")
-    lines = _chat(emb, pid, 2)
-    assert lines[1].role is ChatRole.ERROR and "503" in lines[1].content
+    lines = _chat(emb, pid, 3)  # after Arthur's welcome
+    assert lines[2].role is ChatRole.ERROR and "503" in lines[2].content
     emb.brain.sessions.steer(emb.who, pid, "second")
-    lines = _chat(emb, pid, 4)
-    assert lines[3].content == "recovered"
+    lines = _chat(emb, pid, 5)
+    assert lines[4].content == "recovered"
     assert emb.brain.store.get_process("acme", pid).status is ProcessStatus.IDLE
 
 
@@ -132,8 +134,8 @@ def test_sweeper_recovers_a_message_whose_wake_was_lost(embedded):
     emb.brain.store.append_message(InboxMessage(
         id=new_id("msg"), tenant_id="acme", target_process_id=pid,
         message=UserChatInput(from_user="ada", content="anyone?")))
-    lines = _chat(emb, pid, 2)
-    assert lines[1].content == "found you"
+    lines = _chat(emb, pid, 3)  # after Arthur's welcome
+    assert lines[2].content == "found you"
 
 
 def test_repeated_idempotency_key_is_one_message(embedded):

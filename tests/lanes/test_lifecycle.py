@@ -62,6 +62,7 @@ def proc(embedded) -> ThinkProcess:
     embedded.brain.store.create_process(process)
     embedded.brain.waker.wake("acme", process.id)
     _wait_status(embedded, process.id, ProcessStatus.IDLE)
+    _wait_status(embedded, session.chat_process_id, ProcessStatus.IDLE)  # the sweeper's quiet
     return process
 
 

@@ -2,7 +2,8 @@
 
 ``backend`` opens stores over one storage (so a test can reopen it) and can
 write a raw field behind the port's back; ``store`` is the store under test;
-``world`` builds tenants, sessions, processes, messages and turn commits.
+``world`` builds tenants, sessions, processes, messages, turn commits, user
+Inbox items and notification deliveries.
 """
 
 from __future__ import annotations
@@ -34,6 +35,13 @@ from vancetope_brain.models import (
     UserChatInput,
     new_id,
     utcnow,
+)
+from vancetope_brain.models.inbox import (
+    Criticality,
+    DeliveryStatus,
+    InboxItem,
+    ItemType,
+    NotificationDelivery,
 )
 from vancetope_brain.store import Store
 from vancetope_brain.store.mongo import MongoStore
@@ -181,6 +189,26 @@ class World:
                          token_hash=token_hash, revoked=revoked, **fields)
         self.store.create_token(token)
         return token
+
+    def item(self, tenant_id: str, *, assigned_to: str = "usr_1", **fields: Any) -> InboxItem:
+        """An unsaved user Inbox item (PENDING APPROVAL unless ``fields`` say otherwise)."""
+        return InboxItem(**{"id": new_id("itm"), "tenant_id": tenant_id,
+                            "originator_user_id": "usr_1", "assigned_to_user_id": assigned_to,
+                            "type": ItemType.APPROVAL, "title": "Approve the plan?", **fields})
+
+    def add_item(self, tenant_id: str, **fields: Any) -> InboxItem:
+        stored, created = self.store.create_inbox_item(self.item(tenant_id, **fields))
+        assert created
+        return stored
+
+    def delivery(self, tenant_id: str, item_id: str = "itm_1", *, channel: str = "email",
+                 status: DeliveryStatus = DeliveryStatus.QUEUED, **fields: Any
+                 ) -> NotificationDelivery:
+        """An unsaved delivery attempt."""
+        return NotificationDelivery(**{"id": new_id("dlv"), "tenant_id": tenant_id,
+                                       "item_id": item_id, "user_id": "usr_1",
+                                       "channel": channel, "status": status,
+                                       "criticality": Criticality.NORMAL, **fields})
 
 
 @pytest.fixture

@@ -53,7 +53,10 @@ def test_every_record_reads_back_with_the_current_schema_version(
     token = store.token_by_hash("9" * 64)
     assert token is not None
     records.append(token)
-    assert len(records) == 9
+    item = world.add_item(tenant)
+    store.add_delivery(world.delivery(tenant, item.id))
+    records += [store.get_inbox_item(tenant, item.id), *store.list_deliveries(tenant)]
+    assert len(records) == 11
     assert all(r.schema_version == type(r).SCHEMA_VERSION == 1 for r in records)
 
 
@@ -193,5 +196,54 @@ def test_sqlite_migrates_a_version_3_file(tmp_path: Path) -> None:
     finally:
         store.close()
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(4,)]
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [
+            (SCHEMA_VERSION,)]
     conn.close()
+
+
+def test_sqlite_migrates_a_version_4_file(tmp_path: Path) -> None:
+    """Version 5 adds the user Inbox and the delivery log; everything else is kept."""
+    from vancetope_brain.models.inbox import (
+        Criticality,
+        DeliveryStatus,
+        InboxItem,
+        InboxQuery,
+        ItemType,
+        NotificationDelivery,
+    )
+
+    path = tmp_path / "vancetope.db"
+    store = SqliteStore(path)
+    store.create_tenant(Tenant(id="ten_1", name="Acme"))
+    store.close()
+    with sqlite3.connect(path) as conn:
+        conn.executescript("DROP TABLE inbox_items; DROP TABLE notification_deliveries;"
+                           "UPDATE schema_version SET version = 4;")
+    conn.close()
+    item = InboxItem(id="itm_1", tenant_id="ten_1", originator_user_id="usr_1",
+                     assigned_to_user_id="usr_1", origin_process_id="proc_1",
+                     idempotency_key="k", type=ItemType.APPROVAL, title="Approve?")
+    delivery = NotificationDelivery(id="dlv_1", tenant_id="ten_1", item_id="itm_1",
+                                    user_id="usr_1", channel="email",
+                                    status=DeliveryStatus.QUEUED, criticality=Criticality.NORMAL)
+    store = SqliteStore(path)
+    try:
+        assert [t.id for t in store.list_tenants()] == ["ten_1"]
+        assert store.create_inbox_item(item) == (item, True)
+        assert store.create_inbox_item(item.model_copy(update={"id": "itm_2"})) == (item, False)
+        assert store.list_inbox_items("ten_1", InboxQuery(assigned_to="usr_1")) == [item]
+        store.add_delivery(delivery)
+        assert store.queued_deliveries("email") == [delivery]
+    finally:
+        store.close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(5,)]
+        # (name, unique, partial) of each index the migration made
+        indexes = {(name, unique, partial) for table in ("inbox_items", "notification_deliveries")
+                   for _, name, unique, _, partial in conn.execute(f"PRAGMA index_list({table})")
+                   if not name.startswith("sqlite_autoindex")}
+    conn.close()
+    assert indexes == {("inbox_by_assignee", 0, 0), ("inbox_by_session", 0, 0),
+                       ("inbox_by_process", 0, 0), ("inbox_idempotency", 1, 1),
+                       ("deliveries_by_item", 0, 0), ("deliveries_by_user", 0, 0),
+                       ("deliveries_queued", 0, 0)}

@@ -44,7 +44,7 @@ class ArthurEngine(ThinkEngine):
     version = "1.0.0"
     allowed_tools = frozenset({
         "process_create", "process_steer", "process_stop", "process_list", "process_status",
-        "recipe_list", "recipe_describe", "manual_list", "manual_read",
+        "recipe_list", "recipe_describe", "manual_list", "manual_read", "inbox_post",
     })
 
     def start(self, process: ThinkProcess, context: ThinkEngineContext) -> None:

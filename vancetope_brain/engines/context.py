@@ -31,6 +31,8 @@ from vancetope_brain.tools import ServerTools, ToolDispatcher, ToolSource
 
 if TYPE_CHECKING:
     from vancetope_brain.engines.recipes_api import RecipesApi
+    from vancetope_brain.inbox.service import InboxService, NewItem
+    from vancetope_brain.models.inbox import InboxItem
 
 RESET_MARK = "reset"
 """``meta`` key of the chat line a reset leaves; history before it is not the engine's memory."""
@@ -195,6 +197,32 @@ class ProcessesApi:
         self._ctx.turn.stops.append(target.id)
 
 
+class InboxApi:
+    """Asking the user through their Inbox (user-interaction.txt §10.1). The item is written
+    at once (not with the turn's commit) so the user sees it while the turn goes on; a retry
+    of the turn repeats the ``idempotencyKey`` and gets the first item back."""
+
+    def __init__(self, ctx: ThinkEngineContext) -> None:
+        self._ctx = ctx
+
+    def post(self, new: NewItem) -> tuple[InboxItem, bool]:
+        """Create an item from this process (for the session's user unless assigned)."""
+        s = self._ctx.scope
+        return self._service().create(s.tenant_id, s.user_id, new,
+                                      origin_process_id=s.process_id,
+                                      origin_session_id=s.session_id)
+
+    def attach(self, data: bytes, filename: str, mime_type: str) -> dict[str, Any]:
+        """Store a file to show in an OUTPUT_IMAGE / OUTPUT_DOCUMENT item (its
+        ``attachmentId``)."""
+        return self._service().attach(self._ctx.scope.tenant_id, data, filename, mime_type)
+
+    def _service(self) -> InboxService:
+        if self._ctx._inbox is None:
+            raise Conflict("this process has no Inbox access")
+        return self._ctx._inbox
+
+
 class ThinkEngineContext:
     """Access surface of one lifecycle call. Engines must not keep it past the call."""
 
@@ -202,7 +230,8 @@ class ThinkEngineContext:
                  model: ChatModel, lease_lost: threading.Event, settings: SettingsApi,
                  tool_pool: frozenset[str], roles: frozenset[str] = frozenset(),
                  tool_sources: list[ToolSource] | None = None,
-                 spawner: Spawner | None = None, recipes: RecipesApi | None = None) -> None:
+                 spawner: Spawner | None = None, recipes: RecipesApi | None = None,
+                 inbox: InboxService | None = None) -> None:
         self.process = process
         self.scope = Scope(process.tenant_id, process.session_id, process.id, process.user_id)
         self.turn = TurnState()
@@ -215,6 +244,7 @@ class ThinkEngineContext:
         self._pending: list[InboxMessage] | None = None
         self._spawner = spawner or _no_spawning
         self._recipes = recipes
+        self._inbox = inbox
 
     @property
     def user(self) -> str:
@@ -242,6 +272,9 @@ class ThinkEngineContext:
         if self._recipes is None:
             raise RuntimeError("this context was built without recipes")
         return self._recipes
+
+    def inbox(self) -> InboxApi:
+        return InboxApi(self)
 
     def has_pending(self) -> bool:
         return bool(self._load_pending())

@@ -11,6 +11,7 @@ from vancetope_brain.engines.context import SpawnRequest, ThinkEngineContext
 from vancetope_brain.engines.recipes_api import RecipesApi, tool_pool
 from vancetope_brain.engines.spawning import ProcessFactory
 from vancetope_brain.events import EventBus
+from vancetope_brain.inbox.service import InboxService
 from vancetope_brain.llm import ChatModel
 from vancetope_brain.models import ThinkProcess
 from vancetope_brain.settings import SettingsApi
@@ -29,6 +30,7 @@ class ContextFactory:
     processes: ProcessFactory
     model_for: ModelFor
     tool_sources: ToolSourcesFor
+    inbox: InboxService | None = None
 
     def __call__(self, process: ThinkProcess, lease_lost: threading.Event) -> ThinkEngineContext:
         engine = self.engines.find(process.engine)
@@ -45,4 +47,4 @@ class ContextFactory:
             model=self.model_for(process), lease_lost=lease_lost,
             settings=SettingsApi.for_process(self.store, process), tool_pool=pool,
             roles=recipes.roles, tool_sources=self.tool_sources(process), spawner=spawn,
-            recipes=recipes)
+            recipes=recipes, inbox=self.inbox)

@@ -36,6 +36,7 @@ class FordEngine(ThinkEngine):
     title = "Ford"
     description = "Minimal chat: each user message gets one streamed LLM answer."
     version = "1.0.0"
+    allowed_tools = frozenset({"inbox_post"})
 
     def start(self, process: ThinkProcess, context: ThinkEngineContext) -> None:
         if process.parent_process_id is not None and process.goal:

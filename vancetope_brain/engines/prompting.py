@@ -56,9 +56,11 @@ def event_text(message: SteerMessage) -> str:
                     f'{summary or ""}{extra}</process-event>')
         case ExternalCommand(command=command, params=params):
             return f'<external-command name="{command}">{json.dumps(params)}</external-command>'
-        case InboxAnswer(inbox_item_id=item, item_type=kind, answer=answer):
-            return (f'<inbox-answer itemId="{item}" type="{kind}">{json.dumps(answer)}'
-                    f"</inbox-answer>")
+        case InboxAnswer(inbox_item_id=item, item_type=kind, title=title, answer=answer):
+            body = "dismissed by the user without an answer" if answer is None \
+                else json.dumps(answer)
+            return (f'<inbox-answer itemId="{item}" type="{kind}" title={json.dumps(title)}>'
+                    f"{body}</inbox-answer>")
         case ToolResult(tool_call_id=call, tool_name=name, status=status, result=result,
                         error=error):
             body = json.dumps(result) if status is ToolCallStatus.SUCCESS else error

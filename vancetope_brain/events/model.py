@@ -21,6 +21,9 @@ class EventType(StrEnum):
     # Addressed to one connection; gateways turn it into a ``tool-call`` frame and never
     # show it to anyone else. data: {toolCallId, toolName, params, connectionId, timeoutSec}
     CLIENT_TOOL_REQUEST = "client-tool-request"
+    # Only in a user's feed (keys.user_feed); gateways push them as frames of the same name.
+    INBOX_ITEM_ADDED = "inbox-item-added"        # data: {item: the item, as the user sees it}
+    INBOX_ITEM_UPDATED = "inbox-item-updated"    # data: {item}
 
 
 class StreamEvent(Wire):

@@ -28,6 +28,7 @@ from vancetope_brain.models import (
     new_id,
     utcnow,
 )
+from vancetope_brain.models.inbox import InboxQuery, ItemStatus
 from vancetope_brain.models.steer import ProcessEventType
 from vancetope_brain.store import Store
 
@@ -121,6 +122,8 @@ class LaneRunner:
             context.chat().append(ChatRole.ERROR, f"The process failed: {error}")
             context.turn.engine_state = None
             status, reason = ProcessStatus.CLOSED, CloseReason.FAILED
+        if call is None and self._awaits_user(process, status, reason):
+            status, reason = ProcessStatus.BLOCKED, None
         turn = context.turn
         record = TurnRecord(id=new_id("turn"), tenant_id=tenant_id, process_id=process_id,
                             epoch=process.epoch, worker=self._worker, lifecycle=lifecycle,
@@ -149,6 +152,16 @@ class LaneRunner:
             self._events.publish(process.session_id, process_id, EventType.STATUS_CHANGED,
                                  {"from": shown_before.value, "to": status.value})
         return TurnOutcome.COMMITTED, status
+
+    def _awaits_user(self, process: ThinkProcess, status: ProcessStatus,
+                     reason: CloseReason | None) -> bool:
+        """A process that ends a turn IDLE or DONE while a question it put into the user's
+        Inbox is still PENDING waits for the answer instead: BLOCKED (user-interaction §10)."""
+        if status is not ProcessStatus.IDLE and reason is not CloseReason.DONE:
+            return False
+        return bool(self._store.list_inbox_items(process.tenant_id, InboxQuery(
+            origin_process_id=process.id, statuses=frozenset({ItemStatus.PENDING}),
+            requires_action=True, limit=1)))
 
     def _started(self, process: ThinkProcess) -> bool:
         return any(t.lifecycle == "start"

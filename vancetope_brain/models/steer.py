@@ -70,12 +70,14 @@ class ExternalCommand(Wire):
 
 
 class InboxAnswer(Wire):
-    """The user (or whoever it was delegated to) answered an inbox item."""
+    """The user (or whoever it was delegated to) answered an inbox item: ``answer`` is its
+    AnswerPayload; None means the item was dismissed (a skip, user-interaction.txt §5)."""
 
     kind: Literal["InboxAnswer"] = "InboxAnswer"
     inbox_item_id: str
     item_type: str
-    answer: dict[str, Any]
+    title: str = ""
+    answer: dict[str, Any] | None = None
 
 
 SteerMessage = Annotated[

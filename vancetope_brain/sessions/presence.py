@@ -1,8 +1,10 @@
-"""Which sessions have a client bound, on any gateway process (Redis sorted sets).
+"""Which sessions and users have a client connected, on any gateway (Redis sorted sets).
 
 A gateway registers each bound connection with an expiry and renews it while
 the socket lives, so a crashed gateway's connections simply expire. The
-sweeper finds sessions whose last client went away without saying goodbye.
+sweeper finds sessions whose last client went away without saying goodbye;
+the notification WS channel asks which users are online, and in which
+``notifyMode``.
 """
 
 from __future__ import annotations
@@ -23,6 +25,12 @@ def _split(member: bytes | str) -> tuple[str, str]:
     raw = member.decode() if isinstance(member, bytes) else member
     tenant_id, session_id = raw.split("/", 1)
     return tenant_id, session_id
+
+
+def _user_member(connection_id: str, notify_mode: str) -> str:
+    # The mode is part of the member so one ZRANGE answers "who is online, wanting what";
+    # modes contain no ":", so the last ":" splits even if a connection id has one.
+    return f"{connection_id}:{notify_mode}"
 
 
 class Presence:
@@ -78,6 +86,32 @@ class Presence:
 
     def drop_activity(self, tenant_id: str, session_id: str) -> None:
         self._redis.zrem(keys.ACTIVITY, _member(tenant_id, session_id))
+
+    # ── users (any connection of the user, bound to a session or not) ─────
+    def user_connect(self, tenant_id: str, user_id: str, connection_id: str,
+                     notify_mode: str) -> None:
+        """Register (or renew) a connection of the user with its ``notifyMode``
+        (``all`` / ``critical-only`` / ``none``)."""
+        key = keys.user_presence(tenant_id, user_id)
+        pipe = self._redis.pipeline()
+        pipe.zadd(key, {_user_member(connection_id, notify_mode): time.time() + self.ttl})
+        pipe.expire(key, int(self.ttl * 2))
+        pipe.execute()
+
+    def user_disconnect(self, tenant_id: str, user_id: str, connection_id: str,
+                        notify_mode: str) -> None:
+        self._redis.zrem(keys.user_presence(tenant_id, user_id),
+                         _user_member(connection_id, notify_mode))
+
+    def user_modes(self, tenant_id: str, user_id: str) -> list[str]:
+        """The ``notifyMode`` of each live connection of the user (expired ones are dropped
+        first); empty when the user is offline."""
+        key = keys.user_presence(tenant_id, user_id)
+        pipe = self._redis.pipeline()
+        pipe.zremrangebyscore(key, "-inf", time.time())
+        pipe.zrange(key, 0, -1)
+        members = pipe.execute()[1]
+        return [(m.decode() if isinstance(m, bytes) else m).rsplit(":", 1)[1] for m in members]
 
     def lock(self, session_id: str) -> redis.lock.Lock:
         """A short lock that serializes binding and the last-client-gone decision."""

@@ -15,8 +15,14 @@ from ``doc``), and every existing tenant gets its ``default`` project, so
 sessions created before projects existed keep a valid ``projectId``; 4 — tables
 ``recipes`` (tenant and project recipes; ``project_id`` is ``''`` for a
 tenant-level recipe) and ``settings`` (stored values per tenant, project or
-user; ``scope_id`` is ``''`` for the tenant itself). Opening an older file
+user; ``scope_id`` is ``''`` for the tenant itself); 5 — tables
+``inbox_items`` (the user Inbox; a unique partial index on (tenant, origin
+process, idempotency key) makes idempotent creates safe under concurrency) and
+``notification_deliveries`` (the delivery log). Opening an older file
 migrates it in place (``_MIGRATIONS``); a newer one is refused.
+
+Times in ``*_ms`` columns are milliseconds since the Unix epoch (``to_ms``),
+so they order and compare as integers.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ import random
 import sqlite3
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TypeVar
 
@@ -34,7 +41,7 @@ from vancetope_brain.errors import StoreError
 
 T = TypeVar("T")
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 _VERSION_TABLE = """
 CREATE TABLE IF NOT EXISTS schema_version (
@@ -60,6 +67,24 @@ _SETTINGS_TABLE = """
 CREATE TABLE IF NOT EXISTS settings (
     tenant_id TEXT NOT NULL, level TEXT NOT NULL, scope_id TEXT NOT NULL, key TEXT NOT NULL,
     doc TEXT NOT NULL, PRIMARY KEY (tenant_id, level, scope_id, key)
+)
+"""
+
+# The columns are copies of document fields for the indexes, rewritten with ``doc``
+# on every save; the other filters (tags, requiresAction) read ``doc``.
+_INBOX_ITEMS_TABLE = """
+CREATE TABLE IF NOT EXISTS inbox_items (
+    id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, assigned_to TEXT NOT NULL,
+    status TEXT NOT NULL, criticality TEXT NOT NULL, origin_process_id TEXT,
+    origin_session_id TEXT, idempotency_key TEXT, created_ms INTEGER NOT NULL,
+    resolved_ms INTEGER, revision INTEGER NOT NULL, doc TEXT NOT NULL
+)
+"""
+
+_DELIVERIES_TABLE = """
+CREATE TABLE IF NOT EXISTS notification_deliveries (
+    id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, item_id TEXT NOT NULL, user_id TEXT NOT NULL,
+    channel TEXT NOT NULL, status TEXT NOT NULL, created_ms INTEGER NOT NULL, doc TEXT NOT NULL
 )
 """
 
@@ -125,6 +150,22 @@ CREATE TABLE IF NOT EXISTS turns (
     epoch INTEGER NOT NULL, doc TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS turns_by_process ON turns (tenant_id, process_id, epoch);
+-- The user Inbox and its notification delivery log.
+{_INBOX_ITEMS_TABLE};
+CREATE INDEX IF NOT EXISTS inbox_by_assignee
+    ON inbox_items (tenant_id, assigned_to, status, criticality);
+CREATE INDEX IF NOT EXISTS inbox_by_session ON inbox_items (tenant_id, origin_session_id, status);
+CREATE INDEX IF NOT EXISTS inbox_by_process ON inbox_items (tenant_id, origin_process_id, status);
+CREATE UNIQUE INDEX IF NOT EXISTS inbox_idempotency
+    ON inbox_items (tenant_id, origin_process_id, idempotency_key)
+    WHERE origin_process_id IS NOT NULL AND idempotency_key IS NOT NULL;
+{_DELIVERIES_TABLE};
+CREATE INDEX IF NOT EXISTS deliveries_by_item
+    ON notification_deliveries (tenant_id, item_id, created_ms);
+CREATE INDEX IF NOT EXISTS deliveries_by_user
+    ON notification_deliveries (tenant_id, user_id, created_ms);
+CREATE INDEX IF NOT EXISTS deliveries_queued
+    ON notification_deliveries (channel, status, created_ms);
 """
 
 
@@ -141,7 +182,22 @@ _MIGRATIONS: dict[int, tuple[str, ...]] = {
         "json_object('schemaVersion', 1, 'id', 'default', 'tenantId', id, 'name', 'default', "
         "'groupId', NULL, 'createdAt', json_extract(doc, '$.createdAt')) FROM tenants"),
     4: (_RECIPES_TABLE, _SETTINGS_TABLE),
+    5: (_INBOX_ITEMS_TABLE, _DELIVERIES_TABLE),
 }
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def to_ms(moment: datetime) -> int:
+    """Milliseconds since the Unix epoch; naive datetimes are taken as UTC."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return (moment - _EPOCH) // timedelta(milliseconds=1)
+
+
+def from_ms(ms: int | None) -> datetime | None:
+    """The aware UTC datetime of a ``*_ms`` column (None stays None)."""
+    return None if ms is None else _EPOCH + timedelta(milliseconds=ms)
 
 
 def create_schema(conn: sqlite3.Connection) -> None:

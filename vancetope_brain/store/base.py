@@ -31,13 +31,19 @@ from vancetope_brain.models import (
     TurnRecord,
     User,
 )
+from vancetope_brain.models.inbox import (
+    DeliveryStatus,
+    InboxItem,
+    InboxQuery,
+    NotificationDelivery,
+)
 from vancetope_brain.recipes.model import Recipe
 from vancetope_brain.settings import SettingScope
 
 
 class Store(ABC):
-    """Persistence for tenants, sessions, processes, inboxes, chats, turn records, recipes and
-    settings."""
+    """Persistence for tenants, sessions, processes, inboxes, chats, turn records, recipes,
+    settings, user Inbox items and notification deliveries."""
 
     # ── identity ──────────────────────────────────────────────────────────
     @abstractmethod
@@ -199,6 +205,61 @@ class Store(ABC):
         not CLOSED, PAUSED or SUSPENDED, or a ``pendingControl`` of a process that is not CLOSED
         requested before ``older_than``.
         """
+
+    # ── the user Inbox (user-interaction.txt §3) ─────────────────────────
+    @abstractmethod
+    def create_inbox_item(self, item: InboxItem) -> tuple[InboxItem, bool]:
+        """Insert an item. When both ``originProcessId`` and ``idempotencyKey`` are set and an
+        item with the same pair exists in the tenant, store nothing and return that first item
+        with ``False`` (also under concurrent creates)."""
+
+    @abstractmethod
+    def get_inbox_item(self, tenant_id: str, item_id: str) -> InboxItem:
+        """The item. Raises ``NotFound``."""
+
+    @abstractmethod
+    def save_inbox_item(self, item: InboxItem, *, expected_revision: int,
+                        message: InboxMessage | None = None) -> InboxItem:
+        """Replace the stored item whole if its stored ``revision`` still equals
+        ``expected_revision``; the stored (and returned) item has ``revision`` =
+        ``expected_revision + 1``. ``message``, if given, is appended to its target's inbox
+        (as ``append_message`` does) in the same all-or-nothing write.
+        Raises ``Conflict`` if the revision moved on (nothing written), ``NotFound`` if the
+        item (or the message's target process) does not exist in the tenant.
+        """
+
+    @abstractmethod
+    def list_inbox_items(self, tenant_id: str, query: InboxQuery) -> list[InboxItem]:
+        """Items matching every filter of ``query``, newest first (``createdAt`` then ``id``,
+        both descending), at most ``query.limit``; ``query.before`` continues after the
+        given (createdAt, id)."""
+
+    @abstractmethod
+    def inbox_pending_counts(self, tenant_id: str,
+                             user_id: str) -> tuple[dict[str, int], datetime | None]:
+        """PENDING items assigned to the user: a count per criticality (only those with at
+        least one item) and the oldest one's ``createdAt`` (None when there are none)."""
+
+    # ── notification delivery log (user-interaction.txt §12.6) ──────────
+    @abstractmethod
+    def add_delivery(self, delivery: NotificationDelivery) -> None:
+        """Insert one delivery attempt."""
+
+    @abstractmethod
+    def list_deliveries(self, tenant_id: str, *, item_id: str | None = None,
+                        user_id: str | None = None) -> list[NotificationDelivery]:
+        """The tenant's deliveries matching the given filters, oldest first."""
+
+    @abstractmethod
+    def queued_deliveries(self, channel: str, limit: int = 1000) -> list[NotificationDelivery]:
+        """System query for the batch job: deliveries of ``channel`` in status QUEUED, all
+        tenants, oldest first."""
+
+    @abstractmethod
+    def finish_delivery(self, tenant_id: str, delivery_id: str, status: DeliveryStatus, *,
+                        reason: str | None = None, sent_at: datetime | None = None) -> bool:
+        """Move a QUEUED delivery to ``status`` (with reason / sentAt). Returns False, changing
+        nothing, if it is not QUEUED any more (another run finished it)."""
 
     # ── chat and audit ────────────────────────────────────────────────────
     @abstractmethod

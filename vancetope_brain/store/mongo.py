@@ -31,6 +31,7 @@ from vancetope_brain.models import (
 )
 from vancetope_brain.store._mongo_codec import from_bson, naive_utc, to_bson, translated
 from vancetope_brain.store._mongo_config import MongoConfigMixin
+from vancetope_brain.store._mongo_user_inbox import MongoUserInboxMixin
 from vancetope_brain.store.base import Store
 
 _STARTS_TURN = ["INIT", "IDLE", "BLOCKED"]
@@ -49,7 +50,7 @@ def _project_key(tenant_id: str, project_id: str) -> dict[str, str]:
     return {"tenantId": tenant_id, "id": project_id}
 
 
-class MongoStore(MongoConfigMixin, Store):
+class MongoStore(MongoConfigMixin, MongoUserInboxMixin, Store):
     """The Store on MongoDB (4.2+: pipeline updates), without multi-document transactions.
 
     A record's ``_id`` is its id, except a project's: ``{tenantId, id}``, since
@@ -84,6 +85,9 @@ class MongoStore(MongoConfigMixin, Store):
     role) are not written twice (lines without a sourceMessageId can be). A turn that took over between (1) and (4) can see
     the same messages pending; its own commit then fails at (1) or its lines
     are deduplicated at (3). Skipped lines may leave gaps in chat seqs.
+
+    Recipes and settings: ``_mongo_config``; the user Inbox and the delivery log
+    (and what of ``save_inbox_item`` is atomic): ``_mongo_user_inbox``.
     """
 
     def __init__(self, url: str | None = None, *, client: Any = None,
@@ -109,6 +113,7 @@ class MongoStore(MongoConfigMixin, Store):
             self._db = db
             self._create_indexes()
             self._init_config(db)  # recipes and settings: _mongo_config
+            self._init_user_inbox(db)  # user Inbox and deliveries: _mongo_user_inbox
         except PyMongoError as e:
             raise StoreError(f"cannot open MongoDB store: {e}") from e
 

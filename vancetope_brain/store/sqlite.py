@@ -8,7 +8,7 @@ import sqlite3
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -37,11 +37,13 @@ from vancetope_brain.store._sqlite_db import (
     ThreadConnection,
     connect,
     create_schema,
+    from_ms,
     retry_busy,
+    to_ms,
 )
+from vancetope_brain.store._sqlite_user_inbox import SqliteUserInboxMixin
 from vancetope_brain.store.base import Store
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _STARTS_TURN = ("INIT", "IDLE", "BLOCKED")
 _NOT_SWEPT = ("CLOSED", "PAUSED", "SUSPENDED")
 
@@ -61,26 +63,15 @@ _SET_OUTCOME_AND_STATE = (
 )
 
 
-def _ms(moment: datetime) -> int:
-    """Milliseconds since the Unix epoch; naive datetimes are taken as UTC."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return (moment - _EPOCH) // timedelta(milliseconds=1)
-
-
 def _iso(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
-def _from_ms(ms: int | None) -> datetime | None:
-    return None if ms is None else _EPOCH + timedelta(milliseconds=ms)
 
 
 def _process(row: tuple[str, str, int, int, str | None, int | None]) -> ThinkProcess:
     doc, status, epoch, next_seq, pending_control, control_requested_ms = row
     raw = json.loads(doc)
     raw.update(status=status, epoch=epoch, nextSeq=next_seq, pendingControl=pending_control,
-               controlRequestedAt=_from_ms(control_requested_ms))
+               controlRequestedAt=from_ms(control_requested_ms))
     return ThinkProcess.load(raw)
 
 
@@ -105,7 +96,7 @@ def _message(row: tuple[str, int, str | None, int | None]) -> InboxMessage:
     return InboxMessage.load(raw)
 
 
-class SqliteStore(SqliteConfigMixin, Store):
+class SqliteStore(SqliteConfigMixin, SqliteUserInboxMixin, Store):
     """The Store on one SQLite file (the reference adapter).
 
     One connection per thread (re-opened after ``fork``), WAL journal; a
@@ -117,7 +108,8 @@ class SqliteStore(SqliteConfigMixin, Store):
     ``lanes`` row, not in its JSON document. ``synchronous=NORMAL``: a returned
     write survives a crash of any process, but the last commits may be lost
     on power failure or an OS crash (WAL then skips an fsync per commit).
-    Recipes and settings: ``_sqlite_config``.
+    Recipes and settings: ``_sqlite_config``; the user Inbox and the delivery
+    log: ``_sqlite_user_inbox``.
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
@@ -266,7 +258,7 @@ class SqliteStore(SqliteConfigMixin, Store):
     def create_session(self, session: Session) -> None:
         self._execute(
             "INSERT INTO sessions (id, tenant_id, user_id, created_ms, doc) VALUES (?, ?, ?, ?, ?)",
-            (session.id, session.tenant_id, session.user_id, _ms(session.created_at),
+            (session.id, session.tenant_id, session.user_id, to_ms(session.created_at),
              session.model_dump_json(by_alias=True)),
         )
 
@@ -374,7 +366,7 @@ class SqliteStore(SqliteConfigMixin, Store):
             if status not in allowed:
                 raise Conflict(f"cannot {call} process {process_id}: it is {status} "
                                f"(allowed from {', '.join(sorted(allowed)) or 'nothing'})")
-            requested_ms = _ms(utcnow())
+            requested_ms = to_ms(utcnow())
             conn.execute(
                 "UPDATE lanes SET pending_control = ?, control_requested_ms = ? "
                 "WHERE process_id = ?",
@@ -449,7 +441,7 @@ class SqliteStore(SqliteConfigMixin, Store):
         for child in commit.spawned:
             _insert_process(conn, child)
         for message in commit.outbox:
-            _append_in(conn, message)
+            self._append_in(conn, message)
         record = commit.record.model_copy(
             update={"tenant_id": tenant_id, "process_id": process_id, "epoch": epoch})
         conn.execute(
@@ -461,7 +453,37 @@ class SqliteStore(SqliteConfigMixin, Store):
     # ── inbox ─────────────────────────────────────────────────────────────
     def append_message(self, message: InboxMessage) -> tuple[InboxMessage, bool]:
         with self._write() as conn:
-            return _append_in(conn, message)
+            return self._append_in(conn, message)
+
+    def _append_in(self, conn: sqlite3.Connection,
+                   message: InboxMessage) -> tuple[InboxMessage, bool]:
+        """``append_message`` inside an open write transaction (``_commit_in`` and the user
+        Inbox's ``save_inbox_item`` use it too)."""
+        tenant_id, target = message.tenant_id, message.target_process_id
+        row = conn.execute(
+            "SELECT next_seq FROM lanes WHERE process_id = ? AND tenant_id = ?",
+            (target, tenant_id),
+        ).fetchone()
+        if row is None:
+            raise NotFound(f"process {target} not found")
+        if message.idempotency_key is not None:
+            first = conn.execute(
+                f"{_MESSAGE_SELECT} WHERE tenant_id = ? AND target_process_id = ? "
+                "AND idempotency_key = ?",
+                (tenant_id, target, message.idempotency_key),
+            ).fetchone()
+            if first is not None:
+                return _message(first), False
+        seq = row[0] + 1
+        stored = message.model_copy(update={"seq": seq, "drained_at": None, "drained_epoch": None})
+        conn.execute("UPDATE lanes SET next_seq = ? WHERE process_id = ?", (seq, target))
+        conn.execute(
+            "INSERT INTO messages (id, tenant_id, target_process_id, seq, idempotency_key, "
+            "created_ms, doc) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (stored.id, tenant_id, target, seq, stored.idempotency_key,
+             to_ms(stored.created_at), stored.model_dump_json(by_alias=True)),
+        )
+        return stored, True
 
     def pending_messages(self, tenant_id: str, process_id: str, limit: int = 1000) -> list[InboxMessage]:
         rows = self._read(
@@ -474,7 +496,7 @@ class SqliteStore(SqliteConfigMixin, Store):
     def stale_pending(self, older_than: datetime, limit: int = 100) -> list[tuple[str, str]]:
         # Oldest wait first; each branch walks its partial index (messages_stale,
         # lanes_control), so neither touches drained history or idle lanes.
-        cutoff = _ms(older_than)
+        cutoff = to_ms(older_than)
         rows = self._read(
             "SELECT tenant_id, process_id FROM ("
             " SELECT m.tenant_id, m.target_process_id AS process_id, m.created_ms AS since"
@@ -512,7 +534,7 @@ def _insert_process(conn: sqlite3.Connection, process: ThinkProcess) -> None:
     conn.execute(
         "INSERT INTO processes (id, tenant_id, session_id, created_ms, doc) "
         "VALUES (?, ?, ?, ?, ?)",
-        (process.id, process.tenant_id, process.session_id, _ms(process.created_at),
+        (process.id, process.tenant_id, process.session_id, to_ms(process.created_at),
          process.model_dump_json(by_alias=True)),
     )
     conn.execute(
@@ -521,34 +543,6 @@ def _insert_process(conn: sqlite3.Connection, process: ThinkProcess) -> None:
         (process.id, process.tenant_id, process.status.value, process.epoch,
          process.next_seq, process.pending_control,
          None if process.control_requested_at is None
-         else _ms(process.control_requested_at)),
+         else to_ms(process.control_requested_at)),
     )
 
-
-def _append_in(conn: sqlite3.Connection, message: InboxMessage) -> tuple[InboxMessage, bool]:
-    """``append_message`` inside an open write transaction."""
-    tenant_id, target = message.tenant_id, message.target_process_id
-    row = conn.execute(
-        "SELECT next_seq FROM lanes WHERE process_id = ? AND tenant_id = ?",
-        (target, tenant_id),
-    ).fetchone()
-    if row is None:
-        raise NotFound(f"process {target} not found")
-    if message.idempotency_key is not None:
-        first = conn.execute(
-            f"{_MESSAGE_SELECT} WHERE tenant_id = ? AND target_process_id = ? "
-            "AND idempotency_key = ?",
-            (tenant_id, target, message.idempotency_key),
-        ).fetchone()
-        if first is not None:
-            return _message(first), False
-    seq = row[0] + 1
-    stored = message.model_copy(update={"seq": seq, "drained_at": None, "drained_epoch": None})
-    conn.execute("UPDATE lanes SET next_seq = ? WHERE process_id = ?", (seq, target))
-    conn.execute(
-        "INSERT INTO messages (id, tenant_id, target_process_id, seq, idempotency_key, "
-        "created_ms, doc) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (stored.id, tenant_id, target, seq, stored.idempotency_key,
-         _ms(stored.created_at), stored.model_dump_json(by_alias=True)),
-    )
-    return stored, True

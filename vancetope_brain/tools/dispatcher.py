@@ -132,21 +132,28 @@ class ToolDispatcher:
             if manifest is None:
                 continue
             if not self._visible(manifest):
+                missing = manifest.requires_engine_roles - self.roles
+                if missing and self._pooled(name):  # in the pool, but not for this engine
+                    return ToolOutcome.failed(
+                        f"tool {name!r} needs the engine role(s) {', '.join(sorted(missing))}, "
+                        "which this process's recipe does not grant")
                 break
             try:
                 return source.call(name, params)
             except Exception as e:  # a tool's failure is the model's business, not the turn's
                 log.exception("tool %s failed", name)
                 return ToolOutcome.failed(f"{type(e).__name__}: {e}")
-        if not any(fnmatch.fnmatchcase(name, pattern) for pattern in self.pool):
+        if not self._pooled(name):
             return ToolOutcome.failed(f"tool {name!r} is not in this process's tool pool")
         return ToolOutcome.failed(
             f"tool {name!r} is not available: no server tool, connected client or MCP server "
             "offers it (a client-side tool needs the user's client to be connected)")
 
     def _visible(self, manifest: ToolManifest) -> bool:
-        return manifest.requires_engine_roles <= self.roles and any(
-            fnmatch.fnmatchcase(manifest.name, pattern) for pattern in self.pool)
+        return manifest.requires_engine_roles <= self.roles and self._pooled(manifest.name)
+
+    def _pooled(self, name: str) -> bool:
+        return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.pool)
 
     @staticmethod
     def _listed(source: ToolSource) -> list[ToolManifest]:

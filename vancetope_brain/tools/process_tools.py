@@ -1,5 +1,6 @@
-"""Arthur's tools (arthur-engine §3.3): spawn and steer worker processes, read the recipe
-catalogue and the recipe's manuals. Each works through the calling turn's context.
+"""Server tools of the engines: Arthur's (arthur-engine §3.3: spawn and steer worker
+processes, read the recipe catalogue and the recipe's manuals) and ``inbox_post``
+(user-interaction.txt §10.1). Each works through the calling turn's context.
 """
 
 from __future__ import annotations
@@ -115,3 +116,46 @@ def manual_read(context: Any, name: str) -> str:
     return context.recipes().manual(name)
 
 
+
+
+_ITEM_TYPES = ["APPROVAL", "DECISION", "FEEDBACK", "ORDERING", "STRUCTURE_EDIT", "OUTPUT_TEXT",
+               "OUTPUT_IMAGE", "OUTPUT_DOCUMENT"]
+
+
+@server_tool(ToolSpec(
+    "inbox_post",
+    "Put a structured question (APPROVAL, DECISION, FEEDBACK, ORDERING, STRUCTURE_EDIT) or an "
+    "output (OUTPUT_TEXT, OUTPUT_IMAGE, OUTPUT_DOCUMENT) into a user's Inbox. A question "
+    "blocks this process until it is answered; the answer arrives as an <inbox-answer>. "
+    "A LOW question with payload.default is answered with the default at once.",
+    _schema({
+        "type": {"type": "string", "enum": _ITEM_TYPES},
+        "title": {"type": "string"},
+        "body": {"type": "string", "description": "Markdown"},
+        "payload": {"type": "object", "description": "type-specific, e.g. DECISION: "
+                    "{options: [{value, label}], allowFreeText, default}"},
+        "criticality": {"type": "string", "enum": ["LOW", "NORMAL", "CRITICAL"]},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "target_user": {"type": "string", "description": "a user id of this tenant "
+                        "(default: the session's user)"},
+        "idempotency_key": {"type": "string", "description": "repeat it when retrying the "
+                            "same post, so it is created once"}}, ["type", "title"])))
+@_user_errors
+def inbox_post(context: Any, type: str, title: str, body: str | None = None,  # noqa: A002
+               payload: dict[str, Any] | None = None, criticality: str = "NORMAL",
+               tags: list[str] | None = None, target_user: str | None = None,
+               idempotency_key: str | None = None) -> dict[str, Any]:
+    from vancetope_brain.inbox.service import NewItem
+    from vancetope_brain.models.inbox import Criticality, ItemType
+
+    try:
+        kind, level = ItemType(type), Criticality(criticality)
+    except ValueError as e:
+        raise ToolError(str(e)) from e
+    item, created = context.inbox().post(NewItem(
+        type=kind, title=title, body=body, payload=payload, criticality=level,
+        tags=tuple(tags or ()), assigned_to=target_user, idempotency_key=idempotency_key))
+    return {"itemId": item.id, "status": item.status.value, "created": created,
+            "assignedTo": item.assigned_to_user_id,
+            "answer": item.answer.dump() if item.answer else None,
+            "resolvedBy": item.resolved_by.value if item.resolved_by else None}

@@ -1,0 +1,59 @@
+"""The terminal client's Inbox: the pending summary, pushed items, /inbox, /answer, /dismiss."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from vancetope_brain.errors import VancetopeError
+from vancetope_brain.inbox.service import NewItem
+from vancetope_brain.models.inbox import Criticality, ItemType
+from vancetope_gateway.chat_client import ChatClient, _command, _Printer
+
+
+@pytest.fixture
+def terminal(emb, served):
+    token = emb.brain.identity.issue_token("acme", "ada", label="terminal")
+    client = ChatClient(f"ws://{served}/ws", token)
+    yield client
+    client.close()
+
+
+def _new(emb, type_: ItemType, title: str, payload=None, **kw):
+    return emb.brain.inbox.create("acme", "ada", NewItem(type=type_, title=title,
+                                                         payload=payload, **kw))[0]
+
+
+def test_items_are_shown_listed_answered_and_dismissed(emb, terminal):
+    out = io.StringIO()
+    printer = _Printer(out, "proc_none", 0, 0)
+    summary = terminal.events.get(timeout=5)
+    printer.handle(summary)
+    assert summary["type"] == "inbox-pending-summary"
+
+    decision = _new(emb, ItemType.DECISION, "Which region?",
+                    {"options": [{"value": "eu", "label": "EU"}, {"value": "us", "label": "US"}]},
+                    criticality=Criticality.CRITICAL)
+    approval = _new(emb, ItemType.APPROVAL, "Ship it?")
+    note = _new(emb, ItemType.OUTPUT_TEXT, "Weekly report")
+    for _ in range(3):
+        printer.handle(terminal.events.get(timeout=5))
+    shown = out.getvalue()
+    assert f"(inbox) {decision.id}  DECISION  CRITICAL  Which region?  [eu | us]" in shown
+    assert f"(inbox) {approval.id}  APPROVAL  NORMAL  Ship it?" in shown
+
+    _command(terminal, "/inbox", out)
+    assert f"{note.id}  OUTPUT_TEXT  NORMAL  Weekly report" in out.getvalue()
+    _command(terminal, f"/answer {decision.id} us", out)
+    _command(terminal, f"/answer {approval.id} ?which build", out)
+    _command(terminal, f"/dismiss {note.id}", out)
+    store = emb.brain.store
+    assert store.get_inbox_item("acme", decision.id).answer.value == {"chosen": "us"}
+    answer = store.get_inbox_item("acme", approval.id).answer
+    assert (answer.outcome.value, answer.reason) == ("INSUFFICIENT_INFO", "which build")
+    assert store.get_inbox_item("acme", note.id).status.value == "DISMISSED"
+    with pytest.raises(VancetopeError, match="yes or no"):
+        _command(terminal, f"/answer {_new(emb, ItemType.APPROVAL, 'Again?').id} maybe", out)
+    _command(terminal, "/help", out)
+    assert "/answer ITEM VALUE" in out.getvalue()

@@ -1,0 +1,111 @@
+"""The notification delivery log: filtered lists per tenant, the batch job's queued query
+across tenants, and finishing a queued delivery exactly once."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+import pytest
+
+from vancetope_brain.errors import Conflict
+from vancetope_brain.models import utcnow
+from vancetope_brain.models.inbox import DeliveryStatus, NotificationDelivery
+from vancetope_brain.store import Store
+
+if TYPE_CHECKING:
+    from .conftest import World
+
+D = DeliveryStatus
+
+
+def _ids(deliveries: list[NotificationDelivery]) -> list[str]:
+    return [delivery.id for delivery in deliveries]
+
+
+def test_deliveries_round_trip_and_list_oldest_first(store: Store, world: World) -> None:
+    base = utcnow() - timedelta(minutes=5)
+    late = world.delivery("ten_1", status=D.SENT, created_at=base + timedelta(seconds=2),
+                          sent_at=base + timedelta(seconds=3))
+    early = world.delivery("ten_1", status=D.SKIPPED, reason="quiet hours", created_at=base)
+    for delivery in (late, early):
+        store.add_delivery(delivery)
+    assert store.list_deliveries("ten_1") == [early, late]
+
+
+def test_list_filters_by_item_and_user_within_the_tenant(store: Store, world: World) -> None:
+    a1 = world.delivery("ten_1", "itm_a", user_id="usr_1")
+    a2 = world.delivery("ten_1", "itm_a", user_id="usr_2", channel="ws")
+    b1 = world.delivery("ten_1", "itm_b", user_id="usr_1")
+    foreign = world.delivery("ten_2", "itm_a", user_id="usr_1")
+    for delivery in (a1, a2, b1, foreign):
+        store.add_delivery(delivery)
+    assert set(_ids(store.list_deliveries("ten_1"))) == {a1.id, a2.id, b1.id}
+    assert set(_ids(store.list_deliveries("ten_1", item_id="itm_a"))) == {a1.id, a2.id}
+    assert set(_ids(store.list_deliveries("ten_1", user_id="usr_1"))) == {a1.id, b1.id}
+    assert _ids(store.list_deliveries("ten_1", item_id="itm_a", user_id="usr_2")) == [a2.id]
+    assert store.list_deliveries("ten_1", item_id="itm_c") == []
+    assert store.list_deliveries("ten_2") == [foreign]
+    assert store.list_deliveries("ten_3") == []
+
+
+def test_a_duplicate_delivery_id_conflicts(store: Store, world: World) -> None:
+    delivery = world.delivery("ten_1")
+    store.add_delivery(delivery)
+    with pytest.raises(Conflict):
+        store.add_delivery(delivery)
+
+
+def test_queued_deliveries_of_a_channel_across_tenants_oldest_first(
+    store: Store, world: World
+) -> None:
+    base = utcnow() - timedelta(minutes=5)
+    newer = world.delivery("ten_1", created_at=base + timedelta(seconds=2))
+    older = world.delivery("ten_2", created_at=base)
+    middle = world.delivery("ten_1", created_at=base + timedelta(seconds=1))
+    for delivery in (newer, older, middle,
+                     world.delivery("ten_1", channel="ws"),
+                     world.delivery("ten_1", status=D.SENT),
+                     world.delivery("ten_2", status=D.FAILED, reason="SMTP 550")):
+        store.add_delivery(delivery)
+    assert store.queued_deliveries("email") == [older, middle, newer]
+    assert store.queued_deliveries("email", limit=2) == [older, middle]
+    assert store.queued_deliveries("email", limit=0) == []
+    assert len(store.queued_deliveries("ws")) == 1
+    assert store.queued_deliveries("sms") == []
+
+
+def test_finish_moves_a_queued_delivery_once(store: Store, world: World) -> None:
+    queued = world.delivery("ten_1", reason="batched")
+    store.add_delivery(queued)
+    sent_at = utcnow()
+    assert store.finish_delivery("ten_1", queued.id, D.SENT, sent_at=sent_at)
+    sent = queued.model_copy(update={"status": D.SENT, "reason": None, "sent_at": sent_at})
+    assert store.list_deliveries("ten_1") == [sent]
+    assert store.queued_deliveries("email") == []
+    # Another run of the batch finished it first: nothing changes.
+    assert not store.finish_delivery("ten_1", queued.id, D.FAILED, reason="SMTP timeout")
+    assert store.list_deliveries("ten_1") == [sent]
+
+
+def test_finish_records_the_failure_reason(store: Store, world: World) -> None:
+    queued = world.delivery("ten_1")
+    store.add_delivery(queued)
+    assert store.finish_delivery("ten_1", queued.id, D.FAILED, reason="SMTP 550")
+    assert store.list_deliveries("ten_1") == [
+        queued.model_copy(update={"status": D.FAILED, "reason": "SMTP 550"})]
+
+
+def test_finish_ignores_other_statuses_other_tenants_and_missing_ids(
+    store: Store, world: World
+) -> None:
+    now = utcnow()
+    skipped = world.delivery("ten_1", status=D.SKIPPED, reason="no active WS",
+                             created_at=now - timedelta(seconds=1))
+    queued = world.delivery("ten_1", created_at=now)
+    for delivery in (skipped, queued):
+        store.add_delivery(delivery)
+    assert not store.finish_delivery("ten_1", skipped.id, D.SENT, sent_at=utcnow())
+    assert not store.finish_delivery("ten_2", queued.id, D.SENT, sent_at=utcnow())
+    assert not store.finish_delivery("ten_1", "dlv_missing", D.SENT)
+    assert store.list_deliveries("ten_1") == [skipped, queued]

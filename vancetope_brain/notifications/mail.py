@@ -1,0 +1,189 @@
+"""The e-mail channel: CRITICAL items at once, the rest collected into one message per user
+and batch interval (``flush``, run by the beat job).
+
+Not a module named ``email``: that is the standard library package this one uses.
+"""
+
+from __future__ import annotations
+
+import logging
+import smtplib
+import ssl
+from collections.abc import Callable
+from datetime import datetime, timedelta
+from email.message import EmailMessage
+from email.utils import format_datetime, make_msgid
+from typing import NamedTuple
+
+from vancetope_brain.config import SmtpConfig
+from vancetope_brain.errors import NotFound
+from vancetope_brain.models.base import utcnow
+from vancetope_brain.models.inbox import Criticality, DeliveryStatus, NotificationDelivery
+from vancetope_brain.notifications.model import NotifyEvent, item_link
+from vancetope_brain.notifications.prefs import NotificationPrefs
+from vancetope_brain.settings import SettingsApi, SettingsService
+from vancetope_brain.store import Store
+
+log = logging.getLogger(__name__)
+
+SUBJECT_PREFIX = "[Vancetope]"
+ITEM_GONE = "item no longer exists"
+
+
+class _Entry(NamedTuple):
+    """One item as an e-mail lists it."""
+
+    criticality: Criticality
+    title: str
+    body: str | None
+    link: str
+
+
+class EmailChannel:
+    """Active when the user has ``notify.email.address``, the item reaches
+    ``notify.email.minCriticality`` and quiet hours allow it (§12.2).
+
+    CRITICAL items (and every item when ``batchIntervalSec`` is 0) are sent at
+    once; the others are logged QUEUED and ``flush`` sends them. ``flush`` must run
+    in one place only (the beat job): two concurrent runs could mail a batch twice.
+    """
+
+    name = "email"
+
+    def __init__(self, smtp: SmtpConfig | None, store: Store, settings: SettingsService,
+                 base_url: str, clock: Callable[[], datetime] = utcnow) -> None:
+        self._smtp = smtp
+        self._store = store
+        self._settings = settings
+        self._base_url = base_url
+        self._clock = clock
+
+    def can_handle(self, event: NotifyEvent, prefs: NotificationPrefs) -> str | None:
+        if reason := self._unreachable(prefs):
+            return reason
+        if event.criticality.rank < prefs.email_min_criticality.rank:
+            return "below notify.email.minCriticality"
+        if prefs.quiet_for(event.criticality, self._clock()):
+            return "quiet hours"
+        return None
+
+    def deliver(self, event: NotifyEvent,
+                prefs: NotificationPrefs) -> tuple[DeliveryStatus, str | None]:
+        if event.criticality is not Criticality.CRITICAL and \
+                prefs.email_batch_interval_sec > 0:
+            return DeliveryStatus.QUEUED, None
+        assert prefs.email_address is not None  # can_handle checked it
+        entry = _Entry(event.criticality, event.title, event.body, event.deep_link)
+        error = self._send(prefs.email_address, [entry], self._clock())
+        return (DeliveryStatus.FAILED, error) if error else (DeliveryStatus.SENT, None)
+
+    def flush(self, now: datetime) -> int:
+        """Send one message per user whose oldest QUEUED delivery is at least
+        ``batchIntervalSec`` old, unless the user is in quiet hours now (the batch waits for
+        them to end). Returns how many messages were sent."""
+        groups: dict[tuple[str, str], list[NotificationDelivery]] = {}
+        for delivery in self._store.queued_deliveries(self.name):
+            groups.setdefault((delivery.tenant_id, delivery.user_id), []).append(delivery)
+        sent = 0
+        for (tenant_id, user_id), deliveries in groups.items():
+            # The deliveries record no project, so the cascade here is user → tenant.
+            prefs = NotificationPrefs.from_settings(
+                SettingsApi(self._settings, tenant_id, None, user_id))
+            due = now - timedelta(seconds=prefs.email_batch_interval_sec)
+            if deliveries[0].created_at > due or prefs.quiet_for(Criticality.NORMAL, now):
+                continue
+            sent += self._send_batch(tenant_id, prefs, deliveries, now)
+        return sent
+
+    def _send_batch(self, tenant_id: str, prefs: NotificationPrefs,
+                    deliveries: list[NotificationDelivery], now: datetime) -> int:
+        """Mail the batch's items and finish each delivery; 1 if a message went out."""
+        if reason := self._unreachable(prefs):  # settings or config changed since queued
+            self._finish(deliveries, DeliveryStatus.SKIPPED, reason)
+            return 0
+        entries: dict[str, _Entry] = {}
+        listed: list[NotificationDelivery] = []
+        for delivery in deliveries:
+            try:
+                item = self._store.get_inbox_item(tenant_id, delivery.item_id)
+            except NotFound:
+                self._finish([delivery], DeliveryStatus.SKIPPED, ITEM_GONE)
+                continue
+            entries[item.id] = _Entry(item.criticality, item.title, None,
+                                      item_link(self._base_url, item.id))
+            listed.append(delivery)
+        if not listed:
+            return 0
+        assert prefs.email_address is not None  # _unreachable checked it
+        error = self._send(prefs.email_address, list(entries.values()), now)
+        if error:
+            self._finish(listed, DeliveryStatus.FAILED, error)
+            return 0
+        self._finish(listed, DeliveryStatus.SENT, sent_at=now)
+        return 1
+
+    def _finish(self, deliveries: list[NotificationDelivery], status: DeliveryStatus,
+                reason: str | None = None, sent_at: datetime | None = None) -> None:
+        for delivery in deliveries:
+            self._store.finish_delivery(delivery.tenant_id, delivery.id, status,
+                                        reason=reason, sent_at=sent_at)
+
+    def _unreachable(self, prefs: NotificationPrefs) -> str | None:
+        if self._smtp is None:
+            return "SMTP not configured"
+        if prefs.email_address is None:
+            return "no notify.email.address"
+        return None
+
+    def _send(self, to: str, entries: list[_Entry], now: datetime) -> str | None:
+        """Send one message; the error text on failure (never raises, never shows the
+        password)."""
+        smtp = self._smtp
+        assert smtp is not None  # _unreachable checked it
+        message = _compose(smtp.sender, to, entries, now)
+        try:
+            with smtplib.SMTP(smtp.host, smtp.port, timeout=smtp.timeout) as client:
+                if smtp.starttls:
+                    client.starttls(context=ssl.create_default_context())
+                if smtp.user:
+                    client.login(smtp.user, smtp.password or "")
+                client.send_message(message)
+        except (smtplib.SMTPException, OSError) as e:
+            error = f"SMTP error: {e}"
+            if smtp.password:
+                error = error.replace(smtp.password, "***")
+            log.warning("notification e-mail via %s:%s failed: %s", smtp.host, smtp.port, error)
+            return error
+        return None
+
+
+def _compose(sender: str, to: str, entries: list[_Entry], now: datetime) -> EmailMessage:
+    if len(entries) == 1:
+        only = entries[0]
+        flag = "CRITICAL: " if only.criticality is Criticality.CRITICAL else ""
+        subject = f"{SUBJECT_PREFIX} {flag}{_one_line(only.title)}"
+        intro = "A new item is waiting in your Vancetope inbox:"
+    else:
+        subject = f"{SUBJECT_PREFIX} {len(entries)} new inbox items"
+        intro = f"{len(entries)} new items are waiting in your Vancetope inbox:"
+    parts = [intro]
+    for entry in entries:
+        lines = [f"[{entry.criticality.value}] {entry.title}"]
+        if entry.body:
+            lines.append(entry.body)
+        lines.append(entry.link)
+        parts.append("\n".join(lines))
+    message = EmailMessage()
+    message["Subject"] = subject[:200]
+    message["From"] = sender
+    message["To"] = to
+    message["Date"] = format_datetime(now)
+    # An explicit domain: make_msgid's default asks DNS for this host's name.
+    message["Message-ID"] = make_msgid(domain=sender.rpartition("@")[2] or "localhost")
+    message.set_content("\n\n".join(parts) + "\n")
+    return message
+
+
+def _one_line(text: str) -> str:
+    """Header-safe: a title with line breaks would be refused as a header value."""
+    return " ".join(text.split())

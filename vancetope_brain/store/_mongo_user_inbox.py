@@ -1,0 +1,207 @@
+"""The MongoDB adapter's user Inbox and notification delivery log.
+
+Collection ``inbox_items``: an ``InboxItem``, ``_id`` = its id; a unique
+partial index on (tenantId, originProcessId, idempotencyKey) decides between
+concurrent idempotent creates. Collection ``notification_deliveries``: a
+``NotificationDelivery``, ``_id`` = its id. Indexes put ``tenantId`` first,
+except the one of the batch job's system query (channel, status, createdAt).
+
+``save_inbox_item`` is one ``replace_one`` whose filter holds the expected
+``revision`` (the compare-and-set). With a ``message`` it is not
+all-or-nothing, since we use no multi-document transactions: (1) the target
+process must exist, else ``NotFound`` with nothing written; (2) the
+compare-and-set, else ``Conflict`` or ``NotFound`` with nothing written; (3)
+``append_message`` (processes are never deleted, so it finds the target). A
+crash between (2) and (3) leaves the item saved and the message never
+appended, and nothing repairs that: the process keeps waiting for an answer
+the item already records.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from pymongo import ASCENDING, DESCENDING
+from pymongo.errors import DuplicateKeyError
+
+from vancetope_brain.errors import Conflict, NotFound
+from vancetope_brain.models import InboxMessage
+from vancetope_brain.models.inbox import (
+    DeliveryStatus,
+    InboxItem,
+    InboxQuery,
+    ItemStatus,
+    NotificationDelivery,
+)
+from vancetope_brain.store._mongo_codec import from_bson, naive_utc, to_bson, translated
+
+_STRING = {"$type": "string"}
+_QUEUED = DeliveryStatus.QUEUED.value
+# Equal creation times (millisecond resolution) fall back to the id, so the order is stable.
+_NEWEST_FIRST = [("createdAt", DESCENDING), ("_id", DESCENDING)]
+_OLDEST_FIRST = [("createdAt", ASCENDING), ("_id", ASCENDING)]
+
+
+def _filter(tenant_id: str, query: InboxQuery) -> dict[str, Any]:
+    """The ``find`` filter of ``list_inbox_items``."""
+    found: dict[str, Any] = {"tenantId": tenant_id}
+    for name, value in (("assignedToUserId", query.assigned_to),
+                        ("originSessionId", query.origin_session_id),
+                        ("originProcessId", query.origin_process_id)):
+        if value is not None:
+            found[name] = value
+    for name, values in (("status", query.statuses), ("criticality", query.criticalities)):
+        if values is not None:  # an empty set matches nothing
+            found[name] = {"$in": [value.value for value in values]}
+    if query.tags:  # {$all: []} would match nothing
+        found["tags"] = {"$all": list(query.tags)}
+    if query.requires_action is not None:
+        found["requiresAction"] = query.requires_action
+    if query.resolved_before is not None:  # a null resolvedAt never compares less
+        found["resolvedAt"] = {"$lt": naive_utc(query.resolved_before)}
+    if query.before is not None:
+        at, item_id = naive_utc(query.before[0]), query.before[1]
+        found["$or"] = [{"createdAt": {"$lt": at}}, {"createdAt": at, "_id": {"$lt": item_id}}]
+    return found
+
+
+class MongoUserInboxMixin:
+    """User Inbox items and deliveries for ``MongoStore`` (which provides
+    ``_process_exists`` and ``append_message``); ``_init_user_inbox`` runs in its constructor."""
+
+    _items: Any
+    _deliveries: Any
+    _process_exists: Callable[[str, str], bool]
+    append_message: Callable[[InboxMessage], tuple[InboxMessage, bool]]
+
+    def _init_user_inbox(self, db: Any) -> None:
+        self._items = db["inbox_items"]
+        self._deliveries = db["notification_deliveries"]
+        self._items.create_index(
+            [("tenantId", ASCENDING), ("assignedToUserId", ASCENDING), ("status", ASCENDING),
+             ("criticality", ASCENDING)], name="by_assignee")
+        self._items.create_index(
+            [("tenantId", ASCENDING), ("originSessionId", ASCENDING), ("status", ASCENDING)],
+            name="by_session")
+        self._items.create_index(
+            [("tenantId", ASCENDING), ("originProcessId", ASCENDING), ("status", ASCENDING)],
+            name="by_process")
+        self._items.create_index(
+            [("tenantId", ASCENDING), ("originProcessId", ASCENDING),
+             ("idempotencyKey", ASCENDING)],
+            unique=True, partialFilterExpression={"originProcessId": _STRING,
+                                                  "idempotencyKey": _STRING},
+            name="idempotency")
+        self._deliveries.create_index(
+            [("tenantId", ASCENDING), ("itemId", ASCENDING), ("createdAt", ASCENDING)],
+            name="by_item")
+        self._deliveries.create_index(
+            [("tenantId", ASCENDING), ("userId", ASCENDING), ("createdAt", ASCENDING)],
+            name="by_user")
+        self._deliveries.create_index(
+            [("channel", ASCENDING), ("status", ASCENDING), ("createdAt", ASCENDING)],
+            name="queued")
+
+    # ── the user Inbox ────────────────────────────────────────────────────
+    def _item_by_key(self, item: InboxItem) -> InboxItem | None:
+        """The stored item with ``item``'s (originProcessId, idempotencyKey), if both are set."""
+        if item.origin_process_id is None or item.idempotency_key is None:
+            return None
+        raw = self._items.find_one({"tenantId": item.tenant_id,
+                                    "originProcessId": item.origin_process_id,
+                                    "idempotencyKey": item.idempotency_key})
+        return None if raw is None else from_bson(InboxItem, raw)
+
+    @translated
+    def create_inbox_item(self, item: InboxItem) -> tuple[InboxItem, bool]:
+        first = self._item_by_key(item)
+        if first is not None:
+            return first, False
+        try:
+            self._items.insert_one(to_bson(item))
+        except DuplicateKeyError:
+            first = self._item_by_key(item)  # a concurrent create with the same key won
+            if first is None:
+                raise
+            return first, False
+        return item, True
+
+    @translated
+    def get_inbox_item(self, tenant_id: str, item_id: str) -> InboxItem:
+        raw = self._items.find_one({"_id": item_id, "tenantId": tenant_id})
+        if raw is None:
+            raise NotFound(f"inbox item {item_id} not found")
+        return from_bson(InboxItem, raw)
+
+    @translated
+    def save_inbox_item(self, item: InboxItem, *, expected_revision: int,
+                        message: InboxMessage | None = None) -> InboxItem:
+        if message is not None and not self._process_exists(message.tenant_id,
+                                                            message.target_process_id):
+            raise NotFound(f"process {message.target_process_id} not found")
+        stored = item.model_copy(update={"revision": expected_revision + 1})
+        result = self._items.replace_one(
+            {"_id": item.id, "tenantId": item.tenant_id, "revision": expected_revision},
+            to_bson(stored))
+        if result.matched_count == 0:
+            current = self.get_inbox_item(item.tenant_id, item.id)  # raises NotFound
+            raise Conflict(f"inbox item {item.id} is at revision {current.revision}, "
+                           f"not {expected_revision}")
+        if message is not None:
+            self.append_message(message)
+        return stored
+
+    @translated
+    def list_inbox_items(self, tenant_id: str, query: InboxQuery) -> list[InboxItem]:
+        if query.limit <= 0:  # Mongo reads limit(0) as "no limit"
+            return []
+        cursor = self._items.find(_filter(tenant_id, query)).sort(_NEWEST_FIRST)
+        return [from_bson(InboxItem, raw) for raw in cursor.limit(query.limit)]
+
+    @translated
+    def inbox_pending_counts(self, tenant_id: str,
+                             user_id: str) -> tuple[dict[str, int], datetime | None]:
+        groups = list(self._items.aggregate([
+            {"$match": {"tenantId": tenant_id, "assignedToUserId": user_id,
+                        "status": ItemStatus.PENDING.value}},
+            {"$group": {"_id": "$criticality", "count": {"$sum": 1},
+                        "oldest": {"$min": "$createdAt"}}},
+        ]))
+        counts = {group["_id"]: group["count"] for group in groups}
+        oldest = min((naive_utc(group["oldest"]) for group in groups), default=None)
+        return counts, None if oldest is None else oldest.replace(tzinfo=UTC)
+
+    # ── notification delivery log ─────────────────────────────────────────
+    @translated
+    def add_delivery(self, delivery: NotificationDelivery) -> None:
+        self._deliveries.insert_one(to_bson(delivery))
+
+    @translated
+    def list_deliveries(self, tenant_id: str, *, item_id: str | None = None,
+                        user_id: str | None = None) -> list[NotificationDelivery]:
+        query: dict[str, Any] = {"tenantId": tenant_id}
+        if item_id is not None:
+            query["itemId"] = item_id
+        if user_id is not None:
+            query["userId"] = user_id
+        cursor = self._deliveries.find(query).sort(_OLDEST_FIRST)
+        return [from_bson(NotificationDelivery, raw) for raw in cursor]
+
+    @translated
+    def queued_deliveries(self, channel: str, limit: int = 1000) -> list[NotificationDelivery]:
+        if limit <= 0:
+            return []
+        cursor = self._deliveries.find({"channel": channel, "status": _QUEUED})
+        return [from_bson(NotificationDelivery, raw)
+                for raw in cursor.sort(_OLDEST_FIRST).limit(limit)]
+
+    @translated
+    def finish_delivery(self, tenant_id: str, delivery_id: str, status: DeliveryStatus, *,
+                        reason: str | None = None, sent_at: datetime | None = None) -> bool:
+        result = self._deliveries.update_one(
+            {"_id": delivery_id, "tenantId": tenant_id, "status": _QUEUED},
+            {"$set": {"status": status.value, "reason": reason,
+                      "sentAt": None if sent_at is None else naive_utc(sent_at)}})
+        return bool(result.matched_count)
