@@ -46,16 +46,6 @@ def statuses(emb, session_id) -> dict[str, ProcessStatus]:
     return {p.name: p.status for p in emb.brain.store.list_processes("acme", session_id)}
 
 
-@pytest.fixture(autouse=True)
-def arthur_is_the_chat_engine(embedded):
-    _set(embedded, "session.defaultChatEngine", "arthur")
-    yield
-    from vancetope_brain.settings import SettingScope, SettingsService
-
-    SettingsService(embedded.brain.store).unset("acme", SettingScope.tenant(),
-                                                "session.defaultChatEngine")
-
-
 def arthur_session(emb):
     session = emb.brain.sessions.create(emb.who, title="flow")
     wait_for(lambda: emb.brain.store.get_process("acme", session.chat_process_id).status

@@ -3,7 +3,6 @@ piece of work, Arthur starts a worker and later relays its result."""
 
 from __future__ import annotations
 
-from tests.engines.test_arthur import arthur_is_the_chat_engine  # noqa: F401
 from tests.helpers import wait_for
 from vancetope_brain.llm.demo import DemoModel
 from vancetope_brain.models import ChatRole, CloseReason

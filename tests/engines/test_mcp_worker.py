@@ -18,7 +18,6 @@ from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.models import ProcessStatus
 from vancetope_brain.recipes.loader import parse_recipe
 from vancetope_brain.recipes.manage import RecipeAdmin
-from vancetope_brain.settings import SettingScope, SettingsService
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPE = """
@@ -39,8 +38,6 @@ def mcp_embedded(tmp_path_factory):
                                     "args": ["-m", "tests.tools.mcp_echo_server"],
                                     "cwd": str(ROOT)}]))
     emb = Embedded(data / "data", VANCETOPE_MCP_SERVERS=str(servers))
-    SettingsService(emb.brain.store).set("acme", SettingScope.tenant(),
-                                         "session.defaultChatEngine", "arthur")
     RecipeAdmin(emb.brain.store).put("acme", None, parse_recipe(RECIPE, "echo-worker"))
     yield emb
     emb.stop()

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from tests.engines.test_arthur import Script, arthur_is_the_chat_engine, call, respond  # noqa: F401
+from tests.engines.test_arthur import Script, call, respond
 from tests.helpers import wait_for
 from vancetope_brain.errors import NotFound
 from vancetope_brain.llm import LlmResponse, ToolSpec

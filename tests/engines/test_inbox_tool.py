@@ -1,0 +1,97 @@
+"""``inbox_post`` inside worker turns: a question blocks the worker until its answer arrives
+(the lane's rule, no engine code), a LOW question with a default never blocks, and a retried
+post with the same idempotency key creates nothing new."""
+
+from __future__ import annotations
+
+import json
+
+from tests.engines.test_arthur import Script, call, respond
+from tests.helpers import wait_for
+from vancetope_brain.llm import LlmResponse
+from vancetope_brain.llm.testing import FunctionModel
+from vancetope_brain.models import ChatRole, CloseReason, ProcessStatus
+from vancetope_brain.models.inbox import InboxQuery, Outcome
+
+S = ProcessStatus
+
+
+def _worker_of(emb, question: dict, worker):
+    """A session whose Arthur starts one worker named ``w``; returns (session, w)."""
+    def arthur(messages, tools):
+        if messages[-1].role == "tool":
+            return respond("started")
+        if messages[-1].content == "go":
+            return LlmResponse("", (call("process_create", recipe="analyze", name="w",
+                                         goal=json.dumps(question)),))
+        return respond("noted")
+
+    emb.model = FunctionModel(Script(arthur, worker))
+    session = emb.brain.sessions.create(emb.who)
+    emb.brain.sessions.steer(emb.who, session.chat_process_id, "go")
+    w = wait_for(lambda: next((p for p in emb.brain.store.list_processes("acme", session.id)
+                               if p.name == "w"), None), timeout=15)
+    return session, w
+
+
+def _asking_worker(messages, tools):
+    """Posts the question in its goal, then reports what it learnt."""
+    last = messages[-1]
+    if "<inbox-answer" in last.content:
+        return respond("answer: " + last.content.split(">", 1)[1].split("</", 1)[0])
+    if last.role == "tool":
+        result = json.loads(last.content)["result"]
+        return respond(f"posted {result['status']} {json.dumps(result['answer'])}")
+    goal = json.loads(next(m.content for m in messages if m.role == "user"))
+    return LlmResponse("", (call("inbox_post", **goal),))
+
+
+def _status_after(emb, pid: str) -> list[S]:
+    return [t.status_after for t in emb.brain.store.turn_records("acme", pid)]
+
+
+def test_a_low_question_with_a_default_is_answered_at_once_and_never_blocks(embedded):
+    question = {"type": "APPROVAL", "title": "Use the cache?", "criticality": "LOW",
+                "payload": {"default": "yes"}}
+    _, w = _worker_of(embedded, question, _asking_worker)
+    wait_for(lambda: embedded.brain.store.get_process("acme", w.id).status is S.CLOSED,
+             timeout=15)
+    done = embedded.brain.store.get_process("acme", w.id)
+    assert done.close_reason is CloseReason.DONE
+    assert done.engine_state["lastReply"] == (
+        'posted ANSWERED {"outcome": "DECIDED", "value": {"approved": true}, "reason": null, '
+        '"answeredBy": "system:auto-default"}')
+    assert S.BLOCKED not in _status_after(embedded, w.id)
+    [item] = embedded.brain.store.list_inbox_items("acme", InboxQuery(origin_process_id=w.id))
+    assert (item.resolved_by.value, item.status.value) == ("AUTO_DEFAULT", "ANSWERED")
+
+
+def test_a_question_blocks_the_worker_until_the_answer_arrives(embedded):
+    question = {"type": "DECISION", "title": "Which baseline?", "idempotency_key": "q1",
+                "payload": {"options": [{"value": "v2017", "label": "Vaswani 2017"},
+                                        {"value": "d2019", "label": "Devlin 2019"}]}}
+    session, w = _worker_of(embedded, question, _asking_worker)
+    wait_for(lambda: embedded.brain.store.get_process("acme", w.id).status is S.BLOCKED,
+             timeout=15)
+    # It said "posted PENDING" (not awaiting input), yet the lane kept it BLOCKED; and
+    # its parent heard about it.
+    assert embedded.brain.store.get_process("acme", w.id).engine_state["lastReply"] \
+        == "posted PENDING null"
+    wait_for(lambda: any('type="blocked"' in m.content for m in embedded.brain.store
+                         .chat_history("acme", session.chat_process_id)
+                         if m.role is ChatRole.EVENT), timeout=15)
+    [item] = embedded.brain.store.list_inbox_items("acme", InboxQuery(origin_process_id=w.id))
+    # A chat message does not unblock it while the question is open; the model posts the
+    # question again with the same key, which gives back the first item.
+    embedded.brain.sessions.steer(embedded.who, w.id, "any news?")
+    wait_for(lambda: len(_status_after(embedded, w.id)) == 2, timeout=15)
+    assert embedded.brain.store.get_process("acme", w.id).status is S.BLOCKED
+    assert embedded.brain.store.list_inbox_items(
+        "acme", InboxQuery(origin_process_id=w.id)) == [item]
+
+    embedded.brain.inbox.answer(embedded.who, item.id, Outcome.DECIDED,
+                                value={"chosen": "d2019"})
+    wait_for(lambda: embedded.brain.store.get_process("acme", w.id).status is S.CLOSED,
+             timeout=15)
+    assert '"chosen": "d2019"' in embedded.brain.store.get_process(
+        "acme", w.id).engine_state["lastReply"]
