@@ -183,7 +183,8 @@ class _Printer:
         self.replay_until = replay_until
         self.printed_chat_seq = printed_chat_seq
         self.last_seq = 0
-        self.streaming = False
+        self.streaming = False  # the cursor is in the middle of a streamed line
+        self.streamed = False   # the next assistant line was already shown as tokens
         self.waiting = False
 
     def pump(self, events: queue.Queue[dict[str, Any]], timeout: float) -> bool:
@@ -224,7 +225,7 @@ class _Printer:
         if event["type"] == "token" and live:
             if not self.streaming:
                 self.out.write("assistant> ")
-                self.streaming = True
+                self.streaming = self.streamed = True
             self.out.write(event["data"]["text"])
             self.out.flush()
         elif event["type"] == "chat-message":
@@ -234,11 +235,13 @@ class _Printer:
             self.printed_chat_seq = line["seq"]
             if line["role"] == "user" and live:
                 return  # the user just typed it
-            if self.streaming:
+            if self.streaming:  # end the streamed line before anything else is printed
                 self.out.write("\n")
-            if not (self.streaming and line["role"] == "assistant"):
+                self.streaming = False
+            if line["role"] == "assistant" and self.streamed:
+                self.streamed = False  # already shown token by token
+            else:
                 _print_line(self.out, line)
-            self.streaming = False
             if line["role"] in ("assistant", "error"):
                 self.waiting = False
 

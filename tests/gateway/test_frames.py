@@ -11,6 +11,7 @@ when a type of ``frames.REQUESTS`` lacks a success or a refusal test.
 from __future__ import annotations
 
 import threading
+from datetime import timedelta
 
 import pytest
 
@@ -41,6 +42,7 @@ from vancetope_brain.models import (
     ThinkProcess,
     UserChatInput,
     new_id,
+    utcnow,
 )
 from vancetope_brain.settings import SettingScope, SettingsService
 from vancetope_gateway import frames
@@ -773,8 +775,11 @@ def test_on_disconnect_suspend_also_holds_a_process_not_started_yet(emb, client)
     late = ThinkProcess(id=new_id("proc"), tenant_id="acme", session_id=sid, user_id="ada",
                         name="late", engine="ford", engine_version="1.0.0")
     emb.brain.store.create_process(late)
-    emb.brain.store.append_message(InboxMessage(  # stored; its wake-up not yet delivered
+    # Stored; its wake-up not yet delivered, and (dated ahead) not yet old enough for the
+    # sweeper, which would otherwise race the disconnect on a loaded machine.
+    emb.brain.store.append_message(InboxMessage(
         id=new_id("msg"), tenant_id="acme", target_process_id=late.id,
+        created_at=utcnow() + timedelta(seconds=30),
         message=UserChatInput(from_user="ada", content="queued before the disconnect")))
     client.close()
     wait_session(emb, emb.who, sid, SessionStatus.SUSPENDED)

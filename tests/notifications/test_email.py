@@ -23,7 +23,12 @@ from tests.notifications.conftest import (
 )
 from vancetope_brain.config import SmtpConfig
 from vancetope_brain.models import new_id
-from vancetope_brain.models.inbox import Criticality, DeliveryStatus, NotificationDelivery
+from vancetope_brain.models.inbox import (
+    Criticality,
+    DeliveryStatus,
+    ItemStatus,
+    NotificationDelivery,
+)
 from vancetope_brain.notifications import EmailChannel, NotificationDispatcher, item_link
 from vancetope_brain.settings import SettingScope, SettingsService
 from vancetope_brain.store import Store
@@ -270,3 +275,26 @@ def test_a_failed_batch_fails_each_of_its_deliveries(store, settings, clock,
     [(status, reason)] = set(log_of(store))
     assert status is FAILED and reason is not None and reason.startswith("SMTP error: ")
     assert len(log_of(store)) == 2
+
+
+def test_items_answered_or_delegated_before_the_batch_are_left_out(store, settings, clock,
+                                                                     smtp_server: SmtpServer):
+    set_user(settings, "ada", email_address="ada@example.com", batch_interval=60)
+    notifications = dispatcher(store, settings, clock, smtp_server.config())
+    answered, delegated, open_ = (new_item(store, title=t)
+                                  for t in ("Answered", "Delegated", "Still open"))
+    for event in (answered, delegated, open_):
+        notifications.notify(event)
+    for event, change in ((answered, {"status": ItemStatus.ANSWERED}),
+                          (delegated, {"assigned_to_user_id": "bob"})):
+        item = store.get_inbox_item(TENANT, event.item_id)
+        store.save_inbox_item(item.model_copy(update=change), expected_revision=item.revision)
+
+    assert notifications.flush(clock.advance(60)) == 1
+
+    [message] = smtp_server.messages
+    assert message["Subject"] == "[Vancetope] Still open"
+    assert {d.item_id: (d.status, d.reason) for d in store.list_deliveries(TENANT)} == {
+        answered.item_id: (SKIPPED, "item already ANSWERED"),
+        delegated.item_id: (SKIPPED, "item delegated to another user"),
+        open_.item_id: (SENT, None)}

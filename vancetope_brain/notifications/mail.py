@@ -18,7 +18,13 @@ from typing import NamedTuple
 from vancetope_brain.config import SmtpConfig
 from vancetope_brain.errors import NotFound
 from vancetope_brain.models.base import utcnow
-from vancetope_brain.models.inbox import Criticality, DeliveryStatus, NotificationDelivery
+from vancetope_brain.models.inbox import (
+    Criticality,
+    DeliveryStatus,
+    InboxItem,
+    ItemStatus,
+    NotificationDelivery,
+)
 from vancetope_brain.notifications.model import NotifyEvent, item_link
 from vancetope_brain.notifications.prefs import NotificationPrefs
 from vancetope_brain.settings import SettingsApi, SettingsService
@@ -109,6 +115,9 @@ class EmailChannel:
             except NotFound:
                 self._finish([delivery], DeliveryStatus.SKIPPED, ITEM_GONE)
                 continue
+            if stale := _settled(item, delivery.user_id):  # nothing left to tell this user
+                self._finish([delivery], DeliveryStatus.SKIPPED, stale)
+                continue
             entries[item.id] = _Entry(item.criticality, item.title, None,
                                       item_link(self._base_url, item.id))
             listed.append(delivery)
@@ -155,6 +164,15 @@ class EmailChannel:
             log.warning("notification e-mail via %s:%s failed: %s", smtp.host, smtp.port, error)
             return error
         return None
+
+
+def _settled(item: InboxItem, user_id: str) -> str | None:
+    """Why a queued item needs no e-mail any more: answered, dismissed or delegated away."""
+    if item.status is not ItemStatus.PENDING:
+        return f"item already {item.status.value}"
+    if item.assigned_to_user_id != user_id:
+        return "item delegated to another user"
+    return None
 
 
 def _compose(sender: str, to: str, entries: list[_Entry], now: datetime) -> EmailMessage:

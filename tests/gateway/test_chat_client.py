@@ -1,4 +1,5 @@
-"""The terminal client's Inbox: the pending summary, pushed items, /inbox, /answer, /dismiss."""
+"""The terminal client: how it prints a streamed turn, and its Inbox (the pending summary,
+pushed items, /inbox, /answer, /dismiss)."""
 
 from __future__ import annotations
 
@@ -57,3 +58,22 @@ def test_items_are_shown_listed_answered_and_dismissed(emb, terminal):
         _command(terminal, f"/answer {_new(emb, ItemType.APPROVAL, 'Again?').id} maybe", out)
     _command(terminal, "/help", out)
     assert "/answer ITEM VALUE" in out.getvalue()
+
+
+def test_a_streamed_answer_after_a_tool_line_is_printed_once():
+    out = io.StringIO()
+    printer = _Printer(out, "proc_1", 0, 0)
+
+    def event(seq: int, type_: str, data: dict) -> dict:
+        return {"type": "event", "data": {"seq": seq, "processId": "proc_1", "type": type_,
+                                          "data": data}}
+
+    printer.waiting = True
+    for frame in (event(1, "token", {"text": "Started "}), event(2, "token", {"text": "w."}),
+                  event(3, "chat-message", {"seq": 5, "role": "tool",
+                                            "content": "process_create(…) → success"}),
+                  event(4, "chat-message", {"seq": 6, "role": "assistant",
+                                            "content": "Started w."})):
+        printer.handle(frame)
+    assert out.getvalue() == "assistant> Started w.\ntool> process_create(…) → success\n"
+    assert not printer.waiting
