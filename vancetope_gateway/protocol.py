@@ -170,8 +170,12 @@ class Connection:
         self._unbind()
         if self._feed is not None:
             self._listener.unfollow(self._feed)
-            self._brain.presence.user_disconnect(self._who.tenant_id, self._who.user_id,
-                                                 self.connection_id, self._notify_mode)
+            try:
+                self._brain.presence.user_disconnect(self._who.tenant_id, self._who.user_id,
+                                                     self.connection_id, self._notify_mode)
+            except Exception:  # its presence entry expires on its own
+                log.exception("forgetting connection %s of user %s failed",
+                              self.connection_id, self._who.user_id)
 
     def renew(self) -> None:
         """Keep this connection counted as present (called by the gateway's renewer)."""
