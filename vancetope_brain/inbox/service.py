@@ -8,7 +8,6 @@ save, so an answered item always reaches its process and a lost race writes noth
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -36,8 +35,6 @@ from vancetope_brain.models.steer import ProcessEventType, SteerMessage
 from vancetope_brain.notifications import NotifyEvent, item_link
 from vancetope_brain.settings import SettingsService
 from vancetope_brain.store import Store
-
-log = logging.getLogger(__name__)
 
 MAX_TITLE = 200
 MAX_BODY = 100_000
@@ -232,12 +229,6 @@ class InboxService:
         return {"totalPending": sum(counts.values()),
                 "byCriticality": {c.value: counts.get(c.value, 0) for c in Criticality},
                 "oldestPendingAt": oldest.isoformat() if oldest else None}
-
-    def has_open_asks(self, tenant_id: str, process_id: str) -> bool:
-        """Whether the process asked something that is still PENDING (it must stay BLOCKED)."""
-        return bool(self._store.list_inbox_items(tenant_id, InboxQuery(
-            origin_process_id=process_id, statuses=frozenset({ItemStatus.PENDING}),
-            requires_action=True, limit=1)))
 
     def view(self, item: InboxItem) -> dict[str, Any]:
         """The item as clients see it: attachments as short-lived signed URLs."""
