@@ -125,8 +125,10 @@ class Brain:
             self.lifecycle.sweep()
 
     def housekeeping(self) -> int:
-        """The slower beat job: send e-mail batches that are due, archive old inbox items."""
-        return self.notifications.flush(utcnow()) + self.inbox.auto_archive()
+        """The slower beat job: finish inbox answers a crash cut short (their processes are
+        then woken by the sweeper), send e-mail batches that are due, archive old items."""
+        return self.store.redeliver_inbox_messages() + \
+            self.notifications.flush(utcnow()) + self.inbox.auto_archive()
 
     def close(self) -> None:
         self.mcp.close()

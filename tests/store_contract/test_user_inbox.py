@@ -194,6 +194,34 @@ def test_the_message_is_appended_with_the_next_seq_and_pending(
     assert store.get_process("ten_1", process.id).next_seq == 2
 
 
+def test_a_save_cut_short_is_all_or_nothing_once_redelivered(
+    store: Store, world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A crash while the message is being appended: either the whole save is undone, or the
+    item is saved and ``redeliver_inbox_messages`` appends its message — exactly once."""
+    process = world.process("ten_1")
+    item = world.add_item("ten_1", origin_process_id=process.id)
+    message = _answer(item, target=process.id, key=f"answer:{item.id}")
+
+    def crash(*args: Any) -> None:
+        raise RuntimeError("the worker died here")
+
+    for name in ("append_message", "_append_in"):  # the adapters' append paths
+        monkeypatch.setattr(store, name, crash, raising=False)
+    with pytest.raises(RuntimeError):
+        store.save_inbox_item(_answered(item), expected_revision=0, message=message)
+    monkeypatch.undo()
+    store.redeliver_inbox_messages()
+    assert store.redeliver_inbox_messages() == 0
+    saved = store.get_inbox_item("ten_1", item.id)
+    pending = store.pending_messages("ten_1", process.id)
+    if saved.revision == 0:
+        assert saved == item and pending == []
+    else:
+        assert saved.status is S.ANSWERED
+        assert [m.id for m in pending] == [message.id]
+
+
 def test_a_missing_target_is_not_found_and_leaves_the_item_unchanged(
     store: Store, world: World
 ) -> None:

@@ -7,14 +7,13 @@ concurrent idempotent creates. Collection ``notification_deliveries``: a
 except the one of the batch job's system query (channel, status, createdAt).
 
 ``save_inbox_item`` is one ``replace_one`` whose filter holds the expected
-``revision`` (the compare-and-set). With a ``message`` it is not
-all-or-nothing, since we use no multi-document transactions: (1) the target
-process must exist, else ``NotFound`` with nothing written; (2) the
-compare-and-set, else ``Conflict`` or ``NotFound`` with nothing written; (3)
-``append_message`` (processes are never deleted, so it finds the target). A
-crash between (2) and (3) leaves the item saved and the message never
-appended, and nothing repairs that: the process keeps waiting for an answer
-the item already records.
+``revision`` (the compare-and-set). With a ``message`` we use no multi-document
+transaction but an outbox on the item: (1) the target process must exist, else
+``NotFound`` with nothing written; (2) the compare-and-set writes the item
+*with* the message in its ``_outbox`` field — one document, so atomic; (3)
+``append_message`` (idempotent on the message's key); (4) ``_outbox`` is
+removed. A crash after (2) leaves the message in the outbox, and
+``redeliver_inbox_messages`` (the housekeeping job) finishes (3) and (4).
 """
 
 from __future__ import annotations
@@ -38,6 +37,7 @@ from vancetope_brain.models.inbox import (
 from vancetope_brain.store._mongo_codec import from_bson, naive_utc, to_bson, translated
 
 _STRING = {"$type": "string"}
+_OUTBOX = "_outbox"  # the message of a save, until it is appended (see the module docstring)
 _QUEUED = DeliveryStatus.QUEUED.value
 # Equal creation times (millisecond resolution) fall back to the id, so the order is stable.
 _NEWEST_FIRST = [("createdAt", DESCENDING), ("_id", DESCENDING)]
@@ -142,16 +142,32 @@ class MongoUserInboxMixin:
                                                             message.target_process_id):
             raise NotFound(f"process {message.target_process_id} not found")
         stored = item.model_copy(update={"revision": expected_revision + 1})
+        document = to_bson(stored)
+        if message is not None:
+            document[_OUTBOX] = to_bson(message)
         result = self._items.replace_one(
             {"_id": item.id, "tenantId": item.tenant_id, "revision": expected_revision},
-            to_bson(stored))
+            document)
         if result.matched_count == 0:
             current = self.get_inbox_item(item.tenant_id, item.id)  # raises NotFound
             raise Conflict(f"inbox item {item.id} is at revision {current.revision}, "
                            f"not {expected_revision}")
         if message is not None:
-            self.append_message(message)
+            self._deliver_outbox(item.id, message)
         return stored
+
+    def _deliver_outbox(self, item_id: str, message: InboxMessage) -> None:
+        self.append_message(message)
+        self._items.update_one({"_id": item_id, f"{_OUTBOX}.id": message.id},
+                               {"$unset": {_OUTBOX: ""}})
+
+    @translated
+    def redeliver_inbox_messages(self, limit: int = 100) -> int:
+        done = 0
+        for raw in self._items.find({_OUTBOX: {"$exists": True}}, {_OUTBOX: True}).limit(limit):
+            self._deliver_outbox(raw["_id"], from_bson(InboxMessage, raw[_OUTBOX]))
+            done += 1
+        return done
 
     @translated
     def list_inbox_items(self, tenant_id: str, query: InboxQuery) -> list[InboxItem]:

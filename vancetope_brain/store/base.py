@@ -229,6 +229,12 @@ class Store(ABC):
         """
 
     @abstractmethod
+    def redeliver_inbox_messages(self, limit: int = 100) -> int:
+        """System query for housekeeping: append the messages of ``save_inbox_item`` calls
+        that were cut short after the item was written (an adapter whose save is one
+        transaction never has any). Idempotent; returns how many it appended."""
+
+    @abstractmethod
     def list_inbox_items(self, tenant_id: str, query: InboxQuery) -> list[InboxItem]:
         """Items matching every filter of ``query``, newest first (``createdAt`` then ``id``,
         both descending), at most ``query.limit``; ``query.before`` continues after the
