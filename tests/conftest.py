@@ -15,7 +15,9 @@ from tests.helpers import server_env
 from vancetope_brain.config import Config
 from vancetope_brain.identity import Principal
 from vancetope_brain.llm import ChatModel
+from vancetope_brain.models import Project, User
 from vancetope_brain.runtime import Brain
+from vancetope_brain.store.sqlite import SqliteStore
 from workers.celery_app import create_celery
 from workers.embedded import EmbeddedWorker
 
@@ -67,3 +69,13 @@ def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Embedded]:
     emb = Embedded(tmp_path_factory.mktemp("embedded"))
     yield emb
     emb.stop()
+
+
+@pytest.fixture
+def acme_store(tmp_path: Path) -> Iterator[SqliteStore]:
+    """A fresh SQLite store holding project ``p1`` and user ``ada`` of tenant ``acme``."""
+    opened = SqliteStore(tmp_path / "v.db")
+    opened.create_project(Project(id="p1", tenant_id="acme", name="One"))
+    opened.create_user(User(id="ada", tenant_id="acme", name="Ada"))
+    yield opened
+    opened.close()

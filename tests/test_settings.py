@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from vancetope_brain.errors import InvalidInput, NotFound
-from vancetope_brain.models import Project, ThinkProcess, User
+from vancetope_brain.models import ThinkProcess
 from vancetope_brain.settings import (
     KEYS,
     SettingLevel,
@@ -26,17 +25,8 @@ TENANT = SettingScope.tenant()
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqliteStore]:
-    opened = SqliteStore(tmp_path / "v.db")
-    opened.create_project(Project(id="p1", tenant_id="acme", name="One"))
-    opened.create_user(User(id="ada", tenant_id="acme", name="Ada"))
-    yield opened
-    opened.close()
-
-
-@pytest.fixture
-def service(store: SqliteStore) -> SettingsService:
-    return SettingsService(store)
+def service(acme_store: SqliteStore) -> SettingsService:
+    return SettingsService(acme_store)
 
 
 def test_innermost_wins_user_then_project_then_tenant_then_default(
@@ -122,7 +112,7 @@ def test_values_typed_on_a_command_line_are_parsed() -> None:
         setting_key("notify.quietHours.exceptCritical").parse("maybe")
 
 
-def test_model_selection_per_engine(service: SettingsService, store: SqliteStore) -> None:
+def test_model_selection_per_engine(service: SettingsService, acme_store: SqliteStore) -> None:
     def api() -> SettingsApi:
         return SettingsApi(service, "acme", "p1", "ada")
 
@@ -138,23 +128,23 @@ def test_model_selection_per_engine(service: SettingsService, store: SqliteStore
 
 
 def test_the_engines_view_is_scoped_to_the_process(service: SettingsService,
-                                                    store: SqliteStore) -> None:
+                                                    acme_store: SqliteStore) -> None:
     process = ThinkProcess(id="proc_1", tenant_id="acme", session_id="ses_1", user_id="ada",
                            project_id="p1", name="chat", engine="arthur", engine_version="1.0.0")
     service.set("acme", SettingScope.project("p1"), "arthur.maxContextTokens", 4096)
-    view = SettingsApi.for_process(store, process)
+    view = SettingsApi.for_process(acme_store, process)
     assert view.get("arthur.maxContextTokens") == 4096
     service.set("acme", SettingScope.user("ada"), "arthur.maxContextTokens", 2048)
     assert view.get("arthur.maxContextTokens") == 4096  # read once per lifecycle call
-    assert SettingsApi.for_process(store, process).get("arthur.maxContextTokens") == 2048
+    assert SettingsApi.for_process(acme_store, process).get("arthur.maxContextTokens") == 2048
     assert SettingsApi.defaults().get("arthur.maxContextTokens") == 65536
 
 
 def test_a_stored_value_that_no_longer_fits_its_key_is_skipped(
-    service: SettingsService, store: SqliteStore
+    service: SettingsService, acme_store: SqliteStore
 ) -> None:
-    store.set_setting("acme", TENANT, "chat.historyLimit", 10)
-    store.set_setting("acme", SettingScope.user("ada"), "chat.historyLimit", "lots")
+    acme_store.set_setting("acme", TENANT, "chat.historyLimit", 10)
+    acme_store.set_setting("acme", SettingScope.user("ada"), "chat.historyLimit", "lots")
     assert service.resolve_with_source("acme", None, "ada", "chat.historyLimit") == (10, TENANT)
 
 

@@ -70,5 +70,5 @@ def user_presence(tenant_id: str, user_id: str) -> str:
 
 def user_feed(tenant_id: str, user_id: str) -> str:
     """The id of a user's event log (inbox pushes), used where a session id goes: session ids
-    start with ``sess_``, so the two never meet."""
+    start with ``ses_``, so the two never meet."""
     return f"user.{tenant_id}.{user_id}"

@@ -42,6 +42,24 @@ class Script:
         return (self.arthur if role == "arthur" else self.worker)(messages, tools)
 
 
+def spawn_worker(emb, worker, *, recipe: str = "analyze", goal: str = "look"):
+    """A session whose Arthur, told "go", starts one worker named ``w`` of ``recipe`` that
+    ``worker`` (a model function) drives; returns (session, w) once ``w`` exists."""
+    def arthur(messages, tools):
+        if messages[-1].role == "tool":
+            return respond("started")
+        if messages[-1].content == "go":
+            return LlmResponse("", (call("process_create", recipe=recipe, name="w",
+                                         goal=goal),))
+        return respond("ok")
+
+    emb.model = FunctionModel(Script(arthur, worker))
+    session = emb.brain.sessions.create(emb.who)
+    emb.brain.sessions.steer(emb.who, session.chat_process_id, "go")
+    return session, wait_for(lambda: next((p for p in emb.brain.store.list_processes(
+        "acme", session.id) if p.name == "w"), None), timeout=15, what="the worker")
+
+
 def statuses(emb, session_id) -> dict[str, ProcessStatus]:
     return {p.name: p.status for p in emb.brain.store.list_processes("acme", session_id)}
 

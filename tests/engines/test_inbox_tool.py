@@ -6,32 +6,13 @@ from __future__ import annotations
 
 import json
 
-from tests.engines.test_arthur import Script, call, respond
+from tests.engines.test_arthur import call, respond, spawn_worker
 from tests.helpers import wait_for
 from vancetope_brain.llm import LlmResponse
-from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.models import ChatRole, CloseReason, ProcessStatus
 from vancetope_brain.models.inbox import InboxQuery, Outcome
 
 S = ProcessStatus
-
-
-def _worker_of(emb, question: dict, worker):
-    """A session whose Arthur starts one worker named ``w``; returns (session, w)."""
-    def arthur(messages, tools):
-        if messages[-1].role == "tool":
-            return respond("started")
-        if messages[-1].content == "go":
-            return LlmResponse("", (call("process_create", recipe="analyze", name="w",
-                                         goal=json.dumps(question)),))
-        return respond("noted")
-
-    emb.model = FunctionModel(Script(arthur, worker))
-    session = emb.brain.sessions.create(emb.who)
-    emb.brain.sessions.steer(emb.who, session.chat_process_id, "go")
-    w = wait_for(lambda: next((p for p in emb.brain.store.list_processes("acme", session.id)
-                               if p.name == "w"), None), timeout=15)
-    return session, w
 
 
 def _asking_worker(messages, tools):
@@ -53,7 +34,7 @@ def _status_after(emb, pid: str) -> list[S]:
 def test_a_low_question_with_a_default_is_answered_at_once_and_never_blocks(embedded):
     question = {"type": "APPROVAL", "title": "Use the cache?", "criticality": "LOW",
                 "payload": {"default": "yes"}}
-    _, w = _worker_of(embedded, question, _asking_worker)
+    _, w = spawn_worker(embedded, _asking_worker, goal=json.dumps(question))
     wait_for(lambda: embedded.brain.store.get_process("acme", w.id).status is S.CLOSED,
              timeout=15)
     done = embedded.brain.store.get_process("acme", w.id)
@@ -70,7 +51,7 @@ def test_a_question_blocks_the_worker_until_the_answer_arrives(embedded):
     question = {"type": "DECISION", "title": "Which baseline?", "idempotency_key": "q1",
                 "payload": {"options": [{"value": "v2017", "label": "Vaswani 2017"},
                                         {"value": "d2019", "label": "Devlin 2019"}]}}
-    session, w = _worker_of(embedded, question, _asking_worker)
+    session, w = spawn_worker(embedded, _asking_worker, goal=json.dumps(question))
     wait_for(lambda: embedded.brain.store.get_process("acme", w.id).status is S.BLOCKED,
              timeout=15)
     # It said "posted PENDING" (not awaiting input), yet the lane kept it BLOCKED; and

@@ -11,10 +11,9 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import Embedded
-from tests.engines.test_arthur import Script, call, respond
+from tests.engines.test_arthur import call, respond, spawn_worker
 from tests.helpers import wait_for
 from vancetope_brain.llm import LlmResponse
-from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.models import ProcessStatus
 from vancetope_brain.recipes.loader import parse_recipe
 from vancetope_brain.recipes.manage import RecipeAdmin
@@ -47,25 +46,14 @@ def test_a_worker_calls_an_mcp_tool(mcp_embedded):
     emb = mcp_embedded
     seen = []
 
-    def arthur(messages, tools):
-        if messages[-1].role == "tool":
-            return respond("started")
-        if messages[-1].content == "go":
-            return LlmResponse("", (call("process_create", recipe="echo-worker", name="w",
-                                         goal="echo something"),))
-        return respond("ok")
-
     def worker(messages, tools):
         seen.append(sorted(t.name for t in tools))
         if messages[-1].role == "tool":
             return respond(f"the server said {json.loads(messages[-1].content)['result']}")
         return LlmResponse("", (call("echo__echo", text="hello over MCP"),))
 
-    emb.model = FunctionModel(Script(arthur, worker))
-    session = emb.brain.sessions.create(emb.who)
-    emb.brain.sessions.steer(emb.who, session.chat_process_id, "go")
-    w = wait_for(lambda: next((p for p in emb.brain.store.list_processes("acme", session.id)
-                               if p.name == "w" and p.status is ProcessStatus.CLOSED), None),
-                 timeout=30)
+    _, w = spawn_worker(emb, worker, recipe="echo-worker", goal="echo something")
+    w = wait_for(lambda: (p := emb.brain.store.get_process("acme", w.id)).status
+                 is ProcessStatus.CLOSED and p, timeout=30)
     assert "echo__echo" in seen[0] and "respond" in seen[0]
     assert "hello over MCP" in w.engine_state["lastReply"]

@@ -9,11 +9,10 @@ import json
 
 import pytest
 
-from tests.engines.test_arthur import Script, call, respond
+from tests.engines.test_arthur import call, respond, spawn_worker
 from tests.helpers import wait_for
 from vancetope_brain.errors import NotFound
 from vancetope_brain.llm import LlmResponse, ToolSpec
-from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.models import ProcessStatus
 from vancetope_brain.recipes.loader import parse_recipe
 from vancetope_brain.recipes.manage import RecipeAdmin
@@ -37,22 +36,6 @@ def _put(emb, level: str, project: str | None, add: str = "[]", remove: str = "[
     RecipeAdmin(emb.brain.store).put("acme", project, parse_recipe(text, level))
 
 
-def _spawn_worker(emb, worker_model):
-    def arthur(messages, tools):
-        if messages[-1].role == "tool":
-            return respond("started")
-        if messages[-1].content == "go":
-            return LlmResponse("", (call("process_create", recipe="analyze", name="w",
-                                         goal="look"),))
-        return respond("ok")
-
-    emb.model = FunctionModel(Script(arthur, worker_model))
-    session = emb.brain.sessions.create(emb.who)
-    emb.brain.sessions.steer(emb.who, session.chat_process_id, "go")
-    return session, wait_for(lambda: next((p for p in emb.brain.store.list_processes(
-        "acme", session.id) if p.name == "w"), None), timeout=15)
-
-
 def test_project_beats_tenant_beats_bundled_and_edits_spare_running_processes(embedded):
     prompts = []
 
@@ -63,7 +46,7 @@ def test_project_beats_tenant_beats_bundled_and_edits_spare_running_processes(em
     _put(embedded, "tenant", None)
     _put(embedded, "project", "default")
     try:
-        session, w = _spawn_worker(embedded, worker)
+        session, w = spawn_worker(embedded, worker)
         wait_for(lambda: embedded.brain.store.get_process("acme", w.id).status
                  is ProcessStatus.BLOCKED, timeout=15)
         assert prompts[-1].startswith("You are the project analyst.")
@@ -73,11 +56,11 @@ def test_project_beats_tenant_beats_bundled_and_edits_spare_running_processes(em
         wait_for(lambda: len(prompts) == 2, timeout=15)
         assert prompts[-1].startswith("You are the project analyst.")  # its snapshot
         RecipeAdmin(embedded.brain.store).delete("acme", "default", "analyze")
-        _, w2 = _spawn_worker(embedded, worker)
+        _, w2 = spawn_worker(embedded, worker)
         wait_for(lambda: len(prompts) == 3, timeout=15)
         assert prompts[-1].startswith("You are the tenant analyst.")
         RecipeAdmin(embedded.brain.store).delete("acme", None, "analyze")
-        _, w3 = _spawn_worker(embedded, worker)
+        _, w3 = spawn_worker(embedded, worker)
         wait_for(lambda: len(prompts) == 4, timeout=15)
         assert "analysis worker in Vancetope" in prompts[-1]  # the bundled one
         assert w3.recipe["source"] == "bundled"
@@ -98,7 +81,7 @@ def test_a_recipes_tool_changes_decide_what_is_offered_and_callable(embedded):
 
     _put(embedded, "tooled", "default", add="[process_list]")
     try:
-        session, w = _spawn_worker(embedded, worker)
+        session, w = spawn_worker(embedded, worker)
         wait_for(lambda: embedded.brain.store.get_process("acme", w.id).status
                  is ProcessStatus.CLOSED, timeout=15)
         assert offered[0] == ["inbox_post", "process_list", "respond"]
@@ -107,7 +90,7 @@ def test_a_recipes_tool_changes_decide_what_is_offered_and_callable(embedded):
     finally:
         RecipeAdmin(embedded.brain.store).delete("acme", "default", "analyze")
     offered.clear()
-    session, w = _spawn_worker(embedded, worker)  # bundled analyze: no process_list
+    session, w = spawn_worker(embedded, worker)  # bundled analyze: no process_list
     wait_for(lambda: embedded.brain.store.get_process("acme", w.id).status
              is ProcessStatus.CLOSED, timeout=15)
     assert offered[0] == ["inbox_post", "respond"]
@@ -146,7 +129,7 @@ def test_a_role_gated_tool_exists_only_for_recipes_with_the_role(embedded, curat
 
     _put(embedded, "gated", "default", add="[curate]", remove="[inbox_post]", roles=roles)
     try:
-        _, w = _spawn_worker(embedded, worker)
+        _, w = spawn_worker(embedded, worker)
         wait_for(lambda: embedded.brain.store.get_process("acme", w.id).status
                  is ProcessStatus.CLOSED, timeout=15)
     finally:

@@ -190,8 +190,7 @@ def test_session_resume_binds_and_replays_from_last_seq(emb, bound):
     client, sid, chat = bound
     client.ok("process-steer", targetThinkProcessId=chat, content="one")
     _answered(emb, chat, "echo: one")
-    seen = wait_for(lambda: (ev := client.events()) and ev[-1]["data"].get("to") == "IDLE"
-                    and ev)
+    seen = client.turn_ended()
     other = Client(emb, emb.who)
     try:
         data = other.ok("session-resume", sessionId=sid, lastSeq=seen[0]["seq"])
@@ -494,8 +493,7 @@ def test_events_resume_replays_exactly_the_events_after_last_seq(emb, bound):
     client, sid, chat = bound
     client.ok("process-steer", targetThinkProcessId=chat, content="stream me")
     _answered(emb, chat, "echo: stream me")
-    seen = wait_for(lambda: (ev := client.events()) and ev[-1]["data"].get("to") == "IDLE"
-                    and ev)
+    seen = client.turn_ended()
     assert len(seen) >= 4
     cut = seen[1]["seq"]
     reply = client.request("events-resume", lastSeq=cut)

@@ -50,12 +50,11 @@ def test_session_list_and_resume_replays_exactly_what_was_missed(emb, client):
     sid, pid = created["session"]["id"], created["chatProcessId"]
     client.request("process-steer", targetThinkProcessId=pid, content="one")
     _reply_done(client, "echo: one")
-    seen = wait_for(lambda: (ev := client.events()) and ev[-1]["data"].get("to") == "IDLE" and ev)
+    seen = client.turn_ended()
     cut = len(seen) // 2
     client.request("process-steer", targetThinkProcessId=pid, content="two")
     _reply_done(client, "echo: two")
-    full = wait_for(lambda: (ev := client.events()) and ev[-1]["data"].get("to") == "IDLE"
-                    and ev[-1]["seq"] > seen[-1]["seq"] and ev)
+    full = client.turn_ended(after_seq=seen[-1]["seq"])
 
     other = Client(emb, emb.who)
     try:

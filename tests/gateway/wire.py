@@ -100,6 +100,12 @@ class Client:
     def events(self) -> list[dict]:
         return [f["data"] for f in self.sock.frames("event")]
 
+    def turn_ended(self, after_seq: int = 0) -> list[dict]:
+        """The events so far, once the last one is a turn ending (a change to IDLE) that
+        came after ``after_seq``."""
+        return wait_for(lambda: (ev := self.events()) and ev[-1]["data"].get("to") == "IDLE"
+                        and ev[-1]["seq"] > after_seq and ev, what="the turn to end")
+
     def close(self) -> None:
         if self.closed:
             return

@@ -70,6 +70,16 @@ class Opened:
         for pid in self.pids:
             client.until(turn_done(pid, f"echo: hi {pid}"))
         assert stack.statuses(self.sid) == {pid: IDLE for pid in self.pids}
+        self.stack = stack
+        self.before = self.lifecycles()
+
+    def lifecycles(self) -> dict[str, list[str]]:
+        """The lifecycle call of each turn so far, per process."""
+        return {pid: _lifecycles(self.stack, pid) for pid in self.pids}
+
+    def ran_since_opened(self, *calls: str) -> bool:
+        """Whether each process ran exactly ``calls`` after it was opened, and nothing else."""
+        return self.lifecycles() == {pid: self.before[pid] + list(calls) for pid in self.pids}
 
 
 def _turns(stack: Stack, pid: str) -> list[TurnRecord]:
@@ -126,7 +136,7 @@ def test_suspend_policy_suspends_every_process_and_queued_input_waits_for_resume
     web = stack.gateways[0]
     client = stack.client(web)
     opened = Opened(stack, client, "SUSPEND")
-    before = {pid: _lifecycles(stack, pid) for pid in opened.pids}
+    before = opened.before
 
     client.close()  # the session's last client
     _wait_statuses(stack, opened.sid, {pid: SUSPENDED for pid in opened.pids},
@@ -135,8 +145,7 @@ def test_suspend_policy_suspends_every_process_and_queued_input_waits_for_resume
     assert (session.status, session.suspend_cause) == (SessionStatus.SUSPENDED,
                                                        SuspendCause.DISCONNECT)
     # Each process executed exactly one suspend on its own lane, and nothing else.
-    assert {pid: _lifecycles(stack, pid) for pid in opened.pids} == {
-        pid: before[pid] + ["suspend"] for pid in opened.pids}
+    assert opened.ran_since_opened("suspend")
 
     # Input sent meanwhile (store-level service, as any sender would) waits in the inbox.
     message, created = cluster.brain.sessions.steer(cluster.who, opened.helper, "while away")
@@ -166,8 +175,6 @@ def test_keep_open_policy_leaves_every_process_idle_and_answering(stack):
     cluster = stack.cluster
     client = stack.client(stack.gateways[0])
     opened = Opened(stack, client, "KEEP_OPEN")
-    before = {pid: _lifecycles(stack, pid) for pid in opened.pids}
-
     client.close()
     # The gateway unbinds at once; wait until the session left the presence index, then
     # past one presence TTL and two sweeps, so neither path can still change it.
@@ -178,7 +185,7 @@ def test_keep_open_policy_leaves_every_process_idle_and_answering(stack):
     session = _session(stack, opened.sid)
     assert (session.status, session.suspend_cause) == (SessionStatus.OPEN, None)
     assert stack.statuses(opened.sid) == {pid: IDLE for pid in opened.pids}
-    assert {pid: _lifecycles(stack, pid) for pid in opened.pids} == before
+    assert opened.ran_since_opened()
 
     # Nobody is connected, and both processes still answer what a sender steers to them.
     for pid in opened.pids:
@@ -186,8 +193,7 @@ def test_keep_open_policy_leaves_every_process_idle_and_answering(stack):
     for pid in opened.pids:
         cluster.wait_reply(pid, f"unattended {pid}", timeout=SETTLE)
     _wait_statuses(stack, opened.sid, {pid: IDLE for pid in opened.pids}, "the turns")
-    assert {pid: _lifecycles(stack, pid) for pid in opened.pids} == {
-        pid: before[pid] + ["steer"] for pid in opened.pids}
+    assert opened.ran_since_opened("steer")
 
 
 @pytest.mark.slow
@@ -196,13 +202,10 @@ def test_close_policy_stops_every_process(stack):
     web = stack.gateways[0]
     client = stack.client(web)
     opened = Opened(stack, client, "CLOSE")
-    before = {pid: _lifecycles(stack, pid) for pid in opened.pids}
-
     client.close()
     _wait_statuses(stack, opened.sid, {pid: STOPPED for pid in opened.pids}, "the stop cascade")
     assert _session(stack, opened.sid).status is SessionStatus.CLOSED
-    assert {pid: _lifecycles(stack, pid) for pid in opened.pids} == {
-        pid: before[pid] + ["stop"] for pid in opened.pids}
+    assert opened.ran_since_opened("stop")
     # CLOSED is final: no input is taken, and the session cannot be resumed.
     for pid in opened.pids:
         with pytest.raises(Conflict):
@@ -222,7 +225,7 @@ def test_context_drift_leaves_processes_suspended_until_each_gets_process_resume
     opened = Opened(stack, client, "SUSPEND", fingerprint=here)
     client.close()
     _wait_statuses(stack, opened.sid, {pid: SUSPENDED for pid in opened.pids}, "the suspend")
-    before = {pid: _lifecycles(stack, pid) for pid in opened.pids}
+    before = opened.lifecycles()
 
     # Same machine, another working directory: the session opens, its processes do not.
     again = stack.client(web)
@@ -235,7 +238,7 @@ def test_context_drift_leaves_processes_suspended_until_each_gets_process_resume
     assert not steer["duplicate"]
     _held_quietly(stack, opened.helper, "after the move")
     assert stack.statuses(opened.sid) == {pid: DRIFTED for pid in opened.pids}
-    assert {pid: _lifecycles(stack, pid) for pid in opened.pids} == before
+    assert opened.lifecycles() == before
 
     # The user's explicit decision for one process resumes that one only, and its turn
     # answers the waiting message.

@@ -37,14 +37,7 @@ from pathlib import Path
 from celery import signals
 
 from vancetope_brain.config import Config
-from vancetope_brain.llm.base import (
-    ChatModel,
-    LlmMessage,
-    LlmResponse,
-    TokenSink,
-    ToolCall,
-    ToolSpec,
-)
+from vancetope_brain.llm import ChatModel, LlmMessage, LlmResponse, TokenSink, ToolCall, ToolSpec
 from vancetope_brain.llm.demo import split_words
 from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.models import ChatMessage, TurnCommit

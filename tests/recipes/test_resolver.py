@@ -4,13 +4,11 @@ process gets at spawn, and the effective tool pool."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from vancetope_brain.errors import InvalidInput, NotFound
-from vancetope_brain.models import Project
 from vancetope_brain.recipes import (
     AppliedRecipe,
     Recipe,
@@ -29,16 +27,8 @@ FIXTURES = Path(__file__).parent / "fixtures"
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[SqliteStore]:
-    opened = SqliteStore(tmp_path / "v.db")
-    opened.create_project(Project(id="p1", tenant_id="acme", name="One"))
-    yield opened
-    opened.close()
-
-
-@pytest.fixture
-def resolver(store: SqliteStore) -> RecipeResolver:
-    return RecipeResolver(store)
+def resolver(acme_store: SqliteStore) -> RecipeResolver:
+    return RecipeResolver(acme_store)
 
 
 def _analyze(description: str, **fields: object) -> Recipe:
@@ -46,14 +36,14 @@ def _analyze(description: str, **fields: object) -> Recipe:
 
 
 def test_a_project_recipe_overrides_a_tenant_recipe_overrides_a_bundled_one(
-    store: SqliteStore, resolver: RecipeResolver
+    acme_store: SqliteStore, resolver: RecipeResolver
 ) -> None:
     def resolved() -> AppliedRecipe:
         return resolver.resolve("acme", "p1", recipe="analyze")
 
     assert (resolved().source, resolved().description.startswith("Analyzes")) == (
         RecipeSource.BUNDLED, True)
-    admin = RecipeAdmin(store)
+    admin = RecipeAdmin(acme_store)
     admin.put("acme", None, _analyze("tenant's", params={"depth": "quick", "tone": "dry"}))
     assert (resolved().source, resolved().description) == (RecipeSource.TENANT, "tenant's")
     assert resolved().params == {"depth": "quick", "tone": "dry"}  # whole recipe, no merging
@@ -71,11 +61,11 @@ def test_a_project_recipe_overrides_a_tenant_recipe_overrides_a_bundled_one(
 
 
 def test_the_snapshot_does_not_change_when_the_recipe_is_edited(
-    store: SqliteStore, resolver: RecipeResolver
+    acme_store: SqliteStore, resolver: RecipeResolver
 ) -> None:
     """What a process stores at spawn (``applied.dump()``) survives an edit of the recipe; the
     lead's spawn test shows the same through a running process."""
-    admin = RecipeAdmin(store)
+    admin = RecipeAdmin(acme_store)
     admin.put("acme", "p1", _analyze("v1", prompt_override="v1: {{ process.goal }}",
                                      allowed_tools_add=["web_fetch"]))
     stored = resolver.resolve("acme", "p1", recipe="analyze").dump()
@@ -93,9 +83,9 @@ def test_caller_params_overlay_the_recipe_defaults(resolver: RecipeResolver) -> 
     assert resolver.resolve("acme", "p1", recipe="analyze").params["depth"] == "thorough"
 
 
-def test_the_engine_comes_from_the_recipe(store: SqliteStore,
+def test_the_engine_comes_from_the_recipe(acme_store: SqliteStore,
                                           resolver: RecipeResolver) -> None:
-    RecipeAdmin(store).put("acme", None, Recipe(name="deep", engine="marvin"))
+    RecipeAdmin(acme_store).put("acme", None, Recipe(name="deep", engine="marvin"))
     assert resolver.resolve("acme", "p1", recipe="deep").engine == "marvin"
     assert resolver.resolve("acme", "p1", recipe="deep", engine="marvin").engine == "marvin"
     with pytest.raises(InvalidInput, match="recipe 'deep' runs engine 'marvin', not 'ford'"):
@@ -103,13 +93,13 @@ def test_the_engine_comes_from_the_recipe(store: SqliteStore,
 
 
 def test_without_a_recipe_name_the_recipe_named_like_the_engine_applies(
-    store: SqliteStore, resolver: RecipeResolver
+    acme_store: SqliteStore, resolver: RecipeResolver
 ) -> None:
     arthur = resolver.resolve("acme", "p1", engine="arthur")
     assert (arthur.name, arthur.engine, arthur.source) == ("arthur", "arthur",
                                                            RecipeSource.BUNDLED)
     assert arthur.category is RecipeCategory.CHAT and arthur.prompt_override
-    RecipeAdmin(store).put("acme", "p1", Recipe(name="ford", engine="ford", description="mine"))
+    RecipeAdmin(acme_store).put("acme", "p1", Recipe(name="ford", engine="ford", description="mine"))
     assert resolver.resolve("acme", "p1", engine="ford").description == "mine"
     bare = resolver.resolve("acme", "p1", engine="echo", caller_params={"x": 1})
     assert bare == AppliedRecipe(name="echo", engine="echo", source=RecipeSource.ENGINE,
@@ -125,8 +115,8 @@ def test_an_unknown_recipe_suggests_the_closest_name(resolver: RecipeResolver) -
         resolver.get("acme", "p1", "xyzzy")
 
 
-def test_list_is_the_effective_catalogue(store: SqliteStore, resolver: RecipeResolver) -> None:
-    admin = RecipeAdmin(store)
+def test_list_is_the_effective_catalogue(acme_store: SqliteStore, resolver: RecipeResolver) -> None:
+    admin = RecipeAdmin(acme_store)
     admin.put("acme", None, _analyze("tenant's"))
     admin.put("acme", None, Recipe(name="triage", engine="ford", category=RecipeCategory.SERVICE))
     admin.put("acme", "p1", Recipe(name="triage", engine="ford", description="p1's"))
@@ -148,8 +138,8 @@ def test_list_is_the_effective_catalogue(store: SqliteStore, resolver: RecipeRes
     assert described["allowedToolsAdd"] == [] and described["schemaVersion"] == 1
 
 
-def test_admin_writes_check_the_project_and_replace_or_create(store: SqliteStore) -> None:
-    admin = RecipeAdmin(store)
+def test_admin_writes_check_the_project_and_replace_or_create(acme_store: SqliteStore) -> None:
+    admin = RecipeAdmin(acme_store)
     with pytest.raises(NotFound, match="project nope not found"):
         admin.put("acme", "nope", _analyze("x"))
     assert admin.put("acme", "p1", _analyze("first")) is True

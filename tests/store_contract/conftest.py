@@ -177,11 +177,13 @@ class World:
         return TurnCommit(status=status, record=record, drained_ids=drained or [],
                           chat=chat or [], **fields)
 
-    def set_status(self, process: ThinkProcess, status: ProcessStatus) -> None:
-        """Move a process to ``status`` the only way the port allows: a committed turn."""
+    def set_status(self, process: ThinkProcess, status: ProcessStatus, **fields: Any) -> None:
+        """Move a process to ``status`` the only way the port allows: a committed turn
+        (``fields`` go into its ``TurnCommit``)."""
         epoch = self.store.acquire_epoch(process.tenant_id, process.id).epoch
         assert None is not self.store.commit_turn(process.tenant_id, process.id, epoch,
-                                      self.turn(process, epoch, status=status))
+                                                  self.turn(process, epoch, status=status,
+                                                            **fields))
 
     def token(self, tenant_id: str, token_hash: str, *, user_id: str = "usr_1",
               revoked: bool = False, **fields: Any) -> ApiToken:

@@ -169,9 +169,7 @@ def test_stale_pending_skips_a_closed_process_with_a_call(store: Store, world: W
     world.set_status(process, S.PAUSED)
     store.request_control("ten_1", process.id, "stop", HELD)
     # Closed by a turn that handled a different call, so "stop" is still recorded.
-    epoch = store.acquire_epoch("ten_1", process.id).epoch
-    commit = world.turn(process, epoch, status=S.CLOSED, control_handled="resume")
-    assert None is not store.commit_turn("ten_1", process.id, epoch, commit)
+    world.set_status(process, S.CLOSED, control_handled="resume")
     assert store.get_process("ten_1", process.id).pending_control == "stop"
     assert store.stale_pending(utcnow() + LATER) == []
 
@@ -180,9 +178,7 @@ def test_stale_pending_skips_a_handled_call(store: Store, world: World) -> None:
     process = world.process("ten_1")
     world.set_status(process, S.PAUSED)
     store.request_control("ten_1", process.id, "resume", HELD)
-    epoch = store.acquire_epoch("ten_1", process.id).epoch
-    commit = world.turn(process, epoch, status=S.IDLE, control_handled="resume")
-    assert None is not store.commit_turn("ten_1", process.id, epoch, commit)
+    world.set_status(process, S.IDLE, control_handled="resume")
     assert store.stale_pending(utcnow() + LATER) == []
 
 

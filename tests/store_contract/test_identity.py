@@ -59,13 +59,17 @@ def test_missing_project_is_not_found(store: Store) -> None:
         store.get_project("ten_1", "prj_missing")
 
 
-def test_list_projects_is_the_tenants_projects_oldest_first(store: Store) -> None:
-    newer = Project(id="b", tenant_id="ten_1", name="B", created_at=_at(3))
-    older = Project(id="a", tenant_id="ten_1", name="A", created_at=_at(2))
-    for project in (newer, older):
-        store.create_project(project)
-    assert store.list_projects("ten_1") == [older, newer]
-    assert store.list_projects("ten_empty") == []
+@pytest.mark.parametrize("kind", [Project, User])
+def test_list_is_the_tenants_records_oldest_first(store: Store, kind: type[Project | User]
+                                                  ) -> None:
+    create, listed = ((store.create_project, store.list_projects) if kind is Project
+                      else (store.create_user, store.list_users))
+    newer = kind(id="usr_b", tenant_id="ten_1", name="B", created_at=_at(9))
+    older = kind(id="usr_a", tenant_id="ten_1", name="A", created_at=_at(4))
+    for record in (newer, older):
+        create(record)
+    assert listed("ten_1") == [older, newer]
+    assert listed("ten_empty") == []
 
 
 def test_user_round_trips(store: Store) -> None:
@@ -83,15 +87,6 @@ def test_duplicate_user_id_conflicts(store: Store) -> None:
 def test_missing_user_is_not_found(store: Store) -> None:
     with pytest.raises(NotFound):
         store.get_user("ten_1", "usr_missing")
-
-
-def test_list_users_is_the_tenants_users_oldest_first(store: Store) -> None:
-    bob = User(id="usr_bob", tenant_id="ten_1", name="Bob", created_at=_at(9))
-    ada = User(id="usr_ada", tenant_id="ten_1", name="Ada", created_at=_at(4))
-    for user in (bob, ada):
-        store.create_user(user)
-    assert store.list_users("ten_1") == [ada, bob]
-    assert store.list_users("ten_empty") == []
 
 
 def test_token_by_hash_finds_the_live_token(store: Store, world: World) -> None:

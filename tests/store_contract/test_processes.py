@@ -56,27 +56,19 @@ def test_acquire_epoch_increments_and_returns_the_prior_status(store: Store, wor
     assert (stored.epoch, stored.status) == (2, S.RUNNING)
 
 
-@pytest.mark.parametrize("prior", [S.IDLE, S.BLOCKED])
-def test_acquire_epoch_starts_a_turn_from_idle_and_blocked(
-    store: Store, world: World, prior: ProcessStatus
-) -> None:
-    process = world.process("ten_1")
-    world.set_status(process, prior)
-    acquired = store.acquire_epoch("ten_1", process.id)
-    assert (acquired.epoch, acquired.status) == (2, prior)
-    assert store.get_process("ten_1", process.id).status == S.RUNNING
-
-
-@pytest.mark.parametrize("prior", [S.PAUSED, S.SUSPENDED, S.CLOSED])
-def test_acquire_epoch_keeps_other_statuses(
-    store: Store, world: World, prior: ProcessStatus
+@pytest.mark.parametrize(("prior", "after"), [
+    (S.IDLE, S.RUNNING), (S.BLOCKED, S.RUNNING),  # a turn starts
+    (S.PAUSED, S.PAUSED), (S.SUSPENDED, S.SUSPENDED), (S.CLOSED, S.CLOSED),  # kept
+])
+def test_acquire_epoch_starts_a_turn_from_idle_and_blocked_only(
+    store: Store, world: World, prior: ProcessStatus, after: ProcessStatus
 ) -> None:
     process = world.process("ten_1")
     world.set_status(process, prior)
     acquired = store.acquire_epoch("ten_1", process.id)
     assert (acquired.epoch, acquired.status) == (2, prior)
     stored = store.get_process("ten_1", process.id)
-    assert (stored.epoch, stored.status) == (2, prior)
+    assert (stored.epoch, stored.status) == (2, after)
 
 
 def test_acquire_epoch_keeps_the_rest_of_the_document(store: Store, world: World) -> None:

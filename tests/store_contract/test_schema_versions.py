@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
+from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -111,6 +113,35 @@ CREATE TABLE lanes (
 """
 
 
+def _older_file(tmp_path: Path, drop_tables: str, version: int) -> Path:
+    """A file of schema ``version`` holding tenant ``ten_1``: a current one without the
+    tables later versions added (``drop_tables``, SQL)."""
+    path = tmp_path / "vancetope.db"
+    store = SqliteStore(path)
+    store.create_tenant(Tenant(id="ten_1", name="Acme"))
+    store.close()
+    with sqlite3.connect(path) as conn:
+        conn.executescript(f"{drop_tables} UPDATE schema_version SET version = {version};")
+    conn.close()
+    return path
+
+
+@contextlib.contextmanager
+def _migrated(path: Path) -> Iterator[SqliteStore]:
+    """Open an older file (which migrates it), then check that it is at the current schema
+    version and that opening it again changes nothing."""
+    store = SqliteStore(path)
+    try:
+        yield store
+    finally:
+        store.close()
+    SqliteStore(path).close()
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("SELECT version FROM schema_version").fetchall() == [
+            (SCHEMA_VERSION,)]
+    conn.close()
+
+
 def test_sqlite_migrates_a_version_1_file(tmp_path: Path) -> None:
     path = tmp_path / "vancetope.db"
     process = ThinkProcess(id="proc_1", tenant_id="ten_1", session_id="ses_1", user_id="usr_1",
@@ -123,8 +154,7 @@ def test_sqlite_migrates_a_version_1_file(tmp_path: Path) -> None:
                      (json.dumps(raw),))
         conn.execute("INSERT INTO lanes VALUES ('proc_1', 'ten_1', 'IDLE', 3, 0, 0)")
     conn.close()
-    store = SqliteStore(path)
-    try:
+    with _migrated(path) as store:
         loaded = store.get_process("ten_1", "proc_1")
         assert (loaded.status, loaded.epoch, loaded.pending_control) == (
             ProcessStatus.IDLE, 3, None)
@@ -132,13 +162,6 @@ def test_sqlite_migrates_a_version_1_file(tmp_path: Path) -> None:
                                           frozenset({ProcessStatus.IDLE}))
         assert requested.pending_control == "pause"
         assert store.stale_pending(utcnow() + timedelta(seconds=5)) == [("ten_1", "proc_1")]
-    finally:
-        store.close()
-    SqliteStore(path).close()  # reopening the migrated file is a no-op
-    with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version FROM schema_version").fetchall() == [
-            (SCHEMA_VERSION,)]
-    conn.close()
 
 
 def test_sqlite_migrates_a_version_2_file(tmp_path: Path) -> None:
@@ -155,8 +178,7 @@ def test_sqlite_migrates_a_version_2_file(tmp_path: Path) -> None:
         conn.execute("INSERT INTO api_tokens VALUES ('tok_1', 'ten_1', ?, 0, ?)",
                      ("a" * 64, token.model_dump_json(by_alias=True)))
     conn.close()
-    store = SqliteStore(path)
-    try:
+    with _migrated(path) as store:
         assert store.list_projects("ten_1") == [
             Project(id="default", tenant_id="ten_1", name="default",
                     created_at=tenant.created_at)]
@@ -164,13 +186,6 @@ def test_sqlite_migrates_a_version_2_file(tmp_path: Path) -> None:
         store.revoke_token("ten_1", "tok_1")
         assert store.token_by_hash("a" * 64) is None
         store.create_project(Project(id="p2", tenant_id="ten_1", name="Second"))
-    finally:
-        store.close()
-    SqliteStore(path).close()
-    with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version FROM schema_version").fetchall() == [
-            (SCHEMA_VERSION,)]
-    conn.close()
 
 
 def test_sqlite_migrates_a_version_3_file(tmp_path: Path) -> None:
@@ -178,27 +193,13 @@ def test_sqlite_migrates_a_version_3_file(tmp_path: Path) -> None:
     from vancetope_brain.recipes import Recipe
     from vancetope_brain.settings import SettingScope
 
-    path = tmp_path / "vancetope.db"
-    store = SqliteStore(path)
-    store.create_tenant(Tenant(id="ten_1", name="Acme"))
-    store.close()
-    with sqlite3.connect(path) as conn:
-        conn.executescript("DROP TABLE recipes; DROP TABLE settings;"
-                           "UPDATE schema_version SET version = 3;")
-    conn.close()
-    store = SqliteStore(path)
-    try:
+    path = _older_file(tmp_path, "DROP TABLE recipes; DROP TABLE settings;", 3)
+    with _migrated(path) as store:
         assert [t.id for t in store.list_tenants()] == ["ten_1"]
         store.create_recipe("ten_1", None, Recipe(name="brief", engine="ford"))
         store.set_setting("ten_1", SettingScope.tenant(), "llm.model", "m")
         assert store.get_recipe("ten_1", None, "brief").engine == "ford"
         assert store.get_setting("ten_1", SettingScope.tenant(), "llm.model") == "m"
-    finally:
-        store.close()
-    with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version FROM schema_version").fetchall() == [
-            (SCHEMA_VERSION,)]
-    conn.close()
 
 
 def test_sqlite_migrates_a_version_4_file(tmp_path: Path) -> None:
@@ -212,32 +213,21 @@ def test_sqlite_migrates_a_version_4_file(tmp_path: Path) -> None:
         NotificationDelivery,
     )
 
-    path = tmp_path / "vancetope.db"
-    store = SqliteStore(path)
-    store.create_tenant(Tenant(id="ten_1", name="Acme"))
-    store.close()
-    with sqlite3.connect(path) as conn:
-        conn.executescript("DROP TABLE inbox_items; DROP TABLE notification_deliveries;"
-                           "UPDATE schema_version SET version = 4;")
-    conn.close()
+    path = _older_file(tmp_path, "DROP TABLE inbox_items; DROP TABLE notification_deliveries;", 4)
     item = InboxItem(id="itm_1", tenant_id="ten_1", originator_user_id="usr_1",
                      assigned_to_user_id="usr_1", origin_process_id="proc_1",
                      idempotency_key="k", type=ItemType.APPROVAL, title="Approve?")
     delivery = NotificationDelivery(id="dlv_1", tenant_id="ten_1", item_id="itm_1",
                                     user_id="usr_1", channel="email",
                                     status=DeliveryStatus.QUEUED, criticality=Criticality.NORMAL)
-    store = SqliteStore(path)
-    try:
+    with _migrated(path) as store:
         assert [t.id for t in store.list_tenants()] == ["ten_1"]
         assert store.create_inbox_item(item) == (item, True)
         assert store.create_inbox_item(item.model_copy(update={"id": "itm_2"})) == (item, False)
         assert store.list_inbox_items("ten_1", InboxQuery(assigned_to="usr_1")) == [item]
         store.add_delivery(delivery)
         assert store.queued_deliveries("email") == [delivery]
-    finally:
-        store.close()
     with sqlite3.connect(path) as conn:
-        assert conn.execute("SELECT version FROM schema_version").fetchall() == [(5,)]
         # (name, unique, partial) of each index the migration made
         indexes = {(name, unique, partial) for table in ("inbox_items", "notification_deliveries")
                    for _, name, unique, _, partial in conn.execute(f"PRAGMA index_list({table})")

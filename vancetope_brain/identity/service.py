@@ -9,12 +9,16 @@ import hmac
 import os
 import re
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeVar
 
 from vancetope_brain.errors import Conflict, InvalidInput, NotFound, Unauthorized
 from vancetope_brain.models import ApiToken, Project, Tenant, User, new_id
 from vancetope_brain.store import Store
+
+R = TypeVar("R")
 
 TOKEN_PREFIX = "vt_"
 DEFAULT_PROJECT = "default"
@@ -75,10 +79,7 @@ class IdentityService:
         with contextlib.suppress(Conflict):
             self._store.create_project(Project(id=DEFAULT_PROJECT, tenant_id=tenant.id,
                                                name=DEFAULT_PROJECT, created_at=tenant.created_at))
-        try:
-            self._store.create_tenant(tenant)
-        except Conflict as e:
-            raise Conflict(f"tenant {tenant.id} already exists") from e
+        _insert(self._store.create_tenant, tenant, f"tenant {tenant.id} already exists")
         return tenant
 
     def list_tenants(self) -> list[Tenant]:
@@ -99,10 +100,8 @@ class IdentityService:
             group_id=None if group_id is None else _checked_id("group", group_id, "grp"),
         )
         self.require_tenant(tenant_id)
-        try:
-            self._store.create_project(project)
-        except Conflict as e:
-            raise Conflict(f"project {project.id} already exists in tenant {tenant_id}") from e
+        _insert(self._store.create_project, project,
+                f"project {project.id} already exists in tenant {tenant_id}")
         return project
 
     def list_projects(self, tenant_id: str) -> list[Project]:
@@ -115,10 +114,7 @@ class IdentityService:
         user = User(id=_checked_id("user", user_id, "usr"), tenant_id=tenant_id,
                     name=_checked_text("user name", name))
         self.require_tenant(tenant_id)
-        try:
-            self._store.create_user(user)
-        except Conflict as e:
-            raise Conflict(f"user id {user.id} is taken") from e
+        _insert(self._store.create_user, user, f"user id {user.id} is taken")
         return user
 
     def list_users(self, tenant_id: str) -> list[User]:
@@ -197,3 +193,11 @@ def bootstrap_local(identity: IdentityService, store: Store, token_file: Path) -
     with os.fdopen(fd, "w") as f:
         f.write(secret + "\n")
     return secret, True
+
+
+def _insert(create: Callable[[R], None], record: R, taken: str) -> None:
+    """Insert a new record; a taken id is a ``Conflict`` saying so in the admin's words."""
+    try:
+        create(record)
+    except Conflict as e:
+        raise Conflict(taken) from e

@@ -65,19 +65,19 @@ class NewItem:
     idempotency_key: str | None = None
 
 
+@dataclass
 class InboxService:
-    def __init__(self, store: Store, settings: SettingsService, notifier: Notifier,
-                 publish: Publish, wake: Callable[[str, str], object],
-                 attachments: AttachmentStore, base_url: str,
-                 clock: Callable[[], datetime] = utcnow) -> None:
-        self._store = store
-        self._settings = settings
-        self._notifier = notifier
-        self._publish = publish
-        self._wake = wake
-        self._attachments = attachments
-        self._base_url = base_url
-        self._clock = clock
+    """The one place inbox items change. ``wake(tenant, process)`` starts a lane;
+    ``base_url`` is where notification links point."""
+
+    store: Store
+    settings: SettingsService
+    notifier: Notifier
+    publish: Publish
+    wake: Callable[[str, str], object]
+    attachments: AttachmentStore
+    base_url: str
+    clock: Callable[[], datetime] = utcnow
 
     # ── creation (engines, the inbox_post tool) ───────────────────────────
     def create(self, tenant_id: str, originator_user_id: str, new: NewItem, *,
@@ -94,11 +94,11 @@ class InboxService:
         payload = validate_payload(new.type, new.payload or {})
         if "attachmentId" in payload:
             try:
-                self._attachments.meta(tenant_id, payload["attachmentId"])
+                self.attachments.meta(tenant_id, payload["attachmentId"])
             except NotFound:
                 raise InvalidInput(f"no attachment {payload['attachmentId']!r} in this tenant; "
                                    f"store the file first (attach)") from None
-        now = self._clock()
+        now = self.clock()
         item = InboxItem(
             id=new_id("item"), tenant_id=tenant_id, originator_user_id=originator_user_id,
             assigned_to_user_id=assignee, origin_process_id=origin_process_id,
@@ -119,7 +119,7 @@ class InboxService:
                                         answered_by=AUTO_DEFAULT_ANSWERER),
                 "history": [*item.history, HistoryEntry(action=HistoryAction.AUTO_ANSWER,
                                                         by=AUTO_DEFAULT_ANSWERER, at=now)]})
-        stored, created = self._store.create_inbox_item(item)
+        stored, created = self.store.create_inbox_item(item)
         if created and not auto:
             self._notify(stored, assignee)
         return stored, created
@@ -128,7 +128,7 @@ class InboxService:
                mime_type: str) -> dict[str, Any]:
         """Store a file for an OUTPUT_IMAGE / OUTPUT_DOCUMENT payload (``attachmentId``);
         returns ``{id, filename, mimeType, sizeBytes}``."""
-        return self._attachments.put(tenant_id, data, filename, mime_type)
+        return self.attachments.put(tenant_id, data, filename, mime_type)
 
     # ── the user's actions (protocol) ────────────────────────────────────
     def answer(self, who: Principal, item_id: str, outcome: Outcome, *,
@@ -218,14 +218,14 @@ class InboxService:
         everything but ARCHIVED (the archive is a filter of its own)."""
         wanted = frozenset(statuses) if statuses is not None else \
             frozenset(ItemStatus) - {ItemStatus.ARCHIVED}
-        return self._store.list_inbox_items(who.tenant_id, InboxQuery(
+        return self.store.list_inbox_items(who.tenant_id, InboxQuery(
             assigned_to=who.user_id, statuses=wanted,
             criticalities=frozenset(criticalities) if criticalities is not None else None,
             tags=tuple(tags), origin_session_id=session_id, before=before, limit=limit))
 
     def pending_summary(self, who: Principal) -> dict[str, Any]:
         """The ``inbox-pending-summary`` data (§12.5)."""
-        counts, oldest = self._store.inbox_pending_counts(who.tenant_id, who.user_id)
+        counts, oldest = self.store.inbox_pending_counts(who.tenant_id, who.user_id)
         return {"totalPending": sum(counts.values()),
                 "byCriticality": {c.value: counts.get(c.value, 0) for c in Criticality},
                 "oldestPendingAt": oldest.isoformat() if oldest else None}
@@ -236,7 +236,7 @@ class InboxService:
         attachment = item.payload.get("attachmentId")
         if attachment:
             data["payload"] = {**data["payload"],
-                               "url": self._attachments.signed_url(item.tenant_id, attachment)}
+                               "url": self.attachments.signed_url(item.tenant_id, attachment)}
         return data
 
     # ── housekeeping (beat) ──────────────────────────────────────────────
@@ -244,26 +244,26 @@ class InboxService:
         """Archive ANSWERED and DISMISSED items older than their assignee's
         ``inbox.autoArchiveAfterDays``; PENDING items stay. Returns how many."""
         done = 0
-        now = self._clock()
-        for tenant in self._store.list_tenants():
-            for user in self._store.list_users(tenant.id):
-                days = self._settings.resolve(tenant.id, None, user.id,
+        now = self.clock()
+        for tenant in self.store.list_tenants():
+            for user in self.store.list_users(tenant.id):
+                days = self.settings.resolve(tenant.id, None, user.id,
                                               "inbox.autoArchiveAfterDays")
                 query = InboxQuery(assigned_to=user.id, statuses=_ARCHIVABLE, limit=500,
                                    resolved_before=now - timedelta(days=days))
-                for item in self._store.list_inbox_items(tenant.id, query):
+                for item in self.store.list_inbox_items(tenant.id, query):
                     done += self._archive_quietly(item)
         return done
 
     # ── internals ────────────────────────────────────────────────────────
     def _archive_quietly(self, item: InboxItem) -> int:
-        now = self._clock()
+        now = self.clock()
         entry = HistoryEntry(action=HistoryAction.ARCHIVE, by="system:auto-archive", at=now)
         changed = item.model_copy(update={
             "status": ItemStatus.ARCHIVED, "archived_at": now, "updated_at": now,
             "history": [*item.history, entry]})
         try:
-            saved = self._store.save_inbox_item(changed, expected_revision=item.revision)
+            saved = self.store.save_inbox_item(changed, expected_revision=item.revision)
         except Conflict:
             return 0  # changed meanwhile; the next run looks again
         self._push(saved, "inbox-item-updated")
@@ -275,7 +275,7 @@ class InboxService:
         """Read, check and apply a change as one compare-and-set, retried on a lost race."""
         for _ in range(_SAVE_ATTEMPTS):
             item = self._assigned(who, item_id)
-            now = self._clock()
+            now = self.clock()
             update = change(item, now)
             entry = HistoryEntry(action=action, by=who.user_id, at=now, note=note,
                                  from_user=item.assigned_to_user_id if to_user else None,
@@ -284,12 +284,12 @@ class InboxService:
                                               "history": [*item.history, entry]})
             message = self._route(changed, action)
             try:
-                saved = self._store.save_inbox_item(changed, expected_revision=item.revision,
+                saved = self.store.save_inbox_item(changed, expected_revision=item.revision,
                                                     message=message)
             except Conflict:
                 continue
             if message is not None:
-                self._wake(saved.tenant_id, message.target_process_id)
+                self.wake(saved.tenant_id, message.target_process_id)
             self._push(saved, "inbox-item-updated", also=item.assigned_to_user_id)
             return saved
         raise Conflict(f"item {item_id!r} keeps changing; try again")
@@ -307,7 +307,7 @@ class InboxService:
         target, sender, message = origin, None, self._steer_for(item, action)
         if action is HistoryAction.ANSWER and item.answer is not None and \
                 item.answer.outcome is not Outcome.DECIDED:
-            process = self._store.get_process(item.tenant_id, origin)
+            process = self.store.get_process(item.tenant_id, origin)
             if process.parent_process_id is not None:
                 target, sender = process.parent_process_id, origin
                 message = ProcessEvent(
@@ -335,16 +335,16 @@ class InboxService:
                            answer=item.answer.dump() if item.answer else None)
 
     def _notify(self, item: InboxItem, user_id: str) -> None:
-        self._notifier.notify(NotifyEvent(
+        self.notifier.notify(NotifyEvent(
             tenant_id=item.tenant_id, user_id=user_id, item_id=item.id,
             criticality=item.criticality, title=item.title, body=item.body,
-            deep_link=item_link(self._base_url, item.id), item=self.view(item)))
+            deep_link=item_link(self.base_url, item.id), item=self.view(item)))
 
     def _push(self, item: InboxItem, event: str, also: str | None = None) -> None:
         """Tell the assignee's connections (and a previous assignee's) about the change."""
         view = self.view(item)
         for user in dict.fromkeys(u for u in (item.assigned_to_user_id, also) if u):
-            self._publish(item.tenant_id, user, event, view)
+            self.publish(item.tenant_id, user, event, view)
 
     def _assigned(self, who: Principal, item_id: str) -> InboxItem:
         item = self._visible(who, item_id)
@@ -355,7 +355,7 @@ class InboxService:
 
     def _visible(self, who: Principal, item_id: str) -> InboxItem:
         try:
-            item = self._store.get_inbox_item(who.tenant_id, item_id)
+            item = self.store.get_inbox_item(who.tenant_id, item_id)
         except NotFound:
             item = None
         if item is None or who.user_id not in (item.assigned_to_user_id,
@@ -365,7 +365,7 @@ class InboxService:
 
     def _check_user(self, tenant_id: str, user_id: str) -> None:
         try:
-            self._store.get_user(tenant_id, user_id)
+            self.store.get_user(tenant_id, user_id)
         except NotFound:
             raise InvalidInput(f"no user {user_id!r} in this tenant (items are delegated "
                                f"within a tenant only)") from None

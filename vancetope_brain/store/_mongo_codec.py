@@ -9,7 +9,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
-from vancetope_brain.errors import Conflict, StoreError
+from vancetope_brain.errors import Conflict, NotFound, StoreError
 from vancetope_brain.models import Document
 
 P = ParamSpec("P")
@@ -42,6 +42,13 @@ def from_bson(cls: type[D], raw: dict[str, Any]) -> D:
         if isinstance(value, datetime):
             raw[key] = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
     return cls.load(raw)
+
+
+def load_one(cls: type[D], raw: dict[str, Any] | None, missing: str) -> D:
+    """The document ``find_one`` found; ``NotFound(missing)`` when it found none."""
+    if raw is None:
+        raise NotFound(missing)
+    return from_bson(cls, raw)
 
 
 def translated(method: Callable[P, R]) -> Callable[P, R]:

@@ -34,7 +34,7 @@ from vancetope_brain.models.inbox import (
     ItemStatus,
     NotificationDelivery,
 )
-from vancetope_brain.store._mongo_codec import from_bson, naive_utc, to_bson, translated
+from vancetope_brain.store._mongo_codec import from_bson, load_one, naive_utc, to_bson, translated
 
 _STRING = {"$type": "string"}
 _OUTBOX = "_outbox"  # the message of a save, until it is appended (see the module docstring)
@@ -131,9 +131,7 @@ class MongoUserInboxMixin:
     @translated
     def get_inbox_item(self, tenant_id: str, item_id: str) -> InboxItem:
         raw = self._items.find_one({"_id": item_id, "tenantId": tenant_id})
-        if raw is None:
-            raise NotFound(f"inbox item {item_id} not found")
-        return from_bson(InboxItem, raw)
+        return load_one(InboxItem, raw, f"inbox item {item_id} not found")
 
     @translated
     def save_inbox_item(self, item: InboxItem, *, expected_revision: int,

@@ -16,6 +16,7 @@ from typing import Any
 from vancetope_brain.errors import Conflict, NotFound
 from vancetope_brain.recipes.model import Recipe
 from vancetope_brain.settings import SettingScope, StoredSetting
+from vancetope_brain.store._sqlite_db import load_one
 
 
 def recipe_level(tenant_id: str, project_id: str | None) -> str:
@@ -55,12 +56,10 @@ class SqliteConfigMixin:
             raise NotFound(f"recipe {name} not found in {recipe_level(tenant_id, project_id)}")
 
     def get_recipe(self, tenant_id: str, project_id: str | None, name: str) -> Recipe:
-        rows = self._read(
+        return load_one(Recipe, self._read(
             "SELECT doc FROM recipes WHERE tenant_id = ? AND project_id = ? AND name = ?",
-            (tenant_id, project_id or "", name))
-        if not rows:
-            raise NotFound(f"recipe {name} not found in {recipe_level(tenant_id, project_id)}")
-        return Recipe.load(json.loads(rows[0][0]))
+            (tenant_id, project_id or "", name)),
+            f"recipe {name} not found in {recipe_level(tenant_id, project_id)}")
 
     def list_recipes(self, tenant_id: str, project_id: str | None) -> list[Recipe]:
         rows = self._read(

@@ -28,6 +28,7 @@ so they order and compare as integers.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import random
 import sqlite3
@@ -35,11 +36,13 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from vancetope_brain.errors import StoreError
+from vancetope_brain.errors import NotFound, StoreError
+from vancetope_brain.models import Document
 
 T = TypeVar("T")
+D = TypeVar("D", bound=Document)
 
 SCHEMA_VERSION = 5
 
@@ -300,3 +303,11 @@ class ThreadConnection:
         if self.pid == os.getpid() and self.registry.pop(self.conn, None) is not None:
             with contextlib.suppress(sqlite3.Error):
                 self.conn.close()
+
+
+def load_one(cls: type[D], rows: list[Any], missing: str) -> D:
+    """The document in the ``doc`` column of the first of ``rows`` (a point read);
+    ``NotFound(missing)`` when there is none."""
+    if not rows:
+        raise NotFound(missing)
+    return cls.load(json.loads(rows[0][0]))

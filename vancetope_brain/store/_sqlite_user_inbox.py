@@ -25,7 +25,7 @@ from vancetope_brain.models.inbox import (
     ItemStatus,
     NotificationDelivery,
 )
-from vancetope_brain.store._sqlite_db import from_ms, to_ms
+from vancetope_brain.store._sqlite_db import from_ms, load_one, to_ms
 
 _ITEM_COLUMNS = ("assigned_to", "status", "criticality", "origin_process_id",
                  "origin_session_id", "idempotency_key", "created_ms", "resolved_ms", "revision",
@@ -100,11 +100,9 @@ class SqliteUserInboxMixin:
         return item, True
 
     def get_inbox_item(self, tenant_id: str, item_id: str) -> InboxItem:
-        rows = self._read("SELECT doc FROM inbox_items WHERE id = ? AND tenant_id = ?",
-                          (item_id, tenant_id))
-        if not rows:
-            raise NotFound(f"inbox item {item_id} not found")
-        return InboxItem.load(json.loads(rows[0][0]))
+        return load_one(InboxItem, self._read("SELECT doc FROM inbox_items WHERE id = ? AND "
+                                              "tenant_id = ?", (item_id, tenant_id)),
+                        f"inbox item {item_id} not found")
 
     def save_inbox_item(self, item: InboxItem, *, expected_revision: int,
                         message: InboxMessage | None = None) -> InboxItem:

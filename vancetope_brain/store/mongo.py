@@ -29,7 +29,7 @@ from vancetope_brain.models import (
     User,
     utcnow,
 )
-from vancetope_brain.store._mongo_codec import from_bson, naive_utc, to_bson, translated
+from vancetope_brain.store._mongo_codec import from_bson, load_one, naive_utc, to_bson, translated
 from vancetope_brain.store._mongo_config import MongoConfigMixin
 from vancetope_brain.store._mongo_user_inbox import MongoUserInboxMixin
 from vancetope_brain.store.base import Store
@@ -196,9 +196,7 @@ class MongoStore(MongoConfigMixin, MongoUserInboxMixin, Store):
     @translated
     def get_project(self, tenant_id: str, project_id: str) -> Project:
         raw = self._projects.find_one({"_id": _project_key(tenant_id, project_id)})
-        if raw is None:
-            raise NotFound(f"project {project_id} not found")
-        return from_bson(Project, raw)
+        return load_one(Project, raw, f"project {project_id} not found")
 
     @translated
     def list_projects(self, tenant_id: str) -> list[Project]:
@@ -217,9 +215,7 @@ class MongoStore(MongoConfigMixin, MongoUserInboxMixin, Store):
     @translated
     def get_user(self, tenant_id: str, user_id: str) -> User:
         raw = self._users.find_one({"_id": user_id, "tenantId": tenant_id})
-        if raw is None:
-            raise NotFound(f"user {user_id} not found")
-        return from_bson(User, raw)
+        return load_one(User, raw, f"user {user_id} not found")
 
     @translated
     def create_token(self, token: ApiToken) -> None:
@@ -250,9 +246,7 @@ class MongoStore(MongoConfigMixin, MongoUserInboxMixin, Store):
     @translated
     def get_session(self, tenant_id: str, session_id: str) -> Session:
         raw = self._sessions.find_one({"_id": session_id, "tenantId": tenant_id})
-        if raw is None:
-            raise NotFound(f"session {session_id} not found")
-        return from_bson(Session, raw)
+        return load_one(Session, raw, f"session {session_id} not found")
 
     @translated
     def list_sessions(self, tenant_id: str, user_id: str) -> list[Session]:
@@ -309,9 +303,7 @@ class MongoStore(MongoConfigMixin, MongoUserInboxMixin, Store):
     @translated
     def get_process(self, tenant_id: str, process_id: str) -> ThinkProcess:
         raw = self._processes.find_one({"_id": process_id, "tenantId": tenant_id})
-        if raw is None:
-            raise NotFound(f"process {process_id} not found")
-        return from_bson(ThinkProcess, raw)
+        return load_one(ThinkProcess, raw, f"process {process_id} not found")
 
     @translated
     def list_processes(self, tenant_id: str, session_id: str) -> list[ThinkProcess]:

@@ -38,6 +38,7 @@ from vancetope_brain.store._sqlite_db import (
     connect,
     create_schema,
     from_ms,
+    load_one,
     retry_busy,
     to_ms,
 )
@@ -201,11 +202,9 @@ class SqliteStore(SqliteConfigMixin, SqliteUserInboxMixin, Store):
                      (project.tenant_id, project.id, project.model_dump_json(by_alias=True)))
 
     def get_project(self, tenant_id: str, project_id: str) -> Project:
-        rows = self._read("SELECT doc FROM projects WHERE tenant_id = ? AND id = ?",
-                          (tenant_id, project_id))
-        if not rows:
-            raise NotFound(f"project {project_id} not found")
-        return Project.load(json.loads(rows[0][0]))
+        return load_one(Project, self._read("SELECT doc FROM projects WHERE tenant_id = ? AND "
+                                            "id = ?", (tenant_id, project_id)),
+                        f"project {project_id} not found")
 
     def list_projects(self, tenant_id: str) -> list[Project]:
         rows = self._read("SELECT doc FROM projects WHERE tenant_id = ? ORDER BY rowid",
@@ -222,11 +221,8 @@ class SqliteStore(SqliteConfigMixin, SqliteUserInboxMixin, Store):
         return _oldest_first(User.load(json.loads(doc)) for (doc,) in rows)
 
     def get_user(self, tenant_id: str, user_id: str) -> User:
-        rows = self._read("SELECT doc FROM users WHERE id = ? AND tenant_id = ?",
-                          (user_id, tenant_id))
-        if not rows:
-            raise NotFound(f"user {user_id} not found")
-        return User.load(json.loads(rows[0][0]))
+        return load_one(User, self._read("SELECT doc FROM users WHERE id = ? AND tenant_id = ?",
+                                         (user_id, tenant_id)), f"user {user_id} not found")
 
     def create_token(self, token: ApiToken) -> None:
         self._execute(
@@ -263,11 +259,9 @@ class SqliteStore(SqliteConfigMixin, SqliteUserInboxMixin, Store):
         )
 
     def get_session(self, tenant_id: str, session_id: str) -> Session:
-        rows = self._read("SELECT doc FROM sessions WHERE id = ? AND tenant_id = ?",
-                          (session_id, tenant_id))
-        if not rows:
-            raise NotFound(f"session {session_id} not found")
-        return Session.load(json.loads(rows[0][0]))
+        return load_one(Session, self._read("SELECT doc FROM sessions WHERE id = ? AND "
+                                            "tenant_id = ?", (session_id, tenant_id)),
+                        f"session {session_id} not found")
 
     def list_sessions(self, tenant_id: str, user_id: str) -> list[Session]:
         rows = self._read(
