@@ -1,0 +1,98 @@
+"""The lanes port: a process's inbox of steer messages, its epoch, committed turns and chat."""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from datetime import datetime
+
+from vancetope_brain.models import (
+    ChatMessage,
+    InboxMessage,
+    ProcessStatus,
+    ThinkProcess,
+    TurnCommit,
+    TurnRecord,
+)
+from vancetope_brain.store.backend import Port
+
+
+class LaneStore(Port):
+    """What a lane turn reads and writes (ARCHITECTURE §3).
+
+    Ordering: inbox ``seq`` is strictly increasing per process in the order the
+    appends complete; chat ``seq`` is consecutive per process in commit order.
+    Fencing: every epoch-conditional write is a no-op for a turn whose epoch
+    has moved on. ``stale_pending`` is a system query across tenants (the
+    sweeper's).
+    """
+
+    @abstractmethod
+    def append_message(self, message: InboxMessage) -> tuple[InboxMessage, bool]:
+        """Persist a message into its target's inbox, assigning the next per-process ``seq``.
+
+        Sequence numbers are strictly increasing per process in the order the
+        appends complete. A repeated (target, idempotencyKey) stores nothing
+        and returns the first message with ``False``. Raises ``NotFound`` if
+        the target process does not exist in the tenant.
+        """
+
+    @abstractmethod
+    def pending_messages(self, tenant_id: str, process_id: str, limit: int = 1000) -> list[InboxMessage]:
+        """Undrained messages of the process in ``seq`` order (at most ``limit``)."""
+
+    @abstractmethod
+    def stale_pending(self, older_than: datetime, limit: int = 100) -> list[tuple[str, str]]:
+        """System query for the sweeper: distinct (tenant, process) pairs that need a turn and
+        were left waiting since before ``older_than``: an undrained message of a process that is
+        not CLOSED, PAUSED or SUSPENDED, or a ``pendingControl`` of a process that is not CLOSED
+        requested before ``older_than``.
+        """
+
+    @abstractmethod
+    def acquire_epoch(self, tenant_id: str, process_id: str) -> ThinkProcess:
+        """Start a lane turn: atomically increment ``epoch`` and, if the status is INIT, IDLE
+        or BLOCKED, set it to RUNNING.
+
+        Returns the document with the *new* epoch and the status it had *before*
+        this call (the engine needs to know where it came from). Any turn holding
+        an older epoch is fenced from then on. Raises ``NotFound``.
+        """
+
+    @abstractmethod
+    def request_control(self, tenant_id: str, process_id: str, call: str,
+                        allowed_from: frozenset[ProcessStatus]) -> ThinkProcess:
+        """Atomically record a lifecycle call for the next lane turn, if the status allows it.
+
+        Sets ``pendingControl = call`` and ``controlRequestedAt = now`` (replacing
+        any earlier request) only while the status is in ``allowed_from``, and
+        returns the updated document. Raises ``Conflict`` naming the current
+        status otherwise, ``NotFound`` if the process does not exist.
+        """
+
+    @abstractmethod
+    def commit_turn(self, tenant_id: str, process_id: str, epoch: int,
+                    commit: TurnCommit) -> list[ChatMessage] | None:
+        """Apply a turn's effects all-or-nothing, only if ``epoch`` is still current.
+
+        Effects: mark ``commit.drained_ids`` drained (with this epoch), append
+        ``commit.chat`` with consecutive chat ``seq`` numbers in list order, set
+        status / closeReason / lastError / engineState, insert ``commit.record``,
+        insert ``commit.spawned`` processes and append ``commit.outbox`` messages to
+        their targets' inboxes (as ``append_message`` does),
+        and clear ``pendingControl`` (and ``controlRequestedAt``) if it still equals
+        ``commit.control_handled`` (a newer request survives).
+        Returns the chat lines as written (with their ``seq``), or None, having
+        written nothing, when the epoch moved on (fenced) or a listed message
+        was already drained. Chat lines whose (process, sourceMessageId, role)
+        already exists are skipped and not returned.
+        """
+
+    @abstractmethod
+    def chat_history(
+        self, tenant_id: str, process_id: str, *, before_seq: int | None = None, limit: int = 100
+    ) -> list[ChatMessage]:
+        """The last ``limit`` chat lines of the process before ``before_seq``, oldest first."""
+
+    @abstractmethod
+    def turn_records(self, tenant_id: str, process_id: str) -> list[TurnRecord]:
+        """The process's committed turns in epoch order."""

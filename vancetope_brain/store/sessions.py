@@ -1,0 +1,65 @@
+"""The sessions port: sessions and the process documents they own."""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+
+from vancetope_brain.models import Fingerprint, Session, SessionStatus, SuspendCause, ThinkProcess
+from vancetope_brain.store.backend import Port
+
+
+class SessionStore(Port):
+    """Sessions and their processes.
+
+    Each call is one atomic write or read of one document. A process's lane
+    fields (status, epoch, sequence counters, pending control) change only
+    through ``LaneStore``; here a process is created and read, and its
+    ``contextDrift`` flag set.
+    """
+
+    @abstractmethod
+    def create_session(self, session: Session) -> None:
+        """Insert a session."""
+
+    @abstractmethod
+    def get_session(self, tenant_id: str, session_id: str) -> Session:
+        """The session. Raises ``NotFound``."""
+
+    @abstractmethod
+    def list_sessions(self, tenant_id: str, user_id: str) -> list[Session]:
+        """The user's sessions, newest first."""
+
+    @abstractmethod
+    def set_chat_process(self, tenant_id: str, session_id: str, process_id: str) -> None:
+        """Atomically set ``chatProcessId`` of the session. Raises ``NotFound``."""
+
+    @abstractmethod
+    def update_session_status(self, tenant_id: str, session_id: str, status: SessionStatus, *,
+                              allowed_from: frozenset[SessionStatus],
+                              suspend_cause: SuspendCause | None = None) -> Session:
+        """Atomically move the session to ``status`` if its status is in ``allowed_from``;
+        sets ``suspendCause`` (cleared unless given) and ``updatedAt``. Returns the updated
+        session. Raises ``Conflict`` naming the current status, or ``NotFound``.
+        """
+
+    @abstractmethod
+    def set_fingerprint(self, tenant_id: str, session_id: str,
+                        fingerprint: Fingerprint) -> Session:
+        """Store the client fingerprint unless one is already stored (the first bind wins,
+        atomically). Returns the session as stored. Raises ``NotFound``."""
+
+    @abstractmethod
+    def create_process(self, process: ThinkProcess) -> None:
+        """Insert a process document (status INIT, epoch 0)."""
+
+    @abstractmethod
+    def get_process(self, tenant_id: str, process_id: str) -> ThinkProcess:
+        """The process. Raises ``NotFound``."""
+
+    @abstractmethod
+    def list_processes(self, tenant_id: str, session_id: str) -> list[ThinkProcess]:
+        """The session's processes, oldest first."""
+
+    @abstractmethod
+    def set_context_drift(self, tenant_id: str, process_id: str, drift: bool) -> None:
+        """Set the process's ``contextDrift`` flag. Raises ``NotFound``."""

@@ -1,0 +1,30 @@
+"""The settings port: stored values of the settings cascade, per scope."""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from typing import Any
+
+from vancetope_brain.settings import SettingScope
+from vancetope_brain.store.backend import Port
+
+
+class SettingStore(Port):
+    """JSON values by key at one scope (tenant, project or user). Each call is one
+    atomic write or read; validation is the caller's (``SettingsService``)."""
+
+    @abstractmethod
+    def get_setting(self, tenant_id: str, scope: SettingScope, key: str) -> Any | None:
+        """The value stored for ``key`` at exactly this scope, or None."""
+
+    @abstractmethod
+    def set_setting(self, tenant_id: str, scope: SettingScope, key: str, value: Any) -> None:
+        """Store (insert or replace) a JSON value, not None; the caller has validated it."""
+
+    @abstractmethod
+    def delete_setting(self, tenant_id: str, scope: SettingScope, key: str) -> None:
+        """Remove the value stored at this scope. Raises ``NotFound``."""
+
+    @abstractmethod
+    def list_settings(self, tenant_id: str, scope: SettingScope) -> dict[str, Any]:
+        """The values stored at exactly this scope, by key."""
