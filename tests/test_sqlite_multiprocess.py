@@ -1,4 +1,4 @@
-"""SqliteStore across OS processes and threads.
+"""SqliteBackend across OS processes and threads.
 
 Concurrent appends from four processes to one inbox get seqs 1..N exactly
 once; a thread's connection is closed when the thread ends.
@@ -12,18 +12,19 @@ import threading
 from pathlib import Path
 
 from vancetope_brain.models import InboxMessage, ThinkProcess, UserChatInput
-from vancetope_brain.store.sqlite import SqliteStore
+from vancetope_brain.store import LaneStore, SessionStore
+from vancetope_brain.store.sqlite import SqliteBackend
 
 WORKERS = 4
 APPENDS = 50
 
 
 def _append_many(path: str, process_id: str, worker: int) -> None:
-    """Runs in a spawned child: its own SqliteStore on the shared file."""
-    store = SqliteStore(path)
+    """Runs in a spawned child: its own SqliteBackend on the shared file."""
+    store = SqliteBackend(path)
     try:
         for i in range(APPENDS):
-            store.append_message(InboxMessage(
+            store.port(LaneStore).append_message(InboxMessage(
                 id=f"msg_{worker}_{i}", tenant_id="ten_1", target_process_id=process_id,
                 message=UserChatInput(from_user="usr_1", content=f"{worker}:{i}"),
             ))
@@ -35,8 +36,8 @@ def test_concurrent_appends_from_four_processes_get_distinct_consecutive_seqs(
     tmp_path: Path,
 ) -> None:
     path = str(tmp_path / "vancetope.db")
-    store = SqliteStore(path)
-    store.create_process(ThinkProcess(id="proc_1", tenant_id="ten_1", session_id="ses_1",
+    store = SqliteBackend(path)
+    store.port(SessionStore).create_process(ThinkProcess(id="proc_1", tenant_id="ten_1", session_id="ses_1",
                                       user_id="usr_1", name="main", engine="echo",
                                       engine_version="1"))
     ctx = multiprocessing.get_context("spawn")
@@ -50,25 +51,25 @@ def test_concurrent_appends_from_four_processes_get_distinct_consecutive_seqs(
             child.join()
     assert [child.exitcode for child in children] == [0] * WORKERS
 
-    pending = store.pending_messages("ten_1", "proc_1")
+    pending = store.port(LaneStore).pending_messages("ten_1", "proc_1")
     assert [m.seq for m in pending] == list(range(1, WORKERS * APPENDS + 1))
     assert len({m.id for m in pending}) == WORKERS * APPENDS
     for worker in range(WORKERS):  # each child's own appends kept their order
         mine = [int(m.id.rsplit("_", 1)[1]) for m in pending if m.id.startswith(f"msg_{worker}_")]
         assert mine == list(range(APPENDS))
-    assert store.get_process("ten_1", "proc_1").next_seq == WORKERS * APPENDS
+    assert store.port(SessionStore).get_process("ten_1", "proc_1").next_seq == WORKERS * APPENDS
     store.close()
 
 
 def test_thread_connections_are_closed_when_their_threads_end(tmp_path: Path) -> None:
-    store = SqliteStore(tmp_path / "vancetope.db")
-    store.create_process(ThinkProcess(id="proc_1", tenant_id="ten_1", session_id="ses_1",
+    store = SqliteBackend(tmp_path / "vancetope.db")
+    store.port(SessionStore).create_process(ThinkProcess(id="proc_1", tenant_id="ten_1", session_id="ses_1",
                                       user_id="usr_1", name="main", engine="echo",
                                       engine_version="1"))
     seqs: list[int] = []
 
     def append(worker: int) -> None:
-        stored, _ = store.append_message(InboxMessage(
+        stored, _ = store.port(LaneStore).append_message(InboxMessage(
             id=f"msg_{worker}", tenant_id="ten_1", target_process_id="proc_1",
             message=UserChatInput(from_user="usr_1", content="hi"),
         ))

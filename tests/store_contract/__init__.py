@@ -1,6 +1,10 @@
-"""The Store contract suite: one file per capability, run against every adapter.
+"""The store contract suite: one folder per port, named after the port's module
+(``identity/`` for ``vancetope_brain/store/identity.py``, …), run against every backend.
 
-``conftest.py`` parametrizes the ``store`` fixture over "sqlite", "mongomock"
-and, only when ``VANCETOPE_TEST_MONGO_URL`` is set, "mongo" (a real server).
-A new adapter passes this suite unchanged before it is used.
+``conftest.py`` parametrizes the ``storage`` fixture (and so ``backend`` and
+every port fixture) over "sqlite", "mongomock" and, only when
+``VANCETOPE_TEST_MONGO_URL`` is set, "mongo" (a real server). A new adapter
+passes its port's folder unchanged before it is used. Top-level files are the
+cross-port ones: tenancy across ports, schema versions, and ``test_ports.py``,
+which holds every port to this layout.
 """

@@ -1,9 +1,13 @@
-"""Fixtures of the contract suite: a fresh store per test, per backend, and a small data builder.
+"""Fixtures of the contract suite: a fresh backend per test, per storage kind, its ports,
+and a small data builder.
 
-``backend`` opens stores over one storage (so a test can reopen it) and can
-write a raw field behind the port's back; ``store`` is the store under test;
-``world`` builds tenants, sessions, processes, messages, turn commits, user
-Inbox items and notification deliveries.
+``storage`` is one storage location, parametrised over the backends: it opens
+backends on it (so a test can reopen it) and can write a raw field behind the
+ports' back. ``backend`` is the ``vancetope_brain.store.Backend`` under test;
+``identity``, ``sessions``, ``lanes``, ``user_inbox``, ``deliveries``,
+``recipes`` and ``settings`` are its ports. ``world`` builds tenants,
+sessions, processes, messages, turn commits, user Inbox items and
+notification deliveries through the ports.
 """
 
 from __future__ import annotations
@@ -43,9 +47,18 @@ from vancetope_brain.models.inbox import (
     ItemType,
     NotificationDelivery,
 )
-from vancetope_brain.store import Store
-from vancetope_brain.store.mongo import MongoStore
-from vancetope_brain.store.sqlite import SqliteStore
+from vancetope_brain.store import (
+    Backend,
+    DeliveryStore,
+    IdentityStore,
+    LaneStore,
+    RecipeStore,
+    SessionStore,
+    SettingStore,
+    UserInboxStore,
+)
+from vancetope_brain.store.mongo import MongoBackend
+from vancetope_brain.store.sqlite import SqliteBackend
 
 MONGO_URL = os.environ.get("VANCETOPE_TEST_MONGO_URL")
 # The real-server backend is not generated at all without a URL (not skipped).
@@ -53,22 +66,22 @@ BACKENDS = ["sqlite", "mongomock", *(["mongo"] if MONGO_URL else [])]
 
 
 @dataclass
-class Backend:
-    """One storage location and the means to open stores on it."""
+class Storage:
+    """One storage location and the means to open backends on it."""
 
     name: str
-    open: Callable[[], Store]
-    # (kind, record id, field, value): write one stored field, bypassing the port.
+    open: Callable[[], Backend]
+    # (kind, record id, field, value): write one stored field, bypassing the ports.
     set_raw: Callable[[str, str, str, Any], None]
-    opened: list[Store] = field(default_factory=list)
+    opened: list[Backend] = field(default_factory=list)
 
-    def open_store(self) -> Store:
-        store = self.open()
-        self.opened.append(store)
-        return store
+    def open_backend(self) -> Backend:
+        backend = self.open()
+        self.opened.append(backend)
+        return backend
 
 
-def _sqlite_backend(path: str) -> Backend:
+def _sqlite_storage(path: str) -> Storage:
     tables = {"process": "processes", "session": "sessions", "user": "users"}
 
     def set_raw(kind: str, record_id: str, name: str, value: Any) -> None:
@@ -77,63 +90,101 @@ def _sqlite_backend(path: str) -> Backend:
                          "WHERE id = ?", (value, record_id))
         conn.close()
 
-    return Backend("sqlite", lambda: SqliteStore(path), set_raw)
+    return Storage("sqlite", lambda: SqliteBackend(path), set_raw)
 
 
-def _mongo_backend(name: str, client: Any, db_name: str) -> Backend:
+def _mongo_storage(name: str, client: Any, db_name: str) -> Storage:
     collections = {"process": "think_processes", "session": "sessions", "user": "users"}
 
     def set_raw(kind: str, record_id: str, field_name: str, value: Any) -> None:
         client[db_name][collections[kind]].update_one({"_id": record_id},
                                                       {"$set": {field_name: value}})
 
-    return Backend(name, lambda: MongoStore.from_client(client, db_name), set_raw)
+    return Storage(name, lambda: MongoBackend.from_client(client, db_name), set_raw)
 
 
 @pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Backend]:
+def storage(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Storage]:
     client: Any = None
     db_name = f"vancetope_test_{uuid.uuid4().hex[:12]}"
     if request.param == "sqlite":
-        made = _sqlite_backend(str(tmp_path / "store" / "vancetope.db"))
+        made = _sqlite_storage(str(tmp_path / "store" / "vancetope.db"))
     elif request.param == "mongomock":
         client = mongomock.MongoClient(tz_aware=True)
-        made = _mongo_backend("mongomock", client, db_name)
+        made = _mongo_storage("mongomock", client, db_name)
     else:
         client = MongoClient(MONGO_URL, tz_aware=True, serverSelectionTimeoutMS=5000)
-        made = _mongo_backend("mongo", client, db_name)
+        made = _mongo_storage("mongo", client, db_name)
     yield made
-    for store in made.opened:
-        store.close()
+    for backend in made.opened:
+        backend.close()
     if client is not None:
         client.drop_database(db_name)
         client.close()
 
 
 @pytest.fixture
-def store(backend: Backend) -> Store:
-    return backend.open_store()
+def backend(storage: Storage) -> Backend:
+    return storage.open_backend()
+
+
+@pytest.fixture
+def identity(backend: Backend) -> IdentityStore:
+    return backend.port(IdentityStore)
+
+
+@pytest.fixture
+def sessions(backend: Backend) -> SessionStore:
+    return backend.port(SessionStore)
+
+
+@pytest.fixture
+def lanes(backend: Backend) -> LaneStore:
+    return backend.port(LaneStore)
+
+
+@pytest.fixture
+def user_inbox(backend: Backend) -> UserInboxStore:
+    return backend.port(UserInboxStore)
+
+
+@pytest.fixture
+def deliveries(backend: Backend) -> DeliveryStore:
+    return backend.port(DeliveryStore)
+
+
+@pytest.fixture
+def recipes(backend: Backend) -> RecipeStore:
+    return backend.port(RecipeStore)
+
+
+@pytest.fixture
+def settings(backend: Backend) -> SettingStore:
+    return backend.port(SettingStore)
 
 
 class World:
     """Builds valid records with fresh ids; nothing here asserts anything."""
 
-    def __init__(self, store: Store) -> None:
-        self.store = store
+    def __init__(self, backend: Backend) -> None:
+        self.identity = backend.port(IdentityStore)
+        self.sessions = backend.port(SessionStore)
+        self.lanes = backend.port(LaneStore)
+        self.user_inbox = backend.port(UserInboxStore)
 
     def tenant(self) -> str:
         tenant = Tenant(id=new_id("ten"), name="Acme")
-        self.store.create_tenant(tenant)
+        self.identity.create_tenant(tenant)
         return tenant.id
 
     def user(self, tenant_id: str) -> str:
         user = User(id=new_id("usr"), tenant_id=tenant_id, name="Ada")
-        self.store.create_user(user)
+        self.identity.create_user(user)
         return user.id
 
     def session(self, tenant_id: str, user_id: str = "usr_1", **fields: Any) -> Session:
         session = Session(id=new_id("ses"), tenant_id=tenant_id, user_id=user_id, **fields)
-        self.store.create_session(session)
+        self.sessions.create_session(session)
         return session
 
     def process(self, tenant_id: str, session_id: str = "ses_1", **fields: Any) -> ThinkProcess:
@@ -141,7 +192,7 @@ class World:
             id=new_id("proc"), tenant_id=tenant_id, session_id=session_id, user_id="usr_1",
             name="main", engine="echo", engine_version="1", **fields,
         )
-        self.store.create_process(process)
+        self.sessions.create_process(process)
         return process
 
     def message(self, tenant_id: str, process_id: str, text: str = "hello", *,
@@ -155,7 +206,7 @@ class World:
 
     def append(self, tenant_id: str, process_id: str, text: str = "hello",
                **kw: Any) -> InboxMessage:
-        stored, created = self.store.append_message(self.message(tenant_id, process_id, text, **kw))
+        stored, created = self.lanes.append_message(self.message(tenant_id, process_id, text, **kw))
         assert created
         return stored
 
@@ -180,8 +231,8 @@ class World:
     def set_status(self, process: ThinkProcess, status: ProcessStatus, **fields: Any) -> None:
         """Move a process to ``status`` the only way the port allows: a committed turn
         (``fields`` go into its ``TurnCommit``)."""
-        epoch = self.store.acquire_epoch(process.tenant_id, process.id).epoch
-        assert None is not self.store.commit_turn(process.tenant_id, process.id, epoch,
+        epoch = self.lanes.acquire_epoch(process.tenant_id, process.id).epoch
+        assert None is not self.lanes.commit_turn(process.tenant_id, process.id, epoch,
                                                   self.turn(process, epoch, status=status,
                                                             **fields))
 
@@ -189,7 +240,7 @@ class World:
               revoked: bool = False, **fields: Any) -> ApiToken:
         token = ApiToken(id=new_id("tok"), tenant_id=tenant_id, user_id=user_id,
                          token_hash=token_hash, revoked=revoked, **fields)
-        self.store.create_token(token)
+        self.identity.create_token(token)
         return token
 
     def item(self, tenant_id: str, *, assigned_to: str = "usr_1", **fields: Any) -> InboxItem:
@@ -199,7 +250,7 @@ class World:
                             "type": ItemType.APPROVAL, "title": "Approve the plan?", **fields})
 
     def add_item(self, tenant_id: str, **fields: Any) -> InboxItem:
-        stored, created = self.store.create_inbox_item(self.item(tenant_id, **fields))
+        stored, created = self.user_inbox.create_inbox_item(self.item(tenant_id, **fields))
         assert created
         return stored
 
@@ -214,5 +265,5 @@ class World:
 
 
 @pytest.fixture
-def world(store: Store) -> World:
-    return World(store)
+def world(backend: Backend) -> World:
+    return World(backend)

@@ -22,16 +22,26 @@ from vancetope_brain.models import (
     ThinkProcess,
     utcnow,
 )
-from vancetope_brain.store import Store
-from vancetope_brain.store._sqlite_db import SCHEMA_VERSION
-from vancetope_brain.store.sqlite import SqliteStore
+from vancetope_brain.store import (
+    Backend,
+    DeliveryStore,
+    IdentityStore,
+    LaneStore,
+    RecipeStore,
+    SessionStore,
+    SettingStore,
+    UserInboxStore,
+)
+from vancetope_brain.store.sqlite import SqliteAdapter, SqliteBackend
+from vancetope_brain.store.sqlite._db import SCHEMA_VERSION
 
 if TYPE_CHECKING:
-    from .conftest import Backend, World
+    from tests.store_contract.conftest import Storage, World
 
 
 def test_every_record_reads_back_with_the_current_schema_version(
-    store: Store, world: World
+    identity: IdentityStore, sessions: SessionStore, lanes: LaneStore,
+    user_inbox: UserInboxStore, deliveries: DeliveryStore, world: World
 ) -> None:
     tenant = world.tenant()
     user = world.user(tenant)
@@ -39,58 +49,59 @@ def test_every_record_reads_back_with_the_current_schema_version(
     process = world.process(tenant, session.id)
     world.append(tenant, process.id)
     world.token(tenant, "9" * 64)
-    epoch = store.acquire_epoch(tenant, process.id).epoch
+    epoch = lanes.acquire_epoch(tenant, process.id).epoch
     commit = world.turn(process, epoch, chat=[world.line(process, "hi")])
-    assert None is not store.commit_turn(tenant, process.id, epoch, commit)
+    assert None is not lanes.commit_turn(tenant, process.id, epoch, commit)
     records: list[Document] = [
-        store.get_user(tenant, user),
-        store.get_session(tenant, session.id),
-        store.get_process(tenant, process.id),
-        *store.pending_messages(tenant, process.id),
-        *store.chat_history(tenant, process.id),
-        *store.turn_records(tenant, process.id),
+        identity.get_user(tenant, user),
+        sessions.get_session(tenant, session.id),
+        sessions.get_process(tenant, process.id),
+        *lanes.pending_messages(tenant, process.id),
+        *lanes.chat_history(tenant, process.id),
+        *lanes.turn_records(tenant, process.id),
     ]
-    store.create_project(Project(id="default", tenant_id=tenant, name="default"))
-    records += [store.get_project(tenant, "default"), *store.list_tenants()]
-    token = store.token_by_hash("9" * 64)
+    identity.create_project(Project(id="default", tenant_id=tenant, name="default"))
+    records += [identity.get_project(tenant, "default"), *identity.list_tenants()]
+    token = identity.token_by_hash("9" * 64)
     assert token is not None
     records.append(token)
     item = world.add_item(tenant)
-    store.add_delivery(world.delivery(tenant, item.id))
-    records += [store.get_inbox_item(tenant, item.id), *store.list_deliveries(tenant)]
+    deliveries.add_delivery(world.delivery(tenant, item.id))
+    records += [user_inbox.get_inbox_item(tenant, item.id), *deliveries.list_deliveries(tenant)]
     assert len(records) == 11
     assert all(r.schema_version == type(r).SCHEMA_VERSION == 1 for r in records)
 
 
 def test_a_record_from_a_newer_schema_is_refused(
-    store: Store, world: World, backend: Backend
+    sessions: SessionStore, world: World, storage: Storage
 ) -> None:
     process = world.process("ten_1")
-    backend.set_raw("process", process.id, "schemaVersion", 99)
+    storage.set_raw("process", process.id, "schemaVersion", 99)
     with pytest.raises(StoreError, match="schemaVersion 99"):
-        store.get_process("ten_1", process.id)
+        sessions.get_process("ten_1", process.id)
 
 
 def test_reopening_keeps_data_and_creating_the_schema_is_idempotent(
-    store: Store, world: World, backend: Backend
+    world: World, storage: Storage
 ) -> None:
     process = world.process("ten_1")
     message = world.append("ten_1", process.id, key="k")
-    again = backend.open_store()
-    assert again.get_process("ten_1", process.id).next_seq == 1
-    assert again.append_message(world.message("ten_1", process.id, key="k")) == (message, False)
+    again = storage.open_backend()
+    assert again.port(SessionStore).get_process("ten_1", process.id).next_seq == 1
+    assert again.port(LaneStore).append_message(
+        world.message("ten_1", process.id, key="k")) == (message, False)
     assert world.append("ten_1", process.id).seq == 2
     again.ping()
 
 
 def test_sqlite_refuses_a_file_with_a_newer_schema(tmp_path: Path) -> None:
     path = tmp_path / "vancetope.db"
-    SqliteStore(path).close()
+    SqliteBackend(path).close()
     with sqlite3.connect(path) as conn:
         conn.execute("UPDATE schema_version SET version = 99")
     conn.close()
     with pytest.raises(StoreError, match="schema version 99"):
-        SqliteStore(path)
+        SqliteBackend(path)
 
 
 # The tables the migrations touch or read, as schema version 1 (and 2) wrote them.
@@ -117,9 +128,9 @@ def _older_file(tmp_path: Path, drop_tables: str, version: int) -> Path:
     """A file of schema ``version`` holding tenant ``ten_1``: a current one without the
     tables later versions added (``drop_tables``, SQL)."""
     path = tmp_path / "vancetope.db"
-    store = SqliteStore(path)
-    store.create_tenant(Tenant(id="ten_1", name="Acme"))
-    store.close()
+    backend = SqliteBackend(path)
+    backend.port(IdentityStore).create_tenant(Tenant(id="ten_1", name="Acme"))
+    backend.close()
     with sqlite3.connect(path) as conn:
         conn.executescript(f"{drop_tables} UPDATE schema_version SET version = {version};")
     conn.close()
@@ -127,15 +138,15 @@ def _older_file(tmp_path: Path, drop_tables: str, version: int) -> Path:
 
 
 @contextlib.contextmanager
-def _migrated(path: Path) -> Iterator[SqliteStore]:
+def _migrated(path: Path) -> Iterator[Backend]:
     """Open an older file (which migrates it), then check that it is at the current schema
     version and that opening it again changes nothing."""
-    store = SqliteStore(path)
+    backend = SqliteBackend(path)
     try:
-        yield store
+        yield backend
     finally:
-        store.close()
-    SqliteStore(path).close()
+        backend.close()
+    SqliteBackend(path).close()
     with sqlite3.connect(path) as conn:
         assert conn.execute("SELECT version FROM schema_version").fetchall() == [
             (SCHEMA_VERSION,)]
@@ -154,14 +165,15 @@ def test_sqlite_migrates_a_version_1_file(tmp_path: Path) -> None:
                      (json.dumps(raw),))
         conn.execute("INSERT INTO lanes VALUES ('proc_1', 'ten_1', 'IDLE', 3, 0, 0)")
     conn.close()
-    with _migrated(path) as store:
-        loaded = store.get_process("ten_1", "proc_1")
+    with _migrated(path) as backend:
+        lanes = backend.port(LaneStore)
+        loaded = backend.port(SessionStore).get_process("ten_1", "proc_1")
         assert (loaded.status, loaded.epoch, loaded.pending_control) == (
             ProcessStatus.IDLE, 3, None)
-        requested = store.request_control("ten_1", "proc_1", "pause",
+        requested = lanes.request_control("ten_1", "proc_1", "pause",
                                           frozenset({ProcessStatus.IDLE}))
         assert requested.pending_control == "pause"
-        assert store.stale_pending(utcnow() + timedelta(seconds=5)) == [("ten_1", "proc_1")]
+        assert lanes.stale_pending(utcnow() + timedelta(seconds=5)) == [("ten_1", "proc_1")]
 
 
 def test_sqlite_migrates_a_version_2_file(tmp_path: Path) -> None:
@@ -178,14 +190,15 @@ def test_sqlite_migrates_a_version_2_file(tmp_path: Path) -> None:
         conn.execute("INSERT INTO api_tokens VALUES ('tok_1', 'ten_1', ?, 0, ?)",
                      ("a" * 64, token.model_dump_json(by_alias=True)))
     conn.close()
-    with _migrated(path) as store:
-        assert store.list_projects("ten_1") == [
+    with _migrated(path) as backend:
+        identity = backend.port(IdentityStore)
+        assert identity.list_projects("ten_1") == [
             Project(id="default", tenant_id="ten_1", name="default",
                     created_at=tenant.created_at)]
-        assert store.list_tokens("ten_1", "usr_1") == [token]
-        store.revoke_token("ten_1", "tok_1")
-        assert store.token_by_hash("a" * 64) is None
-        store.create_project(Project(id="p2", tenant_id="ten_1", name="Second"))
+        assert identity.list_tokens("ten_1", "usr_1") == [token]
+        identity.revoke_token("ten_1", "tok_1")
+        assert identity.token_by_hash("a" * 64) is None
+        identity.create_project(Project(id="p2", tenant_id="ten_1", name="Second"))
 
 
 def test_sqlite_migrates_a_version_3_file(tmp_path: Path) -> None:
@@ -194,12 +207,13 @@ def test_sqlite_migrates_a_version_3_file(tmp_path: Path) -> None:
     from vancetope_brain.settings import SettingScope
 
     path = _older_file(tmp_path, "DROP TABLE recipes; DROP TABLE settings;", 3)
-    with _migrated(path) as store:
-        assert [t.id for t in store.list_tenants()] == ["ten_1"]
-        store.create_recipe("ten_1", None, Recipe(name="brief", engine="ford"))
-        store.set_setting("ten_1", SettingScope.tenant(), "llm.model", "m")
-        assert store.get_recipe("ten_1", None, "brief").engine == "ford"
-        assert store.get_setting("ten_1", SettingScope.tenant(), "llm.model") == "m"
+    with _migrated(path) as backend:
+        recipes, settings = backend.port(RecipeStore), backend.port(SettingStore)
+        assert [t.id for t in backend.port(IdentityStore).list_tenants()] == ["ten_1"]
+        recipes.create_recipe("ten_1", None, Recipe(name="brief", engine="ford"))
+        settings.set_setting("ten_1", SettingScope.tenant(), "llm.model", "m")
+        assert recipes.get_recipe("ten_1", None, "brief").engine == "ford"
+        assert settings.get_setting("ten_1", SettingScope.tenant(), "llm.model") == "m"
 
 
 def test_sqlite_migrates_a_version_4_file(tmp_path: Path) -> None:
@@ -220,13 +234,15 @@ def test_sqlite_migrates_a_version_4_file(tmp_path: Path) -> None:
     delivery = NotificationDelivery(id="dlv_1", tenant_id="ten_1", item_id="itm_1",
                                     user_id="usr_1", channel="email",
                                     status=DeliveryStatus.QUEUED, criticality=Criticality.NORMAL)
-    with _migrated(path) as store:
-        assert [t.id for t in store.list_tenants()] == ["ten_1"]
-        assert store.create_inbox_item(item) == (item, True)
-        assert store.create_inbox_item(item.model_copy(update={"id": "itm_2"})) == (item, False)
-        assert store.list_inbox_items("ten_1", InboxQuery(assigned_to="usr_1")) == [item]
-        store.add_delivery(delivery)
-        assert store.queued_deliveries("email") == [delivery]
+    with _migrated(path) as backend:
+        user_inbox, deliveries = backend.port(UserInboxStore), backend.port(DeliveryStore)
+        assert [t.id for t in backend.port(IdentityStore).list_tenants()] == ["ten_1"]
+        assert user_inbox.create_inbox_item(item) == (item, True)
+        assert user_inbox.create_inbox_item(
+            item.model_copy(update={"id": "itm_2"})) == (item, False)
+        assert user_inbox.list_inbox_items("ten_1", InboxQuery(assigned_to="usr_1")) == [item]
+        deliveries.add_delivery(delivery)
+        assert deliveries.queued_deliveries("email") == [delivery]
     with sqlite3.connect(path) as conn:
         # (name, unique, partial) of each index the migration made
         indexes = {(name, unique, partial) for table in ("inbox_items", "notification_deliveries")
@@ -237,3 +253,10 @@ def test_sqlite_migrates_a_version_4_file(tmp_path: Path) -> None:
                        ("inbox_by_process", 0, 0), ("inbox_idempotency", 1, 1),
                        ("deliveries_by_item", 0, 0), ("deliveries_by_user", 0, 0),
                        ("deliveries_queued", 0, 0)}
+
+
+def test_every_sqlite_migration_is_within_the_schema_version() -> None:
+    """A migration numbered above ``SCHEMA_VERSION`` would never run."""
+    versions = {version for adapter in SqliteAdapter.registry.values()
+                for version in adapter.migrations}
+    assert versions and max(versions) <= SCHEMA_VERSION

@@ -5,6 +5,11 @@ never a connection, and take only the ports they use. Every method takes the
 tenant except the named system queries (``list_tenants``, ``token_by_hash``,
 ``stale_pending``, ``redeliver_inbox_messages``, ``queued_deliveries``).
 Every adapter passes its port's folder of ``tests/store_contract/`` unchanged.
+
+Layout: one module per port (its ABC, whose docstrings are the contract),
+``backend.py`` (``Backend``, the adapter registry, ``open_store``), and one
+package per backend (``sqlite/``, ``mongo/``) holding one adapter module per
+port, named like the port's module, whose docstring says what is atomic and how.
 """
 
 from vancetope_brain.store.backend import Backend, Port, open_store

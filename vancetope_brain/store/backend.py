@@ -15,12 +15,13 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from abc import ABC, abstractmethod
+from collections.abc import Iterable
 from typing import Any, ClassVar, TypeVar, cast
 
 from vancetope_brain.errors import ConfigError
 
 
-class Port(ABC):
+class Port(ABC):  # noqa: B024 - a marker base; each port declares its own methods
     """Base of every port: one small capability of the store, a documented base class
     whose docstrings state atomicity and ordering.
 
@@ -51,7 +52,7 @@ class Adapter:
             cls.registry[ports[0]] = cls
 
 
-def import_adapters(package: str, path: list[str]) -> None:
+def import_adapters(package: str, path: Iterable[str]) -> None:
     """Import every module of a backend's package, so its adapters register."""
     for module in pkgutil.iter_modules(path):
         importlib.import_module(f"{package}.{module.name}")
@@ -64,6 +65,7 @@ class Backend(ABC):
     """The backend's registry (its adapter base's ``registry``)."""
 
     def __init__(self) -> None:
+        """Make one adapter per registered port; a subclass opens its storage first."""
         self._ports: dict[type[Port], Port] = {
             port: adapter(self) for port, adapter in self.adapters.items()}
 

@@ -15,6 +15,11 @@ from vancetope_brain.models import (
 )
 from vancetope_brain.store.backend import Port
 
+TURN_STARTS_FROM = ("INIT", "IDLE", "BLOCKED")
+"""The statuses that ``acquire_epoch`` moves to RUNNING."""
+NOT_SWEPT = ("CLOSED", "PAUSED", "SUSPENDED")
+"""The statuses whose undrained messages ``stale_pending`` passes over."""
+
 
 class LaneStore(Port):
     """What a lane turn reads and writes (ARCHITECTURE §3).

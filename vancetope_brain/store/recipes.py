@@ -31,3 +31,8 @@ class RecipeStore(Port):
     @abstractmethod
     def list_recipes(self, tenant_id: str, project_id: str | None) -> list[Recipe]:
         """The recipes stored at exactly this level, by name."""
+
+
+def recipe_level(tenant_id: str, project_id: str | None) -> str:
+    """How adapters' errors name a recipe level."""
+    return f"project {project_id}" if project_id is not None else f"tenant {tenant_id}"

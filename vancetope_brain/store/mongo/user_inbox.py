@@ -1,24 +1,21 @@
-"""The MongoDB adapter's user Inbox and notification delivery log.
+"""MongoDB ``UserInboxStore``: collection ``inbox_items``.
 
-Collection ``inbox_items``: an ``InboxItem``, ``_id`` = its id; a unique
-partial index on (tenantId, originProcessId, idempotencyKey) decides between
-concurrent idempotent creates. Collection ``notification_deliveries``: a
-``NotificationDelivery``, ``_id`` = its id. Indexes put ``tenantId`` first,
-except the one of the batch job's system query (channel, status, createdAt).
+An ``InboxItem`` with ``_id`` = its id; a unique partial index on (tenantId,
+originProcessId, idempotencyKey) decides between concurrent idempotent
+creates (the loser reads the winner's item back).
 
 ``save_inbox_item`` is one ``replace_one`` whose filter holds the expected
 ``revision`` (the compare-and-set). With a ``message`` we use no multi-document
 transaction but an outbox on the item: (1) the target process must exist, else
 ``NotFound`` with nothing written; (2) the compare-and-set writes the item
 *with* the message in its ``_outbox`` field — one document, so atomic; (3)
-``append_message`` (idempotent on the message's key); (4) ``_outbox`` is
-removed. A crash after (2) leaves the message in the outbox, and
+``append_in`` of the lanes adapter (idempotent on the message's key); (4)
+``_outbox`` is removed. A crash after (2) leaves the message in the outbox, and
 ``redeliver_inbox_messages`` (the housekeeping job) finishes (3) and (4).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -27,21 +24,23 @@ from pymongo.errors import DuplicateKeyError
 
 from vancetope_brain.errors import Conflict, NotFound
 from vancetope_brain.models import InboxMessage
-from vancetope_brain.models.inbox import (
-    DeliveryStatus,
-    InboxItem,
-    InboxQuery,
-    ItemStatus,
-    NotificationDelivery,
+from vancetope_brain.models.inbox import InboxItem, InboxQuery, ItemStatus
+from vancetope_brain.store.mongo import MongoAdapter, MongoBackend
+from vancetope_brain.store.mongo._codec import (
+    STRING,
+    from_bson,
+    load_one,
+    naive_utc,
+    to_bson,
+    translated,
 )
-from vancetope_brain.store._mongo_codec import from_bson, load_one, naive_utc, to_bson, translated
+from vancetope_brain.store.mongo.lanes import append_in
+from vancetope_brain.store.mongo.sessions import process_exists
+from vancetope_brain.store.user_inbox import UserInboxStore
 
-_STRING = {"$type": "string"}
 _OUTBOX = "_outbox"  # the message of a save, until it is appended (see the module docstring)
-_QUEUED = DeliveryStatus.QUEUED.value
 # Equal creation times (millisecond resolution) fall back to the id, so the order is stable.
 _NEWEST_FIRST = [("createdAt", DESCENDING), ("_id", DESCENDING)]
-_OLDEST_FIRST = [("createdAt", ASCENDING), ("_id", ASCENDING)]
 
 
 def _filter(tenant_id: str, query: InboxQuery) -> dict[str, Any]:
@@ -67,18 +66,10 @@ def _filter(tenant_id: str, query: InboxQuery) -> dict[str, Any]:
     return found
 
 
-class MongoUserInboxMixin:
-    """User Inbox items and deliveries for ``MongoStore`` (which provides
-    ``_process_exists`` and ``append_message``); ``_init_user_inbox`` runs in its constructor."""
-
-    _items: Any
-    _deliveries: Any
-    _process_exists: Callable[[str, str], bool]
-    append_message: Callable[[InboxMessage], tuple[InboxMessage, bool]]
-
-    def _init_user_inbox(self, db: Any) -> None:
-        self._items = db["inbox_items"]
-        self._deliveries = db["notification_deliveries"]
+class MongoUserInbox(MongoAdapter, UserInboxStore):
+    def __init__(self, db: MongoBackend) -> None:
+        super().__init__(db)
+        self._items = db.database["inbox_items"]
         self._items.create_index(
             [("tenantId", ASCENDING), ("assignedToUserId", ASCENDING), ("status", ASCENDING),
              ("criticality", ASCENDING)], name="by_assignee")
@@ -91,20 +82,10 @@ class MongoUserInboxMixin:
         self._items.create_index(
             [("tenantId", ASCENDING), ("originProcessId", ASCENDING),
              ("idempotencyKey", ASCENDING)],
-            unique=True, partialFilterExpression={"originProcessId": _STRING,
-                                                  "idempotencyKey": _STRING},
+            unique=True, partialFilterExpression={"originProcessId": STRING,
+                                                  "idempotencyKey": STRING},
             name="idempotency")
-        self._deliveries.create_index(
-            [("tenantId", ASCENDING), ("itemId", ASCENDING), ("createdAt", ASCENDING)],
-            name="by_item")
-        self._deliveries.create_index(
-            [("tenantId", ASCENDING), ("userId", ASCENDING), ("createdAt", ASCENDING)],
-            name="by_user")
-        self._deliveries.create_index(
-            [("channel", ASCENDING), ("status", ASCENDING), ("createdAt", ASCENDING)],
-            name="queued")
 
-    # ── the user Inbox ────────────────────────────────────────────────────
     def _item_by_key(self, item: InboxItem) -> InboxItem | None:
         """The stored item with ``item``'s (originProcessId, idempotencyKey), if both are set."""
         if item.origin_process_id is None or item.idempotency_key is None:
@@ -136,8 +117,8 @@ class MongoUserInboxMixin:
     @translated
     def save_inbox_item(self, item: InboxItem, *, expected_revision: int,
                         message: InboxMessage | None = None) -> InboxItem:
-        if message is not None and not self._process_exists(message.tenant_id,
-                                                            message.target_process_id):
+        if message is not None and not process_exists(self.db.database, message.tenant_id,
+                                                      message.target_process_id):
             raise NotFound(f"process {message.target_process_id} not found")
         stored = item.model_copy(update={"revision": expected_revision + 1})
         document = to_bson(stored)
@@ -155,7 +136,7 @@ class MongoUserInboxMixin:
         return stored
 
     def _deliver_outbox(self, item_id: str, message: InboxMessage) -> None:
-        self.append_message(message)
+        append_in(self.db.database, message)
         self._items.update_one({"_id": item_id, f"{_OUTBOX}.id": message.id},
                                {"$unset": {_OUTBOX: ""}})
 
@@ -186,36 +167,3 @@ class MongoUserInboxMixin:
         counts = {group["_id"]: group["count"] for group in groups}
         oldest = min((naive_utc(group["oldest"]) for group in groups), default=None)
         return counts, None if oldest is None else oldest.replace(tzinfo=UTC)
-
-    # ── notification delivery log ─────────────────────────────────────────
-    @translated
-    def add_delivery(self, delivery: NotificationDelivery) -> None:
-        self._deliveries.insert_one(to_bson(delivery))
-
-    @translated
-    def list_deliveries(self, tenant_id: str, *, item_id: str | None = None,
-                        user_id: str | None = None) -> list[NotificationDelivery]:
-        query: dict[str, Any] = {"tenantId": tenant_id}
-        if item_id is not None:
-            query["itemId"] = item_id
-        if user_id is not None:
-            query["userId"] = user_id
-        cursor = self._deliveries.find(query).sort(_OLDEST_FIRST)
-        return [from_bson(NotificationDelivery, raw) for raw in cursor]
-
-    @translated
-    def queued_deliveries(self, channel: str, limit: int = 1000) -> list[NotificationDelivery]:
-        if limit <= 0:
-            return []
-        cursor = self._deliveries.find({"channel": channel, "status": _QUEUED})
-        return [from_bson(NotificationDelivery, raw)
-                for raw in cursor.sort(_OLDEST_FIRST).limit(limit)]
-
-    @translated
-    def finish_delivery(self, tenant_id: str, delivery_id: str, status: DeliveryStatus, *,
-                        reason: str | None = None, sent_at: datetime | None = None) -> bool:
-        result = self._deliveries.update_one(
-            {"_id": delivery_id, "tenantId": tenant_id, "status": _QUEUED},
-            {"$set": {"status": status.value, "reason": reason,
-                      "sentAt": None if sent_at is None else naive_utc(sent_at)}})
-        return bool(result.matched_count)

@@ -20,10 +20,10 @@ from vancetope_brain.models import (
     utcnow,
 )
 from vancetope_brain.models.steer import ProcessEventType, ToolCallStatus
-from vancetope_brain.store import Store
+from vancetope_brain.store import LaneStore, SessionStore
 
 if TYPE_CHECKING:
-    from .conftest import World
+    from tests.store_contract.conftest import World
 
 S = ProcessStatus
 VARIANTS: list[SteerMessage] = [
@@ -35,73 +35,75 @@ VARIANTS: list[SteerMessage] = [
 ]
 
 
-def test_seq_is_strictly_increasing_per_process(store: Store, world: World) -> None:
+def test_seq_is_strictly_increasing_per_process(sessions: SessionStore, world: World) -> None:
     a, b = world.process("ten_1"), world.process("ten_1")
     seqs_a = [world.append("ten_1", a.id, f"a{i}").seq for i in range(5)]
     seqs_b = [world.append("ten_1", b.id, f"b{i}").seq for i in range(2)]
     assert seqs_a == [1, 2, 3, 4, 5]
     assert seqs_b == [1, 2]
-    assert store.get_process("ten_1", a.id).next_seq == 5
+    assert sessions.get_process("ten_1", a.id).next_seq == 5
 
 
-def test_pending_messages_are_in_seq_order_with_limit(store: Store, world: World) -> None:
+def test_pending_messages_are_in_seq_order_with_limit(lanes: LaneStore, world: World) -> None:
     process = world.process("ten_1")
     appended = [world.append("ten_1", process.id, f"m{i}") for i in range(4)]
-    assert store.pending_messages("ten_1", process.id) == appended
-    assert store.pending_messages("ten_1", process.id, limit=2) == appended[:2]
-    assert store.pending_messages("ten_1", process.id, limit=0) == []
-    assert store.pending_messages("ten_1", "proc_other") == []
+    assert lanes.pending_messages("ten_1", process.id) == appended
+    assert lanes.pending_messages("ten_1", process.id, limit=2) == appended[:2]
+    assert lanes.pending_messages("ten_1", process.id, limit=0) == []
+    assert lanes.pending_messages("ten_1", "proc_other") == []
 
 
 @pytest.mark.parametrize("variant", VARIANTS, ids=lambda v: v.kind)
-def test_every_steer_variant_round_trips(store: Store, world: World, variant: SteerMessage) -> None:
+def test_every_steer_variant_round_trips(
+    lanes: LaneStore, world: World, variant: SteerMessage
+) -> None:
     process = world.process("ten_1")
     message = InboxMessage(id="msg_1", tenant_id="ten_1", target_process_id=process.id,
                            sender_process_id="proc_x", message=variant)
-    stored, created = store.append_message(message)
+    stored, created = lanes.append_message(message)
     assert created and stored == message.model_copy(update={"seq": 1})
-    assert store.pending_messages("ten_1", process.id) == [stored]
+    assert lanes.pending_messages("ten_1", process.id) == [stored]
 
 
-def test_repeated_idempotency_key_stores_nothing(store: Store, world: World) -> None:
+def test_repeated_idempotency_key_stores_nothing(lanes: LaneStore, world: World) -> None:
     process = world.process("ten_1")
     first = world.append("ten_1", process.id, "one", key="k1")
-    again, created = store.append_message(world.message("ten_1", process.id, "two", key="k1"))
+    again, created = lanes.append_message(world.message("ten_1", process.id, "two", key="k1"))
     assert not created
     assert again == first
-    assert store.pending_messages("ten_1", process.id) == [first]
+    assert lanes.pending_messages("ten_1", process.id) == [first]
     assert world.append("ten_1", process.id, "three", key="k2").seq > first.seq
 
 
-def test_idempotency_key_is_per_target(store: Store, world: World) -> None:
+def test_idempotency_key_is_per_target(world: World) -> None:
     a, b = world.process("ten_1"), world.process("ten_1")
     world.append("ten_1", a.id, key="same")
     assert world.append("ten_1", b.id, key="same").seq == 1
 
 
 def test_repeated_key_returns_the_first_even_after_it_was_drained(
-    store: Store, world: World
+    lanes: LaneStore, world: World
 ) -> None:
     process = world.process("ten_1")
     first = world.append("ten_1", process.id, key="k1")
-    epoch = store.acquire_epoch("ten_1", process.id).epoch
-    assert None is not store.commit_turn("ten_1", process.id, epoch,
+    epoch = lanes.acquire_epoch("ten_1", process.id).epoch
+    assert None is not lanes.commit_turn("ten_1", process.id, epoch,
                              world.turn(process, epoch, drained=[first.id]))
-    again, created = store.append_message(world.message("ten_1", process.id, key="k1"))
+    again, created = lanes.append_message(world.message("ten_1", process.id, key="k1"))
     assert not created and again.id == first.id and again.drained_epoch == epoch
-    assert store.pending_messages("ten_1", process.id) == []
+    assert lanes.pending_messages("ten_1", process.id) == []
 
 
-def test_duplicate_message_id_conflicts(store: Store, world: World) -> None:
+def test_duplicate_message_id_conflicts(lanes: LaneStore, world: World) -> None:
     process = world.process("ten_1")
     first = world.append("ten_1", process.id)
     with pytest.raises(Conflict):
-        store.append_message(first)
+        lanes.append_message(first)
 
 
-def test_append_to_a_missing_process_is_not_found(store: Store, world: World) -> None:
+def test_append_to_a_missing_process_is_not_found(lanes: LaneStore, world: World) -> None:
     with pytest.raises(NotFound):
-        store.append_message(world.message("ten_1", "proc_missing"))
+        lanes.append_message(world.message("ten_1", "proc_missing"))
 
 
 def _old_pending(world: World, status: ProcessStatus, age: timedelta) -> str:
@@ -112,18 +114,20 @@ def _old_pending(world: World, status: ProcessStatus, age: timedelta) -> str:
     return process.id
 
 
-def test_stale_pending_finds_only_wakeable_processes(store: Store, world: World) -> None:
+def test_stale_pending_finds_only_wakeable_processes(
+    sessions: SessionStore, lanes: LaneStore, world: World
+) -> None:
     old = timedelta(minutes=10)
     wakeable = {s: _old_pending(world, s, old) for s in (S.INIT, S.IDLE, S.BLOCKED, S.RUNNING)}
     for s in (S.PAUSED, S.SUSPENDED, S.CLOSED):
         _old_pending(world, s, old)
     _old_pending(world, S.IDLE, timedelta(seconds=0))  # too recent
-    found = store.stale_pending(utcnow() - timedelta(minutes=1))
+    found = lanes.stale_pending(utcnow() - timedelta(minutes=1))
     assert sorted(found) == sorted(("ten_1", pid) for pid in wakeable.values())
 
 
 def test_stale_pending_is_distinct_ignores_drained_and_honours_limit(
-    store: Store, world: World
+    sessions: SessionStore, lanes: LaneStore, world: World
 ) -> None:
     old = utcnow() - timedelta(minutes=10)
     process = world.process("ten_1")
@@ -131,12 +135,20 @@ def test_stale_pending_is_distinct_ignores_drained_and_honours_limit(
         world.append("ten_1", process.id, created_at=old)
     drained = world.process("ten_1")
     message = world.append("ten_1", drained.id, created_at=old)
-    epoch = store.acquire_epoch("ten_1", drained.id).epoch
-    assert None is not store.commit_turn("ten_1", drained.id, epoch,
+    epoch = lanes.acquire_epoch("ten_1", drained.id).epoch
+    assert None is not lanes.commit_turn("ten_1", drained.id, epoch,
                              world.turn(drained, epoch, drained=[message.id]))
     bound = utcnow() - timedelta(minutes=1)
-    assert store.stale_pending(bound) == [("ten_1", process.id)]
+    assert lanes.stale_pending(bound) == [("ten_1", process.id)]
     other = world.process("ten_1")
     world.append("ten_1", other.id, created_at=old)
-    assert len(store.stale_pending(bound, limit=1)) == 1
-    assert len(store.stale_pending(bound)) == 2
+    assert len(lanes.stale_pending(bound, limit=1)) == 1
+    assert len(lanes.stale_pending(bound)) == 2
+
+
+def test_stale_pending_names_the_tenant(
+    sessions: SessionStore, lanes: LaneStore, world: World
+) -> None:
+    process = world.process("ten_a")
+    world.append("ten_a", process.id, created_at=utcnow() - timedelta(hours=1))
+    assert lanes.stale_pending(utcnow()) == [("ten_a", process.id)]

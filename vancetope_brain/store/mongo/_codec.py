@@ -1,4 +1,4 @@
-"""How the MongoDB adapter stores documents: BSON datetimes, ``_id``, driver errors mapped."""
+"""How the MongoDB adapters store documents: BSON datetimes, ``_id``, driver errors mapped."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, ParamSpec, TypeVar
 
+from pymongo import ASCENDING
 from pymongo.errors import DuplicateKeyError, PyMongoError
 
 from vancetope_brain.errors import Conflict, NotFound, StoreError
@@ -15,6 +16,11 @@ from vancetope_brain.models import Document
 P = ParamSpec("P")
 R = TypeVar("R")
 D = TypeVar("D", bound=Document)
+
+STRING = {"$type": "string"}
+"""A filter (and partial-index expression) matching set string fields only."""
+OLDEST_FIRST = [("createdAt", ASCENDING), ("_id", ASCENDING)]
+"""Equal creation times (millisecond resolution) fall back to the id, so the order is stable."""
 
 
 def naive_utc(moment: datetime) -> datetime:

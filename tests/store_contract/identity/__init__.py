@@ -1,0 +1,1 @@
+"""The identity port (``IdentityStore``): tenants, projects, users, API tokens."""

@@ -1,0 +1,1 @@
+"""The lanes port (``LaneStore``): inbox seqs, epochs, lifecycle calls, turn commits, chat."""

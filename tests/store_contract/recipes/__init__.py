@@ -1,0 +1,1 @@
+"""The recipes port (``RecipeStore``)."""

@@ -1,0 +1,1 @@
+"""The sessions port (``SessionStore``): sessions and the process documents they own."""

@@ -1,0 +1,68 @@
+"""Session status transitions, the first-bind fingerprint and the context-drift flag."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import pytest
+
+from vancetope_brain.errors import Conflict, NotFound
+from vancetope_brain.models import Fingerprint, SessionStatus, SuspendCause
+from vancetope_brain.store import LaneStore, SessionStore
+
+if TYPE_CHECKING:
+    from tests.store_contract.conftest import World
+
+OPEN_ONLY = frozenset({SessionStatus.OPEN})
+
+
+def test_status_moves_only_from_an_allowed_status(sessions: SessionStore, world: World) -> None:
+    session = world.session("ten_1")
+    suspended = sessions.update_session_status("ten_1", session.id, SessionStatus.SUSPENDED,
+                                            allowed_from=OPEN_ONLY,
+                                            suspend_cause=SuspendCause.DISCONNECT)
+    assert suspended.status is SessionStatus.SUSPENDED
+    assert suspended.suspend_cause is SuspendCause.DISCONNECT
+    assert sessions.get_session("ten_1", session.id) == suspended
+    with pytest.raises(Conflict, match="SUSPENDED"):
+        sessions.update_session_status("ten_1", session.id, SessionStatus.SUSPENDED,
+                                    allowed_from=OPEN_ONLY)
+    assert sessions.get_session("ten_1", session.id) == suspended
+    reopened = sessions.update_session_status("ten_1", session.id, SessionStatus.OPEN,
+                                           allowed_from=frozenset({SessionStatus.SUSPENDED}))
+    assert reopened.status is SessionStatus.OPEN and reopened.suspend_cause is None
+
+
+def test_status_of_a_foreign_or_missing_session_is_not_found(
+    sessions: SessionStore, world: World
+) -> None:
+    session = world.session("ten_1")
+    for tenant, sid in (("ten_2", session.id), ("ten_1", "ses_missing")):
+        with pytest.raises(NotFound):
+            sessions.update_session_status(tenant, sid, SessionStatus.CLOSED,
+                                        allowed_from=OPEN_ONLY)
+    assert sessions.get_session("ten_1", session.id).status is SessionStatus.OPEN
+
+
+def test_first_fingerprint_wins(sessions: SessionStore, world: World) -> None:
+    session = world.session("ten_1")
+    first = Fingerprint(machine_id="m1", working_dir="/a")
+    assert sessions.set_fingerprint("ten_1", session.id, first).fingerprint == first
+    later = sessions.set_fingerprint("ten_1", session.id,
+                                  Fingerprint(machine_id="m2", working_dir="/b"))
+    assert later.fingerprint == first
+    with pytest.raises(NotFound):
+        sessions.set_fingerprint("ten_2", session.id, first)
+
+
+def test_context_drift_flag(sessions: SessionStore, lanes: LaneStore, world: World) -> None:
+    process = world.process("ten_1")
+    sessions.set_context_drift("ten_1", process.id, True)
+    assert sessions.get_process("ten_1", process.id).context_drift is True
+    epoch = lanes.acquire_epoch("ten_1", process.id).epoch
+    assert lanes.commit_turn("ten_1", process.id, epoch, world.turn(process, epoch)) is not None
+    assert sessions.get_process("ten_1", process.id).context_drift is True
+    sessions.set_context_drift("ten_1", process.id, False)
+    assert sessions.get_process("ten_1", process.id).context_drift is False
+    with pytest.raises(NotFound):
+        sessions.set_context_drift("ten_2", process.id, True)

@@ -1,0 +1,1 @@
+"""The user Inbox port (``UserInboxStore``): idempotent creates, compare-and-set saves, listing."""

@@ -1,0 +1,349 @@
+"""MongoDB ``LaneStore``: collections ``engine_messages``, ``chat_messages`` and
+``turn_records``, and the lane fields of ``think_processes`` (owned by ``sessions.py``).
+
+Atomic (one single-document operation each): ``acquire_epoch`` (a pipeline
+update of the process: epoch + 1, status → RUNNING from INIT/IDLE/BLOCKED),
+``request_control`` (a ``find_one_and_update`` whose filter holds
+``status: {$in: allowed_from}``), the seq reservation of ``append_message``
+(``$inc nextSeq``), and the claim of ``commit_turn``.
+
+``append_message`` reserves a seq, then inserts. Seqs are strictly
+increasing, but two concurrent appends may become visible out of seq order
+for the moment between the two steps, and a crash or an idempotency race
+leaves a gap.
+
+``commit_turn`` runs: (1) a find that every drained id is still undrained,
+else None; (2) the claim: one conditional update of the process
+``{_id, tenantId, epoch}`` that sets status/closeReason/lastError/
+engineState/updatedAt and reserves chat seqs (``$inc nextChatSeq``), else
+None — nothing is written before it; (2b) if ``commit.control_handled``
+is set, a second conditional ``update_one`` of the process
+``{_id, tenantId, epoch, pendingControl: handled}`` that clears
+pendingControl/controlRequestedAt (not a pipeline update in the claim: that
+would need every outcome value wrapped in ``$literal``), so a different
+call requested after the turn read the process survives, and so does any
+call once a newer epoch took over; (3) insert the chat lines, ignoring
+duplicate keys; (4) mark the messages drained (filter ``drainedAt: None``);
+(5) insert the turn record. Spawned processes (``insert_process``) and outbox
+messages (``append_in``) are written between (3) and (4); a retried commit
+of the same turn skips the processes that exist and, for keyed messages,
+the messages already appended. A crash after (2) leaves the new status with
+the messages still pending (and, before (2b), the control call too): the
+next turn re-processes them, and chat lines keyed by (sourceMessageId,
+role) are not written twice (lines without a sourceMessageId can be). A
+turn that took over between (1) and (4) can see the same messages pending;
+its own commit then fails at (1) or its lines are deduplicated at (3).
+Skipped lines may leave gaps in chat seqs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from pydantic_core import to_jsonable_python
+from pymongo import ASCENDING, DESCENDING, ReturnDocument
+from pymongo.errors import BulkWriteError, DuplicateKeyError
+
+from vancetope_brain.errors import Conflict, NotFound
+from vancetope_brain.models import (
+    ChatMessage,
+    InboxMessage,
+    ProcessStatus,
+    ThinkProcess,
+    TurnCommit,
+    TurnRecord,
+    utcnow,
+)
+from vancetope_brain.store.lanes import NOT_SWEPT, TURN_STARTS_FROM, LaneStore
+from vancetope_brain.store.mongo import MongoAdapter, MongoBackend
+from vancetope_brain.store.mongo._codec import STRING, from_bson, naive_utc, to_bson, translated
+from vancetope_brain.store.mongo.sessions import PROCESSES, insert_process, process_exists
+
+MESSAGES = "engine_messages"
+_DUPLICATE_KEY = 11000
+
+
+def _by_key(database: Any, message: InboxMessage) -> dict[str, Any] | None:
+    """The stored message with ``message``'s target and idempotency key, if it has one."""
+    if message.idempotency_key is None:
+        return None
+    found: dict[str, Any] | None = database[MESSAGES].find_one({
+        "tenantId": message.tenant_id, "targetProcessId": message.target_process_id,
+        "idempotencyKey": message.idempotency_key,
+    })
+    return found
+
+
+def append_in(database: Any, message: InboxMessage) -> tuple[InboxMessage, bool]:
+    """``append_message`` on ``database`` (driver errors are the caller's to translate)."""
+    first = _by_key(database, message)
+    if first is not None:
+        return from_bson(InboxMessage, first), False
+    reserved = database[PROCESSES].find_one_and_update(
+        {"_id": message.target_process_id, "tenantId": message.tenant_id},
+        {"$inc": {"nextSeq": 1}},
+        projection={"nextSeq": True},
+        return_document=ReturnDocument.AFTER,
+    )
+    if reserved is None:
+        raise NotFound(f"process {message.target_process_id} not found")
+    stored = message.model_copy(
+        update={"seq": reserved["nextSeq"], "drained_at": None, "drained_epoch": None})
+    try:
+        database[MESSAGES].insert_one(to_bson(stored))
+    except DuplicateKeyError:
+        first = _by_key(database, message)  # a concurrent append with the same key won
+        if first is None:
+            raise
+        return from_bson(InboxMessage, first), False
+    return stored, True
+
+
+class MongoLanes(MongoAdapter, LaneStore):
+    def __init__(self, db: MongoBackend) -> None:
+        super().__init__(db)
+        self._processes = db.database[PROCESSES]
+        self._messages = db.database[MESSAGES]
+        self._chat = db.database["chat_messages"]
+        self._turns = db.database["turn_records"]
+        self._messages.create_index(
+            [("tenantId", ASCENDING), ("targetProcessId", ASCENDING), ("seq", ASCENDING)],
+            unique=True, name="seq")
+        self._messages.create_index(
+            [("tenantId", ASCENDING), ("targetProcessId", ASCENDING),
+             ("idempotencyKey", ASCENDING)],
+            unique=True, partialFilterExpression={"idempotencyKey": STRING}, name="idempotency")
+        self._messages.create_index(
+            [("tenantId", ASCENDING), ("targetProcessId", ASCENDING), ("drainedAt", ASCENDING),
+             ("seq", ASCENDING)],
+            name="pending")
+        self._messages.create_index([("drainedAt", ASCENDING), ("createdAt", ASCENDING)],
+                                    name="sweeper")
+        self._processes.create_index(
+            [("controlRequestedAt", ASCENDING)],
+            partialFilterExpression={"pendingControl": STRING}, name="pending_control")
+        self._chat.create_index(
+            [("tenantId", ASCENDING), ("processId", ASCENDING), ("seq", ASCENDING)],
+            unique=True, name="seq")
+        self._chat.create_index(
+            [("tenantId", ASCENDING), ("processId", ASCENDING), ("sourceMessageId", ASCENDING),
+             ("role", ASCENDING)],
+            unique=True, partialFilterExpression={"sourceMessageId": STRING}, name="source")
+        self._turns.create_index(
+            [("tenantId", ASCENDING), ("processId", ASCENDING), ("epoch", ASCENDING)],
+            name="by_process")
+
+    @translated
+    def append_message(self, message: InboxMessage) -> tuple[InboxMessage, bool]:
+        return append_in(self.db.database, message)
+
+    @translated
+    def pending_messages(self, tenant_id: str, process_id: str,
+                         limit: int = 1000) -> list[InboxMessage]:
+        if limit <= 0:  # Mongo reads limit(0) as "no limit"
+            return []
+        cursor = self._messages.find(
+            {"tenantId": tenant_id, "targetProcessId": process_id, "drainedAt": None}
+        ).sort("seq", ASCENDING).limit(limit)
+        return [from_bson(InboxMessage, raw) for raw in cursor]
+
+    @translated
+    def stale_pending(self, older_than: datetime, limit: int = 100) -> list[tuple[str, str]]:
+        if limit <= 0:
+            return []
+        cutoff = naive_utc(older_than)
+        # Each source yields at most ``limit`` pairs with the time they have
+        # waited since, oldest first; the oldest ``limit`` of both are the answer.
+        since = self._stale_messages(cutoff, limit)
+        controls = self._processes.find(
+            {"pendingControl": STRING, "controlRequestedAt": {"$lt": cutoff},
+             "status": {"$ne": "CLOSED"}},
+            projection={"tenantId": True, "controlRequestedAt": True},
+        ).sort("controlRequestedAt", ASCENDING).limit(limit)
+        for raw in controls:
+            pair = (raw["tenantId"], raw["_id"])
+            at = naive_utc(raw["controlRequestedAt"])
+            if pair not in since or at < since[pair]:
+                since[pair] = at
+        return sorted(since, key=since.__getitem__)[:limit]
+
+    def _stale_messages(self, cutoff: datetime, limit: int) -> dict[tuple[str, str], datetime]:
+        """Up to ``limit`` wakeable pairs with an undrained message created before ``cutoff``,
+        each with its oldest such message's time."""
+        # Walk old pending messages oldest first and keep processes that may be
+        # woken; the status check is batched to one query per chunk.
+        cursor = self._messages.find(
+            {"drainedAt": None, "createdAt": {"$lt": cutoff}},
+            projection={"tenantId": True, "targetProcessId": True, "createdAt": True},
+        ).sort("createdAt", ASCENDING)
+        found: dict[tuple[str, str], datetime] = {}
+        chunk: dict[tuple[str, str], datetime] = {}
+        seen: set[tuple[str, str]] = set()
+        for raw in cursor:
+            pair = (raw["tenantId"], raw["targetProcessId"])
+            if pair not in seen:
+                seen.add(pair)
+                chunk[pair] = naive_utc(raw["createdAt"])
+            if len(chunk) >= 200:
+                found.update((pair, chunk[pair]) for pair in self._wakeable(list(chunk)))
+                chunk = {}
+                if len(found) >= limit:
+                    break
+        if chunk and len(found) < limit:
+            found.update((pair, chunk[pair]) for pair in self._wakeable(list(chunk)))
+        return dict(list(found.items())[:limit])
+
+    def _wakeable(self, pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        """The pairs whose process exists in that tenant and is not CLOSED/PAUSED/SUSPENDED."""
+        rows = self._processes.find(
+            {"_id": {"$in": [pid for _, pid in pairs]}, "status": {"$nin": list(NOT_SWEPT)}},
+            projection={"tenantId": True},
+        )
+        ok = {(raw["tenantId"], raw["_id"]) for raw in rows}
+        return [pair for pair in pairs if pair in ok]
+
+    @translated
+    def acquire_epoch(self, tenant_id: str, process_id: str) -> ThinkProcess:
+        before = self._processes.find_one_and_update(
+            {"_id": process_id, "tenantId": tenant_id},
+            [{"$set": {
+                "epoch": {"$add": ["$epoch", 1]},
+                "status": {"$cond": [{"$in": ["$status", list(TURN_STARTS_FROM)]}, "RUNNING",
+                                     "$status"]},
+            }}],
+            return_document=ReturnDocument.BEFORE,
+        )
+        if before is None:
+            raise NotFound(f"process {process_id} not found")
+        before["epoch"] += 1
+        return from_bson(ThinkProcess, before)
+
+    @translated
+    def request_control(self, tenant_id: str, process_id: str, call: str,
+                        allowed_from: frozenset[ProcessStatus]) -> ThinkProcess:
+        call = str(call)
+        allowed = sorted({ProcessStatus(s).value for s in allowed_from})
+        # A miss is re-read to tell NotFound from Conflict; should the status
+        # have moved into ``allowed`` meanwhile, the update is simply retried.
+        for _ in range(3):
+            after = self._processes.find_one_and_update(
+                {"_id": process_id, "tenantId": tenant_id, "status": {"$in": allowed}},
+                {"$set": {"pendingControl": call, "controlRequestedAt": naive_utc(utcnow())}},
+                return_document=ReturnDocument.AFTER,
+            )
+            if after is not None:
+                return from_bson(ThinkProcess, after)
+            current = self._processes.find_one({"_id": process_id, "tenantId": tenant_id},
+                                               projection={"status": True})
+            if current is None:
+                raise NotFound(f"process {process_id} not found")
+            if current["status"] not in allowed:
+                break
+        raise Conflict(f"cannot {call} process {process_id}: it is {current['status']} "
+                       f"(allowed from {', '.join(allowed) or 'nothing'})")
+
+    @translated
+    def commit_turn(self, tenant_id: str, process_id: str, epoch: int,
+                    commit: TurnCommit) -> list[ChatMessage] | None:
+        drained = list(dict.fromkeys(commit.drained_ids))
+        mine = {"_id": {"$in": drained}, "tenantId": tenant_id, "targetProcessId": process_id,
+                "drainedAt": None}
+        if drained and self._messages.count_documents(mine) != len(drained):
+            self._require_process(tenant_id, process_id)
+            return None
+        lines = self._unwritten(tenant_id, process_id, commit.chat)
+        now = naive_utc(utcnow())
+        outcome: dict[str, Any] = {
+            "status": commit.status.value,
+            "closeReason": commit.close_reason.value if commit.close_reason else None,
+            "lastError": commit.last_error,
+            "updatedAt": now,
+        }
+        if commit.engine_state is not None:
+            outcome["engineState"] = to_jsonable_python(commit.engine_state)
+        claimed = self._processes.find_one_and_update(
+            {"_id": process_id, "tenantId": tenant_id, "epoch": epoch},
+            {"$set": outcome, "$inc": {"nextChatSeq": len(lines)}},
+            projection={"nextChatSeq": True},
+            return_document=ReturnDocument.AFTER,
+        )
+        if claimed is None:
+            self._require_process(tenant_id, process_id)
+            return None
+        if commit.control_handled is not None:
+            self._processes.update_one(
+                {"_id": process_id, "tenantId": tenant_id, "epoch": epoch,
+                 "pendingControl": commit.control_handled},
+                {"$set": {"pendingControl": None, "controlRequestedAt": None}},
+            )
+        first = claimed["nextChatSeq"] - len(lines) + 1
+        written = [line.model_copy(
+            update={"seq": first + i, "tenant_id": tenant_id, "process_id": process_id})
+            for i, line in enumerate(lines)]
+        docs = [to_bson(line) for line in written]
+        if docs:
+            try:
+                self._chat.insert_many(docs, ordered=False)
+            except BulkWriteError as e:
+                # A duplicate is a line an earlier attempt of this turn already wrote.
+                if any(err.get("code") != _DUPLICATE_KEY for err in e.details["writeErrors"]):
+                    raise
+        for child in commit.spawned:
+            with contextlib.suppress(DuplicateKeyError):  # a retried commit of the same turn
+                insert_process(self.db.database, child)
+        for message in commit.outbox:
+            append_in(self.db.database, message)  # keyed messages are not duplicated by a retry
+        if drained:
+            self._messages.update_many(mine, {"$set": {"drainedAt": now, "drainedEpoch": epoch}})
+        record = commit.record.model_copy(
+            update={"tenant_id": tenant_id, "process_id": process_id, "epoch": epoch})
+        with contextlib.suppress(DuplicateKeyError):  # a retried commit of the same turn
+            self._turns.insert_one(to_bson(record))
+        return written
+
+    def _require_process(self, tenant_id: str, process_id: str) -> None:
+        """Tell a fenced commit (None) from one of a missing process (``NotFound``)."""
+        if not process_exists(self.db.database, tenant_id, process_id):
+            raise NotFound(f"process {process_id} not found")
+
+    def _unwritten(self, tenant_id: str, process_id: str,
+                   chat: Iterable[ChatMessage]) -> list[ChatMessage]:
+        """The lines not already stored under their (sourceMessageId, role), in order."""
+        chat = list(chat)
+        sources = [line.source_message_id for line in chat if line.source_message_id]
+        seen: set[tuple[str | None, str]] = set()
+        if sources:
+            existing = self._chat.find(
+                {"tenantId": tenant_id, "processId": process_id,
+                 "sourceMessageId": {"$in": sources}},
+                projection={"sourceMessageId": True, "role": True},
+            )
+            seen = {(raw["sourceMessageId"], raw["role"]) for raw in existing}
+        lines = []
+        for line in chat:
+            key = (line.source_message_id, line.role.value)
+            if line.source_message_id and key in seen:
+                continue
+            seen.add(key)
+            lines.append(line)
+        return lines
+
+    @translated
+    def chat_history(
+        self, tenant_id: str, process_id: str, *, before_seq: int | None = None, limit: int = 100
+    ) -> list[ChatMessage]:
+        if limit <= 0:
+            return []
+        query: dict[str, Any] = {"tenantId": tenant_id, "processId": process_id}
+        if before_seq is not None:
+            query["seq"] = {"$lt": before_seq}
+        cursor = self._chat.find(query).sort("seq", DESCENDING).limit(limit)
+        return [from_bson(ChatMessage, raw) for raw in reversed(list(cursor))]
+
+    @translated
+    def turn_records(self, tenant_id: str, process_id: str) -> list[TurnRecord]:
+        cursor = self._turns.find({"tenantId": tenant_id, "processId": process_id})
+        return [from_bson(TurnRecord, raw) for raw in cursor.sort("epoch", ASCENDING)]

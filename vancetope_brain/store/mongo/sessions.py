@@ -1,0 +1,126 @@
+"""MongoDB ``SessionStore``: collections ``sessions`` and ``think_processes``.
+
+A process is one document, lane fields included (the lanes adapter updates
+them in place); ``nextChatSeq`` is the adapters', not the model's
+(``ThinkProcess.load`` ignores it). ``insert_process`` and ``process_exists``
+serve the lanes and user Inbox adapters too.
+
+Atomicity: each call is one single-document operation.
+``update_session_status`` is one ``find_one_and_update`` whose filter holds
+``status: {$in: allowed_from}``; ``set_fingerprint``'s filter holds
+``fingerprint: None``, so the first bind wins.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pymongo import ASCENDING, DESCENDING, ReturnDocument
+
+from vancetope_brain.errors import Conflict, NotFound
+from vancetope_brain.models import (
+    Fingerprint,
+    Session,
+    SessionStatus,
+    SuspendCause,
+    ThinkProcess,
+    utcnow,
+)
+from vancetope_brain.store.mongo import MongoAdapter, MongoBackend
+from vancetope_brain.store.mongo._codec import from_bson, load_one, naive_utc, to_bson, translated
+from vancetope_brain.store.sessions import SessionStore
+
+PROCESSES = "think_processes"
+"""The collection of process documents."""
+
+
+def insert_process(database: Any, process: ThinkProcess) -> None:
+    """Insert a new process document (``DuplicateKeyError`` if its id exists)."""
+    database[PROCESSES].insert_one(to_bson(process, nextChatSeq=0))
+
+
+def process_exists(database: Any, tenant_id: str, process_id: str) -> bool:
+    return database[PROCESSES].count_documents({"_id": process_id, "tenantId": tenant_id},
+                                               limit=1) > 0
+
+
+class MongoSessions(MongoAdapter, SessionStore):
+    def __init__(self, db: MongoBackend) -> None:
+        super().__init__(db)
+        self._sessions = db.database["sessions"]
+        self._processes = db.database[PROCESSES]
+        self._sessions.create_index(
+            [("tenantId", ASCENDING), ("userId", ASCENDING), ("createdAt", DESCENDING)],
+            name="by_user")
+        self._processes.create_index(
+            [("tenantId", ASCENDING), ("sessionId", ASCENDING), ("createdAt", ASCENDING)],
+            name="by_session")
+
+    @translated
+    def create_session(self, session: Session) -> None:
+        self._sessions.insert_one(to_bson(session))
+
+    @translated
+    def get_session(self, tenant_id: str, session_id: str) -> Session:
+        raw = self._sessions.find_one({"_id": session_id, "tenantId": tenant_id})
+        return load_one(Session, raw, f"session {session_id} not found")
+
+    @translated
+    def list_sessions(self, tenant_id: str, user_id: str) -> list[Session]:
+        cursor = self._sessions.find({"tenantId": tenant_id, "userId": user_id})
+        return [from_bson(Session, raw) for raw in cursor.sort("createdAt", DESCENDING)]
+
+    @translated
+    def set_chat_process(self, tenant_id: str, session_id: str, process_id: str) -> None:
+        result = self._sessions.update_one(
+            {"_id": session_id, "tenantId": tenant_id},
+            {"$set": {"chatProcessId": process_id, "updatedAt": naive_utc(utcnow())}},
+        )
+        if result.matched_count == 0:
+            raise NotFound(f"session {session_id} not found")
+
+    @translated
+    def update_session_status(self, tenant_id: str, session_id: str, status: SessionStatus, *,
+                              allowed_from: frozenset[SessionStatus],
+                              suspend_cause: SuspendCause | None = None) -> Session:
+        raw = self._sessions.find_one_and_update(
+            {"_id": session_id, "tenantId": tenant_id,
+             "status": {"$in": [s.value for s in allowed_from]}},
+            {"$set": {"status": status.value,
+                      "suspendCause": suspend_cause.value if suspend_cause else None,
+                      "updatedAt": naive_utc(utcnow())}},
+            return_document=ReturnDocument.AFTER)
+        if raw is None:
+            current = self.get_session(tenant_id, session_id)  # raises NotFound
+            raise Conflict(f"session {session_id} is {current.status.value}; cannot make it "
+                           f"{status.value}")
+        return from_bson(Session, raw)
+
+    @translated
+    def set_fingerprint(self, tenant_id: str, session_id: str,
+                        fingerprint: Fingerprint) -> Session:
+        self._sessions.update_one(
+            {"_id": session_id, "tenantId": tenant_id, "fingerprint": None},
+            {"$set": {"fingerprint": fingerprint.model_dump(mode="json", by_alias=True)}})
+        return self.get_session(tenant_id, session_id)
+
+    @translated
+    def create_process(self, process: ThinkProcess) -> None:
+        insert_process(self.db.database, process)
+
+    @translated
+    def get_process(self, tenant_id: str, process_id: str) -> ThinkProcess:
+        raw = self._processes.find_one({"_id": process_id, "tenantId": tenant_id})
+        return load_one(ThinkProcess, raw, f"process {process_id} not found")
+
+    @translated
+    def list_processes(self, tenant_id: str, session_id: str) -> list[ThinkProcess]:
+        cursor = self._processes.find({"tenantId": tenant_id, "sessionId": session_id})
+        return [from_bson(ThinkProcess, raw) for raw in cursor.sort("createdAt", ASCENDING)]
+
+    @translated
+    def set_context_drift(self, tenant_id: str, process_id: str, drift: bool) -> None:
+        result = self._processes.update_one({"_id": process_id, "tenantId": tenant_id},
+                                            {"$set": {"contextDrift": drift}})
+        if result.matched_count == 0:
+            raise NotFound(f"process {process_id} not found")

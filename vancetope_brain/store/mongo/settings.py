@@ -1,0 +1,57 @@
+"""MongoDB ``SettingStore``: collection ``settings``.
+
+A ``StoredSetting`` with ``_id`` = ``{tenantId, level, scopeId, key}``.
+Atomicity: each call is one single-document operation (``set_setting`` one
+upserting ``replace_one``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pymongo import ASCENDING
+
+from vancetope_brain.errors import NotFound
+from vancetope_brain.settings import SettingScope, StoredSetting
+from vancetope_brain.store.mongo import MongoAdapter, MongoBackend
+from vancetope_brain.store.mongo._codec import from_bson, naive_utc, translated
+from vancetope_brain.store.settings import SettingStore
+
+
+def _setting_key(tenant_id: str, scope: SettingScope, key: str) -> dict[str, str]:
+    return {"tenantId": tenant_id, "level": scope.level.value, "scopeId": scope.id, "key": key}
+
+
+class MongoSettings(MongoAdapter, SettingStore):
+    def __init__(self, db: MongoBackend) -> None:
+        super().__init__(db)
+        self._settings = db.database["settings"]
+        self._settings.create_index(
+            [("tenantId", ASCENDING), ("level", ASCENDING), ("scopeId", ASCENDING),
+             ("key", ASCENDING)], name="by_scope")
+
+    @translated
+    def get_setting(self, tenant_id: str, scope: SettingScope, key: str) -> Any | None:
+        raw = self._settings.find_one({"_id": _setting_key(tenant_id, scope, key)})
+        return None if raw is None else from_bson(StoredSetting, raw).value
+
+    @translated
+    def set_setting(self, tenant_id: str, scope: SettingScope, key: str, value: Any) -> None:
+        stored = StoredSetting(tenant_id=tenant_id, level=scope.level, scope_id=scope.id,
+                               key=key, value=value)
+        doc = {**stored.dump(), "updatedAt": naive_utc(stored.updated_at),
+               "_id": _setting_key(tenant_id, scope, key)}
+        self._settings.replace_one({"_id": doc["_id"]}, doc, upsert=True)
+
+    @translated
+    def delete_setting(self, tenant_id: str, scope: SettingScope, key: str) -> None:
+        result = self._settings.delete_one({"_id": _setting_key(tenant_id, scope, key)})
+        if result.deleted_count == 0:
+            raise NotFound(f"setting {key} is not set for {scope}")
+
+    @translated
+    def list_settings(self, tenant_id: str, scope: SettingScope) -> dict[str, Any]:
+        cursor = self._settings.find({"tenantId": tenant_id, "level": scope.level.value,
+                                      "scopeId": scope.id}).sort("key", ASCENDING)
+        stored = [from_bson(StoredSetting, raw) for raw in cursor]
+        return {s.key: s.value for s in stored}

@@ -1,0 +1,268 @@
+"""SQLite ``LaneStore``: tables ``messages``, ``chat`` and ``turns``, and the ``lanes`` row
+of each process (owned by ``sessions.py``).
+
+Atomicity: every write is one ``BEGIN IMMEDIATE`` transaction, which takes the
+file's single write lock up front, so ``acquire_epoch``, ``request_control``,
+``append_message`` and ``commit_turn`` are atomic across threads and
+processes. ``commit_turn`` checks the epoch, drains, numbers chat lines,
+spawns processes (``insert_process_in``), appends outbox messages
+(``append_in``) and records the turn in that one transaction; being fenced
+raises inside it, which rolls everything back. ``append_in`` is also how the
+user Inbox's ``save_inbox_item`` appends its message in its own transaction.
+Sequence numbers: ``lanes.next_seq`` / ``next_chat_seq`` are read and bumped
+under the write lock, so they are gapless and in commit order.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from datetime import datetime
+
+from pydantic_core import to_json
+
+from vancetope_brain.errors import Conflict, Fenced, NotFound
+from vancetope_brain.models import (
+    ChatMessage,
+    InboxMessage,
+    ProcessStatus,
+    ThinkProcess,
+    TurnCommit,
+    TurnRecord,
+    utcnow,
+)
+from vancetope_brain.store.lanes import NOT_SWEPT, TURN_STARTS_FROM, LaneStore
+from vancetope_brain.store.sqlite import SqliteAdapter
+from vancetope_brain.store.sqlite._db import iso, load_all, to_ms
+from vancetope_brain.store.sqlite.sessions import insert_process_in, load_process, process_row_in
+
+_TABLES = """
+CREATE TABLE IF NOT EXISTS messages (
+    id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, target_process_id TEXT NOT NULL,
+    seq INTEGER NOT NULL, idempotency_key TEXT, created_ms INTEGER NOT NULL,
+    drained_at TEXT, drained_epoch INTEGER, doc TEXT NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS messages_seq ON messages (tenant_id, target_process_id, seq);
+CREATE UNIQUE INDEX IF NOT EXISTS messages_idempotency
+    ON messages (tenant_id, target_process_id, idempotency_key)
+    WHERE idempotency_key IS NOT NULL;
+-- Partial indexes hold only pending rows, so a turn's inbox read and the
+-- sweeper never walk drained history.
+CREATE INDEX IF NOT EXISTS messages_pending
+    ON messages (tenant_id, target_process_id, seq) WHERE drained_at IS NULL;
+CREATE INDEX IF NOT EXISTS messages_stale ON messages (created_ms) WHERE drained_at IS NULL;
+CREATE TABLE IF NOT EXISTS chat (
+    id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, process_id TEXT NOT NULL,
+    seq INTEGER NOT NULL, role TEXT NOT NULL, source_message_id TEXT, doc TEXT NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS chat_seq ON chat (tenant_id, process_id, seq);
+CREATE UNIQUE INDEX IF NOT EXISTS chat_source
+    ON chat (tenant_id, process_id, source_message_id, role)
+    WHERE source_message_id IS NOT NULL;
+CREATE TABLE IF NOT EXISTS turns (
+    id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, process_id TEXT NOT NULL,
+    epoch INTEGER NOT NULL, doc TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS turns_by_process ON turns (tenant_id, process_id, epoch);
+"""
+
+_MESSAGE_SELECT = "SELECT doc, seq, drained_at, drained_epoch FROM messages"
+# Only the fields a turn may change; status lives in ``lanes``.
+_SET_OUTCOME = (
+    "UPDATE processes SET doc = json_set(doc, '$.closeReason', ?, '$.lastError', ?, "
+    "'$.updatedAt', ?) WHERE id = ?"
+)
+_SET_OUTCOME_AND_STATE = (
+    "UPDATE processes SET doc = json_set(doc, '$.closeReason', ?, '$.lastError', ?, "
+    "'$.updatedAt', ?, '$.engineState', json(?)) WHERE id = ?"
+)
+
+
+def _message(row: tuple[str, int, str | None, int | None]) -> InboxMessage:
+    doc, seq, drained_at, drained_epoch = row
+    raw = json.loads(doc)
+    raw.update(seq=seq, drainedAt=drained_at, drainedEpoch=drained_epoch)
+    return InboxMessage.load(raw)
+
+
+def _lane_in(conn: sqlite3.Connection, tenant_id: str, process_id: str,
+             columns: str) -> tuple[int, ...]:
+    """Columns of the process's ``lanes`` row inside an open write transaction. Raises
+    ``NotFound``."""
+    row = conn.execute(f"SELECT {columns} FROM lanes WHERE process_id = ? AND tenant_id = ?",
+                       (process_id, tenant_id)).fetchone()
+    if row is None:
+        raise NotFound(f"process {process_id} not found")
+    return tuple(row)
+
+
+def append_in(conn: sqlite3.Connection, message: InboxMessage) -> tuple[InboxMessage, bool]:
+    """``append_message`` inside an open write transaction."""
+    tenant_id, target = message.tenant_id, message.target_process_id
+    (next_seq,) = _lane_in(conn, tenant_id, target, "next_seq")
+    if message.idempotency_key is not None:
+        first = conn.execute(
+            f"{_MESSAGE_SELECT} WHERE tenant_id = ? AND target_process_id = ? "
+            "AND idempotency_key = ?",
+            (tenant_id, target, message.idempotency_key),
+        ).fetchone()
+        if first is not None:
+            return _message(first), False
+    seq = next_seq + 1
+    stored = message.model_copy(update={"seq": seq, "drained_at": None, "drained_epoch": None})
+    conn.execute("UPDATE lanes SET next_seq = ? WHERE process_id = ?", (seq, target))
+    conn.execute(
+        "INSERT INTO messages (id, tenant_id, target_process_id, seq, idempotency_key, "
+        "created_ms, doc) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (stored.id, tenant_id, target, seq, stored.idempotency_key,
+         to_ms(stored.created_at), stored.model_dump_json(by_alias=True)),
+    )
+    return stored, True
+
+
+def _commit_in(conn: sqlite3.Connection, tenant_id: str, process_id: str, epoch: int,
+               commit: TurnCommit) -> list[ChatMessage]:
+    """The body of ``commit_turn``; raises ``Fenced`` to roll everything back."""
+    current_epoch, chat_seq = _lane_in(conn, tenant_id, process_id, "epoch, next_chat_seq")
+    if current_epoch != epoch:
+        raise Fenced(f"epoch {epoch} of {process_id} is stale (now {current_epoch})")
+    now = utcnow()
+    drained = list(dict.fromkeys(commit.drained_ids))
+    if drained:
+        # The conditional update is the "still undrained" check: fewer rows
+        # than ids means another turn got there first (or a foreign id).
+        cursor = conn.executemany(
+            "UPDATE messages SET drained_at = ?, drained_epoch = ? "
+            "WHERE id = ? AND tenant_id = ? AND target_process_id = ? AND drained_at IS NULL",
+            [(iso(now), epoch, mid, tenant_id, process_id) for mid in drained],
+        )
+        if cursor.rowcount != len(drained):
+            raise Fenced(f"a message listed by this turn of {process_id} is already drained")
+    written: list[ChatMessage] = []
+    for line in commit.chat:
+        line = line.model_copy(
+            update={"seq": chat_seq + 1, "tenant_id": tenant_id, "process_id": process_id}
+        )
+        inserted = conn.execute(
+            "INSERT INTO chat (id, tenant_id, process_id, seq, role, source_message_id, doc) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?) "
+            "ON CONFLICT (tenant_id, process_id, source_message_id, role) "
+            "WHERE source_message_id IS NOT NULL DO NOTHING",
+            (line.id, tenant_id, process_id, line.seq, line.role.value,
+             line.source_message_id, line.model_dump_json(by_alias=True)),
+        ).rowcount
+        if inserted:
+            written.append(line)
+        chat_seq += inserted
+    # Both CASEs read the row as it was before this UPDATE; a NULL
+    # control_handled matches nothing, so a pending call is then kept.
+    conn.execute(
+        "UPDATE lanes SET status = ?, next_chat_seq = ?, "
+        "pending_control = CASE WHEN pending_control = ? THEN NULL ELSE pending_control END, "
+        "control_requested_ms = CASE WHEN pending_control = ? THEN NULL "
+        "ELSE control_requested_ms END WHERE process_id = ?",
+        (commit.status.value, chat_seq, commit.control_handled, commit.control_handled,
+         process_id),
+    )
+    close_reason = commit.close_reason.value if commit.close_reason else None
+    if commit.engine_state is None:
+        conn.execute(_SET_OUTCOME, (close_reason, commit.last_error, iso(now), process_id))
+    else:
+        conn.execute(_SET_OUTCOME_AND_STATE, (close_reason, commit.last_error, iso(now),
+                                              to_json(commit.engine_state).decode(), process_id))
+    for child in commit.spawned:
+        insert_process_in(conn, child)
+    for message in commit.outbox:
+        append_in(conn, message)
+    record = commit.record.model_copy(
+        update={"tenant_id": tenant_id, "process_id": process_id, "epoch": epoch})
+    conn.execute(
+        "INSERT INTO turns (id, tenant_id, process_id, epoch, doc) VALUES (?, ?, ?, ?, ?)",
+        (record.id, tenant_id, process_id, record.epoch, record.model_dump_json(by_alias=True)),
+    )
+    return written
+
+
+class SqliteLanes(SqliteAdapter, LaneStore):
+    tables = _TABLES
+
+    def append_message(self, message: InboxMessage) -> tuple[InboxMessage, bool]:
+        with self.db.write() as conn:
+            return append_in(conn, message)
+
+    def pending_messages(self, tenant_id: str, process_id: str,
+                         limit: int = 1000) -> list[InboxMessage]:
+        rows = self.db.read(
+            f"{_MESSAGE_SELECT} WHERE tenant_id = ? AND target_process_id = ? "
+            "AND drained_at IS NULL ORDER BY seq LIMIT ?",
+            (tenant_id, process_id, limit),
+        )
+        return [_message(row) for row in rows]
+
+    def stale_pending(self, older_than: datetime, limit: int = 100) -> list[tuple[str, str]]:
+        # Oldest wait first; each branch walks its partial index (messages_stale,
+        # lanes_control), so neither touches drained history or idle lanes.
+        cutoff = to_ms(older_than)
+        rows = self.db.read(
+            "SELECT tenant_id, process_id FROM ("
+            " SELECT m.tenant_id, m.target_process_id AS process_id, m.created_ms AS since"
+            " FROM messages m JOIN lanes l"
+            " ON l.process_id = m.target_process_id AND l.tenant_id = m.tenant_id"
+            " WHERE m.drained_at IS NULL AND m.created_ms < ? AND l.status NOT IN (?, ?, ?)"
+            " UNION ALL"
+            " SELECT tenant_id, process_id, control_requested_ms FROM lanes"
+            " WHERE pending_control IS NOT NULL AND control_requested_ms < ? AND status <> ?"
+            ") GROUP BY tenant_id, process_id ORDER BY MIN(since) LIMIT ?",
+            (cutoff, *NOT_SWEPT, cutoff, "CLOSED", limit),
+        )
+        return [(tenant, process) for tenant, process in rows]
+
+    def acquire_epoch(self, tenant_id: str, process_id: str) -> ThinkProcess:
+        with self.db.write() as conn:
+            doc, prior, epoch, next_seq, pending_control, requested_ms = process_row_in(
+                conn, tenant_id, process_id)
+            status = "RUNNING" if prior in TURN_STARTS_FROM else prior
+            conn.execute("UPDATE lanes SET epoch = ?, status = ? WHERE process_id = ?",
+                         (epoch + 1, status, process_id))
+        return load_process((doc, prior, epoch + 1, next_seq, pending_control, requested_ms))
+
+    def request_control(self, tenant_id: str, process_id: str, call: str,
+                        allowed_from: frozenset[ProcessStatus]) -> ThinkProcess:
+        call = str(call)
+        with self.db.write() as conn:
+            doc, status, epoch, next_seq, _, _ = process_row_in(conn, tenant_id, process_id)
+            allowed = {ProcessStatus(s).value for s in allowed_from}
+            if status not in allowed:
+                raise Conflict(f"cannot {call} process {process_id}: it is {status} "
+                               f"(allowed from {', '.join(sorted(allowed)) or 'nothing'})")
+            requested_ms = to_ms(utcnow())
+            conn.execute(
+                "UPDATE lanes SET pending_control = ?, control_requested_ms = ? "
+                "WHERE process_id = ?",
+                (call, requested_ms, process_id),
+            )
+        return load_process((doc, status, epoch, next_seq, call, requested_ms))
+
+    def commit_turn(self, tenant_id: str, process_id: str, epoch: int,
+                    commit: TurnCommit) -> list[ChatMessage] | None:
+        try:
+            with self.db.write() as conn:
+                return _commit_in(conn, tenant_id, process_id, epoch, commit)
+        except Fenced:
+            return None
+
+    def chat_history(
+        self, tenant_id: str, process_id: str, *, before_seq: int | None = None, limit: int = 100
+    ) -> list[ChatMessage]:
+        rows = self.db.read(
+            "SELECT doc FROM chat WHERE tenant_id = ? AND process_id = ? AND seq < ? "
+            "ORDER BY seq DESC LIMIT ?",
+            (tenant_id, process_id, before_seq if before_seq is not None else 2**62, limit),
+        )
+        return load_all(ChatMessage, reversed(rows))
+
+    def turn_records(self, tenant_id: str, process_id: str) -> list[TurnRecord]:
+        return load_all(TurnRecord, self.db.read(
+            "SELECT doc FROM turns WHERE tenant_id = ? AND process_id = ? ORDER BY epoch, rowid",
+            (tenant_id, process_id),
+        ))

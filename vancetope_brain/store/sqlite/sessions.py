@@ -1,0 +1,189 @@
+"""SQLite ``SessionStore``: tables ``sessions``, ``processes`` and ``lanes``.
+
+A process is two rows: its document in ``processes`` and, in ``lanes``, the
+fields a lane turn changes (status, epoch, seqs, pending control), which are
+authoritative over ``doc``; ``load_process`` merges them. ``insert_process_in``
+writes both inside the caller's transaction, so ``commit_turn`` (lanes) spawns
+children atomically with the rest of its turn.
+
+Atomicity: each call is one ``BEGIN IMMEDIATE`` transaction;
+``update_session_status`` reads and rewrites the session inside it, so the
+status check and the move are one step, and ``set_fingerprint``'s condition
+(no fingerprint yet) is in its ``UPDATE``.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+from vancetope_brain.errors import Conflict, NotFound
+from vancetope_brain.models import (
+    Fingerprint,
+    Session,
+    SessionStatus,
+    SuspendCause,
+    ThinkProcess,
+    utcnow,
+)
+from vancetope_brain.store.sessions import SessionStore
+from vancetope_brain.store.sqlite import SqliteAdapter
+from vancetope_brain.store.sqlite._db import from_ms, iso, load_all, load_one, to_ms
+
+_TABLES = """
+CREATE TABLE IF NOT EXISTS sessions (
+    id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, user_id TEXT NOT NULL,
+    created_ms INTEGER NOT NULL, doc TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS sessions_by_user ON sessions (tenant_id, user_id, created_ms);
+CREATE TABLE IF NOT EXISTS processes (
+    id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, session_id TEXT NOT NULL,
+    created_ms INTEGER NOT NULL, doc TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS processes_by_session ON processes (tenant_id, session_id, created_ms);
+-- The per-turn hot fields of a process, in a narrow row of their own.
+-- (Columns added by a migration must be added in _MIGRATIONS too.)
+CREATE TABLE IF NOT EXISTS lanes (
+    process_id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, status TEXT NOT NULL,
+    epoch INTEGER NOT NULL, next_seq INTEGER NOT NULL, next_chat_seq INTEGER NOT NULL,
+    pending_control TEXT, control_requested_ms INTEGER
+);
+-- The sweeper's lifecycle calls left waiting: only lanes with a pending call.
+CREATE INDEX IF NOT EXISTS lanes_control
+    ON lanes (control_requested_ms) WHERE pending_control IS NOT NULL;
+"""
+
+_MIGRATIONS = {
+    2: ("ALTER TABLE lanes ADD COLUMN pending_control TEXT",
+        "ALTER TABLE lanes ADD COLUMN control_requested_ms INTEGER"),
+}
+
+_PROCESS_SELECT = (
+    "SELECT p.doc, l.status, l.epoch, l.next_seq, l.pending_control, l.control_requested_ms "
+    "FROM lanes l JOIN processes p ON p.id = l.process_id"
+)
+_PROCESS_BY_ID = f"{_PROCESS_SELECT} WHERE l.process_id = ? AND l.tenant_id = ?"
+
+ProcessRow = tuple[str, str, int, int, str | None, int | None]
+"""What ``load_process`` reads: doc, status, epoch, next_seq, pending_control,
+control_requested_ms."""
+
+
+def load_process(row: ProcessRow) -> ThinkProcess:
+    """A process from its row: ``doc`` with the ``lanes`` fields over it."""
+    doc, status, epoch, next_seq, pending_control, control_requested_ms = row
+    raw = json.loads(doc)
+    raw.update(status=status, epoch=epoch, nextSeq=next_seq, pendingControl=pending_control,
+               controlRequestedAt=from_ms(control_requested_ms))
+    return ThinkProcess.load(raw)
+
+
+def process_row_in(conn: sqlite3.Connection, tenant_id: str, process_id: str) -> ProcessRow:
+    """The process's row inside an open write transaction. Raises ``NotFound``."""
+    row: ProcessRow | None = conn.execute(_PROCESS_BY_ID, (process_id, tenant_id)).fetchone()
+    if row is None:
+        raise NotFound(f"process {process_id} not found")
+    return row
+
+
+def insert_process_in(conn: sqlite3.Connection, process: ThinkProcess) -> None:
+    """``create_process`` inside an open write transaction."""
+    conn.execute(
+        "INSERT INTO processes (id, tenant_id, session_id, created_ms, doc) "
+        "VALUES (?, ?, ?, ?, ?)",
+        (process.id, process.tenant_id, process.session_id, to_ms(process.created_at),
+         process.model_dump_json(by_alias=True)),
+    )
+    conn.execute(
+        "INSERT INTO lanes (process_id, tenant_id, status, epoch, next_seq, next_chat_seq, "
+        "pending_control, control_requested_ms) VALUES (?, ?, ?, ?, ?, 0, ?, ?)",
+        (process.id, process.tenant_id, process.status.value, process.epoch,
+         process.next_seq, process.pending_control,
+         None if process.control_requested_at is None
+         else to_ms(process.control_requested_at)),
+    )
+
+
+class SqliteSessions(SqliteAdapter, SessionStore):
+    tables = _TABLES
+    migrations = _MIGRATIONS
+
+    def create_session(self, session: Session) -> None:
+        self.db.execute(
+            "INSERT INTO sessions (id, tenant_id, user_id, created_ms, doc) VALUES (?, ?, ?, ?, ?)",
+            (session.id, session.tenant_id, session.user_id, to_ms(session.created_at),
+             session.model_dump_json(by_alias=True)),
+        )
+
+    def get_session(self, tenant_id: str, session_id: str) -> Session:
+        return load_one(Session, self.db.read("SELECT doc FROM sessions WHERE id = ? AND "
+                                              "tenant_id = ?", (session_id, tenant_id)),
+                        f"session {session_id} not found")
+
+    def list_sessions(self, tenant_id: str, user_id: str) -> list[Session]:
+        return load_all(Session, self.db.read(
+            "SELECT doc FROM sessions WHERE tenant_id = ? AND user_id = ? "
+            "ORDER BY created_ms DESC, rowid DESC",
+            (tenant_id, user_id),
+        ))
+
+    def set_chat_process(self, tenant_id: str, session_id: str, process_id: str) -> None:
+        cursor = self.db.execute(
+            "UPDATE sessions SET doc = json_set(doc, '$.chatProcessId', ?, '$.updatedAt', ?) "
+            "WHERE id = ? AND tenant_id = ?",
+            (process_id, iso(utcnow()), session_id, tenant_id),
+        )
+        if cursor.rowcount == 0:
+            raise NotFound(f"session {session_id} not found")
+
+    def update_session_status(self, tenant_id: str, session_id: str, status: SessionStatus, *,
+                              allowed_from: frozenset[SessionStatus],
+                              suspend_cause: SuspendCause | None = None) -> Session:
+        with self.db.write() as conn:
+            row = conn.execute("SELECT doc FROM sessions WHERE id = ? AND tenant_id = ?",
+                               (session_id, tenant_id)).fetchone()
+            if row is None:
+                raise NotFound(f"session {session_id} not found")
+            current = Session.load(json.loads(row[0]))
+            if current.status not in allowed_from:
+                raise Conflict(f"session {session_id} is {current.status.value}; cannot make it "
+                               f"{status.value}")
+            updated = current.model_copy(update={"status": status, "suspend_cause": suspend_cause,
+                                                 "updated_at": utcnow()})
+            conn.execute("UPDATE sessions SET doc = ? WHERE id = ?",
+                         (updated.model_dump_json(by_alias=True), session_id))
+        return updated
+
+    def set_fingerprint(self, tenant_id: str, session_id: str,
+                        fingerprint: Fingerprint) -> Session:
+        self.db.execute(
+            "UPDATE sessions SET doc = json_set(doc, '$.fingerprint', json(?)) "
+            "WHERE id = ? AND tenant_id = ? AND json_extract(doc, '$.fingerprint') IS NULL",
+            (fingerprint.model_dump_json(by_alias=True), session_id, tenant_id))
+        return self.get_session(tenant_id, session_id)
+
+    def create_process(self, process: ThinkProcess) -> None:
+        with self.db.write() as conn:
+            insert_process_in(conn, process)
+
+    def get_process(self, tenant_id: str, process_id: str) -> ThinkProcess:
+        rows = self.db.read(_PROCESS_BY_ID, (process_id, tenant_id))
+        if not rows:
+            raise NotFound(f"process {process_id} not found")
+        return load_process(rows[0])
+
+    def list_processes(self, tenant_id: str, session_id: str) -> list[ThinkProcess]:
+        rows = self.db.read(
+            f"{_PROCESS_SELECT} WHERE p.tenant_id = ? AND p.session_id = ? "
+            "ORDER BY p.created_ms, p.rowid",
+            (tenant_id, session_id),
+        )
+        return [load_process(row) for row in rows]
+
+    def set_context_drift(self, tenant_id: str, process_id: str, drift: bool) -> None:
+        cursor = self.db.execute(
+            "UPDATE processes SET doc = json_set(doc, '$.contextDrift', json(?)) "
+            "WHERE id = ? AND tenant_id = ?",
+            ("true" if drift else "false", process_id, tenant_id))
+        if cursor.rowcount == 0:
+            raise NotFound(f"process {process_id} not found")
