@@ -120,10 +120,11 @@ class Timed:
         setattr(self._target, name, value)
 
 
-def instrument_brain(brain: Any, timer: Timer) -> None:
+def instrument_worker(worker: Any, timer: Timer) -> None:
     """Wrap the runner's and the waker's collaborators (the objects, not the classes)."""
-    runner = brain.runner
-    runner._store = Timed(runner._store, "store", timer)
+    runner = worker.runner
+    runner._lanes = Timed(runner._lanes, "store", timer)
+    runner._processes = Timed(runner._processes, "store", timer)
     runner._events = Timed(runner._events, "events", timer)
     runner._leases = Timed(runner._leases, "leases", timer)
     real_call_engine = runner._call_engine
@@ -138,7 +139,7 @@ def instrument_brain(brain: Any, timer: Timer) -> None:
             timer.after_release = False
 
     runner.run = run
-    waker = brain.waker
+    waker = worker.waker
     waker._redis = Timed(waker._redis, "redis", timer)
     real_enqueue = waker._enqueue
     waker._enqueue = lambda *a: timer.call("celery.send_task", real_enqueue, *a)

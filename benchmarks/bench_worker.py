@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _timing import Timer, instrument_brain  # noqa: E402
+from _timing import Timer, instrument_worker  # noqa: E402
 
 from vancetope_brain.llm.base import LlmMessage, LlmResponse, TokenSink, ToolSpec  # noqa: E402
 
@@ -89,7 +89,7 @@ def _install_instrumentation(app, redis_url: str, parts: bool) -> None:  # type:
         if STATS.pid != os.getpid():
             STATS.pid = os.getpid()
             if parts:
-                instrument_brain(app.vancetope_brain(), STATS.timer)
+                instrument_worker(app.vancetope_worker(), STATS.timer)
             key = f"bench:worker:{_NAME[0]}:{os.getpid()}"
             threading.Thread(target=flush_loop, args=(key,), daemon=True).start()
 

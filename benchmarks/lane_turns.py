@@ -872,9 +872,9 @@ def main(argv: list[str] | None = None) -> int:
         # The user and token, through the brain's own services, before anyone else opens
         # the file.
         from vancetope_brain.config import Config
-        from vancetope_brain.runtime import Brain
+        from vancetope_gateway.parts import build_gateway
 
-        brain = Brain.build(Config.from_env(env), lambda *a: None, model_for=lambda p: None)
+        brain = build_gateway(Config.from_env(env), lambda *a: None)
         brain.identity.create_tenant("bench", "bench")
         brain.identity.create_user("bench", "bencher", "bencher")
         token = brain.identity.issue_token("bench", "bencher", label="lane_turns benchmark")

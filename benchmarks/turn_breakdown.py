@@ -4,7 +4,7 @@
 
 Runs against the real Redis (``--redis-url``, default ``redis://127.0.0.1:6379/8``,
 FLUSHED at start and end) and a fresh SQLite file, with the product's own objects:
-``create_celery(config, model_for=<zero-latency model>).vancetope_brain()`` — so ``wake``
+``create_celery(config, model_for=<zero-latency model>)``'s worker parts and a gateway's on one store — so ``wake``
 really publishes a Celery task to Redis (nobody consumes it; the queues are dropped at the
 end) — and the gateway's ``Connection`` on a fake socket.
 
@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import dataclasses
 import json
 import os
 import pstats
@@ -53,7 +54,7 @@ import redis
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from _timing import Timed, Timer, format_tree, instrument_brain  # noqa: E402
+from _timing import Timed, Timer, format_tree, instrument_worker  # noqa: E402
 
 DEFAULT_REDIS = "redis://127.0.0.1:6379/8"
 
@@ -120,23 +121,28 @@ def run(args: argparse.Namespace, env: dict[str, str]) -> int:
 
     from vancetope_brain.config import Config
     from vancetope_brain.identity import Principal
+    from vancetope_brain.store import open_store
+    from vancetope_gateway.parts import build_gateway
     from vancetope_gateway.protocol import Connection
-    from workers.celery_app import create_celery
+    from workers.celery_app import create_celery, enqueue_on
 
     config = Config.from_env(env)
-    app = create_celery(config, model_for=lambda process: MODEL)
-    brain = app.vancetope_brain()
+    store = open_store(config.store_url)
+    app = create_celery(config, model_for=lambda process: MODEL, store=store)
+    worker = app.vancetope_worker()
+    brain = build_gateway(config, enqueue_on(app), store=store)
     brain.identity.create_tenant("bench", "bench")
     brain.identity.create_user("bench", "bencher", "bencher")
     who = Principal("bench", "bencher")
 
     timer = Timer()
     timer.enabled = False
-    runner = brain.runner
-    instrument_brain(brain, timer)
-    sessions_store = brain.sessions._store
-    brain.sessions._store = Timed(sessions_store, "store", timer)
-    brain.sessions = Timed(brain.sessions, "sessions", timer)
+    runner = worker.runner
+    instrument_worker(worker, timer)
+    sessions = brain.sessions
+    sessions._sessions = Timed(sessions._sessions, "store", timer)
+    sessions._lanes = Timed(sessions._lanes, "store", timer)
+    brain = dataclasses.replace(brain, sessions=Timed(sessions, "sessions", timer))
 
     conns, procs = [], []
     for i in range(args.processes):
@@ -166,7 +172,7 @@ def run(args: argparse.Namespace, env: dict[str, str]) -> int:
         frame = json.dumps({"type": "process-steer", "id": str(it), "data": {
             "targetThinkProcessId": pid, "content": f"message {it}"}})
         timer.call("steer", conn.handle, frame)
-        outcome = runner.run("bench", pid)  # timed as "turn" by instrument_brain
+        outcome = runner.run("bench", pid)  # timed as "turn" by instrument_worker
         if outcome.value != "committed":
             raise RuntimeError(f"turn {it}: {outcome}")
         events = timer.call("fanout", _fanout, brain, conn, sid, last_seq, timer)
@@ -191,7 +197,7 @@ def run(args: argparse.Namespace, env: dict[str, str]) -> int:
         print("\ncProfile (CPU time of this thread) of the timed iterations, top 35 by own time:")
         stats = pstats.Stats(profiler)
         stats.sort_stats("tottime").print_stats(35)
-    brain.close()
+    worker.close()
     return 0
 
 

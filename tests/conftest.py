@@ -16,10 +16,11 @@ from vancetope_brain.config import Config
 from vancetope_brain.identity import Principal
 from vancetope_brain.llm import ChatModel
 from vancetope_brain.models import Project, User
-from vancetope_brain.runtime import Brain
-from vancetope_brain.store.sqlite import SqliteStore
-from workers.celery_app import create_celery
+from vancetope_brain.store import Backend, IdentityStore, open_store
+from vancetope_gateway.parts import Gateway, build_gateway
+from workers.celery_app import create_celery, enqueue_on
 from workers.embedded import EmbeddedWorker
+from workers.parts import Worker
 
 pytest_plugins = ["vancetope_brain.llm.pytest_plugin"]
 
@@ -41,7 +42,8 @@ def redis_url() -> Iterator[str]:
 
 
 class Embedded:
-    """A brain with a real in-process Celery worker (memory:// broker, fakeredis, SQLite).
+    """The embedded shape: a gateway's parts (``brain``) and a real in-process Celery worker
+    (memory:// broker, fakeredis, SQLite) whose parts are ``worker_parts``.
 
     Tests set ``model`` to the double their turns should use.
     """
@@ -50,8 +52,10 @@ class Embedded:
         self.model: ChatModel | None = None
         config = Config.from_env(server_env(data_dir, **env))
         config.data_dir.mkdir(parents=True, exist_ok=True)
-        app = create_celery(config, model_for=lambda process: self.model)
-        self.brain: Brain = app.vancetope_brain()
+        store = open_store(config.store_url)
+        app = create_celery(config, model_for=lambda process: self.model, store=store)
+        self.brain: Gateway = build_gateway(config, enqueue_on(app), store=store)
+        self.worker_parts: Worker = app.vancetope_worker()
         self.worker = EmbeddedWorker(app, concurrency=4)
         self.worker.start()
         self.brain.identity.create_tenant("acme", "acme")
@@ -61,7 +65,7 @@ class Embedded:
     def stop(self) -> None:
         # Celery's consumer loop notices a stop only every 2 s, hence one worker per module.
         self.worker.stop()
-        self.brain.close()
+        self.worker_parts.close()
 
 
 @pytest.fixture(scope="module")
@@ -72,10 +76,10 @@ def embedded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Embedded]:
 
 
 @pytest.fixture
-def acme_store(tmp_path: Path) -> Iterator[SqliteStore]:
+def acme_store(tmp_path: Path) -> Iterator[Backend]:
     """A fresh SQLite store holding project ``p1`` and user ``ada`` of tenant ``acme``."""
-    opened = SqliteStore(tmp_path / "v.db")
-    opened.create_project(Project(id="p1", tenant_id="acme", name="One"))
-    opened.create_user(User(id="ada", tenant_id="acme", name="Ada"))
+    opened = open_store(f"sqlite:///{tmp_path / 'v.db'}")
+    opened.port(IdentityStore).create_project(Project(id="p1", tenant_id="acme", name="One"))
+    opened.port(IdentityStore).create_user(User(id="ada", tenant_id="acme", name="Ada"))
     yield opened
     opened.close()

@@ -17,7 +17,7 @@ import pytest
 
 from vancetope_brain.errors import Unauthorized
 from vancetope_brain.identity import IdentityService, Principal
-from vancetope_brain.store import Store, open_store
+from vancetope_brain.store import Backend, DeliveryStore, IdentityStore, RecipeStore, open_store
 from vancetope_gateway.cli import main
 
 
@@ -55,13 +55,13 @@ def admin(store_url: str, capsys: pytest.CaptureFixture[str]):
 
 
 @pytest.fixture
-def store(store_url: str) -> Iterator[Store]:
+def store(store_url: str) -> Iterator[Backend]:
     opened = open_store(store_url)
     yield opened
     opened.close()
 
 
-def test_full_flow_tenant_project_user_token_revoke(admin, store: Store) -> None:
+def test_full_flow_tenant_project_user_token_revoke(admin, store: Backend) -> None:
     created = admin("tenant", "create", "Acme Corp", "--id", "acme")
     assert (created.code, created.out) == (0, "acme\n")
     assert "created tenant acme" in created.err
@@ -80,13 +80,13 @@ def test_full_flow_tenant_project_user_token_revoke(admin, store: Store) -> None
     assert token.code == 0
     secret, = token.out.splitlines()  # the secret alone on stdout
     token_id = token.err.split("token id: ")[1].split()[0]
-    identity = IdentityService(store)
+    identity = IdentityService(store.port(IdentityStore))
     assert identity.authenticate(secret) == Principal("acme", "ada")
 
     tokens = admin("token", "list", "--tenant", "acme", "--user", "ada")
     assert tokens.out.splitlines()[0].split() == ["ID", "LABEL", "CREATED", "REVOKED"]
     assert [(row[0], row[1], row[3]) for row in tokens.rows] == [(token_id, "laptop", "no")]
-    stored = store.list_tokens("acme", "ada")[0]
+    stored = store.port(IdentityStore).list_tokens("acme", "ada")[0]
     assert secret not in tokens.out and stored.token_hash not in tokens.out
 
     revoked = admin("token", "revoke", "--tenant", "acme", token_id)
@@ -98,12 +98,12 @@ def test_full_flow_tenant_project_user_token_revoke(admin, store: Store) -> None
     assert [row[:2] for row in admin("tenant", "list").rows] == [["acme", "Acme"]]
 
 
-def test_quiet_token_create_prints_only_the_secret(admin, store: Store) -> None:
+def test_quiet_token_create_prints_only_the_secret(admin, store: Backend) -> None:
     admin("tenant", "create", "Acme", "--id", "acme")
     admin("user", "create", "--tenant", "acme", "Ada", "--id", "ada")
     token = admin("token", "create", "--tenant", "acme", "--user", "ada", "--quiet")
     assert (token.code, token.err) == (0, "")
-    assert IdentityService(store).authenticate(token.out.strip()) == Principal("acme", "ada")
+    assert IdentityService(store.port(IdentityStore)).authenticate(token.out.strip()) == Principal("acme", "ada")
 
 
 @pytest.mark.parametrize(("argv", "message"), [
@@ -128,15 +128,15 @@ def test_bad_input_is_a_one_line_error_with_exit_code_2(admin, argv, message) ->
     assert failed.err.startswith(f"vancetope: {message}") and failed.err.count("\n") == 1
 
 
-def test_a_foreign_token_cannot_be_revoked(admin, store: Store) -> None:
+def test_a_foreign_token_cannot_be_revoked(admin, store: Backend) -> None:
     for tenant in ("acme", "globex"):
         admin("tenant", "create", tenant.title(), "--id", tenant)
     admin("user", "create", "--tenant", "acme", "Ada", "--id", "ada")
     secret = admin("token", "create", "--tenant", "acme", "--user", "ada", "-q").out.strip()
-    token_id = store.list_tokens("acme", "ada")[0].id
+    token_id = store.port(IdentityStore).list_tokens("acme", "ada")[0].id
     failed = admin("token", "revoke", "--tenant", "globex", token_id)
     assert (failed.code, failed.err) == (2, f"vancetope: token {token_id} not found\n")
-    assert IdentityService(store).authenticate(secret) == Principal("acme", "ada")
+    assert IdentityService(store.port(IdentityStore)).authenticate(secret) == Principal("acme", "ada")
 
 
 def test_exist_ok_makes_create_rerunnable(admin) -> None:
@@ -149,21 +149,21 @@ def test_exist_ok_makes_create_rerunnable(admin) -> None:
     assert (taken.code, taken.err) == (2, "vancetope: user id local is taken\n")
 
 
-def test_the_installed_command_runs_as_a_subprocess(store_url: str, store: Store) -> None:
+def test_the_installed_command_runs_as_a_subprocess(store_url: str, store: Backend) -> None:
     def run(*argv: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "vancetope_gateway.cli", "admin", *argv],
                               env=dict(os.environ), capture_output=True, text=True, timeout=60)
 
-    IdentityService(store).create_tenant("Acme", "acme")
-    IdentityService(store).create_user("acme", "Ada", "ada")
+    IdentityService(store.port(IdentityStore)).create_tenant("Acme", "acme")
+    IdentityService(store.port(IdentityStore)).create_user("acme", "Ada", "ada")
     token = run("token", "create", "--tenant", "acme", "--user", "ada", "--quiet")
     assert token.returncode == 0, token.stderr
-    assert IdentityService(store).authenticate(token.stdout.strip()) == Principal("acme", "ada")
+    assert IdentityService(store.port(IdentityStore)).authenticate(token.stdout.strip()) == Principal("acme", "ada")
     missing = run("user", "create", "--tenant", "nope", "Bob")
     assert (missing.returncode, missing.stderr) == (2, "vancetope: tenant nope not found\n")
 
 
-def test_recipe_put_list_show_delete_over_the_cascade(admin, store: Store,
+def test_recipe_put_list_show_delete_over_the_cascade(admin, store: Backend,
                                                       tmp_path: Path) -> None:
     admin("tenant", "create", "Acme", "--id", "acme")
     admin("project", "create", "--tenant", "acme", "Papers", "--id", "papers")
@@ -200,7 +200,7 @@ def test_recipe_put_list_show_delete_over_the_cascade(admin, store: Store,
     assert source("--project", "papers") == "tenant"
     admin("recipe", "delete", "--tenant", "acme", "analyze", "-q")
     assert source("--project", "papers") == "bundled"
-    assert store.list_recipes("acme", None) == []
+    assert store.port(RecipeStore).list_recipes("acme", None) == []
 
 
 @pytest.mark.parametrize(("argv", "message"), [
@@ -235,7 +235,7 @@ def test_recipe_and_setting_errors_are_one_line(admin, tmp_path: Path, argv, mes
     assert failed.err.count("\n") == 1
 
 
-def test_setting_set_get_unset_list_over_the_cascade(admin, store: Store) -> None:
+def test_setting_set_get_unset_list_over_the_cascade(admin, store: Backend) -> None:
     admin("tenant", "create", "Acme", "--id", "acme")
     admin("user", "create", "--tenant", "acme", "Ada", "--id", "ada")
     scope = ("--tenant", "acme", "--project", "default", "--user", "ada")
@@ -274,7 +274,7 @@ def test_setting_set_get_unset_list_over_the_cascade(admin, store: Store) -> Non
     assert refused.value.code == 2
 
 
-def test_delivery_list_answers_why_nobody_was_told(admin, store: Store) -> None:
+def test_delivery_list_answers_why_nobody_was_told(admin, store: Backend) -> None:
     from vancetope_brain.models.inbox import (
         Criticality,
         DeliveryStatus,
@@ -286,7 +286,7 @@ def test_delivery_list_answers_why_nobody_was_told(admin, store: Store) -> None:
             ("ada", "ws", DeliveryStatus.SKIPPED, "no active WebSocket connection"),
             ("ada", "email", DeliveryStatus.SENT, None),
             ("bob", "ws", DeliveryStatus.SENT, None)]):
-        store.add_delivery(NotificationDelivery(
+        store.port(DeliveryStore).add_delivery(NotificationDelivery(
             id=f"dlv_{n}", tenant_id="acme", item_id="item_1" if n < 2 else "item_2",
             user_id=user, channel=channel, status=status, reason=reason,
             criticality=Criticality.NORMAL))

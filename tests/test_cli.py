@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from vancetope_brain.engines.arthur import WELCOME
-from vancetope_brain.store import open_store
+from vancetope_brain.store import LaneStore, SessionStore, open_store
 
 CLI = [sys.executable, "-m", "vancetope_gateway.cli"]
 
@@ -89,9 +89,9 @@ def test_serve_chat_restart_resume(tmp_path):
         token = (data / "token").read_text().strip()
         assert token not in "".join(server.banner)
         session_id = (data / "chat-state.json").read_text()
-        sessions = store.list_sessions("local", "local")
+        sessions = store.port(SessionStore).list_sessions("local", "local")
         assert len(sessions) == 1 and sessions[0].id in session_id
-        history = store.chat_history("local", sessions[0].chat_process_id)
+        history = store.port(LaneStore).chat_history("local", sessions[0].chat_process_id)
         assert [m.content for m in history if m.role.value == "user"] == [
             "hello arthur", "and again"]
         assert [m.role.value for m in history] == [

@@ -19,14 +19,14 @@ from vancetope_brain.settings import (
     StoredSetting,
     setting_key,
 )
-from vancetope_brain.store.sqlite import SqliteStore
+from vancetope_brain.store import Backend, IdentityStore, SettingStore
 
 TENANT = SettingScope.tenant()
 
 
 @pytest.fixture
-def service(acme_store: SqliteStore) -> SettingsService:
-    return SettingsService(acme_store)
+def service(acme_store: Backend) -> SettingsService:
+    return SettingsService(acme_store.port(SettingStore), acme_store.port(IdentityStore))
 
 
 def test_innermost_wins_user_then_project_then_tenant_then_default(
@@ -112,7 +112,7 @@ def test_values_typed_on_a_command_line_are_parsed() -> None:
         setting_key("notify.quietHours.exceptCritical").parse("maybe")
 
 
-def test_model_selection_per_engine(service: SettingsService, acme_store: SqliteStore) -> None:
+def test_model_selection_per_engine(service: SettingsService, acme_store: Backend) -> None:
     def api() -> SettingsApi:
         return SettingsApi(service, "acme", "p1", "ada")
 
@@ -127,24 +127,23 @@ def test_model_selection_per_engine(service: SettingsService, acme_store: Sqlite
     assert effective["chat.historyLimit"] == (200, None)
 
 
-def test_the_engines_view_is_scoped_to_the_process(service: SettingsService,
-                                                    acme_store: SqliteStore) -> None:
+def test_the_engines_view_is_scoped_to_the_process(service: SettingsService) -> None:
     process = ThinkProcess(id="proc_1", tenant_id="acme", session_id="ses_1", user_id="ada",
                            project_id="p1", name="chat", engine="arthur", engine_version="1.0.0")
     service.set("acme", SettingScope.project("p1"), "arthur.maxContextTokens", 4096)
-    view = SettingsApi.for_process(acme_store, process)
+    view = SettingsApi.for_process(service, process)
     assert view.get("arthur.maxContextTokens") == 4096
     service.set("acme", SettingScope.user("ada"), "arthur.maxContextTokens", 2048)
     assert view.get("arthur.maxContextTokens") == 4096  # read once per lifecycle call
-    assert SettingsApi.for_process(acme_store, process).get("arthur.maxContextTokens") == 2048
+    assert SettingsApi.for_process(service, process).get("arthur.maxContextTokens") == 2048
     assert SettingsApi.defaults().get("arthur.maxContextTokens") == 65536
 
 
 def test_a_stored_value_that_no_longer_fits_its_key_is_skipped(
-    service: SettingsService, acme_store: SqliteStore
+    service: SettingsService, acme_store: Backend
 ) -> None:
-    acme_store.set_setting("acme", TENANT, "chat.historyLimit", 10)
-    acme_store.set_setting("acme", SettingScope.user("ada"), "chat.historyLimit", "lots")
+    acme_store.port(SettingStore).set_setting("acme", TENANT, "chat.historyLimit", 10)
+    acme_store.port(SettingStore).set_setting("acme", SettingScope.user("ada"), "chat.historyLimit", "lots")
     assert service.resolve_with_source("acme", None, "ada", "chat.historyLimit") == (10, TENANT)
 
 

@@ -1,4 +1,4 @@
-"""Vancetope's domain and runtime: models, the Store port, lanes, engines, LLM, events.
+"""Vancetope's domain and runtime: models, the store ports, lanes, engines, LLM, events.
 
 Rule: this package imports no Flask and no Celery (ruff TID251 and
 ``tests/test_boundaries.py`` hold the line). The outside world reaches it

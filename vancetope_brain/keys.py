@@ -4,6 +4,7 @@
 |-----------------------------|--------|-------------------------|------------------------------------------------|
 | ``vt:lease:{pid}``          | string | lease TTL, renewed      | lane lease (redis-py Lock token) of a process  |
 | ``vt:wake:{pid}``           | string | 2 × lease TTL           | a lane-turn task for the process is queued     |
+| ``vt:recheck:{pid}``        | string | lease TTL               | a task found the lease taken: holder, look again |
 | ``vt:evseq:{sid}``          | string | event log TTL           | last event sequence number of a session        |
 | ``vt:evorigin:{sid}``       | string | event log TTL           | first sequence number of the current log       |
 | ``vt:events:{sid}``         | stream | event log TTL, capped   | the session's recent events, id ``{seq}-0``    |
@@ -30,6 +31,10 @@ def lease(process_id: str) -> str:
 
 def wake(process_id: str) -> str:
     return f"{PREFIX}wake:{process_id}"
+
+
+def recheck(process_id: str) -> str:
+    return f"{PREFIX}recheck:{process_id}"
 
 
 def event_seq(session_id: str) -> str:

@@ -32,7 +32,7 @@ from vancetope_brain.models.base import Document, utcnow
 
 if TYPE_CHECKING:
     from vancetope_brain.models import ThinkProcess
-    from vancetope_brain.store import Store
+    from vancetope_brain.store import IdentityStore, SettingStore
 
 log = logging.getLogger(__name__)
 
@@ -209,8 +209,9 @@ def _cascade(project_id: str | None, user_id: str | None) -> list[SettingScope]:
 class SettingsService:
     """Reads and writes settings on the store. Every call reads the store (no cache)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: SettingStore, identity: IdentityStore) -> None:
         self._store = store
+        self._identity = identity
 
     def resolve(self, tenant_id: str, project_id: str | None, user_id: str | None,
                 key: str) -> Any:
@@ -261,9 +262,9 @@ class SettingsService:
 
     def _check_scope(self, tenant_id: str, scope: SettingScope) -> None:
         if scope.level is SettingLevel.PROJECT:
-            self._store.get_project(tenant_id, scope.id)
+            self._identity.get_project(tenant_id, scope.id)
         elif scope.level is SettingLevel.USER:
-            self._store.get_user(tenant_id, scope.id)
+            self._identity.get_user(tenant_id, scope.id)
 
 
 class SettingsApi:
@@ -278,10 +279,9 @@ class SettingsApi:
         self._seen: dict[str, Any] = {}
 
     @classmethod
-    def for_process(cls, store: Store, process: ThinkProcess) -> SettingsApi:
+    def for_process(cls, service: SettingsService, process: ThinkProcess) -> SettingsApi:
         """The scope of a process: its tenant, its (session's) project, its user."""
-        return cls(SettingsService(store), process.tenant_id, process.project_id,
-                   process.user_id)
+        return cls(service, process.tenant_id, process.project_id, process.user_id)
 
     @classmethod
     def defaults(cls) -> SettingsApi:

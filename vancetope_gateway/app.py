@@ -17,8 +17,8 @@ from vancetope_brain.events import EventListener
 from vancetope_brain.identity import Principal
 from vancetope_brain.inbox.attachments import AttachmentStore
 from vancetope_brain.models import ProcessStatus
-from vancetope_brain.runtime import Brain
 from vancetope_gateway.frames import NotifyMode
+from vancetope_gateway.parts import Gateway
 from vancetope_gateway.protocol import Connection
 
 log = logging.getLogger(__name__)
@@ -49,14 +49,14 @@ def healthz() -> Response:
 @rest.get("/readyz")
 def readyz() -> tuple[Response, int]:
     """Readiness: the store and Redis answer, else 503 naming what failed."""
-    brain: Brain = current_app.extensions["vancetope"]
+    gateway: Gateway = current_app.extensions["vancetope"]
     failures = {}
     try:
-        brain.store.ping()
+        gateway.store.ping()
     except StoreError as e:
         failures["store"] = str(e)
     try:
-        brain.redis.ping()
+        gateway.redis.ping()
     except Exception as e:
         failures["redis"] = type(e).__name__
     if failures:
@@ -104,7 +104,7 @@ class PresenceRenewer:
                     log.exception("presence renewal failed; retrying next round")
 
 
-def _brain() -> Brain:
+def _gateway() -> Gateway:
     return current_app.extensions["vancetope"]
 
 
@@ -124,23 +124,23 @@ def _int_arg(name: str, default: int | None, low: int, high: int) -> int | None:
 @rest.get("/sessions")
 def sessions() -> Response:
     who = authenticate()
-    return jsonify(sessions=[s.dump() for s in _brain().sessions.list_sessions(who)])
+    return jsonify(sessions=[s.dump() for s in _gateway().sessions.list_sessions(who)])
 
 
 @rest.get("/sessions/<session_id>")
 def session(session_id: str) -> Response:
     who = authenticate()
-    brain = _brain()
-    found = brain.sessions.get(who, session_id)
+    gateway = _gateway()
+    found = gateway.sessions.get(who, session_id)
     return jsonify(session=found.dump(),
-                   processes=[p.dump() for p in brain.sessions.processes(who, session_id)])
+                   processes=[p.dump() for p in gateway.sessions.processes(who, session_id)])
 
 
 @rest.get("/sessions/<session_id>/processes")
 def session_processes(session_id: str) -> Response:
     who = authenticate()
     everything = request.args.get("all", "false").lower() in ("1", "true", "yes")
-    processes = _brain().sessions.processes(who, session_id)
+    processes = _gateway().sessions.processes(who, session_id)
     return jsonify(processes=[p.dump() for p in processes
                               if everything or p.status is not ProcessStatus.CLOSED])
 
@@ -148,13 +148,13 @@ def session_processes(session_id: str) -> Response:
 @rest.get("/processes/<process_id>")
 def process(process_id: str) -> Response:
     who = authenticate()
-    return jsonify(process=_brain().sessions.process(who, process_id).dump())
+    return jsonify(process=_gateway().sessions.process(who, process_id).dump())
 
 
 @rest.get("/processes/<process_id>/chat")
 def process_chat(process_id: str) -> Response:
     who = authenticate()
-    lines = _brain().sessions.chat_history(
+    lines = _gateway().sessions.chat_history(
         who, process_id, before_seq=_int_arg("beforeSeq", None, 1, 2**62),
         limit=_int_arg("limit", 100, 1, 500) or 100)
     return jsonify(messages=[line.dump() for line in lines])
@@ -164,18 +164,18 @@ def process_chat(process_id: str) -> Response:
 def inbox() -> Response:
     """The caller's open Inbox (everything but ARCHIVED), newest first."""
     who = authenticate()
-    brain = _brain()
-    items = brain.inbox.list(who, limit=_int_arg("limit", 50, 1, 200) or 50)
-    return jsonify(items=[brain.inbox.view(i) for i in items],
-                   pending=brain.inbox.pending_summary(who))
+    gateway = _gateway()
+    items = gateway.inbox.list(who, limit=_int_arg("limit", 50, 1, 200) or 50)
+    return jsonify(items=[gateway.inbox.view(i) for i in items],
+                   pending=gateway.inbox.pending_summary(who))
 
 
 @rest.get("/inbox/<item_id>")
 def inbox_item(item_id: str) -> Response:
     """One item: the target of notification deep links."""
     who = authenticate()
-    brain = _brain()
-    return jsonify(item=brain.inbox.view(brain.inbox.get(who, item_id)))
+    gateway = _gateway()
+    return jsonify(item=gateway.inbox.view(gateway.inbox.get(who, item_id)))
 
 
 def add_attachment_route(app: Flask, attachments: AttachmentStore) -> None:
@@ -197,20 +197,20 @@ def add_attachment_route(app: Flask, attachments: AttachmentStore) -> None:
         return response
 
 
-def create_app(brain: Brain, *, llm_description: str) -> Flask:
+def create_app(gateway: Gateway, *, llm_description: str) -> Flask:
     """The gateway for one OS process. Starts the process's event listener thread."""
     app = Flask(__name__, static_folder=None)
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
-    app.config["SOCK_SERVER_OPTIONS"] = {"max_message_size": brain.config.max_frame_bytes,
+    app.config["SOCK_SERVER_OPTIONS"] = {"max_message_size": gateway.config.max_frame_bytes,
                                          "ping_interval": 25}
-    app.extensions["vancetope"] = brain
-    listener = EventListener(brain.redis)
+    app.extensions["vancetope"] = gateway
+    listener = EventListener(gateway.redis)
     app.extensions["vancetope.listener"] = listener
     app.register_blueprint(rest)
-    add_attachment_route(app, brain.attachments)
+    add_attachment_route(app, gateway.attachments)
     sock = Sock(app)
 
-    renewer = PresenceRenewer(brain.config.presence_ttl / 3)
+    renewer = PresenceRenewer(gateway.config.presence_ttl / 3)
     app.extensions["vancetope.renewer"] = renewer
 
     @app.before_request
@@ -229,8 +229,8 @@ def create_app(brain: Brain, *, llm_description: str) -> Flask:
 
     @sock.route("/ws")
     def ws(socket) -> None:  # type: ignore[no-untyped-def]
-        connection = Connection(socket, g.principal, brain, listener, llm=llm_description,
-                                max_frame_bytes=brain.config.max_frame_bytes,
+        connection = Connection(socket, g.principal, gateway, listener, llm=llm_description,
+                                max_frame_bytes=gateway.config.max_frame_bytes,
                                 notify_mode=g.notify_mode)
         renewer.add(connection)
         try:

@@ -86,18 +86,23 @@ def _serve(config: Config) -> int:
 
     from vancetope_brain.identity import bootstrap_local
     from vancetope_brain.llm.factory import describe
+    from vancetope_brain.store import IdentityStore, open_store
     from vancetope_gateway.app import create_app
-    from workers.celery_app import create_celery
+    from vancetope_gateway.parts import build_gateway
+    from workers.celery_app import create_celery, enqueue_on
     from workers.embedded import EmbeddedWorker
 
     _setup_logging(config)
     config.data_dir.mkdir(parents=True, exist_ok=True)
-    celery = create_celery(config)
-    brain = celery.vancetope_brain()
-    _, created = bootstrap_local(brain.identity, brain.store, config.data_dir / "token")
+    # One process plays both roles: each root builds its own parts on one opened store.
+    store = open_store(config.store_url)
+    celery = create_celery(config, store=store)
+    gateway = build_gateway(config, enqueue_on(celery), store=store)
+    _, created = bootstrap_local(gateway.identity, store.port(IdentityStore),
+                                 config.data_dir / "token")
     worker = EmbeddedWorker(celery, concurrency=config.worker_concurrency)
     worker.start()
-    app = create_app(brain, llm_description=describe(config))
+    app = create_app(gateway, llm_description=describe(config))
     server = make_server(config.host, config.port, app, threaded=True)
     shape = "embedded" if config.embedded else f"Redis at {_redact(config.redis_url)}"
     print(f"Vancetope serving on http://{config.host}:{server.port} ({shape}; "
@@ -117,7 +122,8 @@ def _serve(config: Config) -> int:
         server.serve_forever()
     finally:
         worker.stop()
-        brain.close()
+        celery.vancetope_worker().close()
+        store.close()
     print("Vancetope stopped.", flush=True)
     return 0
 

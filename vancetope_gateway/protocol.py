@@ -29,8 +29,8 @@ from vancetope_brain.models.inbox import Criticality, InboxItem
 from vancetope_brain.notifications import admits
 from vancetope_brain.recipes import Recipe, RecipeAdmin
 from vancetope_brain.recipes.loader import recipe_from_mapping
-from vancetope_brain.runtime import Brain
 from vancetope_gateway import frames
+from vancetope_gateway.parts import Gateway
 
 log = logging.getLogger(__name__)
 
@@ -78,7 +78,7 @@ class Connection:
     RATE_PER_SEC = 50.0
     RATE_BURST = 200
 
-    def __init__(self, sock: Socket, principal: Principal, brain: Brain,
+    def __init__(self, sock: Socket, principal: Principal, brain: Gateway,
                  listener: EventListener, *, llm: str, max_frame_bytes: int,
                  notify_mode: str = "all") -> None:
         self.connection_id = uuid.uuid4().hex
@@ -269,7 +269,7 @@ class Connection:
         return self._detail(self._brain.lifecycle.close(self._who, data.session_id))
 
     def _detail(self, session: Session) -> frames.SessionDetail:
-        processes = self._brain.store.list_processes(session.tenant_id, session.id)
+        processes = self._brain.sessions.processes(self._who, session.id)
         return frames.SessionDetail(session=session.dump(),
                                     processes=[p.dump() for p in processes])
 
@@ -301,12 +301,9 @@ class Connection:
             p.dump() for p in processes if data.all or p.status is not ProcessStatus.CLOSED])
 
     def _process_steer(self, data: frames.ProcessSteer) -> frames.SteerAccepted:
-        session = self._require_session()
-        process = self._brain.sessions.process(self._who, data.target_think_process_id)
-        if process.session_id != session.id:
-            raise Conflict("the target process belongs to another session; resume that one")
         message, created = self._brain.sessions.steer(
-            self._who, process.id, data.content, data.idempotency_key)
+            self._who, data.target_think_process_id, data.content, data.idempotency_key,
+            session_id=self._require_session().id)
         return frames.SteerAccepted(message_id=message.id, seq=message.seq, duplicate=not created)
 
     def _chat_history(self, data: frames.ChatHistory) -> frames.ChatPage:
@@ -319,19 +316,18 @@ class Connection:
 
     # ── recipes (any user of the tenant manages its recipes, as in v1 of the spec) ──
     def _recipe_list(self, data: frames.RecipeList) -> frames.RecipesListed:
-        if data.project_id is not None:
-            self._brain.store.get_project(self._who.tenant_id, data.project_id)
+        self._brain.recipe_admin.check_project(self._who.tenant_id, data.project_id)
         return frames.RecipesListed(recipes=[
             e.describe() for e in self._brain.recipes.list(self._who.tenant_id, data.project_id)])
 
     def _recipe_write(self, write: Callable[[RecipeAdmin, str, str | None, Recipe], None],
                       data: frames.RecipeWrite) -> frames.RecipeStored:
         recipe = recipe_from_mapping(data.recipe, "recipe")
-        write(RecipeAdmin(self._brain.store), self._who.tenant_id, data.project_id, recipe)
+        write(self._brain.recipe_admin, self._who.tenant_id, data.project_id, recipe)
         return frames.RecipeStored(project_id=data.project_id, recipe=recipe.dump())
 
     def _recipe_delete(self, data: frames.RecipeDelete) -> frames.RecipeDeleted:
-        RecipeAdmin(self._brain.store).delete(self._who.tenant_id, data.project_id, data.name)
+        self._brain.recipe_admin.delete(self._who.tenant_id, data.project_id, data.name)
         return frames.RecipeDeleted(project_id=data.project_id, name=data.name)
 
     # ── the Inbox ───────────────────────────────────────────────────────

@@ -3,8 +3,9 @@
 from vancetope_brain.config import Config
 from vancetope_brain.llm.factory import describe
 from vancetope_gateway.app import create_app
-from workers.celery_app import create_celery
+from vancetope_gateway.parts import build_gateway
+from workers.celery_app import create_celery, enqueue_on
 
 _config = Config.from_env()
-_celery = create_celery(_config)
-app = create_app(_celery.vancetope_brain(), llm_description=describe(_config))
+app = create_app(build_gateway(_config, enqueue_on(create_celery(_config))),
+                 llm_description=describe(_config))

@@ -6,14 +6,19 @@ import logging
 import os
 import threading
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from celery import Celery
 from kombu import Queue
 
 from vancetope_brain.config import Config
-from vancetope_brain.engines.contexts import ModelFor
-from vancetope_brain.runtime import Brain
+from vancetope_brain.lanes.waker import Enqueue
 from workers.tasks import HOUSEKEEPING, LANE_TURN, SWEEP
+
+if TYPE_CHECKING:
+    from vancetope_brain.engines.contexts import ModelFor
+    from vancetope_brain.store import Backend
+    from workers.parts import Worker
 
 log = logging.getLogger(__name__)
 
@@ -25,9 +30,11 @@ def lane_queue(shard: int) -> str:
 
 
 def create_celery(config: Config, *, model_for: ModelFor | None = None,
-                  brain: Brain | None = None) -> Celery:
-    """A configured app with the tasks registered. The brain is built lazily in the
-    process that first needs it (after a prefork fork, in the child), unless given.
+                  store: Backend | None = None) -> Celery:
+    """A configured app with the tasks registered. A gateway uses it only as a producer
+    (``enqueue_on``); the worker's parts are built lazily, once per OS process, by the
+    first caller of ``app.vancetope_worker()`` (after a prefork fork, in the child), on
+    ``store`` when given (the embedded shape shares its gateway's).
     """
     app = Celery("vancetope", broker=config.broker_url)
     # Pool threads look tasks up through the default app (current_app is thread-local),
@@ -69,26 +76,38 @@ def create_celery(config: Config, *, model_for: ModelFor | None = None,
             },
         },
     )
-    holder = _BrainHolder(app, config, model_for, brain)
-    app.vancetope_brain = holder.get  # type: ignore[attr-defined]
+    holder = _WorkerHolder(config, enqueue_on(app), model_for, store)
+    app.vancetope_worker = holder.get  # type: ignore[attr-defined]
     return app
 
 
-class _BrainHolder:
-    """Builds the brain on first use, once per OS process."""
+def enqueue_on(app: Celery) -> Enqueue:
+    """The Celery producer of lane turns: ``enqueue(tenant, process, shard)`` for ``Waker``."""
+    def enqueue(tenant_id: str, process_id: str, shard: int) -> None:
+        app.send_task(LANE_TURN, args=[tenant_id, process_id], queue=lane_queue(shard))
 
-    def __init__(self, app: Celery, config: Config, model_for: ModelFor | None,
-                 brain: Brain | None) -> None:
-        self._app, self._config, self._model_for = app, config, model_for
-        self._brain, self._pid = brain, os.getpid() if brain else None
+    return enqueue
+
+
+class _WorkerHolder:
+    """Builds the worker's parts on first use, once per OS process (after a prefork fork,
+    in the child)."""
+
+    def __init__(self, config: Config, enqueue: Enqueue, model_for: ModelFor | None,
+                 store: Backend | None) -> None:
+        self._config, self._enqueue, self._model_for = config, enqueue, model_for
+        self._store, self._pid = store, os.getpid()
+        self._worker: Worker | None = None
         self._lock = threading.Lock()
 
-    def get(self) -> Brain:
+    def get(self) -> Worker:
         with self._lock:
-            if self._brain is None or self._pid != os.getpid():
-                self._brain = Brain.build(self._config, self.enqueue, model_for=self._model_for)
-                self._pid = os.getpid()
-            return self._brain
+            if self._worker is None or self._pid != os.getpid():
+                from workers.parts import build_worker
 
-    def enqueue(self, tenant_id: str, process_id: str, shard: int) -> None:
-        self._app.send_task(LANE_TURN, args=[tenant_id, process_id], queue=lane_queue(shard))
+                # A store opened before a fork is the parent's: open one of our own.
+                shared = self._store if self._pid == os.getpid() else None
+                self._worker = build_worker(self._config, self._enqueue,
+                                            model_for=self._model_for, store=shared)
+                self._pid = os.getpid()
+            return self._worker

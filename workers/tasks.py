@@ -1,7 +1,7 @@
 """Thin Celery tasks: decode, call the brain, map errors.
 
 Shared tasks, so every app made by ``create_celery`` gets its own bound copy;
-``self.app`` is that app and carries its brain.
+``self.app`` is that app and carries its worker's parts.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ HOUSEKEEPING = "vancetope.housekeeping"
 @shared_task(name=LANE_TURN, bind=True, acks_late=True, max_retries=5)
 def lane_turn(self: Task, tenant_id: str, process_id: str) -> str:
     try:
-        return self.app.vancetope_brain().runner.run(tenant_id, process_id).value
+        return self.app.vancetope_worker().runner.run(tenant_id, process_id).value
     except RuntimeFailure as e:
         # A store or Redis hiccup: the messages are still pending; try again soon.
         log.warning("lane turn of %s failed (%s); retrying", process_id, e)
@@ -31,9 +31,9 @@ def lane_turn(self: Task, tenant_id: str, process_id: str) -> str:
 
 @shared_task(name=SWEEP, bind=True)
 def sweep(self: Task) -> int:
-    return self.app.vancetope_brain().sweep()
+    return self.app.vancetope_worker().sweep()
 
 
 @shared_task(name=HOUSEKEEPING, bind=True)
 def housekeeping(self: Task) -> int:
-    return self.app.vancetope_brain().housekeeping()
+    return self.app.vancetope_worker().housekeeping()

@@ -13,6 +13,7 @@ from tests.helpers import wait_for
 from vancetope_brain.llm import LlmResponse, ToolCall
 from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.models import ChatRole, CloseReason, ProcessStatus
+from vancetope_brain.store import LaneStore, SessionStore
 
 
 def call(tool: str, **args) -> ToolCall:
@@ -56,17 +57,17 @@ def spawn_worker(emb, worker, *, recipe: str = "analyze", goal: str = "look"):
     emb.model = FunctionModel(Script(arthur, worker))
     session = emb.brain.sessions.create(emb.who)
     emb.brain.sessions.steer(emb.who, session.chat_process_id, "go")
-    return session, wait_for(lambda: next((p for p in emb.brain.store.list_processes(
+    return session, wait_for(lambda: next((p for p in emb.brain.store.port(SessionStore).list_processes(
         "acme", session.id) if p.name == "w"), None), timeout=15, what="the worker")
 
 
 def statuses(emb, session_id) -> dict[str, ProcessStatus]:
-    return {p.name: p.status for p in emb.brain.store.list_processes("acme", session_id)}
+    return {p.name: p.status for p in emb.brain.store.port(SessionStore).list_processes("acme", session_id)}
 
 
 def arthur_session(emb):
     session = emb.brain.sessions.create(emb.who, title="flow")
-    wait_for(lambda: emb.brain.store.get_process("acme", session.chat_process_id).status
+    wait_for(lambda: emb.brain.store.port(SessionStore).get_process("acme", session.chat_process_id).status
              is ProcessStatus.IDLE)
     return session
 
@@ -86,7 +87,7 @@ def test_the_example_flow(embedded):
             return respond("paper-diff asks: may it assume Vaswani2017 as baseline?",
                            awaiting=True)
         if text == "Yes, do it.":
-            worker = next(p for p in embedded.brain.store.list_processes("acme", session.id)
+            worker = next(p for p in embedded.brain.store.port(SessionStore).list_processes("acme", session.id)
                           if p.name == "paper-diff")
             return LlmResponse("", (call("process_steer", processId=worker.id,
                                          message="Yes, use Vaswani2017 as baseline"),))
@@ -103,14 +104,14 @@ def test_the_example_flow(embedded):
     embedded.model = FunctionModel(script)
     session = arthur_session(embedded)
     pid = session.chat_process_id
-    assert [m.content for m in embedded.brain.store.chat_history("acme", pid)] == [
+    assert [m.content for m in embedded.brain.store.port(LaneStore).chat_history("acme", pid)] == [
         "Hi, I'm Arthur. How can I help?"]
 
     embedded.brain.sessions.steer(embedded.who, pid, "Analyze the 5 PDFs for contradictions")
     # Arthur relays the worker's question and waits for the user.
     wait_for(lambda: statuses(embedded, session.id) == {
         "chat": ProcessStatus.BLOCKED, "paper-diff": ProcessStatus.BLOCKED}, timeout=15)
-    worker_doc = next(p for p in embedded.brain.store.list_processes("acme", session.id)
+    worker_doc = next(p for p in embedded.brain.store.port(SessionStore).list_processes("acme", session.id)
                       if p.name == "paper-diff")
     assert worker_doc.parent_process_id == pid and worker_doc.engine == "ford"
     assert worker_doc.recipe_name == "analyze" and worker_doc.recipe["name"] == "analyze"
@@ -118,12 +119,12 @@ def test_the_example_flow(embedded):
     embedded.brain.sessions.steer(embedded.who, pid, "Yes, do it.")
     wait_for(lambda: statuses(embedded, session.id) == {
         "chat": ProcessStatus.IDLE, "paper-diff": ProcessStatus.CLOSED}, timeout=15)
-    wait_for(lambda: embedded.brain.store.chat_history("acme", pid)[-1].content
+    wait_for(lambda: embedded.brain.store.port(LaneStore).chat_history("acme", pid)[-1].content
              == "paper-diff is finished: 3 contradictions found.", timeout=15)
-    worker_doc = embedded.brain.store.get_process("acme", worker_doc.id)
+    worker_doc = embedded.brain.store.port(SessionStore).get_process("acme", worker_doc.id)
     assert worker_doc.close_reason is CloseReason.DONE
 
-    lines = [(m.role, m.content) for m in embedded.brain.store.chat_history("acme", pid)
+    lines = [(m.role, m.content) for m in embedded.brain.store.port(LaneStore).chat_history("acme", pid)
              if m.role is not ChatRole.TOOL]
     assert lines[0] == (ChatRole.ASSISTANT, "Hi, I'm Arthur. How can I help?")
     assert lines[1] == (ChatRole.USER, "Analyze the 5 PDFs for contradictions")
@@ -136,7 +137,7 @@ def test_the_example_flow(embedded):
     assert lines[6] == (ChatRole.ASSISTANT, "Forwarded.")
     assert lines[7][0] is ChatRole.EVENT and 'type="done"' in lines[7][1]
     assert lines[8] == (ChatRole.ASSISTANT, "paper-diff is finished: 3 contradictions found.")
-    worker_lines = [m.content for m in embedded.brain.store.chat_history("acme", worker_doc.id)]
+    worker_lines = [m.content for m in embedded.brain.store.port(LaneStore).chat_history("acme", worker_doc.id)]
     assert worker_lines[0] == "Analyze 5 PDFs for contradictions"
     assert "Yes, use Vaswani2017 as baseline" in worker_lines
 
@@ -154,14 +155,14 @@ def test_respond_must_stand_alone(embedded):
     embedded.model = FunctionModel(Script(arthur, None))
     session = arthur_session(embedded)
     embedded.brain.sessions.steer(embedded.who, session.chat_process_id, "hi")
-    wait_for(lambda: embedded.brain.store.chat_history("acme", session.chat_process_id)[-1].content
+    wait_for(lambda: embedded.brain.store.port(LaneStore).chat_history("acme", session.chat_process_id)[-1].content
              == "now alone")
     second = seen[-1]
     tool_results = [m for m in second if m.role == "tool"]
     listed = json.loads(tool_results[0].content)["result"]
     assert [p["name"] for p in listed] == ["chat"]  # the work tool ran
     assert "respond must stand alone" in tool_results[1].content
-    assert "too early" not in [m.content for m in embedded.brain.store.chat_history(
+    assert "too early" not in [m.content for m in embedded.brain.store.port(LaneStore).chat_history(
         "acme", session.chat_process_id)]
 
 
@@ -194,9 +195,9 @@ def test_the_model_input_never_exceeds_the_budget(embedded):
 
 
 def _set(emb, key, value):
-    from vancetope_brain.settings import SettingScope, SettingsService
+    from vancetope_brain.settings import SettingScope
 
-    SettingsService(emb.brain.store).set("acme", SettingScope.tenant(), key, value)
+    emb.brain.settings.set("acme", SettingScope.tenant(), key, value)
 
 
 @pytest.mark.parametrize("middle_is_stopped_by", ["arthur-tool", "user"])
@@ -225,7 +226,7 @@ def test_stopping_the_middle_of_three_levels_stops_the_bottom_and_tells_the_top(
     embedded.brain.sessions.steer(embedded.who, top, "spawn")
     wait_for(lambda: statuses(embedded, session.id).get("bottom") is ProcessStatus.BLOCKED,
              timeout=15)
-    middle = next(p for p in embedded.brain.store.list_processes("acme", session.id)
+    middle = next(p for p in embedded.brain.store.port(SessionStore).list_processes("acme", session.id)
                   if p.name == "middle")
     if middle_is_stopped_by == "user":
         from vancetope_brain.engines.lifecycle import LifecycleCall
@@ -237,4 +238,4 @@ def test_stopping_the_middle_of_three_levels_stops_the_bottom_and_tells_the_top(
              timeout=15)
     assert statuses(embedded, session.id)["middle"] is ProcessStatus.CLOSED
     wait_for(lambda: any('type="stopped"' in m.content and middle.id in m.content
-                         for m in embedded.brain.store.chat_history("acme", top)), timeout=15)
+                         for m in embedded.brain.store.port(LaneStore).chat_history("acme", top)), timeout=15)

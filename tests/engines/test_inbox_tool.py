@@ -11,6 +11,7 @@ from tests.helpers import wait_for
 from vancetope_brain.llm import LlmResponse
 from vancetope_brain.models import ChatRole, CloseReason, ProcessStatus
 from vancetope_brain.models.inbox import InboxQuery, Outcome
+from vancetope_brain.store import LaneStore, SessionStore, UserInboxStore
 
 S = ProcessStatus
 
@@ -28,22 +29,22 @@ def _asking_worker(messages, tools):
 
 
 def _status_after(emb, pid: str) -> list[S]:
-    return [t.status_after for t in emb.brain.store.turn_records("acme", pid)]
+    return [t.status_after for t in emb.brain.store.port(LaneStore).turn_records("acme", pid)]
 
 
 def test_a_low_question_with_a_default_is_answered_at_once_and_never_blocks(embedded):
     question = {"type": "APPROVAL", "title": "Use the cache?", "criticality": "LOW",
                 "payload": {"default": "yes"}}
     _, w = spawn_worker(embedded, _asking_worker, goal=json.dumps(question))
-    wait_for(lambda: embedded.brain.store.get_process("acme", w.id).status is S.CLOSED,
+    wait_for(lambda: embedded.brain.store.port(SessionStore).get_process("acme", w.id).status is S.CLOSED,
              timeout=15)
-    done = embedded.brain.store.get_process("acme", w.id)
+    done = embedded.brain.store.port(SessionStore).get_process("acme", w.id)
     assert done.close_reason is CloseReason.DONE
     assert done.engine_state["lastReply"] == (
         'posted ANSWERED {"outcome": "DECIDED", "value": {"approved": true}, "reason": null, '
         '"answeredBy": "system:auto-default"}')
     assert S.BLOCKED not in _status_after(embedded, w.id)
-    [item] = embedded.brain.store.list_inbox_items("acme", InboxQuery(origin_process_id=w.id))
+    [item] = embedded.brain.store.port(UserInboxStore).list_inbox_items("acme", InboxQuery(origin_process_id=w.id))
     assert (item.resolved_by.value, item.status.value) == ("AUTO_DEFAULT", "ANSWERED")
 
 
@@ -52,27 +53,27 @@ def test_a_question_blocks_the_worker_until_the_answer_arrives(embedded):
                 "payload": {"options": [{"value": "v2017", "label": "Vaswani 2017"},
                                         {"value": "d2019", "label": "Devlin 2019"}]}}
     session, w = spawn_worker(embedded, _asking_worker, goal=json.dumps(question))
-    wait_for(lambda: embedded.brain.store.get_process("acme", w.id).status is S.BLOCKED,
+    wait_for(lambda: embedded.brain.store.port(SessionStore).get_process("acme", w.id).status is S.BLOCKED,
              timeout=15)
     # It said "posted PENDING" (not awaiting input), yet the lane kept it BLOCKED; and
     # its parent heard about it.
-    assert embedded.brain.store.get_process("acme", w.id).engine_state["lastReply"] \
+    assert embedded.brain.store.port(SessionStore).get_process("acme", w.id).engine_state["lastReply"] \
         == "posted PENDING null"
     wait_for(lambda: any('type="blocked"' in m.content for m in embedded.brain.store
-                         .chat_history("acme", session.chat_process_id)
+                         .port(LaneStore).chat_history("acme", session.chat_process_id)
                          if m.role is ChatRole.EVENT), timeout=15)
-    [item] = embedded.brain.store.list_inbox_items("acme", InboxQuery(origin_process_id=w.id))
+    [item] = embedded.brain.store.port(UserInboxStore).list_inbox_items("acme", InboxQuery(origin_process_id=w.id))
     # A chat message does not unblock it while the question is open; the model posts the
     # question again with the same key, which gives back the first item.
     embedded.brain.sessions.steer(embedded.who, w.id, "any news?")
     wait_for(lambda: len(_status_after(embedded, w.id)) == 2, timeout=15)
-    assert embedded.brain.store.get_process("acme", w.id).status is S.BLOCKED
-    assert embedded.brain.store.list_inbox_items(
+    assert embedded.brain.store.port(SessionStore).get_process("acme", w.id).status is S.BLOCKED
+    assert embedded.brain.store.port(UserInboxStore).list_inbox_items(
         "acme", InboxQuery(origin_process_id=w.id)) == [item]
 
     embedded.brain.inbox.answer(embedded.who, item.id, Outcome.DECIDED,
                                 value={"chosen": "d2019"})
-    wait_for(lambda: embedded.brain.store.get_process("acme", w.id).status is S.CLOSED,
+    wait_for(lambda: embedded.brain.store.port(SessionStore).get_process("acme", w.id).status is S.CLOSED,
              timeout=15)
-    assert '"chosen": "d2019"' in embedded.brain.store.get_process(
+    assert '"chosen": "d2019"' in embedded.brain.store.port(SessionStore).get_process(
         "acme", w.id).engine_state["lastReply"]

@@ -16,7 +16,7 @@ from tests.helpers import wait_for
 from vancetope_brain.llm import LlmResponse
 from vancetope_brain.models import ProcessStatus
 from vancetope_brain.recipes.loader import parse_recipe
-from vancetope_brain.recipes.manage import RecipeAdmin
+from vancetope_brain.store import SessionStore
 
 ROOT = Path(__file__).resolve().parents[2]
 RECIPE = """
@@ -37,7 +37,7 @@ def mcp_embedded(tmp_path_factory):
                                     "args": ["-m", "tests.tools.mcp_echo_server"],
                                     "cwd": str(ROOT)}]))
     emb = Embedded(data / "data", VANCETOPE_MCP_SERVERS=str(servers))
-    RecipeAdmin(emb.brain.store).put("acme", None, parse_recipe(RECIPE, "echo-worker"))
+    emb.brain.recipe_admin.put("acme", None, parse_recipe(RECIPE, "echo-worker"))
     yield emb
     emb.stop()
 
@@ -53,7 +53,7 @@ def test_a_worker_calls_an_mcp_tool(mcp_embedded):
         return LlmResponse("", (call("echo__echo", text="hello over MCP"),))
 
     _, w = spawn_worker(emb, worker, recipe="echo-worker", goal="echo something")
-    w = wait_for(lambda: (p := emb.brain.store.get_process("acme", w.id)).status
+    w = wait_for(lambda: (p := emb.brain.store.port(SessionStore).get_process("acme", w.id)).status
                  is ProcessStatus.CLOSED and p, timeout=30)
     assert "echo__echo" in seen[0] and "respond" in seen[0]
     assert "hello over MCP" in w.engine_state["lastReply"]

@@ -15,7 +15,7 @@ from vancetope_brain.errors import NotFound
 from vancetope_brain.llm import LlmResponse, ToolSpec
 from vancetope_brain.models import ProcessStatus
 from vancetope_brain.recipes.loader import parse_recipe
-from vancetope_brain.recipes.manage import RecipeAdmin
+from vancetope_brain.store import SessionStore
 from vancetope_brain.tools.dispatcher import SERVER_TOOLS, server_tool
 
 RECIPE = """
@@ -33,7 +33,7 @@ roles: {roles}
 def _put(emb, level: str, project: str | None, add: str = "[]", remove: str = "[]",
          roles: str = "[]") -> None:
     text = RECIPE.format(level=level, add=add, remove=remove, roles=roles)
-    RecipeAdmin(emb.brain.store).put("acme", project, parse_recipe(text, level))
+    emb.brain.recipe_admin.put("acme", project, parse_recipe(text, level))
 
 
 def test_project_beats_tenant_beats_bundled_and_edits_spare_running_processes(embedded):
@@ -47,7 +47,7 @@ def test_project_beats_tenant_beats_bundled_and_edits_spare_running_processes(em
     _put(embedded, "project", "default")
     try:
         session, w = spawn_worker(embedded, worker)
-        wait_for(lambda: embedded.brain.store.get_process("acme", w.id).status
+        wait_for(lambda: embedded.brain.store.port(SessionStore).get_process("acme", w.id).status
                  is ProcessStatus.BLOCKED, timeout=15)
         assert prompts[-1].startswith("You are the project analyst.")
         assert w.recipe["source"] == "project"
@@ -55,11 +55,11 @@ def test_project_beats_tenant_beats_bundled_and_edits_spare_running_processes(em
         embedded.brain.sessions.steer(embedded.who, w.id, "carry on")
         wait_for(lambda: len(prompts) == 2, timeout=15)
         assert prompts[-1].startswith("You are the project analyst.")  # its snapshot
-        RecipeAdmin(embedded.brain.store).delete("acme", "default", "analyze")
+        embedded.brain.recipe_admin.delete("acme", "default", "analyze")
         _, w2 = spawn_worker(embedded, worker)
         wait_for(lambda: len(prompts) == 3, timeout=15)
         assert prompts[-1].startswith("You are the tenant analyst.")
-        RecipeAdmin(embedded.brain.store).delete("acme", None, "analyze")
+        embedded.brain.recipe_admin.delete("acme", None, "analyze")
         _, w3 = spawn_worker(embedded, worker)
         wait_for(lambda: len(prompts) == 4, timeout=15)
         assert "analysis worker in Vancetope" in prompts[-1]  # the bundled one
@@ -67,7 +67,7 @@ def test_project_beats_tenant_beats_bundled_and_edits_spare_running_processes(em
     finally:
         for project in ("default", None):
             with contextlib.suppress(NotFound):  # already deleted by the test
-                RecipeAdmin(embedded.brain.store).delete("acme", project, "analyze")
+                embedded.brain.recipe_admin.delete("acme", project, "analyze")
 
 
 def test_a_recipes_tool_changes_decide_what_is_offered_and_callable(embedded):
@@ -82,19 +82,19 @@ def test_a_recipes_tool_changes_decide_what_is_offered_and_callable(embedded):
     _put(embedded, "tooled", "default", add="[process_list]")
     try:
         session, w = spawn_worker(embedded, worker)
-        wait_for(lambda: embedded.brain.store.get_process("acme", w.id).status
+        wait_for(lambda: embedded.brain.store.port(SessionStore).get_process("acme", w.id).status
                  is ProcessStatus.CLOSED, timeout=15)
         assert offered[0] == ["inbox_post", "process_list", "respond"]
-        assert embedded.brain.store.get_process("acme", w.id).engine_state["lastReply"] \
+        assert embedded.brain.store.port(SessionStore).get_process("acme", w.id).engine_state["lastReply"] \
             == "listed"
     finally:
-        RecipeAdmin(embedded.brain.store).delete("acme", "default", "analyze")
+        embedded.brain.recipe_admin.delete("acme", "default", "analyze")
     offered.clear()
     session, w = spawn_worker(embedded, worker)  # bundled analyze: no process_list
-    wait_for(lambda: embedded.brain.store.get_process("acme", w.id).status
+    wait_for(lambda: embedded.brain.store.port(SessionStore).get_process("acme", w.id).status
              is ProcessStatus.CLOSED, timeout=15)
     assert offered[0] == ["inbox_post", "respond"]
-    assert "not in this process's tool pool" in embedded.brain.store.get_process(
+    assert "not in this process's tool pool" in embedded.brain.store.port(SessionStore).get_process(
         "acme", w.id).engine_state["lastReply"]
 
 
@@ -130,9 +130,9 @@ def test_a_role_gated_tool_exists_only_for_recipes_with_the_role(embedded, curat
     _put(embedded, "gated", "default", add="[curate]", remove="[inbox_post]", roles=roles)
     try:
         _, w = spawn_worker(embedded, worker)
-        wait_for(lambda: embedded.brain.store.get_process("acme", w.id).status
+        wait_for(lambda: embedded.brain.store.port(SessionStore).get_process("acme", w.id).status
                  is ProcessStatus.CLOSED, timeout=15)
     finally:
-        RecipeAdmin(embedded.brain.store).delete("acme", "default", "analyze")
+        embedded.brain.recipe_admin.delete("acme", "default", "analyze")
     assert offered[0] == offered_tools
-    assert reply in embedded.brain.store.get_process("acme", w.id).engine_state["lastReply"]
+    assert reply in embedded.brain.store.port(SessionStore).get_process("acme", w.id).engine_state["lastReply"]

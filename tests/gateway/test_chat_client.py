@@ -10,6 +10,7 @@ import pytest
 from vancetope_brain.errors import VancetopeError
 from vancetope_brain.inbox.service import NewItem
 from vancetope_brain.models.inbox import Criticality, ItemType
+from vancetope_brain.store import UserInboxStore
 from vancetope_gateway.chat_client import ChatClient, _command, _Printer
 
 
@@ -50,10 +51,10 @@ def test_items_are_shown_listed_answered_and_dismissed(emb, terminal):
     _command(terminal, f"/answer {approval.id} ?which build", out)
     _command(terminal, f"/dismiss {note.id}", out)
     store = emb.brain.store
-    assert store.get_inbox_item("acme", decision.id).answer.value == {"chosen": "us"}
-    answer = store.get_inbox_item("acme", approval.id).answer
+    assert store.port(UserInboxStore).get_inbox_item("acme", decision.id).answer.value == {"chosen": "us"}
+    answer = store.port(UserInboxStore).get_inbox_item("acme", approval.id).answer
     assert (answer.outcome.value, answer.reason) == ("INSUFFICIENT_INFO", "which build")
-    assert store.get_inbox_item("acme", note.id).status.value == "DISMISSED"
+    assert store.port(UserInboxStore).get_inbox_item("acme", note.id).status.value == "DISMISSED"
     with pytest.raises(VancetopeError, match="yes or no"):
         _command(terminal, f"/answer {_new(emb, ItemType.APPROVAL, 'Again?').id} maybe", out)
     _command(terminal, "/help", out)

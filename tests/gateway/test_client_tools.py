@@ -14,6 +14,7 @@ from tests.helpers import wait_for
 from vancetope_brain.engines import ENGINES, ThinkEngine
 from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.models import ChatRole
+from vancetope_brain.store import LaneStore, SessionStore
 
 
 class ToolCaller(ThinkEngine):
@@ -83,7 +84,7 @@ class Peer:
 
 
 def _last_line(emb, pid, n):
-    return wait_for(lambda: (h := emb.brain.store.chat_history("acme", pid)) and len(h) >= n
+    return wait_for(lambda: (h := emb.brain.store.port(LaneStore).chat_history("acme", pid)) and len(h) >= n
                     and h[n - 1].content, what=f"{n} chat lines")
 
 
@@ -141,4 +142,4 @@ def test_a_tool_result_for_a_call_never_sent_is_refused(embedded, url):
 
 
 def _session(emb, pid):
-    return emb.brain.store.get_process("acme", pid).session_id
+    return emb.brain.store.port(SessionStore).get_process("acme", pid).session_id

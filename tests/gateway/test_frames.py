@@ -44,7 +44,8 @@ from vancetope_brain.models import (
     new_id,
     utcnow,
 )
-from vancetope_brain.settings import SettingScope, SettingsService
+from vancetope_brain.settings import SettingScope
+from vancetope_brain.store import LaneStore, SessionStore
 from vancetope_gateway import frames
 from vancetope_gateway.protocol import ConnState
 
@@ -60,7 +61,7 @@ def ford_chats(embedded):
     """Ada's sessions chat with Ford here (a user-level setting over the default, Arthur):
     these tests count transcript lines, and Ford's are one per message. Arthur as the
     default chat engine is exercised by test_protocol, test_server and tests/engines."""
-    SettingsService(embedded.brain.store).set("acme", SettingScope.user("ada"),
+    embedded.brain.settings.set("acme", SettingScope.user("ada"),
                                               "session.defaultChatEngine", "ford")
 
 
@@ -80,13 +81,13 @@ def _new_process(emb, client: Client, **data) -> str:
 
 
 def _answered(emb, pid: str, content: str) -> list:
-    return wait_for(lambda: [m for m in emb.brain.store.chat_history("acme", pid)
+    return wait_for(lambda: [m for m in emb.brain.store.port(LaneStore).chat_history("acme", pid)
                              if m.role is ChatRole.ASSISTANT and m.content == content],
                     what=f"answer {content!r}")
 
 
 def _contents(emb, pid: str) -> list[tuple[str, str]]:
-    return [(m.role.value, m.content) for m in emb.brain.store.chat_history("acme", pid)]
+    return [(m.role.value, m.content) for m in emb.brain.store.port(LaneStore).chat_history("acme", pid)]
 
 
 def _status_event(client: Client, pid: str, to: str) -> dict:
@@ -160,9 +161,9 @@ def test_session_create_binds_a_session_with_its_chat_process(emb, client):
         ("acme", "ada", "default")
     assert session["chatProcessId"] == chat and data["contextDrift"] is False
     assert 0 <= data["lastSeq"] <= emb.brain.events.last_seq(session["id"])
-    stored = emb.brain.store.get_session("acme", session["id"])
+    stored = emb.brain.store.port(SessionStore).get_session("acme", session["id"])
     assert stored.fingerprint is not None and stored.fingerprint.dump() == FP
-    process = emb.brain.store.get_process("acme", chat)
+    process = emb.brain.store.port(SessionStore).get_process("acme", chat)
     assert (process.name, process.session_id) == ("chat", session["id"])
     assert process.engine in {e.name for e in ENGINES}  # session.defaultChatEngine
     assert client.conn.state is ConnState.BOUND
@@ -182,7 +183,7 @@ def test_autonomous_session_has_no_chat_process_and_process_create_works(emb, cl
     steer = client.ok("process-steer", targetThinkProcessId=pid, content="ping")
     assert steer["seq"] == 1
     _answered(emb, pid, "echo: ping")
-    assert emb.brain.store.get_session("acme", sid).chat_process_id is None
+    assert emb.brain.store.port(SessionStore).get_session("acme", sid).chat_process_id is None
 
 
 @covers("session-resume", SUCCESS)
@@ -290,7 +291,7 @@ def test_process_create_unknown_engine_suggests_the_closest(emb, bound):
     client, sid, chat = bound
     message = client.refused("process-create", "unknown_engine", engine="frod")
     assert "'frod'" in message and "did you mean 'ford'" in message
-    assert [p.id for p in emb.brain.store.list_processes("acme", sid)] == [chat]
+    assert [p.id for p in emb.brain.store.port(SessionStore).list_processes("acme", sid)] == [chat]
 
 
 @covers("process-create", REFUSAL)
@@ -300,7 +301,7 @@ def test_process_create_refused_in_suspended_and_closed_sessions(emb, bound):
     assert "SUSPENDED" in client.refused("process-create", "conflict", engine="ford")
     client.ok("session-close", sessionId=sid)
     assert "CLOSED" in client.refused("process-create", "conflict", engine="ford")
-    assert [p.id for p in emb.brain.store.list_processes("acme", sid)] == [chat]
+    assert [p.id for p in emb.brain.store.port(SessionStore).list_processes("acme", sid)] == [chat]
 
 
 # ── process lifecycle commands ──────────────────────────────────────────────
@@ -310,8 +311,8 @@ def test_process_start_kicks_an_init_process_once(emb, bound):
     # A process whose lane has not picked it up yet (as right after process-create).
     late = ThinkProcess(id=new_id("proc"), tenant_id="acme", session_id=sid, user_id="ada",
                         name="late", engine="ford", engine_version="1.0.0")
-    emb.brain.store.create_process(late)
-    stays(lambda: emb.brain.store.get_process("acme", late.id).status is S.INIT, 0.4)
+    emb.brain.store.port(SessionStore).create_process(late)
+    stays(lambda: emb.brain.store.port(SessionStore).get_process("acme", late.id).status is S.INIT, 0.4)
     data = client.ok("process-start", processId=late.id)
     assert data["process"]["id"] == late.id and data["process"]["status"] == "INIT"
     wait_process(emb, emb.who, late.id, S.IDLE)
@@ -347,15 +348,15 @@ def test_steer_on_paused_is_queued_until_process_resume(emb, bound):
     wait_process(emb, emb.who, chat, S.PAUSED)
     steer = client.ok("process-steer", targetThinkProcessId=chat, content="later")
     assert steer["duplicate"] is False and steer["seq"] == 1
-    assert [m.id for m in emb.brain.store.pending_messages("acme", chat)] == [steer["messageId"]]
-    stays(lambda: emb.brain.store.chat_history("acme", chat) == []
-          and emb.brain.store.get_process("acme", chat).status is S.PAUSED)
+    assert [m.id for m in emb.brain.store.port(LaneStore).pending_messages("acme", chat)] == [steer["messageId"]]
+    stays(lambda: emb.brain.store.port(LaneStore).chat_history("acme", chat) == []
+          and emb.brain.store.port(SessionStore).get_process("acme", chat).status is S.PAUSED)
     assert emb.model.calls == []
     data = client.ok("process-resume", processId=chat)
     assert data["process"]["pendingControl"] == "resume"
     _answered(emb, chat, "echo: later")
     wait_process(emb, emb.who, chat, S.IDLE)
-    assert emb.brain.store.pending_messages("acme", chat) == []
+    assert emb.brain.store.port(LaneStore).pending_messages("acme", chat) == []
     assert len(emb.model.calls) == 1
 
 
@@ -363,7 +364,7 @@ def test_steer_on_paused_is_queued_until_process_resume(emb, bound):
 def test_process_resume_refused_on_idle(emb, bound):
     client, _, chat = bound
     assert "IDLE" in client.refused("process-resume", "conflict", processId=chat)
-    assert emb.brain.store.get_process("acme", chat).pending_control is None
+    assert emb.brain.store.port(SessionStore).get_process("acme", chat).pending_control is None
 
 
 @covers("process-stop", SUCCESS, REFUSAL)
@@ -387,10 +388,10 @@ def test_process_reset_starts_afresh_and_keeps_the_chat(emb, bound):
     assert data["process"]["pendingControl"] == "reset"
     _status_event(client, chat, "INIT")
     wait_process(emb, emb.who, chat, S.IDLE)
-    lines = emb.brain.store.chat_history("acme", chat)
+    lines = emb.brain.store.port(LaneStore).chat_history("acme", chat)
     assert [m.role for m in lines] == [ChatRole.USER, ChatRole.ASSISTANT, ChatRole.SYSTEM]
     assert "reset" in lines[-1].content
-    assert [t.lifecycle for t in emb.brain.store.turn_records("acme", chat)][-2:] == \
+    assert [t.lifecycle for t in emb.brain.store.port(LaneStore).turn_records("acme", chat)][-2:] == \
         ["reset", "start"]
     client.ok("process-stop", processId=chat)
     wait_process(emb, emb.who, chat, S.CLOSED)
@@ -461,8 +462,8 @@ def test_process_steer_refused_on_closed_and_for_another_session(emb, bound):
     wait_process(emb, emb.who, chat, S.CLOSED)
     assert "CLOSED" in client.refused("process-steer", "conflict", targetThinkProcessId=chat,
                                       content="hi")
-    assert emb.brain.store.pending_messages("acme", chat) == []
-    assert emb.brain.store.pending_messages("acme", foreign) == []
+    assert emb.brain.store.port(LaneStore).pending_messages("acme", chat) == []
+    assert emb.brain.store.port(LaneStore).pending_messages("acme", foreign) == []
 
 
 # ── chat history and events ─────────────────────────────────────────────────
@@ -614,10 +615,10 @@ def test_fingerprint_other_machine_is_refused_and_the_session_waits_for_its_clie
         assert stranger.conn.state is ConnState.OPEN and stranger.conn.session is None
     finally:
         stranger.close()
-    stays(lambda: emb.brain.store.get_session("acme", sid).status is SessionStatus.SUSPENDED
-          and all(emb.brain.store.get_process("acme", p).status is S.SUSPENDED for p in pids),
+    stays(lambda: emb.brain.store.port(SessionStore).get_session("acme", sid).status is SessionStatus.SUSPENDED
+          and all(emb.brain.store.port(SessionStore).get_process("acme", p).status is S.SUSPENDED for p in pids),
           0.4)
-    assert emb.brain.store.get_session("acme", sid).fingerprint.machine_id == "m-1"
+    assert emb.brain.store.port(SessionStore).get_session("acme", sid).fingerprint.machine_id == "m-1"
     original = Client(emb, emb.who)
     try:
         assert original.ok("session-resume", sessionId=sid, fingerprint=FP)["contextDrift"] \
@@ -640,7 +641,7 @@ def test_fingerprint_other_working_dir_leaves_processes_suspended_with_context_d
     pids = (chat, to_stop, to_reset)
 
     def drifting(pid):
-        process = emb.brain.store.get_process("acme", pid)
+        process = emb.brain.store.port(SessionStore).get_process("acme", pid)
         return process.status is S.SUSPENDED and process.context_drift
 
     stays(lambda: all(drifting(p) for p in pids))
@@ -660,8 +661,8 @@ def test_fingerprint_other_working_dir_leaves_processes_suspended_with_context_d
     assert stopped.close_reason is CloseReason.STOPPED and stopped.context_drift is False
     client.ok("process-reset", processId=to_reset)
     assert wait_process(emb, emb.who, to_reset, S.IDLE).context_drift is False
-    assert "reset" in emb.brain.store.chat_history("acme", to_reset)[-1].content
-    assert emb.brain.store.get_session("acme", sid).fingerprint.working_dir == FP["workingDir"]
+    assert "reset" in emb.brain.store.port(LaneStore).chat_history("acme", to_reset)[-1].content
+    assert emb.brain.store.port(SessionStore).get_session("acme", sid).fingerprint.working_dir == FP["workingDir"]
 
 
 def test_fingerprint_drift_is_cleared_when_the_original_client_resumes(emb):
@@ -705,12 +706,12 @@ def test_on_disconnect_suspend(emb, client):
     assert session.suspend_cause is SuspendCause.DISCONNECT
     for pid in (chat, worker):
         wait_process(emb, emb.who, pid, S.SUSPENDED)
-    assert emb.brain.store.get_process("acme", stopped).status is S.CLOSED
+    assert emb.brain.store.port(SessionStore).get_process("acme", stopped).status is S.CLOSED
     # A message arriving meanwhile (not through a connection: binding would resume) waits.
     emb.brain.sessions.steer(emb.who, chat, "are you there?")
-    stays(lambda: emb.brain.store.get_process("acme", chat).status is S.SUSPENDED
-          and emb.brain.store.chat_history("acme", chat) == [] and emb.model.calls == [])
-    assert len(emb.brain.store.pending_messages("acme", chat)) == 1
+    stays(lambda: emb.brain.store.port(SessionStore).get_process("acme", chat).status is S.SUSPENDED
+          and emb.brain.store.port(LaneStore).chat_history("acme", chat) == [] and emb.model.calls == [])
+    assert len(emb.brain.store.port(LaneStore).pending_messages("acme", chat)) == 1
 
     back = Client(emb, emb.who)
     try:
@@ -718,7 +719,7 @@ def test_on_disconnect_suspend(emb, client):
         _answered(emb, chat, "echo: are you there?")
         wait_process(emb, emb.who, chat, S.IDLE)
         wait_process(emb, emb.who, worker, S.IDLE)
-        assert emb.brain.store.get_process("acme", stopped).status is S.CLOSED
+        assert emb.brain.store.port(SessionStore).get_process("acme", stopped).status is S.CLOSED
         assert len(emb.model.calls) == 1  # the worker went IDLE without a turn
     finally:
         back.close()
@@ -727,12 +728,12 @@ def test_on_disconnect_suspend(emb, client):
 def test_on_disconnect_keep_open(emb, client):
     sid, (chat, worker), _ = _session_with_processes(emb, client, "KEEP_OPEN")
     client.close()
-    stays(lambda: emb.brain.store.get_session("acme", sid).status is SessionStatus.OPEN
-          and emb.brain.store.get_process("acme", chat).status is S.IDLE
-          and emb.brain.store.get_process("acme", worker).status is S.IDLE)
+    stays(lambda: emb.brain.store.port(SessionStore).get_session("acme", sid).status is SessionStatus.OPEN
+          and emb.brain.store.port(SessionStore).get_process("acme", chat).status is S.IDLE
+          and emb.brain.store.port(SessionStore).get_process("acme", worker).status is S.IDLE)
     emb.brain.sessions.steer(emb.who, worker, "keep going")
     _answered(emb, worker, "echo: keep going")
-    assert emb.brain.store.get_session("acme", sid).status is SessionStatus.OPEN
+    assert emb.brain.store.port(SessionStore).get_session("acme", sid).status is SessionStatus.OPEN
 
 
 def test_on_disconnect_close(emb, client):
@@ -751,9 +752,9 @@ def test_on_disconnect_applies_only_when_the_last_client_goes(emb, client):
     try:
         second.ok("session-resume", sessionId=sid)
         client.close()
-        stays(lambda: emb.brain.store.get_session("acme", sid).status is SessionStatus.OPEN
-              and all(emb.brain.store.get_process("acme", p).status is S.IDLE
-                      and emb.brain.store.get_process("acme", p).pending_control is None
+        stays(lambda: emb.brain.store.port(SessionStore).get_session("acme", sid).status is SessionStatus.OPEN
+              and all(emb.brain.store.port(SessionStore).get_process("acme", p).status is S.IDLE
+                      and emb.brain.store.port(SessionStore).get_process("acme", p).pending_control is None
                       for p in (chat, worker)), 0.4)
         second.ok("process-steer", targetThinkProcessId=chat, content="still here")
         _answered(emb, chat, "echo: still here")
@@ -772,10 +773,10 @@ def test_on_disconnect_suspend_also_holds_a_process_not_started_yet(emb, client)
     wait_process(emb, emb.who, chat, S.IDLE)
     late = ThinkProcess(id=new_id("proc"), tenant_id="acme", session_id=sid, user_id="ada",
                         name="late", engine="ford", engine_version="1.0.0")
-    emb.brain.store.create_process(late)
+    emb.brain.store.port(SessionStore).create_process(late)
     # Stored; its wake-up not yet delivered, and (dated ahead) not yet old enough for the
     # sweeper, which would otherwise race the disconnect on a loaded machine.
-    emb.brain.store.append_message(InboxMessage(
+    emb.brain.store.port(LaneStore).append_message(InboxMessage(
         id=new_id("msg"), tenant_id="acme", target_process_id=late.id,
         created_at=utcnow() + timedelta(seconds=30),
         message=UserChatInput(from_user="ada", content="queued before the disconnect")))
@@ -785,12 +786,12 @@ def test_on_disconnect_suspend_also_holds_a_process_not_started_yet(emb, client)
     emb.brain.sessions.wake("acme", late.id)  # the lane arrives late
 
     def seen():
-        process = emb.brain.store.get_process("acme", late.id)
+        process = emb.brain.store.port(SessionStore).get_process("acme", late.id)
         return (f"process {process.status.value} in a SUSPENDED session, "
                 f"{len(emb.model.calls)} model call(s), chat {_contents(emb, late.id)}")
 
     stays(lambda: emb.model.calls == []
-          and emb.brain.store.get_process("acme", late.id).status in (S.INIT, S.SUSPENDED),
+          and emb.brain.store.port(SessionStore).get_process("acme", late.id).status in (S.INIT, S.SUSPENDED),
           0.6, state=seen)
 
 

@@ -21,6 +21,7 @@ from vancetope_brain.identity import Principal
 from vancetope_brain.inbox.service import NewItem
 from vancetope_brain.models import ChatRole, ProcessStatus
 from vancetope_brain.models.inbox import Criticality, ItemType
+from vancetope_brain.store import DeliveryStore, LaneStore, UserInboxStore
 
 T = ItemType
 DECISION = {"options": [{"value": "a", "label": "A"}, {"value": "b", "label": "B"}]}
@@ -73,7 +74,7 @@ def _ask(emb, origin, type_=T.APPROVAL, payload=None, **kw):
 
 
 def _event_lines(emb, pid: str) -> list[str]:
-    return [m.content for m in emb.brain.store.chat_history("acme", pid)
+    return [m.content for m in emb.brain.store.port(LaneStore).chat_history("acme", pid)
             if m.role is ChatRole.EVENT]
 
 
@@ -87,7 +88,7 @@ def test_each_ask_type_takes_a_valid_answer_and_refuses_an_invalid_one(
     message = client.refused("inbox-answer", "invalid_input", itemId=item.id,
                              outcome="DECIDED", value=bad)
     assert type_.value in message and word in message
-    assert emb.brain.store.get_inbox_item("acme", item.id).status.value == "PENDING"
+    assert emb.brain.store.port(UserInboxStore).get_inbox_item("acme", item.id).status.value == "PENDING"
     answered = client.ok("inbox-answer", itemId=item.id, outcome="DECIDED", value=good)["item"]
     assert answered["status"] == "ANSWERED" and answered["resolvedBy"] == "USER"
     assert answered["answer"] == {"outcome": "DECIDED", "value": good, "reason": None,
@@ -197,7 +198,7 @@ def test_delegation_within_the_tenant_routes_the_answer_to_the_origin(emb, clien
     history = client.ok("inbox-item", itemId=item.id)["item"]["history"]  # Ada created it
     assert [(h["action"], h["by"], h.get("toUser")) for h in history] == [
         ("CREATE", "ada", "ada"), ("DELEGATE", "ada", "bob"), ("ANSWER", "bob", None)]
-    deliveries = emb.brain.store.list_deliveries("acme", item_id=item.id, user_id="bob")
+    deliveries = emb.brain.store.port(DeliveryStore).list_deliveries("acme", item_id=item.id, user_id="bob")
     assert [(d.channel, d.status.value) for d in deliveries][0] == ("ws", "SENT")
 
 
@@ -207,7 +208,7 @@ def test_low_default_is_answered_at_creation_and_revoking_reblocks(emb, client, 
     assert (item.status.value, item.resolved_by.value) == ("ANSWERED", "AUTO_DEFAULT")
     assert item.answer.value == {"approved": True}
     assert item.answer.answered_by == "system:auto-default"
-    assert emb.brain.store.list_deliveries("acme", item_id=item.id) == []  # nobody bothered
+    assert emb.brain.store.port(DeliveryStore).list_deliveries("acme", item_id=item.id) == []  # nobody bothered
     shown = client.ok("inbox-item", itemId=item.id)["item"]
     assert shown["resolvedBy"] == "AUTO_DEFAULT"
     revoked = client.ok("inbox-revoke-auto-answer", itemId=item.id)["item"]
@@ -255,7 +256,7 @@ def test_foreign_items_look_missing(emb, client, origin, people):
             intruder.close()
     with pytest.raises(NotFound):
         emb.brain.inbox.get(people["eve"], item.id)
-    assert emb.brain.store.get_inbox_item("acme", item.id).status.value == "PENDING"
+    assert emb.brain.store.port(UserInboxStore).get_inbox_item("acme", item.id).status.value == "PENDING"
 
 
 # ── pushes and the pending summary ──────────────────────────────────────────
@@ -269,7 +270,7 @@ def test_an_offline_user_gets_the_pending_summary_on_reconnect(emb, people):
     made = [emb.brain.inbox.create("acme", "ada", NewItem(
         type=T.APPROVAL, title=f"for bob {c.value}", criticality=c, assigned_to="bob"))[0]
         for c in (Criticality.LOW, Criticality.CRITICAL, Criticality.CRITICAL)]
-    assert [d.reason for d in emb.brain.store.list_deliveries("acme", item_id=made[0].id)
+    assert [d.reason for d in emb.brain.store.port(DeliveryStore).list_deliveries("acme", item_id=made[0].id)
             if d.channel == "ws"] == ["no active WebSocket connection"]
     after = Client(emb, bob)
     try:

@@ -20,6 +20,7 @@ from tests.helpers import wait_for
 from vancetope_brain.identity import Principal
 from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.models import ProcessStatus, ThinkProcess, new_id
+from vancetope_brain.store import LaneStore, SessionStore
 
 S = ProcessStatus
 
@@ -49,7 +50,7 @@ def world(embedded):
     sid, chat = created["session"]["id"], created["chatProcessId"]
     wait_process(embedded, ada, chat, S.IDLE)
     owner.ok("process-steer", targetThinkProcessId=chat, content="my secret")
-    wait_for(lambda: len(brain.store.chat_history("acme", chat)) == 3,  # welcome, exchange
+    wait_for(lambda: len(brain.store.port(LaneStore).chat_history("acme", chat)) == 3,  # welcome, exchange
              what="ada's answer")
     wait_process(embedded, ada, chat, S.IDLE)
     paused = owner.ok("process-create", engine="ford", name="paused")["process"]["id"]
@@ -59,7 +60,7 @@ def world(embedded):
     owner.ok("process-steer", targetThinkProcessId=paused, content="waiting")
     fresh = ThinkProcess(id=new_id("proc"), tenant_id="acme", session_id=sid, user_id="ada",
                          name="fresh", engine="ford", engine_version="1.0.0")
-    brain.store.create_process(fresh)
+    brain.store.port(SessionStore).create_process(fresh)
     owner.close()  # KEEP_OPEN: the session stays OPEN
 
     intruders = {"eve": Principal(eve.tenant_id, eve.id), "bob": Principal("acme", bob.id)}
@@ -75,15 +76,15 @@ def world(embedded):
 def _snapshot(embedded, w: World) -> dict:
     """Everything of Ada's that an intruder's request could change."""
     store = embedded.brain.store
-    session = store.get_session("acme", w.sid)
+    session = store.port(SessionStore).get_session("acme", w.sid)
     processes = {p.id: (p.status, p.pending_control, p.close_reason, p.context_drift, p.epoch)
-                 for p in store.list_processes("acme", w.sid)}
+                 for p in store.port(SessionStore).list_processes("acme", w.sid)}
     return {
         "session": (session.status, session.suspend_cause, session.title),
         "processes": processes,
-        "pending": {pid: [m.id for m in store.pending_messages("acme", pid)]
+        "pending": {pid: [m.id for m in store.port(LaneStore).pending_messages("acme", pid)]
                     for pid in processes},
-        "chat": {pid: [(m.seq, m.role, m.content) for m in store.chat_history("acme", pid)]
+        "chat": {pid: [(m.seq, m.role, m.content) for m in store.port(LaneStore).chat_history("acme", pid)]
                  for pid in processes},
         "events": embedded.brain.events.last_seq(w.sid),
     }

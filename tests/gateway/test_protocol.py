@@ -13,6 +13,7 @@ from vancetope_brain.engines.arthur import WELCOME
 from vancetope_brain.events import EventType
 from vancetope_brain.identity import Principal
 from vancetope_brain.models import ProcessStatus
+from vancetope_brain.store import LaneStore, SessionStore
 from vancetope_gateway.protocol import ConnState
 
 
@@ -98,8 +99,8 @@ def test_oversized_frame_is_refused_and_nothing_stored(emb):
         closed = wait_for(lambda: c.sock.closed_with)
         assert closed[0] == 1009 and "larger than 200 bytes" in closed[1]
         assert c.conn.state is ConnState.CLOSED and not c.sock.frames("error")
-        assert emb.brain.store.pending_messages("acme", pid) == []
-        assert all(m.role.value != "user" for m in emb.brain.store.chat_history("acme", pid))
+        assert emb.brain.store.port(LaneStore).pending_messages("acme", pid) == []
+        assert all(m.role.value != "user" for m in emb.brain.store.port(LaneStore).chat_history("acme", pid))
     finally:
         c.close()
 
@@ -125,7 +126,7 @@ def test_foreign_ids_look_missing(emb, client):
     finally:
         eve.close()
         bob.close()
-    assert emb.brain.store.pending_messages("acme", mine["chatProcessId"]) == []
+    assert emb.brain.store.port(LaneStore).pending_messages("acme", mine["chatProcessId"]) == []
 
 
 def test_rate_limit(emb, client):
@@ -138,7 +139,7 @@ def test_rate_limit(emb, client):
 def test_events_gap_when_the_log_was_trimmed(emb, client):
     created = client.request("session-create")["data"]
     sid = created["session"]["id"]
-    wait_for(lambda: emb.brain.store.get_process("acme", created["chatProcessId"]).status
+    wait_for(lambda: emb.brain.store.port(SessionStore).get_process("acme", created["chatProcessId"]).status
              is ProcessStatus.IDLE)
     for i in range(3):
         emb.brain.events.publish(sid, created["chatProcessId"], EventType.TOKEN, {"text": str(i)})

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from tests.gateway.wire import REFUSAL, SUCCESS, Client, covers
 from vancetope_brain.identity import Principal
+from vancetope_brain.store import IdentityStore
 
 RECIPE = {"name": "frames-analyst", "engine": "ford", "category": "worker",
           "description": "tenant analyst", "promptOverride": "You analyse {{ process.goal }}."}
@@ -62,7 +63,7 @@ def test_recipe_create_update_delete_through_the_cascade(emb, client):
 
 def test_another_tenant_neither_sees_nor_deletes_the_recipes(emb, client):
     brain = emb.brain
-    if "initech" not in {t.id for t in brain.store.list_tenants()}:
+    if "initech" not in {t.id for t in brain.store.port(IdentityStore).list_tenants()}:
         brain.identity.create_tenant("initech", "initech")
         brain.identity.create_user("initech", "milton", "milton")
     client.ok("recipe-create", recipe={**RECIPE, "name": "acme-only"})

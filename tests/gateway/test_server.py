@@ -14,6 +14,7 @@ from tests.gateway.wire import http_get
 from tests.helpers import wait_for
 from vancetope_brain.errors import StoreError
 from vancetope_brain.llm.testing import FunctionModel
+from vancetope_brain.store import LaneStore, SessionStore
 
 
 @pytest.fixture(scope="module")
@@ -77,9 +78,9 @@ def test_oversized_frame_closes_with_1009_and_stores_nothing(server, embedded):
     finally:
         if ws.connected:
             ws.close()
-    assert embedded.brain.store.pending_messages("acme", pid) == []
-    wait_for(lambda: embedded.brain.store.get_process("acme", pid).status.value == "IDLE")
-    assert [m.role.value for m in embedded.brain.store.chat_history("acme", pid)] == [
+    assert embedded.brain.store.port(LaneStore).pending_messages("acme", pid) == []
+    wait_for(lambda: embedded.brain.store.port(SessionStore).get_process("acme", pid).status.value == "IDLE")
+    assert [m.role.value for m in embedded.brain.store.port(LaneStore).chat_history("acme", pid)] == [
         "assistant"]  # Arthur's welcome only
 
 
@@ -89,7 +90,7 @@ def test_rest_read_endpoints(server, embedded):
     session = embedded.brain.sessions.create_interactive(embedded.who, "rest")
     pid = session.chat_process_id
     embedded.brain.sessions.steer(embedded.who, pid, "hello")
-    wait_for(lambda: len(embedded.brain.store.chat_history("acme", pid)) == 3)  # + welcome
+    wait_for(lambda: len(embedded.brain.store.port(LaneStore).chat_history("acme", pid)) == 3)  # + welcome
     status, body = http_get(f"http://{host}/sessions", token)
     assert status == 200 and session.id in [s["id"] for s in body["sessions"]]
     status, body = http_get(f"http://{host}/sessions/{session.id}", token)

@@ -17,6 +17,7 @@ from tests.helpers import wait_for
 from vancetope_brain.events import EventListener
 from vancetope_brain.identity import Principal
 from vancetope_brain.models import ProcessStatus, SessionStatus
+from vancetope_brain.store import SessionStore
 from vancetope_gateway import frames
 from vancetope_gateway.protocol import Connection
 
@@ -116,20 +117,20 @@ class Client:
 
 
 def process_status(emb, who: Principal, process_id: str) -> ProcessStatus:
-    return emb.brain.store.get_process(who.tenant_id, process_id).status
+    return emb.brain.store.port(SessionStore).get_process(who.tenant_id, process_id).status
 
 
 def wait_process(emb, who: Principal, process_id: str, status: ProcessStatus,
                  timeout: float = 10.0):
     """Wait until the process is in ``status`` with no lifecycle call pending; return it."""
     def settled():
-        process = emb.brain.store.get_process(who.tenant_id, process_id)
+        process = emb.brain.store.port(SessionStore).get_process(who.tenant_id, process_id)
         return process.status is status and process.pending_control is None and process
     return wait_for(settled, timeout=timeout, what=f"{process_id} {status.value}")
 
 
 def wait_session(emb, who: Principal, session_id: str, status: SessionStatus):
-    return wait_for(lambda: (s := emb.brain.store.get_session(who.tenant_id, session_id))
+    return wait_for(lambda: (s := emb.brain.store.port(SessionStore).get_session(who.tenant_id, session_id))
                     .status is status and s, what=f"session {session_id} {status.value}")
 
 

@@ -1,9 +1,11 @@
+
 """InboxService rules that need the lane runtime: routing of undecided answers to the
 parent, the "open ask keeps a process BLOCKED" rule, auto-archive and the housekeeping job.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 
 from tests.gateway.wire import wait_process
@@ -13,7 +15,8 @@ from vancetope_brain.inbox.service import InboxService, NewItem
 from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.models import ChatRole, ProcessStatus, ThinkProcess, new_id, utcnow
 from vancetope_brain.models.inbox import ItemStatus, ItemType, Outcome
-from vancetope_brain.settings import SettingScope, SettingsService
+from vancetope_brain.settings import SettingScope
+from vancetope_brain.store import LaneStore, SessionStore, UserInboxStore
 
 S = ProcessStatus
 
@@ -22,13 +25,13 @@ def _process(emb, session_id: str, name: str, parent: str | None = None) -> Thin
     process = ThinkProcess(id=new_id("proc"), tenant_id="acme", session_id=session_id,
                            user_id="ada", name=name, engine="ford", engine_version="1.0.0",
                            parent_process_id=parent)
-    emb.brain.store.create_process(process)
+    emb.brain.store.port(SessionStore).create_process(process)
     emb.brain.waker.wake("acme", process.id)
     return wait_process(emb, emb.who, process.id, S.IDLE)
 
 
 def _events(emb, pid: str) -> list[str]:
-    return [m.content for m in emb.brain.store.chat_history("acme", pid)
+    return [m.content for m in emb.brain.store.port(LaneStore).chat_history("acme", pid)
             if m.role is ChatRole.EVENT]
 
 
@@ -43,22 +46,22 @@ def test_an_undecided_answer_keeps_the_asker_blocked_and_reaches_its_parent(embe
                                      origin_session_id=session.id)
     emb.brain.sessions.steer(emb.who, asker.id, "status?")  # a turn ends: the ask is open
     wait_process(emb, emb.who, asker.id, S.BLOCKED)
-    turns = len(emb.brain.store.turn_records("acme", asker.id))
+    turns = len(emb.brain.store.port(LaneStore).turn_records("acme", asker.id))
 
     emb.brain.inbox.answer(emb.who, item.id, Outcome.UNDECIDABLE, reason="no data yet")
     reported = wait_for(lambda: [e for e in _events(emb, parent.id) if item.id in e])
     assert 'type="blocked"' in reported[0] and "no data yet" in reported[0]
     assert f'sourceProcessId="{asker.id}"' in reported[0]
-    assert emb.brain.store.pending_messages("acme", asker.id) == []
-    assert len(emb.brain.store.turn_records("acme", asker.id)) == turns
-    assert emb.brain.store.get_process("acme", asker.id).status is S.BLOCKED
+    assert emb.brain.store.port(LaneStore).pending_messages("acme", asker.id) == []
+    assert len(emb.brain.store.port(LaneStore).turn_records("acme", asker.id)) == turns
+    assert emb.brain.store.port(SessionStore).get_process("acme", asker.id).status is S.BLOCKED
 
 
 def test_auto_archive_follows_the_users_setting_and_spares_pending(embedded):
     emb = embedded
     brain = emb.brain
     brain.identity.create_user("acme", "cleo", "cleo")
-    settings = SettingsService(brain.store)
+    settings = brain.settings
     settings.set("acme", SettingScope.user("cleo"), "inbox.autoArchiveAfterDays", 2)
     make = [brain.inbox.create("acme", "ada", NewItem(ItemType.OUTPUT_TEXT, f"note {n}",
                                                       assigned_to="cleo"))[0]
@@ -68,18 +71,17 @@ def test_auto_archive_follows_the_users_setting_and_spares_pending(embedded):
     brain.inbox.dismiss(cleo, make[1].id)
 
     def service(days_later: float) -> InboxService:
-        return InboxService(brain.store, settings, brain.notifications, lambda *a: None,
-                            brain.waker.wake, brain.attachments, "http://x",
-                            clock=lambda: utcnow() + timedelta(days=days_later))
+        return dataclasses.replace(brain.inbox, base_url="http://x", publish=lambda *a: None,
+                                   clock=lambda: utcnow() + timedelta(days=days_later))
 
     assert service(1).auto_archive() == 0
     assert service(3).auto_archive() == 2
     statuses = {i.id: i.status for i in brain.inbox.list(cleo, statuses=ItemStatus)}
     assert statuses == {make[0].id: ItemStatus.ARCHIVED, make[1].id: ItemStatus.ARCHIVED,
                         make[2].id: ItemStatus.PENDING}
-    archived = brain.store.get_inbox_item("acme", make[0].id)
+    archived = brain.store.port(UserInboxStore).get_inbox_item("acme", make[0].id)
     assert archived.history[-1].by == "system:auto-archive" and archived.archived_at
     service(400).auto_archive()  # PENDING is never archived
-    assert brain.store.get_inbox_item("acme", make[2].id).status is ItemStatus.PENDING
-    assert len(brain.store.get_inbox_item("acme", make[0].id).history) == len(archived.history)
-    assert brain.housekeeping() == 0  # the beat job runs both parts without error
+    assert brain.store.port(UserInboxStore).get_inbox_item("acme", make[2].id).status is ItemStatus.PENDING
+    assert len(brain.store.port(UserInboxStore).get_inbox_item("acme", make[0].id).history) == len(archived.history)
+    assert emb.worker_parts.housekeeping() == 0  # the beat job runs both parts without error

@@ -2,7 +2,7 @@
 (``worker_main``, solo pool), one SQLite file shared by every process.
 
 The test process plays sender (``brain.sessions.steer``) and, when a test asks
-for it, beat: a thread that runs ``brain.sweep()`` every ``sweep_interval``.
+for it, beat: a thread that runs a worker's ``sweep()`` every ``sweep_interval``.
 Every child process is started in its own session and killed at teardown.
 """
 
@@ -25,9 +25,10 @@ from tests.helpers import server_env, wait_for
 from vancetope_brain.config import Config
 from vancetope_brain.identity import Principal
 from vancetope_brain.models import ChatMessage, ChatRole, InboxMessage, ProcessStatus
-from vancetope_brain.runtime import Brain
-from vancetope_brain.settings import SettingScope, SettingsService
-from workers.celery_app import create_celery
+from vancetope_brain.settings import SettingScope
+from vancetope_brain.store import LaneStore, SessionStore
+from vancetope_gateway.parts import Gateway, build_gateway
+from workers.celery_app import create_celery, enqueue_on
 
 REPO = Path(__file__).resolve().parents[2]
 STARTUP_TIMEOUT = 60.0
@@ -143,7 +144,8 @@ class Worker:
 
 
 class Cluster:
-    """Workers, a test-process brain on the same Redis and SQLite file, and an optional sweeper."""
+    """Workers, a test process with a gateway's parts (``brain``) on the same Redis and SQLite
+    file, and an optional sweeper (a worker's parts, built when it starts)."""
 
     def __init__(self, tmp_path: Path, redis_url: str, **extra: str) -> None:
         self.tmp = tmp_path
@@ -152,12 +154,12 @@ class Cluster:
                                         **extra))
         self.config = Config.from_env(self.env)
         self.app = create_celery(self.config)
-        self.brain: Brain = self.app.vancetope_brain()
+        self.brain: Gateway = build_gateway(self.config, enqueue_on(self.app))
         self.brain.identity.create_tenant("acme", "acme")
         self.brain.identity.create_user("acme", "ada", "ada")
         # The lane, scale-out and fault tests count chat lines of a one-line-per-message
         # engine; the Arthur and Inbox flows unset it (the default: arthur).
-        SettingsService(self.brain.store).set("acme", SettingScope.tenant(),
+        self.brain.settings.set("acme", SettingScope.tenant(),
                                               "session.defaultChatEngine", "ford")
         self.who = Principal("acme", "ada")
         self.workers: list[Worker] = []
@@ -179,11 +181,13 @@ class Cluster:
         return started
 
     def start_sweeper(self) -> None:
-        """Play beat: ``brain.sweep()`` every ``VANCETOPE_SWEEP_INTERVAL`` seconds."""
+        """Play beat: the worker's ``sweep()`` every ``VANCETOPE_SWEEP_INTERVAL`` seconds."""
+        beat = self.app.vancetope_worker()
+
         def loop() -> None:
             while not self._stop.wait(self.config.sweep_interval):
                 try:
-                    self.sweeps += self.brain.sweep()
+                    self.sweeps += beat.sweep()
                 except Exception as e:  # keep sweeping; a test will time out loudly
                     print(f"sweep failed: {e!r}", file=sys.stderr)
 
@@ -211,7 +215,7 @@ class Cluster:
         """A session's chat process whose start turn has committed (IDLE)."""
         pid = self.brain.sessions.create_interactive(self.who).chat_process_id
         assert pid is not None
-        wait_for(lambda: self.brain.store.get_process("acme", pid).status is ProcessStatus.IDLE,
+        wait_for(lambda: self.brain.store.port(SessionStore).get_process("acme", pid).status is ProcessStatus.IDLE,
                  timeout=30, what="the start turn")
         return pid
 
@@ -221,7 +225,7 @@ class Cluster:
         return message
 
     def chat(self, pid: str) -> list[ChatMessage]:
-        return self.brain.store.chat_history("acme", pid, limit=100_000)
+        return self.brain.store.port(LaneStore).chat_history("acme", pid, limit=100_000)
 
     def roles_and_contents(self, pid: str) -> list[tuple[str, str]]:
         return [(line.role.value, line.content) for line in self.chat(pid)]

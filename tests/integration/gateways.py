@@ -27,6 +27,7 @@ from simple_websocket import ConnectionClosed
 
 from tests.helpers import wait_for
 from tests.integration.conftest import REPO, Cluster, stop_process, tail
+from vancetope_brain.store import SessionStore
 from vancetope_gateway.chat_client import ChatClient
 
 Events = list[dict[str, Any]]
@@ -206,7 +207,7 @@ class Stack:
     def statuses(self, session_id: str) -> dict[str, tuple[str, str | None, bool]]:
         """Every process of the session: id → (status, closeReason, contextDrift)."""
         return {p.id: (p.status.value, p.close_reason and p.close_reason.value, p.context_drift)
-                for p in self.cluster.brain.store.list_processes("acme", session_id)}
+                for p in self.cluster.brain.store.port(SessionStore).list_processes("acme", session_id)}
 
 
 @contextlib.contextmanager

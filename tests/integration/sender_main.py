@@ -22,15 +22,17 @@ import time
 
 from vancetope_brain.config import Config
 from vancetope_brain.identity import Principal
-from workers.celery_app import create_celery
+from vancetope_gateway.parts import build_gateway
+from workers.celery_app import create_celery, enqueue_on
 
 
 def main(argv: list[str]) -> None:
     out, go, process_id = argv[1], argv[2], argv[3]
     first, senders, per_sender = int(argv[4]), int(argv[5]), int(argv[6])
     pace = int(argv[7]) / 1000
-    app = create_celery(Config.from_env())
-    brain = app.vancetope_brain()
+    config = Config.from_env()
+    app = create_celery(config)
+    brain = build_gateway(config, enqueue_on(app))
     who = Principal("acme", "ada")
     sent: list[tuple[str, int, str, bool]] = []
     errors: list[BaseException] = []

@@ -9,18 +9,19 @@ import pytest
 
 from tests.helpers import wait_for
 from vancetope_brain.models import ChatRole, CloseReason, ProcessStatus
-from vancetope_brain.settings import SettingScope, SettingsService
+from vancetope_brain.settings import SettingScope
+from vancetope_brain.store import LaneStore, SessionStore
 
 
 def _statuses(cluster, session_id):
-    return {p.name: p.status for p in cluster.brain.store.list_processes("acme", session_id)}
+    return {p.name: p.status for p in cluster.brain.store.port(SessionStore).list_processes("acme", session_id)}
 
 
 @pytest.mark.slow
 def test_the_example_flow_on_worker_processes(cluster):
     cluster.start_workers("arthur-flow", "arthur-flow")
     cluster.start_sweeper()
-    SettingsService(cluster.brain.store).unset("acme", SettingScope.tenant(),
+    cluster.brain.settings.unset("acme", SettingScope.tenant(),
                                                "session.defaultChatEngine")  # arthur
     brain, who = cluster.brain, cluster.who
     session = brain.sessions.create(who, title="Literature Review")
@@ -33,14 +34,14 @@ def test_the_example_flow_on_worker_processes(cluster):
     brain.sessions.steer(who, pid, "Yes, do it.")
     wait_for(lambda: _statuses(cluster, session.id) == {
         "chat": ProcessStatus.IDLE, "paper-diff": ProcessStatus.CLOSED}, timeout=30)
-    wait_for(lambda: brain.store.chat_history("acme", pid)[-1].content
+    wait_for(lambda: brain.store.port(LaneStore).chat_history("acme", pid)[-1].content
              == "paper-diff is finished: 3 contradictions found.", timeout=30)
 
-    worker = next(p for p in brain.store.list_processes("acme", session.id)
+    worker = next(p for p in brain.store.port(SessionStore).list_processes("acme", session.id)
                   if p.name == "paper-diff")
     assert worker.close_reason is CloseReason.DONE and worker.parent_process_id == pid
     assert worker.recipe_name == "analyze" and worker.engine == "ford"
-    lines = [(m.role, m.content) for m in brain.store.chat_history("acme", pid)
+    lines = [(m.role, m.content) for m in brain.store.port(LaneStore).chat_history("acme", pid)
              if m.role is not ChatRole.TOOL]
     assert [role for role, _ in lines] == [
         ChatRole.ASSISTANT, ChatRole.USER, ChatRole.ASSISTANT, ChatRole.EVENT,
@@ -51,14 +52,14 @@ def test_the_example_flow_on_worker_processes(cluster):
     assert lines[4][1] == "paper-diff asks: may it assume Vaswani2017 as baseline?"
     assert lines[6][1] == "Forwarded."
     assert 'type="done"' in lines[7][1] and "3 contradictions found." in lines[7][1]
-    tools = [m.meta["toolName"] for m in brain.store.chat_history("acme", pid)
+    tools = [m.meta["toolName"] for m in brain.store.port(LaneStore).chat_history("acme", pid)
              if m.role is ChatRole.TOOL]
     assert tools == ["process_create", "process_steer"]
-    worker_lines = [m.content for m in brain.store.chat_history("acme", worker.id)]
+    worker_lines = [m.content for m in brain.store.port(LaneStore).chat_history("acme", worker.id)]
     assert worker_lines == ["Analyze 5 PDFs for contradictions",
                             "May I assume the paper Vaswani2017 as baseline?",
                             "Yes, use Vaswani2017 as baseline", "3 contradictions found."]
     # Every turn ran on one of the two worker processes, never two at once per process.
     for process_id in (pid, worker.id):
-        turns = brain.store.turn_records("acme", process_id)
+        turns = brain.store.port(LaneStore).turn_records("acme", process_id)
         assert all(a.ended_at <= b.started_at for a, b in zip(turns, turns[1:], strict=False))

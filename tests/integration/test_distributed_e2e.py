@@ -26,6 +26,7 @@ from vancetope_brain.errors import Unauthorized
 from vancetope_brain.llm import LlmMessage
 from vancetope_brain.llm.demo import demo_answer
 from vancetope_brain.models import ChatRole
+from vancetope_brain.store import LaneStore
 from vancetope_gateway.chat_client import ChatClient
 
 MAX_FRAME_BYTES = 4096
@@ -230,10 +231,10 @@ def test_frame_over_the_limit_closes_with_1009_and_stores_nothing(dist):
         assert other.request("process-steer", targetThinkProcessId=pid, content="after")["seq"] == 2
         other.until(_turn_done("after"))
         store = dist.cluster.brain.store
-        assert [(x.role, x.content) for x in store.chat_history("acme", pid)] == [
+        assert [(x.role, x.content) for x in store.port(LaneStore).chat_history("acme", pid)] == [
             (ChatRole.USER, "small"), (ChatRole.ASSISTANT, _answer("small")),
             (ChatRole.USER, "after"), (ChatRole.ASSISTANT, _answer("after"))]
-        assert not store.pending_messages("acme", pid)
+        assert not store.port(LaneStore).pending_messages("acme", pid)
     finally:
         client.close()
         if other is not None:

@@ -15,7 +15,8 @@ import pytest
 from tests.helpers import wait_for
 from tests.integration.gateways import running_stack
 from vancetope_brain.models import ChatRole, CloseReason, ProcessStatus
-from vancetope_brain.settings import SettingScope, SettingsService
+from vancetope_brain.settings import SettingScope
+from vancetope_brain.store import DeliveryStore, LaneStore, SessionStore
 
 S = ProcessStatus
 
@@ -37,7 +38,7 @@ def test_a_worker_blocks_on_an_approval_and_continues_with_the_answer(tmp_path: 
                                                                       redis_url: str):
     with running_stack(tmp_path, redis_url) as stack:
         cluster = stack.cluster
-        SettingsService(cluster.brain.store).unset("acme", SettingScope.tenant(),
+        cluster.brain.settings.unset("acme", SettingScope.tenant(),
                                                "session.defaultChatEngine")  # arthur
         cluster.start_workers("inbox-flow", "inbox-flow")
         cluster.start_sweeper()
@@ -49,44 +50,44 @@ def test_a_worker_blocks_on_an_approval_and_continues_with_the_answer(tmp_path: 
         sid, chat = created["session"]["id"], created["chatProcessId"]
 
         def statuses() -> dict[str, S]:
-            return {p.name: p.status for p in store.list_processes("acme", sid)}
+            return {p.name: p.status for p in store.port(SessionStore).list_processes("acme", sid)}
 
         wait_for(lambda: statuses() == {"chat": S.IDLE}, timeout=30)
         client.request("process-steer", targetThinkProcessId=chat, content="Deploy build 42")
         item = _next_push(client, "inbox-item-added")["item"]
         wait_for(lambda: statuses() == {"chat": S.IDLE, "deployer": S.BLOCKED}, timeout=30)
-        deployer = next(p for p in store.list_processes("acme", sid) if p.name == "deployer")
+        deployer = next(p for p in store.port(SessionStore).list_processes("acme", sid) if p.name == "deployer")
         assert (item["type"], item["criticality"], item["status"]) == (
             "APPROVAL", "CRITICAL", "PENDING")
         assert (item["originProcessId"], item["assignedToUserId"]) == (deployer.id, "ada")
         assert [i["id"] for i in client.request("inbox-list", tags=["deploy"])["items"]] == [
             item["id"]]
         # Arthur heard that its worker blocks, and said so.
-        wait_for(lambda: store.chat_history("acme", chat)[-1].content
+        wait_for(lambda: store.port(LaneStore).chat_history("acme", chat)[-1].content
                  == "deployer waits for your approval in the Inbox.", timeout=30)
-        turns_while_blocked = len(store.turn_records("acme", deployer.id))
+        turns_while_blocked = len(store.port(LaneStore).turn_records("acme", deployer.id))
 
         answered = client.request("inbox-answer", itemId=item["id"], outcome="DECIDED",
                                   value={"approved": True})["item"]
         assert answered["status"] == "ANSWERED"
         assert _next_push(client, "inbox-item-updated")["item"]["status"] == "ANSWERED"
         wait_for(lambda: statuses() == {"chat": S.IDLE, "deployer": S.CLOSED}, timeout=30)
-        wait_for(lambda: store.chat_history("acme", chat)[-1].content == "deployer: done.",
+        wait_for(lambda: store.port(LaneStore).chat_history("acme", chat)[-1].content == "deployer: done.",
                  timeout=30)
 
-    finished = store.get_process("acme", deployer.id)
+    finished = store.port(SessionStore).get_process("acme", deployer.id)
     assert finished.close_reason is CloseReason.DONE
     assert finished.engine_state["lastReply"] == "Deployed."
-    lines = [(m.role, m.content) for m in store.chat_history("acme", deployer.id)]
+    lines = [(m.role, m.content) for m in store.port(LaneStore).chat_history("acme", deployer.id)]
     assert [role for role, _ in lines] == [ChatRole.USER, ChatRole.TOOL, ChatRole.ASSISTANT,
                                            ChatRole.EVENT, ChatRole.ASSISTANT]
     assert lines[1][1].startswith("inbox_post(")
     assert lines[2][1] == "Waiting for approval."
     assert lines[3][1].startswith(f'<inbox-answer itemId="{item["id"]}" type="APPROVAL"')
     assert '"approved": true' in lines[3][1] and lines[4][1] == "Deployed."
-    turns = store.turn_records("acme", deployer.id)
+    turns = store.port(LaneStore).turn_records("acme", deployer.id)
     assert len(turns) == turns_while_blocked + 1  # exactly one turn, woken by the answer
     assert {t.worker for t in turns} <= {w.worker_id for w in cluster.workers}
-    deliveries = store.list_deliveries("acme", item_id=item["id"])
+    deliveries = store.port(DeliveryStore).list_deliveries("acme", item_id=item["id"])
     assert [(d.channel, d.status.value) for d in deliveries] == [
         ("ws", "SENT"), ("email", "SKIPPED"), ("mobile", "SKIPPED")]

@@ -19,6 +19,7 @@ from tests.helpers import wait_for
 from tests.integration.conftest import Cluster, Worker
 from vancetope_brain.events import EventType
 from vancetope_brain.models import ChatRole, InboxMessage
+from vancetope_brain.store import LaneStore, SessionStore
 
 RECOVERY_BOUND = 15.0  # seconds; expected ≈ 3 s, generous for a loaded 2-core machine
 
@@ -31,8 +32,8 @@ def _in_flight(workers: list[Worker]) -> tuple[Worker, Worker]:
 
 
 def _epochs_without_record(cluster: Cluster, pid: str) -> set[int]:
-    records = cluster.brain.store.turn_records("acme", pid)
-    return set(range(1, cluster.brain.store.get_process("acme", pid).epoch + 1)) - {
+    records = cluster.brain.store.port(LaneStore).turn_records("acme", pid)
+    return set(range(1, cluster.brain.store.port(SessionStore).get_process("acme", pid).epoch + 1)) - {
         r.epoch for r in records}
 
 
@@ -62,13 +63,13 @@ def test_worker_killed_mid_turn_another_answers_the_message_once(cluster):
         ("user", "are you there?"), ("assistant", "echo: are you there?"),
         ("user", "still there?"), ("assistant", "echo: still there?")]
     assert reply.source_message_id == first.id
-    took_over = [r for r in cluster.brain.store.turn_records("acme", pid)
+    took_over = [r for r in cluster.brain.store.port(LaneStore).turn_records("acme", pid)
                  if first.id in r.drained_ids]
     assert len(took_over) == 1 and took_over[0].worker == survivor.worker_id
     assert [d for _, _, d in victim.entries("start")] == ["are you there?"]
     assert not victim.entries("end")
     assert _epochs_without_record(cluster, pid) == {took_over[0].epoch - 1}  # the killed turn
-    assert not cluster.brain.store.pending_messages("acme", pid)
+    assert not cluster.brain.store.port(LaneStore).pending_messages("acme", pid)
 
 
 @dataclass
@@ -122,7 +123,7 @@ def test_worker_frozen_past_its_lease_is_fenced_when_it_resumes(cluster):
         ("user", "first"), ("assistant", "echo: first"),
         ("user", "second"), ("assistant", "echo: second"),
         ("user", "third"), ("assistant", "echo: third")]
-    records = cluster.brain.store.turn_records("acme", pid)
+    records = cluster.brain.store.port(LaneStore).turn_records("acme", pid)
     by_message = {mid: r for r in records for mid in r.drained_ids}
     assert by_message[run.first.id].worker == run.survivor.worker_id
     assert by_message[run.second.id].worker == run.survivor.worker_id
@@ -131,7 +132,7 @@ def test_worker_frozen_past_its_lease_is_fenced_when_it_resumes(cluster):
     # before the survivor's take-over.
     assert _epochs_without_record(cluster, pid) == {by_message[run.first.id].epoch - 1}
     assert len(records) == len({r.epoch for r in records})
-    assert not cluster.brain.store.pending_messages("acme", pid)
+    assert not cluster.brain.store.port(LaneStore).pending_messages("acme", pid)
 
 
 @pytest.mark.slow
@@ -141,7 +142,7 @@ def test_turn_that_lost_its_lease_streams_no_tokens(cluster):
     nobody will commit: the session's tokens are exactly the committed replies.
     """
     run = _freeze_mid_turn_take_over_and_resume(cluster)
-    session_id = cluster.brain.store.get_process("acme", run.pid).session_id
+    session_id = cluster.brain.store.port(SessionStore).get_process("acme", run.pid).session_id
     events = cluster.brain.events.read(session_id, 0)
     streamed = "".join(e.data["text"] for e in events if e.type is EventType.TOKEN)
     replies = "".join(line.content for line in cluster.chat(run.pid)
@@ -180,7 +181,7 @@ def test_message_arriving_while_a_turn_ends_is_processed_without_the_sweeper(clu
     wait_for(lambda: other.outcomes().count("busy") > busy_before, timeout=15,
              what="the idle worker to find the lane busy")
     # Still pending; "first" too while its turn has not committed yet.
-    pending = [m.id for m in cluster.brain.store.pending_messages("acme", pid)]
+    pending = [m.id for m in cluster.brain.store.port(LaneStore).pending_messages("acme", pid)]
     assert pending == ([first.id, second.id] if window == "during-model-call" else [second.id])
 
     released = time.monotonic()

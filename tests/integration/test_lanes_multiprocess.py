@@ -16,6 +16,7 @@ import pytest
 from tests.helpers import wait_for
 from tests.integration.conftest import REPO, stop_process, tail
 from vancetope_brain.models import ChatRole, ProcessStatus
+from vancetope_brain.store import LaneStore, SessionStore
 
 SENDER_PROCESSES = 4
 THREADS_PER_PROCESS = 5          # 20 concurrent senders
@@ -76,8 +77,8 @@ def test_500_messages_from_20_senders_each_processed_once_in_order_by_two_worker
     assert sorted(seq_of.values()) == list(range(1, TOTAL + 1))
 
     store = cluster.brain.store
-    wait_for(lambda: not store.pending_messages("acme", pid, limit=1)
-             and store.get_process("acme", pid).status is ProcessStatus.IDLE
+    wait_for(lambda: not store.port(LaneStore).pending_messages("acme", pid, limit=1)
+             and store.port(SessionStore).get_process("acme", pid).status is ProcessStatus.IDLE
              and sum(line.role is ChatRole.USER for line in cluster.chat(pid)) >= TOTAL,
              timeout=120, interval=0.1, what="all 500 messages processed")
     elapsed = time.monotonic() - started
@@ -94,7 +95,7 @@ def test_500_messages_from_20_senders_each_processed_once_in_order_by_two_worker
 
     # Never two turns at once: committed turns are disjoint in time, epochs increase, and
     # together they drained exactly the 500 messages, none twice.
-    turns = store.turn_records("acme", pid)
+    turns = store.port(LaneStore).turn_records("acme", pid)
     turns.sort(key=lambda t: t.epoch)
     for before, after in zip(turns, turns[1:], strict=False):
         assert before.epoch < after.epoch
@@ -109,7 +110,7 @@ def test_500_messages_from_20_senders_each_processed_once_in_order_by_two_worker
     assert not [line for line in chat if line.role is ChatRole.ERROR]
 
     # Nothing left pending, and both worker processes ran turns under their own names.
-    assert not store.pending_messages("acme", pid)
+    assert not store.port(LaneStore).pending_messages("acme", pid)
     ran = Counter(turn.worker for turn in working)
     assert set(ran) == {w.worker_id for w in workers}, (
         f"TurnRecord.worker must name the worker process; got {dict(ran)}, "

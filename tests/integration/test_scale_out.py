@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.gateways import Events, Stack, running_stack, transcript, turn_done
+from vancetope_brain.store import LaneStore
 
 TOKEN_DELAY = 0.1
 
@@ -84,7 +85,7 @@ def test_client_on_gateway_a_receives_the_stream_of_a_message_sent_through_gatew
         [e for e in seen if e["seq"] > created["lastSeq"]])
     assert on_a.gaps == on_b.gaps == []
     # The turns ran in the worker processes, not in a gateway.
-    workers = {r.worker for r in stack.cluster.brain.store.turn_records("acme", pid)}
+    workers = {r.worker for r in stack.cluster.brain.store.port(LaneStore).turn_records("acme", pid)}
     assert workers <= {w.worker_id for w in stack.cluster.workers}
 
 

@@ -4,7 +4,7 @@ a suspended process until it is resumed.
 
 Real Redis, a gunicorn gateway process (``vancetope_gateway.wsgi:app``), a Celery worker
 process (``worker_main``, ``echo`` model) and one SQLite file. The test process plays
-beat (``brain.sweep()`` every 0.3 s) and the store-level sender (``brain.sessions.steer``).
+beat (a worker's ``sweep()`` every 0.3 s) and the store-level sender (``brain.sessions.steer``).
 The presence TTL is 2 s (``VANCETOPE_PRESENCE_TTL``) so a killed gateway's connections
 expire quickly.
 """
@@ -30,6 +30,7 @@ from vancetope_brain.models import (
     ThinkProcess,
     TurnRecord,
 )
+from vancetope_brain.store import LaneStore, SessionStore
 
 PRESENCE_TTL = 2.0
 SETTLE = 20.0  # seconds a lane may take to apply a requested lifecycle call (≈ 0.1 s here)
@@ -83,7 +84,7 @@ class Opened:
 
 
 def _turns(stack: Stack, pid: str) -> list[TurnRecord]:
-    return stack.cluster.brain.store.turn_records("acme", pid)
+    return stack.cluster.brain.store.port(LaneStore).turn_records("acme", pid)
 
 
 def _lifecycles(stack: Stack, pid: str) -> list[str]:
@@ -94,7 +95,7 @@ def _wait_statuses(stack: Stack, sid: str, expected: dict[str, tuple[str, str | 
                    what: str) -> None:
     def reached() -> bool:
         return stack.statuses(sid) == expected and not any(
-            p.pending_control for p in stack.cluster.brain.store.list_processes("acme", sid))
+            p.pending_control for p in stack.cluster.brain.store.port(SessionStore).list_processes("acme", sid))
 
     try:
         wait_for(reached, timeout=SETTLE, interval=0.05, what=what)
@@ -104,7 +105,7 @@ def _wait_statuses(stack: Stack, sid: str, expected: dict[str, tuple[str, str | 
 
 
 def _session(stack: Stack, sid: str) -> Session:
-    return stack.cluster.brain.store.get_session("acme", sid)
+    return stack.cluster.brain.store.port(SessionStore).get_session("acme", sid)
 
 
 def _held_quietly(stack: Stack, pid: str, content: str) -> None:
@@ -120,14 +121,14 @@ def _held_quietly(stack: Stack, pid: str, content: str) -> None:
              what="the worker to take the lane task and hold it")
     time.sleep(2 * cluster.config.sweep_interval + cluster.config.sweep_age)
     assert len(_turns(stack, pid)) == turns
-    assert [m.message.content for m in cluster.brain.store.pending_messages("acme", pid)] == [
+    assert [m.message.content for m in cluster.brain.store.port(LaneStore).pending_messages("acme", pid)] == [
         content]
     assert content not in [detail for _, _, detail in worker.entries("start")]
     assert stack.statuses(_process(stack, pid).session_id)[pid][0] == "SUSPENDED"
 
 
 def _process(stack: Stack, pid: str) -> ThinkProcess:
-    return stack.cluster.brain.store.get_process("acme", pid)
+    return stack.cluster.brain.store.port(SessionStore).get_process("acme", pid)
 
 
 @pytest.mark.slow
@@ -160,7 +161,7 @@ def test_suspend_policy_suspends_every_process_and_queued_input_waits_for_resume
     assert resumed["session"]["status"] == "OPEN" and not resumed["contextDrift"]
     cluster.wait_reply(opened.helper, "while away", timeout=SETTLE)
     _wait_statuses(stack, opened.sid, {pid: IDLE for pid in opened.pids}, "the resume")
-    assert cluster.brain.store.pending_messages("acme", opened.helper) == []
+    assert cluster.brain.store.port(LaneStore).pending_messages("acme", opened.helper) == []
     after = _turns(stack, opened.helper)[len(before[opened.helper]) + 1:]
     assert [r.lifecycle for r in after][0] == "resume"
     assert [m for r in after for m in r.drained_ids] == [message.id]
@@ -210,7 +211,7 @@ def test_close_policy_stops_every_process(stack):
     for pid in opened.pids:
         with pytest.raises(Conflict):
             cluster.brain.sessions.steer(cluster.who, pid, "too late")
-        assert cluster.brain.store.pending_messages("acme", pid) == []
+        assert cluster.brain.store.port(LaneStore).pending_messages("acme", pid) == []
     again = stack.client(web)
     with pytest.raises(Exception, match="conflict") as refused:
         again.request("session-resume", sessionId=opened.sid)
@@ -305,4 +306,4 @@ def test_gateway_killed_holding_connections_the_sweeper_applies_each_policy(stac
     assert (stack.statuses(suspend.sid), _session(stack, suspend.sid).status) == (
         {pid: SUSPENDED for pid in suspend.pids}, SessionStatus.SUSPENDED)
     assert all(p.status is not ProcessStatus.RUNNING
-               for p in cluster.brain.store.list_processes("acme", suspend.sid))
+               for p in cluster.brain.store.port(SessionStore).list_processes("acme", suspend.sid))

@@ -41,7 +41,8 @@ from vancetope_brain.llm import ChatModel, LlmMessage, LlmResponse, TokenSink, T
 from vancetope_brain.llm.demo import split_words
 from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.models import ChatMessage, TurnCommit
-from vancetope_brain.store.sqlite import SqliteStore
+from vancetope_brain.store import LaneStore
+from vancetope_brain.store.sqlite import SqliteBackend
 from workers.celery_app import create_celery
 from workers.tasks import LANE_TURN
 
@@ -181,9 +182,10 @@ def inbox_flow(messages: list[LlmMessage], tools: list[ToolSpec]) -> LlmResponse
 
 def hold_commits(release: str) -> None:
     """Stop after a successful commit of drained messages until ``release`` exists."""
-    commit_turn = SqliteStore.commit_turn
+    lanes = SqliteBackend.adapters[LaneStore]
+    commit_turn = lanes.commit_turn
 
-    def held(self: SqliteStore, tenant_id: str, process_id: str, epoch: int,
+    def held(self: LaneStore, tenant_id: str, process_id: str, epoch: int,
              commit: TurnCommit) -> list[ChatMessage] | None:
         written = commit_turn(self, tenant_id, process_id, epoch, commit)
         if written is not None and commit.drained_ids and not os.path.exists(release):
@@ -191,7 +193,7 @@ def hold_commits(release: str) -> None:
             wait_for_file(release)
         return written
 
-    SqliteStore.commit_turn = held  # type: ignore[method-assign]
+    lanes.commit_turn = held
 
 
 @signals.worker_ready.connect

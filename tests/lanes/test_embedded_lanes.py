@@ -18,10 +18,11 @@ from vancetope_brain.models import (
     UserChatInput,
     new_id,
 )
+from vancetope_brain.store import LaneStore, SessionStore
 
 
 def _chat(emb, pid, n):
-    return wait_for(lambda: (h := emb.brain.store.chat_history("acme", pid, limit=1000))
+    return wait_for(lambda: (h := emb.brain.store.port(LaneStore).chat_history("acme", pid, limit=1000))
                     and len(h) >= n and h, what=f"{n} chat lines")
 
 
@@ -41,7 +42,7 @@ def test_user_message_gets_a_streamed_reply(embedded):
     assert [e.seq for e in events] == list(range(events[0].seq, events[0].seq + len(events)))
     tokens = "".join(e.data["text"] for e in events if e.type is EventType.TOKEN)
     assert tokens == "Hello Ada, nice to meet you."
-    assert emb.brain.store.get_process("acme", pid).status is ProcessStatus.IDLE
+    assert emb.brain.store.port(SessionStore).get_process("acme", pid).status is ProcessStatus.IDLE
 
 
 def test_concurrent_senders_each_message_once_in_order(embedded):
@@ -61,17 +62,17 @@ def test_concurrent_senders_each_message_once_in_order(embedded):
         t.start()
     for t in threads:
         t.join()
-    wait_for(lambda: not emb.brain.store.pending_messages("acme", pid)
-             and emb.brain.store.get_process("acme", pid).status is ProcessStatus.IDLE,
+    wait_for(lambda: not emb.brain.store.port(LaneStore).pending_messages("acme", pid)
+             and emb.brain.store.port(SessionStore).get_process("acme", pid).status is ProcessStatus.IDLE,
              what="inbox drained")
-    lines = emb.brain.store.chat_history("acme", pid, limit=1000)
+    lines = emb.brain.store.port(LaneStore).chat_history("acme", pid, limit=1000)
     user_lines = [x for x in lines if x.role is ChatRole.USER]
     assert sorted(x.content for x in user_lines) == sorted(
         f"s{s}-m{i}" for s in range(6) for i in range(15))
     # Chat order follows inbox sequence order.
     seqs = [seq_of[x.source_message_id] for x in user_lines]
     assert seqs == sorted(seqs)
-    turns = emb.brain.store.turn_records("acme", pid)
+    turns = emb.brain.store.port(LaneStore).turn_records("acme", pid)
     for a, b in zip(turns, turns[1:], strict=False):
         assert a.ended_at <= b.started_at and a.epoch < b.epoch
 
@@ -86,7 +87,7 @@ def test_llm_failure_becomes_an_error_line_and_the_process_stays_usable(embedded
     emb.brain.sessions.steer(emb.who, pid, "second")
     lines = _chat(emb, pid, 5)
     assert lines[4].content == "recovered"
-    assert emb.brain.store.get_process("acme", pid).status is ProcessStatus.IDLE
+    assert emb.brain.store.port(SessionStore).get_process("acme", pid).status is ProcessStatus.IDLE
 
 
 def test_engine_crash_closes_the_process_failed(embedded):
@@ -97,18 +98,18 @@ def test_engine_crash_closes_the_process_failed(embedded):
     emb.model = FunctionModel(boom)
     pid = emb.brain.sessions.create_interactive(emb.who).chat_process_id
     emb.brain.sessions.steer(emb.who, pid, "hello")
-    wait_for(lambda: emb.brain.store.get_process("acme", pid).status is ProcessStatus.CLOSED)
-    process = emb.brain.store.get_process("acme", pid)
+    wait_for(lambda: emb.brain.store.port(SessionStore).get_process("acme", pid).status is ProcessStatus.CLOSED)
+    process = emb.brain.store.port(SessionStore).get_process("acme", pid)
     assert process.close_reason is CloseReason.FAILED
     assert "ZeroDivisionError" in process.last_error
-    assert not emb.brain.store.pending_messages("acme", pid)
+    assert not emb.brain.store.port(LaneStore).pending_messages("acme", pid)
 
 
 def _raw_process(emb, engine: str, version: str) -> ThinkProcess:
     session = emb.brain.sessions.create_interactive(emb.who)
     process = ThinkProcess(id=new_id("proc"), tenant_id="acme", session_id=session.id,
                            user_id="ada", name="w", engine=engine, engine_version=version)
-    emb.brain.store.create_process(process)
+    emb.brain.store.port(SessionStore).create_process(process)
     return process
 
 
@@ -120,18 +121,18 @@ def test_missing_engine_or_major_version_change_makes_the_process_stale(embedded
     for p in (gone, old):
         emb.brain.waker.wake("acme", p.id)
     for p in (gone, old):
-        wait_for(lambda p=p: emb.brain.store.get_process("acme", p.id).status
+        wait_for(lambda p=p: emb.brain.store.port(SessionStore).get_process("acme", p.id).status
                  is ProcessStatus.CLOSED)
-        assert emb.brain.store.get_process("acme", p.id).close_reason is CloseReason.STALE
+        assert emb.brain.store.port(SessionStore).get_process("acme", p.id).close_reason is CloseReason.STALE
 
 
 def test_sweeper_recovers_a_message_whose_wake_was_lost(embedded):
     emb = embedded
     emb.model = ScriptedModel(["found you"])
     pid = emb.brain.sessions.create_interactive(emb.who).chat_process_id
-    wait_for(lambda: emb.brain.store.get_process("acme", pid).status is ProcessStatus.IDLE)
+    wait_for(lambda: emb.brain.store.port(SessionStore).get_process("acme", pid).status is ProcessStatus.IDLE)
     # Persist without waking, as if the broker had lost the task.
-    emb.brain.store.append_message(InboxMessage(
+    emb.brain.store.port(LaneStore).append_message(InboxMessage(
         id=new_id("msg"), tenant_id="acme", target_process_id=pid,
         message=UserChatInput(from_user="ada", content="anyone?")))
     lines = _chat(emb, pid, 3)  # after Arthur's welcome
@@ -146,5 +147,5 @@ def test_repeated_idempotency_key_is_one_message(embedded):
     again, created2 = emb.brain.sessions.steer(emb.who, pid, "once", idempotency_key="k1")
     assert (created1, created2) == (True, False) and first.id == again.id
     _chat(emb, pid, 2)
-    wait_for(lambda: emb.brain.store.get_process("acme", pid).status is ProcessStatus.IDLE)
-    assert [x.content for x in emb.brain.store.chat_history("acme", pid)].count("once") == 1
+    wait_for(lambda: emb.brain.store.port(SessionStore).get_process("acme", pid).status is ProcessStatus.IDLE)
+    assert [x.content for x in emb.brain.store.port(LaneStore).chat_history("acme", pid)].count("once") == 1

@@ -12,6 +12,7 @@ from vancetope_brain.engines.lifecycle import LifecycleCall
 from vancetope_brain.errors import Conflict
 from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.models import CloseReason, ProcessStatus, ThinkProcess, new_id
+from vancetope_brain.store import LaneStore, SessionStore
 
 
 class Recorder(ThinkEngine):
@@ -59,7 +60,7 @@ def proc(embedded) -> ThinkProcess:
     process = ThinkProcess(id=new_id("proc"), tenant_id="acme", session_id=session.id,
                            user_id="ada", name="rec", engine=Recorder.name,
                            engine_version=Recorder.version)
-    embedded.brain.store.create_process(process)
+    embedded.brain.store.port(SessionStore).create_process(process)
     embedded.brain.waker.wake("acme", process.id)
     _wait_status(embedded, process.id, ProcessStatus.IDLE)
     _wait_status(embedded, session.chat_process_id, ProcessStatus.IDLE)  # the sweeper's quiet
@@ -67,12 +68,12 @@ def proc(embedded) -> ThinkProcess:
 
 
 def _wait_status(emb, pid, status):
-    return wait_for(lambda: (p := emb.brain.store.get_process("acme", pid)).status is status
+    return wait_for(lambda: (p := emb.brain.store.port(SessionStore).get_process("acme", pid)).status is status
                     and p.pending_control is None and p, what=f"status {status}")
 
 
 def _notes(emb, pid) -> list[str]:
-    return [line.content for line in emb.brain.store.chat_history("acme", pid)]
+    return [line.content for line in emb.brain.store.port(LaneStore).chat_history("acme", pid)]
 
 
 def test_pause_holds_messages_until_resume(embedded, proc):
@@ -81,19 +82,19 @@ def test_pause_holds_messages_until_resume(embedded, proc):
     _wait_status(emb, pid, ProcessStatus.PAUSED)
     emb.brain.sessions.steer(emb.who, pid, "while paused")
     # Give a wrongly woken lane every chance to run, then check it did not.
-    assert emb.brain.sweep() == 0
-    emb.brain.runner.run("acme", pid)
-    assert [m.message.content for m in emb.brain.store.pending_messages("acme", pid)] == [
+    assert emb.worker_parts.sweep() == 0
+    emb.worker_parts.runner.run("acme", pid)
+    assert [m.message.content for m in emb.brain.store.port(LaneStore).pending_messages("acme", pid)] == [
         "while paused"]
     emb.brain.sessions.control(emb.who, pid, LifecycleCall.RESUME)
     _wait_status(emb, pid, ProcessStatus.IDLE)
     assert _notes(emb, pid) == ["start", "pause", "resume", "steer:while paused"]
-    kinds = [t.lifecycle for t in emb.brain.store.turn_records("acme", pid)]
+    kinds = [t.lifecycle for t in emb.brain.store.port(LaneStore).turn_records("acme", pid)]
     assert kinds == ["start", "pause", "resume"]
     # Engine state lives in the process document, turn to turn.
-    assert emb.brain.store.get_process("acme", pid).engine_state == {"steers": 1}
+    assert emb.brain.store.port(SessionStore).get_process("acme", pid).engine_state == {"steers": 1}
     emb.brain.sessions.steer(emb.who, pid, "again")
-    wait_for(lambda: emb.brain.store.get_process("acme", pid).engine_state == {"steers": 2})
+    wait_for(lambda: emb.brain.store.port(SessionStore).get_process("acme", pid).engine_state == {"steers": 2})
 
 
 def test_suspend_then_resume_without_messages_starts_no_steer(embedded, proc):
@@ -130,8 +131,8 @@ def test_illegal_calls_are_refused_with_a_clear_error(embedded, call, status):
     else:  # a process nobody has woken yet stays INIT
         process = ThinkProcess(id=new_id("proc"), tenant_id="acme", session_id=session.id,
                                user_id="ada", name="cold", engine="ford", engine_version="1.0.0")
-        emb.brain.store.create_process(process)
+        emb.brain.store.port(SessionStore).create_process(process)
         pid = process.id
     with pytest.raises(Conflict, match=f"cannot {call.value} a process that is {status}"):
         emb.brain.sessions.control(emb.who, pid, call)
-    assert emb.brain.store.get_process("acme", pid).pending_control is None
+    assert emb.brain.store.port(SessionStore).get_process("acme", pid).pending_control is None

@@ -6,6 +6,7 @@ from tests.helpers import wait_for
 from vancetope_brain import keys
 from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.models import ProcessStatus
+from vancetope_brain.store import LaneStore, SessionStore
 
 
 def test_a_turn_leaves_only_the_event_log_behind(embedded):
@@ -15,8 +16,8 @@ def test_a_turn_leaves_only_the_event_log_behind(embedded):
     pid = session.chat_process_id
     for text in ("a", "b", "c"):
         emb.brain.sessions.steer(emb.who, pid, text)
-    wait_for(lambda: not emb.brain.store.pending_messages("acme", pid)
-             and emb.brain.store.get_process("acme", pid).status is ProcessStatus.IDLE)
+    wait_for(lambda: not emb.brain.store.port(LaneStore).pending_messages("acme", pid)
+             and emb.brain.store.port(SessionStore).get_process("acme", pid).status is ProcessStatus.IDLE)
     wait_for(lambda: not emb.brain.redis.exists(keys.lease(pid), keys.wake(pid)),
              what="lease and wake flag gone")
     client = emb.brain.redis

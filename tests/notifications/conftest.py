@@ -25,8 +25,7 @@ from vancetope_brain.models.inbox import Criticality, InboxItem, ItemType
 from vancetope_brain.notifications import NotifyEvent, item_link
 from vancetope_brain.sessions.presence import Presence
 from vancetope_brain.settings import SettingScope, SettingsService
-from vancetope_brain.store import Store
-from vancetope_brain.store.sqlite import SqliteStore
+from vancetope_brain.store import Backend, IdentityStore, SettingStore, UserInboxStore, open_store
 
 TENANT = "acme"
 BASE_URL = "https://vt.example"
@@ -53,9 +52,9 @@ def clock() -> Clock:
 
 
 @pytest.fixture
-def store(tmp_path) -> Iterator[SqliteStore]:
-    store = SqliteStore(tmp_path / "vancetope.db")
-    identity = IdentityService(store)
+def store(tmp_path) -> Iterator[Backend]:
+    store = open_store(f"sqlite:///{tmp_path / 'vancetope.db'}")
+    identity = IdentityService(store.port(IdentityStore))
     identity.create_tenant(TENANT, TENANT)
     for user in ("ada", "bob"):
         identity.create_user(TENANT, user, user)
@@ -64,8 +63,8 @@ def store(tmp_path) -> Iterator[SqliteStore]:
 
 
 @pytest.fixture
-def settings(store: SqliteStore) -> SettingsService:
-    return SettingsService(store)
+def settings(store: Backend) -> SettingsService:
+    return SettingsService(store.port(SettingStore), store.port(IdentityStore))
 
 
 def set_user(settings: SettingsService, user: str, **values: Any) -> None:
@@ -80,11 +79,11 @@ def set_user(settings: SettingsService, user: str, **values: Any) -> None:
         settings.set(TENANT, SettingScope.user(user), names[name], value)
 
 
-def new_item(store: Store, user: str = "ada",
+def new_item(store: Backend, user: str = "ada",
              criticality: Criticality = Criticality.NORMAL,
              title: str = "Approve the budget") -> NotifyEvent:
     """Store an inbox item for ``user`` and return the event announcing it."""
-    item, _ = store.create_inbox_item(InboxItem(
+    item, _ = store.port(UserInboxStore).create_inbox_item(InboxItem(
         id=new_id("item"), tenant_id=TENANT, originator_user_id=user,
         assigned_to_user_id=user, type=ItemType.APPROVAL, criticality=criticality,
         title=title, body="Details follow."))

@@ -23,7 +23,7 @@ from vancetope_brain.notifications import (
 )
 from vancetope_brain.sessions.presence import Presence
 from vancetope_brain.settings import SettingScope, SettingsService
-from vancetope_brain.store import Store
+from vancetope_brain.store import Backend, DeliveryStore, UserInboxStore
 
 NO_DEVICE = "no registered device (mobile push is not available yet)"
 
@@ -37,18 +37,19 @@ def config(smtp_server: SmtpServer) -> Config:
 
 
 @pytest.fixture
-def notifications(config: Config, store: Store, settings: SettingsService, presence: Presence,
+def notifications(config: Config, store: Backend, settings: SettingsService, presence: Presence,
                   events: EventBus, clock: Clock) -> NotificationDispatcher:
-    return build_dispatcher(config, store, settings, presence, events, clock)
+    return build_dispatcher(config, store.port(DeliveryStore), store.port(UserInboxStore), settings,
+                            presence, events, clock)
 
 
-def log_of(store: Store, event: NotifyEvent) -> list[tuple[str, DeliveryStatus, str | None]]:
+def log_of(store: Backend, event: NotifyEvent) -> list[tuple[str, DeliveryStatus, str | None]]:
     return [(d.channel, d.status, d.reason)
-            for d in store.list_deliveries(TENANT, item_id=event.item_id)]
+            for d in store.port(DeliveryStore).list_deliveries(TENANT, item_id=event.item_id)]
 
 
 def test_an_offline_user_without_settings_gets_a_skip_from_every_channel(
-        notifications: NotificationDispatcher, store: Store) -> None:
+        notifications: NotificationDispatcher, store: Backend) -> None:
     event = new_item(store)
     notifications.notify(event)
     assert log_of(store, event) == [
@@ -59,7 +60,7 @@ def test_an_offline_user_without_settings_gets_a_skip_from_every_channel(
 
 
 def test_every_channel_that_can_handle_the_event_delivers_it(
-        notifications: NotificationDispatcher, store: Store, settings: SettingsService,
+        notifications: NotificationDispatcher, store: Backend, settings: SettingsService,
         presence: Presence, events: EventBus, clock: Clock, smtp_server: SmtpServer) -> None:
     presence.user_connect(TENANT, "ada", "conn-1", "all")
     set_user(settings, "ada", email_address="ada@example.com")
@@ -72,7 +73,7 @@ def test_every_channel_that_can_handle_the_event_delivers_it(
         ("email", DeliveryStatus.QUEUED, None),
         ("mobile", DeliveryStatus.SKIPPED, NO_DEVICE),
     ]
-    deliveries = store.list_deliveries(TENANT, item_id=event.item_id)
+    deliveries = store.port(DeliveryStore).list_deliveries(TENANT, item_id=event.item_id)
     assert all(d.user_id == "ada" and d.criticality is event.criticality
                and d.created_at == clock.now for d in deliveries)
     assert [d.sent_at for d in deliveries] == [clock.now, None, None]
@@ -82,12 +83,12 @@ def test_every_channel_that_can_handle_the_event_delivers_it(
 
     assert notifications.flush(clock.advance(300)) == 1  # the e-mail batch
     assert len(smtp_server.messages) == 1
-    assert [d.status for d in store.list_deliveries(TENANT, item_id=event.item_id)] == \
+    assert [d.status for d in store.port(DeliveryStore).list_deliveries(TENANT, item_id=event.item_id)] == \
         [DeliveryStatus.SENT, DeliveryStatus.SENT, DeliveryStatus.SKIPPED]
 
 
 def test_a_project_setting_applies_when_the_event_names_the_project(
-        notifications: NotificationDispatcher, store: Store, settings: SettingsService) -> None:
+        notifications: NotificationDispatcher, store: Backend, settings: SettingsService) -> None:
     settings.set(TENANT, SettingScope.project(DEFAULT_PROJECT), "notify.email.address",
                  "team@example.com")
     without, within = new_item(store), new_item(store)
@@ -120,11 +121,11 @@ class Broken:
 
 @pytest.mark.parametrize("where", ["can_handle", "deliver"])
 def test_a_failing_channel_is_logged_and_the_others_still_run(
-        where: str, store: Store, settings: SettingsService, presence: Presence,
+        where: str, store: Backend, settings: SettingsService, presence: Presence,
         events: EventBus, clock: Clock, caplog: pytest.LogCaptureFixture) -> None:
     presence.user_connect(TENANT, "ada", "conn-1", "all")
     dispatcher = NotificationDispatcher(
-        store, settings, [Broken(where), WsChannel(presence, events), MobileChannel()], clock)
+        store.port(DeliveryStore), settings, [Broken(where), WsChannel(presence, events), MobileChannel()], clock)
     event = new_item(store)
 
     with caplog.at_level(logging.ERROR):

@@ -31,16 +31,18 @@ from vancetope_brain.models.inbox import (
 )
 from vancetope_brain.notifications import EmailChannel, NotificationDispatcher, item_link
 from vancetope_brain.settings import SettingScope, SettingsService
-from vancetope_brain.store import Store
+from vancetope_brain.store import Backend, DeliveryStore, UserInboxStore
 
 QUEUED, SENT = DeliveryStatus.QUEUED, DeliveryStatus.SENT
 SKIPPED, FAILED = DeliveryStatus.SKIPPED, DeliveryStatus.FAILED
 
 
-def dispatcher(store: Store, settings: SettingsService, clock: Clock,
+def dispatcher(store: Backend, settings: SettingsService, clock: Clock,
                smtp: SmtpConfig | None) -> NotificationDispatcher:
     return NotificationDispatcher(
-        store, settings, [EmailChannel(smtp, store, settings, BASE_URL, clock)], clock)
+        store.port(DeliveryStore), settings,
+        [EmailChannel(smtp, store.port(DeliveryStore), store.port(UserInboxStore), settings,
+                      BASE_URL, clock)], clock)
 
 
 def text_of(message: EmailMessage) -> str:
@@ -48,8 +50,8 @@ def text_of(message: EmailMessage) -> str:
     return str(message.get_content()).replace("\r\n", "\n")
 
 
-def log_of(store: Store, user: str = "ada") -> list[tuple[DeliveryStatus, str | None]]:
-    return [(d.status, d.reason) for d in store.list_deliveries(TENANT, user_id=user)]
+def log_of(store: Backend, user: str = "ada") -> list[tuple[DeliveryStatus, str | None]]:
+    return [(d.status, d.reason) for d in store.port(DeliveryStore).list_deliveries(TENANT, user_id=user)]
 
 
 @pytest.fixture
@@ -76,7 +78,7 @@ def test_critical_is_sent_at_once_even_in_quiet_hours(store, settings, clock,
     assert "[CRITICAL] Server room\non fire" in text
     assert "Details follow." in text
     assert f"{BASE_URL}/inbox/{event.item_id}" in text
-    [delivery] = store.list_deliveries(TENANT, item_id=event.item_id)
+    [delivery] = store.port(DeliveryStore).list_deliveries(TENANT, item_id=event.item_id)
     assert (delivery.channel, delivery.status, delivery.reason) == ("email", SENT, None)
     assert delivery.sent_at == clock.now
 
@@ -129,7 +131,7 @@ def test_normal_items_go_out_as_one_message_per_interval(store, settings, clock,
         assert f"[NORMAL] {event.title}\n{item_link(BASE_URL, event.item_id)}" in text
     assert "Item 1" not in text and "Details follow." not in text  # titles and links only
     assert log_of(store) == [(SENT, None)] * 4
-    assert [d.sent_at - first for d in store.list_deliveries(TENANT)] == \
+    assert [d.sent_at - first for d in store.port(DeliveryStore).list_deliveries(TENANT)] == \
         [timedelta(seconds=s) for s in (300, 60, 300, 300)]
 
     assert notifications.flush(clock.advance(3600)) == 0  # nothing is sent twice
@@ -194,7 +196,7 @@ def test_an_item_gone_by_flush_time_is_left_out(store, settings, clock,
                                                 smtp_server: SmtpServer) -> None:
     set_user(settings, "ada", email_address="ada@example.com", batch_interval=60)
     notifications = dispatcher(store, settings, clock, smtp_server.config())
-    store.add_delivery(NotificationDelivery(
+    store.port(DeliveryStore).add_delivery(NotificationDelivery(
         id=new_id("dlv"), tenant_id=TENANT, item_id="item_gone", user_id="ada",
         channel="email", status=QUEUED, criticality=Criticality.NORMAL, created_at=clock.now))
     kept = new_item(store, title="Still here")
@@ -204,7 +206,7 @@ def test_an_item_gone_by_flush_time_is_left_out(store, settings, clock,
 
     [message] = smtp_server.messages
     assert message["Subject"] == "[Vancetope] Still here"
-    assert {d.item_id: (d.status, d.reason) for d in store.list_deliveries(TENANT)} == {
+    assert {d.item_id: (d.status, d.reason) for d in store.port(DeliveryStore).list_deliveries(TENANT)} == {
         "item_gone": (SKIPPED, "item no longer exists"), kept.item_id: (SENT, None)}
 
 
@@ -287,14 +289,14 @@ def test_items_answered_or_delegated_before_the_batch_are_left_out(store, settin
         notifications.notify(event)
     for event, change in ((answered, {"status": ItemStatus.ANSWERED}),
                           (delegated, {"assigned_to_user_id": "bob"})):
-        item = store.get_inbox_item(TENANT, event.item_id)
-        store.save_inbox_item(item.model_copy(update=change), expected_revision=item.revision)
+        item = store.port(UserInboxStore).get_inbox_item(TENANT, event.item_id)
+        store.port(UserInboxStore).save_inbox_item(item.model_copy(update=change), expected_revision=item.revision)
 
     assert notifications.flush(clock.advance(60)) == 1
 
     [message] = smtp_server.messages
     assert message["Subject"] == "[Vancetope] Still open"
-    assert {d.item_id: (d.status, d.reason) for d in store.list_deliveries(TENANT)} == {
+    assert {d.item_id: (d.status, d.reason) for d in store.port(DeliveryStore).list_deliveries(TENANT)} == {
         answered.item_id: (SKIPPED, "item already ANSWERED"),
         delegated.item_id: (SKIPPED, "item delegated to another user"),
         open_.item_id: (SENT, None)}

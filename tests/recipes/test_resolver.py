@@ -21,14 +21,14 @@ from vancetope_brain.recipes import (
     render_prompts,
     sample_context,
 )
-from vancetope_brain.store.sqlite import SqliteStore
+from vancetope_brain.store import Backend, IdentityStore, RecipeStore
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
 
 @pytest.fixture
-def resolver(acme_store: SqliteStore) -> RecipeResolver:
-    return RecipeResolver(acme_store)
+def resolver(acme_store: Backend) -> RecipeResolver:
+    return RecipeResolver(acme_store.port(RecipeStore))
 
 
 def _analyze(description: str, **fields: object) -> Recipe:
@@ -36,14 +36,14 @@ def _analyze(description: str, **fields: object) -> Recipe:
 
 
 def test_a_project_recipe_overrides_a_tenant_recipe_overrides_a_bundled_one(
-    acme_store: SqliteStore, resolver: RecipeResolver
+    acme_store: Backend, resolver: RecipeResolver
 ) -> None:
     def resolved() -> AppliedRecipe:
         return resolver.resolve("acme", "p1", recipe="analyze")
 
     assert (resolved().source, resolved().description.startswith("Analyzes")) == (
         RecipeSource.BUNDLED, True)
-    admin = RecipeAdmin(acme_store)
+    admin = RecipeAdmin(acme_store.port(RecipeStore), acme_store.port(IdentityStore))
     admin.put("acme", None, _analyze("tenant's", params={"depth": "quick", "tone": "dry"}))
     assert (resolved().source, resolved().description) == (RecipeSource.TENANT, "tenant's")
     assert resolved().params == {"depth": "quick", "tone": "dry"}  # whole recipe, no merging
@@ -61,11 +61,11 @@ def test_a_project_recipe_overrides_a_tenant_recipe_overrides_a_bundled_one(
 
 
 def test_the_snapshot_does_not_change_when_the_recipe_is_edited(
-    acme_store: SqliteStore, resolver: RecipeResolver
+    acme_store: Backend, resolver: RecipeResolver
 ) -> None:
     """What a process stores at spawn (``applied.dump()``) survives an edit of the recipe; the
     lead's spawn test shows the same through a running process."""
-    admin = RecipeAdmin(acme_store)
+    admin = RecipeAdmin(acme_store.port(RecipeStore), acme_store.port(IdentityStore))
     admin.put("acme", "p1", _analyze("v1", prompt_override="v1: {{ process.goal }}",
                                      allowed_tools_add=["web_fetch"]))
     stored = resolver.resolve("acme", "p1", recipe="analyze").dump()
@@ -83,9 +83,9 @@ def test_caller_params_overlay_the_recipe_defaults(resolver: RecipeResolver) -> 
     assert resolver.resolve("acme", "p1", recipe="analyze").params["depth"] == "thorough"
 
 
-def test_the_engine_comes_from_the_recipe(acme_store: SqliteStore,
+def test_the_engine_comes_from_the_recipe(acme_store: Backend,
                                           resolver: RecipeResolver) -> None:
-    RecipeAdmin(acme_store).put("acme", None, Recipe(name="deep", engine="marvin"))
+    RecipeAdmin(acme_store.port(RecipeStore), acme_store.port(IdentityStore)).put("acme", None, Recipe(name="deep", engine="marvin"))
     assert resolver.resolve("acme", "p1", recipe="deep").engine == "marvin"
     assert resolver.resolve("acme", "p1", recipe="deep", engine="marvin").engine == "marvin"
     with pytest.raises(InvalidInput, match="recipe 'deep' runs engine 'marvin', not 'ford'"):
@@ -93,13 +93,13 @@ def test_the_engine_comes_from_the_recipe(acme_store: SqliteStore,
 
 
 def test_without_a_recipe_name_the_recipe_named_like_the_engine_applies(
-    acme_store: SqliteStore, resolver: RecipeResolver
+    acme_store: Backend, resolver: RecipeResolver
 ) -> None:
     arthur = resolver.resolve("acme", "p1", engine="arthur")
     assert (arthur.name, arthur.engine, arthur.source) == ("arthur", "arthur",
                                                            RecipeSource.BUNDLED)
     assert arthur.category is RecipeCategory.CHAT and arthur.prompt_override
-    RecipeAdmin(acme_store).put("acme", "p1", Recipe(name="ford", engine="ford", description="mine"))
+    RecipeAdmin(acme_store.port(RecipeStore), acme_store.port(IdentityStore)).put("acme", "p1", Recipe(name="ford", engine="ford", description="mine"))
     assert resolver.resolve("acme", "p1", engine="ford").description == "mine"
     bare = resolver.resolve("acme", "p1", engine="echo", caller_params={"x": 1})
     assert bare == AppliedRecipe(name="echo", engine="echo", source=RecipeSource.ENGINE,
@@ -115,8 +115,8 @@ def test_an_unknown_recipe_suggests_the_closest_name(resolver: RecipeResolver) -
         resolver.get("acme", "p1", "xyzzy")
 
 
-def test_list_is_the_effective_catalogue(acme_store: SqliteStore, resolver: RecipeResolver) -> None:
-    admin = RecipeAdmin(acme_store)
+def test_list_is_the_effective_catalogue(acme_store: Backend, resolver: RecipeResolver) -> None:
+    admin = RecipeAdmin(acme_store.port(RecipeStore), acme_store.port(IdentityStore))
     admin.put("acme", None, _analyze("tenant's"))
     admin.put("acme", None, Recipe(name="triage", engine="ford", category=RecipeCategory.SERVICE))
     admin.put("acme", "p1", Recipe(name="triage", engine="ford", description="p1's"))
@@ -138,8 +138,8 @@ def test_list_is_the_effective_catalogue(acme_store: SqliteStore, resolver: Reci
     assert described["allowedToolsAdd"] == [] and described["schemaVersion"] == 1
 
 
-def test_admin_writes_check_the_project_and_replace_or_create(acme_store: SqliteStore) -> None:
-    admin = RecipeAdmin(acme_store)
+def test_admin_writes_check_the_project_and_replace_or_create(acme_store: Backend) -> None:
+    admin = RecipeAdmin(acme_store.port(RecipeStore), acme_store.port(IdentityStore))
     with pytest.raises(NotFound, match="project nope not found"):
         admin.put("acme", "nope", _analyze("x"))
     assert admin.put("acme", "p1", _analyze("first")) is True

@@ -26,7 +26,7 @@ from vancetope_brain.models import (
     new_id,
 )
 from vancetope_brain.settings import SettingsApi
-from vancetope_brain.store import Store
+from vancetope_brain.store import LaneStore, SessionStore
 from vancetope_brain.tools import ServerTools, ToolDispatcher, ToolSource
 
 if TYPE_CHECKING:
@@ -79,7 +79,7 @@ class ChatApi:
     def history(self, limit: int = 200) -> list[ChatMessage]:
         """The last ``limit`` lines since the last reset, committed ones first, then this turn's."""
         s = self._ctx.scope
-        committed = self._ctx._store.chat_history(s.tenant_id, s.process_id, limit=limit)
+        committed = self._ctx._lanes.chat_history(s.tenant_id, s.process_id, limit=limit)
         lines = (committed + self._ctx.turn.chat)[-limit:]
         resets = [i for i, line in enumerate(lines) if line.meta.get(RESET_MARK)]
         return lines[resets[-1] + 1:] if resets else lines
@@ -152,7 +152,7 @@ class ProcessesApi:
 
     def list(self) -> list[ThinkProcess]:
         s = self._ctx.scope
-        return self._ctx._store.list_processes(s.tenant_id, s.session_id) + self._ctx.turn.spawned
+        return self._ctx._processes.list_processes(s.tenant_id, s.session_id) + self._ctx.turn.spawned
 
     def get(self, process_id: str) -> ThinkProcess:
         """A process of this session; another session's looks missing."""
@@ -160,7 +160,7 @@ class ProcessesApi:
             if child.id == process_id:
                 return child
         s = self._ctx.scope
-        process = self._ctx._store.get_process(s.tenant_id, process_id)
+        process = self._ctx._processes.get_process(s.tenant_id, process_id)
         if process.session_id != s.session_id:
             raise NotFound(f"no process {process_id!r} in this session")
         return process
@@ -226,22 +226,25 @@ class InboxApi:
 class ThinkEngineContext:
     """Access surface of one lifecycle call. Engines must not keep it past the call."""
 
-    def __init__(self, *, process: ThinkProcess, store: Store, events: EventBus,
+    def __init__(self, *, process: ThinkProcess, lanes: LaneStore, processes: SessionStore,
+                 events: EventBus,
                  model: ChatModel, lease_lost: threading.Event, settings: SettingsApi,
                  tool_pool: frozenset[str], roles: frozenset[str] = frozenset(),
                  tool_sources: list[ToolSource] | None = None,
                  spawner: Spawner | None = None, recipes: RecipesApi | None = None,
-                 inbox: InboxService | None = None) -> None:
+                 inbox: InboxService | None = None,
+                 pending: list[InboxMessage] | None = None) -> None:
         self.process = process
         self.scope = Scope(process.tenant_id, process.session_id, process.id, process.user_id)
         self.turn = TurnState()
-        self._store = store
+        self._lanes = lanes
+        self._processes = processes
         self._events = events
         self._model = FencedModel(model, lease_lost)
         self._settings = settings
         self._tools = ToolDispatcher(tool_pool, roles,
                                      sources=[ServerTools(self), *(tool_sources or [])])
-        self._pending: list[InboxMessage] | None = None
+        self._pending = pending  # read by the runner for this turn, or on first use
         self._spawner = spawner or _no_spawning
         self._recipes = recipes
         self._inbox = inbox
@@ -305,7 +308,7 @@ class ThinkEngineContext:
     def _load_pending(self) -> list[InboxMessage]:
         if self._pending is None:
             s = self.scope
-            self._pending = self._store.pending_messages(s.tenant_id, s.process_id)
+            self._pending = self._lanes.pending_messages(s.tenant_id, s.process_id)
         return self._pending
 
 

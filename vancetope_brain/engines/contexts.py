@@ -6,16 +6,16 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from vancetope_brain.engines.base import EngineRegistry
+from vancetope_brain.engines.base import EngineRegistry, ThinkEngine
 from vancetope_brain.engines.context import SpawnRequest, ThinkEngineContext
 from vancetope_brain.engines.recipes_api import RecipesApi, tool_pool
 from vancetope_brain.engines.spawning import ProcessFactory
 from vancetope_brain.events import EventBus
 from vancetope_brain.inbox.service import InboxService
 from vancetope_brain.llm import ChatModel
-from vancetope_brain.models import ThinkProcess
-from vancetope_brain.settings import SettingsApi
-from vancetope_brain.store import Store
+from vancetope_brain.models import InboxMessage, ThinkProcess
+from vancetope_brain.settings import SettingsApi, SettingsService
+from vancetope_brain.store import LaneStore, SessionStore
 from vancetope_brain.tools import ToolSource
 
 ModelFor = Callable[[ThinkProcess], ChatModel]
@@ -24,7 +24,9 @@ ToolSourcesFor = Callable[[ThinkProcess], list[ToolSource]]
 
 @dataclass
 class ContextFactory:
-    store: Store
+    lanes: LaneStore
+    processes_store: SessionStore
+    settings: SettingsService
     events: EventBus
     engines: EngineRegistry
     processes: ProcessFactory
@@ -32,8 +34,10 @@ class ContextFactory:
     tool_sources: ToolSourcesFor
     inbox: InboxService | None = None
 
-    def __call__(self, process: ThinkProcess, lease_lost: threading.Event) -> ThinkEngineContext:
-        engine = self.engines.find(process.engine)
+    def __call__(self, process: ThinkProcess, lease_lost: threading.Event,
+                 engine: ThinkEngine | None, pending: list[InboxMessage]) -> ThinkEngineContext:
+        """The context of one lifecycle call of ``process`` (run by ``engine``, found by the
+        caller) whose inbox holds ``pending``, read by the caller for this turn."""
         pool = tool_pool(process, engine.allowed_tools if engine else frozenset())
         recipes = RecipesApi(self.processes.resolver, process, pool)
 
@@ -43,8 +47,9 @@ class ContextFactory:
                                         params=request.params)
 
         return ThinkEngineContext(
-            process=process, store=self.store, events=self.events,
+            process=process, lanes=self.lanes, processes=self.processes_store,
+            events=self.events,
             model=self.model_for(process), lease_lost=lease_lost,
-            settings=SettingsApi.for_process(self.store, process), tool_pool=pool,
+            settings=SettingsApi.for_process(self.settings, process), tool_pool=pool,
             roles=recipes.roles, tool_sources=self.tool_sources(process), spawner=spawn,
-            recipes=recipes, inbox=self.inbox)
+            recipes=recipes, inbox=self.inbox, pending=pending)

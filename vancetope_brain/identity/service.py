@@ -16,7 +16,7 @@ from typing import TypeVar
 
 from vancetope_brain.errors import Conflict, InvalidInput, NotFound, Unauthorized
 from vancetope_brain.models import ApiToken, Project, Tenant, User, new_id
-from vancetope_brain.store import Store
+from vancetope_brain.store import IdentityStore
 
 R = TypeVar("R")
 
@@ -64,7 +64,7 @@ class IdentityService:
     user ``NotFound``, a taken id ``Conflict``, each with a one-line message) and
     authentication."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: IdentityStore) -> None:
         self._store = store
 
     # ── tenants and projects ──────────────────────────────────────────────
@@ -163,7 +163,7 @@ LOCAL_TENANT = "local"
 LOCAL_USER = "local"
 
 
-def bootstrap_local(identity: IdentityService, store: Store, token_file: Path) -> tuple[str, bool]:
+def bootstrap_local(identity: IdentityService, store: IdentityStore, token_file: Path) -> tuple[str, bool]:
     """The embedded server's own user: reuse the token in ``token_file`` if it still works,
     else create tenant and user ``local`` (once) and a new token, written with mode 0600.
 

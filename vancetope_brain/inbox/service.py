@@ -1,7 +1,7 @@
 """The Inbox service (user-interaction.txt §5–§10): create, answer, dismiss, archive,
 delegate, revoke, list — and the routing of answers back to the process that asked.
 
-Every change is a compare-and-set on the item's ``revision`` (``Store.save_inbox_item``);
+Every change is a compare-and-set on the item's ``revision`` (``UserInboxStore.save_inbox_item``);
 the steer message that carries an answer to its process is written in the same atomic
 save, so an answered item always reaches its process and a lost race writes nothing.
 """
@@ -34,7 +34,7 @@ from vancetope_brain.models.inbox import (
 from vancetope_brain.models.steer import ProcessEventType, SteerMessage
 from vancetope_brain.notifications import NotifyEvent, item_link
 from vancetope_brain.settings import SettingsService
-from vancetope_brain.store import Store
+from vancetope_brain.store import IdentityStore, SessionStore, UserInboxStore
 
 MAX_TITLE = 200
 MAX_BODY = 100_000
@@ -70,7 +70,9 @@ class InboxService:
     """The one place inbox items change. ``wake(tenant, process)`` starts a lane;
     ``base_url`` is where notification links point."""
 
-    store: Store
+    store: UserInboxStore
+    identity: IdentityStore
+    processes: SessionStore
     settings: SettingsService
     notifier: Notifier
     publish: Publish
@@ -245,8 +247,8 @@ class InboxService:
         ``inbox.autoArchiveAfterDays``; PENDING items stay. Returns how many."""
         done = 0
         now = self.clock()
-        for tenant in self.store.list_tenants():
-            for user in self.store.list_users(tenant.id):
+        for tenant in self.identity.list_tenants():
+            for user in self.identity.list_users(tenant.id):
                 days = self.settings.resolve(tenant.id, None, user.id,
                                               "inbox.autoArchiveAfterDays")
                 query = InboxQuery(assigned_to=user.id, statuses=_ARCHIVABLE, limit=500,
@@ -307,7 +309,7 @@ class InboxService:
         target, sender, message = origin, None, self._steer_for(item, action)
         if action is HistoryAction.ANSWER and item.answer is not None and \
                 item.answer.outcome is not Outcome.DECIDED:
-            process = self.store.get_process(item.tenant_id, origin)
+            process = self.processes.get_process(item.tenant_id, origin)
             if process.parent_process_id is not None:
                 target, sender = process.parent_process_id, origin
                 message = ProcessEvent(
@@ -365,7 +367,7 @@ class InboxService:
 
     def _check_user(self, tenant_id: str, user_id: str) -> None:
         try:
-            self.store.get_user(tenant_id, user_id)
+            self.identity.get_user(tenant_id, user_id)
         except NotFound:
             raise InvalidInput(f"no user {user_id!r} in this tenant (items are delegated "
                                f"within a tenant only)") from None

@@ -30,6 +30,11 @@ class LeaseKeeper:
     long LLM call keeps its lane, while a frozen or killed worker loses it
     within ``ttl``. Correctness does not rest on this lock alone: the store's
     epoch fences a worker whose lease expired.
+
+    No lost wake-up: a worker that finds the lease taken asks the holder for a
+    re-check (``vt:recheck:{pid}``) and tries once more; the holder reads the
+    request when it releases (``release`` returns True). Either the holder reads
+    it, or it had released before the second try, which then gets the lease.
     """
 
     def __init__(self, client: redis.Redis, *, ttl: float) -> None:
@@ -41,10 +46,15 @@ class LeaseKeeper:
         self._thread: threading.Thread | None = None
 
     def try_acquire(self, process_id: str) -> Lease | None:
-        """The lease, or None at once if another worker holds it."""
+        """The lease, or None at once if another worker holds it (which then re-checks the
+        lane when it releases)."""
         lock = self._redis.lock(keys.lease(process_id), timeout=self._ttl, thread_local=False)
         if not lock.acquire(blocking=False):
-            return None
+            self._redis.set(keys.recheck(process_id), 1, px=int(self._ttl * 1000))
+            if not lock.acquire(blocking=False):
+                return None
+            # Ours after all: our turn reads the store from here on, which is the re-check.
+            self._redis.delete(keys.recheck(process_id))
         lease = Lease(lock, process_id)
         with self._guard:
             self._held[id(lease)] = lease
@@ -54,14 +64,17 @@ class LeaseKeeper:
                 self._thread.start()
         return lease
 
-    def release(self, lease: Lease) -> None:
-        """Give the lease back; a lease already lost is simply forgotten."""
+    def release(self, lease: Lease) -> bool:
+        """Give the lease back; True if another worker asked for a re-check meanwhile. A lease
+        already lost is simply forgotten (its new holder gets the request)."""
         with self._guard:
             self._held.pop(id(lease), None)
         try:
             lease.lock.release()
         except LockError:
             lease.lost.set()
+            return False
+        return bool(self._redis.getdel(keys.recheck(lease.process_id)))
 
     def _renew_loop(self) -> None:
         while True:

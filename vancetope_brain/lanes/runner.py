@@ -30,12 +30,15 @@ from vancetope_brain.models import (
 )
 from vancetope_brain.models.inbox import InboxQuery, ItemStatus
 from vancetope_brain.models.steer import ProcessEventType
-from vancetope_brain.store import Store
+from vancetope_brain.store import LaneStore, SessionStore, UserInboxStore
 
 if TYPE_CHECKING:
     from vancetope_brain.engines.contexts import ContextFactory
 
 log = logging.getLogger(__name__)
+
+PENDING_PER_TURN = 1000
+"""Most inbox messages one turn reads; more wait for the next turn, which starts at once."""
 
 
 class TurnOutcome(StrEnum):
@@ -50,10 +53,12 @@ class TurnOutcome(StrEnum):
 class LaneRunner:
     """Runs lane turns. One instance per worker process; thread-safe."""
 
-    def __init__(self, *, store: Store, events: EventBus, leases: LeaseKeeper, waker: Waker,
-                 engines: EngineRegistry, contexts: ContextFactory,
-                 worker_name: str | None = None):
-        self._store = store
+    def __init__(self, *, lanes: LaneStore, processes: SessionStore, items: UserInboxStore,
+                 events: EventBus, leases: LeaseKeeper, waker: Waker, engines: EngineRegistry,
+                 contexts: ContextFactory, worker_name: str | None = None):
+        self._lanes = lanes
+        self._processes = processes
+        self._items = items
         self._events = events
         self._leases = leases
         self._waker = waker
@@ -67,46 +72,52 @@ class LaneRunner:
         lease = self._leases.try_acquire(process_id)
         if lease is None:
             return TurnOutcome.BUSY
+        status: ProcessStatus | None = None
+        again = False
         try:
-            outcome, status = self._turn(tenant_id, process_id, lease)
+            outcome, status, again = self._turn(tenant_id, process_id, lease)
         finally:
-            self._leases.release(lease)
-        # No lost wake-up: anything that arrived while we held the lease is seen here.
-        if status is not None and self._needs_turn(tenant_id, process_id, status):
+            # No lost wake-up: a task that found the lease taken while we held it asked
+            # for a re-check (``LeaseKeeper``); everything else arrived before our reads.
+            asked = self._leases.release(lease)
+        if status is not None and (again or asked and self._needs_turn(tenant_id, process_id,
+                                                                         status)):
             self._waker.wake(tenant_id, process_id)
         return outcome
 
     def _needs_turn(self, tenant_id: str, process_id: str, status: ProcessStatus) -> bool:
-        if status is ProcessStatus.INIT:  # reset: start again
-            return True
-        if status.wakes_on_message and self._store.pending_messages(tenant_id, process_id,
+        if status.wakes_on_message and self._lanes.pending_messages(tenant_id, process_id,
                                                                     limit=1):
             return True
         return status is not ProcessStatus.CLOSED and \
-            self._store.get_process(tenant_id, process_id).pending_control is not None
+            self._processes.get_process(tenant_id, process_id).pending_control is not None
 
     def _turn(self, tenant_id: str, process_id: str,
-              lease: Lease) -> tuple[TurnOutcome, ProcessStatus | None]:
+              lease: Lease) -> tuple[TurnOutcome, ProcessStatus | None, bool]:
+        """Run the turn; returns its outcome, the status after it, and whether the lane needs
+        another turn at once (a reset, or messages this turn left pending)."""
         try:
-            current = self._store.get_process(tenant_id, process_id)
+            current = self._processes.get_process(tenant_id, process_id)
         except NotFound:
-            return TurnOutcome.GONE, None
-        if current.status is ProcessStatus.CLOSED:
-            return TurnOutcome.HELD, current.status
-        if current.pending_control is None:
-            if not current.status.wakes_on_message:
-                return TurnOutcome.HELD, current.status
-            if current.status is not ProcessStatus.INIT and \
-                    not self._store.pending_messages(tenant_id, process_id, limit=1):
-                return TurnOutcome.NOTHING, current.status
+            return TurnOutcome.GONE, None, False
+        if current.status is ProcessStatus.CLOSED or \
+                current.pending_control is None and not current.status.wakes_on_message:
+            return TurnOutcome.HELD, current.status, False
+        # Read once, before the epoch: a message appended after this read wakes the lane,
+        # and its task's re-check request reaches us on release. (If a fenced-out worker
+        # drains one of these meanwhile, our commit is refused: nothing is doubled.)
+        pending = self._lanes.pending_messages(tenant_id, process_id, limit=PENDING_PER_TURN)
+        if current.pending_control is None and current.status is not ProcessStatus.INIT \
+                and not pending:
+            return TurnOutcome.NOTHING, current.status, False
         started = utcnow()
-        process = self._store.acquire_epoch(tenant_id, process_id)
+        process = self._lanes.acquire_epoch(tenant_id, process_id)
         before = process.status
         if before in _MARKED_RUNNING:
             self._events.publish(process.session_id, process_id, EventType.STATUS_CHANGED,
                                  {"from": before.value, "to": ProcessStatus.RUNNING.value})
         engine = self._engines.find(process.engine)
-        context = self._contexts(process, lease.lost)
+        context = self._contexts(process, lease.lost, engine, pending)
         call = LifecycleCall(process.pending_control) if process.pending_control else None
         lifecycle = call.value if call else "start" if before is ProcessStatus.INIT else "steer"
         error = None
@@ -114,7 +125,7 @@ class LaneRunner:
             status, reason = self._call_engine(engine, process, context, call)
         except Fenced:
             log.warning("turn of %s (epoch %s) fenced; writing nothing", process_id, process.epoch)
-            return TurnOutcome.FENCED, None
+            return TurnOutcome.FENCED, None, False
         except Exception as e:
             log.exception("engine %s failed in %s of %s", process.engine, lifecycle, process_id)
             error = f"{type(e).__name__}: {e}"
@@ -139,10 +150,10 @@ class LaneRunner:
                             control_handled=process.pending_control, spawned=turn.spawned,
                             outbox=outbox)
         written = None if lease.lost.is_set() else \
-            self._store.commit_turn(tenant_id, process_id, process.epoch, commit)
+            self._lanes.commit_turn(tenant_id, process_id, process.epoch, commit)
         if written is None:
             log.warning("commit of %s (epoch %s) fenced; nothing written", process_id, process.epoch)
-            return TurnOutcome.FENCED, None
+            return TurnOutcome.FENCED, None, False
         for line in written:
             self._events.publish(process.session_id, process_id, EventType.CHAT_MESSAGE,
                                  line.dump())
@@ -151,7 +162,9 @@ class LaneRunner:
         if status is not shown_before:
             self._events.publish(process.session_id, process_id, EventType.STATUS_CHANGED,
                                  {"from": shown_before.value, "to": status.value})
-        return TurnOutcome.COMMITTED, status
+        left = status.wakes_on_message and (len(turn.drained) < len(pending)
+                                            or len(pending) == PENDING_PER_TURN)
+        return TurnOutcome.COMMITTED, status, status is ProcessStatus.INIT or left
 
     def _awaits_user(self, process: ThinkProcess, status: ProcessStatus,
                      reason: CloseReason | None) -> bool:
@@ -159,13 +172,13 @@ class LaneRunner:
         Inbox is still PENDING waits for the answer instead: BLOCKED (user-interaction §10)."""
         if status is not ProcessStatus.IDLE and reason is not CloseReason.DONE:
             return False
-        return bool(self._store.list_inbox_items(process.tenant_id, InboxQuery(
+        return bool(self._items.list_inbox_items(process.tenant_id, InboxQuery(
             origin_process_id=process.id, statuses=frozenset({ItemStatus.PENDING}),
             requires_action=True, limit=1)))
 
     def _started(self, process: ThinkProcess) -> bool:
         return any(t.lifecycle == "start"
-                   for t in self._store.turn_records(process.tenant_id, process.id))
+                   for t in self._lanes.turn_records(process.tenant_id, process.id))
 
     def _parent_report(self, engine: ThinkEngine | None, process: ThinkProcess,
                        status: ProcessStatus, reason: CloseReason | None,
@@ -196,12 +209,12 @@ class LaneRunner:
         for message in commit.outbox:
             self._waker.wake(tenant_id, message.target_process_id)
         if stopped:  # stopping a process stops everything it started
-            stops = stops + [p.id for p in self._store.list_processes(tenant_id,
+            stops = stops + [p.id for p in self._processes.list_processes(tenant_id,
                                                                       process.session_id)
                              if p.parent_process_id == process.id]
         for target in stops:
             try:
-                self._store.request_control(tenant_id, target, LifecycleCall.STOP.value,
+                self._lanes.request_control(tenant_id, target, LifecycleCall.STOP.value,
                                             lifecycle.ALLOWED_FROM[LifecycleCall.STOP])
             except (Conflict, NotFound):
                 continue  # closed or gone meanwhile

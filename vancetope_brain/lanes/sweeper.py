@@ -9,10 +9,10 @@ import redis
 from vancetope_brain import keys
 from vancetope_brain.lanes.waker import Waker
 from vancetope_brain.models import utcnow
-from vancetope_brain.store import Store
+from vancetope_brain.store import LaneStore
 
 
-def sweep(store: Store, client: redis.Redis, waker: Waker, *, age: float) -> int:
+def sweep(store: LaneStore, client: redis.Redis, waker: Waker, *, age: float) -> int:
     """Re-wake every wakeable process with a message pending longer than ``age`` seconds
     and no live lease. Returns how many were woken.
 

@@ -98,7 +98,7 @@ class HistoryEntry(Wire):
 
 class InboxItem(Document):
     """One item of a user's Inbox. ``revision`` counts saves: every change is a
-    compare-and-set on it (``Store.save_inbox_item``)."""
+    compare-and-set on it (``UserInboxStore.save_inbox_item``)."""
 
     id: str
     tenant_id: str
@@ -128,7 +128,7 @@ class InboxItem(Document):
 
 @dataclass(frozen=True)
 class InboxQuery:
-    """Filters of ``Store.list_inbox_items``; every given filter must hold.
+    """Filters of ``UserInboxStore.list_inbox_items``; every given filter must hold.
 
     ``tags``: the item carries every one of them. ``before``: the (createdAt, id)
     of the last item of the previous page (results are newest first).

@@ -35,7 +35,7 @@ class TurnRecord(Document):
 
 @dataclass
 class TurnCommit:
-    """Everything one turn writes, applied by ``Store.commit_turn`` all-or-nothing."""
+    """Everything one turn writes, applied by ``LaneStore.commit_turn`` all-or-nothing."""
 
     status: ProcessStatus
     record: TurnRecord
@@ -49,4 +49,4 @@ class TurnCommit:
     spawned: list[ThinkProcess] = field(default_factory=list)
     """Child processes this turn started (inserted as given, status INIT)."""
     outbox: list[InboxMessage] = field(default_factory=list)
-    """Messages this turn sends to other processes (appended like ``Store.append_message``)."""
+    """Messages this turn sends to other processes (appended like ``LaneStore.append_message``)."""

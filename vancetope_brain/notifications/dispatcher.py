@@ -16,7 +16,7 @@ from vancetope_brain.notifications.model import BatchChannel, Channel, NotifyEve
 from vancetope_brain.notifications.prefs import NotificationPrefs
 from vancetope_brain.sessions.presence import Presence
 from vancetope_brain.settings import SettingsApi, SettingsService
-from vancetope_brain.store import Store
+from vancetope_brain.store import DeliveryStore, UserInboxStore
 
 log = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ class NotificationDispatcher:
     one delivery per channel, taken or not, so "why was nobody told?" has an answer (§12.6).
     """
 
-    def __init__(self, store: Store, settings: SettingsService, channels: Sequence[Channel],
+    def __init__(self, store: DeliveryStore, settings: SettingsService, channels: Sequence[Channel],
                  clock: Callable[[], datetime] = utcnow) -> None:
         self._store = store
         self._settings = settings
@@ -63,14 +63,15 @@ class NotificationDispatcher:
                    if isinstance(channel, BatchChannel))
 
 
-def build_dispatcher(config: Config, store: Store, settings: SettingsService,
+def build_dispatcher(config: Config, store: DeliveryStore, items: UserInboxStore,
+                     settings: SettingsService,
                      presence: Presence, events: EventBus,
                      clock: Callable[[], datetime] = utcnow) -> NotificationDispatcher:
     """The deployment's dispatcher: WebSocket, e-mail, mobile — in that order, so the
     delivery log reads the same for every event."""
     channels: list[Channel] = [
         WsChannel(presence, events),
-        EmailChannel(config.smtp, store, settings, config.base_url(), clock),
+        EmailChannel(config.smtp, store, items, settings, config.base_url(), clock),
         MobileChannel(),
     ]
     return NotificationDispatcher(store, settings, channels, clock)

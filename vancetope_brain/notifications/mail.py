@@ -28,7 +28,7 @@ from vancetope_brain.models.inbox import (
 from vancetope_brain.notifications.model import NotifyEvent, item_link
 from vancetope_brain.notifications.prefs import NotificationPrefs
 from vancetope_brain.settings import SettingsApi, SettingsService
-from vancetope_brain.store import Store
+from vancetope_brain.store import DeliveryStore, UserInboxStore
 
 log = logging.getLogger(__name__)
 
@@ -56,10 +56,12 @@ class EmailChannel:
 
     name = "email"
 
-    def __init__(self, smtp: SmtpConfig | None, store: Store, settings: SettingsService,
-                 base_url: str, clock: Callable[[], datetime] = utcnow) -> None:
+    def __init__(self, smtp: SmtpConfig | None, store: DeliveryStore, items: UserInboxStore,
+                 settings: SettingsService, base_url: str,
+                 clock: Callable[[], datetime] = utcnow) -> None:
         self._smtp = smtp
         self._store = store
+        self._items = items
         self._settings = settings
         self._base_url = base_url
         self._clock = clock
@@ -111,7 +113,7 @@ class EmailChannel:
         listed: list[NotificationDelivery] = []
         for delivery in deliveries:
             try:
-                item = self._store.get_inbox_item(tenant_id, delivery.item_id)
+                item = self._items.get_inbox_item(tenant_id, delivery.item_id)
             except NotFound:
                 self._finish([delivery], DeliveryStatus.SKIPPED, ITEM_GONE)
                 continue

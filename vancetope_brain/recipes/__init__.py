@@ -4,7 +4,7 @@ Rule: recipes are data. YAML is validated into ``Recipe`` at load (errors
 name the file and the field), prompts are Jinja2 templates rendered in an
 immutable sandbox with ``StrictUndefined``, and a process gets an
 ``AppliedRecipe`` snapshot at spawn. This package reads the store only
-through the ``Store`` port and imports no engine: engine names are checked
+through the ``RecipeStore`` port and imports no engine: engine names are checked
 against the registry by the spawner, so a recipe may name an engine that is
 not registered yet.
 """

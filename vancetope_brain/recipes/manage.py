@@ -13,28 +13,29 @@ from vancetope_brain.errors import NotFound
 from vancetope_brain.recipes.model import Recipe
 
 if TYPE_CHECKING:
-    from vancetope_brain.store import Store
+    from vancetope_brain.store import IdentityStore, RecipeStore
 
 
 class RecipeAdmin:
     """Tenant-level recipes have ``project_id=None``."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: RecipeStore, identity: IdentityStore) -> None:
         self._store = store
+        self._identity = identity
 
     def create(self, tenant_id: str, project_id: str | None, recipe: Recipe) -> None:
         """Raises ``Conflict`` if a recipe of that name exists at this level."""
-        self._check_project(tenant_id, project_id)
+        self.check_project(tenant_id, project_id)
         self._store.create_recipe(tenant_id, project_id, recipe)
 
     def update(self, tenant_id: str, project_id: str | None, recipe: Recipe) -> None:
         """Replace the recipe of that name at this level; raises ``NotFound``."""
-        self._check_project(tenant_id, project_id)
+        self.check_project(tenant_id, project_id)
         self._store.update_recipe(tenant_id, project_id, recipe)
 
     def put(self, tenant_id: str, project_id: str | None, recipe: Recipe) -> bool:
         """Create or replace; returns whether it was created."""
-        self._check_project(tenant_id, project_id)
+        self.check_project(tenant_id, project_id)
         try:
             self._store.update_recipe(tenant_id, project_id, recipe)
             return False
@@ -50,6 +51,7 @@ class RecipeAdmin:
         """The recipes stored at exactly this level, by name."""
         return self._store.list_recipes(tenant_id, project_id)
 
-    def _check_project(self, tenant_id: str, project_id: str | None) -> None:
+    def check_project(self, tenant_id: str, project_id: str | None) -> None:
+        """Raises ``NotFound`` unless the project (if named) exists in the tenant."""
         if project_id is not None:
-            self._store.get_project(tenant_id, project_id)
+            self._identity.get_project(tenant_id, project_id)

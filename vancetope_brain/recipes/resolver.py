@@ -14,7 +14,7 @@ from vancetope_brain.recipes.loader import BundledRecipes, bundled
 from vancetope_brain.recipes.model import AppliedRecipe, Recipe, RecipeCategory, RecipeSource
 
 if TYPE_CHECKING:
-    from vancetope_brain.store import Store
+    from vancetope_brain.store import RecipeStore
 
 # Module-level aliases: inside RecipeResolver, ``list`` is the method.
 _Levels = list[tuple[RecipeSource, "str | None"]]
@@ -53,7 +53,7 @@ class RecipeResolver:
     got at spawn (``AppliedRecipe``).
     """
 
-    def __init__(self, store: Store, bundled_recipes: BundledRecipes | None = None) -> None:
+    def __init__(self, store: RecipeStore, bundled_recipes: BundledRecipes | None = None) -> None:
         self._store = store
         self._bundled = bundled_recipes if bundled_recipes is not None else bundled()
 

@@ -23,7 +23,7 @@ from vancetope_brain.models import (
 )
 from vancetope_brain.sessions.presence import Presence
 from vancetope_brain.sessions.service import SessionService
-from vancetope_brain.store import Store
+from vancetope_brain.store import LaneStore, SessionStore
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +46,10 @@ class Bound:
 
 
 class SessionLifecycle:
-    def __init__(self, store: Store, sessions: SessionService, presence: Presence) -> None:
+    def __init__(self, *, store: SessionStore, lanes: LaneStore, sessions: SessionService,
+                 presence: Presence) -> None:
         self._store = store
+        self._lanes = lanes
         self._sessions = sessions
         self._presence = presence
 
@@ -165,7 +167,7 @@ class SessionLifecycle:
             else:
                 if process.context_drift:  # the original client is back where it was
                     self._store.set_context_drift(who.tenant_id, process.id, False)
-                self._store.request_control(who.tenant_id, process.id, LifecycleCall.RESUME,
+                self._lanes.request_control(who.tenant_id, process.id, LifecycleCall.RESUME,
                                             _RESUMABLE)
                 self._sessions.wake(who.tenant_id, process.id)
         return session

@@ -24,12 +24,16 @@ from vancetope_brain.models import (
     new_id,
 )
 from vancetope_brain.settings import SettingsApi, SettingsService
-from vancetope_brain.store import Store
+from vancetope_brain.store import IdentityStore, LaneStore, SessionStore
 
 
 class SessionService:
-    def __init__(self, store: Store, waker: Waker, processes: ProcessFactory) -> None:
-        self._store = store
+    def __init__(self, *, sessions: SessionStore, lanes: LaneStore, identity: IdentityStore,
+                 settings: SettingsService, waker: Waker, processes: ProcessFactory) -> None:
+        self._sessions = sessions
+        self._lanes = lanes
+        self._identity = identity
+        self._settings = settings
         self._waker = waker
         self._processes = processes
 
@@ -40,16 +44,16 @@ class SessionService:
         """Persist a session in one of the tenant's projects. An INTERACTIVE session gets its
         chat process (engine from ``session.defaultChatEngine``), started on its lane.
         """
-        self._store.get_project(who.tenant_id, project_id)
+        self._identity.get_project(who.tenant_id, project_id)
         session = Session(id=new_id("ses"), tenant_id=who.tenant_id, user_id=who.user_id,
                           project_id=project_id, type=type, title=title,
                           on_disconnect=on_disconnect, idle_timeout_sec=idle_timeout_sec)
-        self._store.create_session(session)
+        self._sessions.create_session(session)
         if type is SessionType.INTERACTIVE:
-            engine = SettingsApi(SettingsService(self._store), who.tenant_id, project_id,
+            engine = SettingsApi(self._settings, who.tenant_id, project_id,
                                  who.user_id).get("session.defaultChatEngine")
             process = self._new_process(who, session, engine, name="chat")
-            self._store.set_chat_process(who.tenant_id, session.id, process.id)
+            self._sessions.set_chat_process(who.tenant_id, session.id, process.id)
             session.chat_process_id = process.id
         return session
 
@@ -70,7 +74,7 @@ class SessionService:
         process = self._processes.build(
             tenant_id=who.tenant_id, project_id=session.project_id, session_id=session.id,
             user_id=who.user_id, engine=engine_name, name=name, goal=goal, params=params)
-        self._store.create_process(process)
+        self._sessions.create_process(process)
         self._waker.wake(who.tenant_id, process.id)
         return process
 
@@ -85,34 +89,38 @@ class SessionService:
 
     def get(self, who: Principal, session_id: str) -> Session:
         """The caller's session; missing, another tenant's and another user's look the same."""
-        return _owned(who, "session", session_id, self._store.get_session)
+        return _owned(who, "session", session_id, self._sessions.get_session)
 
     def list_sessions(self, who: Principal) -> list[Session]:
-        return self._store.list_sessions(who.tenant_id, who.user_id)
+        return self._sessions.list_sessions(who.tenant_id, who.user_id)
 
     def process(self, who: Principal, process_id: str) -> ThinkProcess:
         """The process, if it belongs to one of the caller's sessions (else like a missing one)."""
-        return _owned(who, "process", process_id, self._store.get_process)
+        return _owned(who, "process", process_id, self._sessions.get_process)
 
     def processes(self, who: Principal, session_id: str) -> list[ThinkProcess]:
         self.get(who, session_id)
-        return self._store.list_processes(who.tenant_id, session_id)
+        return self._sessions.list_processes(who.tenant_id, session_id)
 
     def steer(self, who: Principal, process_id: str, content: str,
-              idempotency_key: str | None = None) -> tuple[InboxMessage, bool]:
+              idempotency_key: str | None = None, *,
+              session_id: str | None = None) -> tuple[InboxMessage, bool]:
         """Persist user input into the process's inbox, then wake it.
 
         Returns the message and whether it is new (a repeated idempotency key
-        stores nothing). CLOSED refuses; PAUSED and SUSPENDED queue without a wake.
+        stores nothing). CLOSED refuses; PAUSED and SUSPENDED queue without a wake;
+        so does a process outside ``session_id``, when given (a client's bound session).
         """
         process = self.process(who, process_id)
+        if session_id is not None and process.session_id != session_id:
+            raise Conflict("the target process belongs to another session; resume that one")
         if process.status is ProcessStatus.CLOSED:
             raise Conflict(f"process {process_id!r} is CLOSED "
                            f"({process.close_reason}); it takes no more messages")
         message = InboxMessage(id=new_id("msg"), tenant_id=who.tenant_id,
                                target_process_id=process_id, idempotency_key=idempotency_key,
                                message=UserChatInput(from_user=who.user_id, content=content))
-        stored, created = self._store.append_message(message)
+        stored, created = self._lanes.append_message(message)
         if process.status.wakes_on_message:
             self._waker.wake(who.tenant_id, process_id)
         return stored, created
@@ -127,8 +135,8 @@ class SessionService:
         process = self.process(who, process_id)
         lifecycle.check(call, process.status)
         if process.context_drift and call in _SETTLES_DRIFT:
-            self._store.set_context_drift(who.tenant_id, process_id, False)
-        updated = self._store.request_control(who.tenant_id, process_id, call.value,
+            self._sessions.set_context_drift(who.tenant_id, process_id, False)
+        updated = self._lanes.request_control(who.tenant_id, process_id, call.value,
                                               lifecycle.ALLOWED_FROM[call])
         self._waker.wake(who.tenant_id, process_id)
         return updated
@@ -139,7 +147,7 @@ class SessionService:
     def chat_history(self, who: Principal, process_id: str, *, before_seq: int | None = None,
                      limit: int = 100) -> list[ChatMessage]:
         self.process(who, process_id)
-        return self._store.chat_history(who.tenant_id, process_id, before_seq=before_seq,
+        return self._lanes.chat_history(who.tenant_id, process_id, before_seq=before_seq,
                                         limit=limit)
 
 

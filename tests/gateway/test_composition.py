@@ -1,0 +1,41 @@
+"""The gateway's composition root builds the front door only (ARCHITECTURE §4)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import server_env
+from vancetope_brain.config import Config
+from vancetope_brain.engines.contexts import ContextFactory
+from vancetope_brain.identity import Principal
+from vancetope_brain.lanes import LaneRunner, LeaseKeeper
+from vancetope_brain.models import ProcessStatus
+from vancetope_brain.tools.mcp import McpRegistry
+from vancetope_gateway.parts import build_gateway
+
+
+def test_the_gateway_builds_no_lane_runner_leases_contexts_or_mcp(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(self: object, *args: object, **kwargs: object) -> None:
+        raise AssertionError(f"the gateway built a {type(self).__name__}")
+
+    for part in (LaneRunner, LeaseKeeper, ContextFactory, McpRegistry):
+        monkeypatch.setattr(part, "__init__", refuse)
+    enqueued: list[tuple[str, str, int]] = []
+    gateway = build_gateway(Config.from_env(server_env(tmp_path)),
+                            lambda *task: enqueued.append(task))
+    try:
+        gateway.identity.create_tenant("acme", "acme")
+        gateway.identity.create_user("acme", "ada", "ada")
+        who = Principal("acme", "ada")
+        session = gateway.sessions.create_interactive(who)
+        assert session.chat_process_id is not None
+        gateway.sessions.steer(who, session.chat_process_id, "hello")
+        # The front door persists and produces lane turns; a worker would run them.
+        assert [pid for _, pid, _ in enqueued] == [session.chat_process_id]
+        assert gateway.sessions.process(who, session.chat_process_id).status \
+            is ProcessStatus.INIT
+    finally:
+        gateway.close()

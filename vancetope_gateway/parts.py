@@ -1,0 +1,34 @@
+"""The gateway's composition root: what the front door of one OS process needs.
+
+Sessions, their lifecycle, the Inbox, identity, events, presence and a Celery
+producer (``enqueue``) — never the worker's runtime (lane runner, leases,
+contexts, tools, LLM), which ``workers.parts`` builds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vancetope_brain.config import Config
+from vancetope_brain.identity import IdentityService
+from vancetope_brain.lanes.waker import Enqueue
+from vancetope_brain.recipes import RecipeAdmin
+from vancetope_brain.runtime import Core
+from vancetope_brain.store import Backend, IdentityStore, RecipeStore
+from vancetope_brain.tools.client import ClientToolBridge
+
+
+@dataclass(frozen=True)
+class Gateway(Core):
+    identity: IdentityService
+    recipe_admin: RecipeAdmin
+    client_tools: ClientToolBridge
+
+
+def build_gateway(config: Config, enqueue: Enqueue, *, store: Backend | None = None) -> Gateway:
+    core = Core.parts(config, enqueue, store=store)
+    store = core["store"]
+    identity = store.port(IdentityStore)
+    return Gateway(**core, identity=IdentityService(identity),
+                   recipe_admin=RecipeAdmin(store.port(RecipeStore), identity),
+                   client_tools=ClientToolBridge(core["redis"], core["events"]))

@@ -1,0 +1,74 @@
+"""The worker's composition root: what lane turns and beat jobs of one OS process need.
+
+The lane runner with its leases and contexts, tools (client-side and MCP) and
+the LLM — built only in worker processes (after a prefork fork, in the child).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from vancetope_brain.config import Config
+from vancetope_brain.engines import ENGINES, EngineRegistry
+from vancetope_brain.engines.contexts import ContextFactory, ModelFor
+from vancetope_brain.lanes import LaneRunner, LeaseKeeper
+from vancetope_brain.lanes.sweeper import sweep
+from vancetope_brain.lanes.waker import Enqueue
+from vancetope_brain.llm.factory import build_chat_model
+from vancetope_brain.models import ThinkProcess, utcnow
+from vancetope_brain.runtime import Core
+from vancetope_brain.store import Backend, LaneStore, SessionStore, UserInboxStore
+from vancetope_brain.tools import ToolSource
+from vancetope_brain.tools.client import ClientToolBridge
+from vancetope_brain.tools.mcp import McpRegistry
+
+CLIENT_TOOL_TIMEOUT = 30.0
+"""Seconds a process waits for the connected client to run one of its tools."""
+
+
+@dataclass(frozen=True)
+class Worker(Core):
+    runner: LaneRunner
+    mcp: McpRegistry
+
+    def sweep(self) -> int:
+        """The beat job: re-wake orphaned work, then apply session policies that are due."""
+        return sweep(self.store.port(LaneStore), self.redis, self.waker,
+                     age=self.config.sweep_age) + self.lifecycle.sweep()
+
+    def housekeeping(self) -> int:
+        """The slower beat job: finish inbox answers a crash cut short (their processes are
+        then woken by the sweeper), send e-mail batches that are due, archive old items."""
+        return self.store.port(UserInboxStore).redeliver_inbox_messages() + \
+            self.notifications.flush(utcnow()) + self.inbox.auto_archive()
+
+    def close(self) -> None:
+        self.mcp.close()
+        super().close()
+
+
+def build_worker(config: Config, enqueue: Enqueue, *, model_for: ModelFor | None = None,
+                 store: Backend | None = None, engines: EngineRegistry = ENGINES,
+                 worker_name: str | None = None) -> Worker:
+    core = Core.parts(config, enqueue, store=store, engines=engines)
+    store, events = core["store"], core["events"]
+    if model_for is None:
+        model = build_chat_model(config)
+        model_for = lambda process: model  # noqa: E731 - one model for every process for now
+    client_tools = ClientToolBridge(core["redis"], events)
+    mcp = McpRegistry.from_file(config.mcp_servers_file)
+
+    def tool_sources(process: ThinkProcess) -> list[ToolSource]:
+        return [client_tools.source(process.session_id, process.id,
+                                    timeout=CLIENT_TOOL_TIMEOUT), mcp]
+
+    lanes, processes = store.port(LaneStore), store.port(SessionStore)
+    contexts = ContextFactory(lanes=lanes, processes_store=processes, settings=core["settings"],
+                              events=events, engines=engines,
+                              processes=core["process_factory"], model_for=model_for,
+                              tool_sources=tool_sources, inbox=core["inbox"])
+    runner = LaneRunner(lanes=lanes, processes=processes, items=store.port(UserInboxStore),
+                        events=events, leases=LeaseKeeper(core["redis"], ttl=config.lease_ttl),
+                        waker=core["waker"], engines=engines, contexts=contexts,
+                        worker_name=worker_name)
+    return Worker(**core, runner=runner, mcp=mcp)
