@@ -112,13 +112,14 @@ def run_chat(config: Config, *, url: str | None, token: str | None, session_id: 
         session_id = None if new else (session_id or state.get("sessionId"))
         last_seq = state.get("lastSeq", 0) if session_id == state.get("sessionId") else 0
         printed_chat_seq = 0
+        session = None
         if session_id:
             listing = client.request("session-list")["sessions"]
             session = next((s for s in listing if s["id"] == session_id), None)
             if session is None:
                 print(f"(session {session_id} not found; starting a new one)", file=out)
                 session_id = None
-        if session_id:
+        if session_id and session is not None:
             history = client.request("chat-history", processId=session["chatProcessId"],
                                      limit=20)["messages"]
             for line in history:

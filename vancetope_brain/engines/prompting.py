@@ -63,7 +63,7 @@ def event_text(message: SteerMessage) -> str:
                     f"{body}</inbox-answer>")
         case ToolResult(tool_call_id=call, tool_name=name, status=status, result=result,
                         error=error):
-            body = json.dumps(result) if status is ToolCallStatus.SUCCESS else error
+            body = json.dumps(result) if status is ToolCallStatus.SUCCESS else str(error)
             return (f'<tool-result toolCallId="{call}" tool="{name}" status="{status.value}">'
                     f"{body}</tool-result>")
         case UserChatInput(content=content):
@@ -127,6 +127,7 @@ class ToolLoop:
             params = None
         events.emit(EventType.TOOL_CALL_STARTED,
                     {"toolCallId": call.id, "toolName": call.name, "params": params})
+        body: dict[str, Any]
         if not isinstance(params, dict):
             outcome_status, body = ToolCallStatus.ERROR, {
                 "error": "arguments must be a JSON object"}

@@ -106,7 +106,7 @@ class InboxService:
             assigned_to_user_id=assignee, origin_process_id=origin_process_id,
             origin_session_id=origin_session_id, idempotency_key=new.idempotency_key,
             type=new.type, criticality=new.criticality, tags=_tags(new.tags),
-            title=_text("title", new.title, MAX_TITLE, required=True),
+            title=_text("title", new.title, MAX_TITLE, required=True) or "",
             body=_text("body", new.body, MAX_BODY), payload=payload,
             requires_action=new.type.is_ask, created_at=now, updated_at=now,
             history=[HistoryEntry(action=HistoryAction.CREATE, by=originator_user_id, at=now,

@@ -258,7 +258,7 @@ class LaneRunner:
 
 # A parent hears about these statuses of its children.
 _REPORTED = frozenset({ProcessStatus.BLOCKED, ProcessStatus.CLOSED})
-_CLOSE_EVENT = {CloseReason.DONE: ProcessEventType.DONE,
+_CLOSE_EVENT: dict[CloseReason | None, ProcessEventType] = {CloseReason.DONE: ProcessEventType.DONE,
                 CloseReason.STOPPED: ProcessEventType.STOPPED,
                 CloseReason.FAILED: ProcessEventType.FAILED,
                 CloseReason.STALE: ProcessEventType.FAILED}

@@ -66,7 +66,9 @@ class Presence:
 
     def abandoned(self) -> Iterator[tuple[str, str]]:
         """Sessions in the index whose every connection has expired (a gateway died)."""
-        for member in self._redis.zrangebyscore(keys.PRESENCE_INDEX, "-inf", time.time()):
+        members: list[bytes] = self._redis.zrangebyscore(  # type: ignore[assignment]
+            keys.PRESENCE_INDEX, "-inf", time.time())
+        for member in members:
             tenant_id, session_id = _split(member)
             if self.count(session_id) == 0:
                 yield tenant_id, session_id
@@ -81,7 +83,9 @@ class Presence:
 
     def idle(self) -> Iterator[tuple[str, str]]:
         """Sessions past their idle deadline (candidates; the caller checks presence)."""
-        for member in self._redis.zrangebyscore(keys.ACTIVITY, "-inf", time.time()):
+        members: list[bytes] = self._redis.zrangebyscore(  # type: ignore[assignment]
+            keys.ACTIVITY, "-inf", time.time())
+        for member in members:
             yield _split(member)
 
     def drop_activity(self, tenant_id: str, session_id: str) -> None:

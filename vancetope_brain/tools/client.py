@@ -66,13 +66,15 @@ class ClientToolBridge:
 
     def _offers(self, session_id: str) -> list[tuple[str, dict[str, Any]]]:
         """(connection id, tool) of live connections, oldest registration first."""
-        live = {m.decode() for m in self._redis.zrangebyscore(
-            keys.presence(session_id), time.time(), "+inf")}
-        offers = []
-        for cid, raw in self._redis.hgetall(keys.client_tools(session_id)).items():
-            cid = cid.decode()
-            if cid in live:
-                offers.extend((cid, tool) for tool in json.loads(raw))
+        members: list[bytes] = self._redis.zrangebyscore(  # type: ignore[assignment]
+            keys.presence(session_id), time.time(), "+inf")
+        live = {m.decode() for m in members}
+        registered: dict[bytes, bytes] = self._redis.hgetall(  # type: ignore[assignment]
+            keys.client_tools(session_id))
+        offers: list[tuple[str, dict[str, Any]]] = []
+        for cid, raw in registered.items():
+            if cid.decode() in live:
+                offers.extend((cid.decode(), tool) for tool in json.loads(raw))
         return offers
 
 
