@@ -22,7 +22,7 @@ from vancetope_brain.tools import mcp as mcp_tools
 from vancetope_brain.tools.mcp import McpRegistry, McpServerConfig, load_mcp_servers, prefixed_name
 
 SERVER = str(Path(__file__).with_name("mcp_echo_server.py"))
-TIMEOUT = 3.0  # also bounds the stdio start (~0.8 s), hence not lower
+TIMEOUT = 3.0  # a call's bound; connecting has its own (connect_timeout, 30 s)
 OPENAI_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 
@@ -267,11 +267,11 @@ def test_yaml_and_json_files_load(tmp_path: Path):
     yml.write_text(
         "- {name: files, transport: stdio, command: npx, args: [-y, srv], env: {TOKEN: '${T}'}}\n"
         "- {name: web-search, transport: http, url: 'https://x.example/mcp',\n"
-        "   headers: {Authorization: 'Bearer ${T}'}, timeout: 5, tools_ttl: 60}\n")
+        "   headers: {Authorization: 'Bearer ${T}'}, timeout: 5, connect_timeout: 9, tools_ttl: 60}\n")
     files, web = load_mcp_servers(yml, environ={"T": "s3cret"})
     assert (files.command, files.args, files.env) == ("npx", ["-y", "srv"], {"TOKEN": "s3cret"})
-    assert (web.url, web.headers, web.timeout, web.tools_ttl) == (
-        "https://x.example/mcp", {"Authorization": "Bearer s3cret"}, 5, 60)
+    assert (web.url, web.headers, web.timeout, web.connect_timeout, web.tools_ttl) == (
+        "https://x.example/mcp", {"Authorization": "Bearer s3cret"}, 5, 9, 60)
     js = tmp_path / "servers.json"
     js.write_text('[{"name": "a", "transport": "stdio", "command": "a-server"}]')
     assert [c.name for c in load_mcp_servers(js)] == ["a"]
@@ -288,6 +288,7 @@ def test_yaml_and_json_files_load(tmp_path: Path):
     ("- {name: a, transport: stdio, command: x, url: 'http://x'}", "url"),
     ("- {name: a, transport: smoke, command: x}", "transport"),
     ("- {name: a, transport: stdio, command: x, timeout: 0}", "timeout"),
+    ("- {name: a, transport: stdio, command: x, connect_timeout: 0}", "connect_timeout"),
     ("- {name: a, transport: stdio, command: x, colour: red}", "colour"),
     ("- {name: a, transport: stdio, command: x, env: {K: '${UNSET_VAR}'}}", r"env.*UNSET_VAR"),
     ("- {name: a, transport: stdio, command: x}\n- {name: a, transport: stdio, command: y}",

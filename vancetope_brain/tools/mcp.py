@@ -93,7 +93,10 @@ class McpServerConfig(BaseModel):
     url: str | None = Field(default=None, pattern=r"^https?://")
     headers: dict[str, str] = Field(default_factory=dict)
     timeout: float = Field(default=30.0, gt=0)
-    """Seconds one call may take; connecting (spawn and handshake) has the same bound."""
+    """Seconds one request (a call, a tool list, a ping) may take."""
+    connect_timeout: float = Field(default=30.0, gt=0)
+    """Seconds connecting (spawn and handshake) may take; a Python stdio server needs 1-2 s of
+    CPU for its imports, several seconds of wall time on a loaded worker."""
     tools_ttl: float = Field(default=300.0, ge=0)
     """Seconds the server's tool list is cached."""
 
@@ -369,11 +372,14 @@ class _Server:
             if known.error is not None:
                 return _error(f"{where}: server unavailable: {known.error}")
             return _error(f"{where}: no such tool on this server")
+        session = None
         try:
             session = await self._open(tg)
             with anyio.fail_after(self.config.timeout):
                 result = await session.call_tool(known.names[name], params)
         except TimeoutError:
+            if session is None:
+                return _timeout(f"{where}: connecting timed out after {self.config.connect_timeout:g} s")
             return _timeout(f"{where}: timed out after {self.config.timeout:g} s")
         except Exception as e:
             self._after_failure(e)
@@ -407,7 +413,7 @@ class _Server:
                              self.config.name, _describe(e))
                     self.drop()
             if self._session is None:
-                with anyio.fail_after(self.config.timeout):
+                with anyio.fail_after(self.config.connect_timeout):
                     self._session = await tg.start(self._hold)
             self._used = time.monotonic()
             return self._session
