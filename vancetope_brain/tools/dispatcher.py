@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
+from vancetope_brain.errors import ToolError
 from vancetope_brain.llm import ToolSpec
 from vancetope_brain.models.steer import ToolCallStatus
 
@@ -81,10 +82,6 @@ def server_tool(spec: ToolSpec, *, safety: Safety = Safety.MUTATING,
             ToolManifest(spec, "server", safety, frozenset(roles)), fn)
         return fn
     return decorate
-
-
-class ToolError(Exception):
-    """Raised by a tool to report a failure the model should see (not a bug)."""
 
 
 @dataclass
