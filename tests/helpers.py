@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
@@ -33,3 +35,22 @@ FAST_LANES = {
 def server_env(data_dir: Path, **extra: str) -> dict[str, str]:
     """Environment of a test server or worker: its own data dir, short lease and sweep times."""
     return {"VANCETOPE_DATA_DIR": str(data_dir), **FAST_LANES, **extra}
+
+
+SHIPPED_PACKAGES = ("vancetope_brain", "vancetope_gateway", "workers")
+
+
+def import_shipped_modules() -> None:
+    """Import every module of the shipped packages, so that subclass walks see every class."""
+    for name in SHIPPED_PACKAGES:
+        package = importlib.import_module(name)
+        for module in pkgutil.walk_packages(package.__path__, f"{name}."):
+            importlib.import_module(module.name)
+
+
+def shipped_subclasses(base: type) -> Iterator[type]:
+    """Every subclass of ``base`` (at any depth) defined in a shipped package."""
+    for cls in base.__subclasses__():
+        if cls.__module__.split(".")[0] in SHIPPED_PACKAGES:
+            yield cls
+        yield from shipped_subclasses(cls)

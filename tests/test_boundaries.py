@@ -1,9 +1,13 @@
-"""Review rules that can be checked: import boundaries and module size (STYLE.md 1, 3, 15)."""
+"""Review rules that can be checked: import boundaries, module size and the one errors module
+(STYLE.md 1, 3, 10, 15)."""
 
 from __future__ import annotations
 
 import ast
 from pathlib import Path
+
+from tests.helpers import import_shipped_modules, shipped_subclasses
+from vancetope_brain import errors
 
 ROOT = Path(__file__).resolve().parent.parent
 BANNED_IN_BRAIN = ("flask", "flask_sock", "celery", "kombu", "werkzeug", "vancetope_gateway",
@@ -48,3 +52,16 @@ def test_modules_stay_small():
            for p in (ROOT / pkg).rglob("*.py")
            if (n := len(p.read_text().splitlines())) > 800}
     assert big == {}, "split these modules before adding to them (STYLE.md 3)"
+
+
+def test_every_exception_class_is_in_the_errors_tree():
+    import_shipped_modules()
+    outside = {f"{c.__module__}.{c.__name__}" for c in shipped_subclasses(BaseException)
+               if c.__module__ != errors.__name__}
+    # The test doubles' errors must fail a test, not be handled (errors.py says why).
+    assert outside == {"vancetope_brain.llm.testing.NetworkBlockedError",
+                       "vancetope_brain.llm.testing.ScriptExhausted"}
+    tree = errors.__doc__ or ""
+    for cls in set(shipped_subclasses(errors.VancetopeError)) - {errors.Signal}:
+        assert f" {cls.__name__} " in tree, f"{cls.__name__} is not drawn in errors.py's tree"
+        assert (cls.__doc__ or "").startswith("Raised when"), cls.__name__

@@ -1,53 +1,53 @@
-"""Checked-in v1 records (tests/fixtures/records/) must keep loading with ``Document.load``.
+"""Checked-in v1 records (tests/fixtures/records/) must keep loading.
 
-When a document's schema changes, add the new version's fixtures next to the
-old ones and keep every old file loading through ``Document.upgrade``.
+Every persisted class with a schema version has one: each ``Document`` (loaded
+with ``Document.load``) and the ``AppliedRecipe`` snapshot a process keeps.
+When a schema changes, add the new version's fixtures next to the old ones and
+keep every old file loading through ``Document.upgrade``.
 """
 
 from __future__ import annotations
 
+import functools
 import json
-from datetime import UTC, datetime
+import re
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import BaseModel
 
+from tests.helpers import import_shipped_modules, shipped_subclasses
 from vancetope_brain.errors import StoreError
 from vancetope_brain.models import (
-    ApiToken,
-    ChatMessage,
     ChatRole,
     Document,
     ExternalCommand,
     InboxAnswer,
-    InboxMessage,
     ProcessEvent,
     ProcessStatus,
-    Session,
-    Tenant,
     ThinkProcess,
     ToolResult,
-    TurnRecord,
     User,
     UserChatInput,
 )
-from vancetope_brain.models.inbox import (  # noqa: E402
-    DeliveryStatus,
-    HistoryAction,
-    InboxItem,
-    NotificationDelivery,
-    Outcome,
-)
+from vancetope_brain.models.inbox import DeliveryStatus, HistoryAction, Outcome
+from vancetope_brain.recipes import RecipeCategory, RecipeSource
+from vancetope_brain.settings import SettingLevel
 
 RECORDS = Path(__file__).parent / "fixtures" / "records"
-DOCUMENTS: dict[str, type[Document]] = {
-    "tenant": Tenant, "user": User, "api_token": ApiToken, "session": Session,
-    "think_process": ThinkProcess, "inbox_message": InboxMessage,
-    "chat_message": ChatMessage, "turn_record": TurnRecord,
-    "inbox_item": InboxItem, "notification_delivery": NotificationDelivery,
-}
 FILES = sorted(RECORDS.glob("*.json"))
+
+
+@functools.cache
+def persisted() -> dict[str, type[BaseModel]]:
+    """Every class of the shipped packages with a ``schema_version`` field (``Document``'s
+    subclasses among them), by fixture name: ``ThinkProcess`` → ``think_process``."""
+    import_shipped_modules()
+    return {re.sub(r"(?<!^)(?=[A-Z])", "_", cls.__name__).lower(): cls
+            for cls in shipped_subclasses(BaseModel)
+            if "schema_version" in cls.model_fields and cls is not Document}
 
 
 def _raw(name: str) -> dict[str, Any]:
@@ -55,21 +55,27 @@ def _raw(name: str) -> dict[str, Any]:
     return raw
 
 
+def _revive(cls: type[BaseModel], raw: dict[str, Any]) -> Any:
+    # A process keeps its AppliedRecipe as a plain dict, validated when a turn reads it.
+    return cls.load(raw) if issubclass(cls, Document) else cls.model_validate(raw)
+
+
 def _load(name: str) -> Any:
-    return DOCUMENTS[name.split(".")[0]].load(_raw(name))
+    return _revive(persisted()[name.split(".")[0]], _raw(name))
 
 
-def test_every_document_type_has_a_v1_fixture() -> None:
-    assert {f.name.split(".")[0] for f in FILES if f.name.endswith(".v1.json")} == set(DOCUMENTS)
+def test_every_persisted_class_has_a_v1_fixture() -> None:
+    assert {f.name.split(".")[0] for f in FILES if f.name.endswith(".v1.json")} == \
+        set(persisted())
 
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
 def test_fixture_loads_and_round_trips(path: Path) -> None:
-    document = _load(path.name)
-    assert document.schema_version == 1
-    assert isinstance(document.created_at if hasattr(document, "created_at")
-                      else document.started_at, datetime)
-    assert type(document).load(document.dump()) == document
+    record = _load(path.name)
+    assert record.schema_version == 1
+    assert all(value.utcoffset() == timedelta(0) for value in vars(record).values()
+               if isinstance(value, datetime))
+    assert _revive(type(record), record.dump()) == record
 
 
 def test_think_process_fields() -> None:
@@ -124,6 +130,19 @@ def test_inbox_item_and_delivery_fields() -> None:
         HistoryAction.CREATE, HistoryAction.DELEGATE, HistoryAction.ANSWER]
     delivery = _load("notification_delivery.v1.json")
     assert (delivery.status, delivery.reason) == (DeliveryStatus.SKIPPED, "quiet hours")
+
+
+def test_project_setting_and_recipe_fields() -> None:
+    assert _load("project.v1.json").group_id == "grp_6b7c8d9e0f1a2b3c"
+    setting = _load("stored_setting.v1.json")
+    assert (setting.level, setting.scope_id, setting.key, setting.value) == (
+        SettingLevel.PROJECT, "prj_5a6b7c8d9e0f1a2b", "session.defaultChatEngine", "ford")
+    recipe = _load("recipe.v1.json")
+    assert (recipe.category, recipe.allowed_tools_add, recipe.params["maxFindings"]) == (
+        RecipeCategory.WORKER, ["scholar.*"], 5)
+    applied = _load("applied_recipe.v1.json")
+    assert (applied.source, applied.params["maxFindings"], applied.roles) == (
+        RecipeSource.PROJECT, 3, ["tool-prober"])
 
 
 def test_stored_id_field_is_ignored() -> None:

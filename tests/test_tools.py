@@ -1,9 +1,12 @@
-"""The tool dispatcher: a tool outside the pool cannot be called; failures become results."""
+"""The tool dispatcher: a tool outside the pool cannot be called; a tool's failures become
+results, while signals and runtime failures end the turn."""
 
 from __future__ import annotations
 
 import pytest
+import redis
 
+from vancetope_brain.errors import Fenced, LlmError, NotFound, StoreError, ToolError
 from vancetope_brain.llm import ToolSpec
 from vancetope_brain.models.steer import ToolCallStatus
 from vancetope_brain.tools import SERVER_TOOLS, ServerTools, ToolDispatcher, server_tool
@@ -19,9 +22,13 @@ def tools():
     def fail(context) -> None:
         raise RuntimeError("tool broke")
 
+    @server_tool(ToolSpec("test_raise", "raises the exception it is given as its context"))
+    def raise_context(context) -> None:
+        raise context
+
     yield
-    SERVER_TOOLS.pop("test_add")
-    SERVER_TOOLS.pop("test_fail")
+    for name in ("test_add", "test_fail", "test_raise"):
+        SERVER_TOOLS.pop(name)
 
 
 def test_pool_decides_what_is_offered_and_callable():
@@ -39,6 +46,36 @@ def test_failures_are_results_not_exceptions():
     assert broke.status is ToolCallStatus.ERROR and "tool broke" in broke.error
     bad = dispatcher.invoke("test_add", {"a": 1})
     assert bad.status is ToolCallStatus.ERROR and "bad parameters" in bad.error
+
+
+@pytest.mark.parametrize(("raised", "error"), [
+    (ToolError("no such file"), "no such file"),
+    (NotFound("no process 'p9'"), "NotFound: no process 'p9'"),
+    (TimeoutError("the API did not answer"), "TimeoutError: the API did not answer"),
+    (ValueError("bad date"), "ValueError: bad date"),
+], ids=["ToolError", "NotFound", "TimeoutError", "ValueError"])
+def test_what_a_tool_raises_is_the_models_to_handle(raised, error):
+    dispatcher = ToolDispatcher(frozenset({"test_raise"}), sources=[ServerTools(raised)])
+    outcome = dispatcher.invoke("test_raise", {})
+    assert (outcome.status, outcome.error) == (ToolCallStatus.ERROR, error)
+
+
+@pytest.mark.parametrize("raised", [
+    Fenced("the lane lease was lost"), StoreError("database is locked"),
+    LlmError("the model timed out"), redis.ConnectionError("Redis is down"),
+], ids=lambda e: type(e).__name__)
+def test_signals_and_runtime_failures_end_the_turn(raised):
+    class Listing:
+        def manifests(self):
+            raise raised
+
+    calling = ToolDispatcher(frozenset({"test_raise"}), sources=[ServerTools(raised)])
+    with pytest.raises(type(raised)) as got:
+        calling.invoke("test_raise", {})
+    assert got.value is raised
+    listing = ToolDispatcher(frozenset({"*"}), sources=[ServerTools(None), Listing()])
+    with pytest.raises(type(raised)):
+        listing.specs()
 
 
 def test_a_name_registers_once():

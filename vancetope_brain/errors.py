@@ -1,22 +1,30 @@
 """Every exception Vancetope raises on purpose.
 
     VancetopeError
-    ├── UserError                 bad input from a client, a recipe or the config; never retried
+    ├── UserError                 bad input from a client, a recipe, the config or a tool call; never retried
     │   ├── InvalidInput          (code ``invalid_input``)
+    │   │   ├── BadJson           (code ``bad_json``) — a frame that is not JSON text
+    │   │   ├── UnknownFrameType  (code ``unknown_type``)
+    │   │   └── RecipeError       (code ``invalid_input``) — a malformed recipe or an unrenderable prompt
     │   ├── NotFound              (code ``not_found``) — also what a foreign tenant's id looks like
+    │   │   └── UnknownRecipe     (code ``not_found``) — the message suggests the closest name
     │   ├── Conflict              (code ``conflict``) — the request is illegal in the current state
+    │   │   └── FingerprintMismatch (code ``fingerprint_mismatch``) — the session is another machine's
     │   ├── Unauthorized          (code ``unauthorized``)
     │   ├── Forbidden             (code ``forbidden``) — a signed link that is forged or expired
     │   ├── RateLimited           (code ``rate_limited``)
     │   ├── ConfigError           (code ``config_error``)
-    │   └── UnknownEngine         (code ``unknown_engine``)
+    │   ├── UnknownEngine         (code ``unknown_engine``)
+    │   └── ToolError             (code ``tool_error``) — a tool's own failure, the model's to handle
     ├── RuntimeFailure            something below us failed; may succeed later
     │   ├── StoreError            (code ``store_error``)
     │   └── LlmError              (code ``llm_error``)
     └── Signal                    control flow, never shown to a user
         └── Fenced                the lane lease was taken over; this worker must write nothing
 
-Each error carries a stable ``code`` that the protocol puts on the wire.
+Each error carries a stable ``code`` that the protocol puts on the wire. The test doubles'
+errors (``vancetope_brain.llm.testing``) stay outside the tree on purpose: they must fail a
+test, not be handled like an LLM failure.
 """
 
 from __future__ import annotations
@@ -38,16 +46,46 @@ class InvalidInput(UserError):
     """Raised when input fails validation (a frame, a body, a field)."""
 
 
+class BadJson(InvalidInput):
+    """Raised when a frame is not JSON text: invalid JSON, nested too deeply, or a lone
+    surrogate escape that no text can hold."""
+
+    code = "bad_json"
+
+
+class UnknownFrameType(InvalidInput):
+    """Raised when a frame's type is not one the protocol knows; the message lists them."""
+
+    code = "unknown_type"
+
+
+class RecipeError(InvalidInput):
+    """Raised when a recipe is malformed (YAML, a field, a template) or its prompt cannot render.
+
+    The message names where (the file or the stored scope) and the field path.
+    """
+
+
 class NotFound(UserError):
     """Raised when a record does not exist or belongs to another tenant or user."""
 
     code = "not_found"
 
 
+class UnknownRecipe(NotFound):
+    """Raised when no recipe has the name in the cascade; the message suggests the closest."""
+
+
 class Conflict(UserError):
     """Raised when the request is illegal in the record's current state (e.g. steer on CLOSED)."""
 
     code = "conflict"
+
+
+class FingerprintMismatch(Conflict):
+    """Raised when a client on another machine tries to bind a session (think-engines §6)."""
+
+    code = "fingerprint_mismatch"
 
 
 class Unauthorized(UserError):
@@ -78,6 +116,13 @@ class UnknownEngine(UserError):
     """Raised when an engine name is not registered; the message suggests the closest name."""
 
     code = "unknown_engine"
+
+
+class ToolError(UserError):
+    """Raised when a tool cannot do what the model asked; the model gets the message as the
+    call's error result (not a bug, never a frame)."""
+
+    code = "tool_error"
 
 
 class RuntimeFailure(VancetopeError):

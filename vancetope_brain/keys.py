@@ -19,7 +19,8 @@
 
 Nothing else is written by Vancetope (Celery's broker keys are Celery's:
 ``lanes.*``, ``maintenance``, ``_kombu.*``, ``unacked*``).
-``tests/lanes/test_redis_keys.py`` runs turns and asserts the exact key set left behind.
+``tests/lanes/test_redis_keys.py`` connects a client, runs turns and disconnects on the real
+Redis, and asserts the exact key set, while connected and left behind.
 """
 
 PREFIX = "vt:"

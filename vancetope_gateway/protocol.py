@@ -21,7 +21,15 @@ from pydantic import ValidationError
 from vancetope_brain import __version__, keys
 from vancetope_brain.engines import ENGINES
 from vancetope_brain.engines.lifecycle import LifecycleCall
-from vancetope_brain.errors import Conflict, InvalidInput, NotFound, RateLimited, VancetopeError
+from vancetope_brain.errors import (
+    BadJson,
+    Conflict,
+    InvalidInput,
+    NotFound,
+    RateLimited,
+    UnknownFrameType,
+    VancetopeError,
+)
 from vancetope_brain.events import EventListener, EventType, StreamEvent
 from vancetope_brain.identity import Principal
 from vancetope_brain.models import Fingerprint, ProcessStatus, Session, SessionStatus
@@ -198,12 +206,12 @@ class Connection:
             try:
                 body = json.loads(raw)
             except ValueError as e:
-                raise _ProtocolError("bad_json", f"frame is not valid JSON: {e}") from e
+                raise BadJson(f"frame is not valid JSON: {e}") from e
             except RecursionError as e:
-                raise _ProtocolError("bad_json", "frame is nested too deeply") from e
+                raise BadJson("frame is nested too deeply") from e
             if not _valid_unicode(body):
-                raise _ProtocolError("bad_json", "frame contains invalid Unicode (a lone "
-                                     "surrogate escape such as \\ud800)")
+                raise BadJson("frame contains invalid Unicode (a lone surrogate escape such as "
+                              "\\ud800)")
             if isinstance(body, dict) and isinstance(body.get("id"), str):
                 request_id = body["id"][:128]
             envelope = frames.Envelope.model_validate(body)
@@ -212,8 +220,8 @@ class Connection:
                 raise RateLimited(f"more than {self.RATE_PER_SEC:g} frames/s; slow down")
             model = frames.REQUESTS.get(envelope.type)
             if model is None:
-                raise _ProtocolError("unknown_type", f"unknown frame type {envelope.type!r}; "
-                                     f"known: {', '.join(sorted(frames.REQUESTS))}")
+                raise UnknownFrameType(f"unknown frame type {envelope.type!r}; "
+                                       f"known: {', '.join(sorted(frames.REQUESTS))}")
             if envelope.id is None:
                 raise InvalidInput("requests need an 'id' so the reply can name it")
             data = model.model_validate(envelope.data)
@@ -228,8 +236,6 @@ class Connection:
             err = e.errors()[0]
             where = ".".join(map(str, err["loc"])) or "frame"
             self._error(request_id, "invalid_input", f"{where}: {err['msg']}")
-        except _ProtocolError as e:
-            self._error(request_id, e.code, str(e))
         except VancetopeError as e:
             self._error(request_id, e.code, str(e))
         except Exception:
@@ -484,9 +490,3 @@ def _valid_unicode(body: Any) -> bool:
 
 
 _STARTS_EVENTS = frozenset({"session-create", "session-resume", "events-resume"})
-
-
-class _ProtocolError(Exception):
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code

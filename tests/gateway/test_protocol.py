@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 
 import pytest
@@ -161,3 +162,30 @@ def test_lone_surrogates_are_bad_json_and_the_connection_lives_on(client):
     error = wait_for(lambda: client.sock.frames("error"))[0]
     assert error["data"]["code"] == "bad_json" and "replyTo" not in error
     assert client.request("ping")["type"] == "ping"
+
+
+def test_connection_states_allow_only_the_protocols_transitions():
+    legal = {(ConnState.OPEN, ConnState.BOUND), (ConnState.OPEN, ConnState.CLOSED),
+             (ConnState.BOUND, ConnState.BOUND), (ConnState.BOUND, ConnState.CLOSED)}
+    for old, new in itertools.product(ConnState, repeat=2):
+        if (old, new) in legal:
+            assert old.to(new) is new
+        else:  # among them every way out of CLOSED: it is terminal
+            with pytest.raises(RuntimeError, match="illegal connection transition"):
+                old.to(new)
+
+
+def test_a_closed_connection_serves_no_frame_and_cannot_be_bound_again(emb, client):
+    sid = client.ok("session-create")["session"]["id"]
+    client.conn.close()  # as a failed send or the socket going away does
+    sent = len(client.sock.sent)
+    try:
+        client.conn.handle(json.dumps({"type": "session-resume", "id": "late",
+                                       "data": {"sessionId": sid}}))
+        client.conn.handle(json.dumps({"type": "ping", "id": "late-ping"}))
+        assert len(client.sock.sent) == sent and client.conn.state is ConnState.CLOSED
+    finally:
+        # Connection._bind asks the brain to bind before the state refuses, so the late
+        # session-resume left a presence entry; one that outlived this module's brain would
+        # reach the next module's sweeper (the embedded Redis is per OS process).
+        emb.brain.lifecycle.unbind(emb.who, sid, client.conn.connection_id)

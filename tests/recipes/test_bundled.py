@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from vancetope_brain.errors import RecipeError
 from vancetope_brain.recipes import (
     AppliedRecipe,
     BundledRecipes,
     RecipeCategory,
-    RecipeError,
     RecipeSource,
     bundled,
     dump_recipe,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from vancetope_brain.errors import InvalidInput, NotFound
+from vancetope_brain.errors import InvalidInput, NotFound, UnknownRecipe
 from vancetope_brain.recipes import (
     AppliedRecipe,
     Recipe,
@@ -16,7 +16,6 @@ from vancetope_brain.recipes import (
     RecipeCategory,
     RecipeResolver,
     RecipeSource,
-    UnknownRecipe,
     effective_tools,
     render_prompts,
     sample_context,

@@ -9,7 +9,6 @@ against the registry by the spawner, so a recipe may name an engine that is
 not registered yet.
 """
 
-from vancetope_brain.recipes.errors import RecipeError, UnknownRecipe
 from vancetope_brain.recipes.loader import BundledRecipes, bundled, dump_recipe, parse_recipe
 from vancetope_brain.recipes.manage import RecipeAdmin
 from vancetope_brain.recipes.model import AppliedRecipe, Recipe, RecipeCategory, RecipeSource
@@ -23,7 +22,6 @@ from vancetope_brain.recipes.resolver import CatalogEntry, RecipeResolver, effec
 
 __all__ = [
     "AppliedRecipe", "BundledRecipes", "CatalogEntry", "PromptContext", "Recipe", "RecipeAdmin",
-    "RecipeCategory", "RecipeError", "RecipeResolver", "RecipeSource", "RenderedPrompts",
-    "UnknownRecipe", "bundled", "dump_recipe", "effective_tools", "parse_recipe",
-    "render_prompts", "sample_context",
+    "RecipeCategory", "RecipeResolver", "RecipeSource", "RenderedPrompts", "bundled",
+    "dump_recipe", "effective_tools", "parse_recipe", "render_prompts", "sample_context",
 ]

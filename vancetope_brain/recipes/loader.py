@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from vancetope_brain.recipes.errors import RecipeError
+from vancetope_brain.errors import RecipeError
 from vancetope_brain.recipes.model import KEBAB, Recipe
 
 BUNDLED_PACKAGE = "recipes"

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from jinja2 import StrictUndefined, Template, TemplateSyntaxError, UndefinedError, meta
 from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
 
-from vancetope_brain.recipes.errors import RecipeError
+from vancetope_brain.errors import RecipeError
 
 if TYPE_CHECKING:
     from vancetope_brain.recipes.model import AppliedRecipe

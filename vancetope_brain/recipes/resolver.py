@@ -8,8 +8,7 @@ import difflib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from vancetope_brain.errors import InvalidInput, NotFound
-from vancetope_brain.recipes.errors import UnknownRecipe
+from vancetope_brain.errors import InvalidInput, NotFound, UnknownRecipe
 from vancetope_brain.recipes.loader import BundledRecipes, bundled
 from vancetope_brain.recipes.model import AppliedRecipe, Recipe, RecipeCategory, RecipeSource
 

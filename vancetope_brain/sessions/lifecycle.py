@@ -11,7 +11,7 @@ import logging
 from dataclasses import dataclass
 
 from vancetope_brain.engines.lifecycle import LifecycleCall
-from vancetope_brain.errors import Conflict
+from vancetope_brain.errors import Conflict, FingerprintMismatch
 from vancetope_brain.identity import Principal
 from vancetope_brain.models import (
     Fingerprint,
@@ -31,12 +31,6 @@ log = logging.getLogger(__name__)
 # On the lane, resume of a process whose suspend never ran is dropped: the suspend is undone.
 _RESUMABLE = frozenset({ProcessStatus.SUSPENDED, ProcessStatus.IDLE, ProcessStatus.BLOCKED,
                         ProcessStatus.RUNNING})
-
-
-class FingerprintMismatch(Conflict):
-    """Raised when a client on another machine tries to bind a session (think-engines §6)."""
-
-    code = "fingerprint_mismatch"
 
 
 @dataclass(frozen=True)

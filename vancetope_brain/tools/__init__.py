@@ -12,12 +12,11 @@ from vancetope_brain.tools.dispatcher import (
     Safety,
     ServerTools,
     ToolDispatcher,
-    ToolError,
     ToolManifest,
     ToolOutcome,
     ToolSource,
     server_tool,
 )
 
-__all__ = ["SERVER_TOOLS", "Safety", "ServerTools", "ToolDispatcher", "ToolError",
-           "ToolManifest", "ToolOutcome", "ToolSource", "server_tool"]
+__all__ = ["SERVER_TOOLS", "Safety", "ServerTools", "ToolDispatcher", "ToolManifest",
+           "ToolOutcome", "ToolSource", "server_tool"]

@@ -5,6 +5,11 @@ A *source* offers tool manifests and executes calls: server-side tools
 tools. The dispatcher shows an engine only the tools of its effective pool
 (names or ``fnmatch`` patterns) whose ``requires_engine_roles`` the engine's
 recipe carries; anything else cannot be called.
+
+What a tool raises becomes an ERROR result for the model (a ``ToolError``, a
+refused request, bad parameters, its own timeout), except what is not the
+tool's failure: signals (``Fenced``: the turn must write nothing), runtime
+failures (store, LLM) and Redis errors propagate and end the turn as such.
 """
 
 from __future__ import annotations
@@ -16,12 +21,18 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol
 
+import redis
+
+from vancetope_brain.errors import RuntimeFailure, Signal, ToolError
 from vancetope_brain.llm import ToolSpec
 from vancetope_brain.models.steer import ToolCallStatus
 
 log = logging.getLogger(__name__)
 
 ToolFn = Callable[..., Any]
+
+_NOT_THE_TOOLS = (Signal, RuntimeFailure, redis.RedisError)
+"""What a tool source may raise that is the turn's failure, not the tool's."""
 
 
 class Safety(StrEnum):
@@ -83,10 +94,6 @@ def server_tool(spec: ToolSpec, *, safety: Safety = Safety.MUTATING,
     return decorate
 
 
-class ToolError(Exception):
-    """Raised by a tool to report a failure the model should see (not a bug)."""
-
-
 @dataclass
 class ServerTools:
     """The registered server-side tools, called with the turn's context."""
@@ -140,6 +147,8 @@ class ToolDispatcher:
                 break
             try:
                 return source.call(name, params)
+            except _NOT_THE_TOOLS:
+                raise
             except Exception as e:  # a tool's failure is the model's business, not the turn's
                 log.exception("tool %s failed", name)
                 return ToolOutcome.failed(f"{type(e).__name__}: {e}")
@@ -159,6 +168,8 @@ class ToolDispatcher:
     def _listed(source: ToolSource) -> list[ToolManifest]:
         try:
             return source.manifests()
+        except _NOT_THE_TOOLS:
+            raise
         except Exception:
             log.exception("a tool source failed to list its tools")
             return []

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from vancetope_brain.errors import UserError
+from vancetope_brain.errors import ToolError, UserError
 from vancetope_brain.llm import ToolSpec
 from vancetope_brain.models import ProcessStatus, ThinkProcess
-from vancetope_brain.tools.dispatcher import Safety, ToolError, server_tool
+from vancetope_brain.tools.dispatcher import Safety, server_tool
 
 
 def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
