@@ -113,3 +113,25 @@ def test_patterns_roles_and_source_order():
     gated = ToolDispatcher(frozenset({"probe_*"}), sources=[
         Source(["probe_secret"], "server", frozenset({"auditor"}))])
     assert gated.specs() == [] and gated.invoke("probe_secret", {}).status is ToolCallStatus.ERROR
+
+
+def test_each_source_lists_its_tools_once_per_turn():
+    from vancetope_brain.tools import Safety, ToolManifest, ToolOutcome
+
+    class Counting:
+        listed = 0
+
+        def manifests(self):
+            self.listed += 1
+            return [ToolManifest(ToolSpec("fs_read", "reads"), "client", Safety.SAFE_PROBE)]
+
+        def call(self, name, params):
+            return ToolOutcome(ToolCallStatus.SUCCESS, name)
+
+    source = Counting()
+    turn = ToolDispatcher(frozenset({"fs_read"}), sources=[source])
+    assert [s.name for s in turn.specs()] == ["fs_read"]
+    assert [turn.invoke("fs_read", {}).result for _ in range(3)] == ["fs_read"] * 3
+    assert source.listed == 1
+    ToolDispatcher(frozenset({"fs_read"}), sources=[source]).specs()  # the next turn asks again
+    assert source.listed == 2

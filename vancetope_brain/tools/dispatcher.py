@@ -114,11 +114,13 @@ class ServerTools:
 
 @dataclass
 class ToolDispatcher:
-    """Invokes tools of one engine's effective pool on behalf of one turn."""
+    """Invokes tools of one engine's effective pool on behalf of one turn. Each source is
+    asked for its tools once per turn (a tool registered meanwhile shows next turn)."""
 
     pool: frozenset[str]
     roles: frozenset[str] = frozenset()
     sources: list[ToolSource] = field(default_factory=list)
+    _lists: dict[int, list[ToolManifest]] = field(default_factory=dict, init=False, repr=False)
 
     def manifests(self) -> list[ToolManifest]:
         """What this engine may see and call, by name; earlier sources win a name clash."""
@@ -164,12 +166,15 @@ class ToolDispatcher:
     def _pooled(self, name: str) -> bool:
         return any(fnmatch.fnmatchcase(name, pattern) for pattern in self.pool)
 
-    @staticmethod
-    def _listed(source: ToolSource) -> list[ToolManifest]:
-        try:
-            return source.manifests()
-        except _NOT_THE_TOOLS:
-            raise
-        except Exception:
-            log.exception("a tool source failed to list its tools")
-            return []
+    def _listed(self, source: ToolSource) -> list[ToolManifest]:
+        listed = self._lists.get(id(source))
+        if listed is None:
+            try:
+                listed = source.manifests()
+            except _NOT_THE_TOOLS:
+                raise
+            except Exception:
+                log.exception("a tool source failed to list its tools")
+                listed = []
+            self._lists[id(source)] = listed
+        return listed
