@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from tests.helpers import wait_for
 from vancetope_brain import keys
 from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.models import ProcessStatus
@@ -15,10 +14,9 @@ def test_a_turn_leaves_only_the_event_log_behind(embedded):
     pid = session.chat_process_id
     for text in ("a", "b", "c"):
         emb.brain.sessions.steer(emb.who, pid, text)
-    wait_for(lambda: not emb.brain.store.pending_messages("acme", pid)
-             and emb.brain.store.get_process("acme", pid).status is ProcessStatus.IDLE)
-    wait_for(lambda: not emb.brain.redis.exists(keys.lease(pid), keys.wake(pid)),
-             what="lease and wake flag gone")
+    emb.worker.join()
+    assert not emb.brain.store.pending_messages("acme", pid)
+    assert emb.brain.store.get_process("acme", pid).status is ProcessStatus.IDLE
     client = emb.brain.redis
     everything = {k.decode() for k in client.keys("*")}
     assert all(k.startswith(keys.PREFIX) for k in everything), everything
