@@ -1,5 +1,10 @@
-"""Shared fixtures. Real Redis at 127.0.0.1:6379 (db 9, flushed per test) for anything that
-runs lanes or events across OS processes; fakeredis only for the embedded shape.
+"""Shared fixtures. Real Redis for anything that runs lanes or events across OS processes;
+fakeredis only for the embedded shape.
+
+Each test run claims its own Redis database (``tests/redis_claim.py``) the first time a
+test asks for ``redis_url``: one of 1..15 at 127.0.0.1:6379 that no client is connected
+to and no other run holds, or the one ``VANCETOPE_TEST_REDIS_URL`` pins. Every test gets
+it empty; the run flushes no other database and releases its own at exit.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import pytest
 import redis
 
 from tests.helpers import server_env
+from tests.redis_claim import SERVER, NoFreeDatabase, RunDatabase
 from vancetope_brain.config import Config
 from vancetope_brain.identity import Principal
 from vancetope_brain.llm import ChatModel
@@ -24,21 +30,27 @@ from workers.parts import Worker
 
 pytest_plugins = ["vancetope_brain.llm.pytest_plugin"]
 
-REDIS_URL = os.environ.get("VANCETOPE_TEST_REDIS_URL", "redis://127.0.0.1:6379/9")
+
+@pytest.fixture(scope="session")
+def run_database() -> Iterator[RunDatabase]:
+    """The Redis database this test run claimed."""
+    pinned = os.environ.get("VANCETOPE_TEST_REDIS_URL")
+    try:
+        database = RunDatabase.claim(pinned)
+    except redis.ConnectionError as e:
+        pytest.fail(f"Redis is not answering at {pinned or SERVER}: start it with "
+                    f"`redis-server --daemonize yes --port 6379 --save ''` ({e})")
+    except NoFreeDatabase as e:
+        pytest.fail(str(e))
+    yield database
+    database.release()
+
 
 @pytest.fixture
-def redis_url() -> Iterator[str]:
-    """The real Redis, emptied before and after the test."""
-    client = redis.Redis.from_url(REDIS_URL)
-    try:
-        client.ping()
-    except redis.ConnectionError as e:
-        pytest.fail(f"Redis is not answering at {REDIS_URL}: start it with "
-                    f"`redis-server --daemonize yes --port 6379 --save ''` ({e})")
-    client.flushdb()
-    yield REDIS_URL
-    client.flushdb()
-    client.close()
+def redis_url(run_database: RunDatabase) -> str:
+    """The URL of this run's Redis database, emptied for the test."""
+    run_database.reset()
+    return run_database.url
 
 
 class Embedded:

@@ -5,9 +5,17 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from datetime import timedelta
 
 from celery import Celery
-from celery.worker import WorkController
+from celery.worker import WorkController, state
+from kombu.transport.virtual import Channel
+
+from vancetope_brain import keys
+from vancetope_brain.models import utcnow
+from vancetope_brain.store import LaneStore
+from workers.celery_app import MAINTENANCE_QUEUE
+from workers.tasks import LANE_TURN
 
 log = logging.getLogger(__name__)
 
@@ -32,11 +40,12 @@ class EmbeddedWorker:
     def __init__(self, app: Celery, *, concurrency: int) -> None:
         self._app = app
         self._stop = threading.Event()
+        queues = [q.name for q in app.conf.task_queues]
+        self._lane_queues = [name for name in queues if name != MAINTENANCE_QUEUE]
         self._controller = _Controller(
             app=app, pool="threads", concurrency=concurrency, hostname="embedded@localhost",
             without_heartbeat=True, without_mingle=True, without_gossip=True,
-            queues=list(app.conf.task_queues and [q.name for q in app.conf.task_queues]),
-            loglevel="WARNING")
+            queues=queues, loglevel="WARNING")
         self._threads = [
             threading.Thread(target=self._controller.start, name="vt-celery", daemon=True),
             threading.Thread(target=self._beat, name="vt-beat", daemon=True),
@@ -53,6 +62,43 @@ class EmbeddedWorker:
         self._controller.stop(in_sighandler=False)
         for t in self._threads:
             t.join(timeout=10)
+
+    def join(self, timeout: float = 10.0) -> None:
+        """Return once the lanes are idle: no lane turn queued, received or running, and no
+        process that would take a turn has input waiting in the store. Raise ``TimeoutError``
+        after ``timeout`` seconds, naming what still moved.
+
+        For tests, like dramatiq's ``StubBroker.join``. Celery keeps received tasks per OS
+        process; only this app's lane turns count.
+        """
+        deadline = time.monotonic() + timeout
+        with self._app.connection_for_read() as connection:
+            while busy := self._busy(connection.default_channel):
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"the embedded lanes did not settle within {timeout}s: "
+                                       + "; ".join(busy))
+                time.sleep(0.005)
+
+    def _busy(self, channel: Channel) -> list[str]:
+        """What still moves, or nothing. The checks are one snapshot when no task was accepted
+        meanwhile: only a running task wakes lanes, and a woken one keeps its wake flag until
+        it runs."""
+        accepted = state.all_total_count[0]
+        worker = self._app.vancetope_worker()
+        lane_turn = self._app.tasks[LANE_TURN]
+        busy = []
+        if running := sum(r.task is lane_turn for r in tuple(state.requests.values())):
+            busy.append(f"{running} lane turn(s) received or running")
+        if flags := [k.decode() for k in worker.redis.scan_iter(match=keys.wake("*"))]:
+            busy.append(f"wake flags {flags}")
+        if queued := sum(channel.queue_declare(name, passive=True).message_count
+                         for name in self._lane_queues):
+            busy.append(f"{queued} lane task(s) queued")
+        if waiting := worker.store.port(LaneStore).stale_pending(utcnow() + timedelta(days=1)):
+            busy.append(f"input waiting for (tenant, process) {waiting}")
+        if state.all_total_count[0] != accepted:
+            busy.append("a task started meanwhile")
+        return busy
 
     def _beat(self) -> None:
         entries = [(e["task"], e["schedule"].total_seconds())

@@ -26,7 +26,9 @@ def served(embedded):
 
 @pytest.fixture
 def emb(embedded):
-    """The embedded brain with a model that echoes the last message."""
+    """The embedded brain with a model that echoes the last message, its lanes settled first
+    so that no turn left by an earlier test meets this test's model."""
+    embedded.worker.join()
     embedded.model = echo()
     return embedded
 

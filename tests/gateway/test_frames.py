@@ -31,6 +31,7 @@ from tests.gateway.wire import (
 )
 from tests.helpers import wait_for
 from vancetope_brain.engines import ENGINES
+from vancetope_brain.engines.lifecycle import LifecycleCall
 from vancetope_brain.errors import Conflict
 from vancetope_brain.models import (
     ChatRole,
@@ -782,17 +783,16 @@ def test_on_disconnect_suspend_also_holds_a_process_not_started_yet(emb, client)
         message=UserChatInput(from_user="ada", content="queued before the disconnect")))
     client.close()
     wait_session(emb, emb.who, sid, SessionStatus.SUSPENDED)
-    wait_process(emb, emb.who, chat, S.SUSPENDED)
+    # The cascade reaches it too: the session turned SUSPENDED before the cascade began.
+    wait_for(lambda: (p := emb.brain.store.port(SessionStore).get_process("acme", late.id)).status is S.SUSPENDED
+             or p.pending_control == LifecycleCall.SUSPEND, what="the suspend of the late one")
     emb.brain.sessions.wake("acme", late.id)  # the lane arrives late
-
-    def seen():
-        process = emb.brain.store.port(SessionStore).get_process("acme", late.id)
-        return (f"process {process.status.value} in a SUSPENDED session, "
-                f"{len(emb.model.calls)} model call(s), chat {_contents(emb, late.id)}")
-
-    stays(lambda: emb.model.calls == []
-          and emb.brain.store.port(SessionStore).get_process("acme", late.id).status in (S.INIT, S.SUSPENDED),
-          0.6, state=seen)
+    emb.worker.join()
+    process = emb.brain.store.port(SessionStore).get_process("acme", late.id)
+    assert (process.status, process.pending_control) == (S.SUSPENDED, None)
+    assert emb.model.calls == [] and _contents(emb, late.id) == []
+    assert [m.message.content for m in emb.brain.store.port(LaneStore).pending_messages("acme", late.id)] == [
+        "queued before the disconnect"]
 
 
 # ── the meta-test ───────────────────────────────────────────────────────────

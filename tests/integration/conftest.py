@@ -1,4 +1,5 @@
-"""Fixtures of the multi-process tests: real Redis (db 9), real Celery worker OS processes
+"""Fixtures of the multi-process tests: real Redis (the run's own database, see
+``tests/redis_claim.py``), real Celery worker OS processes
 (``worker_main``, solo pool), one SQLite file shared by every process.
 
 The test process plays sender (``brain.sessions.steer``) and, when a test asks

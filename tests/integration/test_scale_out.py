@@ -4,12 +4,14 @@ socket, wherever the turn ran; a client that reconnects to the other gateway wit
 ``seq`` gets exactly what it missed, then live events.
 
 The workers run ``worker_main``'s ``stream`` model: ``echo: <message>``, one token event
-per word, 0.1 s apart, so a reply to a 20-word message streams for about 2 s and a client
-can really drop in the middle of it.
+per word, 0.1 s apart, so a reply to a 20-word message streams for about 2 s; in
+``held_stack`` a reply stops after ``HELD_AFTER`` words until the test releases the
+workers, so a client really drops, and comes back, in the middle of it.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -20,13 +22,26 @@ from tests.integration.gateways import Events, Stack, running_stack, transcript,
 from vancetope_brain.store import LaneStore
 
 TOKEN_DELAY = 0.1
+HELD_AFTER = 6
+
+
+@contextlib.contextmanager
+def _stack(tmp_path: Path, redis_url: str, **env: str) -> Iterator[Stack]:
+    with running_stack(tmp_path, redis_url, VT_TEST_DELAY=str(TOKEN_DELAY), **env) as s:
+        s.cluster.start_workers("stream", "stream")
+        s.start_gateways(2)
+        yield s
 
 
 @pytest.fixture
 def stack(tmp_path: Path, redis_url: str) -> Iterator[Stack]:
-    with running_stack(tmp_path, redis_url, VT_TEST_DELAY=str(TOKEN_DELAY)) as s:
-        s.cluster.start_workers("stream", "stream")
-        s.start_gateways(2)
+    with _stack(tmp_path, redis_url) as s:
+        yield s
+
+
+@pytest.fixture
+def held_stack(tmp_path: Path, redis_url: str) -> Iterator[Stack]:
+    with _stack(tmp_path, redis_url, VT_TEST_STREAM_HOLD=str(HELD_AFTER)) as s:
         yield s
 
 
@@ -91,7 +106,9 @@ def test_client_on_gateway_a_receives_the_stream_of_a_message_sent_through_gatew
 
 @pytest.mark.slow
 @pytest.mark.timeout(180)
-def test_client_dropped_mid_stream_resumes_on_the_other_gateway_with_the_same_transcript(stack):
+def test_client_dropped_mid_stream_resumes_on_the_other_gateway_with_the_same_transcript(
+        held_stack):
+    stack = held_stack
     web_a, web_b = stack.gateways
     watcher = stack.client(web_a)  # never drops
     created = watcher.request("session-create", title="drop and resume")
@@ -108,11 +125,13 @@ def test_client_dropped_mid_stream_resumes_on_the_other_gateway_with_the_same_tr
 
     again = stack.client(web_b)  # the same client, reconnected to the other gateway
     resumed = again.request("session-resume", sessionId=sid, lastSeq=last_seq)
+    for worker in stack.cluster.workers:  # the reply goes on streaming
+        worker.release()
     first_answer = f"echo: {first}"
     after = again.until(turn_done(pid, first_answer), timeout=60)
     # Mid-stream indeed: tokens of the first reply were still coming when the client left,
     # and the reply was not yet committed when it came back (replay, then live).
-    assert 4 <= len(_tokens(before, pid)) < len(first_answer.split())
+    assert 4 <= len(_tokens(before, pid)) <= HELD_AFTER < len(first_answer.split())
     assert resumed["lastSeq"] < _answer_seq(after, pid, first_answer)
 
     # A second message, sent through the other gateway, reaches both.

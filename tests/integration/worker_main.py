@@ -9,7 +9,9 @@ with the worker's configuration in ``VANCETOPE_*`` variables and these:
     ``complete()`` until the file ``VT_TEST_RELEASE`` exists, so a test can
     SIGKILL or SIGSTOP the worker mid-turn; ``slow`` sleeps ``VT_TEST_DELAY``
     seconds per call; ``stream`` answers like ``echo`` but streams the answer word by
-    word, ``VT_TEST_DELAY`` seconds between words, so a client can drop mid-stream;
+    word, ``VT_TEST_DELAY`` seconds between words, so a client can drop mid-stream
+    (with ``VT_TEST_STREAM_HOLD=N`` it stops after the N-th word until ``VT_TEST_RELEASE``
+    exists, so the reply is surely still streaming while the test acts);
     ``arthur-flow`` and ``inbox-flow`` script Arthur and one worker (see their functions).
 ``VT_TEST_LOG``
     Lines ``<kind> <pid> <unix time> [detail]`` are appended here: ``ready``
@@ -74,12 +76,15 @@ def _last_user(messages: list[LlmMessage]) -> str:
 
 
 class StreamingEcho:
-    """``echo: <last user message>``, one token event per word, ``delay`` seconds apart."""
+    """``echo: <last user message>``, one token event per word, ``delay`` seconds apart,
+    waiting for the file ``release`` after ``hold`` words when ``hold`` is set."""
 
     name = "test-stream"
 
-    def __init__(self, delay: float) -> None:
+    def __init__(self, delay: float, hold: int | None, release: str) -> None:
         self.delay = delay
+        self.hold = hold
+        self.release = release
 
     def complete(self, messages: list[LlmMessage], *, tools: list[ToolSpec] | None = None,
                  on_token: TokenSink | None = None) -> LlmResponse:
@@ -87,6 +92,8 @@ class StreamingEcho:
         log("start", last)
         text = f"echo: {last}"
         for i, word in enumerate(split_words(text)):
+            if i == self.hold:
+                wait_for_file(self.release)
             if i:
                 time.sleep(self.delay)
             if on_token is not None:
@@ -105,7 +112,8 @@ def build_model(mode: str) -> ChatModel:
                          f"or inbox-flow")
     delay = float(os.environ.get("VT_TEST_DELAY", "0.05"))
     if mode == "stream":
-        return StreamingEcho(delay)
+        hold = os.environ.get("VT_TEST_STREAM_HOLD")
+        return StreamingEcho(delay, int(hold) if hold else None, os.environ["VT_TEST_RELEASE"])
 
     def answer(messages: list[LlmMessage], tools: list[ToolSpec]) -> str:
         last = _last_user(messages)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import threading
 
+import pytest
+
 from tests.helpers import wait_for
 from vancetope_brain.engines.arthur import WELCOME
 from vancetope_brain.errors import LlmError
@@ -62,9 +64,9 @@ def test_concurrent_senders_each_message_once_in_order(embedded):
         t.start()
     for t in threads:
         t.join()
-    wait_for(lambda: not emb.brain.store.port(LaneStore).pending_messages("acme", pid)
-             and emb.brain.store.port(SessionStore).get_process("acme", pid).status is ProcessStatus.IDLE,
-             what="inbox drained")
+    emb.worker.join()
+    assert not emb.brain.store.port(LaneStore).pending_messages("acme", pid)
+    assert emb.brain.store.port(SessionStore).get_process("acme", pid).status is ProcessStatus.IDLE
     lines = emb.brain.store.port(LaneStore).chat_history("acme", pid, limit=1000)
     user_lines = [x for x in lines if x.role is ChatRole.USER]
     assert sorted(x.content for x in user_lines) == sorted(
@@ -130,13 +132,14 @@ def test_sweeper_recovers_a_message_whose_wake_was_lost(embedded):
     emb = embedded
     emb.model = ScriptedModel(["found you"])
     pid = emb.brain.sessions.create_interactive(emb.who).chat_process_id
-    wait_for(lambda: emb.brain.store.port(SessionStore).get_process("acme", pid).status is ProcessStatus.IDLE)
+    emb.worker.join()
     # Persist without waking, as if the broker had lost the task.
     emb.brain.store.port(LaneStore).append_message(InboxMessage(
         id=new_id("msg"), tenant_id="acme", target_process_id=pid,
         message=UserChatInput(from_user="ada", content="anyone?")))
-    lines = _chat(emb, pid, 3)  # after Arthur's welcome
-    assert lines[2].content == "found you"
+    emb.worker.join()  # the sweeper wakes it
+    assert [x.content for x in emb.brain.store.port(LaneStore).chat_history("acme", pid)] == [
+        WELCOME, "anyone?", "found you"]
 
 
 def test_repeated_idempotency_key_is_one_message(embedded):
@@ -146,6 +149,20 @@ def test_repeated_idempotency_key_is_one_message(embedded):
     first, created1 = emb.brain.sessions.steer(emb.who, pid, "once", idempotency_key="k1")
     again, created2 = emb.brain.sessions.steer(emb.who, pid, "once", idempotency_key="k1")
     assert (created1, created2) == (True, False) and first.id == again.id
-    _chat(emb, pid, 2)
-    wait_for(lambda: emb.brain.store.port(SessionStore).get_process("acme", pid).status is ProcessStatus.IDLE)
+    emb.worker.join()
+    assert emb.brain.store.port(SessionStore).get_process("acme", pid).status is ProcessStatus.IDLE
     assert [x.content for x in emb.brain.store.port(LaneStore).chat_history("acme", pid)].count("once") == 1
+
+
+def test_join_waits_for_the_lanes_to_settle_and_names_what_still_moves(embedded):
+    emb = embedded
+    answer = threading.Event()
+    emb.model = FunctionModel(lambda m, t: answer.wait(10) and "at last")
+    pid = emb.brain.sessions.create_interactive(emb.who).chat_process_id
+    emb.brain.sessions.steer(emb.who, pid, "take your time")
+    with pytest.raises(TimeoutError, match=r"did not settle within 0.3s: \d lane turn"):
+        emb.worker.join(timeout=0.3)
+    answer.set()
+    emb.worker.join()
+    assert emb.brain.store.port(LaneStore).chat_history("acme", pid)[-1].content == "at last"
+    assert emb.brain.store.port(SessionStore).get_process("acme", pid).status is ProcessStatus.IDLE

@@ -62,8 +62,9 @@ def proc(embedded) -> ThinkProcess:
                            engine_version=Recorder.version)
     embedded.brain.store.port(SessionStore).create_process(process)
     embedded.brain.waker.wake("acme", process.id)
-    _wait_status(embedded, process.id, ProcessStatus.IDLE)
-    _wait_status(embedded, session.chat_process_id, ProcessStatus.IDLE)  # the sweeper's quiet
+    embedded.worker.join()
+    for pid in (process.id, session.chat_process_id):
+        assert embedded.brain.store.port(SessionStore).get_process("acme", pid).status is ProcessStatus.IDLE
     return process
 
 

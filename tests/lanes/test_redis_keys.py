@@ -17,6 +17,7 @@ import pytest
 
 from tests.gateway.wire import Client, echo
 from tests.helpers import server_env
+from tests.redis_claim import CLAIM_KEY, MARKER_KEY
 from vancetope_brain import keys
 from vancetope_brain.config import Config
 from vancetope_brain.identity import Principal
@@ -62,7 +63,8 @@ def lanes(tmp_path: Path, redis_url: str) -> Iterator[Lanes]:
 
 
 def _all_keys(brain: Gateway) -> set[str]:
-    return {k.decode() for k in brain.redis.keys("*")}
+    """Every key in the db but the test run's claim on it (``tests/redis_claim.py``)."""
+    return {k.decode() for k in brain.redis.keys("*")} - {CLAIM_KEY, MARKER_KEY}
 
 
 def test_connect_turn_disconnect_leaves_exactly_the_documented_keys(lanes):

@@ -151,12 +151,17 @@ class EventListener:
                 key = key.decode() if isinstance(key, bytes) else key
                 session_id = key.removeprefix(keys.events(""))
                 events = [_decode(session_id, sid, fields) for sid, fields in rows]
-                self._dispatch(session_id, events)
+                self._dispatch(session_id, _seq(streams[key]), events)
 
-    def _dispatch(self, session_id: str, events: list[StreamEvent]) -> None:
+    def _dispatch(self, session_id: str, read_after: int, events: list[StreamEvent]) -> None:
+        """Deliver ``events``, read from after seq ``read_after``, to the session's followers."""
         with self._lock:
             targets = [f for f in self._follows.values() if f[0] == session_id]
         for _, last, callback in targets:
+            if last[0] < read_after:
+                # Followed from further back while this read ran: delivering would skip what
+                # lies between. The next read starts at its position.
+                continue
             for event in events:
                 if event.seq <= last[0]:
                     continue

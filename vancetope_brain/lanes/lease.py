@@ -85,8 +85,9 @@ class LeaseKeeper:
                 try:
                     lease.lock.reacquire()
                 except LockError:
-                    log.warning("lane lease of %s lost; the turn will be fenced", lease.process_id)
+                    # Set before telling: whoever reads the warning finds the turn fenced.
                     lease.lost.set()
+                    log.warning("lane lease of %s lost; the turn will be fenced", lease.process_id)
                     with self._guard:
                         self._held.pop(id(lease), None)
                 except redis.RedisError:
