@@ -1,10 +1,10 @@
 """The WebSocket protocol as a plain class: testable with any object that has
-``receive(timeout=None) -> str | bytes | None`` and ``send(str)``.
+``receive(timeout=None) -> str | bytes | None``, ``send(str)``, ``close(code, message)``
+and ``abort()``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import logging
@@ -31,13 +31,21 @@ from vancetope_brain.recipes import Recipe, RecipeAdmin
 from vancetope_brain.recipes.loader import recipe_from_mapping
 from vancetope_brain.runtime import Brain
 from vancetope_gateway import frames
+from vancetope_gateway.outbound import Outbound
 
 log = logging.getLogger(__name__)
+
+# The close code of a dropped slow client: 1013 "try again later" (RFC 6455 registry).
+TOO_SLOW = 1013
+TOO_SLOW_MESSAGE = "client too slow; resume with your last seq"
 
 
 class Socket(Protocol):
     def receive(self, timeout: float | None = None) -> str | bytes | None: ...
     def send(self, data: str) -> None: ...
+    def close(self, reason: int, message: str) -> None: ...
+    def abort(self) -> None:
+        """Cut the connection now: a send blocked on a client that stopped reading fails."""
 
 
 class ConnState(Enum):
@@ -73,10 +81,29 @@ class TokenBucket:
 
 
 class Connection:
-    """One authenticated client connection: requests in, replies and events out."""
+    """One authenticated client connection: requests in, replies and events out.
+
+    Threads: the reader (``run``, ``handle``; it also replays missed events), the
+    gateway's event listener (live events and feed pushes), the connection's writer
+    (``Outbound``: every frame goes out there, in order) and the presence renewer.
+    ``_lock`` guards ``state``, ``session``, the follow handles and the outbound queue,
+    and is held only for steps in memory, never across I/O, so the listener never waits
+    for anybody's Redis, store or socket. ``_bind`` and ``_start_events`` do their I/O
+    first and commit under the lock only if the connection is still open (``_bind``
+    undoes its binding otherwise). ``close`` may come from any thread; after it the
+    writer sends the close frame and runs ``_release`` exactly once.
+    """
 
     RATE_PER_SEC = 50.0
     RATE_BURST = 200
+    # Frames waiting for one client; one more and it is dropped (close 1013). Live events
+    # come at the pace of turns; a catch-up fills at most half of it (``_catch_up``).
+    OUTBOUND_QUEUE_MAX = 1000
+    # How long the gateway waits on a client that does not read: a catch-up waiting for
+    # room in its queue (then it is dropped), or a closed connection's writer still
+    # blocked in a send, which cannot get the close frame out (then the TCP connection
+    # is cut).
+    STALL_GRACE_SEC = 10.0
 
     def __init__(self, sock: Socket, principal: Principal, brain: Brain,
                  listener: EventListener, *, llm: str, max_frame_bytes: int,
@@ -89,7 +116,10 @@ class Connection:
         self._llm = llm
         self._max_frame_bytes = max_frame_bytes
         self._notify_mode = notify_mode
-        self._send_lock = threading.Lock()
+        self._lock = threading.Lock()
+        self._out = Outbound(sock, self._lock, limit=self.OUTBOUND_QUEUE_MAX,
+                             grace=self.STALL_GRACE_SEC, on_failure=self.close,
+                             on_closed=self._release)
         self._bucket = TokenBucket(self.RATE_PER_SEC, self.RATE_BURST)
         self._follow: int | None = None
         self._feed: int | None = None
@@ -140,18 +170,18 @@ class Connection:
 
     # ── loop ────────────────────────────────────────────────────────────
     def run(self) -> None:
-        """Serve until the client goes away."""
-        sessions = self._brain.sessions.list_sessions(self._who)
-        self.push("welcome", frames.Welcome(
-            server_version=__version__, tenant_id=self._who.tenant_id,
-            user_id=self._who.user_id, llm=self._llm, max_frame_bytes=self._max_frame_bytes,
-            notify_mode=self._notify_mode,
-            sessions={status.value: sum(1 for s in sessions if s.status is status)
-                      for status in SessionStatus}))
-        self._follow_feed()
-        self.push("inbox-pending-summary", frames.InboxPendingSummary.model_validate(
-            self._brain.inbox.pending_summary(self._who)))
+        """Serve until the client goes away; returns once the writer has ended."""
         try:
+            sessions = self._brain.sessions.list_sessions(self._who)
+            self.push("welcome", frames.Welcome(
+                server_version=__version__, tenant_id=self._who.tenant_id,
+                user_id=self._who.user_id, llm=self._llm,
+                max_frame_bytes=self._max_frame_bytes, notify_mode=self._notify_mode,
+                sessions={status.value: sum(1 for s in sessions if s.status is status)
+                          for status in SessionStatus}))
+            self._follow_feed()
+            self.push("inbox-pending-summary", frames.InboxPendingSummary.model_validate(
+                self._brain.inbox.pending_summary(self._who)))
             while self.state is not ConnState.CLOSED:
                 raw = self._sock.receive()
                 if raw is None:
@@ -159,30 +189,45 @@ class Connection:
                 self.handle(raw)
         finally:
             self.close()
+            self._out.join()
 
-    def close(self) -> None:
-        """Forget the socket; if it was its session's last client, the session's
-        ``onDisconnect`` policy applies."""
-        with self._send_lock:
+    def close(self, code: int | None = None, message: str = "") -> None:
+        """Go CLOSED, from any thread, without blocking: events stop, frames still queued
+        are discarded, and the writer sends the close frame (if ``code``) and then runs
+        ``_release``."""
+        with self._lock:
             if self.state is ConnState.CLOSED:
                 return
             self.state = self.state.to(ConnState.CLOSED)
-        self._unbind()
-        if self._feed is not None:
-            self._listener.unfollow(self._feed)
-            try:
-                self._brain.presence.user_disconnect(self._who.tenant_id, self._who.user_id,
-                                                     self.connection_id, self._notify_mode)
-            except Exception:  # its presence entry expires on its own
-                log.exception("forgetting connection %s of user %s failed",
-                              self.connection_id, self._who.user_id)
+            for handle in (self._follow, self._feed):
+                if handle is not None:
+                    self._listener.unfollow(handle)
+            self._follow = self._feed = None
+            self._out.close(code, message)
+
+    def _release(self) -> None:
+        """On the writer, after its last frame: forget the socket's binding (if it was its
+        session's last client, the session's ``onDisconnect`` policy applies) and presence."""
+        with self._lock:
+            session, self.session = self.session, None
+        if session is not None:
+            self._leave(session.id)
+        try:
+            self._brain.presence.user_disconnect(self._who.tenant_id, self._who.user_id,
+                                                 self.connection_id, self._notify_mode)
+        except Exception:  # its presence entry expires on its own
+            log.exception("forgetting connection %s of user %s failed",
+                          self.connection_id, self._who.user_id)
 
     def renew(self) -> None:
         """Keep this connection counted as present (called by the gateway's renewer)."""
+        with self._lock:
+            if self.state is ConnState.CLOSED:
+                return
+            session = self.session
         self._brain.presence.user_connect(self._who.tenant_id, self._who.user_id,
                                           self.connection_id, self._notify_mode)
-        session = self.session
-        if session is not None and self.state is ConnState.BOUND:
+        if session is not None:
             self._brain.lifecycle.renew(self._who, session.id, self.connection_id)
 
     def handle(self, raw: str | bytes) -> None:
@@ -238,11 +283,7 @@ class Connection:
 
     def _close_too_big(self) -> None:
         """Close with 1009 (message too big), as the socket does for larger frames."""
-        close = getattr(self._sock, "close", None)
-        if close is not None:
-            with contextlib.suppress(Exception):
-                close(reason=1009, message=f"frame larger than {self._max_frame_bytes} bytes")
-        self.close()
+        self.close(1009, f"frame larger than {self._max_frame_bytes} bytes")
 
     # ── sessions ────────────────────────────────────────────────────────
     def _session_create(self, data: frames.SessionCreate) -> frames.SessionBound:
@@ -354,8 +395,10 @@ class Connection:
         pass on what is pushed into the user's feed from now on."""
         self.renew()
         feed = keys.user_feed(self._who.tenant_id, self._who.user_id)
-        self._feed = self._listener.follow(feed, self._brain.events.last_seq(feed),
-                                           self._on_feed_event)
+        after = self._brain.events.last_seq(feed)
+        with self._lock:
+            if self.state is not ConnState.CLOSED:
+                self._feed = self._listener.follow(feed, after, self._on_feed_event)
 
     def _on_feed_event(self, event: StreamEvent) -> None:
         item = event.data["item"]
@@ -387,41 +430,74 @@ class Connection:
     def _bind(self, session_id: str, last_seq: int,
               fingerprint: Fingerprint | None) -> frames.SessionBound:
         bound = self._brain.lifecycle.bind(self._who, session_id, self.connection_id, fingerprint)
-        if self.session is not None and self.session.id != session_id:
-            self._unbind()
-        self.session = bound.session
-        self._resume_after = last_seq
-        self.state = self.state.to(ConnState.BOUND)
+        with self._lock:
+            if self.state is ConnState.CLOSED:
+                left: str | None = session_id  # closed meanwhile: undo this binding
+            else:
+                previous = self.session
+                left = previous.id if previous is not None and previous.id != session_id \
+                    else None
+                if left is not None and self._follow is not None:
+                    self._listener.unfollow(self._follow)
+                    self._follow = None
+                self.state = self.state.to(ConnState.BOUND)
+                self.session = bound.session
+                self._resume_after = last_seq
+        if left is not None:
+            self._leave(left)
         return frames.SessionBound(session=bound.session.dump(),
                                    chat_process_id=bound.session.chat_process_id,
                                    last_seq=self._brain.events.last_seq(session_id),
                                    context_drift=bound.context_drift)
 
-    def _unbind(self) -> None:
-        if self._follow is not None:
-            self._listener.unfollow(self._follow)
-            self._follow = None
-        session, self.session = self.session, None
-        if session is not None:
-            try:
-                self._brain.client_tools.unregister(session.id, self.connection_id)
-                self._brain.lifecycle.unbind(self._who, session.id, self.connection_id)
-            except Exception:  # the socket is gone either way; the sweeper will catch up
-                log.exception("unbinding session %s failed", session.id)
+    def _leave(self, session_id: str) -> None:
+        """Unbind a session this connection no longer holds (idempotent)."""
+        try:
+            self._brain.client_tools.unregister(session_id, self.connection_id)
+            self._brain.lifecycle.unbind(self._who, session_id, self.connection_id)
+        except Exception:  # the socket is gone either way; the sweeper will catch up
+            log.exception("unbinding session %s failed", session_id)
 
     def _start_events(self) -> None:
         """After the reply went out: catch up from the requested seq, then live."""
-        assert self.session is not None
-        if self._follow is not None:
-            self._listener.unfollow(self._follow)
+        with self._lock:
+            if self.state is ConnState.CLOSED:
+                return
+            session = self.session
+            if self._follow is not None:
+                self._listener.unfollow(self._follow)
+                self._follow = None
+        assert session is not None  # called only with a session bound
         after = self._resume_after
-        first = self._brain.events.missed(self.session.id, after)
+        first = self._brain.events.missed(session.id, after)
         if first is not None:
             self.push("events-gap", frames.EventsGap(
-                session_id=self.session.id, requested_after=after, first_available=first))
+                session_id=session.id, requested_after=after, first_available=first))
             after = first - 1
-        self._live_after = self._brain.events.last_seq(self.session.id)
-        self._follow = self._listener.follow(self.session.id, after, self._on_event)
+        self._live_after = self._brain.events.last_seq(session.id)
+        after = self._catch_up(session.id, after)
+        with self._lock:
+            if self.state is not ConnState.CLOSED:
+                self._follow = self._listener.follow(session.id, after, self._on_event)
+
+    def _catch_up(self, session_id: str, after: int) -> int:
+        """Replay the logged events after ``after`` here, at the pace of this client's
+        writer: a backlog of thousands must not reach the queue in one go, as it would
+        from the listener. Pages of a quarter of the queue, each once the queue holds at
+        most a quarter, leave half of it to live frames. Returns the last seq replayed."""
+        page = max(1, self.OUTBOUND_QUEUE_MAX // 4)
+        while events := self._brain.events.read(session_id, after, count=page):
+            with self._lock:
+                room = self._out.wait_for_room(page, self.STALL_GRACE_SEC)
+                if self.state is ConnState.CLOSED:
+                    return after
+            if not room:
+                self._drop()
+                return after
+            for event in events:
+                self._on_event(event)
+            after = events[-1].seq
+        return after
 
     def _on_event(self, event: StreamEvent) -> None:
         if event.type is EventType.CLIENT_TOOL_REQUEST:
@@ -449,20 +525,19 @@ class Connection:
                                    data=frames.ErrorData(code=code, message=message).dump()))
 
     def _send(self, envelope: frames.Envelope) -> None:
+        """Queue a frame for the writer; never blocks. A client with ``OUTBOUND_QUEUE_MAX``
+        frames waiting cannot keep up: it is dropped and resumes from its last seq."""
         text = json.dumps(envelope.model_dump(mode="json", by_alias=True, exclude_none=True),
                           separators=(",", ":"))
-        with self._send_lock:
-            if self.state is ConnState.CLOSED:
+        with self._lock:
+            if self.state is ConnState.CLOSED or self._out.put(text):
                 return
-            try:
-                self._sock.send(text)
-            except Exception:
-                log.info("send failed; the client is gone")
-                failed = True
-            else:
-                failed = False
-        if failed:
-            self.close()
+        self._drop()
+
+    def _drop(self) -> None:
+        log.info("dropping connection %s of user %s: it does not keep up with its frames",
+                 self.connection_id, self._who.user_id)
+        self.close(TOO_SLOW, TOO_SLOW_MESSAGE)
 
 
 def _parse_cursor(cursor: str | None) -> tuple[datetime, str] | None:
