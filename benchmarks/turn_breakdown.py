@@ -23,7 +23,7 @@ history grows as in ``lane_turns.py``):
    post-release ``pending_messages(limit=1)``.
 3. ``fanout``: what the gateway does with the turn's 5 events: ``events.read`` (XRANGE +
    decode, as the listener thread does after XREAD) and ``Connection._on_event`` per event
-   (envelope model → JSON → socket send).
+   (envelope model → JSON → the connection's outbound queue; its writer thread sends).
 
 The parts are timed by wrapping the runner's and the services' collaborators in timing
 proxies (no product code is changed); nested calls are listed under their caller.
@@ -276,7 +276,7 @@ def measure_extras(brain: Any, app: Any, config: Any, conns: list[Any]) -> dict[
             lambda streams=streams: client.xread(streams, count=500), 300)
     conn = conns[0]
     event = brain.events.read(conn.session.id, 0)[-1]
-    row("Connection._on_event (one event → frame → JSON → send)", lambda: conn._on_event(event))
+    row("Connection._on_event (one event → frame → JSON → queue)", lambda: conn._on_event(event))
     row("EventBus._decode + StreamEvent (one event, listener side)",
         lambda: brain.events.read(conn.session.id, event.seq - 1))
     for key in client.scan_iter("bench*"):
@@ -295,7 +295,7 @@ def _fanout(brain: Any, conn: Any, sid: str, last_seq: dict[str, int], timer: Ti
     events = timer.call("events.read (listener: XRANGE + decode)", brain.events.read, sid,
                         last_seq[sid])
     for event in events:
-        timer.call("connection._on_event (frame → JSON → send)", conn._on_event, event)
+        timer.call("connection._on_event (frame → JSON → queue)", conn._on_event, event)
     if events:
         last_seq[sid] = events[-1].seq
     return len(events)

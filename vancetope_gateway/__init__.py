@@ -3,5 +3,6 @@
 Rule: thin. A request is authenticated, validated into a frame model,
 handed to a brain service and answered; the gateway holds no domain state
 beyond its open sockets. The WebSocket protocol is a plain class
-(``protocol.Connection``) that takes any object with ``receive``/``send``.
+(``protocol.Connection``) that takes any object with ``receive``/``send``/``close``/
+``abort``; each connection sends through its own queue and writer thread (``outbound``).
 """

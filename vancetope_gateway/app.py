@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import socket
 import threading
 import time
 import weakref
@@ -10,6 +12,7 @@ from typing import get_args
 
 from flask import Blueprint, Flask, Response, current_app, g, jsonify, request, send_file
 from flask_sock import Sock
+from simple_websocket import Server
 from werkzeug.exceptions import HTTPException
 
 from vancetope_brain.errors import InvalidInput, StoreError, Unauthorized, VancetopeError
@@ -102,6 +105,28 @@ class PresenceRenewer:
                     connection.renew()
                 except Exception:
                     log.exception("presence renewal failed; retrying next round")
+
+
+class WebSocket:
+    """flask-sock's socket as the protocol's ``Socket``."""
+
+    def __init__(self, ws: Server) -> None:
+        self._ws = ws
+
+    def receive(self, timeout: float | None = None) -> str | bytes | None:
+        return self._ws.receive(timeout)
+
+    def send(self, data: str) -> None:
+        self._ws.send(data)
+
+    def close(self, reason: int, message: str) -> None:
+        self._ws.close(reason=reason, message=message)
+
+    def abort(self) -> None:
+        # Shutting the TCP socket down wakes a send blocked on a full buffer (EPIPE) and
+        # the socket's reader thread alike.
+        with contextlib.suppress(OSError):
+            self._ws.sock.shutdown(socket.SHUT_RDWR)
 
 
 def _gateway() -> Gateway:
@@ -228,8 +253,9 @@ def create_app(gateway: Gateway, *, llm_description: str) -> Flask:
         return None
 
     @sock.route("/ws")
-    def ws(socket) -> None:  # type: ignore[no-untyped-def]
-        connection = Connection(socket, g.principal, gateway, listener, llm=llm_description,
+    def ws(ws: Server) -> None:
+        connection = Connection(WebSocket(ws), g.principal, gateway, listener,
+                                llm=llm_description,
                                 max_frame_bytes=gateway.config.max_frame_bytes,
                                 notify_mode=g.notify_mode)
         renewer.add(connection)

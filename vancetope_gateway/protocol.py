@@ -1,10 +1,10 @@
 """The WebSocket protocol as a plain class: testable with any object that has
-``receive(timeout=None) -> str | bytes | None`` and ``send(str)``.
+``receive(timeout=None) -> str | bytes | None``, ``send(str)``, ``close(code, message)``
+and ``abort()``.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import logging
@@ -38,14 +38,22 @@ from vancetope_brain.notifications import admits
 from vancetope_brain.recipes import Recipe, RecipeAdmin
 from vancetope_brain.recipes.loader import recipe_from_mapping
 from vancetope_gateway import frames
+from vancetope_gateway.outbound import Outbound
 from vancetope_gateway.parts import Gateway
 
 log = logging.getLogger(__name__)
+
+# The close code of a dropped slow client: 1013 "try again later" (RFC 6455 registry).
+TOO_SLOW = 1013
+TOO_SLOW_MESSAGE = "client too slow; resume with your last seq"
 
 
 class Socket(Protocol):
     def receive(self, timeout: float | None = None) -> str | bytes | None: ...
     def send(self, data: str) -> None: ...
+    def close(self, reason: int, message: str) -> None: ...
+    def abort(self) -> None:
+        """Cut the connection now: a send blocked on a client that stopped reading fails."""
 
 
 class ConnState(Enum):
@@ -81,23 +89,45 @@ class TokenBucket:
 
 
 class Connection:
-    """One authenticated client connection: requests in, replies and events out."""
+    """One authenticated client connection: requests in, replies and events out.
+
+    Threads: the reader (``run``, ``handle``; it also replays missed events), the
+    gateway's event listener (live events and feed pushes), the connection's writer
+    (``Outbound``: every frame goes out there, in order) and the presence renewer.
+    ``_lock`` guards ``state``, ``session``, the follow handles and the outbound queue,
+    and is held only for steps in memory, never across I/O, so the listener never waits
+    for anybody's Redis, store or socket. ``_bind`` and ``_start_events`` do their I/O
+    first and commit under the lock only if the connection is still open (``_bind``
+    undoes its binding otherwise). ``close`` may come from any thread; after it the
+    writer sends the close frame and runs ``_release`` exactly once.
+    """
 
     RATE_PER_SEC = 50.0
     RATE_BURST = 200
+    # Frames waiting for one client; one more and it is dropped (close 1013). Live events
+    # come at the pace of turns; a catch-up fills at most half of it (``_catch_up``).
+    OUTBOUND_QUEUE_MAX = 1000
+    # How long the gateway waits on a client that does not read: a catch-up waiting for
+    # room in its queue (then it is dropped), or a closed connection's writer still
+    # blocked in a send, which cannot get the close frame out (then the TCP connection
+    # is cut).
+    STALL_GRACE_SEC = 10.0
 
-    def __init__(self, sock: Socket, principal: Principal, brain: Gateway,
+    def __init__(self, sock: Socket, principal: Principal, gateway: Gateway,
                  listener: EventListener, *, llm: str, max_frame_bytes: int,
                  notify_mode: str = "all") -> None:
         self.connection_id = uuid.uuid4().hex
         self._sock = sock
         self._who = principal
-        self._brain = brain
+        self._gateway = gateway
         self._listener = listener
         self._llm = llm
         self._max_frame_bytes = max_frame_bytes
         self._notify_mode = notify_mode
-        self._send_lock = threading.Lock()
+        self._lock = threading.Lock()
+        self._out = Outbound(sock, self._lock, limit=self.OUTBOUND_QUEUE_MAX,
+                             grace=self.STALL_GRACE_SEC, on_failure=self.close,
+                             on_closed=self._release)
         self._bucket = TokenBucket(self.RATE_PER_SEC, self.RATE_BURST)
         self._follow: int | None = None
         self._feed: int | None = None
@@ -132,34 +162,34 @@ class Connection:
             "recipe-update": functools.partial(self._recipe_write, RecipeAdmin.update),
             "recipe-delete": self._recipe_delete,
             "inbox-list": self._inbox_list,
-            "inbox-item": lambda d: self._item(self._brain.inbox.get(self._who, d.item_id)),
-            "inbox-answer": lambda d: self._item(self._brain.inbox.answer(
+            "inbox-item": lambda d: self._item(self._gateway.inbox.get(self._who, d.item_id)),
+            "inbox-answer": lambda d: self._item(self._gateway.inbox.answer(
                 self._who, d.item_id, d.outcome, value=d.value, reason=d.reason)),
-            "inbox-delegate": lambda d: self._item(self._brain.inbox.delegate(
+            "inbox-delegate": lambda d: self._item(self._gateway.inbox.delegate(
                 self._who, d.item_id, d.to_user_id, d.note)),
-            "inbox-dismiss": lambda d: self._item(self._brain.inbox.dismiss(
+            "inbox-dismiss": lambda d: self._item(self._gateway.inbox.dismiss(
                 self._who, d.item_id, d.note)),
-            "inbox-archive": lambda d: self._item(self._brain.inbox.archive(
+            "inbox-archive": lambda d: self._item(self._gateway.inbox.archive(
                 self._who, d.item_id)),
             "inbox-revoke-auto-answer": lambda d: self._item(
-                self._brain.inbox.revoke_auto_answer(self._who, d.item_id)),
+                self._gateway.inbox.revoke_auto_answer(self._who, d.item_id)),
             "ping": lambda _: frames.Pong(),
         }
 
     # ── loop ────────────────────────────────────────────────────────────
     def run(self) -> None:
-        """Serve until the client goes away."""
-        sessions = self._brain.sessions.list_sessions(self._who)
-        self.push("welcome", frames.Welcome(
-            server_version=__version__, tenant_id=self._who.tenant_id,
-            user_id=self._who.user_id, llm=self._llm, max_frame_bytes=self._max_frame_bytes,
-            notify_mode=self._notify_mode,
-            sessions={status.value: sum(1 for s in sessions if s.status is status)
-                      for status in SessionStatus}))
-        self._follow_feed()
-        self.push("inbox-pending-summary", frames.InboxPendingSummary.model_validate(
-            self._brain.inbox.pending_summary(self._who)))
+        """Serve until the client goes away; returns once the writer has ended."""
         try:
+            sessions = self._gateway.sessions.list_sessions(self._who)
+            self.push("welcome", frames.Welcome(
+                server_version=__version__, tenant_id=self._who.tenant_id,
+                user_id=self._who.user_id, llm=self._llm,
+                max_frame_bytes=self._max_frame_bytes, notify_mode=self._notify_mode,
+                sessions={status.value: sum(1 for s in sessions if s.status is status)
+                          for status in SessionStatus}))
+            self._follow_feed()
+            self.push("inbox-pending-summary", frames.InboxPendingSummary.model_validate(
+                self._gateway.inbox.pending_summary(self._who)))
             while self.state is not ConnState.CLOSED:
                 raw = self._sock.receive()
                 if raw is None:
@@ -167,31 +197,46 @@ class Connection:
                 self.handle(raw)
         finally:
             self.close()
+            self._out.join()
 
-    def close(self) -> None:
-        """Forget the socket; if it was its session's last client, the session's
-        ``onDisconnect`` policy applies."""
-        with self._send_lock:
+    def close(self, code: int | None = None, message: str = "") -> None:
+        """Go CLOSED, from any thread, without blocking: events stop, frames still queued
+        are discarded, and the writer sends the close frame (if ``code``) and then runs
+        ``_release``."""
+        with self._lock:
             if self.state is ConnState.CLOSED:
                 return
             self.state = self.state.to(ConnState.CLOSED)
-        self._unbind()
-        if self._feed is not None:
-            self._listener.unfollow(self._feed)
-            try:
-                self._brain.presence.user_disconnect(self._who.tenant_id, self._who.user_id,
-                                                     self.connection_id, self._notify_mode)
-            except Exception:  # its presence entry expires on its own
-                log.exception("forgetting connection %s of user %s failed",
-                              self.connection_id, self._who.user_id)
+            for handle in (self._follow, self._feed):
+                if handle is not None:
+                    self._listener.unfollow(handle)
+            self._follow = self._feed = None
+            self._out.close(code, message)
+
+    def _release(self) -> None:
+        """On the writer, after its last frame: forget the socket's binding (if it was its
+        session's last client, the session's ``onDisconnect`` policy applies) and presence."""
+        with self._lock:
+            session, self.session = self.session, None
+        if session is not None:
+            self._leave(session.id)
+        try:
+            self._gateway.presence.user_disconnect(self._who.tenant_id, self._who.user_id,
+                                                 self.connection_id, self._notify_mode)
+        except Exception:  # its presence entry expires on its own
+            log.exception("forgetting connection %s of user %s failed",
+                          self.connection_id, self._who.user_id)
 
     def renew(self) -> None:
         """Keep this connection counted as present (called by the gateway's renewer)."""
-        self._brain.presence.user_connect(self._who.tenant_id, self._who.user_id,
+        with self._lock:
+            if self.state is ConnState.CLOSED:
+                return
+            session = self.session
+        self._gateway.presence.user_connect(self._who.tenant_id, self._who.user_id,
                                           self.connection_id, self._notify_mode)
-        session = self.session
-        if session is not None and self.state is ConnState.BOUND:
-            self._brain.lifecycle.renew(self._who, session.id, self.connection_id)
+        if session is not None:
+            self._gateway.lifecycle.renew(self._who, session.id, self.connection_id)
 
     def handle(self, raw: str | bytes) -> None:
         """Answer one frame: exactly one reply or error; never raises for bad input."""
@@ -244,15 +289,11 @@ class Connection:
 
     def _close_too_big(self) -> None:
         """Close with 1009 (message too big), as the socket does for larger frames."""
-        close = getattr(self._sock, "close", None)
-        if close is not None:
-            with contextlib.suppress(Exception):
-                close(reason=1009, message=f"frame larger than {self._max_frame_bytes} bytes")
-        self.close()
+        self.close(1009, f"frame larger than {self._max_frame_bytes} bytes")
 
     # ── sessions ────────────────────────────────────────────────────────
     def _session_create(self, data: frames.SessionCreate) -> frames.SessionBound:
-        session = self._brain.sessions.create(
+        session = self._gateway.sessions.create(
             self._who, type=data.type, title=data.title, project_id=data.project_id,
             on_disconnect=data.on_disconnect, idle_timeout_sec=data.idle_timeout_sec)
         return self._bind(session.id, 0, data.fingerprint)
@@ -262,58 +303,58 @@ class Connection:
 
     def _session_list(self, data: frames.SessionList) -> frames.SessionsListed:
         return frames.SessionsListed(sessions=[
-            s.dump() for s in self._brain.sessions.list_sessions(self._who)
+            s.dump() for s in self._gateway.sessions.list_sessions(self._who)
             if data.status is None or s.status is data.status])
 
     def _session_get(self, data: frames.SessionRef) -> frames.SessionDetail:
-        return self._detail(self._brain.sessions.get(self._who, data.session_id))
+        return self._detail(self._gateway.sessions.get(self._who, data.session_id))
 
     def _session_suspend(self, data: frames.SessionRef) -> frames.SessionDetail:
-        return self._detail(self._brain.lifecycle.suspend(self._who, data.session_id))
+        return self._detail(self._gateway.lifecycle.suspend(self._who, data.session_id))
 
     def _session_close(self, data: frames.SessionRef) -> frames.SessionDetail:
-        return self._detail(self._brain.lifecycle.close(self._who, data.session_id))
+        return self._detail(self._gateway.lifecycle.close(self._who, data.session_id))
 
     def _detail(self, session: Session) -> frames.SessionDetail:
-        processes = self._brain.sessions.processes(self._who, session.id)
+        processes = self._gateway.sessions.processes(self._who, session.id)
         return frames.SessionDetail(session=session.dump(),
                                     processes=[p.dump() for p in processes])
 
     # ── processes ───────────────────────────────────────────────────────
     def _process_create(self, data: frames.ProcessCreate) -> frames.ProcessReply:
         session = self._require_session()
-        process = self._brain.sessions.create_process(
+        process = self._gateway.sessions.create_process(
             self._who, session.id, data.engine, goal=data.goal, name=data.name,
             params=data.params)
         return frames.ProcessReply(process=process.dump())
 
     def _process_start(self, data: frames.ProcessRef) -> frames.ProcessReply:
         return frames.ProcessReply(
-            process=self._brain.sessions.start(self._who, data.process_id).dump())
+            process=self._gateway.sessions.start(self._who, data.process_id).dump())
 
     def _process_control(self, call: LifecycleCall,
                          data: frames.ProcessRef) -> frames.ProcessReply:
         return frames.ProcessReply(
-            process=self._brain.sessions.control(self._who, data.process_id, call).dump())
+            process=self._gateway.sessions.control(self._who, data.process_id, call).dump())
 
     def _process_status(self, data: frames.ProcessRef) -> frames.ProcessReply:
         return frames.ProcessReply(
-            process=self._brain.sessions.process(self._who, data.process_id).dump())
+            process=self._gateway.sessions.process(self._who, data.process_id).dump())
 
     def _process_list(self, data: frames.ProcessList) -> frames.ProcessesListed:
         session_id = data.session_id or self._require_session().id
-        processes = self._brain.sessions.processes(self._who, session_id)
+        processes = self._gateway.sessions.processes(self._who, session_id)
         return frames.ProcessesListed(processes=[
             p.dump() for p in processes if data.all or p.status is not ProcessStatus.CLOSED])
 
     def _process_steer(self, data: frames.ProcessSteer) -> frames.SteerAccepted:
-        message, created = self._brain.sessions.steer(
+        message, created = self._gateway.sessions.steer(
             self._who, data.target_think_process_id, data.content, data.idempotency_key,
             session_id=self._require_session().id)
         return frames.SteerAccepted(message_id=message.id, seq=message.seq, duplicate=not created)
 
     def _chat_history(self, data: frames.ChatHistory) -> frames.ChatPage:
-        lines = self._brain.sessions.chat_history(self._who, data.process_id,
+        lines = self._gateway.sessions.chat_history(self._who, data.process_id,
                                                   before_seq=data.before_seq, limit=data.limit)
         return frames.ChatPage(messages=[line.dump() for line in lines])
 
@@ -322,42 +363,44 @@ class Connection:
 
     # ── recipes (any user of the tenant manages its recipes, as in v1 of the spec) ──
     def _recipe_list(self, data: frames.RecipeList) -> frames.RecipesListed:
-        self._brain.recipe_admin.check_project(self._who.tenant_id, data.project_id)
+        self._gateway.recipe_admin.check_project(self._who.tenant_id, data.project_id)
         return frames.RecipesListed(recipes=[
-            e.describe() for e in self._brain.recipes.list(self._who.tenant_id, data.project_id)])
+            e.describe() for e in self._gateway.recipes.list(self._who.tenant_id, data.project_id)])
 
     def _recipe_write(self, write: Callable[[RecipeAdmin, str, str | None, Recipe], None],
                       data: frames.RecipeWrite) -> frames.RecipeStored:
         recipe = recipe_from_mapping(data.recipe, "recipe")
-        write(self._brain.recipe_admin, self._who.tenant_id, data.project_id, recipe)
+        write(self._gateway.recipe_admin, self._who.tenant_id, data.project_id, recipe)
         return frames.RecipeStored(project_id=data.project_id, recipe=recipe.dump())
 
     def _recipe_delete(self, data: frames.RecipeDelete) -> frames.RecipeDeleted:
-        self._brain.recipe_admin.delete(self._who.tenant_id, data.project_id, data.name)
+        self._gateway.recipe_admin.delete(self._who.tenant_id, data.project_id, data.name)
         return frames.RecipeDeleted(project_id=data.project_id, name=data.name)
 
     # ── the Inbox ───────────────────────────────────────────────────────
     def _inbox_list(self, data: frames.InboxList) -> frames.InboxListed:
-        items = self._brain.inbox.list(
+        items = self._gateway.inbox.list(
             self._who, statuses=data.status, criticalities=data.criticality, tags=data.tags,
             session_id=data.session_id, before=_parse_cursor(data.cursor),
             limit=data.limit + 1)
         page = items[:data.limit]
         cursor = f"{page[-1].created_at.isoformat()}|{page[-1].id}" \
             if len(items) > data.limit else None
-        return frames.InboxListed(items=[self._brain.inbox.view(i) for i in page],
+        return frames.InboxListed(items=[self._gateway.inbox.view(i) for i in page],
                                   next_cursor=cursor)
 
     def _item(self, item: InboxItem) -> frames.InboxItemReply:
-        return frames.InboxItemReply(item=self._brain.inbox.view(item))
+        return frames.InboxItemReply(item=self._gateway.inbox.view(item))
 
     def _follow_feed(self) -> None:
         """Count this connection as the user's (for the WebSocket notification channel) and
         pass on what is pushed into the user's feed from now on."""
         self.renew()
         feed = keys.user_feed(self._who.tenant_id, self._who.user_id)
-        self._feed = self._listener.follow(feed, self._brain.events.last_seq(feed),
-                                           self._on_feed_event)
+        after = self._gateway.events.last_seq(feed)
+        with self._lock:
+            if self.state is not ConnState.CLOSED:
+                self._feed = self._listener.follow(feed, after, self._on_feed_event)
 
     def _on_feed_event(self, event: StreamEvent) -> None:
         item = event.data["item"]
@@ -369,7 +412,7 @@ class Connection:
     # ── client tools ────────────────────────────────────────────────────
     def _client_tools_register(self, data: frames.ClientToolsRegister) -> frames.Wire:
         session = self._require_session()
-        count = self._brain.client_tools.register(
+        count = self._gateway.client_tools.register(
             session.id, self.connection_id, [t.dump() for t in data.tools])
         return frames.ClientToolsRegistered(registered=count)
 
@@ -377,53 +420,86 @@ class Connection:
         if data.tool_call_id not in self._tool_calls:
             raise NotFound(f"no tool call {data.tool_call_id!r} is waiting for this connection")
         self._tool_calls.discard(data.tool_call_id)
-        self._brain.client_tools.deliver(data.tool_call_id, data.dump())
+        self._gateway.client_tools.deliver(data.tool_call_id, data.dump())
         return frames.ToolResultAccepted()
 
     # ── events ──────────────────────────────────────────────────────────
     def _events_resume(self, data: frames.EventsResume) -> frames.EventsResumed:
         session = self._require_session()
         self._resume_after = data.last_seq
-        return frames.EventsResumed(last_seq=self._brain.events.last_seq(session.id))
+        return frames.EventsResumed(last_seq=self._gateway.events.last_seq(session.id))
 
     def _bind(self, session_id: str, last_seq: int,
               fingerprint: Fingerprint | None) -> frames.SessionBound:
-        bound = self._brain.lifecycle.bind(self._who, session_id, self.connection_id, fingerprint)
-        if self.session is not None and self.session.id != session_id:
-            self._unbind()
-        self.session = bound.session
-        self._resume_after = last_seq
-        self.state = self.state.to(ConnState.BOUND)
+        bound = self._gateway.lifecycle.bind(self._who, session_id, self.connection_id, fingerprint)
+        with self._lock:
+            if self.state is ConnState.CLOSED:
+                left: str | None = session_id  # closed meanwhile: undo this binding
+            else:
+                previous = self.session
+                left = previous.id if previous is not None and previous.id != session_id \
+                    else None
+                if left is not None and self._follow is not None:
+                    self._listener.unfollow(self._follow)
+                    self._follow = None
+                self.state = self.state.to(ConnState.BOUND)
+                self.session = bound.session
+                self._resume_after = last_seq
+        if left is not None:
+            self._leave(left)
         return frames.SessionBound(session=bound.session.dump(),
                                    chat_process_id=bound.session.chat_process_id,
-                                   last_seq=self._brain.events.last_seq(session_id),
+                                   last_seq=self._gateway.events.last_seq(session_id),
                                    context_drift=bound.context_drift)
 
-    def _unbind(self) -> None:
-        if self._follow is not None:
-            self._listener.unfollow(self._follow)
-            self._follow = None
-        session, self.session = self.session, None
-        if session is not None:
-            try:
-                self._brain.client_tools.unregister(session.id, self.connection_id)
-                self._brain.lifecycle.unbind(self._who, session.id, self.connection_id)
-            except Exception:  # the socket is gone either way; the sweeper will catch up
-                log.exception("unbinding session %s failed", session.id)
+    def _leave(self, session_id: str) -> None:
+        """Unbind a session this connection no longer holds (idempotent)."""
+        try:
+            self._gateway.client_tools.unregister(session_id, self.connection_id)
+            self._gateway.lifecycle.unbind(self._who, session_id, self.connection_id)
+        except Exception:  # the socket is gone either way; the sweeper will catch up
+            log.exception("unbinding session %s failed", session_id)
 
     def _start_events(self) -> None:
         """After the reply went out: catch up from the requested seq, then live."""
-        assert self.session is not None
-        if self._follow is not None:
-            self._listener.unfollow(self._follow)
+        with self._lock:
+            if self.state is ConnState.CLOSED:
+                return
+            session = self.session
+            if self._follow is not None:
+                self._listener.unfollow(self._follow)
+                self._follow = None
+        assert session is not None  # called only with a session bound
         after = self._resume_after
-        first = self._brain.events.missed(self.session.id, after)
+        first = self._gateway.events.missed(session.id, after)
         if first is not None:
             self.push("events-gap", frames.EventsGap(
-                session_id=self.session.id, requested_after=after, first_available=first))
+                session_id=session.id, requested_after=after, first_available=first))
             after = first - 1
-        self._live_after = self._brain.events.last_seq(self.session.id)
-        self._follow = self._listener.follow(self.session.id, after, self._on_event)
+        self._live_after = self._gateway.events.last_seq(session.id)
+        after = self._catch_up(session.id, after)
+        with self._lock:
+            if self.state is not ConnState.CLOSED:
+                self._follow = self._listener.follow(session.id, after, self._on_event)
+
+    def _catch_up(self, session_id: str, after: int) -> int:
+        """Replay the logged events after ``after`` here, at the pace of this client's
+        writer: a backlog of thousands must not reach the queue in one go, as it would
+        from the listener. Pages of a quarter of the queue, each once the queue holds at
+        most a quarter, leave half of it to live frames. Returns the last seq replayed."""
+        page = max(1, self.OUTBOUND_QUEUE_MAX // 4)
+        while events := self._gateway.events.read(session_id, after, count=page):
+            with self._lock:
+                room = self._out.wait_for_room(page, self.STALL_GRACE_SEC)
+                if self.state is ConnState.CLOSED:
+                    return after
+            if not room:
+                self._drop()
+                return after
+            for event in events:
+                self._on_event(event)
+            after = events[-1].seq
+        return after
 
     def _on_event(self, event: StreamEvent) -> None:
         if event.type is EventType.CLIENT_TOOL_REQUEST:
@@ -451,20 +527,19 @@ class Connection:
                                    data=frames.ErrorData(code=code, message=message).dump()))
 
     def _send(self, envelope: frames.Envelope) -> None:
+        """Queue a frame for the writer; never blocks. A client with ``OUTBOUND_QUEUE_MAX``
+        frames waiting cannot keep up: it is dropped and resumes from its last seq."""
         text = json.dumps(envelope.model_dump(mode="json", by_alias=True, exclude_none=True),
                           separators=(",", ":"))
-        with self._send_lock:
-            if self.state is ConnState.CLOSED:
+        with self._lock:
+            if self.state is ConnState.CLOSED or self._out.put(text):
                 return
-            try:
-                self._sock.send(text)
-            except Exception:
-                log.info("send failed; the client is gone")
-                failed = True
-            else:
-                failed = False
-        if failed:
-            self.close()
+        self._drop()
+
+    def _drop(self) -> None:
+        log.info("dropping connection %s of user %s: it does not keep up with its frames",
+                 self.connection_id, self._who.user_id)
+        self.close(TOO_SLOW, TOO_SLOW_MESSAGE)
 
 
 def _parse_cursor(cursor: str | None) -> tuple[datetime, str] | None:

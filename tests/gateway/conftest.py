@@ -2,26 +2,16 @@
 
 from __future__ import annotations
 
-import threading
-
 import pytest
-from werkzeug.serving import make_server
 
-from tests.gateway.wire import Client, echo
-from vancetope_gateway.app import create_app
+from tests.gateway.wire import Client, echo, serve_in_thread
 
 
 @pytest.fixture(scope="module")
 def served(embedded):
     """``host:port`` of the embedded brain's gateway, running until the module ends."""
-    app = create_app(embedded.brain, llm_description="test")
-    srv = make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    yield f"127.0.0.1:{srv.port}"
-    srv.shutdown()
-    thread.join(5)
-    app.extensions["vancetope.listener"].close()
+    with serve_in_thread(embedded.brain) as host:
+        yield host
 
 
 @pytest.fixture

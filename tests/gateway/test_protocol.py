@@ -7,13 +7,13 @@ import json
 
 import pytest
 
-from tests.gateway.wire import Client
+from tests.gateway.wire import Client, wait_session
 from tests.helpers import wait_for
 from vancetope_brain import keys
 from vancetope_brain.engines.arthur import WELCOME
 from vancetope_brain.events import EventType
 from vancetope_brain.identity import Principal
-from vancetope_brain.models import ProcessStatus
+from vancetope_brain.models import ProcessStatus, SessionStatus
 from vancetope_brain.store import LaneStore, SessionStore
 from vancetope_gateway.protocol import ConnState
 
@@ -189,3 +189,23 @@ def test_a_closed_connection_serves_no_frame_and_cannot_be_bound_again(emb, clie
         # session-resume left a presence entry; one that outlived this module's brain would
         # reach the next module's sweeper (the embedded Redis is per OS process).
         emb.brain.lifecycle.unbind(emb.who, sid, client.conn.connection_id)
+
+
+def test_a_close_while_binding_leaves_no_binding_and_no_follow(emb, client, monkeypatch):
+    bind = emb.brain.lifecycle.bind
+
+    def bind_then_close(*args):
+        bound = bind(*args)
+        client.conn.close()  # as the writer does, from its thread, when a send fails
+        return bound
+
+    monkeypatch.setattr(emb.brain.lifecycle, "bind", bind_then_close)
+    client.send_raw(json.dumps({"type": "session-create", "id": "c",
+                                "data": {"type": "AUTONOMOUS"}}))
+    client.thread.join(5)
+    assert client.conn.state is ConnState.CLOSED and client.conn.session is None
+    sid = emb.brain.sessions.list_sessions(emb.who)[0].id
+    assert emb.brain.presence.count(sid) == 0
+    wait_session(emb, emb.who, sid, SessionStatus.SUSPENDED)  # its onDisconnect applied
+    assert client.listener._follows == {}
+    assert not client.sock.frames(reply_to="c")

@@ -1,4 +1,5 @@
-"""Driving a real ``Connection`` without a network: a fake socket and a client on a thread.
+"""Driving a real ``Connection`` without a network: a fake socket and a client on a thread
+(and ``serve_in_thread`` for tests that want the real server).
 
 Shared by the protocol, frame and isolation tests. ``Client.ok`` checks that a
 request got its reply (same type, data valid against ``frames.REPLIES``) and
@@ -7,11 +8,16 @@ request got its reply (same type, data valid against ``frames.REPLIES``) and
 
 from __future__ import annotations
 
+import contextlib
 import json
 import queue
+import socket
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
+
+from werkzeug.serving import make_server
 
 from tests.helpers import wait_for
 from vancetope_brain.events import EventListener
@@ -19,6 +25,7 @@ from vancetope_brain.identity import Principal
 from vancetope_brain.models import ProcessStatus, SessionStatus
 from vancetope_brain.store import SessionStore
 from vancetope_gateway import frames
+from vancetope_gateway.app import create_app
 from vancetope_gateway.protocol import Connection
 
 SUCCESS, REFUSAL = "success", "refusal"
@@ -48,6 +55,9 @@ class FakeSocket:
 
     def close(self, reason: int, message: str) -> None:
         self.closed_with = (reason, message)
+
+    def abort(self) -> None:
+        self.closed_with = (1006, "aborted")
 
     def send(self, data: str) -> None:
         with self._lock:
@@ -165,3 +175,21 @@ def http_get(url: str, token: str | None = None) -> tuple[int, dict]:
     except urllib.error.HTTPError as e:
         with e:
             return e.code, json.loads(e.read())
+
+
+@contextlib.contextmanager
+def serve_in_thread(brain, send_buffer: int | None = None) -> Iterator[str]:
+    """The brain's gateway served from a thread: its ``host:port``. ``send_buffer`` caps
+    the kernel's send buffer of every accepted socket (they inherit the listener's)."""
+    app = create_app(brain, llm_description="test")
+    srv = make_server("127.0.0.1", 0, app, threaded=True)
+    if send_buffer is not None:
+        srv.socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"127.0.0.1:{srv.port}"
+    finally:
+        srv.shutdown()
+        thread.join(5)
+        app.extensions["vancetope.listener"].close()

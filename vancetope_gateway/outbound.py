@@ -1,0 +1,115 @@
+"""A connection's outbound side: a bounded queue of frames drained in order by the
+connection's own writer thread, so a client that reads slowly delays nobody but itself
+(ARCHITECTURE §5).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from vancetope_gateway.protocol import Socket
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class _Close:
+    code: int | None  # None: end without a close frame (the socket is gone or closes itself)
+    message: str
+
+
+class Outbound:
+    """The frames of one connection, sent in order by one writer thread.
+
+    ``put``, ``wait_for_room`` and ``close`` are called with ``lock`` held (the
+    Connection's, which also guards its state); ``put`` and ``close`` never block, so
+    the event listener may call them. The writer starts with the first frame and ends
+    after the close item: it sends the close frame if ``close`` got a code, then calls
+    ``on_closed``. A send that fails calls ``on_failure``, which must lead to ``close``.
+    A writer still blocked in a send ``grace`` seconds after ``close`` (its client
+    stopped reading) gets the socket aborted, which fails that send: the thread always
+    ends.
+    """
+
+    def __init__(self, sock: Socket, lock: threading.Lock, *, limit: int, grace: float,
+                 on_failure: Callable[[], None], on_closed: Callable[[], None]) -> None:
+        self._sock = sock
+        self._changed = threading.Condition(lock)  # notified when a frame is added or taken
+        self._frames: deque[str | _Close] = deque()
+        self._limit = limit
+        self._grace = grace
+        self._on_failure = on_failure
+        self._on_closed = on_closed
+        self._closed = False
+        self._writer: threading.Thread | None = None
+        self._deadline: threading.Timer | None = None
+
+    def put(self, text: str) -> bool:
+        """Queue a frame (never after ``close``); False when ``limit`` frames are waiting."""
+        if len(self._frames) >= self._limit:
+            return False
+        self._add(text)
+        return True
+
+    def wait_for_room(self, below: int, timeout: float) -> bool:
+        """Wait until at most ``below`` frames are waiting (``lock`` is released meanwhile);
+        False if that takes longer than ``timeout`` seconds."""
+        return self._changed.wait_for(
+            lambda: self._closed or len(self._frames) <= below, timeout)
+
+    def close(self, code: int | None, message: str) -> None:
+        """Replace whatever is still queued by the close item; later frames are ignored."""
+        self._closed = True
+        self._frames.clear()
+        # Armed before the close item is queued, so the writer always finds it to cancel.
+        self._deadline = threading.Timer(self._grace, self._abort)
+        self._deadline.name = "vt-writer-deadline"
+        self._deadline.daemon = True
+        self._deadline.start()
+        self._add(_Close(code, message))
+
+    def join(self) -> None:
+        """Wait for the writer to end (at most about ``grace`` seconds after ``close``)."""
+        if self._writer is not None:
+            self._writer.join()
+
+    def _add(self, item: str | _Close) -> None:
+        self._frames.append(item)
+        self._changed.notify_all()
+        if self._writer is None:
+            self._writer = threading.Thread(target=self._write, name="vt-writer", daemon=True)
+            self._writer.start()
+
+    def _take(self) -> str | _Close:
+        with self._changed:
+            self._changed.wait_for(lambda: self._frames)
+            item = self._frames.popleft()
+            self._changed.notify_all()
+            return item
+
+    def _write(self) -> None:
+        while not isinstance(item := self._take(), _Close):
+            try:
+                self._sock.send(item)
+            except Exception:
+                log.info("send failed; the client is gone")
+                self._on_failure()
+        if item.code is not None:
+            with contextlib.suppress(Exception):  # the client may be gone already
+                self._sock.close(item.code, item.message)
+        assert self._deadline is not None
+        self._deadline.cancel()
+        self._on_closed()
+
+    def _abort(self) -> None:
+        if self._writer is not None and self._writer.is_alive():
+            log.info("a closed connection's writer was still blocked after %gs; aborting",
+                     self._grace)
+            self._sock.abort()
