@@ -39,6 +39,21 @@ def test_workers_do_not_import_the_gateway():
     assert offenders == []
 
 
+def test_the_gateway_reaches_the_store_only_through_services():
+    """Persistence is wired in the brain's roots (``vancetope_brain.runtime``); the front door
+    imports no store module, so nothing in it can touch a port behind a service's back."""
+    offenders = []
+    for path in (ROOT / "vancetope_gateway").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            modules = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) else []
+            offenders += [f"{path.relative_to(ROOT)}: {m}" for m in modules
+                          if m == "vancetope_brain.store" or m.startswith("vancetope_brain.store.")
+                          or isinstance(node, ast.ImportFrom) and m == "vancetope_brain"
+                          and any(a.name == "store" for a in node.names)]
+    assert offenders == []
+
+
 def test_every_package_states_its_rule():
     for package in ("vancetope_brain", "vancetope_gateway", "workers"):
         for init in (ROOT / package).rglob("__init__.py"):

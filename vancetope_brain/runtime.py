@@ -2,7 +2,7 @@
 
 Each kind of OS process has its own composition root (ARCHITECTURE §4): the
 gateway's is ``vancetope_gateway.parts.build_gateway``, the worker's (lane turns
-and beat jobs) ``workers.parts.build_worker``. Both start from ``Core``: the
+and beat jobs) ``workers.parts.build_worker``, the admin CLI's ``Administration``. Both start from ``Core``: the
 store, Redis, stream events, the waker and the session and Inbox services —
 a gateway serves them to clients, a worker's turns and beat jobs use them.
 Only the connections differ between the embedded and the distributed shape
@@ -23,11 +23,13 @@ from vancetope_brain.config import Config
 from vancetope_brain.engines import ENGINES, EngineRegistry
 from vancetope_brain.engines.spawning import ProcessFactory
 from vancetope_brain.events import EventBus, EventType
+from vancetope_brain.identity import IdentityService
 from vancetope_brain.inbox.attachments import AttachmentStore, load_secret
 from vancetope_brain.inbox.service import InboxService
 from vancetope_brain.lanes import Waker
 from vancetope_brain.lanes.waker import Enqueue
 from vancetope_brain.notifications import NotificationDispatcher, build_dispatcher
+from vancetope_brain.recipes import RecipeAdmin
 from vancetope_brain.recipes.resolver import RecipeResolver
 from vancetope_brain.sessions import SessionService
 from vancetope_brain.sessions.lifecycle import SessionLifecycle
@@ -118,3 +120,31 @@ class Core:
 
     def close(self) -> None:
         self.store.close()
+
+
+@dataclass(frozen=True)
+class Administration:
+    """The admin CLI's composition root: what an operator changes, through services (and the
+    delivery log, which it only reads)."""
+
+    store: Backend
+    identity: IdentityService
+    settings: SettingsService
+    recipes: RecipeResolver
+    recipe_admin: RecipeAdmin
+    deliveries: DeliveryStore
+
+    @classmethod
+    def open(cls, config: Config) -> Administration:
+        store = open_store(config.store_url)
+        identity = IdentityService.on(store)
+        return cls(store, identity,
+                   SettingsService(store.port(SettingStore), store.port(IdentityStore)),
+                   RecipeResolver(store.port(RecipeStore)), RecipeAdmin.on(store),
+                   store.port(DeliveryStore))
+
+    def close(self) -> None:
+        self.store.close()
+
+
+__all__ = ["Administration", "Backend", "Core", "open_store", "redis_client"]

@@ -21,12 +21,10 @@ from vancetope_brain.errors import Conflict
 
 if TYPE_CHECKING:  # the brain loads only when an admin command runs, not for every CLI start
     from vancetope_brain.config import Config
-    from vancetope_brain.identity import IdentityService
-    from vancetope_brain.recipes import RecipeAdmin
-    from vancetope_brain.settings import SettingScope, SettingsService
-    from vancetope_brain.store import Backend
+    from vancetope_brain.runtime import Administration
+    from vancetope_brain.settings import SettingScope
 
-    _Command = Callable[[IdentityService, Backend, argparse.Namespace], None]
+    _Command = Callable[[Administration, argparse.Namespace], None]
 
 
 _DESCRIPTION = (
@@ -133,15 +131,13 @@ def add_admin_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
 
 
 def run_admin(config: Config, args: argparse.Namespace) -> int:
-    from vancetope_brain.identity import IdentityService
-    from vancetope_brain.store import IdentityStore, open_store
+    from vancetope_brain.runtime import Administration
 
-    store = open_store(config.store_url)
+    admin = Administration.open(config)
     try:
-        command = _COMMANDS[(args.admin_kind, args.admin_verb)]
-        command(IdentityService(store.port(IdentityStore)), store, args)
+        _COMMANDS[(args.admin_kind, args.admin_verb)](admin, args)
     finally:
-        store.close()
+        admin.close()
     return 0
 
 
@@ -178,82 +174,77 @@ def _create(args: argparse.Namespace, create: Callable[[], Any], exists: Callabl
     print(record.id)
 
 
-def _tenant_create(identity: IdentityService, store: Backend, args: argparse.Namespace) -> None:
-    _create(args, lambda: identity.create_tenant(args.name, args.id),
-            lambda: any(t.id == args.id for t in identity.list_tenants()),
+def _tenant_create(admin: Administration, args: argparse.Namespace) -> None:
+    _create(args, lambda: admin.identity.create_tenant(args.name, args.id),
+            lambda: any(t.id == args.id for t in admin.identity.list_tenants()),
             lambda t: f"created tenant {t.id} ({t.name}) with project default",
             f"tenant {args.id} exists")
 
 
-def _tenant_list(identity: IdentityService, store: Backend, args: argparse.Namespace) -> None:
+def _tenant_list(admin: Administration, args: argparse.Namespace) -> None:
     _table(("ID", "NAME", "CREATED"),
-           [(t.id, t.name, _when(t.created_at)) for t in identity.list_tenants()])
+           [(t.id, t.name, _when(t.created_at)) for t in admin.identity.list_tenants()])
 
 
-def _project_create(identity: IdentityService, store: Backend, args: argparse.Namespace) -> None:
-    _create(args, lambda: identity.create_project(args.tenant, args.name, args.id, args.group),
-            lambda: any(p.id == args.id for p in identity.list_projects(args.tenant)),
+def _project_create(admin: Administration, args: argparse.Namespace) -> None:
+    _create(args, lambda: admin.identity.create_project(args.tenant, args.name, args.id, args.group),
+            lambda: any(p.id == args.id for p in admin.identity.list_projects(args.tenant)),
             lambda p: f"created project {p.id} ({p.name}) in tenant {args.tenant}",
             f"project {args.id} exists in tenant {args.tenant}")
 
 
-def _project_list(identity: IdentityService, store: Backend, args: argparse.Namespace) -> None:
+def _project_list(admin: Administration, args: argparse.Namespace) -> None:
     _table(("ID", "NAME", "GROUP", "CREATED"),
            [(p.id, p.name, p.group_id or "-", _when(p.created_at))
-            for p in identity.list_projects(args.tenant)])
+            for p in admin.identity.list_projects(args.tenant)])
 
 
-def _user_create(identity: IdentityService, store: Backend, args: argparse.Namespace) -> None:
-    _create(args, lambda: identity.create_user(args.tenant, args.name, args.id),
-            lambda: any(u.id == args.id for u in identity.list_users(args.tenant)),
+def _user_create(admin: Administration, args: argparse.Namespace) -> None:
+    _create(args, lambda: admin.identity.create_user(args.tenant, args.name, args.id),
+            lambda: any(u.id == args.id for u in admin.identity.list_users(args.tenant)),
             lambda u: f"created user {u.id} ({u.name}) in tenant {args.tenant}",
             f"user {args.id} exists in tenant {args.tenant}")
 
 
-def _user_list(identity: IdentityService, store: Backend, args: argparse.Namespace) -> None:
+def _user_list(admin: Administration, args: argparse.Namespace) -> None:
     _table(("ID", "NAME", "CREATED"),
-           [(u.id, u.name, _when(u.created_at)) for u in identity.list_users(args.tenant)])
+           [(u.id, u.name, _when(u.created_at)) for u in admin.identity.list_users(args.tenant)])
 
 
-def _token_create(identity: IdentityService, store: Backend, args: argparse.Namespace) -> None:
-    token, secret = identity.create_token(args.tenant, args.user, args.label)
+def _token_create(admin: Administration, args: argparse.Namespace) -> None:
+    token, secret = admin.identity.create_token(args.tenant, args.user, args.label)
     print(secret, flush=True)
     _note(args, f"token id: {token.id} (user {args.user}, tenant {args.tenant}). The secret above "
                 "is shown only now. Revoke with: vancetope admin token revoke "
                 f"--tenant {args.tenant} {token.id}")
 
 
-def _token_list(identity: IdentityService, store: Backend, args: argparse.Namespace) -> None:
+def _token_list(admin: Administration, args: argparse.Namespace) -> None:
     _table(("ID", "LABEL", "CREATED", "REVOKED"),
            [(t.id, t.label or "-", _when(t.created_at), "yes" if t.revoked else "no")
-            for t in identity.list_tokens(args.tenant, args.user)])
+            for t in admin.identity.list_tokens(args.tenant, args.user)])
 
 
-def _token_revoke(identity: IdentityService, store: Backend, args: argparse.Namespace) -> None:
-    identity.revoke_token(args.tenant, args.token_id)
+def _token_revoke(admin: Administration, args: argparse.Namespace) -> None:
+    admin.identity.revoke_token(args.tenant, args.token_id)
     _note(args, f"revoked token {args.token_id}")
 
 
-def _delivery_list(identity: IdentityService, store: Backend, args: argparse.Namespace) -> None:
-    from vancetope_brain.store import DeliveryStore
-
-    identity.require_tenant(args.tenant)
+def _delivery_list(admin: Administration, args: argparse.Namespace) -> None:
+    admin.identity.require_tenant(args.tenant)
     _table(("ID", "ITEM", "USER", "CHANNEL", "STATUS", "CREATED", "REASON"),
            [(d.id, d.item_id, d.user_id, d.channel, d.status.value, _when(d.created_at),
              d.reason or "-")
-            for d in store.port(DeliveryStore).list_deliveries(args.tenant, item_id=args.item,
+            for d in admin.deliveries.list_deliveries(args.tenant, item_id=args.item,
                                                                user_id=args.user)])
 
 
-def _recipe_list(identity: IdentityService, store: Backend, args: argparse.Namespace) -> None:
-    from vancetope_brain.recipes import RecipeResolver
-    from vancetope_brain.store import RecipeStore
-
-    identity.require_tenant(args.tenant)
+def _recipe_list(admin: Administration, args: argparse.Namespace) -> None:
+    admin.identity.require_tenant(args.tenant)
     _table(("NAME", "ENGINE", "CATEGORY", "SOURCE", "DESCRIPTION"),
            [(e.recipe.name, e.recipe.engine, e.recipe.category.value, e.source.value,
              _short(e.recipe.description))
-            for e in RecipeResolver(store.port(RecipeStore)).list(args.tenant, args.project)])
+            for e in admin.recipes.list(args.tenant, args.project)])
 
 
 def _short(text: str, limit: int = 60) -> str:
@@ -261,51 +252,36 @@ def _short(text: str, limit: int = 60) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-def _recipe_show(identity: IdentityService, store: Backend, args: argparse.Namespace) -> None:
-    from vancetope_brain.recipes import RecipeResolver, dump_recipe
-    from vancetope_brain.store import RecipeStore
+def _recipe_show(admin: Administration, args: argparse.Namespace) -> None:
+    from vancetope_brain.recipes import dump_recipe
 
-    identity.require_tenant(args.tenant)
-    entry = RecipeResolver(store.port(RecipeStore)).get(args.tenant, args.project, args.name)
+    admin.identity.require_tenant(args.tenant)
+    entry = admin.recipes.get(args.tenant, args.project, args.name)
     print(dump_recipe(entry.recipe), end="")
     hidden = f" (overrides {', '.join(s.value for s in entry.shadows)})" if entry.shadows else ""
     _note(args, f"source: {entry.source.value}{hidden}")
 
 
-def _recipe_put(identity: IdentityService, store: Backend, args: argparse.Namespace) -> None:
+def _recipe_put(admin: Administration, args: argparse.Namespace) -> None:
     from vancetope_brain.errors import InvalidInput
     from vancetope_brain.recipes import parse_recipe
 
-    identity.require_tenant(args.tenant)
+    admin.identity.require_tenant(args.tenant)
     try:
         text = args.file.read_text(encoding="utf-8")
     except OSError as e:
         raise InvalidInput(f"cannot read {args.file}: {e.strerror}") from e
     recipe = parse_recipe(text, str(args.file))
-    created = _recipe_admin(store).put(args.tenant, args.project, recipe)
+    created = admin.recipe_admin.put(args.tenant, args.project, recipe)
     _note(args, f"{'created' if created else 'replaced'} recipe {recipe.name} "
                 f"(engine {recipe.engine}) in {_level(args)}")
     print(recipe.name)
 
 
-def _recipe_delete(identity: IdentityService, store: Backend, args: argparse.Namespace) -> None:
-    identity.require_tenant(args.tenant)
-    _recipe_admin(store).delete(args.tenant, args.project, args.name)
+def _recipe_delete(admin: Administration, args: argparse.Namespace) -> None:
+    admin.identity.require_tenant(args.tenant)
+    admin.recipe_admin.delete(args.tenant, args.project, args.name)
     _note(args, f"deleted recipe {args.name} from {_level(args)}")
-
-
-def _recipe_admin(store: Backend) -> RecipeAdmin:
-    from vancetope_brain.recipes import RecipeAdmin
-    from vancetope_brain.store import IdentityStore, RecipeStore
-
-    return RecipeAdmin(store.port(RecipeStore), store.port(IdentityStore))
-
-
-def _settings(store: Backend) -> SettingsService:
-    from vancetope_brain.settings import SettingsService
-    from vancetope_brain.store import IdentityStore, SettingStore
-
-    return SettingsService(store.port(SettingStore), store.port(IdentityStore))
 
 
 def _level(args: argparse.Namespace) -> str:
@@ -333,35 +309,35 @@ def _source(scope: SettingScope | None) -> str:
     return "default" if scope is None else str(scope)
 
 
-def _setting_get(identity: IdentityService, store: Backend, args: argparse.Namespace) -> None:
-    identity.require_tenant(args.tenant)
-    value, scope = _settings(store).resolve_with_source(args.tenant, args.project,
+def _setting_get(admin: Administration, args: argparse.Namespace) -> None:
+    admin.identity.require_tenant(args.tenant)
+    value, scope = admin.settings.resolve_with_source(args.tenant, args.project,
                                                               args.user, args.key)
     if value is not None:
         print(_shown(value))
     _note(args, f"{args.key}: from {_source(scope)}" + (" (unset)" if value is None else ""))
 
 
-def _setting_list(identity: IdentityService, store: Backend, args: argparse.Namespace) -> None:
-    identity.require_tenant(args.tenant)
-    effective = _settings(store).effective(args.tenant, args.project, args.user)
+def _setting_list(admin: Administration, args: argparse.Namespace) -> None:
+    admin.identity.require_tenant(args.tenant)
+    effective = admin.settings.effective(args.tenant, args.project, args.user)
     _table(("KEY", "VALUE", "SOURCE"),
            [(key, _shown(value), _source(scope).replace(" ", ":"))
             for key, (value, scope) in effective.items()])
 
 
-def _setting_set(identity: IdentityService, store: Backend, args: argparse.Namespace) -> None:
+def _setting_set(admin: Administration, args: argparse.Namespace) -> None:
     from vancetope_brain.settings import setting_key
 
-    identity.require_tenant(args.tenant)
-    value = _settings(store).set(args.tenant, _scope(args), args.key,
+    admin.identity.require_tenant(args.tenant)
+    value = admin.settings.set(args.tenant, _scope(args), args.key,
                                        setting_key(args.key).parse(args.value))
     _note(args, f"set {args.key} = {_shown(value)} for {_level(args)}")
 
 
-def _setting_unset(identity: IdentityService, store: Backend, args: argparse.Namespace) -> None:
-    identity.require_tenant(args.tenant)
-    _settings(store).unset(args.tenant, _scope(args), args.key)
+def _setting_unset(admin: Administration, args: argparse.Namespace) -> None:
+    admin.identity.require_tenant(args.tenant)
+    admin.settings.unset(args.tenant, _scope(args), args.key)
     _note(args, f"unset {args.key} for {_level(args)}")
 
 

@@ -84,9 +84,8 @@ def _setup_logging(config: Config) -> None:
 def _serve(config: Config) -> int:
     from werkzeug.serving import make_server
 
-    from vancetope_brain.identity import bootstrap_local
     from vancetope_brain.llm.factory import describe
-    from vancetope_brain.store import IdentityStore, open_store
+    from vancetope_brain.runtime import open_store
     from vancetope_gateway.app import create_app
     from vancetope_gateway.parts import build_gateway
     from workers.celery_app import create_celery, enqueue_on
@@ -98,8 +97,7 @@ def _serve(config: Config) -> int:
     store = open_store(config.store_url)
     celery = create_celery(config, store=store)
     gateway = build_gateway(config, enqueue_on(celery), store=store)
-    _, created = bootstrap_local(gateway.identity, store.port(IdentityStore),
-                                 config.data_dir / "token")
+    _, created = gateway.identity.bootstrap_local(config.data_dir / "token")
     worker = EmbeddedWorker(celery, concurrency=config.worker_concurrency)
     worker.start()
     app = create_app(gateway, llm_description=describe(config))

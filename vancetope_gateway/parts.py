@@ -13,8 +13,7 @@ from vancetope_brain.config import Config
 from vancetope_brain.identity import IdentityService
 from vancetope_brain.lanes.waker import Enqueue
 from vancetope_brain.recipes import RecipeAdmin
-from vancetope_brain.runtime import Core
-from vancetope_brain.store import Backend, IdentityStore, RecipeStore
+from vancetope_brain.runtime import Backend, Core
 from vancetope_brain.tools.client import ClientToolBridge
 
 
@@ -27,8 +26,6 @@ class Gateway(Core):
 
 def build_gateway(config: Config, enqueue: Enqueue, *, store: Backend | None = None) -> Gateway:
     core = Core.parts(config, enqueue, store=store)
-    store = core["store"]
-    identity = store.port(IdentityStore)
-    return Gateway(**core, identity=IdentityService(identity),
-                   recipe_admin=RecipeAdmin(store.port(RecipeStore), identity),
+    return Gateway(**core, identity=IdentityService.on(core["store"]),
+                   recipe_admin=RecipeAdmin.on(core["store"]),
                    client_tools=ClientToolBridge(core["redis"], core["events"]))

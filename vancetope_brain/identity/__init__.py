@@ -8,7 +8,6 @@ from vancetope_brain.identity.service import (
     DEFAULT_PROJECT,
     IdentityService,
     Principal,
-    bootstrap_local,
 )
 
-__all__ = ["DEFAULT_PROJECT", "IdentityService", "Principal", "bootstrap_local"]
+__all__ = ["DEFAULT_PROJECT", "IdentityService", "Principal"]

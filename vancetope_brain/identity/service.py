@@ -16,7 +16,7 @@ from typing import TypeVar
 
 from vancetope_brain.errors import Conflict, InvalidInput, NotFound, Unauthorized
 from vancetope_brain.models import ApiToken, Project, Tenant, User, new_id
-from vancetope_brain.store import IdentityStore
+from vancetope_brain.store import Backend, IdentityStore
 
 R = TypeVar("R")
 
@@ -66,6 +66,10 @@ class IdentityService:
 
     def __init__(self, store: IdentityStore) -> None:
         self._store = store
+
+    @classmethod
+    def on(cls, store: Backend) -> IdentityService:
+        return cls(store.port(IdentityStore))
 
     # ── tenants and projects ──────────────────────────────────────────────
     def create_tenant(self, name: str, tenant_id: str | None = None) -> Tenant:
@@ -158,41 +162,41 @@ class IdentityService:
             raise Unauthorized("unknown or revoked token")
         return Principal(token.tenant_id, token.user_id)
 
+    # ── the embedded server ──────────────────────────────────────────────
+    def bootstrap_local(self, token_file: Path) -> tuple[str, bool]:
+        """The embedded server's own user: reuse the token in ``token_file`` if it still works,
+        else create tenant and user ``local`` (once) and a new token, written with mode 0600.
+
+        Also gives a ``local`` tenant made before projects existed its ``default`` project.
+        Returns (secret, created) — like Jupyter, the server prints how to connect.
+        """
+        try:
+            self._store.get_user(LOCAL_TENANT, LOCAL_USER)
+        except NotFound:
+            with contextlib.suppress(Conflict):
+                self.create_tenant("local", LOCAL_TENANT)
+            self.create_user(LOCAL_TENANT, "local", LOCAL_USER)
+        try:
+            self._store.get_project(LOCAL_TENANT, DEFAULT_PROJECT)
+        except NotFound:
+            self.create_project(LOCAL_TENANT, DEFAULT_PROJECT, DEFAULT_PROJECT)
+        if token_file.exists():
+            secret = token_file.read_text().strip()
+            try:
+                self.authenticate(secret)
+                return secret, False
+            except Unauthorized:
+                pass
+        secret = self.issue_token(LOCAL_TENANT, LOCAL_USER, label="vancetope serve")
+        token_file.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secret + "\n")
+        return secret, True
+
 
 LOCAL_TENANT = "local"
 LOCAL_USER = "local"
-
-
-def bootstrap_local(identity: IdentityService, store: IdentityStore, token_file: Path) -> tuple[str, bool]:
-    """The embedded server's own user: reuse the token in ``token_file`` if it still works,
-    else create tenant and user ``local`` (once) and a new token, written with mode 0600.
-
-    Also gives a ``local`` tenant made before projects existed its ``default`` project.
-    Returns (secret, created) — like Jupyter, the server prints how to connect.
-    """
-    try:
-        store.get_user(LOCAL_TENANT, LOCAL_USER)
-    except NotFound:
-        with contextlib.suppress(Conflict):
-            identity.create_tenant("local", LOCAL_TENANT)
-        identity.create_user(LOCAL_TENANT, "local", LOCAL_USER)
-    try:
-        store.get_project(LOCAL_TENANT, DEFAULT_PROJECT)
-    except NotFound:
-        identity.create_project(LOCAL_TENANT, DEFAULT_PROJECT, DEFAULT_PROJECT)
-    if token_file.exists():
-        secret = token_file.read_text().strip()
-        try:
-            identity.authenticate(secret)
-            return secret, False
-        except Unauthorized:
-            pass
-    secret = identity.issue_token(LOCAL_TENANT, LOCAL_USER, label="vancetope serve")
-    token_file.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(secret + "\n")
-    return secret, True
 
 
 def _insert(create: Callable[[R], None], record: R, taken: str) -> None:

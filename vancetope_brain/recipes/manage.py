@@ -13,7 +13,7 @@ from vancetope_brain.errors import NotFound
 from vancetope_brain.recipes.model import Recipe
 
 if TYPE_CHECKING:
-    from vancetope_brain.store import IdentityStore, RecipeStore
+    from vancetope_brain.store import Backend, IdentityStore, RecipeStore
 
 
 class RecipeAdmin:
@@ -22,6 +22,12 @@ class RecipeAdmin:
     def __init__(self, store: RecipeStore, identity: IdentityStore) -> None:
         self._store = store
         self._identity = identity
+
+    @classmethod
+    def on(cls, store: Backend) -> RecipeAdmin:
+        from vancetope_brain.store import IdentityStore, RecipeStore
+
+        return cls(store.port(RecipeStore), store.port(IdentityStore))
 
     def create(self, tenant_id: str, project_id: str | None, recipe: Recipe) -> None:
         """Raises ``Conflict`` if a recipe of that name exists at this level."""
