@@ -115,7 +115,7 @@ class Connection:
 
     def __init__(self, sock: Socket, principal: Principal, gateway: Gateway,
                  listener: EventListener, *, llm: str, max_frame_bytes: int,
-                 notify_mode: str = "all") -> None:
+                 notify_mode: frames.NotifyMode = "all") -> None:
         self.connection_id = uuid.uuid4().hex
         self._sock = sock
         self._who = principal

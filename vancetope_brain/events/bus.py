@@ -53,7 +53,8 @@ class EventBus:
 
     def read(self, session_id: str, after_seq: int, count: int = 1000) -> list[StreamEvent]:
         """Events with seq > ``after_seq``, in order (at most ``count``)."""
-        rows = self._redis.xrange(keys.events(session_id), min=f"({after_seq}-0", count=count)
+        rows: _Rows = self._redis.xrange(  # type: ignore[assignment]
+            keys.events(session_id), min=f"({after_seq}-0", count=count)
         return [_decode(session_id, sid, fields) for sid, fields in rows]
 
     def missed(self, session_id: str, after_seq: int) -> int | None:
@@ -63,7 +64,8 @@ class EventBus:
         log was trimmed; a client holding a seq from before the first kept one
         (trimmed, or from a log Redis lost) did.
         """
-        rows = self._redis.xrange(keys.events(session_id), count=1)
+        rows: _Rows = self._redis.xrange(  # type: ignore[assignment]
+            keys.events(session_id), count=1)
         if not rows:
             return None
         first = _seq(rows[0][0])
@@ -82,9 +84,12 @@ def _seq(stream_id: bytes | str) -> int:
     return int(raw.split("-", 1)[0])
 
 
+_Rows = list[tuple[bytes, dict[bytes, bytes]]]
+"""What redis-py returns for XRANGE, and per stream for XREAD (``decode_responses`` off)."""
+
+
 def _decode(session_id: str, stream_id: bytes | str, fields: dict[Any, Any]) -> StreamEvent:
-    raw = fields.get(b"e") or fields.get("e")
-    body = json.loads(raw)
+    body = json.loads(fields[b"e"] if b"e" in fields else fields["e"])
     return StreamEvent(seq=_seq(stream_id), session_id=session_id, process_id=body["processId"],
                        type=EventType(body["type"]), data=body["data"], at=body["at"])
 
@@ -134,7 +139,7 @@ class EventListener:
             if not follows:
                 self._stop.wait(self._block_ms / 1000)
                 continue
-            streams: dict[str, str] = {}
+            streams: dict[Any, Any] = {}
             for _, (session_id, last, _) in follows:
                 key = keys.events(session_id)
                 seq = last[0]
@@ -142,13 +147,14 @@ class EventListener:
                 if key not in streams or _seq(streams[key]) > seq:
                     streams[key] = f"{seq}-0"
             try:
-                result = self._redis.xread(streams, block=self._block_ms, count=500)
+                result: list[tuple[bytes, _Rows]] | None = self._redis.xread(  # type: ignore[assignment]
+                    streams, block=self._block_ms, count=500)
             except redis.RedisError:
                 log.exception("event listener: Redis read failed; retrying")
                 self._stop.wait(0.5)
                 continue
-            for key, rows in result or []:
-                key = key.decode() if isinstance(key, bytes) else key
+            for raw_key, rows in result or []:
+                key = raw_key.decode() if isinstance(raw_key, bytes) else raw_key
                 session_id = key.removeprefix(keys.events(""))
                 events = [_decode(session_id, sid, fields) for sid, fields in rows]
                 self._dispatch(session_id, _seq(streams[key]), events)
