@@ -97,6 +97,7 @@ def _serve(config: Config) -> int:
     store = open_store(config.store_url)
     celery = create_celery(config, store=store)
     gateway = build_gateway(config, enqueue_on(celery), store=store)
+    worker_parts = celery.vancetope_worker()  # built now, not by the first lane turn
     _, created = gateway.identity.bootstrap_local(config.data_dir / "token")
     worker = EmbeddedWorker(celery, concurrency=config.worker_concurrency)
     worker.start()
@@ -120,7 +121,7 @@ def _serve(config: Config) -> int:
         server.serve_forever()
     finally:
         worker.stop()
-        celery.vancetope_worker().close()
+        worker_parts.close()
         store.close()
     print("Vancetope stopped.", flush=True)
     return 0

@@ -38,6 +38,7 @@ from pathlib import Path
 
 from celery import signals
 
+import workers.parts  # noqa: F401 - loaded at start, as workers.main does
 from vancetope_brain.config import Config
 from vancetope_brain.llm import ChatModel, LlmMessage, LlmResponse, TokenSink, ToolCall, ToolSpec
 from vancetope_brain.llm.demo import split_words
