@@ -163,8 +163,8 @@ def run_chat(config: Config, *, url: str | None, token: str | None, session_id: 
                 except VancetopeError as e:
                     print(f"({e})", file=out, flush=True)
                 continue
-            client.request("process-steer", targetThinkProcessId=chat_pid, content=line)
-            tracker.waiting = True
+            steered = client.request("process-steer", targetThinkProcessId=chat_pid, content=line)
+            tracker.expect_answer(steered["messageId"])
             if not tracker.pump(client.events, REPLY_TIMEOUT):
                 print("(connection closed)", file=out)
                 return 1
@@ -187,6 +187,13 @@ class _Printer:
         self.streaming = False  # the cursor is in the middle of a streamed line
         self.streamed = False   # the next assistant line was already shown as tokens
         self.waiting = False
+        self.question: str | None = None  # the user's message that ``pump`` waits to see answered
+        self.asked = False                # its own line came: the next assistant line answers it
+
+    def expect_answer(self, message_id: str) -> None:
+        """Make ``pump`` wait for the answer to the user's message ``message_id``: an error
+        line, or an assistant line after that message's own (not, say, a late welcome)."""
+        self.question, self.asked, self.waiting = message_id, False, True
 
     def pump(self, events: queue.Queue[dict[str, Any]], timeout: float) -> bool:
         while self.waiting:
@@ -235,6 +242,7 @@ class _Printer:
                 return
             self.printed_chat_seq = line["seq"]
             if line["role"] == "user" and live:
+                self.asked = self.asked or line.get("sourceMessageId") == self.question
                 return  # the user just typed it
             if self.streaming:  # end the streamed line before anything else is printed
                 self.out.write("\n")
@@ -243,7 +251,7 @@ class _Printer:
                 self.streamed = False  # already shown token by token
             else:
                 _print_line(self.out, line)
-            if line["role"] in ("assistant", "error"):
+            if line["role"] == "error" or (line["role"] == "assistant" and self.asked):
                 self.waiting = False
 
 

@@ -61,20 +61,36 @@ def test_items_are_shown_listed_answered_and_dismissed(emb, terminal):
     assert "/answer ITEM VALUE" in out.getvalue()
 
 
+def _event(seq: int, type_: str, data: dict) -> dict:
+    return {"type": "event", "data": {"seq": seq, "processId": "proc_1", "type": type_,
+                                      "data": data}}
+
+
 def test_a_streamed_answer_after_a_tool_line_is_printed_once():
     out = io.StringIO()
     printer = _Printer(out, "proc_1", 0, 0)
-
-    def event(seq: int, type_: str, data: dict) -> dict:
-        return {"type": "event", "data": {"seq": seq, "processId": "proc_1", "type": type_,
-                                          "data": data}}
-
-    printer.waiting = True
-    for frame in (event(1, "token", {"text": "Started "}), event(2, "token", {"text": "w."}),
-                  event(3, "chat-message", {"seq": 5, "role": "tool",
-                                            "content": "process_create(…) → success"}),
-                  event(4, "chat-message", {"seq": 6, "role": "assistant",
-                                            "content": "Started w."})):
+    printer.expect_answer("msg_1")
+    for frame in (_event(1, "token", {"text": "Started "}), _event(2, "token", {"text": "w."}),
+                  _event(3, "chat-message", {"seq": 4, "role": "user", "content": "start w",
+                                             "sourceMessageId": "msg_1"}),
+                  _event(4, "chat-message", {"seq": 5, "role": "tool",
+                                             "content": "process_create(…) → success"}),
+                  _event(5, "chat-message", {"seq": 6, "role": "assistant",
+                                             "content": "Started w."})):
         printer.handle(frame)
     assert out.getvalue() == "assistant> Started w.\ntool> process_create(…) → success\n"
+    assert not printer.waiting
+
+
+def test_a_welcome_committed_after_the_users_message_was_sent_is_not_its_answer():
+    out = io.StringIO()
+    printer = _Printer(out, "proc_1", 0, 0)
+    printer.expect_answer("msg_1")
+    printer.handle(_event(1, "chat-message", {"seq": 1, "role": "assistant", "content": "Hi."}))
+    assert printer.waiting
+    printer.handle(_event(2, "chat-message", {"seq": 2, "role": "user", "content": "hello",
+                                              "sourceMessageId": "msg_1"}))
+    printer.handle(_event(3, "chat-message", {"seq": 3, "role": "assistant",
+                                              "content": "echo: hello"}))
+    assert out.getvalue() == "assistant> Hi.\nassistant> echo: hello\n"
     assert not printer.waiting
