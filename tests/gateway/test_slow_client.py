@@ -22,8 +22,9 @@ from vancetope_brain.events import EventType
 from vancetope_brain.models import SessionStatus
 from vancetope_gateway.protocol import Connection
 
-INTERVAL = 0.1  # between two publishes into each session; the bound on the healthy delay
-EVENTS = 200
+EVENTS = 200     # published into the stalled client's session
+TICKS = 40       # each tick publishes EVENTS / TICKS events there and one to the healthy client
+INTERVAL = 0.25  # between two ticks: the healthy client's event interval, and its delay bound
 QUEUE_MAX = 20   # so that EVENTS overflow the queue behind the (capped) socket buffers
 
 
@@ -123,9 +124,9 @@ def test_a_stalled_client_delays_no_other_session_and_resumes_after_its_drop(
         received: list[tuple[int, float]] = []
 
         def receive_healthy() -> None:
-            while len(received) < EVENTS:
+            while len(received) < TICKS:
                 try:
-                    raw = healthy.receive(timeout=INTERVAL * EVENTS)
+                    raw = healthy.receive(timeout=INTERVAL * TICKS)
                 except ConnectionClosed:
                     return
                 if raw is None:
@@ -140,13 +141,14 @@ def test_a_stalled_client_delays_no_other_session_and_resumes_after_its_drop(
         published: list[tuple[int, float]] = []
         stalled_seqs: list[int] = []
         start = time.monotonic()
-        for i in range(EVENTS):
-            time.sleep(max(0.0, start + i * INTERVAL - time.monotonic()))
-            stalled_seqs.append(brain.events.publish(stalled_sid, "proc_t", EventType.TOKEN,
-                                                     {"text": str(i)}))
+        for tick in range(TICKS):
+            time.sleep(max(0.0, start + tick * INTERVAL - time.monotonic()))
+            for _ in range(EVENTS // TICKS):
+                stalled_seqs.append(brain.events.publish(
+                    stalled_sid, "proc_t", EventType.TOKEN, {"text": str(len(stalled_seqs))}))
             at = time.monotonic()
             published.append((brain.events.publish(healthy_sid, "proc_t", EventType.TOKEN,
-                                                   {"text": str(i)}), at))
+                                                   {"text": str(tick)}), at))
         reader.join(INTERVAL * 20)
 
         assert [seq for seq, _ in received] == [seq for seq, _ in published]

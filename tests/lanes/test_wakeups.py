@@ -1,4 +1,5 @@
-"""No lost wake-up without the sweeper: a message that arrives while its lane is busy."""
+"""No lost wake-up without the sweeper: a message that arrives while its lane is busy, or
+while its process holds messages (PAUSED) as the turn that resumes it begins."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import pytest
 from tests.conftest import Embedded
 from tests.helpers import wait_for
 from vancetope_brain import keys
+from vancetope_brain.engines.lifecycle import LifecycleCall
 from vancetope_brain.llm.testing import FunctionModel
-from vancetope_brain.models import ProcessStatus
+from vancetope_brain.models import ProcessStatus, ThinkProcess
 from vancetope_brain.store import LaneStore
 
 
@@ -49,3 +51,28 @@ def test_a_message_sent_during_a_turn_gets_a_turn_of_its_own(without_beat: Embed
                          emb.brain.store.port(LaneStore).chat_history("acme", pid)),
              timeout=20, what="the reply to the message sent during the turn")
     assert not emb.brain.redis.exists(keys.recheck(pid))
+
+
+def test_a_message_queued_while_paused_as_the_resume_turn_starts_is_not_stranded(
+        without_beat: Embedded, monkeypatch: pytest.MonkeyPatch) -> None:
+    emb = without_beat
+    emb.model = FunctionModel(lambda messages, tools: f"re: {messages[-1].content}")
+    pid = emb.brain.sessions.create_interactive(emb.who).chat_process_id
+    assert pid is not None
+    wait_for(lambda: emb.brain.sessions.process(emb.who, pid).status is ProcessStatus.IDLE)
+    emb.brain.sessions.control(emb.who, pid, LifecycleCall.PAUSE)
+    wait_for(lambda: emb.brain.sessions.process(emb.who, pid).status is ProcessStatus.PAUSED)
+    lanes = emb.worker_parts.runner._lanes
+    acquire = lanes.acquire_epoch
+
+    def steer_first(tenant_id: str, process_id: str) -> ThinkProcess:
+        # After the resume turn read the inbox: queued without a wake, the process is PAUSED.
+        monkeypatch.setattr(lanes, "acquire_epoch", acquire)
+        emb.brain.sessions.steer(emb.who, pid, "late")
+        return acquire(tenant_id, process_id)
+
+    monkeypatch.setattr(lanes, "acquire_epoch", steer_first)
+    emb.brain.sessions.control(emb.who, pid, LifecycleCall.RESUME)
+    wait_for(lambda: any(line.content == "re: late" for line in
+                         emb.brain.store.port(LaneStore).chat_history("acme", pid)),
+             timeout=20, what="the reply to the message queued while the resume began")

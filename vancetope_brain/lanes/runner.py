@@ -73,15 +73,17 @@ class LaneRunner:
         if lease is None:
             return TurnOutcome.BUSY
         status: ProcessStatus | None = None
-        again = False
+        again = look = False
         try:
-            outcome, status, again = self._turn(tenant_id, process_id, lease)
+            outcome, status, again, look = self._turn(tenant_id, process_id, lease)
         finally:
             # No lost wake-up: a task that found the lease taken while we held it asked
-            # for a re-check (``LeaseKeeper``); everything else arrived before our reads.
+            # for a re-check (``LeaseKeeper``); a sender that found the process holding
+            # its messages (PAUSED, SUSPENDED) woke nothing, so a turn that ends that
+            # looks too (``look``); everything else arrived before our reads.
             asked = self._leases.release(lease)
-        if status is not None and (again or asked and self._needs_turn(tenant_id, process_id,
-                                                                         status)):
+        if status is not None and (again or (asked or look)
+                                   and self._needs_turn(tenant_id, process_id, status)):
             self._waker.wake(tenant_id, process_id)
         return outcome
 
@@ -93,23 +95,25 @@ class LaneRunner:
             self._processes.get_process(tenant_id, process_id).pending_control is not None
 
     def _turn(self, tenant_id: str, process_id: str,
-              lease: Lease) -> tuple[TurnOutcome, ProcessStatus | None, bool]:
-        """Run the turn; returns its outcome, the status after it, and whether the lane needs
-        another turn at once (a reset, or messages this turn left pending)."""
+              lease: Lease) -> tuple[TurnOutcome, ProcessStatus | None, bool, bool]:
+        """Run the turn; returns its outcome, the status after it, whether the lane needs
+        another turn at once (a reset, or messages this turn left pending), and whether it
+        must look at the inbox again (it took the process out of a status that holds
+        messages, whose senders therefore woke nothing)."""
         try:
             current = self._processes.get_process(tenant_id, process_id)
         except NotFound:
-            return TurnOutcome.GONE, None, False
+            return TurnOutcome.GONE, None, False, False
         if current.status is ProcessStatus.CLOSED or \
                 current.pending_control is None and not current.status.wakes_on_message:
-            return TurnOutcome.HELD, current.status, False
+            return TurnOutcome.HELD, current.status, False, False
         # Read once, before the epoch: a message appended after this read wakes the lane,
         # and its task's re-check request reaches us on release. (If a fenced-out worker
         # drains one of these meanwhile, our commit is refused: nothing is doubled.)
         pending = self._lanes.pending_messages(tenant_id, process_id, limit=PENDING_PER_TURN)
         if current.pending_control is None and current.status is not ProcessStatus.INIT \
                 and not pending:
-            return TurnOutcome.NOTHING, current.status, False
+            return TurnOutcome.NOTHING, current.status, False, False
         started = utcnow()
         process = self._lanes.acquire_epoch(tenant_id, process_id)
         before = process.status
@@ -125,7 +129,7 @@ class LaneRunner:
             status, reason = self._call_engine(engine, process, context, call)
         except Fenced:
             log.warning("turn of %s (epoch %s) fenced; writing nothing", process_id, process.epoch)
-            return TurnOutcome.FENCED, None, False
+            return TurnOutcome.FENCED, None, False, False
         except Exception as e:
             log.exception("engine %s failed in %s of %s", process.engine, lifecycle, process_id)
             error = f"{type(e).__name__}: {e}"
@@ -153,7 +157,7 @@ class LaneRunner:
             self._lanes.commit_turn(tenant_id, process_id, process.epoch, commit)
         if written is None:
             log.warning("commit of %s (epoch %s) fenced; nothing written", process_id, process.epoch)
-            return TurnOutcome.FENCED, None, False
+            return TurnOutcome.FENCED, None, False, False
         for line in written:
             self._events.publish(process.session_id, process_id, EventType.CHAT_MESSAGE,
                                  line.dump())
@@ -164,7 +168,8 @@ class LaneRunner:
                                  {"from": shown_before.value, "to": status.value})
         left = status.wakes_on_message and (len(turn.drained) < len(pending)
                                             or len(pending) == PENDING_PER_TURN)
-        return TurnOutcome.COMMITTED, status, status is ProcessStatus.INIT or left
+        return TurnOutcome.COMMITTED, status, status is ProcessStatus.INIT or left, \
+            not current.status.wakes_on_message and status.wakes_on_message
 
     def _awaits_user(self, process: ThinkProcess, status: ProcessStatus,
                      reason: CloseReason | None) -> bool:
