@@ -143,6 +143,12 @@ class LlmError(RuntimeFailure):
     code = "llm_error"
 
 
+class StructuredOutputError(LlmError):
+    """Raised when a model's structured output fails its schema again after one repair."""
+
+    code = "structured_output"
+
+
 class Signal(VancetopeError):  # noqa: N818 - a signal, not an error
     """Base of control-flow exceptions; never reported to a user."""
 

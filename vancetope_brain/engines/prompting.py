@@ -58,8 +58,8 @@ def event_text(message: SteerMessage) -> str:
             return f'<external-command name="{command}">{json.dumps(params)}</external-command>'
         case InboxAnswer(inbox_item_id=item, item_type=kind, title=title, answer=answer):
             body = "dismissed by the user without an answer" if answer is None \
-                else json.dumps(answer)
-            return (f'<inbox-answer itemId="{item}" type="{kind}" title={json.dumps(title)}>'
+                else json.dumps(answer.dump())
+            return (f'<inbox-answer itemId="{item}" type="{kind.value}" title={json.dumps(title)}>'
                     f"{body}</inbox-answer>")
         case ToolResult(tool_call_id=call, tool_name=name, status=status, result=result,
                         error=error):

@@ -333,8 +333,8 @@ class InboxService:
                                f"{item.title!r}; the item is open again, wait for their "
                                f"answer."),
                 payload={"itemId": item.id})
-        return InboxAnswer(inbox_item_id=item.id, item_type=item.type.value, title=item.title,
-                           answer=item.answer.dump() if item.answer else None)
+        return InboxAnswer(inbox_item_id=item.id, item_type=item.type, title=item.title,
+                           answer=item.answer)
 
     def _notify(self, item: InboxItem, user_id: str) -> None:
         self.notifier.notify(NotifyEvent(

@@ -15,6 +15,7 @@ from pydantic import Field, TypeAdapter, ValidationError
 
 from vancetope_brain.errors import InvalidInput
 from vancetope_brain.models.base import Document, Wire, utcnow
+from vancetope_brain.models.inbox import AnswerPayload, ItemType
 
 
 class ProcessEventType(StrEnum):
@@ -71,13 +72,14 @@ class ExternalCommand(Wire):
 
 class InboxAnswer(Wire):
     """The user (or whoever it was delegated to) answered an inbox item: ``answer`` is its
-    AnswerPayload; None means the item was dismissed (a skip, user-interaction.txt §5)."""
+    AnswerPayload (user-interaction §6, §10.2); None means the item was dismissed (a skip,
+    §5)."""
 
     kind: Literal["InboxAnswer"] = "InboxAnswer"
     inbox_item_id: str
-    item_type: str
+    item_type: ItemType
     title: str = ""
-    answer: dict[str, Any] | None = None
+    answer: AnswerPayload | None = None
 
 
 SteerMessage = Annotated[

@@ -19,6 +19,7 @@ from vancetope_brain.models import (
     UserChatInput,
     utcnow,
 )
+from vancetope_brain.models.inbox import AnswerPayload, Outcome
 from vancetope_brain.models.steer import ProcessEventType, ToolCallStatus
 from vancetope_brain.store import LaneStore, SessionStore
 
@@ -31,7 +32,8 @@ VARIANTS: list[SteerMessage] = [
     ProcessEvent(source_process_id="proc_x", type=ProcessEventType.DONE, human_summary="ok", payload={"n": 1}),
     ToolResult(tool_call_id="call_1", tool_name="search", status=ToolCallStatus.SUCCESS, result=[1, "a"]),
     ExternalCommand(command="stop", params={"why": "user"}),
-    InboxAnswer(inbox_item_id="item_1", item_type="approval", answer={"approved": True}),
+    InboxAnswer(inbox_item_id="item_1", item_type="APPROVAL", answer=AnswerPayload(
+        outcome=Outcome.DECIDED, value={"approved": True}, answered_by="user_1")),
 ]
 
 

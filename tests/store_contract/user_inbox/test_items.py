@@ -46,7 +46,8 @@ def _answer(item: InboxItem, *, target: str, key: str | None = None) -> InboxMes
     return InboxMessage(
         id=new_id("msg"), tenant_id=item.tenant_id, target_process_id=target,
         idempotency_key=key,
-        message=InboxAnswer(inbox_item_id=item.id, item_type="approval", answer={"ok": True}))
+        message=InboxAnswer(inbox_item_id=item.id, item_type="APPROVAL", answer=AnswerPayload(
+            outcome=Outcome.DECIDED, value={"approved": True}, answered_by="user_1")))
 
 
 # ── create and get ────────────────────────────────────────────────────────
