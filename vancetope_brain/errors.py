@@ -19,6 +19,7 @@
     ├── RuntimeFailure            something below us failed; may succeed later
     │   ├── StoreError            (code ``store_error``)
     │   └── LlmError              (code ``llm_error``)
+    │       └── StructuredOutputError (code ``structured_output``) — invalid structured output, also after one repair
     └── Signal                    control flow, never shown to a user
         └── Fenced                the lane lease was taken over; this worker must write nothing
 

@@ -11,7 +11,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, TypeAdapter, ValidationError
+from pydantic import Field, TypeAdapter, ValidationError, model_validator
 
 from vancetope_brain.errors import InvalidInput
 from vancetope_brain.models.base import Document, Wire, utcnow
@@ -80,6 +80,22 @@ class InboxAnswer(Wire):
     item_type: ItemType
     title: str = ""
     answer: AnswerPayload | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _untyped_answer(cls, raw: Any) -> Any:
+        """Inbox messages stored before the answer was typed hold a free ``{value, ...}``
+        dict: read it as the DECIDED answer it was (an APPROVAL's bare value is
+        ``approved``)."""
+        answer = raw.get("answer") if isinstance(raw, dict) else None
+        if not isinstance(answer, dict) or "outcome" in answer:
+            return raw
+        value = answer.get("value")
+        if not isinstance(value, dict):
+            kind = str(raw.get("itemType", raw.get("item_type", ""))).upper()
+            value = {"approved": value} if kind == "APPROVAL" else {"value": value}
+        return {**raw, "answer": {"outcome": "DECIDED", "value": value,
+                                  "answeredBy": answer.get("answeredBy", "unknown")}}
 
 
 SteerMessage = Annotated[
