@@ -15,9 +15,11 @@ import pytest
 
 from tests.helpers import wait_for
 from vancetope_brain.engines import ENGINES
+from vancetope_brain.engines.zaphod import SYNTHESIS_TOOL
 from vancetope_brain.errors import LlmError
 from vancetope_brain.lanes.sweeper import fire_timers
 from vancetope_brain.llm import LlmResponse, ToolCall
+from vancetope_brain.llm.demo import COUNCIL_TOOL, DemoModel
 from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.models import CloseReason, ProcessStatus, ThinkProcess, utcnow
 from vancetope_brain.models.steer import ProcessEventType
@@ -230,3 +232,24 @@ def test_caps_and_bad_params_refuse_the_council(embedded, setting, key, cap, par
     assert _children(embedded, process) == [] and council.heads == []
     report = ENGINES.get("zaphod").summarize_for_parent(process, ProcessEventType.FAILED)
     assert report.human_summary.startswith(f"The council could not meet: {error}")
+
+
+def test_the_demo_model_runs_a_three_head_council_for_arthur(embedded):
+    assert COUNCIL_TOOL == SYNTHESIS_TOOL
+    embedded.model = DemoModel()
+    session = embedded.brain.sessions.create(embedded.who)
+    pid = session.chat_process_id
+    embedded.brain.sessions.steer(embedded.who, pid, "Give me a council on moving to Rust")
+
+    def relayed():
+        lines = embedded.brain.store.port(LaneStore).chat_history("acme", pid)
+        return [m.content for m in lines if "It reports: ## Council:" in m.content]
+
+    (relay,) = wait_for(relayed, timeout=20, what="Arthur relaying the council's report")
+    council = next(p for p in embedded.brain.store.port(SessionStore).list_processes(
+        "acme", session.id) if p.name == "demo-council")
+    assert (council.engine, council.close_reason) == ("zaphod", CloseReason.DONE)
+    synthesis = council.engine_state["synthesis"]
+    assert synthesis["consensus"].startswith("optimist, skeptic, pragmatist each answered")
+    assert len(synthesis["differences"]) == 3 and synthesis["missingHeads"] == []
+    assert "Speaking as a skeptic who looks for risks" in relay
