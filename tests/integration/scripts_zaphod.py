@@ -13,6 +13,7 @@ from pathlib import Path
 from vancetope_brain.llm import LlmMessage, LlmResponse, ToolCall, ToolSpec
 
 QUESTION = "Should we adopt the four-day week?"
+CRASH = " (the first synthesizer call hangs until its worker is killed)"
 HEADS = 3
 BARRIER_LIMIT = 30.0
 
@@ -50,6 +51,11 @@ def zaphod_flow(messages: list[LlmMessage], tools: list[ToolSpec]) -> LlmRespons
     names = {t.name for t in tools}
     last = messages[-1]
     if "council_synthesis" in names:
+        marker = Path(os.environ["VT_TEST_LOG"]).parent.parent / "synthesized-once"
+        if CRASH in last.content and not marker.exists():
+            marker.touch()
+            _log("synth-hang", "")
+            time.sleep(BARRIER_LIMIT * 4)  # the test SIGKILLs this worker meanwhile
         said = re.findall(r'<head name="([^"]+)"', last.content)
         return _call("council_synthesis", consensus=f"{' and '.join(said)} favour a pilot.",
                      differences=[f"{h} stresses its own angle" for h in said],
@@ -59,8 +65,9 @@ def zaphod_flow(messages: list[LlmMessage], tools: list[ToolSpec]) -> LlmRespons
         return _head(persona.group(1) if persona else "unknown")
     if last.role == "tool":
         return _call("respond", message="The council is meeting.", awaiting_user_input=False)
-    if last.content == "Convene the council":
-        return _call("process_create", recipe="zaphod", name="council", goal=QUESTION,
+    if last.content.startswith("Convene the council"):
+        crash = CRASH if "crash" in last.content else ""
+        return _call("process_create", recipe="zaphod", name="council", goal=QUESTION + crash,
                      params={"heads": [{"name": n, "persona": n}
                                        for n in ("optimist", "skeptic", "pragmatist")]})
     if 'type="done"' in last.content:
