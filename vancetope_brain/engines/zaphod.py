@@ -30,7 +30,7 @@ from vancetope_brain.engines.base import ParentReport, ThinkEngine, register_eng
 from vancetope_brain.engines.context import TIMER_COMMAND, ThinkEngineContext
 from vancetope_brain.engines.prompting import event_text, system_prompt
 from vancetope_brain.engines.structured import describe_invalid, structured
-from vancetope_brain.errors import Conflict, LlmError, NotFound
+from vancetope_brain.errors import Conflict, InvalidInput, LlmError, NotFound
 from vancetope_brain.events import EventType
 from vancetope_brain.llm import LlmMessage
 from vancetope_brain.models import (
@@ -104,10 +104,6 @@ class Synthesis(SynthesisDraft):
     missing_heads: list[str] = Field(default_factory=list)
 
 
-class ZaphodError(ValueError):
-    """Raised when a council cannot be convened (bad params, a cap exceeded)."""
-
-
 @register_engine
 class ZaphodEngine(ThinkEngine):
     name = "zaphod"
@@ -121,7 +117,7 @@ class ZaphodEngine(ThinkEngine):
     def start(self, process: ThinkProcess, context: ThinkEngineContext) -> None:
         try:
             state = _convene(process, context)
-        except ZaphodError as e:
+        except InvalidInput as e:
             context.chat().append(ChatRole.ERROR, f"The council cannot meet: {e}")
             context.save_state({"phase": "failed", "error": str(e)})
             context.set_status(ProcessStatus.CLOSED, CloseReason.FAILED)
@@ -224,26 +220,26 @@ _SETTLES = {ProcessEventType.DONE: DONE, ProcessEventType.FAILED: "failed",
 
 
 def _convene(process: ThinkProcess, context: ThinkEngineContext) -> dict[str, Any]:
-    """The initial state from the params and the caps; raises ``ZaphodError``."""
+    """The initial state from the params and the caps; raises ``InvalidInput``."""
     try:
         params = CouncilParams.model_validate(process.engine_params)
     except ValidationError as e:
-        raise ZaphodError(f"invalid params: {describe_invalid(e)}") from None
+        raise InvalidInput(f"invalid params: {describe_invalid(e)}") from None
     settings = context.settings()
     if len(params.heads) > settings.get("zaphod.maxHeads"):
-        raise ZaphodError(f"{len(params.heads)} heads, but zaphod.maxHeads is "
+        raise InvalidInput(f"{len(params.heads)} heads, but zaphod.maxHeads is "
                           f"{settings.get('zaphod.maxHeads')}")
     rounds = params.rounds if params.pattern == "debate" else 1
     if rounds > settings.get("zaphod.maxRounds"):
-        raise ZaphodError(f"{rounds} rounds, but zaphod.maxRounds is "
+        raise InvalidInput(f"{rounds} rounds, but zaphod.maxRounds is "
                           f"{settings.get('zaphod.maxRounds')}")
     if not process.goal.strip():
-        raise ZaphodError("the council needs a question (the process's goal)")
+        raise InvalidInput("the council needs a question (the process's goal)")
     for head in params.heads:
         try:
             context.recipes().describe(head.recipe or HEAD_RECIPE)
         except NotFound as e:
-            raise ZaphodError(f"head {head.name}: {e}") from None
+            raise InvalidInput(f"head {head.name}: {e}") from None
     sequential = params.sequential if params.sequential is not None \
         else settings.get("zaphod.sequential")
     heads = [h.model_dump() for h in params.heads]
