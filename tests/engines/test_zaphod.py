@@ -17,6 +17,7 @@ from tests.helpers import wait_for
 from vancetope_brain.engines import ENGINES
 from vancetope_brain.engines.zaphod import SYNTHESIS_TOOL
 from vancetope_brain.errors import LlmError
+from vancetope_brain.events import EventType
 from vancetope_brain.lanes.sweeper import fire_timers
 from vancetope_brain.llm import LlmResponse, ToolCall
 from vancetope_brain.llm.demo import COUNCIL_TOOL, DemoModel
@@ -63,8 +64,9 @@ class Council:
         answer = self.behaviour.get(persona, f"{persona} says yes")
         if isinstance(answer, BaseException):
             raise answer
+        asks = answer.endswith("?")
         return LlmResponse("", (ToolCall("r", "respond", json.dumps(
-            {"message": answer, "awaiting_user_input": False})),))
+            {"message": answer, "awaiting_user_input": asks})),))
 
     def _head_processes(self) -> set[str]:
         return {p.name for p in self.emb.brain.store.port(SessionStore).list_processes(
@@ -130,6 +132,13 @@ def test_heads_are_spawned_in_one_turn_and_synthesized(embedded):
     assert report.payload["synthesis"] == synthesis
     assert [(h["name"], h["status"], h["answer"]) for h in report.payload["heads"]] == [
         (h["name"], "done", f"P-{h['name']} says yes") for h in HEADS]
+    # A client draws the council from its events: all running, then all done.
+    drawn = [e.data for e in embedded.brain.events.read(process.session_id, 0)
+             if e.type is EventType.COUNCIL_UPDATED]
+    assert [h["status"] for h in drawn[0]["heads"]] == ["running"] * 3
+    assert drawn[0]["phase"] == "heads" and drawn[-1]["phase"] == "done"
+    assert [(h["name"], h["status"]) for h in drawn[-1]["heads"]] == [
+        (h["name"], "done") for h in HEADS]
 
 
 def test_a_failed_head_is_reported_and_named_missing(embedded):
@@ -145,6 +154,18 @@ def test_a_failed_head_is_reported_and_named_missing(embedded):
     assert "### Missing heads\n\n- skeptic: failed" in report.human_summary
     skeptic = next(c for c in _children(embedded, process) if c.name == "council-skeptic")
     assert skeptic.close_reason is CloseReason.FAILED
+
+
+def test_a_head_that_asks_a_question_is_stopped_and_named_missing(embedded):
+    council = Council(embedded, {"P-optimist": "Which CI system?"})
+    process = _done(embedded, council.convene())
+    assert process.engine_state["synthesis"]["missingHeads"] == ["optimist"]
+    run = next(r for r in process.engine_state["runs"] if r["head"] == "optimist")
+    assert (run["status"], run["detail"]) == ("blocked", "Which CI system?")
+    asker = next(c for c in _children(embedded, process) if c.name == "council-optimist")
+    asker = wait_for(lambda: (p := embedded.brain.store.port(SessionStore).get_process(
+        "acme", asker.id)).status is ProcessStatus.CLOSED and p, what="the head stopped")
+    assert asker.close_reason is CloseReason.STOPPED
 
 
 def test_the_sequential_setting_runs_heads_one_after_another(embedded, setting):
