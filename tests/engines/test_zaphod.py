@@ -44,6 +44,7 @@ class Council:
         self.lock = threading.Lock()
         self.heads: list[tuple[str, str, set[str]]] = []  # (persona, goal, heads existing)
         self.synth_inputs: list[str] = []
+        self.synth_fails = False
 
     def __call__(self, messages, tools):
         names = {t.name for t in tools}
@@ -51,6 +52,8 @@ class Council:
             text = messages[-1].content
             with self.lock:
                 self.synth_inputs.append(text)
+            if self.synth_fails:
+                raise LlmError("the synthesizer's endpoint is down")
             said = re.findall(r'<head name="([^"]+)"', text)
             return LlmResponse("", (ToolCall("s", "council_synthesis", json.dumps({
                 "consensus": f"All of {', '.join(said)} want a decision.",
@@ -231,6 +234,32 @@ def test_a_head_that_never_answers_times_out_by_timer_and_is_stopped(embedded, s
              if m.content.startswith('<external-command name="timer">')]
     assert slow.id in fired and set(fired) <= {c.id for c in _children(embedded, process)}
     assert [r["status"] for r in process.engine_state["runs"]] == ["done", "done", "timeout"]
+
+
+def test_a_failing_synthesizer_is_retried_by_timer_then_fails_with_the_answers(embedded):
+    council = Council(embedded)
+    council.synth_fails = True
+    process = council.convene()
+    wait_for(lambda: len(council.synth_inputs) == 1, what="the first synthesis")
+    embedded.worker.join()
+    lanes = embedded.worker_parts.store.port(LaneStore)
+    for attempt in (2, 3):
+        waiting = embedded.brain.store.port(SessionStore).get_process("acme", process.id)
+        assert waiting.status is ProcessStatus.IDLE
+        assert waiting.engine_state["synthesisAttempts"] == attempt - 1
+        later = utcnow() + timedelta(seconds=31)
+        assert [t.key for t in lanes.due_timers(later) if t.process_id == process.id] == [
+            "synthesize"]
+        fire_timers(lanes, embedded.worker_parts.waker, now=later)
+        wait_for(lambda n=attempt: len(council.synth_inputs) == n, what=f"attempt {attempt}")
+        embedded.worker.join()
+    process = _done(embedded, process)
+    assert process.close_reason is CloseReason.FAILED and len(council.heads) == 3
+    report = ENGINES.get("zaphod").summarize_for_parent(process, ProcessEventType.FAILED)
+    assert "**The council failed:** the synthesizer failed: " in report.human_summary
+    assert "P-skeptic says yes" in report.human_summary
+    assert [h["answer"] for h in report.payload["heads"]] == [
+        f"P-{h['name']} says yes" for h in HEADS]
 
 
 @pytest.mark.parametrize(("key", "cap", "params", "error"), [

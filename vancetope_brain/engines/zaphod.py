@@ -48,6 +48,10 @@ from vancetope_brain.recipes.model import KEBAB
 
 HEAD_RECIPE = "zaphod-head"
 SYNTHESIS_TOOL = "council_synthesis"
+SYNTHESIS_ATTEMPTS = 3
+"""Synthesizer calls (each with its one repair) before the council fails."""
+SYNTHESIS_RETRY_SEC = 30
+RETRY_KEY = "synthesize"
 SYNTHESIZER_PROMPT = ("You are Zaphod, the synthesizer of a council: combine the heads' answers "
                       "into one recommendation.")
 
@@ -198,8 +202,13 @@ class ZaphodEngine(ThinkEngine):
             draft = structured(context, messages, SynthesisDraft, tool=SYNTHESIS_TOOL,
                                description="Give the council's synthesis.")
         except LlmError as e:
+            state["synthesisAttempts"] = attempt = state.get("synthesisAttempts", 0) + 1
+            context.chat().append(ChatRole.ERROR, f"The synthesizer failed ({attempt} of "
+                                  f"{SYNTHESIS_ATTEMPTS}): {e}")
+            if attempt < SYNTHESIS_ATTEMPTS:  # the heads' answers are kept: try again later
+                context.timers().after(SYNTHESIS_RETRY_SEC, RETRY_KEY)
+                return
             state.update(phase="failed", error=f"the synthesizer failed: {e}")
-            context.chat().append(ChatRole.ERROR, f"The synthesizer failed: {e}")
             context.set_status(ProcessStatus.CLOSED, CloseReason.FAILED)
             return
         synthesis = Synthesis(**draft.model_dump(), missing_heads=missing)
