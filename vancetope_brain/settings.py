@@ -154,6 +154,16 @@ KEYS: dict[str, SettingKey] = {k.name: k for k in [
        "How many chat lines an engine loads as conversation context.", minimum=1),
     _k("arthur.maxContextTokens", int, 65536,
        "Token budget of one Arthur turn; older chat is truncated beyond it.", minimum=1024),
+    _k("zaphod.maxHeads", int, 5,
+       "Most heads one zaphod council may have; a larger council is refused.", minimum=1),
+    _k("zaphod.maxRounds", int, 3,
+       "Most rounds a zaphod debate may have; more are refused.", minimum=1),
+    _k("zaphod.headTimeoutSec", int, 600,
+       "Seconds a zaphod head may take; a head still running then is stopped and counted "
+       "missing.", minimum=1),
+    _k("zaphod.sequential", bool, False,
+       "Whether zaphod's heads run one after another instead of in parallel (the param "
+       "sequential beats it)."),
     _k("llm.model", str, None,
        "Model name for every engine (unset: the deployment's VANCETOPE_LLM_MODEL)."),
     _k("notify.email.address", str, None,

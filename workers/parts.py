@@ -12,7 +12,7 @@ from vancetope_brain.config import Config
 from vancetope_brain.engines import ENGINES, EngineRegistry
 from vancetope_brain.engines.contexts import ContextFactory, ModelFor
 from vancetope_brain.lanes import LaneRunner, LeaseKeeper
-from vancetope_brain.lanes.sweeper import sweep
+from vancetope_brain.lanes.sweeper import fire_timers, sweep
 from vancetope_brain.lanes.waker import Enqueue
 from vancetope_brain.llm.factory import build_chat_model
 from vancetope_brain.models import ThinkProcess, utcnow
@@ -32,9 +32,11 @@ class Worker(Core):
     mcp: McpRegistry
 
     def sweep(self) -> int:
-        """The beat job: re-wake orphaned work, then apply session policies that are due."""
-        return sweep(self.store.port(LaneStore), self.redis, self.waker,
-                     age=self.config.sweep_age) + self.lifecycle.sweep()
+        """The beat job: re-wake orphaned work, deliver due timers, then apply session
+        policies that are due."""
+        lanes = self.store.port(LaneStore)
+        return sweep(lanes, self.redis, self.waker, age=self.config.sweep_age) + \
+            fire_timers(lanes, self.waker) + self.lifecycle.sweep()
 
     def housekeeping(self) -> int:
         """The slower beat job: finish inbox answers a crash cut short (their processes are

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from vancetope_brain.errors import Conflict, Fenced, NotFound
@@ -22,8 +23,10 @@ from vancetope_brain.models import (
     InboxMessage,
     ProcessStatus,
     ThinkProcess,
+    Timer,
     UserChatInput,
     new_id,
+    utcnow,
 )
 from vancetope_brain.settings import SettingsApi
 from vancetope_brain.store import LaneStore, SessionStore
@@ -58,6 +61,7 @@ class TurnState:
     spawned: list[ThinkProcess] = field(default_factory=list)
     outbox: list[InboxMessage] = field(default_factory=list)
     stops: list[str] = field(default_factory=list)
+    timers: list[Timer] = field(default_factory=list)
 
 
 class ChatApi:
@@ -197,6 +201,39 @@ class ProcessesApi:
         self._ctx.turn.stops.append(target.id)
 
 
+TIMER_COMMAND = "timer"
+"""``ExternalCommand.command`` of a due timer's message; ``params`` is ``{"key": key}``."""
+MAX_TIMER_SECONDS = 7 * 24 * 3600
+"""The longest a timer may run: a week."""
+
+
+class TimersApi:
+    """Wake-up calls for this process, committed with the turn (a turn that never commits
+    arms nothing). Once due, the beat sweep delivers ``ExternalCommand(command="timer",
+    params={"key": key})`` into the inbox, at most one sweep interval late; a process that
+    is CLOSED by then gets nothing. There is no cancel: an engine ignores a timer it no
+    longer waits for."""
+
+    def __init__(self, ctx: ThinkEngineContext) -> None:
+        self._ctx = ctx
+
+    def after(self, seconds: float, key: str) -> Timer:
+        """Arm (or re-arm) the timer ``key`` to fire ``seconds`` from now (0 < seconds ≤ a
+        week)."""
+        if not 0 < seconds <= MAX_TIMER_SECONDS:
+            raise ValueError(f"a timer runs for 0 < seconds <= {MAX_TIMER_SECONDS}, "
+                             f"not {seconds}")
+        if not key or len(key) > 200:
+            raise ValueError("a timer key is 1 to 200 characters")
+        s = self._ctx.scope
+        timer = Timer(id=f"{s.process_id}:{key}", tenant_id=s.tenant_id,
+                      process_id=s.process_id, key=key,
+                      due_at=utcnow() + timedelta(seconds=seconds))
+        armed = self._ctx.turn.timers
+        armed[:] = [t for t in armed if t.id != timer.id] + [timer]
+        return timer
+
+
 class InboxApi:
     """Asking the user through their Inbox (user-interaction.txt §10.1). The item is written
     at once (not with the turn's commit) so the user sees it while the turn goes on; a retry
@@ -278,6 +315,9 @@ class ThinkEngineContext:
 
     def inbox(self) -> InboxApi:
         return InboxApi(self)
+
+    def timers(self) -> TimersApi:
+        return TimersApi(self)
 
     def has_pending(self) -> bool:
         return bool(self._load_pending())

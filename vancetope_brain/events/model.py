@@ -18,6 +18,9 @@ class EventType(StrEnum):
     PROCESS_SPAWNED = "process-spawned"          # data: {childProcessId, goal}
     STATUS_CHANGED = "status-changed"            # data: {from, to}
     CHAT_MESSAGE = "chat-message"                # data: the committed ChatMessage
+    # zaphod's council as it stands (docs/engines.md "zaphod"). data: {pattern, round,
+    # rounds, sequential, phase, heads: [{name, round, status, processId}], missingHeads}
+    COUNCIL_UPDATED = "council-updated"
     # Addressed to one connection; gateways turn it into a ``tool-call`` frame and never
     # show it to anyone else. data: {toolCallId, toolName, params, connectionId, timeoutSec}
     CLIENT_TOOL_REQUEST = "client-tool-request"

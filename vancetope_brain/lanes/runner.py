@@ -152,7 +152,7 @@ class LaneRunner:
                             last_error=error, engine_state=turn.engine_state,
                             drained_ids=record.drained_ids, chat=turn.chat,
                             control_handled=process.pending_control, spawned=turn.spawned,
-                            outbox=outbox)
+                            outbox=outbox, timers=turn.timers)
         written = None if lease.lost.is_set() else \
             self._lanes.commit_turn(tenant_id, process_id, process.epoch, commit)
         if written is None:

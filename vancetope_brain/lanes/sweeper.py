@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import redis
 
 from vancetope_brain import keys
+from vancetope_brain.engines.context import TIMER_COMMAND
 from vancetope_brain.lanes.waker import Waker
-from vancetope_brain.models import utcnow
+from vancetope_brain.models import ExternalCommand, InboxMessage, new_id, utcnow
 from vancetope_brain.store import LaneStore
+
+TIMERS_PER_SWEEP = 500
+"""Most timers one sweep delivers; the rest wait for the next sweep."""
 
 
 def sweep(store: LaneStore, client: redis.Redis, waker: Waker, *, age: float) -> int:
@@ -25,3 +29,23 @@ def sweep(store: LaneStore, client: redis.Redis, waker: Waker, *, age: float) ->
             continue
         woken += waker.wake(tenant_id, process_id)
     return woken
+
+
+def fire_timers(store: LaneStore, waker: Waker, now: datetime | None = None) -> int:
+    """Deliver every timer due at ``now`` (default: now) as a ``timer`` ExternalCommand into
+    its process's inbox and wake the process. Returns how many were delivered.
+
+    Safe to run in several beats at once: a timer's message carries the idempotency key
+    ``timer:<id>:<due ms>``, so a timer delivered twice lands once.
+    """
+    fired = 0
+    for timer in store.due_timers(now or utcnow(), limit=TIMERS_PER_SWEEP):
+        due_ms = int(timer.due_at.timestamp() * 1000)
+        message = InboxMessage(
+            id=new_id("msg"), tenant_id=timer.tenant_id, target_process_id=timer.process_id,
+            idempotency_key=f"timer:{timer.id}:{due_ms}",
+            message=ExternalCommand(command=TIMER_COMMAND, params={"key": timer.key}))
+        if store.fire_timer(timer, message):
+            waker.wake(timer.tenant_id, timer.process_id)
+            fired += 1
+    return fired

@@ -4,8 +4,11 @@ Deterministic, no network. Its every answer says what it is and how to
 configure a real endpoint, so nobody mistakes it for a model. Offered
 Arthur's tools, it shows delegation: asked for a piece of work (analyze,
 summarize, research …) it starts an ``analyze`` worker, and when the
-worker's ``<process-event>`` arrives it relays the result. Offered only
-``respond`` (a worker), it answers its goal with a demo result.
+worker's ``<process-event>`` arrives it relays the result; asked for a council
+(several perspectives, pros and cons, a debate) it starts a ``zaphod`` council.
+Offered only ``respond`` (a worker), it answers its goal with a demo result, in
+its persona's voice when it is a council head; offered zaphod's synthesis tool,
+it sums up the heads' answers.
 """
 
 from __future__ import annotations
@@ -40,6 +43,9 @@ class DemoModel:
     ) -> LlmResponse:
         """Answer with the demo text (through ``respond`` when offered); never fails."""
         names = {t.name for t in tools or ()}
+        if COUNCIL_TOOL in names:
+            return LlmResponse(content="", tool_calls=(council_synthesis(messages),),
+                               finish_reason="tool_calls", model=self.name)
         call = _demo_call(messages, names)
         if call is not None and call.name != "respond":
             return LlmResponse(content="", tool_calls=(call,), finish_reason="tool_calls",
@@ -56,6 +62,8 @@ class DemoModel:
 
 _WORK = re.compile(r"\b(analy[sz]e|summari[sz]e|research|compare|review|investigate|plan)",
                    re.IGNORECASE)
+_COUNCIL = re.compile(r"\b(council|perspectives|pros and cons|debate|second opinion)",
+                      re.IGNORECASE)
 _EVENT = re.compile(r'<process-event sourceProcessId="([^"]*)" type="([a-z]+)">(.*?)'
                     r"(?:<payload>|</process-event>)", re.DOTALL)
 
@@ -72,6 +80,8 @@ def _demo_call(messages: list[LlmMessage], tools: set[str]) -> ToolCall | None:
     last = messages[-1] if messages else LlmMessage("user", "")
     if "process_create" not in tools:  # a worker: its goal is the first user message
         goal = next((m.content for m in messages if m.role == "user"), "")
+        if persona := _PERSONA.search(messages[0].content if messages else ""):
+            return _respond(council_head_answer(persona.group(1), goal))
         return _respond(f"Demo result for “{' '.join(goal.split())[:_QUOTE_LIMIT]}”: the "
                         "offline demo model did no real work, but this is where a worker's "
                         "findings would be.")
@@ -85,11 +95,46 @@ def _demo_call(messages: list[LlmMessage], tools: set[str]) -> ToolCall | None:
         if kind == "blocked":
             return _respond(f"The worker {source} asks: {summary.strip()}", awaiting=True)
         return _respond(f"The worker {source} is {kind}. It reports: {summary.strip()}")
+    if last.role == "user" and _COUNCIL.search(last.content):
+        return ToolCall("demo_council", "process_create", json.dumps({
+            "recipe": "zaphod", "name": "demo-council", "goal": last.content}))
     if last.role == "user" and _WORK.search(last.content):
         return ToolCall("demo_spawn", "process_create", json.dumps({
             "recipe": "analyze", "name": "demo-worker", "goal": last.content}))
     return _respond(demo_answer(messages) + " Ask me to analyze or summarize something to "
                     "see how I delegate work to a worker process.")
+
+
+COUNCIL_TOOL = "council_synthesis"
+"""The tool zaphod's synthesizer call offers (``vancetope_brain.engines.zaphod``)."""
+_PERSONA = re.compile(r"Your persona: (.+)")
+_HEAD = re.compile(r'<head name="([^"]*)" persona="([^"]*)">\n(.*?)\n</head>', re.DOTALL)
+_MISSING = re.compile(r"Missing heads \(no answer\): ([^.]*)\.")
+
+
+def council_head_answer(persona: str, goal: str) -> str:
+    """A council head's demo answer: the question seen through its persona."""
+    question = " ".join(goal.split())[:_QUOTE_LIMIT]
+    return (f"Speaking as {persona}: on “{question}” I would look first at what my "
+            "perspective cares about most. (Offline demo model: no real reasoning happened.)")
+
+
+def council_synthesis(messages: list[LlmMessage]) -> ToolCall:
+    """zaphod's synthesis from the heads' answers shown in the last message."""
+    shown = messages[-1].content if messages else ""
+    heads = _HEAD.findall(shown)
+    missing = _MISSING.search(shown)
+    names = ", ".join(name for name, _, _ in heads) or "no head"
+    conclusion = (f"Weigh the {len(heads)} perspectives above; with a real model configured "
+                  "the council would reach a real recommendation.")
+    if missing:
+        conclusion += f" Missing: {missing.group(1)}, so that perspective is not heard."
+    return ToolCall("demo_synthesis", COUNCIL_TOOL, json.dumps({
+        "consensus": f"{names} each answered from their own point of view; all agree the "
+                     "question deserves a decision.",
+        "differences": [f"{name} ({persona}) emphasises its own perspective."
+                        for name, persona, _ in heads],
+        "conclusion": conclusion + " (Offline demo model.)"}))
 
 
 def demo_answer(messages: list[LlmMessage]) -> str:

@@ -33,6 +33,20 @@ class TurnRecord(Document):
     status_after: ProcessStatus
 
 
+class Timer(Document):
+    """A process's wake-up call (``context.timers().after``): once ``due_at`` has passed, the
+    beat sweep delivers ``ExternalCommand(command="timer", params={"key": key})`` into the
+    process's inbox. One per (process, key), ``id`` = ``<process id>:<key>``: arming a key
+    again replaces its due time. A timer of a CLOSED or missing process is dropped unfired.
+    """
+
+    id: str
+    tenant_id: str
+    process_id: str
+    key: str
+    due_at: datetime
+
+
 @dataclass
 class TurnCommit:
     """Everything one turn writes, applied by ``LaneStore.commit_turn`` all-or-nothing."""
@@ -50,3 +64,5 @@ class TurnCommit:
     """Child processes this turn started (inserted as given, status INIT)."""
     outbox: list[InboxMessage] = field(default_factory=list)
     """Messages this turn sends to other processes (appended like ``LaneStore.append_message``)."""
+    timers: list[Timer] = field(default_factory=list)
+    """Timers this turn arms (inserted, or replacing the same id's due time)."""

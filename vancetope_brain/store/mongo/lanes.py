@@ -1,5 +1,5 @@
-"""MongoDB ``LaneStore``: collections ``engine_messages``, ``chat_messages`` and
-``turn_records``, and the lane fields of ``think_processes`` (owned by ``sessions.py``).
+"""MongoDB ``LaneStore``: collections ``engine_messages``, ``chat_messages``,
+``turn_records`` and ``process_timers``, and the lane fields of ``think_processes`` (owned by ``sessions.py``).
 
 Atomic (one single-document operation each): ``acquire_epoch`` (a pipeline
 update of the process: epoch + 1, status → RUNNING from INIT/IDLE/BLOCKED),
@@ -33,7 +33,12 @@ next turn re-processes them, and chat lines keyed by (sourceMessageId,
 role) are not written twice (lines without a sourceMessageId can be). A
 turn that took over between (1) and (4) can see the same messages pending;
 its own commit then fails at (1) or its lines are deduplicated at (3).
-Skipped lines may leave gaps in chat seqs.
+Skipped lines may leave gaps in chat seqs. Timers are upserted by id with the
+outbox (a retry rewrites the same due time).
+
+``fire_timer`` appends the keyed message, then deletes the timer if its due
+time is unchanged; a crash between the two fires it again, and the repeated
+key makes that append a no-op.
 """
 
 from __future__ import annotations
@@ -53,6 +58,7 @@ from vancetope_brain.models import (
     InboxMessage,
     ProcessStatus,
     ThinkProcess,
+    Timer,
     TurnCommit,
     TurnRecord,
     utcnow,
@@ -109,6 +115,8 @@ class MongoLanes(MongoAdapter, LaneStore):
         self._messages = db.database[MESSAGES]
         self._chat = db.database["chat_messages"]
         self._turns = db.database["turn_records"]
+        self._timers = db.database["process_timers"]
+        self._timers.create_index([("dueAt", ASCENDING)], name="due")
         self._messages.create_index(
             [("tenantId", ASCENDING), ("targetProcessId", ASCENDING), ("seq", ASCENDING)],
             unique=True, name="seq")
@@ -296,6 +304,8 @@ class MongoLanes(MongoAdapter, LaneStore):
                 insert_process(self.db.database, child)
         for message in commit.outbox:
             append_in(self.db.database, message)  # keyed messages are not duplicated by a retry
+        for timer in commit.timers:
+            self._timers.replace_one({"_id": timer.id}, to_bson(timer), upsert=True)
         if drained:
             self._messages.update_many(mine, {"$set": {"drainedAt": now, "drainedEpoch": epoch}})
         record = commit.record.model_copy(
@@ -330,6 +340,26 @@ class MongoLanes(MongoAdapter, LaneStore):
             seen.add(key)
             lines.append(line)
         return lines
+
+    @translated
+    def due_timers(self, now: datetime, limit: int = 100) -> list[Timer]:
+        if limit <= 0:
+            return []
+        cursor = self._timers.find({"dueAt": {"$lte": naive_utc(now)}}).sort(
+            "dueAt", ASCENDING).limit(limit)
+        return [from_bson(Timer, raw) for raw in cursor]
+
+    @translated
+    def fire_timer(self, timer: Timer, message: InboxMessage) -> bool:
+        mine = {"_id": timer.id, "dueAt": naive_utc(timer.due_at)}
+        if self._timers.find_one(mine, projection={"_id": True}) is None:
+            return False
+        process = self._processes.find_one(
+            {"_id": timer.process_id, "tenantId": timer.tenant_id}, projection={"status": True})
+        created = process is not None and process["status"] != ProcessStatus.CLOSED.value \
+            and append_in(self.db.database, message)[1]
+        self._timers.delete_one(mine)
+        return created
 
     @translated
     def chat_history(

@@ -1,4 +1,4 @@
-"""SQLite ``LaneStore``: tables ``messages``, ``chat`` and ``turns``, and the ``lanes`` row
+"""SQLite ``LaneStore``: tables ``messages``, ``chat``, ``turns`` and ``timers``, and the ``lanes`` row
 of each process (owned by ``sessions.py``).
 
 Atomicity: every write is one ``BEGIN IMMEDIATE`` transaction, which takes the
@@ -27,6 +27,7 @@ from vancetope_brain.models import (
     InboxMessage,
     ProcessStatus,
     ThinkProcess,
+    Timer,
     TurnCommit,
     TurnRecord,
     utcnow,
@@ -64,6 +65,11 @@ CREATE TABLE IF NOT EXISTS turns (
     epoch INTEGER NOT NULL, doc TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS turns_by_process ON turns (tenant_id, process_id, epoch);
+CREATE TABLE IF NOT EXISTS timers (
+    id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, process_id TEXT NOT NULL,
+    due_ms INTEGER NOT NULL, doc TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS timers_due ON timers (due_ms);
 """
 
 _MESSAGE_SELECT = "SELECT doc, seq, drained_at, drained_epoch FROM messages"
@@ -174,6 +180,12 @@ def _commit_in(conn: sqlite3.Connection, tenant_id: str, process_id: str, epoch:
         insert_process_in(conn, child)
     for message in commit.outbox:
         append_in(conn, message)
+    for timer in commit.timers:
+        conn.execute(
+            "INSERT INTO timers (id, tenant_id, process_id, due_ms, doc) VALUES (?, ?, ?, ?, ?) "
+            "ON CONFLICT (id) DO UPDATE SET due_ms = excluded.due_ms, doc = excluded.doc",
+            (timer.id, tenant_id, process_id, to_ms(timer.due_at),
+             timer.model_dump_json(by_alias=True)))
     record = commit.record.model_copy(
         update={"tenant_id": tenant_id, "process_id": process_id, "epoch": epoch})
     conn.execute(
@@ -250,6 +262,21 @@ class SqliteLanes(SqliteAdapter, LaneStore):
                 return _commit_in(conn, tenant_id, process_id, epoch, commit)
         except Fenced:
             return None
+
+    def due_timers(self, now: datetime, limit: int = 100) -> list[Timer]:
+        return load_all(Timer, self.db.read(
+            "SELECT doc FROM timers WHERE due_ms <= ? ORDER BY due_ms LIMIT ?",
+            (to_ms(now), limit)))
+
+    def fire_timer(self, timer: Timer, message: InboxMessage) -> bool:
+        with self.db.write() as conn:
+            deleted = conn.execute("DELETE FROM timers WHERE id = ? AND due_ms = ?",
+                                   (timer.id, to_ms(timer.due_at))).rowcount
+            lane = conn.execute("SELECT status FROM lanes WHERE process_id = ? AND tenant_id = ?",
+                                (timer.process_id, timer.tenant_id)).fetchone()
+            if not deleted or lane is None or lane[0] == ProcessStatus.CLOSED.value:
+                return False
+            return append_in(conn, message)[1]
 
     def chat_history(
         self, tenant_id: str, process_id: str, *, before_seq: int | None = None, limit: int = 100

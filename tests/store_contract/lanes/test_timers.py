@@ -1,0 +1,95 @@
+"""Timers: committed with a turn (fenced), due by time, fired once, dropped for CLOSED."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from vancetope_brain.models import (
+    ExternalCommand,
+    InboxMessage,
+    ProcessStatus,
+    ThinkProcess,
+    Timer,
+    new_id,
+    utcnow,
+)
+from vancetope_brain.store import LaneStore
+
+if TYPE_CHECKING:
+    from tests.store_contract.conftest import World
+
+
+def _timer(process: ThinkProcess, key: str, seconds: float) -> Timer:
+    return Timer(id=f"{process.id}:{key}", tenant_id=process.tenant_id, process_id=process.id,
+                 key=key, due_at=utcnow() + timedelta(seconds=seconds))
+
+
+def _message(timer: Timer) -> InboxMessage:
+    return InboxMessage(id=new_id("msg"), tenant_id=timer.tenant_id,
+                        target_process_id=timer.process_id,
+                        idempotency_key=f"timer:{timer.id}:{timer.due_at.timestamp()}",
+                        message=ExternalCommand(command="timer", params={"key": timer.key}))
+
+
+def _arm(lanes: LaneStore, world: World, process: ThinkProcess, *timers: Timer,
+         epoch: int | None = None) -> bool:
+    epoch = epoch if epoch is not None else lanes.acquire_epoch(process.tenant_id,
+                                                                process.id).epoch
+    return lanes.commit_turn(process.tenant_id, process.id, epoch,
+                             world.turn(process, epoch, timers=list(timers))) is not None
+
+
+def test_a_committed_timer_is_due_once_its_time_has_come(lanes: LaneStore, world: World) -> None:
+    process = world.process("ten_1")
+    soon, later = _timer(process, "a", 10), _timer(process, "b", 20)
+    assert _arm(lanes, world, process, later, soon)
+    assert lanes.due_timers(utcnow()) == []
+    assert lanes.due_timers(utcnow() + timedelta(seconds=15)) == [soon]
+    assert lanes.due_timers(utcnow() + timedelta(seconds=30)) == [soon, later]
+    assert lanes.due_timers(utcnow() + timedelta(seconds=30), limit=1) == [soon]
+
+
+def test_a_fenced_turn_arms_nothing(lanes: LaneStore, world: World) -> None:
+    process = world.process("ten_1")
+    stale = lanes.acquire_epoch("ten_1", process.id).epoch
+    lanes.acquire_epoch("ten_1", process.id)
+    assert not _arm(lanes, world, process, _timer(process, "a", 0), epoch=stale)
+    assert lanes.due_timers(utcnow() + timedelta(days=1)) == []
+
+
+def test_arming_a_key_again_replaces_its_due_time(lanes: LaneStore, world: World) -> None:
+    process = world.process("ten_1")
+    first = _timer(process, "a", 10)
+    assert _arm(lanes, world, process, first)
+    again = _timer(process, "a", 100)
+    assert _arm(lanes, world, process, again)
+    assert lanes.due_timers(utcnow() + timedelta(seconds=50)) == []
+    assert lanes.due_timers(utcnow() + timedelta(seconds=200)) == [again]
+    # The first arming's fire finds its due time gone and leaves the new one alone.
+    assert not lanes.fire_timer(first, _message(first))
+    assert lanes.due_timers(utcnow() + timedelta(seconds=200)) == [again]
+
+
+def test_firing_appends_the_message_once_and_removes_the_timer(
+    lanes: LaneStore, world: World
+) -> None:
+    process = world.process("ten_1")
+    timer = _timer(process, "a", 0)
+    assert _arm(lanes, world, process, timer)
+    message = _message(timer)
+    assert lanes.fire_timer(timer, message)
+    assert not lanes.fire_timer(timer, message)  # a second beat fires it too: no-op
+    pending = lanes.pending_messages("ten_1", process.id)
+    assert [m.message for m in pending] == [message.message]
+    assert lanes.due_timers(utcnow() + timedelta(days=1)) == []
+
+
+def test_a_closed_process_gets_no_timer_message(lanes: LaneStore, world: World) -> None:
+    process = world.process("ten_1")
+    timer = _timer(process, "a", 0)
+    assert _arm(lanes, world, process, timer)
+    world.set_status(process, ProcessStatus.CLOSED)
+    assert not lanes.fire_timer(timer, _message(timer))
+    assert lanes.pending_messages("ten_1", process.id) == []
+    assert lanes.due_timers(utcnow() + timedelta(days=1)) == []
