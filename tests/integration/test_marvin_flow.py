@@ -142,3 +142,61 @@ def test_marvin_tree_on_worker_processes_survives_three_kills(marvin_cluster):
     epochs = [r.epoch for r in lanes.turn_records("acme", marvin.id)]
     assert len(epochs) == len(set(epochs))
     assert len(set(range(1, max(epochs) + 1)) - set(epochs)) >= 3
+
+
+def _chat_text(cluster: Cluster, pid: str) -> list[str]:
+    return [line.content for line in cluster.brain.store.port(LaneStore).chat_history(
+        "acme", pid) if line.role is ChatRole.ASSISTANT]
+
+
+@pytest.mark.slow
+def test_question_repair_and_limits_on_worker_processes(marvin_cluster):
+    """Three sessions at once: a USER_INPUT node blocks marvin and Arthur's forwarded answer
+    continues it; plan output that stays invalid after one repair fails the node and ends
+    marvin with a report of the failure; a plan wider and deeper than the limits is cut."""
+    cluster, _ = marvin_cluster
+    brain, who = cluster.brain, cluster.who
+    brain.settings.unset("acme", SettingScope.tenant(), "session.defaultChatEngine")  # arthur
+    brain.settings.set("acme", SettingScope.tenant(), "marvin.maxNodes", 5)
+    brain.settings.set("acme", SettingScope.tenant(), "marvin.maxDepth", 1)
+    cluster.start_workers(*["marvin-flow"] * 3)
+    cluster.start_sweeper()
+    sessions = {}
+    for case in ("ask", "bad", "wide"):
+        sessions[case] = brain.sessions.create(who, title=case)
+        brain.sessions.steer(who, sessions[case].chat_process_id, f"go {case}")
+
+    ask = sessions["ask"]
+    wait_for(lambda: _chat_text(cluster, ask.chat_process_id)[-1:] == [
+        "Marvin asks: Which region matters?"], timeout=RECOVERY, what="Arthur relaying")
+    marvin = _marvin(cluster, ask.id)
+    assert marvin is not None and marvin.status is ProcessStatus.BLOCKED
+    assert _status(cluster, ask.id, "n3") == "RUNNING" and _status(cluster, ask.id, "n4") \
+        == "PENDING"
+    brain.sessions.steer(who, ask.chat_process_id, "answer: EMEA")
+    wait_for(lambda: _chat_text(cluster, ask.chat_process_id)[-1:] == [
+        "Marvin reports: Synthesis of n2, n3, n4."], timeout=RECOVERY, what="the report")
+    tree = _tree(cluster, ask.id)
+    assert tree is not None and tree.nodes["n3"].result.summary == "EMEA"
+    assert tree.nodes["n4"].result.summary == "two found for EMEA"
+
+    bad = sessions["bad"]
+    wait_for(lambda: any(t.startswith("Marvin failed: Marvin could not plan")
+                         for t in _chat_text(cluster, bad.chat_process_id)),
+             timeout=RECOVERY, what="the failure report")
+    marvin = _marvin(cluster, bad.id)
+    assert marvin is not None and marvin.close_reason is CloseReason.FAILED
+    assert marvin.last_error is None  # the engine ended it; nothing crashed
+    root = TaskTree.model_validate(marvin.engine_state["tree"]).nodes["n1"]
+    assert root.status.value == "FAILED" and "invalid after 1 repair" in (root.error or "")
+
+    wide = sessions["wide"]
+    wait_for(lambda: (p := _marvin(cluster, wide.id)) is not None
+             and p.status is ProcessStatus.CLOSED, timeout=RECOVERY, what="the wide tree")
+    tree = _tree(cluster, wide.id)
+    assert tree is not None and len(tree.nodes) == 5
+    assert [n.goal.splitlines()[0] for n in tree.children(tree.nodes["n1"])][:3] == [
+        "wide0", "wide1", "wide2"]
+    assert "3 step(s) dropped" in (tree.nodes["n1"].note or "")
+    assert all("marvin.maxDepth is 1" in (tree.nodes[n].note or "") for n in ("n2", "n3", "n4"))
+    assert "**Not completed:**" in tree.nodes["n5"].result.summary
