@@ -361,3 +361,23 @@ def test_marvin_works_on_the_offline_demo_model(embedded):
     assert all(n.result.data for n in tree.nodes.values() if n.kind.value == "WORKER")
     final = chat(embedded, process.id)[-1]
     assert final.role is ChatRole.ASSISTANT and "Compare three databases" in final.content
+
+
+def test_the_token_budget_stops_growth_but_the_tree_still_finishes(embedded):
+    embedded.brain.settings.set("acme", SettingScope.tenant(), "marvin.maxTokens", 1000)
+    try:
+        def marvin(kind, messages):
+            if kind == "aggregate":
+                return aggregate_from(messages)
+            planned = plan("alpha")
+            return LlmResponse("", planned.tool_calls, usage={"total_tokens": 1500})
+
+        flow = Flow(marvin, lambda step, m: worker_json("more", more=["deeper"]))
+        process = marvin_of(embedded, run(embedded, flow))
+    finally:
+        embedded.brain.settings.unset("acme", SettingScope.tenant(), "marvin.maxTokens")
+    tree = tree_of(process)
+    assert process.close_reason is CloseReason.DONE and len(flow.calls["plan"]) == 1
+    assert "marvin.maxTokens (1000) is spent" in tree.nodes["n2"].note
+    # Usage counts where the endpoint gives it, an estimate where not (the aggregate here).
+    assert tree.tokens_used > 1500
