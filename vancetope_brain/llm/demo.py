@@ -143,5 +143,5 @@ def marvin_demo_call(messages: list[LlmMessage], tools: set[str]) -> ToolCall | 
             "summary": f"Demo result for “{goal[:_QUOTE_LIMIT]}”: the offline demo model did "
                        "no real work, but this is where the worker's findings would be.",
             "result": {"step": goal[:_QUOTE_LIMIT], "demo": True},
-            "needsPlanning": False, "followUps": []}))
+            "needsPlanning": False, "followUps": []}, ensure_ascii=False))
     return None
