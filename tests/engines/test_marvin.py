@@ -16,16 +16,18 @@ import pytest
 from tests.gateway.wire import Client
 from vancetope_brain.engines.marvin import (
     TaskTree,
+    bundled_template_names,
     find_template,
     parse_template,
     parse_worker_report,
+    tree_from_template,
 )
 from vancetope_brain.errors import NotFound, RecipeError
 from vancetope_brain.events import EventType
 from vancetope_brain.llm import LlmResponse, ToolCall
 from vancetope_brain.llm.demo import DemoModel
 from vancetope_brain.llm.testing import FunctionModel
-from vancetope_brain.models import ChatRole, CloseReason, ProcessStatus
+from vancetope_brain.models import ChatRole, CloseReason, ProcessStatus, ThinkProcess
 from vancetope_brain.settings import SettingScope
 from vancetope_brain.store import LaneStore, SessionStore
 
@@ -329,7 +331,20 @@ def test_an_unknown_template_fails_at_start_with_a_clear_message(embedded):
     assert not flow.calls["plan"]
 
 
+@pytest.mark.parametrize("name", bundled_template_names())
+def test_every_bundled_template_loads_and_instantiates(name):
+    process = ThinkProcess(id="p", tenant_id="t", session_id="s", user_id="u", name="m",
+                           goal="Pick a CI service", engine="marvin", engine_version="1.0.0",
+                           engine_params={"template": name})
+    tree = tree_from_template(find_template(process, name), process)
+    assert tree.template == name and tree.nodes["n1"].status.value == "DONE"
+    assert all("Pick a CI service" in n.goal for n in tree.nodes.values()
+               if n.kind.value == "WORKER")
+    assert list(tree.nodes.values())[-1].kind.value == "AGGREGATE"
+
+
 def test_bundled_templates_load_and_invalid_ones_name_the_field():
+    assert bundled_template_names() == ["compare-options", "research-brief"]
     assert find_template(None, "compare-options").steps[2].kind == "USER_INPUT"
     with pytest.raises(NotFound):
         find_template(None, "nope")

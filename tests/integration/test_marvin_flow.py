@@ -138,6 +138,8 @@ def test_marvin_tree_on_worker_processes_survives_three_kills(marvin_cluster):
     at = {(k, d): t for k, t, d in log}
     assert at[("start", "worker alpha")] < at[("end", "worker beta")]
     assert at[("start", "worker beta")] < at[("end", "worker alpha")]
+    # …and no more than marvin.maxParallelWorkers (2): gamma started once alpha was done.
+    assert at[("start", "worker gamma")] > at[("end", "worker alpha")]
     # And each killed turn left an epoch without a turn record: nothing of it was committed.
     epochs = [r.epoch for r in lanes.turn_records("acme", marvin.id)]
     assert len(epochs) == len(set(epochs))
