@@ -306,7 +306,9 @@ def test_a_failing_worker_is_retried_then_failed_and_the_report_says_so(embedded
 
 def test_a_template_starts_from_the_prefilled_tree(embedded):
     def marvin(kind, messages):
-        assert kind == "aggregate", "a template's root is not planned"
+        if kind == "plan":  # only the template's PLAN step, never the root
+            assert "Find the open questions" in messages[-1].content
+            return plan("risks", "disagreements")
         return aggregate_from(messages)
 
     flow = Flow(marvin, lambda step, m: worker_json(step[:20]),
@@ -316,8 +318,14 @@ def test_a_template_starts_from_the_prefilled_tree(embedded):
     tree = tree_of(process)
     assert tree.template == "research-brief"
     assert [n.kind.value for n in tree.children(tree.nodes["n1"])] == [
-        "WORKER", "WORKER", "WORKER", "AGGREGATE"]
+        "WORKER", "WORKER", "PLAN", "AGGREGATE"]
     assert tree.nodes["n2"].goal == f"Background and key concepts of: {GOAL}"
+    assert len(flow.calls["plan"]) == 1
+    assert [(n.kind.value, n.parent, n.level) for n in tree.children(tree.nodes["n4"])] == [
+        ("WORKER", "n4", 2), ("WORKER", "n4", 2), ("AGGREGATE", "n4", 2)]
+    # The root synthesis saw the planned step's own synthesis.
+    assert "Synthesis of n6, n7." in flow.calls["aggregate"][-1][-1].content
+    assert all(n.status.value == "DONE" for n in tree.nodes.values())
 
 
 def test_an_unknown_template_fails_at_start_with_a_clear_message(embedded):
@@ -348,6 +356,13 @@ def test_bundled_templates_load_and_invalid_ones_name_the_field():
     assert find_template(None, "compare-options").steps[2].kind == "USER_INPUT"
     with pytest.raises(NotFound):
         find_template(None, "nope")
+    planned = parse_template("name: t\nsteps: [{kind: PLAN, goal: 'Plan {{ goal }}'}]\n"
+                             "aggregate: x", "t.yaml")
+    process = ThinkProcess(id="p", tenant_id="t", session_id="s", user_id="u", name="m",
+                           goal="g", engine="marvin", engine_version="1.0.0")
+    step = tree_from_template(planned, process).nodes["n2"]
+    assert (step.kind.value, step.goal, step.level, step.status.value) == (
+        "PLAN", "Plan g", 2, "PENDING")  # expanded by the LLM when it runs
     with pytest.raises(RecipeError, match=r"t.yaml: steps.0.goal: .*unknown variable"):
         parse_template("name: t\nsteps: [{goal: '{{ user }}'}]\naggregate: x", "t.yaml")
     with pytest.raises(RecipeError, match=r"steps.0.kind"):
