@@ -187,6 +187,9 @@ KEYS: dict[str, SettingKey] = {k.name: k for k in [
        "growing and finishes with what it has.", minimum=1000),
     _k("marvin.workerRetries", int, 1,
        "How often marvin starts a failed worker again before the node fails.", minimum=0),
+    _k("marvin.replanFailed", bool, True,
+       "Whether marvin plans another way to a step whose worker failed for good (within "
+       "maxDepth, maxNodes and maxTokens)."),
 ]}
 
 ENGINE_MODEL_SUFFIX = ".model"

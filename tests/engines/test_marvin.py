@@ -287,21 +287,53 @@ def test_user_input_blocks_and_the_forwarded_answer_continues(embedded):
             if line.role is ChatRole.USER] == ["EMEA"]
 
 
-def test_a_failing_worker_is_retried_then_failed_and_the_report_says_so(embedded):
+def _failing_flow():
     def worker(step, messages):
         if step == "broken":
             raise RuntimeError("worker model exploded")
-        return worker_json("fine")
+        return worker_json(f"{step} ok")
 
-    flow = Flow(lambda kind, m: aggregate_from(m) if kind == "aggregate"
-                else plan("fine", "broken"), worker)
+    def marvin(kind, messages):
+        if kind == "aggregate":
+            return aggregate_from(messages)
+        if "Find another way to: broken" in messages[-1].content:
+            return plan("detour")
+        return plan("fine", "broken")
+
+    return Flow(marvin, worker)
+
+
+def test_a_failing_worker_is_retried_then_replanned_and_the_report_says_so(embedded):
+    flow = _failing_flow()
     process = marvin_of(embedded, run(embedded, flow))
     assert process.close_reason is CloseReason.DONE
     tree = tree_of(process)
     broken = tree.nodes["n3"]
     assert (broken.status.value, broken.attempts) == ("FAILED", 2)  # marvin.workerRetries 1
+    assert broken.error == "the worker failed: Process deep-n3 (ford) is failed."
+    assert shape(tree)[4:] == [("n5", "PLAN", "n3", "DONE"), ("n6", "WORKER", "n5", "DONE"),
+                               ("n7", "AGGREGATE", "n5", "DONE")]
+    assert "The worker failed 2 time(s)" in tree.nodes["n5"].goal
     report = tree.nodes["n4"].result.summary
     assert "**Not completed:**" in report and "`n3` WORKER “broken”: FAILED after 2" in report
+    assert "re-planned beneath it" in report
+    assert "Synthesis of n6." in flow.calls["aggregate"][-1][-1].content
+
+
+def test_without_replanning_a_failed_worker_fails_its_node(embedded):
+    embedded.brain.settings.set("acme", SettingScope.tenant(), "marvin.replanFailed", False)
+    embedded.brain.settings.set("acme", SettingScope.tenant(), "marvin.workerRetries", 0)
+    try:
+        process = marvin_of(embedded, run(embedded, _failing_flow()))
+    finally:
+        for key in ("marvin.replanFailed", "marvin.workerRetries"):
+            embedded.brain.settings.unset("acme", SettingScope.tenant(), key)
+    tree = tree_of(process)
+    assert process.close_reason is CloseReason.DONE
+    assert shape(tree) == [("n1", "PLAN", None, "DONE"), ("n2", "WORKER", "n1", "DONE"),
+                           ("n3", "WORKER", "n1", "FAILED"), ("n4", "AGGREGATE", "n1", "DONE")]
+    assert tree.nodes["n3"].attempts == 1
+    assert "`n3` WORKER “broken”: FAILED after 1 attempt(s)" in tree.nodes["n4"].result.summary
 
 
 def test_a_template_starts_from_the_prefilled_tree(embedded):

@@ -386,6 +386,7 @@ class Run:
         self.max_parallel: int = settings.get("marvin.maxParallelWorkers")
         self.max_tokens: int = settings.get("marvin.maxTokens")
         self.retries: int = settings.get("marvin.workerRetries")
+        self.replan: bool = settings.get("marvin.replanFailed")
         self.asked = False
 
     # ── changes ──
@@ -431,7 +432,10 @@ class Run:
             self.change(node, status=NodeStatus.DONE,
                         result=NodeResult(summary=report.summary, data=report.result))
             if report.needs_planning:
-                self._grow(node, report)
+                follow = "".join(f"\n- {goal}" for goal in report.follow_ups[:MAX_STEPS_PER_PLAN])
+                self._grow(node, f"{node.goal}\n\nFindings so far:\n{report.summary}"
+                           + (f"\n\nFollow up on:{follow}" if follow else ""),
+                           "more planning was asked for")
             return
         if event.type not in (ProcessEventType.FAILED, ProcessEventType.STOPPED,
                               ProcessEventType.BLOCKED):
@@ -445,21 +449,24 @@ class Run:
             self.change(node, status=NodeStatus.PENDING, child_process_id=None, error=error)
         else:
             self.change(node, status=NodeStatus.FAILED, error=error)
+            if self.replan:
+                self._grow(node, f"Find another way to: {node.goal}\n\nThe worker failed "
+                           f"{node.attempts} time(s), last: {error}", "a replan was due")
 
-    def _grow(self, worker: TaskNode, report: WorkerReport) -> None:
-        level = worker.level + 1
+    def _grow(self, node: TaskNode, goal: str, reason: str) -> None:
+        """A PLAN one level beneath ``node``, unless a limit forbids it (then ``note`` says
+        which)."""
+        level = node.level + 1
         if level > self.max_depth:
-            why = f"more planning was asked for, but marvin.maxDepth is {self.max_depth}"
+            limit = f"marvin.maxDepth is {self.max_depth}"
         elif len(self.tree.nodes) + 3 > self.max_nodes:
-            why = f"more planning was asked for, but marvin.maxNodes is {self.max_nodes}"
+            limit = f"marvin.maxNodes is {self.max_nodes}"
         elif self._spent():
-            why = f"more planning was asked for, but marvin.maxTokens ({self.max_tokens}) is spent"
+            limit = f"marvin.maxTokens ({self.max_tokens}) is spent"
         else:
-            follow = "".join(f"\n- {goal}" for goal in report.follow_ups[:MAX_STEPS_PER_PLAN])
-            self.add(NodeKind.PLAN, f"{worker.goal}\n\nFindings so far:\n{report.summary}"
-                     + (f"\n\nFollow up on:{follow}" if follow else ""), worker, level)
+            self.add(NodeKind.PLAN, goal, node, level)
             return
-        self.change(worker, note=why)
+        self.change(node, note=f"{reason}, but {limit}")
 
     # ── advancing ──
     def advance(self) -> None:
@@ -602,6 +609,8 @@ class Run:
             if n.status in (NodeStatus.FAILED, NodeStatus.SKIPPED) or n.note:
                 what = n.error if n.status is not NodeStatus.DONE else n.note
                 tries = f" after {n.attempts} attempt(s)" if n.kind is NodeKind.WORKER else ""
+                if any(c.kind is NodeKind.PLAN for c in self.tree.children(n)):
+                    what = f"{what}; re-planned beneath it"
                 lines.append(f"- `{n.id}` {n.kind.value} “{n.goal.splitlines()[0][:120]}”: "
                              f"{n.status.value}{tries} — {what}")
         return "\n\n**Not completed:**\n" + "\n".join(lines) if lines else ""
