@@ -186,6 +186,20 @@ KEYS: dict[str, SettingKey] = {k.name: k for k in [
     _k("inbox.autoArchiveAfterDays", int, 30,
        "Days after which ANSWERED and DISMISSED inbox items are archived (PENDING never).",
        minimum=1),
+    _k("marvin.maxDepth", int, 3,
+       "Most planning levels of a marvin task tree (the root plan is level 1).", minimum=1),
+    _k("marvin.maxNodes", int, 40,
+       "Most nodes of a marvin task tree; a plan that would pass it is cut down.", minimum=3),
+    _k("marvin.maxParallelWorkers", int, 3,
+       "Most worker processes one marvin process runs at the same time.", minimum=1),
+    _k("marvin.maxTokens", int, 200_000,
+       "Token budget of marvin's own plan and aggregate calls; once spent, the tree stops "
+       "growing and finishes with what it has.", minimum=1000),
+    _k("marvin.workerRetries", int, 1,
+       "How often marvin starts a failed worker again before the node fails.", minimum=0),
+    _k("marvin.replanFailed", bool, True,
+       "Whether marvin plans another way to a step whose worker failed for good (within "
+       "maxDepth, maxNodes and maxTokens)."),
 ]}
 
 ENGINE_MODEL_SUFFIX = ".model"

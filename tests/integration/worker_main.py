@@ -40,6 +40,7 @@ from celery import signals
 
 import workers.parts  # noqa: F401 - loaded at start, as workers.main does
 from tests.integration import scripts_zaphod
+from tests.integration.scripts_marvin import marvin_flow
 from vancetope_brain.config import Config
 from vancetope_brain.llm import ChatModel, LlmMessage, LlmResponse, TokenSink, ToolCall, ToolSpec
 from vancetope_brain.llm.demo import split_words
@@ -111,6 +112,8 @@ def build_model(mode: str) -> ChatModel:
         return FunctionModel(inbox_flow, name="test-inbox-flow")
     if mode == "zaphod-flow":
         return FunctionModel(scripts_zaphod.zaphod_flow, name="test-zaphod-flow")
+    if mode == "marvin-flow":
+        return FunctionModel(marvin_flow, name="test-marvin-flow")
     if mode not in ("echo", "block", "slow", "stream"):
         raise SystemExit(f"VT_TEST_MODEL={mode!r}: use echo, block, slow, stream, arthur-flow "
                          f"or inbox-flow")

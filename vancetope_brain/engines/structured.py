@@ -10,6 +10,7 @@ field by field; a second invalid answer raises ``StructuredOutputError``.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -19,6 +20,8 @@ from vancetope_brain.errors import StructuredOutputError
 from vancetope_brain.llm import LlmMessage, LlmResponse, ToolSpec
 
 T = TypeVar("T", bound=BaseModel)
+ResponseSink = Callable[[list[LlmMessage], LlmResponse], None]
+"""Sees each call's input and response (e.g. to count tokens against a budget)."""
 
 REPAIRS = 1
 """How many times an invalid answer is sent back before the call fails."""
@@ -30,7 +33,7 @@ def output_tool(model: type[BaseModel], name: str, description: str) -> ToolSpec
 
 
 def structured(context: ThinkEngineContext, messages: list[LlmMessage], model: type[T], *,
-               tool: str, description: str) -> T:
+               tool: str, description: str, on_response: ResponseSink | None = None) -> T:
     """Ask for one ``model`` instance through the tool ``tool``; repairs once.
 
     Raises ``StructuredOutputError`` naming the invalid fields, or ``LlmError``
@@ -40,6 +43,8 @@ def structured(context: ThinkEngineContext, messages: list[LlmMessage], model: t
     messages = list(messages)
     for attempt in range(REPAIRS + 1):
         response = context.llm().complete(messages, tools=[spec])
+        if on_response is not None:
+            on_response(messages, response)
         try:
             return model.model_validate_json(_arguments(response, tool))
         except (ValidationError, ValueError) as e:

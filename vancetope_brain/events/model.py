@@ -21,6 +21,8 @@ class EventType(StrEnum):
     # zaphod's council as it stands (docs/engines.md "zaphod"). data: {pattern, round,
     # rounds, sequential, phase, heads: [{name, round, status, processId}], missingHeads}
     COUNCIL_UPDATED = "council-updated"
+    TASK_TREE = "task-tree"                      # data: {tree} — a marvin tree snapshot
+    TASK_NODE = "task-node"                      # data: {node} — one marvin node changed
     # Addressed to one connection; gateways turn it into a ``tool-call`` frame and never
     # show it to anyone else. data: {toolCallId, toolName, params, connectionId, timeoutSec}
     CLIENT_TOOL_REQUEST = "client-tool-request"

@@ -75,6 +75,8 @@ def _respond(message: str, awaiting: bool = False) -> ToolCall:
 
 def _demo_call(messages: list[LlmMessage], tools: set[str]) -> ToolCall | None:
     """What the demo does with tools: delegate, relay, or just respond."""
+    if (marvin := marvin_demo_call(messages, tools)) is not None:
+        return marvin
     if "respond" not in tools:
         return None
     last = messages[-1] if messages else LlmMessage("user", "")
@@ -155,3 +157,36 @@ def demo_answer(messages: list[LlmMessage]) -> str:
 def split_words(text: str) -> list[str]:
     """Split ``text`` into word-plus-trailing-space pieces that join back to ``text``."""
     return re.findall(r"\s*\S+\s*", text) if text.strip() else ([text] if text else [])
+
+
+def marvin_demo_call(messages: list[LlmMessage], tools: set[str]) -> ToolCall | None:
+    """Marvin's structured calls and its workers' JSON reports, so a newcomer sees a small
+    tree work: a plan of two parallel workers and an aggregate, then a report."""
+    text = messages[-1].content if messages else ""
+    if "marvin_plan" in tools:
+        goal = text.split("\n")[1] if "\n" in text else text
+        goal = " ".join(goal.split())[:_QUOTE_LIMIT]
+        return ToolCall("demo_plan", "marvin_plan", json.dumps({
+            "steps": [{"kind": "WORKER", "goal": f"Gather the facts about: {goal}"},
+                      {"kind": "WORKER", "goal": f"Weigh the options and risks of: {goal}"}],
+            "aggregate": "Combine the facts and the assessment into a short report."}))
+    if "marvin_aggregate" in tools:
+        goal = text.split("\n")[0].removeprefix("Aggregate the results of the plan for: ")
+        steps = json.loads(text.split("The steps and their results:\n", 1)[1]) \
+            if "The steps and their results:\n" in text else []
+        lines = "".join(f"\n- **{s['goal'].splitlines()[0]}** — {s.get('summary', s['status'])}"
+                        for s in steps)
+        return ToolCall("demo_aggregate", "marvin_aggregate", json.dumps({
+            "summary": f"**Report on “{' '.join(goal.split())[:_QUOTE_LIMIT]}”** (offline demo "
+                       f"model: the structure is real, the content is not).{lines}",
+            "result": {"steps": len(steps), "demo": True}}))
+    system = messages[0].content if messages and messages[0].role == "system" else ""
+    if "respond" in tools and "process_create" not in tools and '"needsPlanning"' in system:
+        step = re.search(r"Your step: (.*)", system)
+        goal = step.group(1).strip() if step else "the step"
+        return _respond(json.dumps({
+            "summary": f"Demo result for “{goal[:_QUOTE_LIMIT]}”: the offline demo model did "
+                       "no real work, but this is where the worker's findings would be.",
+            "result": {"step": goal[:_QUOTE_LIMIT], "demo": True},
+            "needsPlanning": False, "followUps": []}, ensure_ascii=False))
+    return None
