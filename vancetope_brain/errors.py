@@ -19,6 +19,7 @@
     ├── RuntimeFailure            something below us failed; may succeed later
     │   ├── StoreError            (code ``store_error``)
     │   └── LlmError              (code ``llm_error``)
+    │       └── UnknownLlmProfile (code ``unknown_llm_profile``) — a recipe or setting names a profile nobody configured
     └── Signal                    control flow, never shown to a user
         └── Fenced                the lane lease was taken over; this worker must write nothing
 
@@ -141,6 +142,13 @@ class LlmError(RuntimeFailure):
     """Raised when the LLM endpoint fails after its retries (timeout, 5xx, bad response)."""
 
     code = "llm_error"
+
+
+class UnknownLlmProfile(LlmError):
+    """Raised on a model call of a process whose recipe or settings name an LLM endpoint
+    profile that is not configured (``VANCETOPE_LLM_PROFILES``)."""
+
+    code = "unknown_llm_profile"
 
 
 class StructuredOutputError(LlmError):
