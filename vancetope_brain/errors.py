@@ -19,6 +19,7 @@
     ├── RuntimeFailure            something below us failed; may succeed later
     │   ├── StoreError            (code ``store_error``)
     │   └── LlmError              (code ``llm_error``)
+    │       ├── StructuredOutputError (code ``structured_output``) — an answer that fails its schema after one repair
     │       └── UnknownLlmProfile (code ``unknown_llm_profile``) — a recipe or setting names a profile nobody configured
     └── Signal                    control flow, never shown to a user
         └── Fenced                the lane lease was taken over; this worker must write nothing
@@ -145,7 +146,7 @@ class LlmError(RuntimeFailure):
 
 
 class UnknownLlmProfile(LlmError):
-    """Raised on a model call of a process whose recipe or settings name an LLM endpoint
+    """Raised when a process calls its model but its recipe or settings name an LLM endpoint
     profile that is not configured (``VANCETOPE_LLM_PROFILES``)."""
 
     code = "unknown_llm_profile"
