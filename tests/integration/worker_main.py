@@ -164,8 +164,9 @@ def arthur_flow(messages: list[LlmMessage], tools: list[ToolSpec]) -> LlmRespons
 
 
 def inbox_flow(messages: list[LlmMessage], tools: list[ToolSpec]) -> LlmResponse:
-    """Arthur starts a deployer; the deployer asks for approval through the user's Inbox,
-    waits (BLOCKED) and deploys once the answer arrives as an ``<inbox-answer>``."""
+    """Arthur starts a deployer (the test's recipe ``deployer`` adds ``inbox_post``); the
+    deployer asks for approval through the user's Inbox, waits (BLOCKED) and deploys once
+    the answer arrives as an ``<inbox-answer>``."""
     last = messages[-1]
     if not any(t.name == "process_create" for t in tools):  # the deployer
         if "<inbox-answer" in last.content:
@@ -181,7 +182,7 @@ def inbox_flow(messages: list[LlmMessage], tools: list[ToolSpec]) -> LlmResponse
         return _respond("Started deployer.")
     if last.content.startswith("Deploy"):
         return LlmResponse("", (ToolCall("c", "process_create", json.dumps(
-            {"recipe": "analyze", "name": "deployer", "goal": "Deploy build 42"})),))
+            {"recipe": "deployer", "name": "deployer", "goal": "Deploy build 42"})),))
     if 'type="blocked"' in last.content:
         return _respond("deployer waits for your approval in the Inbox.")
     if 'type="done"' in last.content:
