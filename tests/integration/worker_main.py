@@ -100,6 +100,8 @@ class StreamingEcho:
             if on_token is not None:
                 on_token(word)
         log("end", last)
+        if tools and any(t.name == "respond" for t in tools):  # Arthur: respond is mandatory
+            return LlmResponse(content=text, tool_calls=_respond(text).tool_calls, model=self.name)
         return LlmResponse(content=text, model=self.name)
 
 

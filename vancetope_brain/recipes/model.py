@@ -2,8 +2,10 @@
 
 A recipe names an engine and configures it for a use case: default params,
 a prompt (``promptOverride`` replaces the engine's system prompt,
-``promptPrefix`` goes before it), tool pool adjustments, a category and
-engine roles. Field names are camelCase in YAML and in the store.
+``promptPrefix`` goes before it), tool pool adjustments, a category,
+engine roles and optionally the model (an LLM endpoint profile and/or a
+model name, see ``vancetope_brain.llm.profiles``). Field names are camelCase
+in YAML and in the store.
 """
 
 from __future__ import annotations
