@@ -39,6 +39,7 @@ from pathlib import Path
 from celery import signals
 
 import workers.parts  # noqa: F401 - loaded at start, as workers.main does
+from tests.integration import scripts_hier
 from vancetope_brain.config import Config
 from vancetope_brain.llm import ChatModel, LlmMessage, LlmResponse, TokenSink, ToolCall, ToolSpec
 from vancetope_brain.llm.demo import split_words
@@ -110,6 +111,8 @@ def build_model(mode: str) -> ChatModel:
         return FunctionModel(arthur_flow, name="test-arthur-flow")
     if mode == "inbox-flow":
         return FunctionModel(inbox_flow, name="test-inbox-flow")
+    if mode == "hier-flow":
+        return FunctionModel(scripts_hier.hier_flow, name="test-hier-flow")
     if mode not in ("echo", "block", "slow", "stream"):
         raise SystemExit(f"VT_TEST_MODEL={mode!r}: use echo, block, slow, stream, arthur-flow "
                          f"or inbox-flow")
