@@ -36,6 +36,7 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "OPENAI_API_KEY": ("(unset)", "API key of the OpenAI-compatible endpoint; unset with no base URL means the offline demo model."),
     "OPENAI_BASE_URL": ("(unset)", "Base URL of any OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp, Azure …)."),
     "VANCETOPE_LLM_MODEL": ("gpt-4o-mini", "Model name sent to the endpoint."),
+    "VANCETOPE_LLM_PROFILES": ("(unset: only the profile `default`)", "Path of a YAML file of further LLM endpoint profiles that recipes and settings can name (see docs/configuration.md)."),
     "VANCETOPE_LLM_TIMEOUT": ("60", "Seconds before one LLM request times out."),
     "VANCETOPE_LLM_MAX_RETRIES": ("2", "Retries of a failed LLM request (connection errors, 429, 5xx)."),
     "VANCETOPE_LOG_LEVEL": ("INFO", "Python log level."),
@@ -94,6 +95,7 @@ class Config:
     llm_max_retries: int
     log_level: str
     mcp_servers_file: Path | None = None
+    llm_profiles_file: Path | None = None
     public_url: str = ""
     secret_key: str | None = None
     attachments_dir: Path = Path("./.vancetope/attachments")
@@ -140,6 +142,7 @@ class Config:
             llm_max_retries=_number(env, "VANCETOPE_LLM_MAX_RETRIES", int, 0),
             log_level=env.get("VANCETOPE_LOG_LEVEL", "INFO").upper(),
             mcp_servers_file=Path(v) if (v := env.get("VANCETOPE_MCP_SERVERS")) else None,
+            llm_profiles_file=Path(p) if (p := env.get("VANCETOPE_LLM_PROFILES")) else None,
             public_url=(env.get("VANCETOPE_PUBLIC_URL") or "").rstrip("/"),
             secret_key=env.get("VANCETOPE_SECRET_KEY") or None,
             attachments_dir=Path(env.get("VANCETOPE_ATTACHMENTS_DIR") or data_dir / "attachments"),

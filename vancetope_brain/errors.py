@@ -19,7 +19,8 @@
     ├── RuntimeFailure            something below us failed; may succeed later
     │   ├── StoreError            (code ``store_error``)
     │   └── LlmError              (code ``llm_error``)
-    │       └── StructuredOutputError (code ``structured_output``) — invalid structured output, also after one repair
+    │       ├── StructuredOutputError (code ``structured_output``) — an answer that fails its schema after one repair
+    │       └── UnknownLlmProfile (code ``unknown_llm_profile``) — a recipe or setting names a profile nobody configured
     └── Signal                    control flow, never shown to a user
         └── Fenced                the lane lease was taken over; this worker must write nothing
 
@@ -142,6 +143,13 @@ class LlmError(RuntimeFailure):
     """Raised when the LLM endpoint fails after its retries (timeout, 5xx, bad response)."""
 
     code = "llm_error"
+
+
+class UnknownLlmProfile(LlmError):
+    """Raised when a process calls its model but its recipe or settings name an LLM endpoint
+    profile that is not configured (``VANCETOPE_LLM_PROFILES``)."""
+
+    code = "unknown_llm_profile"
 
 
 class StructuredOutputError(LlmError):

@@ -13,6 +13,9 @@ policy) is a field of the session document, fixed at creation; the
 Model selection: ``<engine>.model`` (e.g. ``arthur.model``) resolved over the
 whole cascade beats ``llm.model``; unset both, and the deployment's
 ``VANCETOPE_LLM_MODEL`` applies (``SettingsApi.model_for`` returns None).
+``<engine>.profile`` and ``llm.profile`` name the LLM endpoint profile the same
+way; ``vancetope_brain.llm.profiles.choose`` combines them with the recipe's
+``model`` field.
 """
 
 from __future__ import annotations
@@ -166,6 +169,10 @@ KEYS: dict[str, SettingKey] = {k.name: k for k in [
        "sequential beats it)."),
     _k("llm.model", str, None,
        "Model name for every engine (unset: the deployment's VANCETOPE_LLM_MODEL)."),
+    _k("llm.profile", str, None,
+       "LLM endpoint profile for every engine (unset: the profile `default`, the "
+       "deployment's OPENAI_* endpoint).", pattern=_KEBAB,
+       pattern_hint="a profile name (lowercase-kebab)"),
     _k("notify.email.address", str, None,
        "E-mail address for notifications; setting it enables the e-mail channel.",
        pattern=r"[^@\s]+@[^@\s]+", pattern_hint="an e-mail address"),
@@ -203,21 +210,34 @@ KEYS: dict[str, SettingKey] = {k.name: k for k in [
 ]}
 
 ENGINE_MODEL_SUFFIX = ".model"
+ENGINE_PROFILE_SUFFIX = ".profile"
 # Namespaces of KEYS that are not engines, so "chat.model" is a typo, not an engine's model.
 _NOT_ENGINES = frozenset({"session", "chat", "llm", "notify", "inbox"})
 
 
+def _engine_key(name: str) -> SettingKey | None:
+    """``<engine>.model`` or ``<engine>.profile`` for any engine name, else None."""
+    for suffix in (ENGINE_MODEL_SUFFIX, ENGINE_PROFILE_SUFFIX):
+        engine = name.removesuffix(suffix)
+        if name.endswith(suffix) and re.fullmatch(_KEBAB, engine) and engine not in _NOT_ENGINES:
+            if suffix == ENGINE_MODEL_SUFFIX:
+                return SettingKey(name, str, None, f"Model name for the {engine} engine "
+                                  "(beats llm.model; unset: llm.model).")
+            return SettingKey(name, str, None, f"LLM endpoint profile for the {engine} engine "
+                              "(beats llm.profile; unset: llm.profile).", pattern=_KEBAB,
+                              pattern_hint="a profile name (lowercase-kebab)")
+    return None
+
+
 def setting_key(name: str) -> SettingKey:
-    """The key named ``name``; ``<engine>.model`` works for any engine name. Raises
-    ``InvalidInput`` suggesting the closest known name."""
+    """The key named ``name``; ``<engine>.model`` and ``<engine>.profile`` work for any
+    engine name. Raises ``InvalidInput`` suggesting the closest known name."""
     if name in KEYS:
         return KEYS[name]
-    engine = name.removesuffix(ENGINE_MODEL_SUFFIX)
-    if name.endswith(ENGINE_MODEL_SUFFIX) and re.fullmatch(_KEBAB, engine) and \
-            engine not in _NOT_ENGINES:
-        return SettingKey(name, str, None, f"Model name for the {engine} engine "
-                          "(beats llm.model; unset: llm.model).")
-    close = difflib.get_close_matches(name, [*KEYS, "<engine>.model"], n=1)
+    key = _engine_key(name)
+    if key is not None:
+        return key
+    close = difflib.get_close_matches(name, [*KEYS, "<engine>.model", "<engine>.profile"], n=1)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     raise InvalidInput(f"unknown setting {name!r}{hint}")
 
@@ -275,12 +295,12 @@ class SettingsService:
 
     def effective(self, tenant_id: str, project_id: str | None,
                   user_id: str | None) -> dict[str, tuple[Any, SettingScope | None]]:
-        """Every registered key (and every ``<engine>.model`` set anywhere in the cascade) with
-        its resolved value and source, by key."""
+        """Every registered key (and every ``<engine>.model``/``.profile`` set anywhere in the
+        cascade) with its resolved value and source, by key."""
         names = set(KEYS)
         for scope in _cascade(project_id, user_id):
             names |= {k for k in self._store.list_settings(tenant_id, scope)
-                      if k.endswith(ENGINE_MODEL_SUFFIX)}
+                      if _engine_key(k) is not None}
         return {name: self.resolve_with_source(tenant_id, project_id, user_id, name)
                 for name in sorted(names)}
 

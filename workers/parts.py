@@ -14,7 +14,7 @@ from vancetope_brain.engines.contexts import ContextFactory, ModelFor
 from vancetope_brain.lanes import LaneRunner, LeaseKeeper
 from vancetope_brain.lanes.sweeper import fire_timers, sweep
 from vancetope_brain.lanes.waker import Enqueue
-from vancetope_brain.llm.factory import build_chat_model
+from vancetope_brain.llm.profiles import ModelRouter
 from vancetope_brain.models import ThinkProcess, utcnow
 from vancetope_brain.runtime import Core
 from vancetope_brain.store import Backend, LaneStore, SessionStore, UserInboxStore
@@ -54,9 +54,8 @@ def build_worker(config: Config, enqueue: Enqueue, *, model_for: ModelFor | None
                  worker_name: str | None = None) -> Worker:
     core = Core.parts(config, enqueue, store=store, engines=engines)
     store, events = core["store"], core["events"]
-    if model_for is None:
-        model = build_chat_model(config)
-        model_for = lambda process: model  # noqa: E731 - one model for every process for now
+    if model_for is None:  # per process: its recipe, the settings cascade, the profiles
+        model_for = ModelRouter.from_config(config, core["settings"])
     client_tools = ClientToolBridge(core["redis"], events)
     mcp = McpRegistry.from_file(config.mcp_servers_file)
 

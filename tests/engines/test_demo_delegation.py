@@ -1,11 +1,18 @@
 """With no endpoint configured, the offline demo model still shows delegation: asked for a
-piece of work, Arthur starts a worker and later relays its result."""
+piece of work, Arthur starts a fitting worker (by keywords) and later relays its result."""
 
 from __future__ import annotations
 
+import json
+
+import pytest
+
 from tests.helpers import wait_for
+from vancetope_brain.engines.prompting import event_text
+from vancetope_brain.llm import LlmMessage, ToolCall, ToolSpec
 from vancetope_brain.llm.demo import DemoModel
-from vancetope_brain.models import ChatRole, CloseReason
+from vancetope_brain.models import ChatRole, CloseReason, ProcessEvent
+from vancetope_brain.models.steer import ProcessEventType
 from vancetope_brain.store import LaneStore, SessionStore
 
 
@@ -27,3 +34,50 @@ def test_arthur_on_the_demo_model_delegates_and_relays(embedded):
     worker = next(p for p in embedded.brain.store.port(SessionStore).list_processes("acme", session.id)
                   if p.name == "demo-worker")
     assert worker.recipe_name == "analyze" and worker.close_reason is CloseReason.DONE
+
+
+ARTHUR_TOOLS = [ToolSpec(n, n) for n in ("process_create", "process_steer", "respond")]
+
+
+@pytest.mark.parametrize(("request_text", "recipe", "params"), [
+    ("Please research the history of type systems", "marvin", None),
+    ("Do a deep dive into our churn", "marvin", None),
+    ("Run the review process on the draft", "vogon", {"strategy": "review"}),
+    ("Review the release notes with approval", "vogon", {"strategy": "review"}),
+    ("Should we move to Postgres?", "zaphod", None),
+    ("Give me pros and cons of remote work", "zaphod", None),
+    ("Summarize this thread", "analyze", None),
+])
+def test_the_demo_arthur_picks_the_worker_by_keywords(request_text, recipe, params):
+    reply = DemoModel().complete([LlmMessage("system", "You are Arthur."),
+                                  LlmMessage("user", request_text)], tools=ARTHUR_TOOLS)
+    [spawn] = reply.tool_calls
+    args = json.loads(spawn.arguments)
+    assert (spawn.name, args["recipe"], args.get("params"), args["goal"]) == (
+        "process_create", recipe, params, request_text)
+
+
+def test_the_demo_arthur_relays_an_escaped_report_and_a_question():
+    def answer(event: str) -> dict:
+        [call] = DemoModel().complete([LlmMessage("user", event)], tools=ARTHUR_TOOLS).tool_calls
+        return json.loads(call.arguments)
+
+    done = event_text(ProcessEvent(source_process_id="proc_1", type=ProcessEventType.DONE,
+                                   human_summary="1 < 2 & the tree is done"))
+    assert answer(done) == {"message": "The worker proc_1 is done. It reports: 1 < 2 & the "
+                                       "tree is done", "awaiting_user_input": False}
+    blocked = event_text(ProcessEvent(source_process_id="proc_2", type=ProcessEventType.BLOCKED,
+                                      human_summary="Approve phase 2?"))
+    assert answer(blocked) == {"message": "The worker proc_2 asks: Approve phase 2?",
+                               "awaiting_user_input": True}
+
+
+def test_the_demo_arthur_says_when_a_worker_could_not_start():
+    messages = [LlmMessage("user", "research X"),
+                LlmMessage("assistant", "", tool_calls=(ToolCall("demo_spawn", "process_create",
+                                                                 "{}"),)),
+                LlmMessage("tool", json.dumps({"error": "no recipe named 'marvin'"}),
+                           tool_call_id="demo_spawn")]
+    [call] = DemoModel().complete(messages, tools=ARTHUR_TOOLS).tool_calls
+    assert json.loads(call.arguments)["message"].startswith(
+        "I could not start a worker: no recipe named 'marvin'")

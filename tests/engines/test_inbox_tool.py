@@ -1,19 +1,37 @@
 """``inbox_post`` inside worker turns: a question blocks the worker until its answer arrives
 (the lane's rule, no engine code), a LOW question with a default never blocks, and a retried
-post with the same idempotency key creates nothing new."""
+post with the same idempotency key creates nothing new. Ford has no ``inbox_post`` of its own
+(think-engines §7a): the workers here run a tenant recipe that adds it."""
 
 from __future__ import annotations
 
 import json
+
+import pytest
 
 from tests.engines.test_arthur import call, respond, spawn_worker
 from tests.helpers import wait_for
 from vancetope_brain.llm import LlmResponse
 from vancetope_brain.models import ChatRole, CloseReason, ProcessStatus
 from vancetope_brain.models.inbox import InboxQuery, Outcome
+from vancetope_brain.recipes.loader import parse_recipe
 from vancetope_brain.store import LaneStore, SessionStore, UserInboxStore
 
 S = ProcessStatus
+ASKER = """
+name: asker
+engine: ford
+category: worker
+description: A worker that may ask the user through the Inbox.
+allowedToolsAdd: [inbox_post]
+"""
+
+
+@pytest.fixture(autouse=True)
+def asker_recipe(embedded):
+    embedded.brain.recipe_admin.put("acme", None, parse_recipe(ASKER, "asker"))
+    yield
+    embedded.brain.recipe_admin.delete("acme", None, "asker")
 
 
 def _asking_worker(messages, tools):
@@ -35,7 +53,7 @@ def _status_after(emb, pid: str) -> list[S]:
 def test_a_low_question_with_a_default_is_answered_at_once_and_never_blocks(embedded):
     question = {"type": "APPROVAL", "title": "Use the cache?", "criticality": "LOW",
                 "payload": {"default": "yes"}}
-    _, w = spawn_worker(embedded, _asking_worker, goal=json.dumps(question))
+    _, w = spawn_worker(embedded, _asking_worker, recipe="asker", goal=json.dumps(question))
     wait_for(lambda: embedded.brain.store.port(SessionStore).get_process("acme", w.id).status is S.CLOSED,
              timeout=15)
     done = embedded.brain.store.port(SessionStore).get_process("acme", w.id)
@@ -52,7 +70,7 @@ def test_a_question_blocks_the_worker_until_the_answer_arrives(embedded):
     question = {"type": "DECISION", "title": "Which baseline?", "idempotency_key": "q1",
                 "payload": {"options": [{"value": "v2017", "label": "Vaswani 2017"},
                                         {"value": "d2019", "label": "Devlin 2019"}]}}
-    session, w = spawn_worker(embedded, _asking_worker, goal=json.dumps(question))
+    session, w = spawn_worker(embedded, _asking_worker, recipe="asker", goal=json.dumps(question))
     wait_for(lambda: embedded.brain.store.port(SessionStore).get_process("acme", w.id).status is S.BLOCKED,
              timeout=15)
     # It said "posted PENDING" (not awaiting input), yet the lane kept it BLOCKED; and

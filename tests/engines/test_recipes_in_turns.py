@@ -84,7 +84,7 @@ def test_a_recipes_tool_changes_decide_what_is_offered_and_callable(embedded):
         session, w = spawn_worker(embedded, worker)
         wait_for(lambda: embedded.brain.store.port(SessionStore).get_process("acme", w.id).status
                  is ProcessStatus.CLOSED, timeout=15)
-        assert offered[0] == ["inbox_post", "process_list", "respond"]
+        assert offered[0] == ["process_list", "respond"]  # no inbox_post: not a ford default
         assert embedded.brain.store.port(SessionStore).get_process("acme", w.id).engine_state["lastReply"] \
             == "listed"
     finally:
@@ -93,7 +93,7 @@ def test_a_recipes_tool_changes_decide_what_is_offered_and_callable(embedded):
     session, w = spawn_worker(embedded, worker)  # bundled analyze: no process_list
     wait_for(lambda: embedded.brain.store.port(SessionStore).get_process("acme", w.id).status
              is ProcessStatus.CLOSED, timeout=15)
-    assert offered[0] == ["inbox_post", "respond"]
+    assert offered[0] == ["respond"]
     assert "not in this process's tool pool" in embedded.brain.store.port(SessionStore).get_process(
         "acme", w.id).engine_state["lastReply"]
 

@@ -39,7 +39,9 @@ def test_an_undecided_answer_keeps_the_asker_blocked_and_reaches_its_parent(embe
     emb = embedded
     emb.model = FunctionModel(lambda m, t: "noted")
     session = emb.brain.sessions.create(emb.who, title="undecided")
-    parent = _process(emb, session.id, "parent")
+    # The parent is a top-level chat (ford-chat), so it stays open to hear both events.
+    parent = wait_process(emb, emb.who, emb.brain.sessions.create_process(
+        emb.who, session.id, "ford", name="parent").id, S.IDLE)
     asker = _process(emb, session.id, "asker", parent=parent.id)
     item, _ = emb.brain.inbox.create("acme", "ada", NewItem(ItemType.APPROVAL, "Ship it?"),
                                      origin_process_id=asker.id,

@@ -15,6 +15,7 @@ import pytest
 from tests.helpers import wait_for
 from tests.integration.gateways import running_stack
 from vancetope_brain.models import ChatRole, CloseReason, ProcessStatus
+from vancetope_brain.recipes.loader import parse_recipe
 from vancetope_brain.settings import SettingScope
 from vancetope_brain.store import DeliveryStore, LaneStore, SessionStore
 
@@ -33,6 +34,15 @@ def _next_push(client, kind: str, timeout: float = 30) -> dict:
     raise AssertionError(f"no {kind} frame within {timeout}s")
 
 
+DEPLOYER = """
+name: deployer
+engine: ford
+category: worker
+description: Deploys a build once the user approves it in the Inbox.
+allowedToolsAdd: [inbox_post]
+"""
+
+
 @pytest.mark.slow
 def test_a_worker_blocks_on_an_approval_and_continues_with_the_answer(tmp_path: Path,
                                                                       redis_url: str):
@@ -40,6 +50,8 @@ def test_a_worker_blocks_on_an_approval_and_continues_with_the_answer(tmp_path: 
         cluster = stack.cluster
         cluster.brain.settings.unset("acme", SettingScope.tenant(),
                                                "session.defaultChatEngine")  # arthur
+        # Ford has no inbox_post of its own (think-engines §7a): the deployer's recipe adds it.
+        cluster.brain.recipe_admin.put("acme", None, parse_recipe(DEPLOYER, "deployer"))
         cluster.start_workers("inbox-flow", "inbox-flow")
         cluster.start_sweeper()
         (gateway,) = stack.start_gateways(1)

@@ -39,7 +39,7 @@ from pathlib import Path
 from celery import signals
 
 import workers.parts  # noqa: F401 - loaded at start, as workers.main does
-from tests.integration import scripts_zaphod
+from tests.integration import scripts_hier, scripts_zaphod
 from tests.integration.scripts_marvin import marvin_flow
 from vancetope_brain.config import Config
 from vancetope_brain.llm import ChatModel, LlmMessage, LlmResponse, TokenSink, ToolCall, ToolSpec
@@ -102,6 +102,8 @@ class StreamingEcho:
             if on_token is not None:
                 on_token(word)
         log("end", last)
+        if tools and any(t.name == "respond" for t in tools):  # Arthur: respond is mandatory
+            return LlmResponse(content=text, tool_calls=_respond(text).tool_calls, model=self.name)
         return LlmResponse(content=text, model=self.name)
 
 
@@ -114,6 +116,8 @@ def build_model(mode: str) -> ChatModel:
         return FunctionModel(scripts_zaphod.zaphod_flow, name="test-zaphod-flow")
     if mode == "marvin-flow":
         return FunctionModel(marvin_flow, name="test-marvin-flow")
+    if mode == "hier-flow":
+        return FunctionModel(scripts_hier.hier_flow, name="test-hier-flow")
     if mode not in ("echo", "block", "slow", "stream"):
         raise SystemExit(f"VT_TEST_MODEL={mode!r}: use echo, block, slow, stream, arthur-flow "
                          f"or inbox-flow")
@@ -170,8 +174,9 @@ def arthur_flow(messages: list[LlmMessage], tools: list[ToolSpec]) -> LlmRespons
 
 
 def inbox_flow(messages: list[LlmMessage], tools: list[ToolSpec]) -> LlmResponse:
-    """Arthur starts a deployer; the deployer asks for approval through the user's Inbox,
-    waits (BLOCKED) and deploys once the answer arrives as an ``<inbox-answer>``."""
+    """Arthur starts a deployer (the test's recipe ``deployer`` adds ``inbox_post``); the
+    deployer asks for approval through the user's Inbox, waits (BLOCKED) and deploys once
+    the answer arrives as an ``<inbox-answer>``."""
     last = messages[-1]
     if not any(t.name == "process_create" for t in tools):  # the deployer
         if "<inbox-answer" in last.content:
@@ -187,7 +192,7 @@ def inbox_flow(messages: list[LlmMessage], tools: list[ToolSpec]) -> LlmResponse
         return _respond("Started deployer.")
     if last.content.startswith("Deploy"):
         return LlmResponse("", (ToolCall("c", "process_create", json.dumps(
-            {"recipe": "analyze", "name": "deployer", "goal": "Deploy build 42"})),))
+            {"recipe": "deployer", "name": "deployer", "goal": "Deploy build 42"})),))
     if 'type="blocked"' in last.content:
         return _respond("deployer waits for your approval in the Inbox.")
     if 'type="done"' in last.content:

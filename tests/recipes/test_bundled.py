@@ -57,7 +57,7 @@ def test_the_arthur_prompt_shows_its_tools_and_the_project() -> None:
     assert prompt.override is not None
     assert '"Literature Review"' in prompt.override
     assert "Tools you have: process_create, recipe_list." in prompt.override
-    assert applied.manual_paths == ["manuals/arthur-delegation.md"]
+    assert applied.manual_paths == ["manuals/arthur-delegation.md", "manuals/arthur-workers.md"]
 
 
 def test_params_reach_the_template() -> None:

@@ -110,7 +110,7 @@ def test_without_a_recipe_name_the_recipe_named_like_the_engine_applies(
 def test_an_unknown_recipe_suggests_the_closest_name(resolver: RecipeResolver) -> None:
     with pytest.raises(UnknownRecipe, match="no recipe named 'analyse'; did you mean 'analyze'"):
         resolver.resolve("acme", "p1", recipe="analyse")
-    with pytest.raises(UnknownRecipe, match="known recipes: analyze, arthur, ford"):
+    with pytest.raises(UnknownRecipe, match="known recipes: analyze, arthur, arthur-sub, ford, ford-chat"):
         resolver.get("acme", "p1", "xyzzy")
 
 

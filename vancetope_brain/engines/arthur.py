@@ -2,31 +2,38 @@
 
 Reactive: talks with the user, delegates real work to worker processes through
 tools, hears back from them as ``<process-event>`` messages, and answers with
-the ``respond`` tool, which must stand alone in its step. Never reaches DONE.
+the ``respond`` tool, which must stand alone in its step. Under a ``chat``
+recipe (``arthur``) it never reaches DONE. Under any other (``arthur-sub``, a
+worker, think-engines §7a) its respond is its result: it is DONE at the first
+respond that awaits no input while none of its own workers is still open, and
+its parent gets that message through ``summarize_for_parent``. A goal given at
+spawn is coordinated at once instead of greeting.
 """
 
 from __future__ import annotations
 
 import logging
 
-from vancetope_brain.engines.base import ThinkEngine, register_engine
+from vancetope_brain.engines.base import ParentReport, ThinkEngine, register_engine
 from vancetope_brain.engines.context import ThinkEngineContext
 from vancetope_brain.engines.prompting import (
     RESPOND,
     ToolLoop,
     conversation,
-    event_text,
+    record,
     system_prompt,
 )
 from vancetope_brain.llm import LlmMessage, budget
 from vancetope_brain.models import (
     ChatRole,
+    CloseReason,
     ExternalCommand,
     InboxMessage,
     ProcessStatus,
     ThinkProcess,
-    UserChatInput,
 )
+from vancetope_brain.models.steer import ProcessEventType
+from vancetope_brain.recipes.model import RecipeCategory
 
 log = logging.getLogger(__name__)
 
@@ -48,8 +55,9 @@ class ArthurEngine(ThinkEngine):
     })
 
     def start(self, process: ThinkProcess, context: ThinkEngineContext) -> None:
-        if process.parent_process_id is not None and process.goal:
-            # A sub-Arthur (think-engines §7a) coordinates its goal rather than greeting.
+        if process.goal:
+            # A goal given at spawn (e.g. to an arthur-sub, think-engines §7a) is coordinated
+            # rather than greeted.
             context.chat().append(ChatRole.USER, process.goal)
             self._answer(process, context)
             return
@@ -67,14 +75,8 @@ class ArthurEngine(ThinkEngine):
     def _take(self, envelope: InboxMessage, context: ThinkEngineContext) -> bool:
         """Record one inbound message; False when it was handled without the model."""
         message = envelope.message
-        if isinstance(message, UserChatInput):
-            context.chat().append(ChatRole.USER, message.content, source=envelope)
-            return True
-        if isinstance(message, ExternalCommand) and self._direct(message, context):
-            context.chat().append(ChatRole.EVENT, event_text(message), source=envelope)
-            return False
-        context.chat().append(ChatRole.EVENT, event_text(message), source=envelope)
-        return True
+        record(context, envelope)
+        return not (isinstance(message, ExternalCommand) and self._direct(message, context))
 
     @staticmethod
     def _direct(command: ExternalCommand, context: ThinkEngineContext) -> bool:
@@ -98,6 +100,18 @@ class ArthurEngine(ThinkEngine):
         if reply is None:
             return
         context.chat().append(ChatRole.ASSISTANT, reply.message)
-        context.set_status(ProcessStatus.BLOCKED if reply.awaiting_user_input
-                           else ProcessStatus.IDLE)
+        context.save_state({**process.engine_state, "lastReply": reply.message})
+        if reply.awaiting_user_input:
+            context.set_status(ProcessStatus.BLOCKED)
+        elif context.recipes().category is not RecipeCategory.CHAT and \
+                not context.processes().children(open_only=True):
+            context.set_status(ProcessStatus.CLOSED, CloseReason.DONE)
+        else:
+            context.set_status(ProcessStatus.IDLE)
 
+    def summarize_for_parent(self, process: ThinkProcess,
+                             event_type: ProcessEventType) -> ParentReport:
+        reply = process.engine_state.get("lastReply")
+        if reply and event_type in (ProcessEventType.DONE, ProcessEventType.BLOCKED):
+            return ParentReport(reply)
+        return super().summarize_for_parent(process, event_type)

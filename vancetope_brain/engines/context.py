@@ -7,6 +7,7 @@ go out live. ``llm()`` and ``tools()`` are the only ways out of a turn.
 
 from __future__ import annotations
 
+import builtins
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -157,6 +158,12 @@ class ProcessesApi:
     def list(self) -> list[ThinkProcess]:
         s = self._ctx.scope
         return self._ctx._processes.list_processes(s.tenant_id, s.session_id) + self._ctx.turn.spawned
+
+    def children(self, *, open_only: bool = False) -> builtins.list[ThinkProcess]:
+        """The processes this one spawned (this turn's included); ``open_only``: not CLOSED."""
+        me = self._ctx.process.id
+        return [p for p in self.list() if p.parent_process_id == me
+                and not (open_only and p.status is ProcessStatus.CLOSED)]
 
     def get(self, process_id: str) -> ThinkProcess:
         """A process of this session; another session's looks missing."""

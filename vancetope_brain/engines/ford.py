@@ -1,10 +1,13 @@
 """ford — the minimal chat engine (think-engines.txt §7): user message → LLM → streamed reply.
 
-No work tools of its own (a recipe may add some), no memory, no orchestration.
-As a chat it answers each message. As a worker (a process with a parent) it works on its goal and ends
-every turn with the ``respond`` marker: a question for the user leaves it
-BLOCKED, anything else is its result and it is DONE; the parent hears either
-through ``summarize_for_parent``.
+No tools of its own, no memory, no orchestration. What it is for is its
+recipe's business (§7a), not its parent's. A ``chat`` recipe (``ford-chat``,
+which a session's chat process and a client's ``process-create`` get) answers
+each message in plain streamed text and offers no tools. Any other category
+(``ford``, ``analyze``, ``summarize``: workers) works on its goal in the tool
+loop (a recipe may add tools) and ends every turn with the ``respond`` marker:
+a question for the user leaves it BLOCKED, anything else is its result and it
+is DONE; a parent hears either through ``summarize_for_parent``.
 """
 
 from __future__ import annotations
@@ -17,13 +20,14 @@ from vancetope_brain.engines.prompting import (
     RESPOND,
     ToolLoop,
     conversation,
-    event_text,
+    record,
     system_prompt,
 )
 from vancetope_brain.errors import LlmError
 from vancetope_brain.llm import LlmMessage
-from vancetope_brain.models import ChatRole, CloseReason, ProcessStatus, ThinkProcess, UserChatInput
+from vancetope_brain.models import ChatRole, CloseReason, ProcessStatus, ThinkProcess
 from vancetope_brain.models.steer import ProcessEventType
+from vancetope_brain.recipes.model import RecipeCategory
 
 log = logging.getLogger(__name__)
 
@@ -36,33 +40,29 @@ class FordEngine(ThinkEngine):
     title = "Ford"
     description = "Minimal chat: each user message gets one streamed LLM answer."
     version = "1.0.0"
-    allowed_tools = frozenset({"inbox_post"})
+    allowed_tools = frozenset()
 
     def start(self, process: ThinkProcess, context: ThinkEngineContext) -> None:
-        if process.parent_process_id is not None and process.goal:
+        if process.goal and context.recipes().category is not RecipeCategory.CHAT:
             context.chat().append(ChatRole.USER, process.goal)
             self._work(process, context)
         elif context.has_pending():
             self.steer(process, context)
 
     def steer(self, process: ThinkProcess, context: ThinkEngineContext) -> None:
-        chat = context.chat()
         last = None
         for envelope in context.drain_pending():
             last = envelope
-            message = envelope.message
-            if isinstance(message, UserChatInput):
-                chat.append(ChatRole.USER, message.content, source=envelope)
-            else:
-                chat.append(ChatRole.EVENT, event_text(message), source=envelope)
+            record(context, envelope)
         if last is None:
             return
-        if process.parent_process_id is not None:
+        if context.recipes().category is not RecipeCategory.CHAT:
             self._work(process, context)
             return
-        events = context.events()
+        chat = context.chat()
         try:
-            reply = context.llm().complete(self._input(process, context), on_token=events.token)
+            reply = context.llm().complete(self._input(process, context),
+                                           on_token=context.events().token)
         except LlmError as e:
             chat.append(ChatRole.ERROR, f"The model could not answer: {e}", source=last)
             return

@@ -5,9 +5,11 @@ into model input, the recipe's system prompt, and the tool loop of arthur-engine
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+from xml.sax.saxutils import escape, quoteattr
 
 from vancetope_brain.engines.context import ThinkEngineContext
 from vancetope_brain.errors import LlmError
@@ -18,6 +20,7 @@ from vancetope_brain.models import (
     ChatRole,
     ExternalCommand,
     InboxAnswer,
+    InboxMessage,
     ProcessEvent,
     ThinkProcess,
     ToolResult,
@@ -37,7 +40,12 @@ RESPOND = ToolSpec(
 )
 RESPOND_ALONE = ("respond must stand alone in its step: the other tools ran, their results are "
                  "above; call respond again on its own")
+RESPOND_REQUIRED = ("<vancetope-notice>Plain text does not reach the user: finish your turn "
+                    "with the respond tool (message, awaiting_user_input).</vancetope-notice>")
 MAX_STEPS = 8
+TOOL_RESULT = "toolResult"
+"""``meta`` key of the chat line of a ToolResult steer message: the call it answers."""
+log = logging.getLogger(__name__)
 _ROLES = {ChatRole.USER: "user", ChatRole.ASSISTANT: "assistant", ChatRole.EVENT: "user"}
 
 
@@ -48,33 +56,58 @@ class Reply:
 
 
 def event_text(message: SteerMessage) -> str:
-    """A non-user message as the model sees it: an XML-tagged user-role line (§3.4)."""
+    """A non-user message as the model sees it: an XML-tagged line (§3.4). Every value from
+    outside (a worker's summary, a title, a result) is XML-escaped, so no text can close
+    the tag and forge another event."""
     match message:
         case ProcessEvent(source_process_id=src, type=kind, human_summary=summary, payload=data):
-            extra = f"\n<payload>{json.dumps(data)}</payload>" if data else ""
-            return (f'<process-event sourceProcessId="{src}" type="{kind.value}">'
-                    f'{summary or ""}{extra}</process-event>')
+            extra = f"\n<payload>{escape(json.dumps(data))}</payload>" if data else ""
+            return (f"<process-event sourceProcessId={quoteattr(src)} type=\"{kind.value}\">"
+                    f"{escape(summary or '')}{extra}</process-event>")
         case ExternalCommand(command=command, params=params):
-            return f'<external-command name="{command}">{json.dumps(params)}</external-command>'
+            return (f"<external-command name={quoteattr(command)}>"
+                    f"{escape(json.dumps(params))}</external-command>")
         case InboxAnswer(inbox_item_id=item, item_type=kind, title=title, answer=answer):
             body = "dismissed by the user without an answer" if answer is None \
                 else json.dumps(answer.dump())
-            return (f'<inbox-answer itemId="{item}" type="{kind.value}" title={json.dumps(title)}>'
-                    f"{body}</inbox-answer>")
+            return (f"<inbox-answer itemId={quoteattr(item)} type=\"{kind.value}\" "
+                    f"title={quoteattr(title)}>{escape(body)}</inbox-answer>")
         case ToolResult(tool_call_id=call, tool_name=name, status=status, result=result,
                         error=error):
             body = json.dumps(result) if status is ToolCallStatus.SUCCESS else str(error)
-            return (f'<tool-result toolCallId="{call}" tool="{name}" status="{status.value}">'
-                    f"{body}</tool-result>")
+            return (f"<tool-result toolCallId={quoteattr(call)} tool={quoteattr(name)} "
+                    f"status=\"{status.value}\">{escape(body)}</tool-result>")
         case UserChatInput(content=content):
             return content
     raise TypeError(f"unknown steer message {message!r}")
 
 
+def record(context: ThinkEngineContext, envelope: InboxMessage) -> ChatMessage:
+    """The chat line of one inbound message: user input as a user line, anything else as an
+    event line; a ToolResult's line remembers its call, so ``conversation`` hands it to the
+    model as the tool message answering that call (§3.4)."""
+    message = envelope.message
+    if isinstance(message, UserChatInput):
+        return context.chat().append(ChatRole.USER, message.content, source=envelope)
+    meta = {TOOL_RESULT: {"toolCallId": message.tool_call_id, "toolName": message.tool_name}} \
+        if isinstance(message, ToolResult) else None
+    return context.chat().append(ChatRole.EVENT, event_text(message), source=envelope, meta=meta)
+
+
 def conversation(lines: list[ChatMessage]) -> list[LlmMessage]:
-    """Chat lines the model should see, oldest first (tool and error lines are for people)."""
-    return [LlmMessage(_ROLES[line.role], line.content)  # type: ignore[arg-type]
-            for line in lines if line.role in _ROLES]
+    """Chat lines the model should see, oldest first (tool and error lines are for people).
+    An asynchronous tool result becomes the assistant's call plus the tool message answering
+    it, the pair OpenAI-style endpoints require."""
+    out: list[LlmMessage] = []
+    for line in lines:
+        answered = line.meta.get(TOOL_RESULT) if line.role is ChatRole.EVENT else None
+        if answered:
+            call = ToolCall(answered["toolCallId"], answered["toolName"], "{}")
+            out += [LlmMessage("assistant", "", tool_calls=(call,)),
+                    LlmMessage("tool", line.content, tool_call_id=call.id)]
+        elif line.role in _ROLES:
+            out.append(LlmMessage(_ROLES[line.role], line.content))  # type: ignore[arg-type]
+    return out
 
 
 def system_prompt(process: ThinkProcess, context: ThinkEngineContext, fallback: str) -> str:
@@ -88,7 +121,9 @@ def system_prompt(process: ThinkProcess, context: ThinkEngineContext, fallback: 
 
 
 class ToolLoop:
-    """Model → tools → model … until a ``respond`` that stands alone (or plain text)."""
+    """Model → tools → model … until a ``respond`` that stands alone. ``respond`` is
+    mandatory: a plain-text answer is sent back once with ``RESPOND_REQUIRED``; a second
+    one is taken as the reply (not awaiting input), with a logged warning."""
 
     def __init__(self, context: ThinkEngineContext, tools: list[ToolSpec]) -> None:
         self._context = context
@@ -98,6 +133,7 @@ class ToolLoop:
         """The final reply; None when the model failed (an error line is already in the chat)."""
         chat, events = self._context.chat(), self._context.events()
         messages = list(messages)
+        reminded = False
         for _ in range(MAX_STEPS):
             try:
                 response = self._context.llm().complete(messages, tools=self._tools,
@@ -106,7 +142,14 @@ class ToolLoop:
                 chat.append(ChatRole.ERROR, f"The model could not answer: {e}")
                 return None
             if not response.tool_calls:
-                return Reply(response.content, False)
+                if reminded:
+                    log.warning("process %s answered in plain text twice; taking the text "
+                                "as its reply", self._context.scope.process_id)
+                    return Reply(response.content, False)
+                reminded = True  # respond is mandatory (§3.4): say so once
+                messages += [LlmMessage("assistant", response.content),
+                             LlmMessage("user", RESPOND_REQUIRED)]
+                continue
             work = [c for c in response.tool_calls if c.name != RESPOND.name]
             if not work:
                 return _parse_respond(response.tool_calls[0])

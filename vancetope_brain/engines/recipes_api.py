@@ -35,6 +35,12 @@ class RecipesApi:
     def roles(self) -> frozenset[str]:
         return frozenset(self._applied.roles)
 
+    @property
+    def category(self) -> RecipeCategory:
+        """What the recipe made this process (think-engines §7a): a ``chat`` talks with
+        whoever writes to it, a ``worker`` or ``service`` works on its goal and reports."""
+        return self._applied.category
+
     def system_prompt(self, fallback: str) -> str:
         """The recipe's prompt rendered now (prefix, then override or ``fallback``)."""
         p = self._process

@@ -8,10 +8,20 @@ from vancetope_brain.engines.base import EngineRegistry
 from vancetope_brain.models import ThinkProcess, new_id
 from vancetope_brain.recipes.resolver import RecipeResolver
 
+TOP_LEVEL_VARIANT = "chat"
+SUB_VARIANT = "sub"
+
 
 class ProcessFactory:
     """Resolves the recipe (project → tenant → bundled, or the engine-name convention) and
-    returns a new, unsaved process carrying the recipe's snapshot."""
+    returns a new, unsaved process carrying the recipe's snapshot.
+
+    The spawner, not the engine, knows the spawn context (think-engines §7a): a spawn that
+    names only an engine gets the variant recipe ``<engine>-chat`` when nobody spawns it (a
+    session's chat process, a client's ``process-create``) and ``<engine>-sub`` when a
+    process spawns it, if such a recipe exists and runs that engine; else the recipe
+    ``<engine>`` (else the engine's bare defaults).
+    """
 
     def __init__(self, resolver: RecipeResolver, engines: EngineRegistry) -> None:
         self.resolver = resolver
@@ -21,6 +31,9 @@ class ProcessFactory:
               recipe: str | None = None, engine: str | None = None, name: str = "",
               goal: str = "", params: dict[str, Any] | None = None,
               parent: ThinkProcess | None = None) -> ThinkProcess:
+        if recipe is None and engine is not None:
+            recipe = self.resolver.variant(tenant_id, project_id, engine,
+                                           SUB_VARIANT if parent else TOP_LEVEL_VARIANT)
         applied = self.resolver.resolve(tenant_id, project_id, recipe=recipe, engine=engine,
                                         caller_params=params)
         found = self._engines.get(applied.engine)

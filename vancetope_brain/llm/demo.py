@@ -2,10 +2,12 @@
 
 Deterministic, no network. Its every answer says what it is and how to
 configure a real endpoint, so nobody mistakes it for a model. Offered
-Arthur's tools, it shows delegation: asked for a piece of work (analyze,
-summarize, research …) it starts an ``analyze`` worker, and when the
-worker's ``<process-event>`` arrives it relays the result; asked for a council
-(several perspectives, pros and cons, a debate) it starts a ``zaphod`` council.
+Arthur's tools, it shows delegation, picking the worker by keywords
+(``_DELEGATION``): research or a deep dive goes to ``marvin``, a strategy, an
+approval or "run the … process" to ``vogon`` (strategy ``review``), a council,
+opinions, pros and cons or "should we …" to ``zaphod``, any other piece of work
+(analyze, summarize, compare …) to ``analyze``; when the worker's
+``<process-event>`` arrives it relays the result (or, blocked, its question).
 Offered only ``respond`` (a worker), it answers its goal with a demo result, in
 its persona's voice when it is a council head; offered zaphod's synthesis tool,
 it sums up the heads' answers.
@@ -16,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from xml.sax.saxutils import unescape
 
 from vancetope_brain.llm.base import LlmMessage, LlmResponse, TokenSink, ToolCall, ToolSpec
 
@@ -60,10 +63,20 @@ class DemoModel:
                            finish_reason="tool_calls" if call else "stop", model=self.name)
 
 
-_WORK = re.compile(r"\b(analy[sz]e|summari[sz]e|research|compare|review|investigate|plan)",
-                   re.IGNORECASE)
-_COUNCIL = re.compile(r"\b(council|perspectives|pros and cons|debate|second opinion)",
-                      re.IGNORECASE)
+_DELEGATION: list[tuple[re.Pattern[str], dict[str, object]]] = [
+    (re.compile(r"\b(strateg\w*|approv\w*|sign[- ]off|run the \w+( \w+)? process)",
+                re.IGNORECASE),
+     {"recipe": "vogon", "name": "demo-strategy", "params": {"strategy": "review"}}),
+    (re.compile(r"\b(council|opinions?|pros and cons|trade-?offs?|should (we|i))\b",
+                re.IGNORECASE),
+     {"recipe": "zaphod", "name": "demo-council"}),
+    (re.compile(r"\b(research\w*|deep[- ]?dive|dig into|investigate)", re.IGNORECASE),
+     {"recipe": "marvin", "name": "demo-research"}),
+    (re.compile(r"\b(analy[sz]e|summari[sz]e|compare|review|plan)", re.IGNORECASE),
+     {"recipe": "analyze", "name": "demo-worker"}),
+]
+"""Keywords of a request → the worker the demo starts for it; the first match wins."""
+_SPAWN_ID = "demo_spawn"
 _EVENT = re.compile(r'<process-event sourceProcessId="([^"]*)" type="([a-z]+)">(.*?)'
                     r"(?:<payload>|</process-event>)", re.DOTALL)
 
@@ -87,24 +100,38 @@ def _demo_call(messages: list[LlmMessage], tools: set[str]) -> ToolCall | None:
         return _respond(f"Demo result for “{' '.join(goal.split())[:_QUOTE_LIMIT]}”: the "
                         "offline demo model did no real work, but this is where a worker's "
                         "findings would be.")
-    if last.role == "tool":
-        started = json.loads(last.content).get("result") or {}
-        return _respond(f"I started a worker ({started.get('name', 'worker')}) on that and "
-                        "will tell you when it reports back. (Offline demo model.)")
+    if last.role == "tool" and last.tool_call_id == _SPAWN_ID:
+        return _started(last.content)
     event = _EVENT.search(last.content) if last.role == "user" else None
     if event:
         source, kind, summary = event.groups()
+        summary = unescape(summary).strip()
         if kind == "blocked":
-            return _respond(f"The worker {source} asks: {summary.strip()}", awaiting=True)
-        return _respond(f"The worker {source} is {kind}. It reports: {summary.strip()}")
-    if last.role == "user" and _COUNCIL.search(last.content):
-        return ToolCall("demo_council", "process_create", json.dumps({
-            "recipe": "zaphod", "name": "demo-council", "goal": last.content}))
-    if last.role == "user" and _WORK.search(last.content):
-        return ToolCall("demo_spawn", "process_create", json.dumps({
-            "recipe": "analyze", "name": "demo-worker", "goal": last.content}))
-    return _respond(demo_answer(messages) + " Ask me to analyze or summarize something to "
-                    "see how I delegate work to a worker process.")
+            return _respond(f"The worker {source} asks: {summary}", awaiting=True)
+        return _respond(f"The worker {source} is {kind}. It reports: {summary}")
+    spawn = next((args for pattern, args in _DELEGATION if pattern.search(last.content)), None) \
+        if last.role == "user" else None
+    if spawn is not None:
+        return ToolCall(_SPAWN_ID, "process_create",
+                        json.dumps({**spawn, "goal": last.content}))
+    return _respond(demo_answer(messages) + " To see how I delegate work to worker processes, "
+                    "ask me to analyze something, to research a question, to run the review "
+                    "strategy with approval, or for pros and cons of a choice.")
+
+
+def _started(result: str) -> ToolCall:
+    """Arthur's answer once ``process_create`` returned: started, or why not."""
+    try:
+        body = json.loads(result)
+    except ValueError:
+        body = {}
+    if not isinstance(body, dict) or "result" not in body:
+        error = body.get("error") if isinstance(body, dict) else None
+        return _respond(f"I could not start a worker: {error or result}. (Offline demo model.)")
+    started = body["result"] or {}
+    return _respond(f"I started a worker ({started.get('name', 'worker')}) with the recipe "
+                    f"{started.get('recipe') or started.get('engine', '?')} on that and will "
+                    "tell you when it reports back. (Offline demo model.)")
 
 
 COUNCIL_TOOL = "council_synthesis"

@@ -6,13 +6,17 @@
   ``vancetope_brain.llm.pytest_plugin`` applies it to every test.
 
 Both models stream content to ``on_token`` in a few chunks, record every call
-in ``.calls`` and are thread-safe. Nothing here opens a connection.
+in ``.calls`` and are thread-safe. Nothing here opens a connection. A ``str``
+answer is the text the model streams; when the call offers the ``respond`` tool
+(which Arthur and worker turns require) it is also sent as ``respond``'s message
+(not awaiting input). Return an ``LlmResponse`` to answer in plain text anyway.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import json
 import socket
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -20,7 +24,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from vancetope_brain.llm.base import LlmMessage, LlmResponse, TokenSink, ToolSpec
+from vancetope_brain.llm.base import LlmMessage, LlmResponse, TokenSink, ToolCall, ToolSpec
 from vancetope_brain.llm.demo import split_words
 
 Scripted = LlmResponse | str | BaseException
@@ -64,9 +68,13 @@ class _RecordingModel:
             self._calls.append(ModelCall(tuple(messages), tuple(tools or ())))
             return len(self._calls)
 
-    def _deliver(self, result: LlmResponse | str, on_token: TokenSink | None) -> LlmResponse:
+    def _deliver(self, result: LlmResponse | str, on_token: TokenSink | None,
+                 tools: list[ToolSpec] | None) -> LlmResponse:
         if isinstance(result, str):
-            result = LlmResponse(content=result)
+            respond = any(t.name == "respond" for t in tools or ())
+            result = LlmResponse(content=result, tool_calls=(ToolCall(
+                "double_respond", "respond", json.dumps(
+                    {"message": result, "awaiting_user_input": False})),) if respond else ())
         elif not isinstance(result, LlmResponse):
             raise TypeError(f"{self.name}: expected LlmResponse or str, got {result!r}")
         if not result.model:
@@ -111,7 +119,7 @@ class ScriptedModel(_RecordingModel):
         item = self._script[number - 1]
         if isinstance(item, BaseException):
             raise item
-        return self._deliver(item, on_token)
+        return self._deliver(item, on_token, tools)
 
 
 class FunctionModel(_RecordingModel):
@@ -134,7 +142,7 @@ class FunctionModel(_RecordingModel):
     ) -> LlmResponse:
         """Return ``fn(messages, tools)``, streaming its content."""
         self._record(messages, tools)
-        return self._deliver(self.fn(list(messages), list(tools or ())), on_token)
+        return self._deliver(self.fn(list(messages), list(tools or ())), on_token, tools)
 
 
 def stream_chunks(text: str, parts: int = 3) -> list[str]:

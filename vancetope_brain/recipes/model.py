@@ -2,8 +2,10 @@
 
 A recipe names an engine and configures it for a use case: default params,
 a prompt (``promptOverride`` replaces the engine's system prompt,
-``promptPrefix`` goes before it), tool pool adjustments, a category and
-engine roles. Field names are camelCase in YAML and in the store.
+``promptPrefix`` goes before it), tool pool adjustments, a category,
+engine roles and optionally the model (an LLM endpoint profile and/or a
+model name, see ``vancetope_brain.llm.profiles``). Field names are camelCase
+in YAML and in the store.
 """
 
 from __future__ import annotations
@@ -46,6 +48,24 @@ class RecipeSource(StrEnum):
     ENGINE = "engine"
 
 
+class ModelChoice(Wire):
+    """Which LLM a recipe's processes talk to: an endpoint ``profile`` (see
+    ``vancetope_brain.llm.profiles``) and/or a model ``name`` on it. Either may be left out;
+    the settings cascade and the deployment fill the gap (``llm.profiles.choose``)."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid",
+                              frozen=True)
+
+    profile: Name | None = None
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+
+    @model_validator(mode="after")
+    def _names_something(self) -> ModelChoice:
+        if self.profile is None and self.name is None:
+            raise ValueError("model needs a profile, a name or both")
+        return self
+
+
 class _RecipeFields(Wire):
     """The fields a recipe and its snapshot share."""
 
@@ -60,6 +80,7 @@ class _RecipeFields(Wire):
     category: RecipeCategory = RecipeCategory.WORKER
     roles: list[Role] = Field(default_factory=list)
     manual_paths: list[str] = Field(default_factory=list)
+    model: ModelChoice | None = None
 
 
 class Recipe(Document, _RecipeFields):

@@ -107,6 +107,13 @@ class RecipeResolver:
                                    f"{engine!r}; name only the recipe")
         return AppliedRecipe.of(entry.recipe, entry.source, caller_params)
 
+    def variant(self, tenant_id: str, project_id: str | None, engine: str,
+                suffix: str) -> str | None:
+        """``<engine>-<suffix>`` if the cascade has a recipe of that name running ``engine``."""
+        name = f"{engine}-{suffix}"
+        entry = self.lookup(tenant_id, project_id, name)
+        return name if entry is not None and entry.recipe.engine == engine else None
+
     def list(self, tenant_id: str, project_id: str | None = None, *,
              category: RecipeCategory | None = None) -> _Entries:
         """The effective catalogue by name: per name the innermost recipe, with its source."""
