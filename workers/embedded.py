@@ -94,8 +94,11 @@ class EmbeddedWorker:
         if queued := sum(channel.queue_declare(name, passive=True).message_count
                          for name in self._lane_queues):
             busy.append(f"{queued} lane task(s) queued")
-        if waiting := worker.store.port(LaneStore).stale_pending(utcnow() + timedelta(days=1)):
+        lanes = worker.store.port(LaneStore)
+        if waiting := lanes.stale_pending(utcnow() + timedelta(days=1)):
             busy.append(f"input waiting for (tenant, process) {waiting}")
+        if unsettled := lanes.unsettled():
+            busy.append(f"processes starting or running {unsettled}")
         if state.all_total_count[0] != accepted:
             busy.append("a task started meanwhile")
         return busy

@@ -166,3 +166,29 @@ def test_join_waits_for_the_lanes_to_settle_and_names_what_still_moves(embedded)
     emb.worker.join()
     assert emb.brain.store.port(LaneStore).chat_history("acme", pid)[-1].content == "at last"
     assert emb.brain.store.port(SessionStore).get_process("acme", pid).status is ProcessStatus.IDLE
+
+
+@pytest.mark.parametrize(("died", "steered"), [(False, False), (True, False), (True, True)])
+def test_a_start_that_was_lost_or_died_runs_from_the_sweeper(embedded, died, steered):
+    emb = embedded
+    emb.model = ScriptedModel(["here now"])
+    lanes = emb.brain.store.port(LaneStore)
+    session = emb.brain.sessions.create_interactive(emb.who)
+    emb.worker.join()
+    # A chat stored and never woken; or its start took the epoch (RUNNING), then its worker
+    # died there.
+    process = emb.brain.process_factory.build(
+        tenant_id="acme", project_id=session.project_id, session_id=session.id, user_id="ada",
+        recipe="arthur").model_copy(
+            update={"status": ProcessStatus.RUNNING, "epoch": 1} if died else {})
+    emb.brain.store.port(SessionStore).create_process(process)
+    if steered:  # and a message came in meanwhile, whose wake was lost too
+        lanes.append_message(InboxMessage(
+            id=new_id("msg"), tenant_id="acme", target_process_id=process.id,
+            message=UserChatInput(from_user="ada", content="still there?")))
+    emb.worker.join()  # the sweeper finds the unsettled lane; the start runs (again)
+    assert emb.brain.store.port(SessionStore).get_process("acme", process.id).status \
+        is ProcessStatus.IDLE
+    assert [t.lifecycle for t in lanes.turn_records("acme", process.id)] == ["start"]
+    expected = [WELCOME] + (["still there?", "here now"] if steered else [])
+    assert [x.content for x in lanes.chat_history("acme", process.id)] == expected

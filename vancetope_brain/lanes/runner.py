@@ -111,11 +111,16 @@ class LaneRunner:
         # and its task's re-check request reaches us on release. (If a fenced-out worker
         # drains one of these meanwhile, our commit is refused: nothing is doubled.)
         pending = self._lanes.pending_messages(tenant_id, process_id, limit=PENDING_PER_TURN)
+        # RUNNING while we hold the lease: the turn that set it died (killed, or frozen past
+        # its lease); it may have left no message behind, so it runs again regardless.
+        died = current.status is ProcessStatus.RUNNING
         if current.pending_control is None and current.status is not ProcessStatus.INIT \
-                and not pending:
+                and not pending and not died:
             return TurnOutcome.NOTHING, current.status, False, False
         started = utcnow()
         process = self._lanes.acquire_epoch(tenant_id, process_id)
+        if died and process.pending_control is None and self._unstarted(process):
+            process = process.model_copy(update={"status": ProcessStatus.INIT})
         before = process.status
         if before in _MARKED_RUNNING:
             self._events.publish(process.session_id, process_id, EventType.STATUS_CHANGED,
@@ -180,6 +185,12 @@ class LaneRunner:
         return bool(self._items.list_inbox_items(process.tenant_id, InboxQuery(
             origin_process_id=process.id, statuses=frozenset({ItemStatus.PENDING}),
             requires_action=True, limit=1)))
+
+    def _unstarted(self, process: ThinkProcess) -> bool:
+        """Whether no turn committed since the process was created or last reset: the turn
+        that died was its ``start``."""
+        records = self._lanes.turn_records(process.tenant_id, process.id)
+        return not records or records[-1].status_after is ProcessStatus.INIT
 
     def _started(self, process: ThinkProcess) -> bool:
         return any(t.lifecycle == "start"

@@ -17,14 +17,16 @@ TIMERS_PER_SWEEP = 500
 
 
 def sweep(store: LaneStore, client: redis.Redis, waker: Waker, *, age: float) -> int:
-    """Re-wake every wakeable process with a message pending longer than ``age`` seconds
-    and no live lease. Returns how many were woken.
+    """Re-wake every wakeable process with a message pending longer than ``age`` seconds,
+    and every INIT or RUNNING one (a lost start, a dead turn), that has no live lease.
+    Returns how many were woken.
 
     Catches what a lost broker message, a killed worker or a frozen worker
     left behind; the bound on pending time is lease TTL + sweep interval + age.
     """
     woken = 0
-    for tenant_id, process_id in store.stale_pending(utcnow() - timedelta(seconds=age)):
+    found = store.stale_pending(utcnow() - timedelta(seconds=age)) + store.unsettled()
+    for tenant_id, process_id in dict.fromkeys(found):
         if client.exists(keys.lease(process_id)):
             continue
         woken += waker.wake(tenant_id, process_id)

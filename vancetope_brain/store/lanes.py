@@ -55,6 +55,12 @@ class LaneStore(Port):
         """
 
     @abstractmethod
+    def unsettled(self, limit: int = 100) -> list[tuple[str, str]]:
+        """System query for the sweeper: (tenant, process) pairs whose status is INIT or
+        RUNNING — a start whose wake was lost, or (with no live lease) a turn that died —
+        at most ``limit``. Such a turn may have left no message behind to find it by."""
+
+    @abstractmethod
     def acquire_epoch(self, tenant_id: str, process_id: str) -> ThinkProcess:
         """Start a lane turn: atomically increment ``epoch`` and, if the status is INIT, IDLE
         or BLOCKED, set it to RUNNING.

@@ -53,3 +53,15 @@ def test_acquire_epoch_keeps_the_rest_of_the_document(lanes: LaneStore, world: W
     acquired = lanes.acquire_epoch("ten_1", process.id)
     assert acquired.engine_state == {"step": 3}
     assert acquired.model_copy(update={"epoch": 0}) == process
+
+
+def test_unsettled_lists_init_and_running_processes_only(
+    lanes: LaneStore, world: World
+) -> None:
+    fresh = world.process("ten_1")
+    running = world.process("ten_2")
+    lanes.acquire_epoch("ten_2", running.id)  # a turn that never committed
+    for status in (S.IDLE, S.BLOCKED, S.PAUSED, S.SUSPENDED, S.CLOSED):
+        world.set_status(world.process("ten_1"), status)
+    assert sorted(lanes.unsettled()) == sorted([("ten_1", fresh.id), ("ten_2", running.id)])
+    assert len(lanes.unsettled(limit=1)) == 1

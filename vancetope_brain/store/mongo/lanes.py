@@ -117,6 +117,7 @@ class MongoLanes(MongoAdapter, LaneStore):
         self._turns = db.database["turn_records"]
         self._timers = db.database["process_timers"]
         self._timers.create_index([("dueAt", ASCENDING)], name="due")
+        self._processes.create_index([("status", ASCENDING)], name="by_status")
         self._messages.create_index(
             [("tenantId", ASCENDING), ("targetProcessId", ASCENDING), ("seq", ASCENDING)],
             unique=True, name="seq")
@@ -177,6 +178,14 @@ class MongoLanes(MongoAdapter, LaneStore):
             if pair not in since or at < since[pair]:
                 since[pair] = at
         return sorted(since, key=since.__getitem__)[:limit]
+
+    @translated
+    def unsettled(self, limit: int = 100) -> list[tuple[str, str]]:
+        if limit <= 0:
+            return []
+        rows = self._processes.find({"status": {"$in": ["INIT", "RUNNING"]}},
+                                    projection={"tenantId": True}).limit(limit)
+        return [(raw["tenantId"], raw["_id"]) for raw in rows]
 
     def _stale_messages(self, cutoff: datetime, limit: int) -> dict[tuple[str, str], datetime]:
         """Up to ``limit`` wakeable pairs with an undrained message created before ``cutoff``,

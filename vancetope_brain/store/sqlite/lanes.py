@@ -229,6 +229,12 @@ class SqliteLanes(SqliteAdapter, LaneStore):
         )
         return [(tenant, process) for tenant, process in rows]
 
+    def unsettled(self, limit: int = 100) -> list[tuple[str, str]]:
+        rows = self.db.read(
+            "SELECT tenant_id, process_id FROM lanes WHERE status IN ('INIT', 'RUNNING') "
+            "LIMIT ?", (limit,))
+        return [(tenant, process) for tenant, process in rows]
+
     def acquire_epoch(self, tenant_id: str, process_id: str) -> ThinkProcess:
         with self.db.write() as conn:
             doc, prior, epoch, next_seq, pending_control, requested_ms = process_row_in(

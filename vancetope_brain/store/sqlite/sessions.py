@@ -51,6 +51,9 @@ CREATE TABLE IF NOT EXISTS lanes (
 -- The sweeper's lifecycle calls left waiting: only lanes with a pending call.
 CREATE INDEX IF NOT EXISTS lanes_control
     ON lanes (control_requested_ms) WHERE pending_control IS NOT NULL;
+-- The sweeper's unsettled lanes (a lost start, a dead turn): only INIT and RUNNING ones.
+CREATE INDEX IF NOT EXISTS lanes_unsettled
+    ON lanes (process_id) WHERE status IN ('INIT', 'RUNNING');
 """
 
 _MIGRATIONS = {
