@@ -31,7 +31,7 @@ from vancetope_brain.models.inbox import ItemStatus, ItemType
 from vancetope_brain.models.steer import ProcessEventType
 from vancetope_brain.recipes.loader import definition_from_mapping
 from vancetope_brain.recipes.render import render_text
-from vancetope_brain.recipes.strategy import STOP, Checkpoint, Condition, Gate, Phase, Strategy
+from vancetope_brain.recipes.strategy import END, STOP, Checkpoint, Condition, Gate, Phase, Strategy
 
 STATE = "strategyState"
 _MISSING = object()
@@ -63,7 +63,7 @@ class VogonEngine(ThinkEngine):
             context.set_status(ProcessStatus.CLOSED, CloseReason.FAILED)
             return
         state: dict[str, Any] = {
-            "strategy": strategy.model_dump(mode="json", by_alias=True), "input": process.goal,
+            "strategy": strategy.dump(), "input": process.goal,
             "phase": 0, "iteration": 0, "runs": 0, "step": "work", "workers": {},
             "item": None, "results": {}, "history": [], "outcome": None}
         _Run(process, context, strategy, state).launch()
@@ -192,9 +192,12 @@ class _Run:
         self._note(f"Phase {phase.name} (run {state['iteration']}): gate "
                    f"{'passed' if passed else 'failed'}.")
         if passed:
-            if state["phase"] + 1 == len(self.strategy.phases):
-                raise _Finished("completed", "every phase passed its gate")
-            self.begin(state["phase"] + 1, 1)
+            following = state["phase"] + 1 if phase.next is None else \
+                len(self.strategy.phases) if phase.next == END else self.strategy.phase(phase.next)
+            if following == len(self.strategy.phases):
+                raise _Finished("completed", f"phase {phase.name} passed its gate, the last "
+                                "one to run")
+            self.begin(following, 1)
         elif state["iteration"] < min(phase.max_iterations,
                                       self.context.settings().get("vogon.maxLoopIterations")):
             self.begin(state["phase"], state["iteration"] + 1)

@@ -14,7 +14,15 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Annotated, Any, ClassVar, Self
 
-from pydantic import ConfigDict, Field, StringConstraints, field_validator, model_validator
+from pydantic import (
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    StringConstraints,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 from vancetope_brain.models.base import Wire
@@ -29,6 +37,10 @@ TEMPLATE_NAMES = frozenset({"input", "params", "phases", "iteration", "strategy"
 
 STOP = "stop"
 """``onFail: stop``: end the strategy with a report (the default)."""
+
+END = "end"
+"""``next: end``: the strategy is complete after this phase (phases after it are only reached
+by ``onFail`` or another ``next``)."""
 
 MAX_BRANCHES = 8
 """Branches of one fork, at most (``vogon.maxForkBranches`` may lower it)."""
@@ -106,6 +118,13 @@ class Condition(_Strict):
     one_of: list[Any] | None = None
     exists: bool | None = None
 
+    @model_serializer(mode="wrap")
+    def _only_its_test(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        # ``equals: null`` is a test, so a dump keeps exactly the fields that were given.
+        given = self.model_fields_set | {"value"}
+        names = given | {to_camel(n) for n in given}
+        return {k: v for k, v in handler(self).items() if k in names}
+
     @model_validator(mode="after")
     def _one_test(self) -> Self:
         tests = [n for n in ("equals", "not_equals", "contains", "one_of", "exists")
@@ -160,7 +179,8 @@ class Phase(_Strict):
     """A worker (``recipe`` + ``goal``) or a ``fork`` of workers that run in parallel and
     join; then an optional ``checkpoint``; then the ``gate``. A phase whose gate fails is run
     again while its run count is below ``maxIterations`` (a bounded loop), then follows
-    ``onFail`` (its own, else the strategy's)."""
+    ``onFail`` (its own, else the strategy's). A phase that passes goes to ``next`` (a phase,
+    or ``end``), by default to the phase after it."""
 
     name: Name
     description: str = Field(default="", max_length=2000)
@@ -171,6 +191,7 @@ class Phase(_Strict):
     checkpoint: Checkpoint | None = None
     gate: Gate | None = None
     on_fail: str | None = Field(default=None, max_length=64)
+    next: str | None = Field(default=None, max_length=64)
     max_iterations: int = Field(default=1, ge=1, le=100)
 
     @field_validator("goal")
@@ -244,6 +265,10 @@ class Strategy(Definition):
             if target != STOP and target not in seen:
                 raise ValueError(f"{where}: no phase named {target!r} (use 'stop' or one of "
                                  f"{', '.join(names)})")
+        for i, phase in enumerate(self.phases):
+            if phase.next is not None and phase.next != END and phase.next not in seen:
+                raise ValueError(f"phases.{i}.next: no phase named {phase.next!r} (use 'end' "
+                                 f"or one of {', '.join(names)})")
         for i, phase in enumerate(self.phases):
             for condition in phase.gate.conditions() if phase.gate else []:
                 parts = condition.value.split(".")
