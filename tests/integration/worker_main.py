@@ -108,6 +108,9 @@ def build_model(mode: str) -> ChatModel:
         return FunctionModel(arthur_flow, name="test-arthur-flow")
     if mode == "inbox-flow":
         return FunctionModel(inbox_flow, name="test-inbox-flow")
+    if mode == "vogon-flow":
+        from tests.integration.scripts_vogon import vogon_flow
+        return FunctionModel(vogon_flow, name="test-vogon-flow")
     if mode not in ("echo", "block", "slow", "stream"):
         raise SystemExit(f"VT_TEST_MODEL={mode!r}: use echo, block, slow, stream, arthur-flow "
                          f"or inbox-flow")

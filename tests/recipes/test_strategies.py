@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_admin_cli import admin, store_url  # noqa: F401 - fixtures
 from vancetope_brain.errors import RecipeError
 from vancetope_brain.recipes.kinds import bundled_of
 from vancetope_brain.recipes.loader import BundledDefinitions
 from vancetope_brain.recipes.strategy import CheckpointType, Strategy
+
+pytest_plugins = ["tests.test_admin_cli"]  # its admin and store_url fixtures
 
 
 def test_every_bundled_strategy_loads_and_one_asks_for_approval() -> None:

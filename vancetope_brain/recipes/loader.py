@@ -9,6 +9,7 @@ Input should be a valid string``.
 from __future__ import annotations
 
 import functools
+import re
 from importlib import resources
 from importlib.resources.abc import Traversable
 from typing import Any, Generic, TypeVar
@@ -48,6 +49,9 @@ def _field_errors(where: str, error: ValidationError, kind: str = Recipe.KIND) -
             message = f"{item['input']!r} is not lowercase-kebab (e.g. 'deep-analysis')"
         elif item["type"] == "extra_forbidden":
             message = "unknown field"
+        if not item["loc"] and re.match(r"[\w.]+: ", message):  # names its field itself
+            lines.append(f"{where}: {message}")
+            continue
         lines.append(f"{where}: {path}: {message}")
     return RecipeError("; ".join(lines))
 
