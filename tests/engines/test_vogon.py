@@ -196,3 +196,19 @@ def test_the_cron_variant_posts_its_synthesis_as_output_text_and_the_sub_variant
     assert (posted.type, posted.title) == (ItemType.OUTPUT_TEXT, "one: completed")
     assert posted.body == _strategy_state(_closed(embedded, cron.id))["report"]
     assert "### a (run 1, done)" in posted.body and "out(A)" in posted.body
+
+
+def test_the_demo_model_runs_a_bundled_strategy_up_to_its_approval(embedded):
+    from vancetope_brain.llm.demo import DemoModel
+
+    embedded.model = DemoModel()
+    session = embedded.brain.sessions.create(embedded.who)
+    embedded.brain.sessions.steer(embedded.who, session.chat_process_id,
+                                  "Run the strategy for a product launch note")
+    vogon = wait_for(lambda: _named(embedded, session.id, "demo-strategy"), timeout=15)
+    item = _pending_item(embedded, vogon.id)
+    assert item.title.startswith("Approve the draft for")
+    embedded.brain.inbox.answer(embedded.who, item.id, Outcome.DECIDED, value={"approved": True})
+    state = _strategy_state(_closed(embedded, vogon.id))
+    assert state["outcome"] == "completed"
+    assert _workers(embedded, session.id, vogon.id) == ["draft", "finalize", "research"]

@@ -85,11 +85,26 @@ def _demo_call(messages: list[LlmMessage], tools: set[str]) -> ToolCall | None:
         if kind == "blocked":
             return _respond(f"The worker {source} asks: {summary.strip()}", awaiting=True)
         return _respond(f"The worker {source} is {kind}. It reports: {summary.strip()}")
+    if last.role == "user" and (strategy := demo_strategy_call(last.content)):
+        return strategy
     if last.role == "user" and _WORK.search(last.content):
         return ToolCall("demo_spawn", "process_create", json.dumps({
             "recipe": "analyze", "name": "demo-worker", "goal": last.content}))
     return _respond(demo_answer(messages) + " Ask me to analyze or summarize something to "
                     "see how I delegate work to a worker process.")
+
+
+_STRATEGY = re.compile(r"\bstrategy\b", re.IGNORECASE)
+
+
+def demo_strategy_call(text: str) -> ToolCall | None:
+    """Asked to run a strategy, the demo starts a ``vogon`` on the bundled ``draft-review``
+    (research, draft, an APPROVAL in the Inbox, finalize)."""
+    if not _STRATEGY.search(text):
+        return None
+    return ToolCall("demo_strategy", "process_create", json.dumps({
+        "recipe": "vogon", "name": "demo-strategy", "goal": text,
+        "params": {"strategy": "draft-review"}}))
 
 
 def demo_answer(messages: list[LlmMessage]) -> str:
