@@ -124,6 +124,12 @@ def test_an_approval_checkpoint_blocks_and_the_answer_continues_or_follows_on_fa
     wait_for(lambda: _arthur_heard(embedded, sid, "heard done: " + state["report"]), timeout=10,
              what="Arthur hearing the phase synthesis")
     assert ("Checkpoint: approved" if approved else "Checkpoint: rejected") in state["report"]
+    progress = [(e.data["phase"], e.data["step"], e.data.get("passed"))
+                for e in embedded.brain.events.read(sid, 0) if e.type.value == "vogon-phase"]
+    last = ("c", "gate", True) if approved else ("rescue", "gate", True)
+    assert progress == [("a", "started", None), ("a", "gate", True), ("b", "started", None),
+                        ("b", "waiting", None), ("b", "gate", approved),
+                        (last[0], "started", None), last, (last[0], "finished", None)]
 
 
 def test_a_loop_repeats_a_phase_until_its_gate_passes_and_ends_at_its_bound(embedded):

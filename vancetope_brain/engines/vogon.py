@@ -18,6 +18,7 @@ from typing import Any
 from vancetope_brain.engines.base import ParentReport, ThinkEngine, register_engine
 from vancetope_brain.engines.context import ThinkEngineContext
 from vancetope_brain.errors import RecipeError, UserError
+from vancetope_brain.events import EventType
 from vancetope_brain.models import (
     ChatRole,
     CloseReason,
@@ -191,6 +192,7 @@ class _Run:
                                  "gate": "passed" if passed else "failed"})
         self._note(f"Phase {phase.name} (run {state['iteration']}): gate "
                    f"{'passed' if passed else 'failed'}.")
+        self._event("gate", passed=passed)
         if passed:
             following = state["phase"] + 1 if phase.next is None else \
                 len(self.strategy.phases) if phase.next == END else self.strategy.phase(phase.next)
@@ -234,6 +236,7 @@ class _Run:
                                              "output": "", "payload": None}
         self._note(f"Phase {phase.name} (run {iteration}): started "
                    f"{len(state['workers'])} worker(s).")
+        self._event("started", workers={b: w["processId"] for b, w in state["workers"].items()})
         self.context.save_state({**self.process.engine_state, STATE: state})
 
     def _result(self, workers: list[dict[str, Any]]) -> dict[str, Any]:
@@ -278,6 +281,7 @@ class _Run:
             item["answer"] = posted.answer.dump() if posted.answer else None
             return True
         self._note(f"Phase {phase.name}: waiting for the Inbox: {title}")
+        self._event("waiting", itemId=posted.id, title=title)
         return False
 
     # ── gates ──────────────────────────────────────────────────────────────
@@ -307,6 +311,7 @@ class _Run:
         state = self.state
         state.update(outcome=outcome, step="end", report=self._synthesis(outcome, reason))
         self._note(state["report"])
+        self._event("finished", outcome=outcome)
         if self.process.engine_params.get("postSynthesis"):
             # Through the tool, so only a recipe that adds inbox_post to the pool posts.
             self.context.tools().invoke("inbox_post", {
@@ -343,6 +348,12 @@ class _Run:
             return render_text(f"strategy {self.strategy.name!r}: {where}", source, variables)
         except RecipeError as e:
             raise _Finished("failed", str(e)) from e
+
+    def _event(self, step: str, **data: Any) -> None:
+        """Progress for clients drawing the phases (live overlay; the state is the record)."""
+        self.context.events().emit(EventType.VOGON_PHASE, {
+            "strategy": self.strategy.name, "phase": self.phase.name, "index": self.state["phase"],
+            "iteration": self.state["iteration"], "step": step, **data})
 
     def _note(self, text: str) -> None:
         self.context.chat().append(ChatRole.ASSISTANT, text)

@@ -18,6 +18,8 @@ class EventType(StrEnum):
     PROCESS_SPAWNED = "process-spawned"          # data: {childProcessId, goal}
     STATUS_CHANGED = "status-changed"            # data: {from, to}
     CHAT_MESSAGE = "chat-message"                # data: the committed ChatMessage
+    # data: {strategy, phase, index, iteration, step: started|waiting|gate|finished, ...}
+    VOGON_PHASE = "vogon-phase"
     # Addressed to one connection; gateways turn it into a ``tool-call`` frame and never
     # show it to anyone else. data: {toolCallId, toolName, params, connectionId, timeoutSec}
     CLIENT_TOOL_REQUEST = "client-tool-request"
