@@ -19,6 +19,7 @@ import pytest
 # registers their ``@covers`` for the meta-test even when this file runs alone.
 import tests.gateway.test_inbox_frames  # noqa: F401
 import tests.gateway.test_recipe_frames  # noqa: F401
+import tests.gateway.test_strategy_frames  # noqa: F401
 from tests.gateway.wire import (
     COVERED,
     REFUSAL,
