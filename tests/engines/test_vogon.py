@@ -218,3 +218,29 @@ def test_the_demo_model_runs_a_bundled_strategy_up_to_its_approval(embedded):
     state = _strategy_state(_closed(embedded, vogon.id))
     assert state["outcome"] == "completed"
     assert _workers(embedded, session.id, vogon.id) == ["draft", "finalize", "research"]
+
+
+def test_a_worker_question_blocks_vogon_and_the_parents_answer_is_relayed(embedded):
+    asking = {"name": "ask", "phases": [{"name": "a", "recipe": "ford", "goal": "ASK me"}]}
+
+    def worker(messages, tools):
+        said = [m.content for m in messages if m.role == "user"]
+        if said[-1] == "blue":
+            return respond("the answer was blue")
+        return respond("Which colour?", awaiting=True)
+
+    def arthur(messages, tools):
+        last = messages[-1]
+        if 'type="blocked">Phase a: a worker asks: Which colour?' in last.content:
+            vogon = re.search(r'sourceProcessId="([^"]+)"', last.content).group(1)
+            return LlmResponse("", (call("process_steer", processId=vogon, message="blue"),))
+        return _arthur("vogon")(messages, tools)
+
+    embedded.model = FunctionModel(Script(arthur, worker))
+    session = embedded.brain.sessions.create(embedded.who)
+    embedded.brain.sessions.steer(embedded.who, session.chat_process_id,
+                                  "run " + json.dumps({"strategy": asking}))
+    vogon = wait_for(lambda: _named(embedded, session.id, "v"), timeout=15, what="vogon")
+    state = _strategy_state(_closed(embedded, vogon.id))
+    assert state["results"]["a"]["output"] == "the answer was blue"
+    assert _workers(embedded, session.id, vogon.id) == ["a"]

@@ -244,11 +244,13 @@ class _Run:
         ok = all(w["status"] == "done" for w in workers)
         output = workers[0]["output"] if len(workers) == 1 and not self.phase.fork else \
             "\n\n".join(f"**{name}**: {w['output']}" for name, w in branches.items())
-        return {"status": "done" if ok else "failed", "output": output,
-                "payload": workers[0]["payload"] if len(workers) == 1 else None,
-                "iteration": self.state["iteration"],
-                "branches": {name: {"status": w["status"], "output": w["output"],
-                                    "payload": w["payload"]} for name, w in branches.items()}}
+        result = {"status": "done" if ok else "failed", "output": output,
+                  "payload": None if self.phase.fork else workers[0]["payload"],
+                  "iteration": self.state["iteration"]}
+        if self.phase.fork:
+            result["branches"] = {name: {"status": w["status"], "output": w["output"],
+                                         "payload": w["payload"]} for name, w in branches.items()}
+        return result
 
     def _answered(self, checkpoint: Checkpoint) -> bool:
         """Whether the checkpoint's item is answered (posting it first, idempotently)."""
