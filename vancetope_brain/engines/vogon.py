@@ -17,7 +17,7 @@ from typing import Any
 
 from vancetope_brain.engines.base import ParentReport, ThinkEngine, register_engine
 from vancetope_brain.engines.context import ThinkEngineContext
-from vancetope_brain.errors import RecipeError, UserError
+from vancetope_brain.errors import RecipeError, StrategyEnded, UserError
 from vancetope_brain.events import EventType
 from vancetope_brain.models import (
     ChatRole,
@@ -37,12 +37,6 @@ from vancetope_brain.recipes.strategy import END, STOP, Checkpoint, Condition, G
 STATE = "strategyState"
 _MISSING = object()
 _ENDED = ("done", "failed", "stopped")
-
-
-class _Finished(Exception):  # noqa: N818 - control flow inside one turn
-    def __init__(self, outcome: str, reason: str) -> None:
-        super().__init__(reason)
-        self.outcome, self.reason = outcome, reason
 
 
 @register_engine
@@ -156,14 +150,14 @@ class _Run:
     def launch(self) -> None:
         try:
             self.begin(0, 1)
-        except _Finished as end:
+        except StrategyEnded as end:
             self._finish(end.outcome, end.reason)
 
     def advance(self) -> None:
         try:
             while self._step():
                 pass
-        except _Finished as end:
+        except StrategyEnded as end:
             self._finish(end.outcome, end.reason)
             return
         self.context.save_state({**self.process.engine_state, STATE: self.state})
@@ -197,7 +191,7 @@ class _Run:
             following = state["phase"] + 1 if phase.next is None else \
                 len(self.strategy.phases) if phase.next == END else self.strategy.phase(phase.next)
             if following == len(self.strategy.phases):
-                raise _Finished("completed", f"phase {phase.name} passed its gate, the last "
+                raise StrategyEnded("completed", f"phase {phase.name} passed its gate, the last "
                                 "one to run")
             self.begin(following, 1)
         elif state["iteration"] < min(phase.max_iterations,
@@ -207,7 +201,7 @@ class _Run:
             target = phase.on_fail or self.strategy.on_fail
             runs = "" if phase.max_iterations == 1 else f" after {state['iteration']} runs"
             if target == STOP:
-                raise _Finished("stopped", f"the gate of phase {phase.name} failed{runs}")
+                raise StrategyEnded("stopped", f"the gate of phase {phase.name} failed{runs}")
             self._note(f"Phase {phase.name} failed its gate{runs}; going to {target}.")
             self.begin(self.strategy.phase(target), 1)
         return True
@@ -217,7 +211,7 @@ class _Run:
         state)."""
         state = self.state
         if state["runs"] >= self.context.settings().get("vogon.maxPhases"):
-            raise _Finished("failed", f"the strategy ran {state['runs']} phases, the "
+            raise StrategyEnded("failed", f"the strategy ran {state['runs']} phases, the "
                             "vogon.maxPhases bound")
         state.update(phase=index, iteration=iteration, runs=state["runs"] + 1, step="work",
                      item=None, workers={})
@@ -230,7 +224,7 @@ class _Run:
                     recipe=branch.recipe, name=f"{phase.name}-{branch.name}"
                     if phase.fork else phase.name, goal=goal, params=branch.params or None)
             except UserError as e:
-                raise _Finished("failed", f"phase {phase.name}: cannot start a worker: "
+                raise StrategyEnded("failed", f"phase {phase.name}: cannot start a worker: "
                                 f"{e}") from e
             state["workers"][branch.name] = {"processId": child.id, "status": None,
                                              "output": "", "payload": None}
@@ -349,7 +343,7 @@ class _Run:
         try:
             return render_text(f"strategy {self.strategy.name!r}: {where}", source, variables)
         except RecipeError as e:
-            raise _Finished("failed", str(e)) from e
+            raise StrategyEnded("failed", str(e)) from e
 
     def _event(self, step: str, **data: Any) -> None:
         """Progress for clients drawing the phases (live overlay; the state is the record)."""
