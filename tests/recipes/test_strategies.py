@@ -63,3 +63,27 @@ def test_the_admin_cli_puts_shows_lists_and_deletes_strategies(admin, tmp_path: 
     assert admin("strategy", "delete", "--tenant", "acme", "draft-review").code == 0
     assert {r[0]: r[1] for r in admin("strategy", "list", "--tenant", "acme").rows}[
         "draft-review"] == "bundled"
+
+
+@pytest.mark.parametrize("name", sorted(bundled_of(Strategy).definitions))
+@pytest.mark.parametrize("iteration", [1, 2])
+def test_every_bundled_strategy_template_renders(name: str, iteration: int) -> None:
+    """With every phase run (as a later phase sees them), each goal, title and body renders."""
+    from vancetope_brain.recipes.render import render_text
+
+    strategy = bundled_of(Strategy).definitions[name]
+    answer = {"outcome": "DECIDED", "value": {"approved": True, "chosen": "go"},
+              "reason": None, "answeredBy": "ada"}
+    phases = {p.name: {"status": "done", "output": f"{p.name} output", "payload": None,
+                       "iteration": 1, "answer": answer,
+                       "branches": {b.name: {"status": "done", "output": "o", "payload": None}
+                                    for b in p.fork}}
+              for p in strategy.phases}
+    variables = {"input": "a launch note", "params": dict(strategy.params), "phases": phases,
+                 "iteration": iteration, "strategy": name}
+    for i, phase in enumerate(strategy.phases):
+        sources = [b.goal for b in phase.branches()]
+        if phase.checkpoint is not None:
+            sources += [phase.checkpoint.title, phase.checkpoint.body or ""]
+        for source in sources:
+            assert render_text(f"{name}: phases.{i}", source, variables)
