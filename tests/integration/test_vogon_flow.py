@@ -1,8 +1,8 @@
 """vogon with real Redis, a gunicorn gateway and real Celery worker processes: a three-phase
 strategy under Arthur blocks on an APPROVAL checkpoint (Arthur hears the item's title), the
 user answers over the WebSocket and the next phase runs; every worker is SIGKILLed in each
-phase (as the phase's worker reports, and while Vogon waits at the checkpoint) and the
-strategy still runs each phase exactly once. A rejected approval loops to its
+phase (inside Vogon's turn that takes a phase's report, held just before its commit, and at
+the checkpoint) and the strategy still runs each phase exactly once. A rejected approval loops to its
 bound and then follows onFail; an invalid strategy is refused on save with a field-named
 error."""
 
@@ -67,18 +67,16 @@ class Flow:
         v = self.vogon()
         return [p.name for p in self.processes() if v and p.parent_process_id == v.id]
 
-    def closed(self, phase: str) -> bool:
-        v = self.vogon()
-        return any(p.name == phase and p.status is S.CLOSED for p in self.processes()
-                   if v and p.parent_process_id == v.id)
-
-    def restart_workers(self) -> None:
-        """SIGKILL every worker process, then start as many new ones."""
+    def restart_workers(self, release: Path | None = None) -> None:
+        """SIGKILL every worker process (then let later turns through ``release``), then
+        start as many new ones."""
         alive = [w for w in self.cluster.workers if w.popen.poll() is None]
         for worker in alive:
             worker.signal(signal.SIGKILL)
         for worker in alive:
             worker.popen.wait(timeout=10)
+        if release is not None:
+            release.touch()
         self.cluster.start_workers(*["vogon-flow"] * len(alive))
 
     def arthur_heard(self, text: str) -> bool:
@@ -89,29 +87,39 @@ class Flow:
 @pytest.mark.slow
 def test_three_phases_with_an_approval_survive_kills_in_every_phase(tmp_path: Path,
                                                                      redis_url: str):
-    with running_stack(tmp_path, redis_url) as stack:
+    holds = tmp_path / "holds"
+    holds.mkdir()
+    with running_stack(tmp_path, redis_url, VT_TEST_VOGON_HOLD=str(holds)) as stack:
         flow = Flow(stack)
+
+        def kill_in_turn(gate: int) -> None:
+            """SIGKILL every worker while Vogon's turn after its ``gate``-th gate is held
+            just before its commit (so the turn is undone), then restart them."""
+            wait_for(lambda: (holds / f"h{gate}.held").exists(), timeout=60,
+                     what=f"vogon's turn after gate {gate}")
+            flow.restart_workers(release=holds / f"h{gate}.release")
+
         flow.client.request("process-steer", targetThinkProcessId=flow.chat,
                             content="run " + json.dumps({"strategy": STRATEGY}))
-        # Each kill comes as a worker reports: Vogon's turn that takes the report is in flight
-        # (its message stays pending, so the sweeper re-runs it on the new workers).
-        wait_for(lambda: flow.closed("a"), timeout=30, what="phase a's worker")
-        flow.restart_workers()  # phase a
+        kill_in_turn(1)  # phase a has reported; the undone turn had spawned b
 
         item = _push(flow.client, "inbox-item-added", timeout=60)["item"]
+        # The item is written before Vogon's turn commits: a kill now may undo the turn, and
+        # its re-run finds the same item by its idempotency key.
+        flow.restart_workers()  # phase b, at its checkpoint
         assert (item["type"], item["title"]) == ("APPROVAL", "Approve b for the launch?")
         vogon = flow.vogon()
         assert vogon is not None and item["originProcessId"] == vogon.id
         wait_for(lambda: flow.vogon().status is S.BLOCKED, timeout=30)
         wait_for(lambda: flow.arthur_heard("heard blocked: Approve b for the launch?"),
                  timeout=30, what="Arthur hearing the BLOCKED event with the item's title")
-        flow.restart_workers()  # phase b, at its checkpoint
+        assert [i["id"] for i in flow.client.request("inbox-list")["items"]] == [item["id"]]
 
         answered = flow.client.request("inbox-answer", itemId=item["id"], outcome="DECIDED",
                                        value={"approved": True})["item"]
         assert answered["status"] == "ANSWERED"
-        wait_for(lambda: flow.closed("c"), timeout=30, what="phase c's worker")
-        flow.restart_workers()  # phase c
+        kill_in_turn(2)  # the approval passed b's gate; the undone turn had spawned c
+        kill_in_turn(3)  # phase c has reported; the undone turn had finished the strategy
 
         wait_for(lambda: flow.vogon().status is S.CLOSED, timeout=60, what="vogon to finish")
         done = flow.vogon()
@@ -124,6 +132,7 @@ def test_three_phases_with_an_approval_survive_kills_in_every_phase(tmp_path: Pa
             "out(C after out(B after out(A for the launch) #1))"
         wait_for(lambda: flow.arthur_heard("heard done: " + state["report"]), timeout=30,
                  what="Arthur hearing the phase synthesis")
+        assert len([p for p in flow.processes() if p.name == "v"]) == 1
 
 
 @pytest.mark.slow

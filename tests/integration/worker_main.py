@@ -224,6 +224,9 @@ def main(argv: list[str]) -> None:
     model = build_model(os.environ.get("VT_TEST_MODEL", "echo"))
     if os.environ.get("VT_TEST_HOLD_COMMIT"):
         hold_commits(os.environ["VT_TEST_HOLD_COMMIT"])
+    if os.environ.get("VT_TEST_VOGON_HOLD"):
+        from tests.integration.scripts_vogon import hold_vogon_turns
+        hold_vogon_turns(os.environ["VT_TEST_VOGON_HOLD"])
     app = create_celery(Config.from_env(), model_for=lambda process: model)
     # concurrency 1: prefetch is multiplier × concurrency, and a solo worker must not
     # reserve a second lane task while it runs (or is frozen in) one.
