@@ -244,3 +244,33 @@ def test_a_worker_question_blocks_vogon_and_the_parents_answer_is_relayed(embedd
     state = _strategy_state(_closed(embedded, vogon.id))
     assert state["results"]["a"]["output"] == "the answer was blue"
     assert _workers(embedded, session.id, vogon.id) == ["a"]
+
+
+def test_the_phase_and_fork_caps_hold(embedded):
+    from vancetope_brain.settings import SettingScope
+
+    settings, tenant = embedded.brain.settings, SettingScope.tenant()
+    settings.set("acme", tenant, "vogon.maxPhases", 2)
+    settings.set("acme", tenant, "vogon.maxForkBranches", 1)
+    try:
+        sid, vogon = _run(embedded, {"strategy": THREE_PHASES})  # a, b (+ its checkpoint), …
+        item = _pending_item(embedded, vogon.id)
+        embedded.brain.inbox.answer(embedded.who, item.id, Outcome.DECIDED,
+                                    value={"approved": True})
+        failed = _closed(embedded, vogon.id)
+        assert failed.close_reason is CloseReason.FAILED
+        assert "The strategy ran 2 phases, the vogon.maxPhases bound." in \
+            _strategy_state(failed)["report"]
+        assert _workers(embedded, sid, vogon.id) == ["a", "b"]
+
+        forked = {"name": "wide", "phases": [{"name": "f", "fork": [
+            {"name": "x", "recipe": "ford", "goal": "x"},
+            {"name": "y", "recipe": "ford", "goal": "y"}]}]}
+        sid, vogon = _run(embedded, {"strategy": forked})
+        refused = _closed(embedded, vogon.id)
+        assert "phases.0.fork: 2 branches, more than vogon.maxForkBranches (1)" in \
+            _strategy_state(refused)["report"]
+        assert _workers(embedded, sid, vogon.id) == []
+    finally:
+        settings.unset("acme", tenant, "vogon.maxPhases")
+        settings.unset("acme", tenant, "vogon.maxForkBranches")

@@ -102,15 +102,16 @@ def _load(process: ThinkProcess, context: ThinkEngineContext) -> Strategy:
     """``params.strategy``: a strategy's name (project → tenant → bundled) or one inline."""
     named = process.engine_params.get("strategy")
     if isinstance(named, dict):
-        return definition_from_mapping(Strategy, named, "params.strategy")
-    if not isinstance(named, str) or not named:
+        strategy = definition_from_mapping(Strategy, named, "params.strategy")
+    elif isinstance(named, str) and named:
+        strategy = context.recipes().definition(Strategy, named)
+    else:
         raise RecipeError("params.strategy: name a strategy (or give one inline)")
-    strategy = context.recipes().definition(Strategy, named)
     limit = context.settings().get("vogon.maxForkBranches")
     for i, phase in enumerate(strategy.phases):
         if len(phase.fork) > limit:
-            raise RecipeError(f"strategy {named!r}: phases.{i}.fork: {len(phase.fork)} branches, "
-                              f"more than vogon.maxForkBranches ({limit})")
+            raise RecipeError(f"strategy {strategy.name!r}: phases.{i}.fork: {len(phase.fork)} "
+                              f"branches, more than vogon.maxForkBranches ({limit})")
     return strategy
 
 
