@@ -252,6 +252,7 @@ def test_the_phase_and_fork_caps_hold(embedded):
     settings, tenant = embedded.brain.settings, SettingScope.tenant()
     settings.set("acme", tenant, "vogon.maxPhases", 2)
     settings.set("acme", tenant, "vogon.maxForkBranches", 1)
+    settings.set("acme", tenant, "vogon.maxLoopIterations", 1)
     try:
         sid, vogon = _run(embedded, {"strategy": THREE_PHASES})  # a, b (+ its checkpoint), …
         item = _pending_item(embedded, vogon.id)
@@ -271,6 +272,17 @@ def test_the_phase_and_fork_caps_hold(embedded):
         assert "phases.0.fork: 2 branches, more than vogon.maxForkBranches (1)" in \
             _strategy_state(refused)["report"]
         assert _workers(embedded, sid, vogon.id) == []
+
+        looping = {"name": "loop", "phases": [{"name": "try", "recipe": "ford",
+                                               "goal": "PASS if try {{ iteration }}",
+                                               "gate": {"all": [{"value": "phases.try.output",
+                                                                 "equals": "PASS"}]},
+                                               "maxIterations": 3}]}
+        _, vogon = _run(embedded, {"strategy": looping})
+        state = _strategy_state(_closed(embedded, vogon.id))
+        assert [h["iteration"] for h in state["history"]] == [1]  # the setting caps the 3
+        assert state["outcome"] == "stopped"
     finally:
+        settings.unset("acme", tenant, "vogon.maxLoopIterations")
         settings.unset("acme", tenant, "vogon.maxPhases")
         settings.unset("acme", tenant, "vogon.maxForkBranches")
