@@ -200,7 +200,9 @@ class _Run:
             self.begin(state["phase"], state["iteration"] + 1)
         else:
             target = phase.on_fail or self.strategy.on_fail
-            runs = "" if phase.max_iterations == 1 else f" after {state['iteration']} runs"
+            count = state["iteration"]
+            runs = "" if phase.max_iterations == 1 else \
+                f" after {count} run{'s' if count > 1 else ''}"
             if target == STOP:
                 raise StrategyEnded("stopped", f"the gate of phase {phase.name} failed{runs}")
             self._note(f"Phase {phase.name} failed its gate{runs}; going to {target}.")
