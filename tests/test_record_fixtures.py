@@ -34,6 +34,7 @@ from vancetope_brain.models import (
 )
 from vancetope_brain.models.inbox import DeliveryStatus, HistoryAction, Outcome
 from vancetope_brain.recipes import RecipeCategory, RecipeSource
+from vancetope_brain.recipes.model import Definition  # the abstract base of catalogued kinds
 from vancetope_brain.settings import SettingLevel
 
 RECORDS = Path(__file__).parent / "fixtures" / "records"
@@ -47,7 +48,7 @@ def persisted() -> dict[str, type[BaseModel]]:
     import_shipped_modules()
     return {re.sub(r"(?<!^)(?=[A-Z])", "_", cls.__name__).lower(): cls
             for cls in shipped_subclasses(BaseModel)
-            if "schema_version" in cls.model_fields and cls is not Document}
+            if "schema_version" in cls.model_fields and cls not in (Document, Definition)}
 
 
 def _raw(name: str) -> dict[str, Any]:

@@ -22,7 +22,8 @@
     │       ├── StructuredOutputError (code ``structured_output``) — an answer that fails its schema after one repair
     │       └── UnknownLlmProfile (code ``unknown_llm_profile``) — a recipe or setting names a profile nobody configured
     └── Signal                    control flow, never shown to a user
-        └── Fenced                the lane lease was taken over; this worker must write nothing
+        ├── Fenced                the lane lease was taken over; this worker must write nothing
+        └── StrategyEnded         a vogon strategy ended inside a turn; the engine closes the process
 
 Each error carries a stable ``code`` that the protocol puts on the wire. The test doubles'
 errors (``vancetope_brain.llm.testing``) stay outside the tree on purpose: they must fail a
@@ -166,3 +167,14 @@ class Fenced(Signal):
     """Raised when this worker's lane lease or epoch was taken over; it must write nothing."""
 
     code = "fenced"
+
+
+class StrategyEnded(Signal):
+    """Raised when a vogon strategy ends inside a turn (``outcome`` completed, stopped or
+    failed); the engine catches it, writes the synthesis and closes the process."""
+
+    code = "strategy_ended"
+
+    def __init__(self, outcome: str, reason: str) -> None:
+        super().__init__(reason)
+        self.outcome, self.reason = outcome, reason

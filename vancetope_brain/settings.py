@@ -167,6 +167,15 @@ KEYS: dict[str, SettingKey] = {k.name: k for k in [
     _k("zaphod.sequential", bool, False,
        "Whether zaphod's heads run one after another instead of in parallel (the param "
        "sequential beats it)."),
+    _k("vogon.maxPhases", int, 50,
+       "Phase runs one vogon process may start (loop repeats and onFail jumps count); "
+       "reaching it ends the strategy as failed.", minimum=1),
+    _k("vogon.maxLoopIterations", int, 10,
+       "Upper bound on a vogon phase's maxIterations (runs of one phase until its gate "
+       "passes; strategies may allow at most 100).", minimum=1),
+    _k("vogon.maxForkBranches", int, 8,
+       "Branches (parallel workers) one vogon fork phase may have (strategies may have at "
+       "most 8).", minimum=1),
     _k("llm.model", str, None,
        "Model name for every engine (unset: the deployment's VANCETOPE_LLM_MODEL)."),
     _k("llm.profile", str, None,

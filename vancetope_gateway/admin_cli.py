@@ -27,6 +27,10 @@ if TYPE_CHECKING:  # the brain loads only when an admin command runs, not for ev
     _Command = Callable[[Administration, argparse.Namespace], None]
 
 
+DEFINITION_KINDS = ("strategy",)
+"""Definition kinds besides recipes with ``list/show/put/delete`` commands (names from
+``vancetope_brain.recipes.kinds``, spelt out so the parser loads no brain module)."""
+
 _DESCRIPTION = (
     "Administer tenants, projects, users, API tokens, recipes and settings in the store named by "
     "VANCETOPE_STORE_URL (default: the SQLite file in VANCETOPE_DATA_DIR). Results go to "
@@ -101,6 +105,20 @@ def add_admin_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     p = recipe.add_parser("delete", parents=[level, quiet],
                           help="delete the recipe at this level (outer ones show again)")
     p.add_argument("name")
+    for kind in DEFINITION_KINDS:
+        definitions = verbs(kind, f"tenant and project {kind} definitions (over the bundled "
+                                  "ones)")
+        definitions.add_parser("list", parents=[level],
+                               help=f"the effective catalogue: per name the innermost {kind}")
+        p = definitions.add_parser("show", parents=[level], help=f"the effective {kind} as YAML")
+        p.add_argument("name")
+        p = definitions.add_parser("put", parents=[level, quiet],
+                                   help=f"create or replace a {kind} at this level from a YAML "
+                                        "file (validated first)")
+        p.add_argument("file", type=Path)
+        p = definitions.add_parser("delete", parents=[level, quiet],
+                                   help=f"delete the {kind} at this level (outer ones show again)")
+        p.add_argument("name")
 
     delivery = verbs("delivery", "the notification delivery log (why was nobody told?)")
     p = delivery.add_parser("list", help="deliveries of an item or a user, oldest first")
@@ -284,6 +302,55 @@ def _recipe_delete(admin: Administration, args: argparse.Namespace) -> None:
     _note(args, f"deleted recipe {args.name} from {_level(args)}")
 
 
+def _definition_list(admin: Administration, args: argparse.Namespace) -> None:
+    from vancetope_brain.recipes.kinds import kind_named
+
+    admin.identity.require_tenant(args.tenant)
+    kind = kind_named(args.admin_kind)
+    _table(("NAME", "SOURCE", "DESCRIPTION"),
+           [(e.definition.name, e.source.value, _short(getattr(e.definition, "description", "")))
+            for e in admin.recipes.of(kind.model).list(args.tenant, args.project)])
+
+
+def _definition_show(admin: Administration, args: argparse.Namespace) -> None:
+    from vancetope_brain.recipes.kinds import kind_named
+    from vancetope_brain.recipes.loader import dump_definition
+
+    admin.identity.require_tenant(args.tenant)
+    kind = kind_named(args.admin_kind)
+    entry = admin.recipes.of(kind.model).get(args.tenant, args.project, args.name)
+    print(dump_definition(entry.definition, kind.lead), end="")
+    hidden = f" (overrides {', '.join(s.value for s in entry.shadows)})" if entry.shadows else ""
+    _note(args, f"source: {entry.source.value}{hidden}")
+
+
+def _definition_put(admin: Administration, args: argparse.Namespace) -> None:
+    from vancetope_brain.errors import InvalidInput
+    from vancetope_brain.recipes.kinds import kind_named
+    from vancetope_brain.recipes.loader import parse_definition
+
+    admin.identity.require_tenant(args.tenant)
+    kind = kind_named(args.admin_kind)
+    try:
+        text = args.file.read_text(encoding="utf-8")
+    except OSError as e:
+        raise InvalidInput(f"cannot read {args.file}: {e.strerror}") from e
+    definition = parse_definition(kind.model, text, str(args.file))
+    created = admin.recipe_admin.of(kind.model).put(args.tenant, args.project, definition)
+    _note(args, f"{'created' if created else 'replaced'} {kind.name} {definition.name} in "
+                f"{_level(args)}")
+    print(definition.name)
+
+
+def _definition_delete(admin: Administration, args: argparse.Namespace) -> None:
+    from vancetope_brain.recipes.kinds import kind_named
+
+    admin.identity.require_tenant(args.tenant)
+    kind = kind_named(args.admin_kind)
+    admin.recipe_admin.of(kind.model).delete(args.tenant, args.project, args.name)
+    _note(args, f"deleted {kind.name} {args.name} from {_level(args)}")
+
+
 def _level(args: argparse.Namespace) -> str:
     if getattr(args, "user", None):
         return f"user {args.user} of tenant {args.tenant}"
@@ -355,6 +422,9 @@ _COMMANDS: dict[tuple[str, str], _Command] = {
     ("recipe", "show"): _recipe_show,
     ("recipe", "put"): _recipe_put,
     ("recipe", "delete"): _recipe_delete,
+    **{(kind, verb): command for kind in DEFINITION_KINDS for verb, command in (
+        ("list", _definition_list), ("show", _definition_show), ("put", _definition_put),
+        ("delete", _definition_delete))},
     ("delivery", "list"): _delivery_list,
     ("setting", "get"): _setting_get,
     ("setting", "list"): _setting_list,

@@ -8,13 +8,14 @@ the model of its reply; ``PUSHES`` lists what the server sends unasked.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
-from pydantic import Field
+from pydantic import Field, create_model
 
 from vancetope_brain.models import Fingerprint, OnDisconnect, SessionStatus, SessionType
 from vancetope_brain.models.base import Wire
 from vancetope_brain.models.inbox import Criticality, ItemStatus, Outcome
+from vancetope_brain.recipes.kinds import KINDS
 
 Id = Field(min_length=1, max_length=64)
 NotifyMode = Literal["all", "critical-only", "none"]
@@ -166,6 +167,44 @@ class RecipeDelete(Wire):
     name: str = Id
 
 
+def _kind_frames(kind: str, plural: str) -> tuple[dict[str, type[Wire]], dict[str, type[Wire]]]:
+    """The ``<kind>-list/-create/-update/-delete`` requests and replies of a definition kind
+    other than recipes (e.g. ``strategy-create`` with data ``{projectId?, strategy}``)."""
+    title = kind.title()
+    scope: Any = (str | None, Field(default=None, min_length=1, max_length=64))
+
+    def model(model_name: str, doc: str, /, **fields: Any) -> type[Wire]:
+        return cast(type[Wire], create_model(model_name, __base__=Wire, __doc__=doc, **fields))
+
+    listing = model(f"{title}List", f"The effective {kind} catalogue (project → tenant → "
+                    f"bundled): per name the innermost {kind} with its ``source`` and the outer "
+                    "levels it ``shadows``.", project_id=scope)
+    write = model(f"{title}Write", f"Create (``{kind}-create``) or replace (``{kind}-update``) "
+                  f"a {kind} of the caller's tenant, or of one of its projects with "
+                  f"``projectId``. ``{kind}`` is the document (the fields of a {kind} YAML file),"
+                  " validated before it is stored; running processes keep their snapshot.",
+                  project_id=scope, **{kind: (dict[str, Any], ...)})
+    delete = model(f"{title}Delete", f"Delete the {kind} stored at this level (tenant, or "
+                   "``projectId``); outer ones show again.", project_id=scope,
+                   name=(str, Field(min_length=1, max_length=64)))
+    listed = model(f"{plural.title()}Listed", f"Reply to ``{kind}-list``: each {kind} document "
+                   "with ``source`` and ``shadows``.", **{plural: (list[dict[str, Any]], ...)})
+    stored = model(f"{title}Stored", f"Reply to ``{kind}-create`` / ``{kind}-update``: the "
+                   f"{kind} as stored.", project_id=(str | None, None),
+                   **{kind: (dict[str, Any], ...)})
+    deleted = model(f"{title}Deleted", f"Reply to ``{kind}-delete``.",
+                    project_id=(str | None, None), name=(str, ...))
+    return ({f"{kind}-list": listing, f"{kind}-create": write, f"{kind}-update": write,
+             f"{kind}-delete": delete},
+            {f"{kind}-list": listed, f"{kind}-create": stored, f"{kind}-update": stored,
+             f"{kind}-delete": deleted})
+
+
+KIND_FRAMES = {name: _kind_frames(name, kind.model.COLLECTION)
+               for name, kind in KINDS.items() if name != "recipe"}
+"""Per definition kind (recipes have their own frames above): its requests and replies."""
+
+
 class InboxList(Wire):
     """The caller's Inbox (items assigned to them), newest first. ``status`` defaults to
     everything but ARCHIVED; ``tags``: items carrying every one; ``cursor``: the
@@ -240,6 +279,7 @@ REQUESTS: dict[str, type[Wire]] = {
     "recipe-create": RecipeWrite,
     "recipe-update": RecipeWrite,
     "recipe-delete": RecipeDelete,
+    **{t: m for requests, _ in KIND_FRAMES.values() for t, m in requests.items()},
     "inbox-list": InboxList,
     "inbox-item": InboxItemRef,
     "inbox-answer": InboxAnswerData,
@@ -391,6 +431,7 @@ REPLIES: dict[str, type[Wire]] = {
     "recipe-create": RecipeStored,
     "recipe-update": RecipeStored,
     "recipe-delete": RecipeDeleted,
+    **{t: m for _, replies in KIND_FRAMES.values() for t, m in replies.items()},
     "inbox-list": InboxListed,
     **{name: InboxItemReply for name in ("inbox-item", "inbox-answer", "inbox-delegate",
                                           "inbox-dismiss", "inbox-archive",

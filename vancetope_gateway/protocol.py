@@ -36,7 +36,8 @@ from vancetope_brain.models import Fingerprint, ProcessStatus, Session, SessionS
 from vancetope_brain.models.inbox import Criticality, InboxItem
 from vancetope_brain.notifications import admits
 from vancetope_brain.recipes import Recipe, RecipeAdmin
-from vancetope_brain.recipes.loader import recipe_from_mapping
+from vancetope_brain.recipes.kinds import kind_named
+from vancetope_brain.recipes.loader import definition_from_mapping, recipe_from_mapping
 from vancetope_gateway import frames
 from vancetope_gateway.outbound import Outbound
 from vancetope_gateway.parts import Gateway
@@ -161,6 +162,8 @@ class Connection:
             "recipe-create": functools.partial(self._recipe_write, RecipeAdmin.create),
             "recipe-update": functools.partial(self._recipe_write, RecipeAdmin.update),
             "recipe-delete": self._recipe_delete,
+            **{t: functools.partial(self._definition_frame, t)
+               for kind in frames.KIND_FRAMES.values() for t in kind[0]},
             "inbox-list": self._inbox_list,
             "inbox-item": lambda d: self._item(self._gateway.inbox.get(self._who, d.item_id)),
             "inbox-answer": lambda d: self._item(self._gateway.inbox.answer(
@@ -372,6 +375,24 @@ class Connection:
         recipe = recipe_from_mapping(data.recipe, "recipe")
         write(self._gateway.recipe_admin, self._who.tenant_id, data.project_id, recipe)
         return frames.RecipeStored(project_id=data.project_id, recipe=recipe.dump())
+
+    def _definition_frame(self, frame_type: str, data: Any) -> frames.Wire:
+        """``<kind>-list/-create/-update/-delete`` of a definition kind (e.g. strategies)."""
+        name, verb = frame_type.rsplit("-", 1)
+        kind = kind_named(name)
+        admin = self._gateway.recipe_admin.of(kind.model)
+        tenant, project = self._who.tenant_id, data.project_id
+        reply = frames.REPLIES[frame_type]
+        if verb == "list":
+            admin.check_project(tenant, project)
+            return reply.model_validate({kind.model.COLLECTION: [
+                e.describe() for e in self._gateway.recipes.of(kind.model).list(tenant, project)]})
+        if verb == "delete":
+            admin.delete(tenant, project, data.name)
+            return reply.model_validate({"projectId": project, "name": data.name})
+        definition = definition_from_mapping(kind.model, getattr(data, name), name)
+        (admin.create if verb == "create" else admin.update)(tenant, project, definition)
+        return reply.model_validate({"projectId": project, name: definition.dump()})
 
     def _recipe_delete(self, data: frames.RecipeDelete) -> frames.RecipeDeleted:
         self._gateway.recipe_admin.delete(self._who.tenant_id, data.project_id, data.name)

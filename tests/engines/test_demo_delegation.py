@@ -42,8 +42,8 @@ ARTHUR_TOOLS = [ToolSpec(n, n) for n in ("process_create", "process_steer", "res
 @pytest.mark.parametrize(("request_text", "recipe", "params"), [
     ("Please research the history of type systems", "marvin", None),
     ("Do a deep dive into our churn", "marvin", None),
-    ("Run the review process on the draft", "vogon", {"strategy": "review"}),
-    ("Review the release notes with approval", "vogon", {"strategy": "review"}),
+    ("Run the review process on the draft", "vogon", {"strategy": "draft-review"}),
+    ("Review the release notes with approval", "vogon", {"strategy": "draft-review"}),
     ("Should we move to Postgres?", "zaphod", None),
     ("Give me pros and cons of remote work", "zaphod", None),
     ("Summarize this thread", "analyze", None),

@@ -19,6 +19,7 @@ import pytest
 # registers their ``@covers`` for the meta-test even when this file runs alone.
 import tests.gateway.test_inbox_frames  # noqa: F401
 import tests.gateway.test_recipe_frames  # noqa: F401
+import tests.gateway.test_strategy_frames  # noqa: F401
 from tests.gateway.wire import (
     COVERED,
     REFUSAL,
@@ -30,6 +31,7 @@ from tests.gateway.wire import (
     wait_session,
 )
 from tests.helpers import wait_for
+from vancetope_brain import keys
 from vancetope_brain.engines import ENGINES
 from vancetope_brain.engines.lifecycle import LifecycleCall
 from vancetope_brain.errors import Conflict
@@ -309,13 +311,16 @@ def test_process_create_refused_in_suspended_and_closed_sessions(emb, bound):
 @covers("process-start", SUCCESS, REFUSAL)
 def test_process_start_kicks_an_init_process_once(emb, bound):
     client, sid, chat = bound
-    # A process whose lane has not picked it up yet (as right after process-create).
+    # A process whose lane has not picked it up yet (as right after process-create); its lane
+    # is held meanwhile, so neither the sweeper nor process-start's wake can start it yet.
     late = ThinkProcess(id=new_id("proc"), tenant_id="acme", session_id=sid, user_id="ada",
                         name="late", engine="ford", engine_version="1.0.0")
+    emb.brain.redis.set(keys.lease(late.id), "held by the test")
     emb.brain.store.port(SessionStore).create_process(late)
     stays(lambda: emb.brain.store.port(SessionStore).get_process("acme", late.id).status is S.INIT, 0.4)
     data = client.ok("process-start", processId=late.id)
     assert data["process"]["id"] == late.id and data["process"]["status"] == "INIT"
+    emb.brain.redis.delete(keys.lease(late.id))
     wait_process(emb, emb.who, late.id, S.IDLE)
     assert "IDLE" in client.refused("process-start", "conflict", processId=late.id)
     client.refused("process-start", "conflict", processId=chat)

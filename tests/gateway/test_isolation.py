@@ -17,6 +17,7 @@ import pytest
 
 from tests.gateway.wire import Client, http_get, stays, wait_process
 from tests.helpers import wait_for
+from vancetope_brain import keys
 from vancetope_brain.identity import Principal
 from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.models import ProcessStatus, ThinkProcess, new_id
@@ -60,6 +61,9 @@ def world(embedded):
     owner.ok("process-steer", targetThinkProcessId=paused, content="waiting")
     fresh = ThinkProcess(id=new_id("proc"), tenant_id="acme", session_id=sid, user_id="ada",
                          name="fresh", engine="ford", engine_version="1.0.0")
+    # Held, so the sweeper (which starts INIT lanes it finds) leaves it INIT; a foreign
+    # process-start must still be answered like a missing id.
+    brain.redis.set(keys.lease(fresh.id), "held by the test")
     brain.store.port(SessionStore).create_process(fresh)
     owner.close()  # KEEP_OPEN: the session stays OPEN
 
@@ -71,6 +75,7 @@ def world(embedded):
     yield World(ada, sid, chat, paused, fresh.id, intruders, clients)
     for c in clients.values():
         c.close()
+    brain.redis.delete(keys.lease(fresh.id))
 
 
 def _snapshot(embedded, w: World) -> dict:

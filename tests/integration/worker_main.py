@@ -118,6 +118,9 @@ def build_model(mode: str) -> ChatModel:
         return FunctionModel(marvin_flow, name="test-marvin-flow")
     if mode == "hier-flow":
         return FunctionModel(scripts_hier.hier_flow, name="test-hier-flow")
+    if mode == "vogon-flow":
+        from tests.integration.scripts_vogon import vogon_flow
+        return FunctionModel(vogon_flow, name="test-vogon-flow")
     if mode not in ("echo", "block", "slow", "stream"):
         raise SystemExit(f"VT_TEST_MODEL={mode!r}: use echo, block, slow, stream, arthur-flow "
                          f"or inbox-flow")
@@ -232,6 +235,9 @@ def main(argv: list[str]) -> None:
     model = build_model(os.environ.get("VT_TEST_MODEL", "echo"))
     if os.environ.get("VT_TEST_HOLD_COMMIT"):
         hold_commits(os.environ["VT_TEST_HOLD_COMMIT"])
+    if os.environ.get("VT_TEST_VOGON_HOLD"):
+        from tests.integration.scripts_vogon import hold_vogon_turns
+        hold_vogon_turns(os.environ["VT_TEST_VOGON_HOLD"])
     app = create_celery(Config.from_env(), model_for=lambda process: model)
     # concurrency 1: prefetch is multiplier × concurrency, and a solo worker must not
     # reserve a second lane task while it runs (or is frozen in) one.

@@ -260,3 +260,29 @@ def test_every_sqlite_migration_is_within_the_schema_version() -> None:
     versions = {version for adapter in SqliteAdapter.registry.values()
                 for version in adapter.migrations}
     assert versions and max(versions) <= SCHEMA_VERSION
+
+
+def test_sqlite_migrates_a_version_5_file(tmp_path: Path) -> None:
+    """Version 6 puts ``kind`` into the recipes' key; every older row stays a recipe."""
+    from vancetope_brain.recipes import Recipe
+    from vancetope_brain.recipes.strategy import Strategy
+
+    path = tmp_path / "vancetope.db"
+    SqliteBackend(path).close()
+    brief = Recipe(name="brief", engine="ford", description="old")
+    with sqlite3.connect(path) as conn:
+        conn.executescript(
+            "DROP TABLE recipes; CREATE TABLE recipes (tenant_id TEXT NOT NULL, project_id TEXT "
+            "NOT NULL, name TEXT NOT NULL, doc TEXT NOT NULL, PRIMARY KEY (tenant_id, project_id,"
+            " name)); UPDATE schema_version SET version = 5;")
+        conn.execute("INSERT INTO recipes VALUES ('ten_1', '', 'brief', ?)",
+                     (brief.model_dump_json(by_alias=True),))
+    conn.close()
+    with _migrated(path) as backend:
+        recipes = backend.port(RecipeStore)
+        assert recipes.list_recipes("ten_1", None) == [brief]
+        same_name = Strategy.model_validate(
+            {"name": "brief", "phases": [{"name": "a", "recipe": "ford", "goal": "g"}]})
+        recipes.create_definition("ten_1", None, same_name)  # another kind: no clash
+        assert recipes.get_definition(Strategy, "ten_1", None, "brief") == same_name
+        assert recipes.get_recipe("ten_1", None, "brief") == brief

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import posixpath
-from typing import Any
+from typing import Any, TypeVar
 
 from vancetope_brain.errors import NotFound
 from vancetope_brain.models import ThinkProcess
-from vancetope_brain.recipes.model import AppliedRecipe, RecipeCategory
+from vancetope_brain.recipes.model import AppliedRecipe, Definition, RecipeCategory
 from vancetope_brain.recipes.render import PromptContext, render_prompts
 from vancetope_brain.recipes.resolver import RecipeResolver, effective_tools
+
+D = TypeVar("D", bound=Definition)
 
 
 def applied_recipe(process: ThinkProcess) -> AppliedRecipe:
@@ -58,6 +60,12 @@ class RecipesApi:
                  "source": e.source.value}
                 for e in self._resolver.list(self._process.tenant_id, self._process.project_id)
                 if e.recipe.category not in hidden]
+
+    def definition(self, kind: type[D], name: str) -> D:
+        """The innermost ``kind`` (e.g. ``Strategy``) named ``name`` from the cascade of this
+        process's project; raises ``UnknownRecipe``."""
+        return self._resolver.of(kind).get(self._process.tenant_id, self._process.project_id,
+                                           name).definition
 
     def describe(self, name: str) -> dict[str, Any]:
         return self._resolver.describe(self._process.tenant_id, self._process.project_id, name)

@@ -23,6 +23,8 @@ class EventType(StrEnum):
     COUNCIL_UPDATED = "council-updated"
     TASK_TREE = "task-tree"                      # data: {tree} — a marvin tree snapshot
     TASK_NODE = "task-node"                      # data: {node} — one marvin node changed
+    # data: {strategy, phase, index, iteration, step: started|waiting|gate|finished, ...}
+    VOGON_PHASE = "vogon-phase"
     # Addressed to one connection; gateways turn it into a ``tool-call`` frame and never
     # show it to anyone else. data: {toolCallId, toolName, params, connectionId, timeoutSec}
     CLIENT_TOOL_REQUEST = "client-tool-request"

@@ -4,7 +4,7 @@ Deterministic, no network. Its every answer says what it is and how to
 configure a real endpoint, so nobody mistakes it for a model. Offered
 Arthur's tools, it shows delegation, picking the worker by keywords
 (``_DELEGATION``): research or a deep dive goes to ``marvin``, a strategy, an
-approval or "run the … process" to ``vogon`` (strategy ``review``), a council,
+approval or "run the … process" to ``vogon`` (strategy ``draft-review``), a council,
 opinions, pros and cons or "should we …" to ``zaphod``, any other piece of work
 (analyze, summarize, compare …) to ``analyze``; when the worker's
 ``<process-event>`` arrives it relays the result (or, blocked, its question).
@@ -66,7 +66,7 @@ class DemoModel:
 _DELEGATION: list[tuple[re.Pattern[str], dict[str, object]]] = [
     (re.compile(r"\b(strateg\w*|approv\w*|sign[- ]off|run the \w+( \w+)? process)",
                 re.IGNORECASE),
-     {"recipe": "vogon", "name": "demo-strategy", "params": {"strategy": "review"}}),
+     {"recipe": "vogon", "name": "demo-strategy", "params": {"strategy": "draft-review"}}),
     (re.compile(r"\b(council|opinions?|pros and cons|trade-?offs?|should (we|i))\b",
                 re.IGNORECASE),
      {"recipe": "zaphod", "name": "demo-council"}),
@@ -115,7 +115,7 @@ def _demo_call(messages: list[LlmMessage], tools: set[str]) -> ToolCall | None:
         return ToolCall(_SPAWN_ID, "process_create",
                         json.dumps({**spawn, "goal": last.content}))
     return _respond(demo_answer(messages) + " To see how I delegate work to worker processes, "
-                    "ask me to analyze something, to research a question, to run the review "
+                    "ask me to analyze something, to research a question, to run the draft-review "
                     "strategy with approval, or for pros and cons of a choice.")
 
 

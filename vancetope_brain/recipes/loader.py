@@ -1,6 +1,7 @@
-"""Reading recipes: YAML text → validated ``Recipe``, and the bundled catalogue (package data).
+"""Reading definitions (recipes, strategies, …): YAML text → the kind's validated model, and
+the bundled catalogue of each kind (package data).
 
-Every error is a ``RecipeError`` whose message starts with where the recipe
+Every error is a ``RecipeError`` whose message starts with where the document
 came from and the field path, e.g. ``recipes/analyze.yaml: allowedToolsAdd.0:
 Input should be a valid string``.
 """
@@ -8,15 +9,18 @@ Input should be a valid string``.
 from __future__ import annotations
 
 import functools
+import re
 from importlib import resources
 from importlib.resources.abc import Traversable
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import yaml
 from pydantic import ValidationError
 
 from vancetope_brain.errors import RecipeError
-from vancetope_brain.recipes.model import KEBAB, Recipe
+from vancetope_brain.recipes.model import KEBAB, Definition, Recipe
+
+D = TypeVar("D", bound=Definition)
 
 BUNDLED_PACKAGE = "recipes"
 """The top-level package holding bundled recipe YAML and manuals."""
@@ -36,36 +40,44 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def _field_errors(where: str, error: ValidationError) -> RecipeError:
+def _field_errors(where: str, error: ValidationError, kind: str = Recipe.KIND) -> RecipeError:
     lines = []
     for item in error.errors():
-        path = ".".join(str(part) for part in item["loc"]) or "(recipe)"
+        path = ".".join(str(part) for part in item["loc"]) or f"({kind})"
         message = item["msg"].removeprefix("Value error, ")
         if item["type"] == "string_pattern_mismatch" and item["ctx"]["pattern"] == KEBAB:
             message = f"{item['input']!r} is not lowercase-kebab (e.g. 'deep-analysis')"
         elif item["type"] == "extra_forbidden":
             message = "unknown field"
+        if not item["loc"] and re.match(r"[\w.]+: ", message):  # names its field itself
+            lines.append(f"{where}: {message}")
+            continue
         lines.append(f"{where}: {path}: {message}")
     return RecipeError("; ".join(lines))
 
 
-def recipe_from_mapping(raw: Any, where: str) -> Recipe:
-    """Validate parsed YAML (or a stored document) as a recipe; ``where`` prefixes errors."""
+def definition_from_mapping(kind: type[D], raw: Any, where: str) -> D:
+    """Validate parsed YAML (or a stored document) as a ``kind``; ``where`` prefixes errors."""
     if not isinstance(raw, dict):
-        raise RecipeError(f"{where}: a recipe is a mapping of fields, not "
+        raise RecipeError(f"{where}: a {kind.KIND} is a mapping of fields, not "
                           f"{type(raw).__name__}")
     version = raw.get("schemaVersion", 1)
-    if isinstance(version, int) and version > Recipe.SCHEMA_VERSION:
+    if isinstance(version, int) and version > kind.SCHEMA_VERSION:
         raise RecipeError(f"{where}: schemaVersion {version} is newer than this server's "
-                          f"{Recipe.SCHEMA_VERSION}; upgrade the server")
+                          f"{kind.SCHEMA_VERSION}; upgrade the server")
     try:
-        return Recipe.model_validate(Recipe.upgrade(dict(raw)))
+        return kind.model_validate(kind.upgrade(dict(raw)))
     except ValidationError as e:
-        raise _field_errors(where, e) from e
+        raise _field_errors(where, e, kind.KIND) from e
 
 
-def parse_recipe(text: str, where: str) -> Recipe:
-    """One recipe from YAML text."""
+def recipe_from_mapping(raw: Any, where: str) -> Recipe:
+    """Validate parsed YAML (or a stored document) as a recipe; ``where`` prefixes errors."""
+    return definition_from_mapping(Recipe, raw, where)
+
+
+def parse_definition(kind: type[D], text: str, where: str) -> D:
+    """One ``kind`` document from YAML text."""
     try:
         raw = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as e:
@@ -73,42 +85,70 @@ def parse_recipe(text: str, where: str) -> Recipe:
         at = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
         problem = getattr(e, "problem", None) or str(e)
         raise RecipeError(f"{where}: {at}{problem}") from e
-    return recipe_from_mapping(raw, where)
+    return definition_from_mapping(kind, raw, where)
+
+
+def parse_recipe(text: str, where: str) -> Recipe:
+    """One recipe from YAML text."""
+    return parse_definition(Recipe, text, where)
+
+
+def dump_definition(definition: Definition, first: tuple[str, ...] = ("name",)) -> str:
+    """The document as YAML (camelCase, empty fields left out), readable by
+    ``parse_definition``; the ``first`` keys lead."""
+    raw = definition.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+    raw = {**{key: raw.pop(key) for key in first if key in raw}, **raw}
+    return yaml.safe_dump(raw, sort_keys=False, allow_unicode=True, width=100)
 
 
 def dump_recipe(recipe: Recipe) -> str:
     """The recipe as YAML (camelCase, empty fields left out), readable by ``parse_recipe``."""
-    raw = recipe.model_dump(mode="json", by_alias=True, exclude_defaults=True)
-    raw = {"name": raw.pop("name"), "engine": raw.pop("engine"), **raw}
-    return yaml.safe_dump(raw, sort_keys=False, allow_unicode=True, width=100)
+    return dump_definition(recipe, ("name", "engine"))
 
 
-class BundledRecipes:
-    """The recipes shipped in the ``recipes`` package: ``<name>.yaml`` each, loaded once.
+class BundledDefinitions(Generic[D]):
+    """The documents of one kind shipped in the ``recipes`` package: ``<name>.yaml`` each in
+    ``directory`` (``""``: the package's top level), loaded once. The file name must equal the
+    document's name."""
 
-    The file name must equal the recipe's name. ``manual`` reads a manual by
-    its path relative to the package (``manualPaths``), refusing anything
-    outside it.
-    """
-
-    def __init__(self, root: Traversable | None = None) -> None:
+    def __init__(self, kind: type[D], directory: str = "",
+                 root: Traversable | None = None) -> None:
+        self.kind = kind
+        self._directory = directory
         self._root = root if root is not None else resources.files(BUNDLED_PACKAGE)
 
     @functools.cached_property
-    def recipes(self) -> dict[str, Recipe]:
-        found: dict[str, Recipe] = {}
-        for entry in sorted(self._root.iterdir(), key=lambda e: e.name):
+    def definitions(self) -> dict[str, D]:
+        folder = self._root.joinpath(self._directory) if self._directory else self._root
+        if not folder.is_dir():
+            return {}
+        prefix = "/".join(p for p in (BUNDLED_PACKAGE, self._directory) if p)
+        found: dict[str, D] = {}
+        for entry in sorted(folder.iterdir(), key=lambda e: e.name):
             if not entry.name.endswith(".yaml"):
                 continue
-            where = f"{BUNDLED_PACKAGE}/{entry.name}"
-            recipe = parse_recipe(entry.read_text(encoding="utf-8"), where)
-            if recipe.name != entry.name.removesuffix(".yaml"):
-                raise RecipeError(f"{where}: name: {recipe.name!r} does not match the file name")
-            found[recipe.name] = recipe
+            where = f"{prefix}/{entry.name}"
+            definition = parse_definition(self.kind, entry.read_text(encoding="utf-8"), where)
+            if definition.name != entry.name.removesuffix(".yaml"):
+                raise RecipeError(f"{where}: name: {definition.name!r} does not match the "
+                                  "file name")
+            found[definition.name] = definition
         return found
 
-    def get(self, name: str) -> Recipe | None:
-        return self.recipes.get(name)
+    def get(self, name: str) -> D | None:
+        return self.definitions.get(name)
+
+
+class BundledRecipes(BundledDefinitions[Recipe]):
+    """The bundled recipes (``recipes/<name>.yaml``). ``manual`` reads a manual by its path
+    relative to the package (``manualPaths``), refusing anything outside it."""
+
+    def __init__(self, root: Traversable | None = None) -> None:
+        super().__init__(Recipe, "", root)
+
+    @property
+    def recipes(self) -> dict[str, Recipe]:
+        return self.definitions
 
     def manual(self, path: str) -> str:
         """A bundled manual's Markdown. Raises ``RecipeError`` for a path outside the package

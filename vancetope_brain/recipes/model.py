@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import posixpath
 from enum import StrEnum
-from typing import Annotated, Any, ClassVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 from pydantic import ConfigDict, Field, StringConstraints, field_validator, model_validator
 from pydantic.alias_generators import to_camel
@@ -66,6 +66,17 @@ class ModelChoice(Wire):
         return self
 
 
+class Definition(Document):
+    """A catalogued YAML document (a recipe, a strategy, …): named, kebab-case, stored per
+    tenant or project and bundled as package data. ``KIND`` names the kind in the store and in
+    error messages; ``COLLECTION`` is its MongoDB collection."""
+
+    KIND: ClassVar[str]
+    COLLECTION: ClassVar[str]
+    if TYPE_CHECKING:  # each kind declares the field itself (with its validation)
+        name: str
+
+
 class _RecipeFields(Wire):
     """The fields a recipe and its snapshot share."""
 
@@ -83,11 +94,13 @@ class _RecipeFields(Wire):
     model: ModelChoice | None = None
 
 
-class Recipe(Document, _RecipeFields):
+class Recipe(Definition, _RecipeFields):
     """A recipe as written in YAML and stored per tenant or project. Unknown fields are errors
     (a misspelt ``allowedToolAdd`` must not be silently ignored)."""
 
     SCHEMA_VERSION: ClassVar[int] = 1
+    KIND: ClassVar[str] = "recipe"
+    COLLECTION: ClassVar[str] = "recipes"
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid",
                               frozen=True)
 

@@ -43,17 +43,17 @@ _ENV = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False
                                      lstrip_blocks=True)
 
 
-def check_template(source: str) -> None:
+def check_template(source: str, names: frozenset[str] = CONTEXT_NAMES) -> None:
     """Raise ``ValueError`` (pydantic turns it into a field error) unless ``source`` compiles
-    and uses only names of the render context."""
+    and uses only ``names`` (by default those of the prompt render context)."""
     try:
         parsed = _ENV.parse(source)
     except TemplateSyntaxError as e:
         raise ValueError(f"template line {e.lineno}: {e.message}") from e
-    unknown = meta.find_undeclared_variables(parsed) - CONTEXT_NAMES
+    unknown = meta.find_undeclared_variables(parsed) - names
     if unknown:
         raise ValueError(f"template uses unknown variable(s) {', '.join(sorted(unknown))}; "
-                         f"the render context has {', '.join(sorted(CONTEXT_NAMES))}")
+                         f"the render context has {', '.join(sorted(names))}")
 
 
 @functools.lru_cache(maxsize=256)
@@ -64,16 +64,20 @@ def _compiled(source: str) -> Template:
 def render(recipe_name: str, field_name: str, source: str, variables: Mapping[str, Any]) -> str:
     """Render one template; an undefined variable or a sandbox violation raises ``RecipeError``
     naming the recipe and the field."""
+    return render_text(f"recipe {recipe_name!r}: {field_name}", source, variables)
+
+
+def render_text(where: str, source: str, variables: Mapping[str, Any]) -> str:
+    """Render one template in the sandbox; errors are ``RecipeError`` errors starting with
+    ``where``."""
     try:
         return _compiled(source).render(**variables).strip()
     except UndefinedError as e:
-        raise RecipeError(f"recipe {recipe_name!r}: {field_name}: undefined variable: "
-                          f"{e.message}") from e
+        raise RecipeError(f"{where}: undefined variable: {e.message}") from e
     except SecurityError as e:
-        raise RecipeError(f"recipe {recipe_name!r}: {field_name}: not allowed: {e}") from e
+        raise RecipeError(f"{where}: not allowed: {e}") from e
     except TemplateSyntaxError as e:  # a stored template that predates the load check
-        raise RecipeError(f"recipe {recipe_name!r}: {field_name}: template line {e.lineno}: "
-                          f"{e.message}") from e
+        raise RecipeError(f"{where}: template line {e.lineno}: {e.message}") from e
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Resolving recipes over the cascade project → tenant → bundled (innermost wins per name)."""
+"""Resolving recipes (and every other definition kind) over the cascade project → tenant → bundled (innermost wins per name)."""
 
 from __future__ import annotations
 
@@ -6,31 +6,45 @@ import builtins
 import contextlib
 import difflib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from vancetope_brain.errors import InvalidInput, NotFound, UnknownRecipe
-from vancetope_brain.recipes.loader import BundledRecipes, bundled
-from vancetope_brain.recipes.model import AppliedRecipe, Recipe, RecipeCategory, RecipeSource
+from vancetope_brain.recipes.loader import BundledDefinitions, BundledRecipes, bundled
+from vancetope_brain.recipes.model import (
+    AppliedRecipe,
+    Definition,
+    Recipe,
+    RecipeCategory,
+    RecipeSource,
+)
 
 if TYPE_CHECKING:
     from vancetope_brain.store import RecipeStore
 
 # Module-level aliases: inside RecipeResolver, ``list`` is the method.
 _Levels = list[tuple[RecipeSource, "str | None"]]
-_Entries = list["CatalogEntry"]
+_Entries = list["CatalogEntry[Recipe]"]
+D = TypeVar("D", bound=Definition)
+E = TypeVar("E", bound=Definition)
 
 
 @dataclass(frozen=True)
-class CatalogEntry:
-    """A recipe as the cascade sees it: where it comes from, and which outer levels it hides."""
+class CatalogEntry(Generic[D]):
+    """A definition as the cascade sees it: where it comes from, and which outer levels it
+    hides."""
 
-    recipe: Recipe
+    definition: D
     source: RecipeSource
     shadows: tuple[RecipeSource, ...] = ()
 
+    @property
+    def recipe(self) -> D:
+        """The recipe catalogue's name for ``definition``."""
+        return self.definition
+
     def describe(self) -> dict[str, Any]:
-        """The whole recipe document plus ``source`` and ``shadows`` (``recipe_describe``)."""
-        return {**self.recipe.dump(), "source": self.source.value,
+        """The whole document plus ``source`` and ``shadows`` (``recipe_describe``)."""
+        return {**self.definition.dump(), "source": self.source.value,
                 "shadows": [s.value for s in self.shadows]}
 
 
@@ -44,42 +58,90 @@ def effective_tools(engine_default: frozenset[str], applied: AppliedRecipe) -> f
         frozenset(applied.allowed_tools_remove)
 
 
-class RecipeResolver:
-    """Reads the recipe cascade. ``project_id=None`` looks at tenant and bundled recipes only.
+class DefinitionResolver(Generic[D]):
+    """Reads one kind's cascade. ``project_id=None`` looks at tenant and bundled ones only.
 
     Each lookup reads the store (at most two point reads); nothing is cached,
-    so an edit is visible to the next spawn. A process keeps the snapshot it
-    got at spawn (``AppliedRecipe``).
+    so an edit is visible to the next read.
     """
 
-    def __init__(self, store: RecipeStore, bundled_recipes: BundledRecipes | None = None) -> None:
+    def __init__(self, store: RecipeStore, kind: type[D],
+                 bundled_definitions: BundledDefinitions[D]) -> None:
         self._store = store
-        self._bundled = bundled_recipes if bundled_recipes is not None else bundled()
+        self._kind = kind
+        self._bundled = bundled_definitions
 
-    def lookup(self, tenant_id: str, project_id: str | None, name: str) -> CatalogEntry | None:
-        """The innermost recipe named ``name``, or None."""
-        found: list[tuple[Recipe, RecipeSource]] = []
+    def lookup(self, tenant_id: str, project_id: str | None,
+               name: str) -> CatalogEntry[D] | None:
+        """The innermost definition named ``name``, or None."""
+        found: builtins.list[tuple[D, RecipeSource]] = []
         for source, scope in self._stored_levels(project_id):
             with contextlib.suppress(NotFound):
-                found.append((self._store.get_recipe(tenant_id, scope, name), source))
-        bundled_recipe = self._bundled.get(name)
-        if bundled_recipe is not None:
-            found.append((bundled_recipe, RecipeSource.BUNDLED))
+                found.append((self._store.get_definition(self._kind, tenant_id, scope, name),
+                              source))
+        bundled_one = self._bundled.get(name)
+        if bundled_one is not None:
+            found.append((bundled_one, RecipeSource.BUNDLED))
         if not found:
             return None
-        (recipe, source), *outer = found
-        return CatalogEntry(recipe, source, tuple(s for _, s in outer))
+        (definition, source), *outer = found
+        return CatalogEntry(definition, source, tuple(s for _, s in outer))
 
-    def get(self, tenant_id: str, project_id: str | None, name: str) -> CatalogEntry:
-        """The innermost recipe named ``name``; raises ``UnknownRecipe`` suggesting the closest."""
+    def get(self, tenant_id: str, project_id: str | None, name: str) -> CatalogEntry[D]:
+        """The innermost definition named ``name``; raises ``UnknownRecipe`` suggesting the
+        closest."""
         entry = self.lookup(tenant_id, project_id, name)
         if entry is None:
-            names = [e.recipe.name for e in self.list(tenant_id, project_id)]
+            names = [e.definition.name for e in self.list(tenant_id, project_id)]
             close = difflib.get_close_matches(name, names, n=1)
+            noun = self._kind.KIND
+            plural = self._kind.COLLECTION
             hint = f"; did you mean {close[0]!r}?" if close else \
-                f"; known recipes: {', '.join(names)}" if names else ""
-            raise UnknownRecipe(f"no recipe named {name!r}{hint}")
+                f"; known {plural}: {', '.join(names)}" if names else ""
+            raise UnknownRecipe(f"no {noun} named {name!r}{hint}")
         return entry
+
+    def list(self, tenant_id: str, project_id: str | None = None) -> builtins.list[
+            CatalogEntry[D]]:
+        """The effective catalogue by name: per name the innermost definition, with its
+        source."""
+        levels: builtins.list[tuple[RecipeSource, builtins.list[D]]] = [
+            (source, self._store.list_definitions(self._kind, tenant_id, scope))
+            for source, scope in self._stored_levels(project_id)]
+        levels.append((RecipeSource.BUNDLED, builtins.list(self._bundled.definitions.values())))
+        found: dict[str, builtins.list[tuple[D, RecipeSource]]] = {}
+        for source, items in levels:
+            for item in items:
+                found.setdefault(item.name, []).append((item, source))
+        return [CatalogEntry(chain[0][0], chain[0][1], tuple(s for _, s in chain[1:]))
+                for _, chain in sorted(found.items())]
+
+    def describe(self, tenant_id: str, project_id: str | None, name: str) -> dict[str, Any]:
+        """The full document with ``source`` (``recipe_describe``)."""
+        return self.get(tenant_id, project_id, name).describe()
+
+    def of(self, kind: type[E]) -> DefinitionResolver[E]:
+        """The resolver of another kind over the same store (its bundled catalogue)."""
+        from vancetope_brain.recipes.kinds import bundled_of
+
+        return DefinitionResolver(self._store, kind, bundled_of(kind))
+
+    @staticmethod
+    def _stored_levels(project_id: str | None) -> _Levels:
+        levels: _Levels = [(RecipeSource.TENANT, None)]
+        if project_id is not None:
+            levels.insert(0, (RecipeSource.PROJECT, project_id))
+        return levels
+
+
+class RecipeResolver(DefinitionResolver[Recipe]):
+    """Reads the recipe cascade. A process keeps the snapshot it got at spawn
+    (``AppliedRecipe``)."""
+
+    def __init__(self, store: RecipeStore, bundled_recipes: BundledRecipes | None = None) -> None:
+        super().__init__(store, Recipe,
+                         bundled_recipes if bundled_recipes is not None else bundled())
+        self._recipes = bundled_recipes if bundled_recipes is not None else bundled()
 
     def resolve(self, tenant_id: str, project_id: str | None, *, recipe: str | None = None,
                 engine: str | None = None,
@@ -117,29 +179,9 @@ class RecipeResolver:
     def list(self, tenant_id: str, project_id: str | None = None, *,
              category: RecipeCategory | None = None) -> _Entries:
         """The effective catalogue by name: per name the innermost recipe, with its source."""
-        levels: builtins.list[tuple[RecipeSource, builtins.list[Recipe]]] = [
-            (source, self._store.list_recipes(tenant_id, scope))
-            for source, scope in self._stored_levels(project_id)]
-        levels.append((RecipeSource.BUNDLED, list(self._bundled.recipes.values())))
-        found: dict[str, builtins.list[tuple[Recipe, RecipeSource]]] = {}
-        for source, recipes in levels:
-            for item in recipes:
-                found.setdefault(item.name, []).append((item, source))
-        entries = [CatalogEntry(chain[0][0], chain[0][1], tuple(s for _, s in chain[1:]))
-                   for _, chain in sorted(found.items())]
+        entries = super().list(tenant_id, project_id)
         return [e for e in entries if category is None or e.recipe.category is category]
-
-    def describe(self, tenant_id: str, project_id: str | None, name: str) -> dict[str, Any]:
-        """The full recipe document with ``source`` (``recipe_describe``)."""
-        return self.get(tenant_id, project_id, name).describe()
 
     def manual(self, path: str) -> str:
         """A manual named in ``manualPaths`` (bundled manuals only, for now)."""
-        return self._bundled.manual(path)
-
-    @staticmethod
-    def _stored_levels(project_id: str | None) -> _Levels:
-        levels: _Levels = [(RecipeSource.TENANT, None)]
-        if project_id is not None:
-            levels.insert(0, (RecipeSource.PROJECT, project_id))
-        return levels
+        return self._recipes.manual(path)

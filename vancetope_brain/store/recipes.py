@@ -1,38 +1,64 @@
-"""The recipes port: tenant and project recipes (bundled ones are package data)."""
+"""The recipes port: tenant and project definitions of every catalogued kind — recipes,
+strategies, … (bundled ones are package data)."""
 
 from __future__ import annotations
 
 from abc import abstractmethod
+from typing import TypeVar
 
-from vancetope_brain.recipes.model import Recipe
+from vancetope_brain.recipes.model import Definition, Recipe
 from vancetope_brain.store.backend import Port
+
+D = TypeVar("D", bound=Definition)
 
 
 class RecipeStore(Port):
-    """A recipe lives at the tenant level (``project_id=None``) or in a project; names
-    are unique per level. Each call is one atomic write or read."""
+    """A definition of a kind (``kind.KIND``: ``recipe``, ``strategy``, …) lives at the tenant
+    level (``project_id=None``) or in a project; names are unique per kind and level. Each call
+    is one atomic write or read. The ``*_recipe`` methods are the ``recipe`` kind's shorthand."""
 
     @abstractmethod
+    def create_definition(self, tenant_id: str, project_id: str | None,
+                          definition: Definition) -> None:
+        """Insert a definition (its kind is its class's). Raises ``Conflict`` if the name
+        exists for that kind at this level."""
+
+    @abstractmethod
+    def update_definition(self, tenant_id: str, project_id: str | None,
+                          definition: Definition) -> None:
+        """Replace the definition of that kind and name at this level whole. Raises
+        ``NotFound``."""
+
+    @abstractmethod
+    def delete_definition(self, kind: type[Definition], tenant_id: str, project_id: str | None,
+                          name: str) -> None:
+        """Delete the definition at this level (others of that name stay). Raises ``NotFound``."""
+
+    @abstractmethod
+    def get_definition(self, kind: type[D], tenant_id: str, project_id: str | None,
+                       name: str) -> D:
+        """The definition stored at exactly this level. Raises ``NotFound``."""
+
+    @abstractmethod
+    def list_definitions(self, kind: type[D], tenant_id: str, project_id: str | None) -> list[D]:
+        """The definitions of that kind stored at exactly this level, by name."""
+
     def create_recipe(self, tenant_id: str, project_id: str | None, recipe: Recipe) -> None:
-        """Insert a recipe. Raises ``Conflict`` if the name exists at this level."""
+        self.create_definition(tenant_id, project_id, recipe)
 
-    @abstractmethod
     def update_recipe(self, tenant_id: str, project_id: str | None, recipe: Recipe) -> None:
-        """Replace the recipe of that name at this level whole. Raises ``NotFound``."""
+        self.update_definition(tenant_id, project_id, recipe)
 
-    @abstractmethod
     def delete_recipe(self, tenant_id: str, project_id: str | None, name: str) -> None:
-        """Delete the recipe at this level (others of that name stay). Raises ``NotFound``."""
+        self.delete_definition(Recipe, tenant_id, project_id, name)
 
-    @abstractmethod
     def get_recipe(self, tenant_id: str, project_id: str | None, name: str) -> Recipe:
-        """The recipe stored at exactly this level. Raises ``NotFound``."""
+        return self.get_definition(Recipe, tenant_id, project_id, name)
 
-    @abstractmethod
     def list_recipes(self, tenant_id: str, project_id: str | None) -> list[Recipe]:
-        """The recipes stored at exactly this level, by name."""
+        return self.list_definitions(Recipe, tenant_id, project_id)
 
 
 def recipe_level(tenant_id: str, project_id: str | None) -> str:
-    """How adapters' errors name a recipe level."""
+    """How adapters' errors name a definition level."""
     return f"project {project_id}" if project_id is not None else f"tenant {tenant_id}"

@@ -13,10 +13,12 @@ tenant-level recipe) and ``settings`` (stored values per tenant, project or
 user; ``scope_id`` is ``''`` for the tenant itself); 5 — tables
 ``inbox_items`` (the user Inbox; a unique partial index on (tenant, origin
 process, idempotency key) makes idempotent creates safe under concurrency) and
-``notification_deliveries`` (the delivery log). Opening an older file
-migrates it in place; a newer one is refused. The statements of versions 2
-and 3 are the ``migrations`` of the adapters owning those tables (sessions,
-identity); versions 4 and 5 only added tables, which every adapter's
+``notification_deliveries`` (the delivery log); 6 — ``recipes`` gains
+``kind`` in its key (recipes, strategies, … share the table; older rows are
+recipes). Opening an older file
+migrates it in place; a newer one is refused. The statements of versions 2,
+3 and 6 are the ``migrations`` of the adapters owning those tables (sessions,
+identity, recipes); versions 4 and 5 only added tables, which every adapter's
 ``CREATE … IF NOT EXISTS`` makes at open.
 
 Times in ``*_ms`` columns are milliseconds since the Unix epoch (``to_ms``),
@@ -42,7 +44,7 @@ from vancetope_brain.models import Document
 T = TypeVar("T")
 D = TypeVar("D", bound=Document)
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 """Bumped by a migration that changes an existing table (never by a new table)."""
 
 _VERSION_TABLE = """

@@ -1,60 +1,89 @@
 """SQLite ``RecipeStore``: table ``recipes``.
 
-A row holds the validated ``Recipe`` dump (with its schema version) under
-(tenant, project or ``''``, name). Atomicity: each call is one statement, a
-write in its own ``BEGIN IMMEDIATE`` transaction.
+A row holds the validated definition's dump (with its schema version) under
+(tenant, project or ``''``, kind, name); ``kind`` is ``recipe``, ``strategy``, …
+(schema version 6 added it, keeping every older row as a ``recipe``).
+Atomicity: each call is one statement, a write in its own ``BEGIN IMMEDIATE``
+transaction.
 """
 
 from __future__ import annotations
 
+from typing import TypeVar
+
 from vancetope_brain.errors import Conflict, NotFound
-from vancetope_brain.recipes.model import Recipe
+from vancetope_brain.recipes.model import Definition
 from vancetope_brain.store.recipes import RecipeStore, recipe_level
 from vancetope_brain.store.sqlite import SqliteAdapter
 from vancetope_brain.store.sqlite._db import load_all, load_one
 
+D = TypeVar("D", bound=Definition)
+
 _TABLES = """
 CREATE TABLE IF NOT EXISTS recipes (
-    tenant_id TEXT NOT NULL, project_id TEXT NOT NULL, name TEXT NOT NULL, doc TEXT NOT NULL,
-    PRIMARY KEY (tenant_id, project_id, name)
+    tenant_id TEXT NOT NULL, project_id TEXT NOT NULL, kind TEXT NOT NULL, name TEXT NOT NULL,
+    doc TEXT NOT NULL,
+    PRIMARY KEY (tenant_id, project_id, kind, name)
 );
 """
+
+_MIGRATIONS = {
+    # The key gains ``kind``: rebuild the table (a file from before version 4 has none yet,
+    # so make the old shape first), keeping every row as a recipe.
+    6: ["CREATE TABLE IF NOT EXISTS recipes (tenant_id TEXT NOT NULL, project_id TEXT NOT NULL, "
+        "name TEXT NOT NULL, doc TEXT NOT NULL, PRIMARY KEY (tenant_id, project_id, name))",
+        "ALTER TABLE recipes RENAME TO recipes_v5",
+        _TABLES,
+        "INSERT INTO recipes (tenant_id, project_id, kind, name, doc) "
+        "SELECT tenant_id, project_id, 'recipe', name, doc FROM recipes_v5",
+        "DROP TABLE recipes_v5"],
+}
 
 
 class SqliteRecipes(SqliteAdapter, RecipeStore):
     tables = _TABLES
+    migrations = _MIGRATIONS
 
-    def create_recipe(self, tenant_id: str, project_id: str | None, recipe: Recipe) -> None:
+    def create_definition(self, tenant_id: str, project_id: str | None,
+                          definition: Definition) -> None:
         try:
             self.db.execute(
-                "INSERT INTO recipes (tenant_id, project_id, name, doc) VALUES (?, ?, ?, ?)",
-                (tenant_id, project_id or "", recipe.name, recipe.model_dump_json(by_alias=True)))
+                "INSERT INTO recipes (tenant_id, project_id, kind, name, doc) "
+                "VALUES (?, ?, ?, ?, ?)",
+                (tenant_id, project_id or "", definition.KIND, definition.name,
+                 definition.model_dump_json(by_alias=True)))
         except Conflict as e:
-            raise Conflict(f"recipe {recipe.name} already exists in "
+            raise Conflict(f"{definition.KIND} {definition.name} already exists in "
                            f"{recipe_level(tenant_id, project_id)}") from e
 
-    def update_recipe(self, tenant_id: str, project_id: str | None, recipe: Recipe) -> None:
+    def update_definition(self, tenant_id: str, project_id: str | None,
+                          definition: Definition) -> None:
         cursor = self.db.execute(
-            "UPDATE recipes SET doc = ? WHERE tenant_id = ? AND project_id = ? AND name = ?",
-            (recipe.model_dump_json(by_alias=True), tenant_id, project_id or "", recipe.name))
+            "UPDATE recipes SET doc = ? WHERE tenant_id = ? AND project_id = ? AND kind = ? "
+            "AND name = ?",
+            (definition.model_dump_json(by_alias=True), tenant_id, project_id or "",
+             definition.KIND, definition.name))
         if cursor.rowcount == 0:
-            raise NotFound(f"recipe {recipe.name} not found in "
+            raise NotFound(f"{definition.KIND} {definition.name} not found in "
                            f"{recipe_level(tenant_id, project_id)}")
 
-    def delete_recipe(self, tenant_id: str, project_id: str | None, name: str) -> None:
+    def delete_definition(self, kind: type[Definition], tenant_id: str, project_id: str | None,
+                          name: str) -> None:
         cursor = self.db.execute(
-            "DELETE FROM recipes WHERE tenant_id = ? AND project_id = ? AND name = ?",
-            (tenant_id, project_id or "", name))
+            "DELETE FROM recipes WHERE tenant_id = ? AND project_id = ? AND kind = ? AND name = ?",
+            (tenant_id, project_id or "", kind.KIND, name))
         if cursor.rowcount == 0:
-            raise NotFound(f"recipe {name} not found in {recipe_level(tenant_id, project_id)}")
+            raise NotFound(f"{kind.KIND} {name} not found in "
+                           f"{recipe_level(tenant_id, project_id)}")
 
-    def get_recipe(self, tenant_id: str, project_id: str | None, name: str) -> Recipe:
-        return load_one(Recipe, self.db.read(
-            "SELECT doc FROM recipes WHERE tenant_id = ? AND project_id = ? AND name = ?",
-            (tenant_id, project_id or "", name)),
-            f"recipe {name} not found in {recipe_level(tenant_id, project_id)}")
+    def get_definition(self, kind: type[D], tenant_id: str, project_id: str | None,
+                       name: str) -> D:
+        return load_one(kind, self.db.read(
+            "SELECT doc FROM recipes WHERE tenant_id = ? AND project_id = ? AND kind = ? "
+            "AND name = ?", (tenant_id, project_id or "", kind.KIND, name)),
+            f"{kind.KIND} {name} not found in {recipe_level(tenant_id, project_id)}")
 
-    def list_recipes(self, tenant_id: str, project_id: str | None) -> list[Recipe]:
-        return load_all(Recipe, self.db.read(
-            "SELECT doc FROM recipes WHERE tenant_id = ? AND project_id = ? ORDER BY name",
-            (tenant_id, project_id or "")))
+    def list_definitions(self, kind: type[D], tenant_id: str, project_id: str | None) -> list[D]:
+        return load_all(kind, self.db.read(
+            "SELECT doc FROM recipes WHERE tenant_id = ? AND project_id = ? AND kind = ? "
+            "ORDER BY name", (tenant_id, project_id or "", kind.KIND)))
