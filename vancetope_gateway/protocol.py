@@ -152,11 +152,13 @@ class Connection:
             "process-status": self._process_status,
             "process-list": self._process_list,
             "process-steer": self._process_steer,
+            "process-command": self._process_command,
             "chat-history": self._chat_history,
             "events-resume": self._events_resume,
             "client-tools-register": self._client_tools_register,
             "tool-result": self._tool_result,
             "think-engines-list": self._think_engines_list,
+            "thinkengines-list": self._think_engines_list,
             "recipe-list": self._recipe_list,
             "recipe-create": functools.partial(self._recipe_write, RecipeAdmin.create),
             "recipe-update": functools.partial(self._recipe_write, RecipeAdmin.update),
@@ -324,8 +326,8 @@ class Connection:
     def _process_create(self, data: frames.ProcessCreate) -> frames.ProcessReply:
         session = self._require_session()
         process = self._gateway.sessions.create_process(
-            self._who, session.id, data.engine, goal=data.goal, name=data.name,
-            params=data.params)
+            self._who, session.id, data.engine, recipe=data.recipe, template=data.template,
+            goal=data.goal, name=data.name, params=data.params)
         return frames.ProcessReply(process=process.dump())
 
     def _process_start(self, data: frames.ProcessRef) -> frames.ProcessReply:
@@ -350,6 +352,12 @@ class Connection:
     def _process_steer(self, data: frames.ProcessSteer) -> frames.SteerAccepted:
         message, created = self._gateway.sessions.steer(
             self._who, data.target_think_process_id, data.content, data.idempotency_key,
+            session_id=self._require_session().id)
+        return frames.SteerAccepted(message_id=message.id, seq=message.seq, duplicate=not created)
+
+    def _process_command(self, data: frames.ProcessCommand) -> frames.SteerAccepted:
+        message, created = self._gateway.sessions.command(
+            self._who, data.process_id, data.command, data.params, data.idempotency_key,
             session_id=self._require_session().id)
         return frames.SteerAccepted(message_id=message.id, seq=message.seq, duplicate=not created)
 

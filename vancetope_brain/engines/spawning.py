@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vancetope_brain.engines.base import EngineRegistry
+from vancetope_brain.engines.base import EngineRegistry, canonical
 from vancetope_brain.models import ThinkProcess, new_id
 from vancetope_brain.recipes.resolver import RecipeResolver
 
@@ -21,7 +21,9 @@ class ProcessFactory:
               recipe: str | None = None, engine: str | None = None, name: str = "",
               goal: str = "", params: dict[str, Any] | None = None,
               parent: ThinkProcess | None = None) -> ThinkProcess:
-        applied = self.resolver.resolve(tenant_id, project_id, recipe=recipe, engine=engine,
+        # An alias names its engine's recipe too (``deep-think`` spawns like ``marvin``).
+        applied = self.resolver.resolve(tenant_id, project_id, recipe=recipe,
+                                        engine=None if engine is None else canonical(engine),
                                         caller_params=params)
         found = self._engines.get(applied.engine)
         return ThinkProcess(

@@ -121,9 +121,12 @@ class LaneRunner:
             self._events.publish(process.session_id, process_id, EventType.STATUS_CHANGED,
                                  {"from": before.value, "to": ProcessStatus.RUNNING.value})
         engine = self._engines.find(process.engine)
-        context = self._contexts(process, lease.lost, engine, pending)
         call = LifecycleCall(process.pending_control) if process.pending_control else None
         lifecycle = call.value if call else "start" if before is ProcessStatus.INIT else "steer"
+        # Only start runs in INIT (think-engines §5): messages queued meanwhile are for the
+        # first steer after it, which follows at once (``left`` below).
+        context = self._contexts(process, lease.lost, engine,
+                                 [] if lifecycle == "start" else pending)
         error = None
         try:
             status, reason = self._call_engine(engine, process, context, call)
@@ -181,9 +184,20 @@ class LaneRunner:
             origin_process_id=process.id, statuses=frozenset({ItemStatus.PENDING}),
             requires_action=True, limit=1)))
 
-    def _started(self, process: ThinkProcess) -> bool:
-        return any(t.lifecycle == "start"
-                   for t in self._lanes.turn_records(process.tenant_id, process.id))
+    def _resumed_status(self, process: ThinkProcess) -> ProcessStatus | None:
+        """Where a resume out of SUSPENDED returns a process without calling its engine:
+        INIT if it never started (it starts now), PAUSED if the suspend found it PAUSED
+        (a user's pause outlives the session's suspend and resume); else None."""
+        records = self._lanes.turn_records(process.tenant_id, process.id)
+        if not any(t.lifecycle == "start" for t in records):
+            return ProcessStatus.INIT
+        if process.status is not ProcessStatus.SUSPENDED:
+            return None
+        suspends = [i for i, t in enumerate(records) if t.lifecycle == LifecycleCall.SUSPEND]
+        if suspends and suspends[-1] > 0 and \
+                records[suspends[-1] - 1].status_after is ProcessStatus.PAUSED:
+            return ProcessStatus.PAUSED
+        return None
 
     def _parent_report(self, engine: ThinkEngine | None, process: ThinkProcess,
                        status: ProcessStatus, reason: CloseReason | None,
@@ -220,7 +234,7 @@ class LaneRunner:
         for target in stops:
             try:
                 self._lanes.request_control(tenant_id, target, LifecycleCall.STOP.value,
-                                            lifecycle.ALLOWED_FROM[LifecycleCall.STOP])
+                                            lifecycle.SYSTEM_ALLOWED_FROM[LifecycleCall.STOP])
             except (Conflict, NotFound):
                 continue  # closed or gone meanwhile
             self._waker.wake(tenant_id, target)
@@ -240,19 +254,22 @@ class LaneRunner:
             (engine.start if before is ProcessStatus.INIT else engine.steer)(process, context)
             return context.turn.status or ProcessStatus.IDLE, context.turn.close_reason
         try:
-            lifecycle.check(call, before)
+            lifecycle.check(call, before, lifecycle.SYSTEM_ALLOWED_FROM)
         except Conflict as e:
             # Legal when requested, overtaken since (e.g. stopped meanwhile): drop it.
             log.info("dropping %s of %s: %s", call.value, process.id, e)
             return (ProcessStatus.IDLE if before is ProcessStatus.RUNNING else before), \
                 process.close_reason
+        if before is ProcessStatus.INIT:  # the system's stop or suspend: no engine call
+            return lifecycle.STATUS_AFTER[call], \
+                CloseReason.STOPPED if call is LifecycleCall.STOP else None
         if call is LifecycleCall.RESET:
             context.chat().append(ChatRole.SYSTEM, "The process was reset; it starts afresh.",
                                   meta={RESET_MARK: True})
             context.save_state({})
             return ProcessStatus.INIT, None
-        if call is LifecycleCall.RESUME and not self._started(process):
-            return ProcessStatus.INIT, None  # suspended before it ever started: start it now
+        if call is LifecycleCall.RESUME and (back := self._resumed_status(process)):
+            return back, None
         getattr(engine, call.value)(process, context)
         if call is LifecycleCall.RESUME:
             return context.turn.status or ProcessStatus.IDLE, context.turn.close_reason
