@@ -338,7 +338,11 @@ class ClientToolsRegistered(Wire):
 
 
 class ToolResultAccepted(Wire):
-    """Reply to ``tool-result``: the result reached the waiting process."""
+    """Reply to ``tool-result``: the result reached the waiting process — or, with
+    ``late``, the call had timed out and the result went to the process's inbox as a
+    ToolResult message (arthur-engine §2.3)."""
+
+    late: bool = False
 
 
 class EnginesListed(Wire):

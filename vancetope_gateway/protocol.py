@@ -34,6 +34,7 @@ from vancetope_brain.events import EventListener, EventType, StreamEvent
 from vancetope_brain.identity import Principal
 from vancetope_brain.models import Fingerprint, ProcessStatus, Session, SessionStatus
 from vancetope_brain.models.inbox import Criticality, InboxItem
+from vancetope_brain.models.steer import ToolCallStatus, ToolResult
 from vancetope_brain.notifications import admits
 from vancetope_brain.recipes import Recipe, RecipeAdmin
 from vancetope_brain.recipes.loader import recipe_from_mapping
@@ -428,8 +429,12 @@ class Connection:
         if data.tool_call_id not in self._tool_calls:
             raise NotFound(f"no tool call {data.tool_call_id!r} is waiting for this connection")
         self._tool_calls.discard(data.tool_call_id)
-        self._gateway.client_tools.deliver(data.tool_call_id, data.dump())
-        return frames.ToolResultAccepted()
+        late = self._gateway.client_tools.deliver(data.tool_call_id, data.dump())
+        if late is not None:  # the call timed out: the result goes to its caller's inbox
+            self._gateway.sessions.tool_result(self._who, late.process_id, ToolResult(
+                tool_call_id=data.tool_call_id, tool_name=late.tool_name,
+                status=ToolCallStatus(data.status), result=data.result, error=data.error))
+        return frames.ToolResultAccepted(late=late is not None)
 
     # ── events ──────────────────────────────────────────────────────────
     def _events_resume(self, data: frames.EventsResume) -> frames.EventsResumed:

@@ -555,7 +555,7 @@ def test_tool_result_reaches_the_waiting_call(emb, bound):
         call = wait_for(lambda: client.sock.frames("tool-call"), what="tool-call")[0]["data"]
         assert (call["toolName"], call["params"]) == ("shell", {"cmd": "ls"})
         assert client.ok("tool-result", toolCallId=call["toolCallId"], status="success",
-                         result={"stdout": "paper.pdf"}) == {}
+                         result={"stdout": "paper.pdf"}) == {"late": False}
     finally:
         caller.join(10)
     assert outcome and outcome[0].result == {"stdout": "paper.pdf"}, outcome

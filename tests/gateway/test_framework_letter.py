@@ -26,6 +26,7 @@ from vancetope_brain.models import (
     SessionStatus,
     SuspendCause,
     ThinkProcess,
+    ToolResult,
     UserChatInput,
     new_id,
 )
@@ -54,6 +55,9 @@ class Witness(ThinkEngine):
             message = envelope.message
             if isinstance(message, ExternalCommand):
                 self._note(context, f"command {message.command} {message.params}")
+            elif isinstance(message, ToolResult):
+                self._note(context, f"tool-result {message.tool_name} {message.status.value} "
+                                    f"{message.result}")
             elif isinstance(message, UserChatInput) and message.content.startswith("stop "):
                 try:
                     context.processes().stop(message.content.removeprefix("stop "))
@@ -298,6 +302,34 @@ def test_process_command_refused_for_closed_missing_and_foreign_processes(emb, b
     wait_process(emb, emb.who, pid, S.CLOSED)
     assert "CLOSED" in client.refused("process-command", "conflict", processId=pid,
                                       command="go")
+
+
+# ── ToolResult: a client tool's answer after the call timed out ─────────────
+def test_a_client_tool_result_after_the_timeout_reaches_the_caller_as_a_tool_result(emb,
+                                                                                     bound):
+    client, sid, _ = bound
+    client.ok("client-tools-register", tools=[{"name": "local_slow"}])
+    pid = _witness(emb, client)
+    # The call as a turn makes it, with a short timeout; this client answers too late.
+    outcome = emb.brain.client_tools.source(sid, pid, timeout=0.2).call("local_slow", {"n": 1})
+    assert outcome.status.value == "timeout" and "tool-result message" in outcome.error
+    [call] = [f["data"] for f in client.sock.frames("tool-call")]
+    assert client.ok("tool-result", toolCallId=call["toolCallId"], status="success",
+                     result={"done": True}) == {"late": True}
+    wait_for(lambda: _notes(emb, pid)[-1:] == ["tool-result local_slow success {'done': True}"],
+             what="the late result in the caller's steer")
+    assert _turns(emb, pid)[-1] == "steer"
+
+
+def test_a_result_that_beats_the_give_up_is_taken_by_the_caller(emb):
+    bridge = emb.brain.client_tools
+    assert bridge.deliver("tc_race", {"status": "success", "result": 7}) is None
+    assert bridge.give_up("tc_race", "proc_x", "local_any") == {"status": "success",
+                                                                "result": 7}
+    assert bridge.give_up("tc_none", "proc_x", "local_any") is None
+    late = bridge.deliver("tc_none", {"status": "success", "result": 8})
+    assert (late.process_id, late.tool_name) == ("proc_x", "local_any")
+    assert bridge.deliver("tc_none", {"status": "success", "result": 9}) is None  # once
 
 
 # ── process-create by recipe, by template, with the default engine (§8) ───────

@@ -23,6 +23,7 @@ from vancetope_brain.models import (
     SessionType,
     SteerMessage,
     ThinkProcess,
+    ToolResult,
     UserChatInput,
     new_id,
 )
@@ -141,6 +142,14 @@ class SessionService:
         return self._deliver(who, process_id, ExternalCommand(command=command,
                                                               params=params or {}),
                              idempotency_key, session_id)
+
+    def tool_result(self, who: Principal, process_id: str,
+                    result: ToolResult) -> tuple[InboxMessage, bool]:
+        """Persist the result of a client tool call that came after the call timed out
+        (a ToolResult, arthur-engine §2.3) into the calling process's inbox, once per
+        call, with the rules of ``steer``."""
+        return self._deliver(who, process_id, result, f"tool-result:{result.tool_call_id}",
+                             None)
 
     def _deliver(self, who: Principal, process_id: str, steer: SteerMessage,
                  idempotency_key: str | None, session_id: str | None) -> tuple[InboxMessage, bool]:
