@@ -220,6 +220,18 @@ def test_session_resume_before_the_lane_ran_the_suspend_of_a_paused_process(emb,
     assert _store(emb).get_session("acme", sid).status is SessionStatus.OPEN
 
 
+def test_a_pause_still_pending_when_the_session_is_suspended_is_not_lost(emb, bound):
+    client, sid, _ = bound
+    pid = _witness(emb, client)
+    # The user's pause, requested; its lane has not run it yet.
+    _lanes(emb).request_control("acme", pid, "pause", frozenset({S.IDLE}))
+    client.ok("session-suspend", sessionId=sid)
+    wait_process(emb, emb.who, pid, S.SUSPENDED)
+    assert _turns(emb, pid)[-2:] == ["pause", "suspend"]
+    client.ok("session-resume", sessionId=sid)
+    wait_process(emb, emb.who, pid, S.PAUSED)
+
+
 # ── the chat process lives as long as its session (arthur-engine §3.1) ───────
 def test_the_chat_process_cannot_be_stopped_on_its_own(emb, bound):
     client, sid, chat = bound

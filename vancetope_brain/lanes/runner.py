@@ -22,6 +22,7 @@ from vancetope_brain.models import (
     InboxMessage,
     ProcessEvent,
     ProcessStatus,
+    SessionStatus,
     ThinkProcess,
     TurnCommit,
     TurnRecord,
@@ -165,6 +166,8 @@ class LaneRunner:
             self._events.publish(process.session_id, process_id, EventType.CHAT_MESSAGE,
                                  line.dump())
         self._after_commit(process, commit, turn.stops, stopped=call is LifecycleCall.STOP)
+        if call is LifecycleCall.PAUSE and status is ProcessStatus.PAUSED:
+            self._suspend_if_session_is(process)
         shown_before = ProcessStatus.RUNNING if before in _MARKED_RUNNING else before
         if status is not shown_before:
             self._events.publish(process.session_id, process_id, EventType.STATUS_CHANGED,
@@ -238,6 +241,20 @@ class LaneRunner:
             except (Conflict, NotFound):
                 continue  # closed or gone meanwhile
             self._waker.wake(tenant_id, target)
+
+    def _suspend_if_session_is(self, process: ThinkProcess) -> None:
+        """A pause the session's suspend cascade found pending (and left to run, so the
+        user's pause is not lost) is followed by the suspend it skipped."""
+        session = self._processes.get_session(process.tenant_id, process.session_id)
+        if session.status is not SessionStatus.SUSPENDED:
+            return
+        try:
+            self._lanes.request_control(process.tenant_id, process.id,
+                                        LifecycleCall.SUSPEND.value,
+                                        lifecycle.SYSTEM_ALLOWED_FROM[LifecycleCall.SUSPEND])
+        except Conflict:
+            return  # moved on meanwhile (stopped, or resumed by the user)
+        self._waker.wake(process.tenant_id, process.id)
 
     def _call_engine(self, engine: ThinkEngine | None, process: ThinkProcess,
                      context: ThinkEngineContext,

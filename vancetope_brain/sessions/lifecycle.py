@@ -188,8 +188,13 @@ class SessionLifecycle:
     def _cascade(self, who: Principal, session: Session, call: LifecycleCall,
                  skip: set[ProcessStatus]) -> None:
         for process in self._store.list_processes(who.tenant_id, session.id):
-            if process.status not in skip:
-                self._request(who, process.id, call)
+            if process.status in skip:
+                continue
+            if call is LifecycleCall.SUSPEND and process.pending_control == LifecycleCall.PAUSE:
+                # Replacing the user's pause would lose it: its lane pauses, then finds the
+                # session SUSPENDED and suspends (LaneRunner._suspend_if_session_is).
+                continue
+            self._request(who, process.id, call)
 
     def _request(self, who: Principal, process_id: str, call: LifecycleCall) -> None:
         try:
