@@ -29,3 +29,27 @@ def test_bundled_engines_are_registered_and_described():
     assert "ford" in names
     ford = ENGINES.get("ford").describe()
     assert ford["version"].count(".") == 2 and ford["title"] and ford["description"]
+
+
+@pytest.mark.parametrize("name", ["Deep-Think", "deep_think", "deep--think", "-deep", "2think",
+                                  "deep think", ""])
+def test_a_name_that_is_not_lowercase_kebab_fails_at_registration(name):
+    with pytest.raises(ConfigError, match="lowercase-kebab"):
+        EngineRegistry().register(_engine(name))
+
+
+def test_an_alias_cannot_be_registered_and_resolves_to_its_engine():
+    registry = EngineRegistry()
+    with pytest.raises(ConfigError, match="alias of 'marvin'"):
+        registry.register(_engine("deep-think"))
+    registry.register(_engine("marvin"))
+    assert registry.get("deep-think") is registry.get("marvin") is registry.find("deep-think")
+
+
+def test_describe_lists_the_engines_settings_as_default_settings():
+    described = ENGINES.get("arthur").describe()["defaultSettings"]
+    assert [s["name"] for s in described] == ["arthur.model", "arthur.maxContextTokens"]
+    assert described[1]["type"] == "int" and described[1]["default"] == 65536
+    assert _engine("alpha").describe()["defaultSettings"] == [
+        {"name": "alpha.model", "type": "str", "default": None,
+         "description": "Model name for the alpha engine (beats llm.model; unset: llm.model)."}]

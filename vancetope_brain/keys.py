@@ -14,6 +14,7 @@
 | ``vt:session-lock:{sid}``   | string | 5 s                     | serializes bind / last-client-gone per session |
 | ``vt:client-tools:{sid}``   | hash   | 1 day, renewed          | connection id → JSON list of its tool manifests |
 | ``vt:tool-result:{call}``   | list   | 5 min                   | the one result of a client tool call           |
+| ``vt:tool-call:{call}``     | string | 5 min                   | a client tool call's caller once it timed out: a late result goes to its inbox |
 | ``vt:user-presence:{t}/{u}``| zset   | presence TTL, renewed   | a user's connections ``id:notifyMode`` → expiry |
 | ``vt:evseq|evorigin|events:user.{t}.{u}`` | as above | event log TTL | the user's feed (inbox pushes), a log like a session's |
 
@@ -64,6 +65,10 @@ def client_tools(session_id: str) -> str:
 
 def tool_result(call_id: str) -> str:
     return f"{PREFIX}tool-result:{call_id}"
+
+
+def tool_call(call_id: str) -> str:
+    return f"{PREFIX}tool-call:{call_id}"
 
 
 def events(session_id: str) -> str:

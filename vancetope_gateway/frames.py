@@ -74,9 +74,14 @@ class SessionRef(Wire):
 
 
 class ProcessCreate(Wire):
-    """Create a process in the bound session and start it on its own lane."""
+    """Create a process in the bound session and start it on its own lane (think-engines
+    §8): by ``recipe`` (its engine drives the process) or by ``engine`` (with the recipe
+    named like it, if any); with neither, engine ``marvin`` (alias ``deep-think``).
+    ``template`` names a workflow template for the engine (engine param ``template``)."""
 
-    engine: str = Field(min_length=1, max_length=64)
+    engine: str | None = Field(default=None, min_length=1, max_length=64)
+    recipe: str | None = Field(default=None, min_length=1, max_length=64)
+    template: str | None = Field(default=None, min_length=1, max_length=64)
     goal: str = Field(default="", max_length=32_000)
     name: str = Field(default="", max_length=100)
     params: dict[str, Any] = Field(default_factory=dict)
@@ -101,6 +106,18 @@ class ProcessSteer(Wire):
 
     target_think_process_id: str = Id
     content: str = Field(min_length=1, max_length=32_000)
+    idempotency_key: str | None = Field(default=None, max_length=128)
+
+
+class ProcessCommand(Wire):
+    """Send a high-level command to a process of the bound session, as a client's button
+    would (an ExternalCommand, arthur-engine §2.3, §3.4): queued in its inbox like
+    ``process-steer``; the engine decides what ``command`` means (Arthur: ``process-steer``
+    with ``targetProcessId`` and ``content``, ``process-stop`` with ``targetProcessId``)."""
+
+    process_id: str = Id
+    command: str = Field(min_length=1, max_length=64)
+    params: dict[str, Any] = Field(default_factory=dict)
     idempotency_key: str | None = Field(default=None, max_length=128)
 
 
@@ -251,7 +268,7 @@ class InboxDismiss(Wire):
 
 
 class Empty(Wire):
-    """No data (``ping``, ``think-engines-list``)."""
+    """No data (``ping``, ``think-engines-list``, ``thinkengines-list``)."""
 
 
 REQUESTS: dict[str, type[Wire]] = {
@@ -270,11 +287,13 @@ REQUESTS: dict[str, type[Wire]] = {
     "process-status": ProcessRef,
     "process-list": ProcessList,
     "process-steer": ProcessSteer,
+    "process-command": ProcessCommand,
     "chat-history": ChatHistory,
     "events-resume": EventsResume,
     "client-tools-register": ClientToolsRegister,
     "tool-result": ToolResultData,
     "think-engines-list": Empty,
+    "thinkengines-list": Empty,
     "recipe-list": RecipeList,
     "recipe-create": RecipeWrite,
     "recipe-update": RecipeWrite,
@@ -332,7 +351,7 @@ class ProcessesListed(Wire):
 
 
 class SteerAccepted(Wire):
-    """Reply to ``process-steer``: the message is persisted in the inbox with this ``seq``;
+    """Reply to ``process-steer`` and ``process-command``: the message is persisted in the inbox with this ``seq``;
     ``duplicate`` is true when the idempotency key was seen before (nothing new stored)."""
 
     message_id: str
@@ -359,11 +378,17 @@ class ClientToolsRegistered(Wire):
 
 
 class ToolResultAccepted(Wire):
-    """Reply to ``tool-result``: the result reached the waiting process."""
+    """Reply to ``tool-result``: the result reached the waiting process — or, with
+    ``late``, the call had timed out and the result went to the process's inbox as a
+    ToolResult message (arthur-engine §2.3)."""
+
+    late: bool = False
 
 
 class EnginesListed(Wire):
-    """Reply to ``think-engines-list``: the registry (name, title, description, version)."""
+    """Reply to ``think-engines-list`` (also ``thinkengines-list``, the spelling of
+    think-engines §8): the registry (name, title, description, version, allowedTools,
+    defaultSettings)."""
 
     engines: list[dict[str, Any]]
 
@@ -422,11 +447,13 @@ REPLIES: dict[str, type[Wire]] = {
     "process-status": ProcessReply,
     "process-list": ProcessesListed,
     "process-steer": SteerAccepted,
+    "process-command": SteerAccepted,
     "chat-history": ChatPage,
     "events-resume": EventsResumed,
     "client-tools-register": ClientToolsRegistered,
     "tool-result": ToolResultAccepted,
     "think-engines-list": EnginesListed,
+    "thinkengines-list": EnginesListed,
     "recipe-list": RecipesListed,
     "recipe-create": RecipeStored,
     "recipe-update": RecipeStored,

@@ -34,6 +34,7 @@ from vancetope_brain.events import EventListener, EventType, StreamEvent
 from vancetope_brain.identity import Principal
 from vancetope_brain.models import Fingerprint, ProcessStatus, Session, SessionStatus
 from vancetope_brain.models.inbox import Criticality, InboxItem
+from vancetope_brain.models.steer import ToolCallStatus, ToolResult
 from vancetope_brain.notifications import admits
 from vancetope_brain.recipes import Recipe, RecipeAdmin
 from vancetope_brain.recipes.kinds import kind_named
@@ -153,11 +154,13 @@ class Connection:
             "process-status": self._process_status,
             "process-list": self._process_list,
             "process-steer": self._process_steer,
+            "process-command": self._process_command,
             "chat-history": self._chat_history,
             "events-resume": self._events_resume,
             "client-tools-register": self._client_tools_register,
             "tool-result": self._tool_result,
             "think-engines-list": self._think_engines_list,
+            "thinkengines-list": self._think_engines_list,
             "recipe-list": self._recipe_list,
             "recipe-create": functools.partial(self._recipe_write, RecipeAdmin.create),
             "recipe-update": functools.partial(self._recipe_write, RecipeAdmin.update),
@@ -327,8 +330,8 @@ class Connection:
     def _process_create(self, data: frames.ProcessCreate) -> frames.ProcessReply:
         session = self._require_session()
         process = self._gateway.sessions.create_process(
-            self._who, session.id, data.engine, goal=data.goal, name=data.name,
-            params=data.params)
+            self._who, session.id, data.engine, recipe=data.recipe, template=data.template,
+            goal=data.goal, name=data.name, params=data.params)
         return frames.ProcessReply(process=process.dump())
 
     def _process_start(self, data: frames.ProcessRef) -> frames.ProcessReply:
@@ -353,6 +356,12 @@ class Connection:
     def _process_steer(self, data: frames.ProcessSteer) -> frames.SteerAccepted:
         message, created = self._gateway.sessions.steer(
             self._who, data.target_think_process_id, data.content, data.idempotency_key,
+            session_id=self._require_session().id)
+        return frames.SteerAccepted(message_id=message.id, seq=message.seq, duplicate=not created)
+
+    def _process_command(self, data: frames.ProcessCommand) -> frames.SteerAccepted:
+        message, created = self._gateway.sessions.command(
+            self._who, data.process_id, data.command, data.params, data.idempotency_key,
             session_id=self._require_session().id)
         return frames.SteerAccepted(message_id=message.id, seq=message.seq, duplicate=not created)
 
@@ -441,8 +450,12 @@ class Connection:
         if data.tool_call_id not in self._tool_calls:
             raise NotFound(f"no tool call {data.tool_call_id!r} is waiting for this connection")
         self._tool_calls.discard(data.tool_call_id)
-        self._gateway.client_tools.deliver(data.tool_call_id, data.dump())
-        return frames.ToolResultAccepted()
+        late = self._gateway.client_tools.deliver(data.tool_call_id, data.dump())
+        if late is not None:  # the call timed out: the result goes to its caller's inbox
+            self._gateway.sessions.tool_result(self._who, late.process_id, ToolResult(
+                tool_call_id=data.tool_call_id, tool_name=late.tool_name,
+                status=ToolCallStatus(data.status), result=data.result, error=data.error))
+        return frames.ToolResultAccepted(late=late is not None)
 
     # ── events ──────────────────────────────────────────────────────────
     def _events_resume(self, data: frames.EventsResume) -> frames.EventsResumed:

@@ -17,6 +17,7 @@ import pytest
 
 # The frame tests of the Inbox and of recipes live in their own modules; importing them here
 # registers their ``@covers`` for the meta-test even when this file runs alone.
+import tests.gateway.test_framework_letter  # noqa: F401
 import tests.gateway.test_inbox_frames  # noqa: F401
 import tests.gateway.test_recipe_frames  # noqa: F401
 import tests.gateway.test_strategy_frames  # noqa: F401
@@ -341,9 +342,10 @@ def test_process_pause_refused_when_paused_or_closed(emb, bound):
     client.ok("process-pause", processId=chat)
     wait_process(emb, emb.who, chat, S.PAUSED)
     assert "PAUSED" in client.refused("process-pause", "conflict", processId=chat)
-    client.ok("process-stop", processId=chat)
-    wait_process(emb, emb.who, chat, S.CLOSED)
-    client.refused("process-pause", "conflict", processId=chat)
+    worker = _new_process(emb, client)
+    client.ok("process-stop", processId=worker)
+    wait_process(emb, emb.who, worker, S.CLOSED)
+    client.refused("process-pause", "conflict", processId=worker)
 
 
 @covers("process-steer", SUCCESS)
@@ -375,13 +377,14 @@ def test_process_resume_refused_on_idle(emb, bound):
 
 @covers("process-stop", SUCCESS, REFUSAL)
 def test_process_stop(emb, bound):
-    client, _, chat = bound
-    data = client.ok("process-stop", processId=chat)
+    client, _, _ = bound
+    worker = _new_process(emb, client)
+    data = client.ok("process-stop", processId=worker)
     assert data["process"]["pendingControl"] == "stop"
-    process = wait_process(emb, emb.who, chat, S.CLOSED)
+    process = wait_process(emb, emb.who, worker, S.CLOSED)
     assert process.close_reason is CloseReason.STOPPED
-    _status_event(client, chat, "CLOSED")
-    assert "CLOSED" in client.refused("process-stop", "conflict", processId=chat)
+    _status_event(client, worker, "CLOSED")
+    assert "CLOSED" in client.refused("process-stop", "conflict", processId=worker)
 
 
 @covers("process-reset", SUCCESS, REFUSAL)
@@ -399,9 +402,10 @@ def test_process_reset_starts_afresh_and_keeps_the_chat(emb, bound):
     assert "reset" in lines[-1].content
     assert [t.lifecycle for t in emb.brain.store.port(LaneStore).turn_records("acme", chat)][-2:] == \
         ["reset", "start"]
-    client.ok("process-stop", processId=chat)
-    wait_process(emb, emb.who, chat, S.CLOSED)
-    assert "CLOSED" in client.refused("process-reset", "conflict", processId=chat)
+    worker = _new_process(emb, client)
+    client.ok("process-stop", processId=worker)
+    wait_process(emb, emb.who, worker, S.CLOSED)
+    assert "CLOSED" in client.refused("process-reset", "conflict", processId=worker)
 
 
 @covers("process-status", SUCCESS)
@@ -464,10 +468,12 @@ def test_process_steer_refused_on_closed_and_for_another_session(emb, bound):
         other.close()
     client.refused("process-steer", "not_found", targetThinkProcessId="proc_missing",
                    content="hi")
-    client.ok("process-stop", processId=chat)
-    wait_process(emb, emb.who, chat, S.CLOSED)
-    assert "CLOSED" in client.refused("process-steer", "conflict", targetThinkProcessId=chat,
+    worker = _new_process(emb, client)
+    client.ok("process-stop", processId=worker)
+    wait_process(emb, emb.who, worker, S.CLOSED)
+    assert "CLOSED" in client.refused("process-steer", "conflict", targetThinkProcessId=worker,
                                       content="hi")
+    assert emb.brain.store.port(LaneStore).pending_messages("acme", worker) == []
     assert emb.brain.store.port(LaneStore).pending_messages("acme", chat) == []
     assert emb.brain.store.port(LaneStore).pending_messages("acme", foreign) == []
 
@@ -554,7 +560,7 @@ def test_tool_result_reaches_the_waiting_call(emb, bound):
         call = wait_for(lambda: client.sock.frames("tool-call"), what="tool-call")[0]["data"]
         assert (call["toolName"], call["params"]) == ("shell", {"cmd": "ls"})
         assert client.ok("tool-result", toolCallId=call["toolCallId"], status="success",
-                         result={"stdout": "paper.pdf"}) == {}
+                         result={"stdout": "paper.pdf"}) == {"late": False}
     finally:
         caller.join(10)
     assert outcome and outcome[0].result == {"stdout": "paper.pdf"}, outcome

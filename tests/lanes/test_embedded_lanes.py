@@ -189,6 +189,8 @@ def test_a_start_that_was_lost_or_died_runs_from_the_sweeper(embedded, died, ste
     emb.worker.join()  # the sweeper finds the unsettled lane; the start runs (again)
     assert emb.brain.store.port(SessionStore).get_process("acme", process.id).status \
         is ProcessStatus.IDLE
-    assert [t.lifecycle for t in lanes.turn_records("acme", process.id)] == ["start"]
+    # A message waits for the steer that follows the start at once (think-engines §5).
+    assert [t.lifecycle for t in lanes.turn_records("acme", process.id)] == \
+        ["start"] + (["steer"] if steered else [])
     expected = [WELCOME] + (["still there?", "here now"] if steered else [])
     assert [x.content for x in lanes.chat_history("acme", process.id)] == expected

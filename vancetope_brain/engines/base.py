@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from vancetope_brain.errors import ConfigError, UnknownEngine
 from vancetope_brain.models import ThinkProcess
 from vancetope_brain.models.steer import ProcessEventType
+from vancetope_brain.settings import ENGINE_MODEL_SUFFIX, KEYS, setting_key
 
 if TYPE_CHECKING:
     from vancetope_brain.engines.context import ThinkEngineContext
@@ -70,19 +72,50 @@ class ThinkEngine:
         return int(cls.version.split(".", 1)[0])
 
     @classmethod
+    def default_settings(cls) -> list[dict[str, Any]]:
+        """The settings in the engine's namespace (think-engines §2 ``defaultSettings``,
+        §4 "the engine's own keys are in its namespace"): each key's name, type, default
+        and description, ``<name>.model`` first."""
+        own = [key for name, key in sorted(KEYS.items()) if name.startswith(f"{cls.name}.")
+               and name != f"{cls.name}{ENGINE_MODEL_SUFFIX}"]
+        return [setting_key(f"{cls.name}{ENGINE_MODEL_SUFFIX}").describe(),
+                *(key.describe() for key in own)]
+
+    @classmethod
     def describe(cls) -> dict[str, Any]:
         """The registry entry as shown to clients."""
         return {"name": cls.name, "title": cls.title, "description": cls.description,
-                "version": cls.version, "allowedTools": sorted(cls.allowed_tools)}
+                "version": cls.version, "allowedTools": sorted(cls.allowed_tools),
+                "defaultSettings": cls.default_settings()}
+
+
+ENGINE_NAME = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")
+"""Registry names are lowercase-kebab (think-engines §2): ``ford``, ``arthur-sub``."""
+
+DEFAULT_ENGINE = "marvin"
+"""The engine of a process created without engine or recipe (think-engines §8 names
+``deep-think``, which marvin implements, §7)."""
+
+ALIASES: dict[str, str] = {"deep-think": "marvin"}
+"""Other names an engine is known by; accepted wherever an engine name is."""
 
 
 class EngineRegistry:
-    """name → engine instance. Registering a name twice fails at import time."""
+    """name → engine instance. Registering a name twice, or a name that is not
+    lowercase-kebab, fails at import time. ``ALIASES`` resolve in ``get`` and ``find``."""
 
     def __init__(self) -> None:
         self._engines: dict[str, ThinkEngine] = {}
 
     def register(self, cls: type[ThinkEngine]) -> type[ThinkEngine]:
+        if not isinstance(getattr(cls, "name", None), str) or \
+                not ENGINE_NAME.fullmatch(cls.name):
+            raise ConfigError(f"think engine {cls.__qualname__} is named "
+                              f"{getattr(cls, 'name', None)!r}; engine names are "
+                              f"lowercase-kebab (e.g. 'deep-think')")
+        if cls.name in ALIASES:
+            raise ConfigError(f"think engine {cls.__qualname__} is named {cls.name!r}, an "
+                              f"alias of {ALIASES[cls.name]!r}")
         if cls.name in self._engines:
             raise ConfigError(f"two think engines are named {cls.name!r}: "
                               f"{type(self._engines[cls.name]).__qualname__} and {cls.__qualname__}")
@@ -90,19 +123,25 @@ class EngineRegistry:
         return cls
 
     def get(self, name: str) -> ThinkEngine:
-        """The engine; raises ``UnknownEngine`` suggesting the closest registered name."""
+        """The engine (by name or alias); raises ``UnknownEngine`` suggesting the closest
+        registered name."""
         try:
-            return self._engines[name]
+            return self._engines[canonical(name)]
         except KeyError:
             close = difflib.get_close_matches(name, list(self._engines), n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             raise UnknownEngine(f"no think engine named {name!r}{hint}") from None
 
     def find(self, name: str) -> ThinkEngine | None:
-        return self._engines.get(name)
+        return self._engines.get(canonical(name))
 
     def __iter__(self) -> Iterator[ThinkEngine]:
         return iter(sorted(self._engines.values(), key=lambda e: e.name))
+
+
+def canonical(name: str) -> str:
+    """The registry name behind ``name`` (itself unless it is an alias)."""
+    return ALIASES.get(name, name)
 
 
 ENGINES = EngineRegistry()

@@ -201,10 +201,16 @@ class ProcessesApi:
             message=UserChatInput(from_user=f"process:{s.process_id}", content=content)))
 
     def stop(self, process_id: str) -> None:
-        """Stop a process of the session (and, on its lane, everything it started)."""
+        """Stop a process of the session (and, on its lane, everything it started); the
+        session's chat process lives as long as the session and cannot be stopped."""
         target = self.get(process_id)
         if target.status is ProcessStatus.CLOSED:
             raise Conflict(f"process {process_id!r} is already CLOSED")
+        s = self._ctx.scope
+        if self._ctx._processes.get_session(s.tenant_id, s.session_id).chat_process_id == \
+                target.id:
+            raise Conflict(f"process {process_id!r} is the session's chat; it lives as long "
+                           f"as the session")
         self._ctx.turn.stops.append(target.id)
 
 

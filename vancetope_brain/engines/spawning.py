@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from vancetope_brain.engines.base import EngineRegistry
+from vancetope_brain.engines.base import EngineRegistry, canonical
 from vancetope_brain.models import ThinkProcess, new_id
 from vancetope_brain.recipes.resolver import RecipeResolver
 
@@ -31,6 +31,8 @@ class ProcessFactory:
               recipe: str | None = None, engine: str | None = None, name: str = "",
               goal: str = "", params: dict[str, Any] | None = None,
               parent: ThinkProcess | None = None) -> ThinkProcess:
+        # An alias names its engine's recipe too (``deep-think`` spawns like ``marvin``).
+        engine = None if engine is None else canonical(engine)
         if recipe is None and engine is not None:
             recipe = self.resolver.variant(tenant_id, project_id, engine,
                                            SUB_VARIANT if parent else TOP_LEVEL_VARIANT)

@@ -340,7 +340,23 @@ class InboxService:
         self.notifier.notify(NotifyEvent(
             tenant_id=item.tenant_id, user_id=user_id, item_id=item.id,
             criticality=item.criticality, title=item.title, body=item.body,
-            deep_link=item_link(self.base_url, item.id), item=self.view(item)))
+            deep_link=item_link(self.base_url, item.id), item=self.view(item),
+            project_id=self._project_of(item)))
+
+    def _project_of(self, item: InboxItem) -> str | None:
+        """The project the item was asked in (its origin process's, else its origin
+        session's), so the project level of the ``notify.*`` settings applies; None for an
+        item from outside any session."""
+        try:
+            if item.origin_process_id is not None:
+                return self.processes.get_process(item.tenant_id,
+                                                  item.origin_process_id).project_id
+            if item.origin_session_id is not None:
+                return self.processes.get_session(item.tenant_id,
+                                                  item.origin_session_id).project_id
+        except NotFound:  # the origin is gone: the user's and tenant's settings still apply
+            return None
+        return None
 
     def _push(self, item: InboxItem, event: str, also: str | None = None) -> None:
         """Tell the assignee's connections (and a previous assignee's) about the change."""

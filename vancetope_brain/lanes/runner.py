@@ -22,6 +22,7 @@ from vancetope_brain.models import (
     InboxMessage,
     ProcessEvent,
     ProcessStatus,
+    SessionStatus,
     ThinkProcess,
     TurnCommit,
     TurnRecord,
@@ -126,9 +127,12 @@ class LaneRunner:
             self._events.publish(process.session_id, process_id, EventType.STATUS_CHANGED,
                                  {"from": before.value, "to": ProcessStatus.RUNNING.value})
         engine = self._engines.find(process.engine)
-        context = self._contexts(process, lease.lost, engine, pending)
         call = LifecycleCall(process.pending_control) if process.pending_control else None
         lifecycle = call.value if call else "start" if before is ProcessStatus.INIT else "steer"
+        # Only start runs in INIT (think-engines §5): messages queued meanwhile are for the
+        # first steer after it, which follows at once (``left`` below).
+        context = self._contexts(process, lease.lost, engine,
+                                 [] if lifecycle == "start" else pending)
         error = None
         try:
             status, reason = self._call_engine(engine, process, context, call)
@@ -167,6 +171,8 @@ class LaneRunner:
             self._events.publish(process.session_id, process_id, EventType.CHAT_MESSAGE,
                                  line.dump())
         self._after_commit(process, commit, turn.stops, stopped=call is LifecycleCall.STOP)
+        if call is LifecycleCall.PAUSE and status is ProcessStatus.PAUSED:
+            self._suspend_if_session_is(process)
         shown_before = ProcessStatus.RUNNING if before in _MARKED_RUNNING else before
         if status is not shown_before:
             self._events.publish(process.session_id, process_id, EventType.STATUS_CHANGED,
@@ -192,9 +198,20 @@ class LaneRunner:
         records = self._lanes.turn_records(process.tenant_id, process.id)
         return not records or records[-1].status_after is ProcessStatus.INIT
 
-    def _started(self, process: ThinkProcess) -> bool:
-        return any(t.lifecycle == "start"
-                   for t in self._lanes.turn_records(process.tenant_id, process.id))
+    def _resumed_status(self, process: ThinkProcess) -> ProcessStatus | None:
+        """Where a resume out of SUSPENDED returns a process without calling its engine:
+        INIT if it never started (it starts now), PAUSED if the suspend found it PAUSED
+        (a user's pause outlives the session's suspend and resume); else None."""
+        records = self._lanes.turn_records(process.tenant_id, process.id)
+        if not any(t.lifecycle == "start" for t in records):
+            return ProcessStatus.INIT
+        if process.status is not ProcessStatus.SUSPENDED:
+            return None
+        suspends = [i for i, t in enumerate(records) if t.lifecycle == LifecycleCall.SUSPEND]
+        if suspends and suspends[-1] > 0 and \
+                records[suspends[-1] - 1].status_after is ProcessStatus.PAUSED:
+            return ProcessStatus.PAUSED
+        return None
 
     def _parent_report(self, engine: ThinkEngine | None, process: ThinkProcess,
                        status: ProcessStatus, reason: CloseReason | None,
@@ -231,10 +248,24 @@ class LaneRunner:
         for target in stops:
             try:
                 self._lanes.request_control(tenant_id, target, LifecycleCall.STOP.value,
-                                            lifecycle.ALLOWED_FROM[LifecycleCall.STOP])
+                                            lifecycle.SYSTEM_ALLOWED_FROM[LifecycleCall.STOP])
             except (Conflict, NotFound):
                 continue  # closed or gone meanwhile
             self._waker.wake(tenant_id, target)
+
+    def _suspend_if_session_is(self, process: ThinkProcess) -> None:
+        """A pause the session's suspend cascade found pending (and left to run, so the
+        user's pause is not lost) is followed by the suspend it skipped."""
+        session = self._processes.get_session(process.tenant_id, process.session_id)
+        if session.status is not SessionStatus.SUSPENDED:
+            return
+        try:
+            self._lanes.request_control(process.tenant_id, process.id,
+                                        LifecycleCall.SUSPEND.value,
+                                        lifecycle.SYSTEM_ALLOWED_FROM[LifecycleCall.SUSPEND])
+        except Conflict:
+            return  # moved on meanwhile (stopped, or resumed by the user)
+        self._waker.wake(process.tenant_id, process.id)
 
     def _call_engine(self, engine: ThinkEngine | None, process: ThinkProcess,
                      context: ThinkEngineContext,
@@ -251,19 +282,22 @@ class LaneRunner:
             (engine.start if before is ProcessStatus.INIT else engine.steer)(process, context)
             return context.turn.status or ProcessStatus.IDLE, context.turn.close_reason
         try:
-            lifecycle.check(call, before)
+            lifecycle.check(call, before, lifecycle.SYSTEM_ALLOWED_FROM)
         except Conflict as e:
             # Legal when requested, overtaken since (e.g. stopped meanwhile): drop it.
             log.info("dropping %s of %s: %s", call.value, process.id, e)
             return (ProcessStatus.IDLE if before is ProcessStatus.RUNNING else before), \
                 process.close_reason
+        if before is ProcessStatus.INIT:  # the system's stop or suspend: no engine call
+            return lifecycle.STATUS_AFTER[call], \
+                CloseReason.STOPPED if call is LifecycleCall.STOP else None
         if call is LifecycleCall.RESET:
             context.chat().append(ChatRole.SYSTEM, "The process was reset; it starts afresh.",
                                   meta={RESET_MARK: True})
             context.save_state({})
             return ProcessStatus.INIT, None
-        if call is LifecycleCall.RESUME and not self._started(process):
-            return ProcessStatus.INIT, None  # suspended before it ever started: start it now
+        if call is LifecycleCall.RESUME and (back := self._resumed_status(process)):
+            return back, None
         getattr(engine, call.value)(process, context)
         if call is LifecycleCall.RESUME:
             return context.turn.status or ProcessStatus.IDLE, context.turn.close_reason

@@ -20,6 +20,7 @@ from vancetope_brain.models import (
     Session,
     SessionStatus,
     SuspendCause,
+    ThinkProcess,
 )
 from vancetope_brain.sessions.presence import Presence
 from vancetope_brain.sessions.service import SessionService
@@ -30,7 +31,8 @@ log = logging.getLogger(__name__)
 
 # On the lane, resume of a process whose suspend never ran is dropped: the suspend is undone.
 _RESUMABLE = frozenset({ProcessStatus.SUSPENDED, ProcessStatus.IDLE, ProcessStatus.BLOCKED,
-                        ProcessStatus.RUNNING})
+                        ProcessStatus.RUNNING, ProcessStatus.INIT})
+_PAUSED = frozenset({ProcessStatus.PAUSED})
 
 
 @dataclass(frozen=True)
@@ -83,17 +85,18 @@ class SessionLifecycle:
     # ── explicit commands ───────────────────────────────────────────────
     def suspend(self, who: Principal, session_id: str,
                 cause: SuspendCause = SuspendCause.USER) -> Session:
-        """OPEN → SUSPENDED; every running process gets ``suspend`` on its own lane.
-
-        PAUSED processes are left alone: a user's pause outlives the session's
-        suspend and resume.
+        """OPEN → SUSPENDED; every process that is not CLOSED gets ``suspend`` on its own
+        lane (think-engines §6), PAUSED ones too: the lane remembers the pause (the turn
+        record before the suspend), and the session's resume returns them to PAUSED, so a
+        user's pause outlives the session's suspend and resume. A process not started yet
+        (INIT) goes SUSPENDED without an engine call and starts on resume.
         """
         self._sessions.get(who, session_id)
         session = self._store.update_session_status(
             who.tenant_id, session_id, SessionStatus.SUSPENDED,
             allowed_from=frozenset({SessionStatus.OPEN}), suspend_cause=cause)
         self._cascade(who, session, LifecycleCall.SUSPEND,
-                      skip={ProcessStatus.PAUSED, ProcessStatus.SUSPENDED, ProcessStatus.CLOSED})
+                      skip={ProcessStatus.SUSPENDED, ProcessStatus.CLOSED})
         return session
 
     def close(self, who: Principal, session_id: str) -> Session:
@@ -161,20 +164,41 @@ class SessionLifecycle:
             else:
                 if process.context_drift:  # the original client is back where it was
                     self._store.set_context_drift(who.tenant_id, process.id, False)
-                self._lanes.request_control(who.tenant_id, process.id, LifecycleCall.RESUME,
-                                            _RESUMABLE)
-                self._sessions.wake(who.tenant_id, process.id)
+                self._undo_suspend(who, process)
         return session
+
+    def _undo_suspend(self, who: Principal, process: ThinkProcess) -> None:
+        """Resume a SUSPENDED process, or replace a suspend still waiting for its lane with
+        a call the lane drops: a resume where the suspend would have found it running, a
+        pause (dropped, as it is PAUSED already) where the user had paused it. The status
+        may move meanwhile (the suspend ran): then the current one decides, once more."""
+        for _ in range(2):
+            paused = process.status is ProcessStatus.PAUSED
+            call, allowed = (LifecycleCall.PAUSE, _PAUSED) if paused else \
+                (LifecycleCall.RESUME, _RESUMABLE)
+            try:
+                self._lanes.request_control(who.tenant_id, process.id, call, allowed)
+            except Conflict as e:
+                log.info("session resume: %s of %s skipped: %s", call.value, process.id, e)
+                process = self._store.get_process(who.tenant_id, process.id)
+                continue
+            self._sessions.wake(who.tenant_id, process.id)
+            return
 
     def _cascade(self, who: Principal, session: Session, call: LifecycleCall,
                  skip: set[ProcessStatus]) -> None:
         for process in self._store.list_processes(who.tenant_id, session.id):
-            if process.status not in skip:
-                self._request(who, process.id, call)
+            if process.status in skip:
+                continue
+            if call is LifecycleCall.SUSPEND and process.pending_control == LifecycleCall.PAUSE:
+                # Replacing the user's pause would lose it: its lane pauses, then finds the
+                # session SUSPENDED and suspends (LaneRunner._suspend_if_session_is).
+                continue
+            self._request(who, process.id, call)
 
     def _request(self, who: Principal, process_id: str, call: LifecycleCall) -> None:
         try:
-            self._sessions.control(who, process_id, call)
+            self._sessions.control(who, process_id, call, by_system=True)
         except Conflict as e:  # changed status meanwhile (e.g. still INIT, or just closed)
             log.info("session cascade: %s of %s skipped: %s", call.value, process_id, e)
 

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from vancetope_brain.engines import lifecycle
+from vancetope_brain.engines.base import DEFAULT_ENGINE
 from vancetope_brain.engines.lifecycle import LifecycleCall
 from vancetope_brain.engines.spawning import ProcessFactory
 from vancetope_brain.errors import Conflict, NotFound
@@ -13,13 +14,16 @@ from vancetope_brain.identity import Principal
 from vancetope_brain.lanes import Waker
 from vancetope_brain.models import (
     ChatMessage,
+    ExternalCommand,
     InboxMessage,
     OnDisconnect,
     ProcessStatus,
     Session,
     SessionStatus,
     SessionType,
+    SteerMessage,
     ThinkProcess,
+    ToolResult,
     UserChatInput,
     new_id,
 )
@@ -52,7 +56,7 @@ class SessionService:
         if type is SessionType.INTERACTIVE:
             engine = SettingsApi(self._settings, who.tenant_id, project_id,
                                  who.user_id).get("session.defaultChatEngine")
-            process = self._new_process(who, session, engine, name="chat")
+            process = self._new_process(who, session, engine=engine, name="chat")
             self._sessions.set_chat_process(who.tenant_id, session.id, process.id)
             session.chat_process_id = process.id
         return session
@@ -60,20 +64,33 @@ class SessionService:
     def create_interactive(self, who: Principal, title: str = "") -> Session:
         return self.create(who, title=title)
 
-    def create_process(self, who: Principal, session_id: str, engine: str, *, goal: str = "",
-                       name: str = "", params: dict[str, Any] | None = None) -> ThinkProcess:
-        """Persist a process in an OPEN session of the caller and start it on its own lane."""
+    def create_process(self, who: Principal, session_id: str, engine: str | None = None, *,
+                       recipe: str | None = None, template: str | None = None,
+                       goal: str = "", name: str = "",
+                       params: dict[str, Any] | None = None) -> ThinkProcess:
+        """Persist a process in an OPEN session of the caller and start it on its own lane.
+
+        By ``recipe``, or by ``engine`` (think-engines §8), else engine ``DEFAULT_ENGINE``.
+        ``template`` (a workflow template, §9) is passed as the engine param ``template``.
+        """
         session = self.get(who, session_id)
         if session.status is not SessionStatus.OPEN:
             raise Conflict(f"session {session_id!r} is {session.status.value}; "
                            "resume it before creating processes")
-        return self._new_process(who, session, engine, name=name, goal=goal, params=params)
+        if recipe is None and engine is None:
+            engine = DEFAULT_ENGINE
+        if template is not None:
+            params = {**(params or {}), "template": template}
+        return self._new_process(who, session, engine=engine, recipe=recipe, name=name,
+                                 goal=goal, params=params)
 
-    def _new_process(self, who: Principal, session: Session, engine_name: str, *, name: str,
-                     goal: str = "", params: dict[str, Any] | None = None) -> ThinkProcess:
+    def _new_process(self, who: Principal, session: Session, *, engine: str | None,
+                     name: str, recipe: str | None = None, goal: str = "",
+                     params: dict[str, Any] | None = None) -> ThinkProcess:
         process = self._processes.build(
             tenant_id=who.tenant_id, project_id=session.project_id, session_id=session.id,
-            user_id=who.user_id, engine=engine_name, name=name, goal=goal, params=params)
+            user_id=who.user_id, recipe=recipe, engine=engine, name=name, goal=goal,
+            params=params)
         self._sessions.create_process(process)
         self._waker.wake(who.tenant_id, process.id)
         return process
@@ -108,9 +125,34 @@ class SessionService:
         """Persist user input into the process's inbox, then wake it.
 
         Returns the message and whether it is new (a repeated idempotency key
-        stores nothing). CLOSED refuses; PAUSED and SUSPENDED queue without a wake;
-        so does a process outside ``session_id``, when given (a client's bound session).
+        stores nothing). CLOSED refuses, and so does a process outside ``session_id``,
+        when given (a client's bound session). PAUSED and SUSPENDED queue without a wake.
+        INIT queues too: a message is not a lifecycle call (only ``start`` runs in INIT,
+        think-engines §5); the lane delivers it to the first ``steer`` after the start.
         """
+        return self._deliver(who, process_id, UserChatInput(from_user=who.user_id,
+                                                            content=content),
+                             idempotency_key, session_id)
+
+    def command(self, who: Principal, process_id: str, command: str,
+                params: dict[str, Any] | None = None, idempotency_key: str | None = None, *,
+                session_id: str | None = None) -> tuple[InboxMessage, bool]:
+        """Persist a client's ExternalCommand (arthur-engine §2.3: e.g. an Approve button)
+        into the process's inbox, with the rules of ``steer``."""
+        return self._deliver(who, process_id, ExternalCommand(command=command,
+                                                              params=params or {}),
+                             idempotency_key, session_id)
+
+    def tool_result(self, who: Principal, process_id: str,
+                    result: ToolResult) -> tuple[InboxMessage, bool]:
+        """Persist the result of a client tool call that came after the call timed out
+        (a ToolResult, arthur-engine §2.3) into the calling process's inbox, once per
+        call, with the rules of ``steer``."""
+        return self._deliver(who, process_id, result, f"tool-result:{result.tool_call_id}",
+                             None)
+
+    def _deliver(self, who: Principal, process_id: str, steer: SteerMessage,
+                 idempotency_key: str | None, session_id: str | None) -> tuple[InboxMessage, bool]:
         process = self.process(who, process_id)
         if session_id is not None and process.session_id != session_id:
             raise Conflict("the target process belongs to another session; resume that one")
@@ -119,27 +161,42 @@ class SessionService:
                            f"({process.close_reason}); it takes no more messages")
         message = InboxMessage(id=new_id("msg"), tenant_id=who.tenant_id,
                                target_process_id=process_id, idempotency_key=idempotency_key,
-                               message=UserChatInput(from_user=who.user_id, content=content))
+                               message=steer)
         stored, created = self._lanes.append_message(message)
         if process.status.wakes_on_message:
             self._waker.wake(who.tenant_id, process_id)
         return stored, created
 
-    def control(self, who: Principal, process_id: str, call: LifecycleCall) -> ThinkProcess:
-        """Request a lifecycle call (pause / resume / suspend / stop) and wake the lane.
+    def control(self, who: Principal, process_id: str, call: LifecycleCall, *,
+                by_system: bool = False) -> ThinkProcess:
+        """Request a lifecycle call (pause / resume / suspend / stop / reset) and wake the lane.
 
         Refused with ``Conflict`` when illegal in the current status (checked
         again atomically by the store, and once more on the lane, where a
-        call overtaken meanwhile is dropped).
+        call overtaken meanwhile is dropped): in INIT every call is refused
+        (think-engines §5), and the session's chat process cannot be stopped on its
+        own (arthur-engine §3.1: it lives as long as its session; close the session).
+        ``by_system``: the session's own cascades, which reach every process (see
+        ``lifecycle.SYSTEM_ALLOWED_FROM``), the chat process included.
         """
         process = self.process(who, process_id)
-        lifecycle.check(call, process.status)
+        allowed = lifecycle.SYSTEM_ALLOWED_FROM if by_system else lifecycle.ALLOWED_FROM
+        lifecycle.check(call, process.status, allowed)
+        if not by_system and call is LifecycleCall.STOP:
+            self._refuse_chat_stop(who, process)
         if process.context_drift and call in _SETTLES_DRIFT:
             self._sessions.set_context_drift(who.tenant_id, process_id, False)
         updated = self._lanes.request_control(who.tenant_id, process_id, call.value,
-                                              lifecycle.ALLOWED_FROM[call])
+                                              allowed[call])
         self._waker.wake(who.tenant_id, process_id)
         return updated
+
+    def _refuse_chat_stop(self, who: Principal, process: ThinkProcess) -> None:
+        session = self._sessions.get_session(who.tenant_id, process.session_id)
+        if session.chat_process_id == process.id and session.status is not SessionStatus.CLOSED:
+            raise Conflict(f"process {process.id!r} is the chat of session {session.id!r} and "
+                           f"lives as long as the session; close the session (session-close) "
+                           f"to stop it")
 
     def wake(self, tenant_id: str, process_id: str) -> None:
         self._waker.wake(tenant_id, process_id)
