@@ -297,6 +297,20 @@ def test_process_command_to_arthur_is_dispatched_without_an_llm_turn(emb, bound)
     assert emb.model.calls == []
 
 
+def test_a_direct_command_arthur_cannot_carry_out_is_a_chat_error_not_a_crash(emb, bound):
+    client, _, chat = bound
+    pid = _witness(emb, client)
+    client.ok("process-stop", processId=pid)
+    wait_process(emb, emb.who, pid, S.CLOSED)
+    client.ok("process-command", processId=chat, command="process-steer",
+              params={"targetProcessId": pid, "content": "approved"})
+    wait_for(lambda: (line := emb.brain.store.port(LaneStore).chat_history("acme", chat)[-1])
+             .role is ChatRole.ERROR and "process-steer refused" in line.content,
+             what="the refusal in Arthur's chat")
+    assert emb.brain.store.port(SessionStore).get_process("acme", chat).status is S.IDLE
+    assert emb.model.calls == []
+
+
 @covers("process-command", REFUSAL)
 def test_process_command_refused_for_closed_missing_and_foreign_processes(emb, bound):
     client, _, _ = bound

@@ -23,6 +23,7 @@ from vancetope_brain.engines.prompting import (
     record,
     system_prompt,
 )
+from vancetope_brain.errors import UserError
 from vancetope_brain.llm import LlmMessage, budget
 from vancetope_brain.models import (
     ChatRole,
@@ -82,11 +83,15 @@ class ArthurEngine(ThinkEngine):
     def _direct(command: ExternalCommand, context: ThinkEngineContext) -> bool:
         """Map a client command to an action without an LLM turn where one fits (§3.4)."""
         target = command.params.get("targetProcessId")
-        if command.command == "process-steer" and target and command.params.get("content"):
-            context.processes().steer(str(target), str(command.params["content"]))
-            return True
-        if command.command == "process-stop" and target:
-            context.processes().stop(str(target))
+        try:
+            if command.command == "process-steer" and target and command.params.get("content"):
+                context.processes().steer(str(target), str(command.params["content"]))
+                return True
+            if command.command == "process-stop" and target:
+                context.processes().stop(str(target))
+                return True
+        except UserError as e:  # a closed, missing or own target: refused, not a crash
+            context.chat().append(ChatRole.ERROR, f"{command.command} refused: {e}")
             return True
         return False
 
