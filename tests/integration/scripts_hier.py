@@ -35,8 +35,8 @@ def hier_flow(messages: list[LlmMessage], tools: list[ToolSpec]) -> LlmResponse:
         if len(done) >= 2:
             Path(os.environ["VT_TEST_STARTED"]).touch()
             time.sleep(float(os.environ.get("VT_TEST_DELAY", "0")))
-            return _respond("Combined: " + " + ".join(
-                "part A" if "part A" in d else "part B" for d in sorted(done)))
+            return _respond("Combined: " + " + ".join(sorted(
+                "part A" if "part A" in d else "part B" for d in done)))
         if done:
             return _respond("Waiting for the other part.")
         return LlmResponse("", (_create("a", recipe="ford", name="part-a", goal="part A"),

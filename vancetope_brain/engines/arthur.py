@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import logging
 
-from vancetope_brain.engines.base import ParentReport, ThinkEngine, register_engine
+from vancetope_brain.engines.base import register_engine
 from vancetope_brain.engines.context import ThinkEngineContext
 from vancetope_brain.engines.prompting import (
     RESPOND,
+    RespondingEngine,
     ToolLoop,
     conversation,
     record,
@@ -33,7 +34,6 @@ from vancetope_brain.models import (
     ProcessStatus,
     ThinkProcess,
 )
-from vancetope_brain.models.steer import ProcessEventType
 from vancetope_brain.recipes.model import RecipeCategory
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,7 @@ TRUNCATED = "Earlier conversation was truncated."
 
 
 @register_engine
-class ArthurEngine(ThinkEngine):
+class ArthurEngine(RespondingEngine):
     name = "arthur"
     title = "Arthur Session Chat"
     description = ("Talks with the user and delegates work to worker processes, then "
@@ -104,8 +104,7 @@ class ArthurEngine(ThinkEngine):
         reply = ToolLoop(context, tools).run(messages)
         if reply is None:
             return
-        context.chat().append(ChatRole.ASSISTANT, reply.message)
-        context.save_state({**process.engine_state, "lastReply": reply.message})
+        self.keep_reply(process, context, reply)
         if reply.awaiting_user_input:
             context.set_status(ProcessStatus.BLOCKED)
         elif context.recipes().category is not RecipeCategory.CHAT and \
@@ -114,9 +113,3 @@ class ArthurEngine(ThinkEngine):
         else:
             context.set_status(ProcessStatus.IDLE)
 
-    def summarize_for_parent(self, process: ThinkProcess,
-                             event_type: ProcessEventType) -> ParentReport:
-        reply = process.engine_state.get("lastReply")
-        if reply and event_type in (ProcessEventType.DONE, ProcessEventType.BLOCKED):
-            return ParentReport(reply)
-        return super().summarize_for_parent(process, event_type)

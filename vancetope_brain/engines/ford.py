@@ -13,11 +13,13 @@ is DONE; a parent hears either through ``summarize_for_parent``.
 from __future__ import annotations
 
 import logging
+from typing import ClassVar
 
-from vancetope_brain.engines.base import ParentReport, ThinkEngine, register_engine
+from vancetope_brain.engines.base import register_engine
 from vancetope_brain.engines.context import ThinkEngineContext
 from vancetope_brain.engines.prompting import (
     RESPOND,
+    RespondingEngine,
     ToolLoop,
     conversation,
     record,
@@ -26,7 +28,6 @@ from vancetope_brain.engines.prompting import (
 from vancetope_brain.errors import LlmError
 from vancetope_brain.llm import LlmMessage
 from vancetope_brain.models import ChatRole, CloseReason, ProcessStatus, ThinkProcess
-from vancetope_brain.models.steer import ProcessEventType
 from vancetope_brain.recipes.model import RecipeCategory
 
 log = logging.getLogger(__name__)
@@ -35,12 +36,12 @@ SYSTEM_PROMPT = "You are Ford, a helpful, concise assistant."
 
 
 @register_engine
-class FordEngine(ThinkEngine):
+class FordEngine(RespondingEngine):
     name = "ford"
     title = "Ford"
     description = "Minimal chat: each user message gets one streamed LLM answer."
     version = "1.0.0"
-    allowed_tools = frozenset()
+    allowed_tools: ClassVar[frozenset[str]] = frozenset()
 
     def start(self, process: ThinkProcess, context: ThinkEngineContext) -> None:
         if process.goal and context.recipes().category is not RecipeCategory.CHAT:
@@ -74,8 +75,7 @@ class FordEngine(ThinkEngine):
             self._input(process, context))
         if reply is None:
             return
-        context.chat().append(ChatRole.ASSISTANT, reply.message)
-        context.save_state({**process.engine_state, "lastReply": reply.message})
+        self.keep_reply(process, context, reply)
         if reply.awaiting_user_input:
             context.set_status(ProcessStatus.BLOCKED)
         else:
@@ -86,9 +86,3 @@ class FordEngine(ThinkEngine):
         return [LlmMessage("system", system_prompt(process, context, SYSTEM_PROMPT)),
                 *conversation(history)]
 
-    def summarize_for_parent(self, process: ThinkProcess,
-                             event_type: ProcessEventType) -> ParentReport:
-        reply = process.engine_state.get("lastReply")
-        if reply and event_type in (ProcessEventType.DONE, ProcessEventType.BLOCKED):
-            return ParentReport(reply)
-        return super().summarize_for_parent(process, event_type)

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
+from vancetope_brain.engines.base import ParentReport, ThinkEngine
 from vancetope_brain.engines.context import ThinkEngineContext
 from vancetope_brain.errors import LlmError
 from vancetope_brain.events import EventType
@@ -26,7 +27,7 @@ from vancetope_brain.models import (
     ToolResult,
     UserChatInput,
 )
-from vancetope_brain.models.steer import SteerMessage, ToolCallStatus
+from vancetope_brain.models.steer import ProcessEventType, SteerMessage, ToolCallStatus
 
 RESPOND = ToolSpec(
     "respond",
@@ -118,6 +119,27 @@ def system_prompt(process: ThinkProcess, context: ThinkEngineContext, fallback: 
     today = datetime.now(UTC).strftime("%Y-%m-%d")
     return (f"{prompt}\n\n<session tenant=\"{scope.tenant_id}\" user=\"{scope.user_id}\" "
             f"process=\"{process.name}\" date=\"{today}\"/>")
+
+
+LAST_REPLY = "lastReply"
+"""``engineState`` key of a respond-driven engine's last reply, which its parent hears."""
+
+
+class RespondingEngine(ThinkEngine):
+    """An engine whose turns end with ``respond``: it keeps the last reply in its state and
+    its parent hears that reply when the process is done or blocked."""
+
+    @staticmethod
+    def keep_reply(process: ThinkProcess, context: ThinkEngineContext, reply: Reply) -> None:
+        context.chat().append(ChatRole.ASSISTANT, reply.message)
+        context.save_state({**process.engine_state, LAST_REPLY: reply.message})
+
+    def summarize_for_parent(self, process: ThinkProcess,
+                             event_type: ProcessEventType) -> ParentReport:
+        reply = process.engine_state.get(LAST_REPLY)
+        if reply and event_type in (ProcessEventType.DONE, ProcessEventType.BLOCKED):
+            return ParentReport(reply)
+        return super().summarize_for_parent(process, event_type)
 
 
 class ToolLoop:
