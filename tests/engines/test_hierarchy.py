@@ -6,6 +6,8 @@ event lines are XML-escaped, an asynchronous ToolResult is a tool message.
 
 from __future__ import annotations
 
+import threading
+
 from tests.engines.test_arthur import Script, arthur_session, call, last_text, respond, statuses
 from tests.helpers import wait_for
 from vancetope_brain.llm import LlmResponse
@@ -171,3 +173,55 @@ def test_a_sub_arthur_coordinates_its_goal_and_reports_one_result(embedded):
     events = _lines(embedded, session.chat_process_id, ChatRole.EVENT)
     assert not any("started the piece" in line for line in events)
     assert sub.engine_state["lastReply"] == "Combined: piece done"
+
+
+def test_a_sub_arthur_does_not_close_over_a_report_that_came_in_during_its_turn(embedded):
+    """The sub-Arthur answers part A's report while part B finishes: B is CLOSED by the time
+    the sub decides, but B's report came after the sub read its inbox — so it stays open,
+    takes B's report in its next turn and only then reports, once."""
+    saw_a = threading.Event()
+    processes = embedded.brain.store.port(SessionStore)
+
+    def arthur(messages, tools):
+        text = last_text(messages)
+        if "You are a Sub-Arthur" in messages[0].content:
+            if messages[-1].role == "tool":
+                return respond("started both parts")
+            done = [m.content for m in messages if 'type="done"' in m.content]
+            if len(done) == 2:
+                return respond("Combined: A and B")
+            if done:  # A's report only; let B finish (close, report) before deciding
+                saw_a.set()
+                wait_for(lambda: _closed(embedded, "part-b"), timeout=10, what="part B closed")
+                return respond("Waiting for part B.")
+            return LlmResponse("", (call("process_create", recipe="ford", name="part-a",
+                                         goal="part A"),
+                                    call("process_create", recipe="ford", name="part-b",
+                                         goal="part B")))
+        if messages[-1].role == "tool":
+            return respond("started the sub")
+        if text == "coordinate":
+            return LlmResponse("", (call("process_create", engine="arthur", name="sub",
+                                         goal="combine the parts"),))
+        return respond("relayed")
+
+    def part(messages, tools):
+        if "part B" in last_text(messages):
+            saw_a.wait(10)
+        return respond(f"{last_text(messages)} done")
+
+    def _closed(emb, name):
+        return any(p.name == name and p.status is S.CLOSED
+                   for p in processes.list_processes("acme", session.id))
+
+    embedded.model = FunctionModel(Script(arthur, part))
+    session = arthur_session(embedded)
+    embedded.brain.sessions.steer(embedded.who, session.chat_process_id, "coordinate")
+    wait_for(lambda: _closed(embedded, "sub"), timeout=20, what="the sub closed")
+    embedded.worker.join()
+    sub = _process(embedded, session.id, "sub")
+    assert sub.close_reason is CloseReason.DONE and sub.engine_state["lastReply"] == \
+        "Combined: A and B"
+    assert not embedded.brain.store.port(LaneStore).pending_messages("acme", sub.id)
+    events = _lines(embedded, session.chat_process_id, ChatRole.EVENT)
+    assert len(events) == 1 and "Combined: A and B" in events[0]

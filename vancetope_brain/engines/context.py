@@ -160,10 +160,17 @@ class ProcessesApi:
         return self._ctx._processes.list_processes(s.tenant_id, s.session_id) + self._ctx.turn.spawned
 
     def children(self, *, open_only: bool = False) -> builtins.list[ThinkProcess]:
-        """The processes this one spawned (this turn's included); ``open_only``: not CLOSED."""
+        """The processes this one spawned (this turn's included); ``open_only``: those still
+        owing this process something — not CLOSED, or CLOSED with a report that arrived after
+        this turn read its inbox (read afresh here, so a turn never closes over it)."""
         me = self._ctx.process.id
-        return [p for p in self.list() if p.parent_process_id == me
-                and not (open_only and p.status is ProcessStatus.CLOSED)]
+        mine = [p for p in self.list() if p.parent_process_id == me]
+        if not open_only:
+            return mine
+        s, drained = self._ctx.scope, {m.id for m in self._ctx.turn.drained}
+        unread = {m.sender_process_id for m in self._ctx._lanes.pending_messages(
+            s.tenant_id, me) if m.id not in drained}
+        return [p for p in mine if p.status is not ProcessStatus.CLOSED or p.id in unread]
 
     def get(self, process_id: str) -> ThinkProcess:
         """A process of this session; another session's looks missing."""
