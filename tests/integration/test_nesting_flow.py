@@ -1,9 +1,15 @@
 """Four levels on real Redis and real Celery worker processes (issue 10): Arthur → vogon
-(inline strategy, one phase on the recipe ``marvin``) → marvin (plans one WORKER step) →
-ford (recipe ``marvin-worker``, still thinking: its model call waits for the test). Stopping
-the top of the worker hierarchy (Arthur's ``process_stop`` on vogon) stops every level
-beneath it, the ford in the middle of its turn included, and Arthur hears it; closing the
-session stops all four, Arthur included. No stopped process calls the model again."""
+(inline strategy, one phase on the recipe ``marvin``) → marvin → ford (recipe
+``marvin-worker``). marvin's plan asks the user first: the question goes up (marvin and
+vogon BLOCKED, Arthur asks in its chat), the answer comes down (Arthur → vogon → marvin),
+and marvin starts the ford, which is still thinking (its model call waits for the test).
+Stopping the top of the worker hierarchy (Arthur's ``process_stop`` on vogon) stops every
+level beneath it, the ford in the middle of its turn included, and Arthur hears it; closing
+the session stops all four, Arthur included. No stopped process calls the model again.
+
+A question of a marvin *worker* does not travel up: marvin stops a worker that asks and
+counts it as a failed attempt (docs/engines.md, marvin); a question reaches the parent as
+marvin's USER_INPUT step."""
 
 from __future__ import annotations
 
@@ -13,6 +19,9 @@ import pytest
 
 from tests.helpers import wait_for
 from tests.integration.conftest import Cluster, Worker
+from tests.integration.scripts_nest import QUESTION
+from vancetope_brain.engines.lifecycle import LifecycleCall
+from vancetope_brain.errors import Conflict
 from vancetope_brain.models import ChatRole, CloseReason, ProcessStatus, ThinkProcess
 from vancetope_brain.settings import SettingScope
 from vancetope_brain.store import LaneStore, SessionStore
@@ -35,6 +44,12 @@ class Nest:
         self.arthur = self.session.chat_process_id
         wait_for(lambda: self.get(self.arthur).status is S.IDLE, timeout=30, what="Arthur's start")
         cluster.steer(self.arthur, "plan the launch")
+        # marvin's question travels up: marvin and vogon BLOCKED, Arthur asks the user.
+        wait_for(lambda: self.get(self.arthur).status is S.BLOCKED, timeout=30,
+                 what="Arthur asking marvin's question")
+        self.asked = [p for p in self.processes() if p.status is S.BLOCKED]
+        self.chat_at_question = cluster.roles_and_contents(self.arthur)
+        cluster.steer(self.arthur, "answer: the EU market")
         self.busy: Worker = wait_for(
             lambda: next((w for w in self.workers if w.started.exists()), None),
             timeout=30, what="the ford worker thinking")
@@ -86,10 +101,21 @@ def _assert_the_nest(nest: Nest) -> None:
         ("arthur", "arthur"), ("vogon", "vogon"), ("marvin", "marvin"), ("ford", "marvin-worker")]
     assert [p.parent_process_id for p in nest.levels] == [None, arthur.id, vogon.id, marvin.id]
     assert len(nest.processes()) == 4  # nothing spawned twice
+    # The question went up level by level and reached Arthur's chat as a process-event ...
+    assert sorted(p.id for p in nest.asked) == sorted([arthur.id, vogon.id, marvin.id])
+    events = [c for r, c in nest.chat_at_question if r == "event"]
+    assert events[-1] == (f'<process-event sourceProcessId="{vogon.id}" type="blocked">'
+                          f'Phase think: a worker asks: {QUESTION}\n'
+                          '<payload>{"phase": "think"}</payload></process-event>')
+    assert nest.chat_at_question[-1] == ("assistant", QUESTION)
+    # ... and the answer came down to marvin, which then started the ford.
     assert vogon.engine_state["strategyState"]["workers"]["think"]["processId"] == marvin.id
-    tree = marvin.engine_state["tree"]
-    worker = next(n for n in tree["nodes"].values() if n["kind"] == "WORKER")
+    nodes = list(marvin.engine_state["tree"]["nodes"].values())
+    asking = next(n for n in nodes if n["kind"] == "USER_INPUT")
+    assert (asking["status"], asking["result"]["summary"]) == ("DONE", "the EU market")
+    worker = next(n for n in nodes if n["kind"] == "WORKER")
     assert (worker["childProcessId"], worker["status"]) == (ford.id, "RUNNING")
+    assert "the EU market" in ford.goal
     assert ford.status is S.RUNNING  # inside its model call
 
 
@@ -112,15 +138,18 @@ def test_stopping_the_top_worker_stops_every_level_beneath_it(nest: Nest):
     assert nest.get(nest.arthur).status is S.IDLE
     for pid in (vogon.id, marvin.id, ford.id):
         assert nest.finished_last(pid)
-    # One plan, one worker call; Arthur: create + its result, list + stop + its result, the
-    # stop event.
-    assert nest.calls() == {"marvin": 1, "ford": 1, "arthur": 6}
+    # One plan, one worker call; Arthur: create + its result, the question, steer + its
+    # result, list + stop + its result, the stop event.
+    assert nest.calls() == {"marvin": 1, "ford": 1, "arthur": 9}
 
 
 @pytest.mark.slow
 def test_closing_the_session_stops_all_four_levels(nest: Nest):
     _assert_the_nest(nest)
-    nest.cluster.brain.lifecycle.close(nest.cluster.who, nest.session.id)
+    brain, who = nest.cluster.brain, nest.cluster.who
+    with pytest.raises(Conflict, match=r"close the session \(session-close\) to stop it"):
+        brain.sessions.control(who, nest.arthur, LifecycleCall.STOP)  # not on its own
+    brain.lifecycle.close(who, nest.session.id)
     for p in nest.levels[:3]:
         wait_for(lambda p=p: nest.ended(p.id) == STOPPED, timeout=20, what=f"{p.name} stopped")
     nest.busy.release()
@@ -128,4 +157,4 @@ def test_closing_the_session_stops_all_four_levels(nest: Nest):
     wait_for(lambda: nest.ended(ford.id) == STOPPED, timeout=20, what="the ford stopped")
     for p in nest.levels:
         assert nest.finished_last(p.id)
-    assert nest.calls() == {"marvin": 1, "ford": 1, "arthur": 2}
+    assert nest.calls() == {"marvin": 1, "ford": 1, "arthur": 5}
