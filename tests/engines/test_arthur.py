@@ -239,3 +239,51 @@ def test_stopping_the_middle_of_three_levels_stops_the_bottom_and_tells_the_top(
     assert statuses(embedded, session.id)["middle"] is ProcessStatus.CLOSED
     wait_for(lambda: any('type="stopped"' in m.content and middle.id in m.content
                          for m in embedded.brain.store.port(LaneStore).chat_history("acme", top)), timeout=15)
+
+
+def test_a_stop_reaches_the_levels_beneath_a_middle_level_that_already_failed(embedded):
+    """Arthur → a → b → c, and b has failed (CLOSED) while c still waits: b runs no stop turn
+    that would carry a's stop further, so stopping a must stop c itself."""
+    from vancetope_brain.engines.lifecycle import LifecycleCall
+
+    def arthur(messages, tools):
+        text = last_text(messages)
+        if messages[-1].role == "tool":
+            return respond("ok")
+        if text == "spawn":
+            return LlmResponse("", (call("process_create", engine="arthur", name="a",
+                                         goal="level a"),))
+        if text == "level a":
+            return LlmResponse("", (call("process_create", engine="arthur", name="b",
+                                         goal="level b"),))
+        if text == "level b":
+            return LlmResponse("", (call("process_create", recipe="analyze", name="c",
+                                         goal="dig"),))
+        if 'type="blocked"' in text and "You are a Sub-Arthur" in messages[0].content \
+                and "level b" in [m.content for m in messages if m.role == "user"][0]:
+            raise RuntimeError("b's model broke")  # b fails: CLOSED/FAILED, c stays open
+        if 'type="failed"' in text:  # a asks its parent what now (and so stays open)
+            return respond("b failed; what now?", awaiting=True)
+        return respond("noted")
+
+    embedded.model = FunctionModel(Script(arthur, lambda messages, tools: respond(
+        "a question?", awaiting=True)))
+    session = arthur_session(embedded)
+    embedded.brain.sessions.steer(embedded.who, session.chat_process_id, "spawn")
+    processes = embedded.brain.store.port(SessionStore)
+
+    def by_name():
+        return {p.name: p for p in processes.list_processes("acme", session.id)}
+
+    wait_for(lambda: by_name().get("b") is not None and by_name()["b"].status
+             is ProcessStatus.CLOSED, timeout=15, what="b failing")
+    assert by_name()["b"].close_reason is CloseReason.FAILED
+    assert by_name()["c"].status is ProcessStatus.BLOCKED
+    wait_for(lambda: by_name()["a"].status is ProcessStatus.BLOCKED, timeout=15)
+    embedded.brain.sessions.control(embedded.who, by_name()["a"].id, LifecycleCall.STOP)
+    wait_for(lambda: by_name()["c"].status is ProcessStatus.CLOSED, timeout=15,
+             what="the stop reaching c beneath the failed b")
+    found = by_name()
+    assert [(found[n].status, found[n].close_reason) for n in "abc"] == [
+        (ProcessStatus.CLOSED, CloseReason.STOPPED), (ProcessStatus.CLOSED, CloseReason.FAILED),
+        (ProcessStatus.CLOSED, CloseReason.STOPPED)]

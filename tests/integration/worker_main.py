@@ -39,7 +39,7 @@ from pathlib import Path
 from celery import signals
 
 import workers.parts  # noqa: F401 - loaded at start, as workers.main does
-from tests.integration import scripts_hier, scripts_zaphod
+from tests.integration import scripts_hier, scripts_nest, scripts_zaphod
 from tests.integration.scripts_marvin import marvin_flow
 from vancetope_brain.config import Config
 from vancetope_brain.llm import ChatModel, LlmMessage, LlmResponse, TokenSink, ToolCall, ToolSpec
@@ -116,6 +116,8 @@ def build_model(mode: str) -> ChatModel:
         return FunctionModel(scripts_zaphod.zaphod_flow, name="test-zaphod-flow")
     if mode == "marvin-flow":
         return FunctionModel(marvin_flow, name="test-marvin-flow")
+    if mode == "nest-flow":
+        return FunctionModel(scripts_nest.nest_flow, name="test-nest-flow")
     if mode == "hier-flow":
         return FunctionModel(scripts_hier.hier_flow, name="test-hier-flow")
     if mode == "vogon-flow":

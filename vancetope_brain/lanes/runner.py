@@ -242,9 +242,7 @@ class LaneRunner:
         for message in commit.outbox:
             self._waker.wake(tenant_id, message.target_process_id)
         if stopped:  # stopping a process stops everything it started
-            stops = stops + [p.id for p in self._processes.list_processes(tenant_id,
-                                                                      process.session_id)
-                             if p.parent_process_id == process.id]
+            stops = stops + self._beneath(process)
         for target in stops:
             try:
                 self._lanes.request_control(tenant_id, target, LifecycleCall.STOP.value,
@@ -252,6 +250,23 @@ class LaneRunner:
             except (Conflict, NotFound):
                 continue  # closed or gone meanwhile
             self._waker.wake(tenant_id, target)
+
+    def _beneath(self, process: ThinkProcess) -> list[str]:
+        """The open processes a stop of ``process`` must reach itself: its children, and
+        the children of every one of them already CLOSED, in turn. An open child carries
+        the stop further on its own lane; a closed one runs no stop turn, so without this a
+        process beneath a level that had failed or finished would outlive the stop."""
+        children: dict[str | None, list[ThinkProcess]] = {}
+        for p in self._processes.list_processes(process.tenant_id, process.session_id):
+            children.setdefault(p.parent_process_id, []).append(p)
+        found, closed = [], [process.id]
+        while closed:
+            for child in children.get(closed.pop(), []):
+                if child.status is ProcessStatus.CLOSED:
+                    closed.append(child.id)
+                else:
+                    found.append(child.id)
+        return found
 
     def _suspend_if_session_is(self, process: ThinkProcess) -> None:
         """A pause the session's suspend cascade found pending (and left to run, so the
