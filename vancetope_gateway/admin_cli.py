@@ -27,7 +27,7 @@ if TYPE_CHECKING:  # the brain loads only when an admin command runs, not for ev
     _Command = Callable[[Administration, argparse.Namespace], None]
 
 
-DEFINITION_KINDS = ("strategy",)
+DEFINITION_KINDS = ("strategy", "template")
 """Definition kinds besides recipes with ``list/show/put/delete`` commands (names from
 ``vancetope_brain.recipes.kinds``, spelt out so the parser loads no brain module)."""
 

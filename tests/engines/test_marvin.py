@@ -14,20 +14,16 @@ import threading
 import pytest
 
 from tests.gateway.wire import Client
-from vancetope_brain.engines.marvin import (
-    TaskTree,
-    bundled_template_names,
-    find_template,
-    parse_template,
-    parse_worker_report,
-    tree_from_template,
-)
-from vancetope_brain.errors import NotFound, RecipeError
+from vancetope_brain.engines.marvin import TaskTree, parse_worker_report, tree_from_template
+from vancetope_brain.errors import RecipeError
 from vancetope_brain.events import EventType
 from vancetope_brain.llm import LlmResponse, ToolCall
 from vancetope_brain.llm.demo import DemoModel
 from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.models import ChatRole, CloseReason, ProcessStatus, ThinkProcess
+from vancetope_brain.recipes.kinds import bundled_of
+from vancetope_brain.recipes.loader import parse_definition
+from vancetope_brain.recipes.template import WorkflowTemplate
 from vancetope_brain.settings import SettingScope
 from vancetope_brain.store import LaneStore, SessionStore
 
@@ -366,17 +362,27 @@ def test_an_unknown_template_fails_at_start_with_a_clear_message(embedded):
     process = marvin_of(embedded, session)
     assert process.close_reason is CloseReason.FAILED
     assert [line.content for line in chat(embedded, process.id)] == [
-        "Marvin cannot start: no workflow template named 'research-brif'; "
+        "Marvin cannot start: no template named 'research-brif'; "
         "did you mean 'research-brief'?"]
     assert not flow.calls["plan"]
 
 
-@pytest.mark.parametrize("name", bundled_template_names())
+BUNDLED = bundled_of(WorkflowTemplate).definitions
+
+
+def _process(goal: str, **params) -> ThinkProcess:
+    return ThinkProcess(id="p", tenant_id="t", session_id="s", user_id="u", name="m",
+                        goal=goal, engine="marvin", engine_version="1.0.0", engine_params=params)
+
+
+def _parse(text: str) -> WorkflowTemplate:
+    return parse_definition(WorkflowTemplate, text, "t.yaml")
+
+
+@pytest.mark.parametrize("name", sorted(BUNDLED))
 def test_every_bundled_template_loads_and_instantiates(name):
-    process = ThinkProcess(id="p", tenant_id="t", session_id="s", user_id="u", name="m",
-                           goal="Pick a CI service", engine="marvin", engine_version="1.0.0",
-                           engine_params={"template": name})
-    tree = tree_from_template(find_template(process, name), process)
+    process = _process("Pick a CI service", template=name)
+    tree = tree_from_template(BUNDLED[name], process)
     assert tree.template == name and tree.nodes["n1"].status.value == "DONE"
     assert all("Pick a CI service" in n.goal for n in tree.nodes.values()
                if n.kind.value == "WORKER")
@@ -384,21 +390,40 @@ def test_every_bundled_template_loads_and_instantiates(name):
 
 
 def test_bundled_templates_load_and_invalid_ones_name_the_field():
-    assert bundled_template_names() == ["compare-options", "research-brief"]
-    assert find_template(None, "compare-options").steps[2].kind == "USER_INPUT"
-    with pytest.raises(NotFound):
-        find_template(None, "nope")
-    planned = parse_template("name: t\nsteps: [{kind: PLAN, goal: 'Plan {{ goal }}'}]\n"
-                             "aggregate: x", "t.yaml")
-    process = ThinkProcess(id="p", tenant_id="t", session_id="s", user_id="u", name="m",
-                           goal="g", engine="marvin", engine_version="1.0.0")
-    step = tree_from_template(planned, process).nodes["n2"]
+    assert sorted(BUNDLED) == ["compare-options", "research-brief"]
+    assert BUNDLED["compare-options"].steps[2].kind == "USER_INPUT"
+    planned = _parse("name: t\nsteps: [{kind: PLAN, goal: 'Plan {{ goal }}'}]\naggregate: x")
+    step = tree_from_template(planned, _process("g")).nodes["n2"]
     assert (step.kind.value, step.goal, step.level, step.status.value) == (
         "PLAN", "Plan g", 2, "PENDING")  # expanded by the LLM when it runs
     with pytest.raises(RecipeError, match=r"t.yaml: steps.0.goal: .*unknown variable"):
-        parse_template("name: t\nsteps: [{goal: '{{ user }}'}]\naggregate: x", "t.yaml")
+        _parse("name: t\nsteps: [{goal: '{{ user }}'}]\naggregate: x")
+    with pytest.raises(RecipeError, match=r"t.yaml: aggregate: .*unknown variable"):
+        _parse("name: t\nsteps: [{goal: g}]\naggregate: '{{ process.id }}'")
     with pytest.raises(RecipeError, match=r"steps.0.kind"):
-        parse_template("name: t\nsteps: [{kind: AGGREGATE, goal: g}]\naggregate: x", "t.yaml")
+        _parse("name: t\nsteps: [{kind: AGGREGATE, goal: g}]\naggregate: x")
+    sandboxed = _parse("name: t\nsteps: [{goal: '{{ goal.__class__ }}'}]\naggregate: x")
+    with pytest.raises(RecipeError, match=r"template 't': steps.0.goal: not allowed"):
+        tree_from_template(sandboxed, _process("g"))
+    needs = _parse("name: t\nsteps: [{goal: 'Go {{ params.depth }}'}]\naggregate: x")
+    with pytest.raises(RecipeError, match=r"template 't': steps.0.goal: undefined variable"):
+        tree_from_template(needs, _process("g"))
+    assert tree_from_template(needs, _process("g", depth=2)).nodes["n2"].goal == "Go 2"
+
+
+def test_a_template_that_does_not_render_fails_the_process_naming_the_field(embedded):
+    flow = Flow(None, None, params={"template": "research-brief", "x": 1})
+    embedded.brain.recipe_admin.of(WorkflowTemplate).create("acme", None, _parse(
+        "name: research-brief\nsteps: [{goal: 'Go {{ params.depth }}'}]\naggregate: x"))
+    try:
+        process = marvin_of(embedded, run(embedded, flow))
+    finally:
+        embedded.brain.recipe_admin.of(WorkflowTemplate).delete("acme", None, "research-brief")
+    assert process.close_reason is CloseReason.FAILED
+    [line] = chat(embedded, process.id)
+    assert line.content.startswith("Marvin cannot start: template 'research-brief': "
+                                   "steps.0.goal: undefined variable")
+    assert not flow.calls["plan"]
 
 
 def test_worker_reports_are_read_leniently():

@@ -13,24 +13,19 @@ decision. docs/engines.md ("marvin") describes the algorithm, settings and event
 from __future__ import annotations
 
 import contextlib
-import difflib
 import json
 import re
 from enum import StrEnum
-from importlib import resources
 from typing import Any, Literal
 
-import yaml
-from jinja2 import StrictUndefined, TemplateSyntaxError, UndefinedError, meta
-from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic.alias_generators import to_camel
 
 from vancetope_brain.engines.base import ParentReport, ThinkEngine, register_engine
 from vancetope_brain.engines.context import ThinkEngineContext
 from vancetope_brain.engines.prompting import event_text, system_prompt
-from vancetope_brain.engines.structured import describe_invalid, structured
-from vancetope_brain.errors import Conflict, LlmError, NotFound, RecipeError, UserError
+from vancetope_brain.engines.structured import structured
+from vancetope_brain.errors import Conflict, LlmError, NotFound, UserError
 from vancetope_brain.events import EventType
 from vancetope_brain.llm import LlmMessage, LlmResponse, budget
 from vancetope_brain.models import (
@@ -45,15 +40,15 @@ from vancetope_brain.models import (
 from vancetope_brain.models.base import Wire
 from vancetope_brain.models.steer import ProcessEventType
 from vancetope_brain.recipes.model import KEBAB
+from vancetope_brain.recipes.render import render_text
+from vancetope_brain.recipes.template import MAX_GOAL_CHARS, MAX_STEPS, WorkflowTemplate
 
 WORKER_RECIPE = "marvin-worker"
-MAX_STEPS_PER_PLAN = 12
+MAX_STEPS_PER_PLAN = MAX_STEPS
 """Most steps one PLAN call may produce (besides its AGGREGATE); also a template's cap."""
-MAX_GOAL_CHARS = 4000
 MAX_NOTES = 20
 """Most steering messages kept for the prompts (the oldest go first)."""
 FALLBACK_PROMPT = "You are Marvin, a deep-think planner: plan, delegate, synthesize."
-TEMPLATES_PACKAGE, TEMPLATES_DIR = "recipes", "templates"
 
 
 class NodeKind(StrEnum):
@@ -203,88 +198,25 @@ def parse_worker_report(text: str | None) -> WorkerReport:
 
 # ── workflow templates (think-engines §9) ────────────────────────────────────────────
 
-_TEMPLATE_ENV = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False)
-_TEMPLATE_NAMES = frozenset({"goal", "params"})
-
-
-class TemplateStep(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    kind: Literal["WORKER", "USER_INPUT", "PLAN"] = "WORKER"
-    goal: str = Field(min_length=1, max_length=MAX_GOAL_CHARS)
-    recipe: str | None = Field(default=None, pattern=KEBAB)
-
-    @field_validator("goal")
-    @classmethod
-    def _compiles(cls, source: str) -> str:
-        try:
-            used = meta.find_undeclared_variables(_TEMPLATE_ENV.parse(source))
-        except TemplateSyntaxError as e:
-            raise ValueError(f"template line {e.lineno}: {e.message}") from e
-        if used - _TEMPLATE_NAMES:
-            raise ValueError(f"uses unknown variable(s) {', '.join(sorted(used - _TEMPLATE_NAMES))}"
-                             "; a goal may use goal and params")
-        return source
-
-
-class WorkflowTemplate(BaseModel):
-    """A pre-filled tree: the root plan's steps (PLAN steps are expanded by the LLM when
-    they run) and its aggregate. Goals are Jinja2 over ``goal`` and ``params``."""
-
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid")
-
-    name: str = Field(pattern=KEBAB, max_length=64)
-    description: str = Field(default="", max_length=2000)
-    steps: list[TemplateStep] = Field(min_length=1, max_length=MAX_STEPS_PER_PLAN)
-    aggregate: str = Field(min_length=1, max_length=MAX_GOAL_CHARS)
-
-
-def bundled_template_names() -> list[str]:
-    folder = resources.files(TEMPLATES_PACKAGE).joinpath(TEMPLATES_DIR)
-    return sorted(e.name.removesuffix(".yaml") for e in folder.iterdir()
-                  if e.name.endswith(".yaml"))
-
-
-def find_template(process: ThinkProcess, name: str) -> WorkflowTemplate:
-    """The workflow template ``name`` for ``process`` (today: bundled ones only; this is the
-    one place a tenant/project catalogue plugs in). Raises ``NotFound`` suggesting the
-    closest name, or ``RecipeError`` naming the invalid field."""
-    names = bundled_template_names()
-    if name not in names:
-        close = difflib.get_close_matches(name, names, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else f"; there are: {', '.join(names)}"
-        raise NotFound(f"no workflow template named {name!r}{hint}")
-    where = f"{TEMPLATES_PACKAGE}/{TEMPLATES_DIR}/{name}.yaml"
-    text = resources.files(TEMPLATES_PACKAGE).joinpath(TEMPLATES_DIR, f"{name}.yaml").read_text(
-        encoding="utf-8")
-    return parse_template(text, where)
-
-
-def parse_template(text: str, where: str) -> WorkflowTemplate:
-    try:
-        return WorkflowTemplate.model_validate(yaml.safe_load(text))
-    except yaml.YAMLError as e:
-        raise RecipeError(f"{where}: {e}") from e
-    except ValidationError as e:
-        raise RecipeError(f"{where}: {describe_invalid(e)}") from e
-
-
-def _render_goal(source: str, process: ThinkProcess) -> str:
-    try:
-        return _TEMPLATE_ENV.from_string(source).render(
-            goal=process.goal, params=process.engine_params).strip()
-    except (UndefinedError, SecurityError) as e:
-        raise RecipeError(f"workflow template goal {source[:60]!r}: {e}") from e
+def _render_goal(template: WorkflowTemplate, where: str, source: str,
+                 process: ThinkProcess) -> str:
+    return render_text(f"template {template.name!r}: {where}", source,
+                       {"goal": process.goal, "params": process.engine_params})
 
 
 def tree_from_template(template: WorkflowTemplate, process: ThinkProcess) -> TaskTree:
+    """The pre-filled tree: a DONE root plan with the template's steps (goals rendered now;
+    a PLAN step is expanded by the LLM when it runs) and its aggregate. Raises
+    ``RecipeError`` for a goal that does not render (e.g. a missing ``params`` key)."""
     tree = TaskTree(template=template.name)
     root = tree.add(NodeKind.PLAN, process.goal or template.description or template.name,
                     None, 1)
-    for step in template.steps:
-        tree.add(NodeKind(step.kind), _render_goal(step.goal, process), root,
-                 2 if step.kind == "PLAN" else 1, step.recipe)
-    tree.add(NodeKind.AGGREGATE, _render_goal(template.aggregate, process), root, 1)
+    for i, step in enumerate(template.steps):
+        tree.add(NodeKind(step.kind), _render_goal(template, f"steps.{i}.goal", step.goal,
+                                                   process),
+                 root, 2 if step.kind == "PLAN" else 1, step.recipe)
+    tree.add(NodeKind.AGGREGATE, _render_goal(template, "aggregate", template.aggregate,
+                                              process), root, 1)
     root.status = NodeStatus.DONE
     root.result = NodeResult(summary=f"From the workflow template {template.name}.")
     return tree
@@ -303,7 +235,7 @@ class MarvinEngine(ThinkEngine):
 
     def start(self, process: ThinkProcess, context: ThinkEngineContext) -> None:
         try:
-            tree = _new_tree(process)
+            tree = _new_tree(process, context)
         except UserError as e:
             context.drain_pending()
             context.chat().append(ChatRole.ERROR, f"Marvin cannot start: {e}")
@@ -344,10 +276,15 @@ class MarvinEngine(ThinkEngine):
         return super().summarize_for_parent(process, event_type)
 
 
-def _new_tree(process: ThinkProcess) -> TaskTree:
+def _new_tree(process: ThinkProcess, context: ThinkEngineContext) -> TaskTree:
+    """The tree to start from: the workflow template named by the param ``template`` (the
+    innermost of the process's project → tenant → bundled catalogue), else one PLAN node
+    for the goal. Raises ``UnknownRecipe`` suggesting the closest name, or ``RecipeError``
+    naming the field."""
     name = process.engine_params.get("template")
     if name:
-        return tree_from_template(find_template(process, str(name)), process)
+        template = context.recipes().definition(WorkflowTemplate, str(name))
+        return tree_from_template(template, process)
     if not process.goal.strip():
         raise Conflict("marvin needs a goal (or a workflow template)")
     tree = TaskTree()

@@ -12,6 +12,7 @@ from vancetope_brain.errors import InvalidInput
 from vancetope_brain.recipes.loader import BundledDefinitions, bundled
 from vancetope_brain.recipes.model import Definition, Recipe
 from vancetope_brain.recipes.strategy import Strategy
+from vancetope_brain.recipes.template import WorkflowTemplate
 
 D = TypeVar("D", bound=Definition)
 
@@ -59,3 +60,4 @@ def bundled_of(model: type[D]) -> BundledDefinitions[D]:
 
 register_kind(DefinitionKind(Recipe, "", ("name", "engine")))
 register_kind(DefinitionKind(Strategy, "strategies"))
+register_kind(DefinitionKind(WorkflowTemplate, "templates"))

@@ -9,6 +9,7 @@ from vancetope_brain.errors import Conflict, NotFound
 from vancetope_brain.recipes import Recipe
 from vancetope_brain.recipes.kinds import KINDS
 from vancetope_brain.recipes.strategy import Strategy
+from vancetope_brain.recipes.template import WorkflowTemplate
 from vancetope_brain.store import RecipeStore
 
 
@@ -19,8 +20,10 @@ def _strategy(name: str = "analyze", description: str = "") -> Strategy:
 
 
 def test_kinds_are_registered_once_each() -> None:
-    assert {"recipe", "strategy"} <= set(KINDS)
+    assert {"recipe", "strategy", "template"} <= set(KINDS)
     assert KINDS["strategy"].model is Strategy and KINDS["recipe"].model is Recipe
+    assert KINDS["template"].model is WorkflowTemplate
+    assert len({kind.model.COLLECTION for kind in KINDS.values()}) == len(KINDS)
 
 
 def test_a_kind_sees_only_its_own_documents(recipes: RecipeStore) -> None:
@@ -51,3 +54,17 @@ def test_strategy_writes_conflict_replace_and_stay_tenant_isolated(recipes: Reci
         recipes.delete_definition(Strategy, "ten_b", None, "analyze")
     loaded = recipes.get_definition(Strategy, "ten_a", None, "analyze")
     assert loaded.schema_version == Strategy.SCHEMA_VERSION == 1
+
+
+def test_a_template_is_stored_apart_from_a_strategy_of_the_same_name(
+        recipes: RecipeStore) -> None:
+    template = WorkflowTemplate.model_validate({
+        "name": "analyze", "steps": [{"goal": "Look at {{ goal }}"}], "aggregate": "Sum up"})
+    recipes.create_definition("ten_a", None, template)
+    recipes.create_definition("ten_a", None, _strategy())
+    assert recipes.get_definition(WorkflowTemplate, "ten_a", None, "analyze") == template
+    assert recipes.list_definitions(WorkflowTemplate, "ten_a", None) == [template]
+    recipes.delete_definition(WorkflowTemplate, "ten_a", None, "analyze")
+    assert recipes.list_definitions(Strategy, "ten_a", None) == [_strategy()]
+    with pytest.raises(NotFound, match="template analyze not found in tenant ten_a"):
+        recipes.get_definition(WorkflowTemplate, "ten_a", None, "analyze")
