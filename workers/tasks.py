@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 
+import redis
 from celery import Task, shared_task
 
 from vancetope_brain.errors import RuntimeFailure
@@ -23,8 +24,9 @@ HOUSEKEEPING = "vancetope.housekeeping"
 def lane_turn(self: Task, tenant_id: str, process_id: str) -> str:
     try:
         return self.app.vancetope_worker().runner.run(tenant_id, process_id).value
-    except RuntimeFailure as e:
-        # A store or Redis hiccup: the messages are still pending; try again soon.
+    except (RuntimeFailure, redis.RedisError) as e:
+        # A store or Redis hiccup: the messages are still pending; try again soon (and if
+        # the broker cannot take the retry either, the sweeper finds the lane afterwards).
         log.warning("lane turn of %s failed (%s); retrying", process_id, e)
         raise self.retry(exc=e, countdown=min(2 ** self.request.retries, 30)) from e
 

@@ -194,3 +194,35 @@ def test_a_start_that_was_lost_or_died_runs_from_the_sweeper(embedded, died, ste
         ["start"] + (["steer"] if steered else [])
     expected = [WELCOME] + (["still there?", "here now"] if steered else [])
     assert [x.content for x in lanes.chat_history("acme", process.id)] == expected
+
+
+def test_redis_failing_under_a_turn_retries_it_and_closes_nothing(embedded):
+    """The connection to Redis drops while the reply streams (the token publish fails):
+    that is the runtime's failure, not the engine's — the turn is abandoned unwritten and
+    the task retries it once Redis answers again; the message is answered exactly once."""
+    from vancetope_brain import runtime
+
+    server = runtime._embedded_server
+    emb = embedded
+    calls = []
+
+    def flaky(messages, tools):
+        calls.append(len(calls))
+        if len(calls) == 1:  # the connection drops now, and is back half a second later
+            server.connected = False
+            threading.Timer(0.5, lambda: setattr(server, "connected", True)).start()
+        return "answered once"
+
+    emb.model = FunctionModel(flaky)
+    pid = emb.brain.sessions.create_interactive(emb.who).chat_process_id
+    emb.worker.join()
+    emb.brain.sessions.steer(emb.who, pid, "hello")
+    lines = _chat(emb, pid, 3)
+    emb.worker.join()
+    assert [(x.role, x.content) for x in emb.brain.store.port(LaneStore).chat_history(
+        "acme", pid)] == [(ChatRole.ASSISTANT, WELCOME), (ChatRole.USER, "hello"),
+                          (ChatRole.ASSISTANT, "answered once")]
+    assert lines[2].content == "answered once" and len(calls) == 2
+    process = emb.brain.store.port(SessionStore).get_process("acme", pid)
+    assert (process.status, process.close_reason, process.last_error) == (
+        ProcessStatus.IDLE, None, None)

@@ -8,11 +8,13 @@ import socket
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+import redis
+
 from vancetope_brain.engines import lifecycle
 from vancetope_brain.engines.base import EngineRegistry, ParentReport, ThinkEngine
 from vancetope_brain.engines.context import RESET_MARK, ThinkEngineContext
 from vancetope_brain.engines.lifecycle import LifecycleCall
-from vancetope_brain.errors import Conflict, Fenced, NotFound
+from vancetope_brain.errors import Conflict, Fenced, NotFound, StoreError
 from vancetope_brain.events import EventBus, EventType
 from vancetope_brain.lanes.lease import Lease, LeaseKeeper
 from vancetope_brain.lanes.waker import Waker
@@ -139,6 +141,13 @@ class LaneRunner:
         except Fenced:
             log.warning("turn of %s (epoch %s) fenced; writing nothing", process_id, process.epoch)
             return TurnOutcome.FENCED, None, False, False
+        except (StoreError, redis.RedisError):
+            # The store or Redis failed under the turn: not the engine's fault. The turn is
+            # abandoned unwritten (its messages stay pending, the lane RUNNING) and the task
+            # retries; a turn that finds its lane RUNNING runs again (``died`` above).
+            log.warning("turn of %s (epoch %s) abandoned: the store or Redis failed",
+                        process_id, process.epoch)
+            raise
         except Exception as e:
             log.exception("engine %s failed in %s of %s", process.engine, lifecycle, process_id)
             error = f"{type(e).__name__}: {e}"
