@@ -69,10 +69,13 @@ class ModelChoice(Wire):
 class Definition(Document):
     """A catalogued YAML document (a recipe, a strategy, …): named, kebab-case, stored per
     tenant or project and bundled as package data. ``KIND`` names the kind in the store and in
-    error messages; ``COLLECTION`` is its MongoDB collection."""
+    error messages; ``COLLECTION`` is its MongoDB collection. Unknown fields are errors (a
+    misspelt key must not be silently ignored), and a definition is immutable."""
 
     KIND: ClassVar[str]
     COLLECTION: ClassVar[str]
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid",
+                              frozen=True)
     if TYPE_CHECKING:  # each kind declares the field itself (with its validation)
         name: str
 
@@ -101,8 +104,6 @@ class Recipe(Definition, _RecipeFields):
     SCHEMA_VERSION: ClassVar[int] = 1
     KIND: ClassVar[str] = "recipe"
     COLLECTION: ClassVar[str] = "recipes"
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid",
-                              frozen=True)
 
     @field_validator("prompt_prefix", "prompt_override")
     @classmethod

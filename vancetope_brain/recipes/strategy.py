@@ -242,8 +242,6 @@ class Strategy(Definition):
     SCHEMA_VERSION: ClassVar[int] = 1
     KIND: ClassVar[str] = "strategy"
     COLLECTION: ClassVar[str] = "strategies"
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid",
-                              frozen=True)
 
     name: Name
     description: str = Field(default="", max_length=2000)

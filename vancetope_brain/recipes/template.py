@@ -57,8 +57,6 @@ class WorkflowTemplate(Definition):
     SCHEMA_VERSION: ClassVar[int] = 1
     KIND: ClassVar[str] = "template"
     COLLECTION: ClassVar[str] = "templates"
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid",
-                              frozen=True)
 
     name: Name
     description: str = Field(default="", max_length=2000)
