@@ -14,6 +14,7 @@ import pytest
 
 from tests.gateway.wire import REFUSAL, SUCCESS, Client, covers, stays, wait_process, wait_session
 from tests.helpers import wait_for
+from tests.lanes.test_lifecycle import Recorder
 from vancetope_brain.engines import ENGINES, EngineRegistry, ThinkEngine
 from vancetope_brain.engines.spawning import ProcessFactory
 from vancetope_brain.errors import Conflict
@@ -36,16 +37,12 @@ from vancetope_brain.store import IdentityStore, LaneStore, SessionStore
 S = ProcessStatus
 
 
-class Witness(ThinkEngine):
-    """Writes every lifecycle call it gets into its chat; ``stop <pid>`` makes it try to
+class Witness(Recorder):
+    """A ``Recorder`` that also notes what its messages are; ``stop <pid>`` makes it try to
     stop another process through its context, and note the refusal."""
 
     name = "test-witness"
     title = "Witness"
-    description = "test engine"
-
-    def _note(self, context, what: str) -> None:
-        context.chat().append(ChatRole.EVENT, what)
 
     def start(self, process, context):
         self._note(context, f"start pending={len(context.drain_pending())}")
@@ -65,19 +62,6 @@ class Witness(ThinkEngine):
                     self._note(context, f"refused: {e}")
             else:
                 self._note(context, f"steer {message.content}")
-
-    def pause(self, process, context):
-        self._note(context, "pause")
-
-    def resume(self, process, context):
-        self._note(context, "resume")
-        super().resume(process, context)
-
-    def suspend(self, process, context):
-        self._note(context, "suspend")
-
-    def stop(self, process, context):
-        self._note(context, "stop")
 
 
 if ENGINES.find(Witness.name) is None:

@@ -282,3 +282,17 @@ class CoalescingProxy:
             sock.close()
         for thread in self._threads:
             thread.join(timeout=5)
+
+
+def next_push(client: Any, kind: str, timeout: float = 30) -> dict[str, Any]:
+    """The data of the next ``kind`` frame a ``ChatClient`` was pushed (others are skipped)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            frame = client.chat.events.get(timeout=0.5)
+        except queue.Empty:
+            continue
+        if frame["type"] == kind:
+            data: dict[str, Any] = frame["data"]
+            return data
+    raise AssertionError(f"no {kind} frame within {timeout}s")

@@ -6,14 +6,12 @@ turn and finishes.
 
 from __future__ import annotations
 
-import queue
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import wait_for
-from tests.integration.gateways import running_stack
+from tests.integration.gateways import next_push, running_stack
 from vancetope_brain.models import ChatRole, CloseReason, ProcessStatus
 from vancetope_brain.recipes.loader import parse_recipe
 from vancetope_brain.settings import SettingScope
@@ -21,17 +19,6 @@ from vancetope_brain.store import DeliveryStore, LaneStore, SessionStore
 
 S = ProcessStatus
 
-
-def _next_push(client, kind: str, timeout: float = 30) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            frame = client.chat.events.get(timeout=0.5)
-        except queue.Empty:
-            continue
-        if frame["type"] == kind:
-            return frame["data"]
-    raise AssertionError(f"no {kind} frame within {timeout}s")
 
 
 DEPLOYER = """
@@ -66,7 +53,7 @@ def test_a_worker_blocks_on_an_approval_and_continues_with_the_answer(tmp_path: 
 
         wait_for(lambda: statuses() == {"chat": S.IDLE}, timeout=30)
         client.request("process-steer", targetThinkProcessId=chat, content="Deploy build 42")
-        item = _next_push(client, "inbox-item-added")["item"]
+        item = next_push(client, "inbox-item-added")["item"]
         wait_for(lambda: statuses() == {"chat": S.IDLE, "deployer": S.BLOCKED}, timeout=30)
         deployer = next(p for p in store.port(SessionStore).list_processes("acme", sid) if p.name == "deployer")
         assert (item["type"], item["criticality"], item["status"]) == (
@@ -82,7 +69,7 @@ def test_a_worker_blocks_on_an_approval_and_continues_with_the_answer(tmp_path: 
         answered = client.request("inbox-answer", itemId=item["id"], outcome="DECIDED",
                                   value={"approved": True})["item"]
         assert answered["status"] == "ANSWERED"
-        assert _next_push(client, "inbox-item-updated")["item"]["status"] == "ANSWERED"
+        assert next_push(client, "inbox-item-updated")["item"]["status"] == "ANSWERED"
         wait_for(lambda: statuses() == {"chat": S.IDLE, "deployer": S.CLOSED}, timeout=30)
         wait_for(lambda: store.port(LaneStore).chat_history("acme", chat)[-1].content == "deployer: done.",
                  timeout=30)

@@ -9,15 +9,13 @@ error."""
 from __future__ import annotations
 
 import json
-import queue
 import signal
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.helpers import wait_for
-from tests.integration.gateways import Stack, running_stack
+from tests.integration.gateways import Stack, next_push, running_stack
 from vancetope_brain.errors import VancetopeError
 from vancetope_brain.models import ChatRole, CloseReason, ProcessStatus, ThinkProcess
 from vancetope_brain.settings import SettingScope
@@ -31,17 +29,6 @@ STRATEGY = {"name": "three", "phases": [
      "maxIterations": 2},
     {"name": "c", "recipe": "ford", "goal": "C after {{ phases.b.output }}"}]}
 
-
-def _push(client, kind: str, timeout: float = 30) -> dict:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            frame = client.chat.events.get(timeout=0.5)
-        except queue.Empty:
-            continue
-        if frame["type"] == kind:
-            return frame["data"]
-    raise AssertionError(f"no {kind} frame within {timeout}s")
 
 
 class Flow:
@@ -103,7 +90,7 @@ def test_three_phases_with_an_approval_survive_kills_in_every_phase(tmp_path: Pa
                             content="run " + json.dumps({"strategy": STRATEGY}))
         kill_in_turn(1)  # phase a has reported; the undone turn had spawned b
 
-        item = _push(flow.client, "inbox-item-added", timeout=60)["item"]
+        item = next_push(flow.client, "inbox-item-added", timeout=60)["item"]
         # The item is written before Vogon's turn commits: a kill now may undo the turn, and
         # its re-run finds the same item by its idempotency key.
         flow.restart_workers()  # phase b, at its checkpoint
@@ -151,7 +138,7 @@ def test_a_rejected_approval_loops_to_its_bound_then_follows_on_fail(tmp_path: P
         flow.client.request("process-steer", targetThinkProcessId=flow.chat,
                             content="run " + json.dumps({"strategy": "three"}))
         for _ in (1, 2):
-            item = _push(flow.client, "inbox-item-added", timeout=60)["item"]
+            item = next_push(flow.client, "inbox-item-added", timeout=60)["item"]
             assert item["title"] == "Approve b for the launch?"
             flow.client.request("inbox-answer", itemId=item["id"], outcome="DECIDED",
                                 value={"approved": False})
