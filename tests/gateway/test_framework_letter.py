@@ -254,6 +254,19 @@ def test_the_idle_sweep_suspends_a_session_without_clients_past_its_idle_timeout
     emb.brain.lifecycle.unbind(emb.who, kept.id, f"conn-{kept.id}")
 
 
+def test_the_sweep_passes_over_presence_of_a_session_the_store_does_not_have(emb):
+    """A stale Redis entry for a session the store lacks is dropped; the same sweep goes on
+    and suspends the real idle session."""
+    left = emb.brain.sessions.create(emb.who, on_disconnect=OnDisconnect.KEEP_OPEN,
+                                     idle_timeout_sec=1)
+    wait_process(emb, emb.who, left.chat_process_id, S.IDLE)
+    emb.brain.presence.touch("acme", "ses_gone", 0)  # idle at once, known to no store
+    emb.brain.presence.touch("acme", left.id, 0)
+    assert emb.worker_parts.lifecycle.sweep() == 1
+    assert emb.brain.sessions.get(emb.who, left.id).status is SessionStatus.SUSPENDED
+    assert ("acme", "ses_gone") not in set(emb.brain.presence.idle())
+
+
 # ── process-command: a client's ExternalCommand (arthur-engine §2.3, §3.4) ───
 @covers("process-command", SUCCESS)
 def test_process_command_reaches_the_engine_as_an_external_command(emb, bound):

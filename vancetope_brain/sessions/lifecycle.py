@@ -11,7 +11,7 @@ import logging
 from dataclasses import dataclass
 
 from vancetope_brain.engines.lifecycle import LifecycleCall
-from vancetope_brain.errors import Conflict, FingerprintMismatch
+from vancetope_brain.errors import Conflict, FingerprintMismatch, NotFound
 from vancetope_brain.identity import Principal
 from vancetope_brain.models import (
     Fingerprint,
@@ -124,16 +124,27 @@ class SessionLifecycle:
             if self._presence.count(session_id):
                 continue
             self._presence.drop_activity(tenant_id, session_id)
-            session = self._store.get_session(tenant_id, session_id)
-            if session.status is SessionStatus.OPEN:
+            session = self._stored(tenant_id, session_id)
+            if session is not None and session.status is SessionStatus.OPEN:
                 changed += self._suspend_quietly(session, SuspendCause.IDLE)
         return changed
 
     # ── internals ───────────────────────────────────────────────────────
+    def _stored(self, tenant_id: str, session_id: str) -> Session | None:
+        """The session, or None (its presence forgotten) when the store has none: a stale
+        Redis entry must not stop the sweep for every other session."""
+        try:
+            return self._store.get_session(tenant_id, session_id)
+        except NotFound:
+            log.warning("presence of session %s, which the store does not have; dropped",
+                        session_id)
+            self._presence.forget(tenant_id, session_id)
+            return None
+
     def _last_client_gone(self, tenant_id: str, session_id: str) -> int:
-        session = self._store.get_session(tenant_id, session_id)
+        session = self._stored(tenant_id, session_id)
         self._presence.forget(tenant_id, session_id)
-        if session.status is not SessionStatus.OPEN:
+        if session is None or session.status is not SessionStatus.OPEN:
             return 0
         if session.on_disconnect is OnDisconnect.SUSPEND:
             return self._suspend_quietly(session, SuspendCause.DISCONNECT)
