@@ -13,6 +13,7 @@ from kombu import Queue
 
 from vancetope_brain.config import Config
 from vancetope_brain.lanes.waker import Enqueue
+from workers import broker
 from workers.tasks import HOUSEKEEPING, LANE_TURN, SWEEP
 
 if TYPE_CHECKING:
@@ -47,6 +48,8 @@ def create_celery(config: Config, *, model_for: ModelFor | None = None,
     else:
         # Correctness never waits for this: the sweeper re-wakes orphaned work.
         transport_options["visibility_timeout"] = 3600
+    if config.broker_url.startswith(("redis://", "rediss://")):
+        app.conf.broker_transport = broker.Transport  # survives a broker restart under load
     app.conf.update(
         task_acks_late=True,
         task_reject_on_worker_lost=True,

@@ -1,0 +1,30 @@
+"""kombu's Redis transport, with its reconnect crash worked around.
+
+When the broker connection drops, Celery closes the hub, which runs the acks of
+tasks that finished meanwhile on channels whose connection is already closed;
+kombu 5.7.0 then builds a new pool from ``connection.client``, which is None,
+and the ``AttributeError`` ends the worker's main process ("Unrecoverable error:
+AttributeError('NoneType' object has no attribute 'hostname')", seen on a Redis
+restart under load). Raising the transport's own connection error instead makes
+Celery log "Couldn't ack" and carry on reconnecting; the unacked task is
+redelivered (a lane turn is idempotent) or, if the broker lost it, the sweeper
+finds its work in the store.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+from kombu.transport import redis as kombu_redis
+
+
+class Channel(kombu_redis.Channel):
+    def _connparams(self, asynchronous: bool = False) -> Any:
+        if self.connection is None or self.connection.client is None:
+            raise redis.ConnectionError("the broker connection of this channel is closed")
+        return super()._connparams(asynchronous=asynchronous)
+
+
+class Transport(kombu_redis.Transport):
+    Channel = Channel
