@@ -23,7 +23,7 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "VANCETOPE_BROKER_URL": ("the Redis URL, or `memory://` when embedded", "Celery broker."),
     "VANCETOPE_LANE_SHARDS": ("8", "Number of lane queues `lanes.0 … lanes.N-1`; a process always maps to the same one."),
     "VANCETOPE_LEASE_TTL": ("10", "Seconds a lane lease lives without a heartbeat (renewed every TTL/3)."),
-    "VANCETOPE_SWEEP_INTERVAL": ("5", "Seconds between sweeper runs (beat)."),
+    "VANCETOPE_SWEEP_INTERVAL": ("5", "Seconds between sweeper runs (scheduled by the workers, one per interval across the cluster)."),
     "VANCETOPE_HOUSEKEEPING_INTERVAL": ("30", "Seconds between housekeeping runs (beat): due e-mail batches, inbox auto-archive."),
     "VANCETOPE_SWEEP_AGE": ("3", "A pending message older than this many seconds with no live lease is re-woken."),
     "VANCETOPE_PRESENCE_TTL": ("30", "Seconds a client connection counts as present without renewal; a gateway that dies takes this long to count as gone."),

@@ -5,6 +5,8 @@
 | ``vt:lease:{pid}``          | string | lease TTL, renewed      | lane lease (redis-py Lock token) of a process  |
 | ``vt:wake:{pid}``           | string | 2 × lease TTL           | a lane-turn task for the process is queued     |
 | ``vt:recheck:{pid}``        | string | lease TTL               | a task found the lease taken: holder, look again |
+| ``vt:wake-later:{pid}``     | string | until the task is due   | a delayed lane-turn task (lease take-over) is queued |
+| ``vt:sweep-slot``           | string | sweep interval          | a sweep ran this interval (one per cluster)    |
 | ``vt:evseq:{sid}``          | string | event log TTL           | last event sequence number of a session        |
 | ``vt:evorigin:{sid}``       | string | event log TTL           | first sequence number of the current log       |
 | ``vt:events:{sid}``         | stream | event log TTL, capped   | the session's recent events, id ``{seq}-0``    |
@@ -33,6 +35,13 @@ def lease(process_id: str) -> str:
 
 def wake(process_id: str) -> str:
     return f"{PREFIX}wake:{process_id}"
+
+
+def wake_later(process_id: str) -> str:
+    return f"{PREFIX}wake-later:{process_id}"
+
+
+SWEEP_SLOT = f"{PREFIX}sweep-slot"
 
 
 def recheck(process_id: str) -> str:

@@ -27,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     worker = sub.add_parser("worker", help="run a Celery worker for the distributed shape")
     worker.add_argument("celery_args", nargs=argparse.REMAINDER,
                         help="extra arguments for `celery worker`, e.g. --concurrency 4")
-    beat = sub.add_parser("beat", help="run Celery beat (the sweeper schedule)")
+    beat = sub.add_parser("beat", help="run Celery beat (the housekeeping schedule)")
     beat.add_argument("celery_args", nargs=argparse.REMAINDER)
 
     chat = sub.add_parser("chat", help="terminal chat client")

@@ -6,17 +6,21 @@ import logging
 import os
 import threading
 from datetime import timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
-from celery import Celery
+from celery import Celery, bootsteps
 from kombu import Queue
 
+from vancetope_brain import keys
 from vancetope_brain.config import Config
 from vancetope_brain.lanes.waker import Enqueue
+from vancetope_brain.runtime import redis_client
 from workers import broker
 from workers.tasks import HOUSEKEEPING, LANE_TURN, SWEEP
 
 if TYPE_CHECKING:
+    from celery.worker import WorkController
+
     from vancetope_brain.engines.contexts import ModelFor
     from vancetope_brain.store import Backend
     from workers.parts import Worker
@@ -67,11 +71,6 @@ def create_celery(config: Config, *, model_for: ModelFor | None = None,
         worker_send_task_events=False,
         task_send_sent_event=False,
         beat_schedule={
-            "sweep-orphaned-pending": {
-                "task": SWEEP,
-                "schedule": timedelta(seconds=config.sweep_interval),
-                "options": {"expires": config.sweep_interval},
-            },
             "housekeeping": {
                 "task": HOUSEKEEPING,
                 "schedule": timedelta(seconds=config.housekeeping_interval),
@@ -81,13 +80,50 @@ def create_celery(config: Config, *, model_for: ModelFor | None = None,
     )
     holder = _WorkerHolder(config, enqueue_on(app), model_for, store)
     app.vancetope_worker = holder.get  # type: ignore[attr-defined]
+    app.vancetope_config = config  # type: ignore[attr-defined]
+    app.steps["worker"].add(SweepSchedule)
     return app
 
 
+class SweepSchedule(bootsteps.StartStopStep):
+    """Every worker schedules the sweeper, so liveness does not rest on beat: at start
+    (what a dead cluster left behind is found at once) and then every sweep interval, a
+    ``vancetope.sweep`` task — at most one per interval across the cluster (the
+    ``vt:sweep-slot`` key), in whichever worker's timer fires first. Runs in the worker's
+    main process; the sweep itself runs as a task, in a pool slot."""
+
+    requires = {"celery.worker.components:Timer"}
+
+    def __init__(self, parent: WorkController, **kwargs: Any) -> None:
+        super().__init__(parent, **kwargs)
+        self._timer: Any = None
+
+    def start(self, parent: WorkController) -> None:
+        app, config = parent.app, parent.app.vancetope_config
+        client = redis_client(config)
+        every = config.sweep_interval
+
+        def send(claim: bool) -> None:
+            try:
+                if not claim or client.set(keys.SWEEP_SLOT, 1, nx=True, px=int(every * 1000)):
+                    app.send_task(SWEEP, expires=every)
+            except Exception as e:  # Redis or the broker is down: the next tick tries again
+                log.warning("could not schedule the sweeper (%s); retrying in %ss", e, every)
+
+        send(claim=False)
+        self._timer = parent.timer.call_repeatedly(every, send, (True,))
+
+    def stop(self, parent: WorkController) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+
 def enqueue_on(app: Celery) -> Enqueue:
-    """The Celery producer of lane turns: ``enqueue(tenant, process, shard)`` for ``Waker``."""
-    def enqueue(tenant_id: str, process_id: str, shard: int) -> None:
-        app.send_task(LANE_TURN, args=[tenant_id, process_id], queue=lane_queue(shard))
+    """The Celery producer of lane turns: ``enqueue(tenant, process, shard, delay)`` for
+    ``Waker``."""
+    def enqueue(tenant_id: str, process_id: str, shard: int, delay: float = 0.0) -> None:
+        app.send_task(LANE_TURN, args=[tenant_id, process_id], queue=lane_queue(shard),
+                      countdown=delay or None)
 
     return enqueue
 

@@ -3,7 +3,10 @@
 (``worker_main``, solo pool), one SQLite file shared by every process.
 
 The test process plays sender (``brain.sessions.steer``) and, when a test asks
-for it, beat: a thread that runs a worker's ``sweep()`` every ``sweep_interval``.
+for it, the sweeper: a thread that runs a worker's ``sweep()`` every
+``sweep_interval``. Workers schedule no sweeps of their own (``SweepSchedule``)
+unless a test starts them ``sweeping``: a test of what happens without the
+sweeper must not be rescued by one.
 Every child process is started in its own session and killed at teardown.
 """
 
@@ -33,6 +36,7 @@ from workers.celery_app import create_celery, enqueue_on
 
 REPO = Path(__file__).resolve().parents[2]
 STARTUP_TIMEOUT = 60.0
+NEVER = 3600  # seconds: a sweep interval no test lives to see
 
 
 def child_env(base: dict[str, str]) -> dict[str, str]:
@@ -70,7 +74,7 @@ class Worker:
     """One ``worker_main`` OS process and its marker files."""
 
     def __init__(self, name: str, directory: Path, env: dict[str, str], model: str,
-                 hold_commit: bool) -> None:
+                 hold_commit: bool, sweeping: bool) -> None:
         self.name = name
         self.dir = directory
         directory.mkdir(parents=True)
@@ -84,6 +88,8 @@ class Worker:
                       "VT_TEST_RELEASE": str(self.release_file)}
         if hold_commit:
             worker_env["VT_TEST_HOLD_COMMIT"] = str(self.hold_release)
+        if not sweeping:
+            worker_env["VANCETOPE_SWEEP_INTERVAL"] = str(NEVER)
         self._output: IO[bytes] = open(self.output_path, "wb")  # noqa: SIM115 - closed in stop()
         self.popen = subprocess.Popen(
             [sys.executable, "-m", "tests.integration.worker_main", name], cwd=REPO,
@@ -169,12 +175,14 @@ class Cluster:
         self.sweeps = 0
 
     # ── processes ───────────────────────────────────────────────────────
-    def start_workers(self, *models: str, hold_commit: bool = False) -> list[Worker]:
-        """Start one worker per model name and wait until all consume."""
+    def start_workers(self, *models: str, hold_commit: bool = False,
+                      sweeping: bool = False) -> list[Worker]:
+        """Start one worker per model name and wait until all consume; ``sweeping`` ones
+        schedule the sweeper as a worker pod does."""
         started = []
         for model in models:
             name = f"w{len(self.workers) + 1}"
-            worker = Worker(name, self.tmp / name, self.env, model, hold_commit)
+            worker = Worker(name, self.tmp / name, self.env, model, hold_commit, sweeping)
             self.workers.append(worker)
             started.append(worker)
         for worker in started:

@@ -50,3 +50,23 @@ def test_a_failed_enqueue_leaves_no_flag_behind(client):
     with pytest.raises(ConnectionError):
         Waker(client, broken, shards=1, flag_ttl=60).wake("acme", "proc_a")
     assert not client.exists(keys.wake("proc_a"))
+
+
+def test_a_forced_wake_enqueues_past_a_queued_flag(client):
+    queued: list[tuple[object, ...]] = []
+    waker = Waker(client, lambda *task: queued.append(task), shards=1, flag_ttl=60)
+    assert waker.wake("acme", "proc_a") and not waker.wake("acme", "proc_a")
+    assert waker.wake("acme", "proc_a", force=True)  # the sweeper's: that task may be lost
+    assert len(queued) == 2 and client.exists(keys.wake("proc_a"))
+
+
+def test_a_delayed_wake_carries_its_delay_and_coalesces_until_it_is_due(client):
+    queued: list[tuple[object, ...]] = []
+    waker = Waker(client, lambda *task: queued.append(task), shards=1, flag_ttl=60)
+    assert waker.wake_after("acme", "proc_a", 0.3)
+    assert not waker.wake_after("acme", "proc_a", 0.3)
+    assert waker.wake("acme", "proc_a")  # a wake now is not held back by a later one
+    assert queued == [("acme", "proc_a", 0, 0.3), ("acme", "proc_a", 0)]
+    wait_for(lambda: not client.exists(keys.wake_later("proc_a")),
+             what="the delayed wake to fall due")
+    assert waker.wake_after("acme", "proc_a", 0.3)

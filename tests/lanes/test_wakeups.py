@@ -76,3 +76,57 @@ def test_a_message_queued_while_paused_as_the_resume_turn_starts_is_not_stranded
     wait_for(lambda: any(line.content == "re: late" for line in
                          emb.brain.store.port(LaneStore).chat_history("acme", pid)),
              timeout=20, what="the reply to the message queued while the resume began")
+
+
+def test_a_lease_whose_holder_died_is_taken_over_when_it_runs_out(without_beat: Embedded) -> None:
+    emb = without_beat
+    emb.model = FunctionModel(lambda messages, tools: f"re: {messages[-1].content}")
+    pid = emb.brain.sessions.create_interactive(emb.who).chat_process_id
+    assert pid is not None
+    wait_for(lambda: emb.brain.sessions.process(emb.who, pid).status is ProcessStatus.IDLE)
+    # A worker that died holding the lane: its lease lives on, and nobody will release it.
+    emb.brain.redis.set(keys.lease(pid), "a-dead-worker's-token", px=1500)
+    emb.brain.sessions.steer(emb.who, pid, "hello")
+    wait_for(lambda: emb.brain.redis.exists(keys.wake_later(pid)), what="a delayed turn")
+    wait_for(lambda: any(line.content == "re: hello" for line in
+                         emb.brain.store.port(LaneStore).chat_history("acme", pid)),
+             timeout=20, what="the reply once the dead holder's lease ran out")
+
+
+@pytest.mark.parametrize("leased", [False, True], ids=["lost-task", "dead-holder"])
+def test_the_sweeper_finds_work_whose_task_sits_with_a_dead_worker(
+        without_beat: Embedded, leased: bool) -> None:
+    emb = without_beat
+    emb.model = FunctionModel(lambda messages, tools: f"re: {messages[-1].content}")
+    pid = emb.brain.sessions.create_interactive(emb.who).chat_process_id
+    assert pid is not None
+    wait_for(lambda: emb.brain.sessions.process(emb.who, pid).status is ProcessStatus.IDLE)
+    # A lane task queued with a worker that then died: its wake flag holds every wake back.
+    emb.brain.redis.set(keys.wake(pid), 1, px=60_000)
+    if leased:  # ... and that worker held the lane when it died
+        emb.brain.redis.set(keys.lease(pid), "a-dead-worker's-token", px=1500)
+    emb.brain.sessions.steer(emb.who, pid, "hello")
+    sweep_age = emb.worker_parts.config.sweep_age
+    wait_for(lambda: emb.worker_parts.sweep() > 0, timeout=sweep_age + 5,
+             what="a sweep that wakes the lane")
+    wait_for(lambda: any(line.content == "re: hello" for line in
+                         emb.brain.store.port(LaneStore).chat_history("acme", pid)),
+             timeout=20, what="the reply")
+
+
+def test_workers_schedule_the_sweeper_themselves(tmp_path: Path) -> None:
+    """No beat plays the sweep: the worker's ``SweepSchedule`` does, once per interval."""
+    emb = Embedded(tmp_path, VANCETOPE_HOUSEKEEPING_INTERVAL="3600")
+    try:
+        emb.model = FunctionModel(lambda messages, tools: f"re: {messages[-1].content}")
+        pid = emb.brain.sessions.create_interactive(emb.who).chat_process_id
+        assert pid is not None
+        wait_for(lambda: emb.brain.sessions.process(emb.who, pid).status is ProcessStatus.IDLE)
+        emb.brain.redis.set(keys.wake(pid), 1, px=60_000)  # its task sits with a dead worker
+        emb.brain.sessions.steer(emb.who, pid, "hello")
+        wait_for(lambda: any(line.content == "re: hello" for line in
+                             emb.brain.store.port(LaneStore).chat_history("acme", pid)),
+                 timeout=20, what="the reply, found by a sweep")
+        assert emb.brain.redis.exists(keys.SWEEP_SLOT)
+    finally:
+        emb.stop()

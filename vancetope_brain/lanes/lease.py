@@ -12,6 +12,9 @@ from vancetope_brain import keys
 
 log = logging.getLogger(__name__)
 
+TAKE_OVER_MARGIN = 0.05
+"""Seconds after a busy lease runs out at which a delayed turn takes the lane over."""
+
 
 class Lease:
     """A held lane lease. ``lost`` is set when a renewal finds the lock no longer ours."""
@@ -35,6 +38,8 @@ class LeaseKeeper:
     re-check (``vt:recheck:{pid}``) and tries once more; the holder reads the
     request when it releases (``release`` returns True). Either the holder reads
     it, or it had released before the second try, which then gets the lease.
+    A holder that died or froze reads nothing: the lane runner then also asks
+    for a turn once the lease has ``remaining`` time left (``Waker.wake_after``).
     """
 
     def __init__(self, client: redis.Redis, *, ttl: float) -> None:
@@ -63,6 +68,10 @@ class LeaseKeeper:
                                                 daemon=True)
                 self._thread.start()
         return lease
+
+    def remaining(self, process_id: str) -> float:
+        """Seconds until the lease of ``process_id`` runs out unless renewed (0 if free)."""
+        return max(0, self._redis.pttl(keys.lease(process_id))) / 1000
 
     def release(self, lease: Lease) -> bool:
         """Give the lease back; True if another worker asked for a re-check meanwhile. A lease

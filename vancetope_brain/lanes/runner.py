@@ -16,7 +16,7 @@ from vancetope_brain.engines.context import RESET_MARK, ThinkEngineContext
 from vancetope_brain.engines.lifecycle import LifecycleCall
 from vancetope_brain.errors import Conflict, Fenced, NotFound, StoreError
 from vancetope_brain.events import EventBus, EventType
-from vancetope_brain.lanes.lease import Lease, LeaseKeeper
+from vancetope_brain.lanes.lease import TAKE_OVER_MARGIN, Lease, LeaseKeeper
 from vancetope_brain.lanes.waker import Waker
 from vancetope_brain.models import (
     ChatRole,
@@ -74,6 +74,10 @@ class LaneRunner:
         self._waker.clear(process_id)
         lease = self._leases.try_acquire(process_id)
         if lease is None:
+            # A live holder looks again when it releases; a dead or frozen one never does,
+            # so a turn is also due once its lease runs out (no wait for the sweeper).
+            self._waker.wake_after(tenant_id, process_id,
+                                   self._leases.remaining(process_id) + TAKE_OVER_MARGIN)
             return TurnOutcome.BUSY
         status: ProcessStatus | None = None
         again = look = False

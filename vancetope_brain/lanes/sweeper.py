@@ -8,6 +8,7 @@ import redis
 
 from vancetope_brain import keys
 from vancetope_brain.engines.context import TIMER_COMMAND
+from vancetope_brain.lanes.lease import TAKE_OVER_MARGIN
 from vancetope_brain.lanes.waker import Waker
 from vancetope_brain.models import ExternalCommand, InboxMessage, new_id, utcnow
 from vancetope_brain.store import LaneStore
@@ -18,18 +19,22 @@ TIMERS_PER_SWEEP = 500
 
 def sweep(store: LaneStore, client: redis.Redis, waker: Waker, *, age: float) -> int:
     """Re-wake every wakeable process with a message pending longer than ``age`` seconds,
-    and every INIT or RUNNING one (a lost start, a dead turn), that has no live lease.
-    Returns how many were woken.
+    and every INIT or RUNNING one (a lost start, a dead turn). One with no live lease is
+    woken now, past any wake flag (its queued task may sit with a dead or frozen worker);
+    one whose lease is held gets a turn for when that lease runs out (its holder may be
+    dead). Returns how many were woken.
 
     Catches what a lost broker message, a killed worker or a frozen worker
-    left behind; the bound on pending time is lease TTL + sweep interval + age.
+    left behind; the bound on pending time is sweep interval + age, or the lease TTL.
     """
     woken = 0
     found = store.stale_pending(utcnow() - timedelta(seconds=age)) + store.unsettled()
     for tenant_id, process_id in dict.fromkeys(found):
-        if client.exists(keys.lease(process_id)):
-            continue
-        woken += waker.wake(tenant_id, process_id)
+        held = client.pttl(keys.lease(process_id))
+        if held > 0:
+            woken += waker.wake_after(tenant_id, process_id, held / 1000 + TAKE_OVER_MARGIN)
+        else:
+            woken += waker.wake(tenant_id, process_id, force=True)
     return woken
 
 

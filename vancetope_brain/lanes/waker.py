@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable
+from typing import Protocol
 
 import redis
 
 from vancetope_brain import keys
 
-Enqueue = Callable[[str, str, int], None]
-"""``enqueue(tenant_id, process_id, shard)`` puts one lane-turn task on queue ``lanes.{shard}``."""
+
+class Enqueue(Protocol):
+    def __call__(self, tenant_id: str, process_id: str, shard: int, delay: float = 0.0) -> None:
+        """Put one lane-turn task on queue ``lanes.{shard}``, to run ``delay`` seconds from now."""
 
 
 def shard_for(process_id: str, shards: int) -> int:
@@ -19,7 +21,8 @@ def shard_for(process_id: str, shards: int) -> int:
 
 
 class Waker:
-    """``wake`` enqueues a lane turn unless one is already queued for the process.
+    """``wake`` enqueues a lane turn unless one is already queued for the process;
+    ``wake_after`` enqueues one to run later (a lease that must run out first).
 
     The queued-flag is set with SET NX before enqueueing and cleared by the
     task as its first act (``clear``), so a message persisted after the task
@@ -35,15 +38,28 @@ class Waker:
         self._shards = shards
         self._flag_ttl_ms = int(flag_ttl * 1000)
 
-    def wake(self, tenant_id: str, process_id: str) -> bool:
-        """Enqueue a lane turn; False when one was already queued (coalesced)."""
-        if not self._redis.set(keys.wake(process_id), 1, nx=True, px=self._flag_ttl_ms):
+    def wake(self, tenant_id: str, process_id: str, *, force: bool = False) -> bool:
+        """Enqueue a lane turn; False when one was already queued (coalesced). ``force``
+        enqueues regardless: the sweeper's, which finds work that a queued task should have
+        done long ago (that task may sit with a frozen or dead worker)."""
+        if not self._redis.set(keys.wake(process_id), 1, nx=not force, px=self._flag_ttl_ms):
             return False
         try:
             self._enqueue(tenant_id, process_id, shard_for(process_id, self._shards))
         except Exception:
             self._redis.delete(keys.wake(process_id))
             raise
+        return True
+
+    def wake_after(self, tenant_id: str, process_id: str, delay: float) -> bool:
+        """Enqueue a lane turn to run in ``delay`` seconds, unless one is already due then or
+        earlier (coalesced: False). For a lane whose lease another worker holds: if that
+        worker is alive it looks at the inbox when it releases; if it died or froze, its
+        lease runs out, and this turn takes over (liveness without the sweeper)."""
+        if not self._redis.set(keys.wake_later(process_id), 1, nx=True,
+                               px=max(1, int(delay * 1000))):
+            return False
+        self._enqueue(tenant_id, process_id, shard_for(process_id, self._shards), delay)
         return True
 
     def clear(self, process_id: str) -> None:
