@@ -74,7 +74,7 @@ class Worker:
     """One ``worker_main`` OS process and its marker files."""
 
     def __init__(self, name: str, directory: Path, env: dict[str, str], model: str,
-                 hold_commit: bool, sweeping: bool) -> None:
+                 hold_commit: bool, sweeping: bool, pool: str = "solo") -> None:
         self.name = name
         self.dir = directory
         directory.mkdir(parents=True)
@@ -90,6 +90,7 @@ class Worker:
             worker_env["VT_TEST_HOLD_COMMIT"] = str(self.hold_release)
         if not sweeping:
             worker_env["VANCETOPE_SWEEP_INTERVAL"] = str(NEVER)
+        worker_env["VT_TEST_POOL"] = pool
         self._output: IO[bytes] = open(self.output_path, "wb")  # noqa: SIM115 - closed in stop()
         self.popen = subprocess.Popen(
             [sys.executable, "-m", "tests.integration.worker_main", name], cwd=REPO,
@@ -141,6 +142,12 @@ class Worker:
     def signal(self, sig: signal.Signals) -> None:
         os.kill(self.pid, sig)
 
+    def kill_group(self) -> None:
+        """SIGKILL the worker and its pool children at once (a pod dying), and reap it."""
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.pid, signal.SIGKILL)
+        self.popen.wait(timeout=30)
+
     def stop(self) -> None:
         self.release()
         self.release_commits()
@@ -175,14 +182,15 @@ class Cluster:
         self.sweeps = 0
 
     # ── processes ───────────────────────────────────────────────────────
-    def start_workers(self, *models: str, hold_commit: bool = False,
-                      sweeping: bool = False) -> list[Worker]:
+    def start_workers(self, *models: str, hold_commit: bool = False, sweeping: bool = False,
+                      pool: str = "solo") -> list[Worker]:
         """Start one worker per model name and wait until all consume; ``sweeping`` ones
-        schedule the sweeper as a worker pod does."""
+        schedule the sweeper as a worker pod does; ``pool`` is their Celery pool."""
         started = []
         for model in models:
             name = f"w{len(self.workers) + 1}"
-            worker = Worker(name, self.tmp / name, self.env, model, hold_commit, sweeping)
+            worker = Worker(name, self.tmp / name, self.env, model, hold_commit, sweeping,
+                            pool)
             self.workers.append(worker)
             started.append(worker)
         for worker in started:

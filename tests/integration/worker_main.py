@@ -18,13 +18,18 @@ with the worker's configuration in ``VANCETOPE_*`` variables and these:
     when the consumer is up, ``start``/``end`` around every model call,
     ``committed`` (see below) and ``postrun <outcome>`` after every lane-turn
     task (``committed``, ``busy``, ``fenced``, ...).
+``VT_TEST_ECHO_ALL``
+    Set: the echoing models answer every user message since their last answer, one
+    ``echo: <message>`` line each (see ``_echo``).
+``VT_TEST_POOL``, ``VT_TEST_CONCURRENCY``
+    The Celery pool (default ``solo``, concurrency 1) — ``prefork`` as a worker pod runs.
 ``VT_TEST_HOLD_COMMIT``
     A file name. While it does not exist, a turn that drained messages stops
     right after its fenced commit, before the lane lease is released (the
     "turn is ending" window), logs ``committed`` and waits for the file.
 
-The pool is ``solo``: the worker process itself runs the turn, so SIGKILL and
-SIGSTOP hit the turn, its lease heartbeat and the broker connection at once.
+The pool is ``solo`` by default: the worker process itself runs the turn, so SIGKILL
+and SIGSTOP hit the turn, its lease heartbeat and the broker connection at once.
 """
 
 from __future__ import annotations
@@ -78,6 +83,21 @@ def _last_user(messages: list[LlmMessage]) -> str:
     return next((m.content for m in reversed(messages) if m.role == "user"), "")
 
 
+def _echo(messages: list[LlmMessage]) -> str:
+    """``echo: <last user message>``; with ``VT_TEST_ECHO_ALL`` one ``echo: <message>`` line
+    for every user message since the last answer (a turn that drained several answers
+    each, so the chaos oracle can count answers per message)."""
+    if not os.environ.get("VT_TEST_ECHO_ALL"):
+        return f"echo: {_last_user(messages)}"
+    since: list[str] = []
+    for m in messages:
+        if m.role == "assistant":
+            since = []
+        elif m.role == "user":
+            since.append(m.content)
+    return "\n".join(f"echo: {c}" for c in since)
+
+
 class StreamingEcho:
     """``echo: <last user message>``, one token event per word, ``delay`` seconds apart,
     waiting for the file ``release`` after ``hold`` words when ``hold`` is set."""
@@ -93,7 +113,7 @@ class StreamingEcho:
                  on_token: TokenSink | None = None) -> LlmResponse:
         last = _last_user(messages)
         log("start", last)
-        text = f"echo: {last}"
+        text = _echo(messages)
         for i, word in enumerate(split_words(text)):
             if i == self.hold:
                 wait_for_file(self.release)
@@ -140,7 +160,7 @@ def build_model(mode: str) -> ChatModel:
         elif mode == "slow":
             time.sleep(delay)
         log("end", last)
-        return f"echo: {last}"
+        return _echo(messages)
 
     return FunctionModel(answer, name=f"test-{mode}")
 
@@ -242,10 +262,13 @@ def main(argv: list[str]) -> None:
         hold_vogon_turns(os.environ["VT_TEST_VOGON_HOLD"])
     app = create_celery(Config.from_env(), model_for=lambda process: model)
     # concurrency 1: prefetch is multiplier × concurrency, and a solo worker must not
-    # reserve a second lane task while it runs (or is frozen in) one.
-    app.worker_main(["worker", "--pool=solo", "--concurrency=1", "--loglevel=WARNING",
-                     "-n", f"{name}@localhost", "--without-mingle", "--without-gossip",
-                     "--without-heartbeat"])
+    # reserve a second lane task while it runs (or is frozen in) one. VT_TEST_POOL=prefork
+    # runs the pool of a worker pod instead (VT_TEST_CONCURRENCY children).
+    pool = os.environ.get("VT_TEST_POOL", "solo")
+    concurrency = os.environ.get("VT_TEST_CONCURRENCY", "1" if pool == "solo" else "2")
+    app.worker_main(["worker", f"--pool={pool}", f"--concurrency={concurrency}",
+                     "--loglevel=WARNING", "-n", f"{name}@localhost", "--without-mingle",
+                     "--without-gossip", "--without-heartbeat"])
 
 
 if __name__ == "__main__":

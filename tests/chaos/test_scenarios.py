@@ -1,0 +1,130 @@
+"""Chaos scenarios on the distributed shape with the default settings (issue 11): each
+injects a fault under load, waits for the system to settle, runs the oracle and reports
+its recovery time. Bounds are generous multiples of the documented ones; the figures are
+in the run's "chaos: recovery" summary."""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+
+import pytest
+
+from tests.chaos.conftest import LEASE_TTL, ROUNDS, OwnRedis, report, since
+from tests.chaos.oracle import Oracle
+from tests.helpers import wait_for
+from tests.integration.gateways import Client, Stack
+
+pytestmark = [pytest.mark.chaos, pytest.mark.slow]
+
+
+def _sessions(stack: Stack, count: int, with_clients: int) -> tuple[list[str], dict[str, Client]]:
+    """``count`` chat processes (IDLE), the first ``with_clients`` of them created by a
+    WebSocket client that stays bound to the session."""
+    gateways = stack.start_gateways(2) if with_clients else []
+    pids, clients = [], {}
+    for i in range(count):
+        if i < with_clients:
+            client = stack.client(gateways[i % 2])
+            created = client.request("session-create", title=f"chaos {i}")
+            pid = created["chatProcessId"]
+            clients[pid] = client
+        else:
+            pid = stack.cluster.brain.sessions.create_interactive(stack.cluster.who) \
+                .chat_process_id
+        pids.append(pid)
+    for pid in pids:
+        wait_for(lambda pid=pid: stack.cluster.brain.sessions.process(
+            stack.cluster.who, pid).status.value == "IDLE", timeout=30, what="start turns")
+    return pids, clients
+
+
+def _load(oracle: Oracle, pids: list[str], per_process: int, pause: float,
+          tag: str) -> threading.Thread:
+    """A sender thread: ``per_process`` messages to each process, ``pause`` s between rounds."""
+    def run() -> None:
+        for n in range(per_process):
+            for pid in pids:
+                oracle.send(pid, f"{tag}-{n}")
+            time.sleep(pause)
+
+    thread = threading.Thread(target=run, name="chaos-sender", daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.parametrize("round", range(ROUNDS))
+def test_redis_killed_and_restarted_empty_while_replies_stream(
+        chaos: Stack, own_redis: OwnRedis, round: int) -> None:
+    processes = 20
+    workers = chaos.cluster.start_workers("stream", "stream", sweeping=True, pool="prefork")
+    pids, clients = _sessions(chaos, processes, with_clients=6)
+    oracle = Oracle(chaos.cluster)
+    sender = _load(oracle, pids, per_process=4, pause=0.5, tag=f"r{round}")
+    time.sleep(1.0)  # replies are streaming
+    own_redis.kill()
+    killed = time.monotonic()
+    time.sleep(3.0)
+    own_redis.start()
+    sender.join(timeout=120)
+    wait_for(oracle.answered, timeout=120, interval=0.2, what="every message answered")
+    recovered = since(killed)
+    for worker in workers:
+        assert worker.popen.poll() is None, f"worker {worker.name} exited after the restart"
+    oracle.check(clients)
+    report("redis SIGKILL + restart empty 3 s later, 20 streaming processes",
+           answered_after_kill_s=recovered, messages=sum(map(len, oracle.sent.values())),
+           sends_retried=oracle.refused,
+           clients_with_gap=sum(bool(c.gaps) for c in clients.values()))
+
+
+@pytest.mark.parametrize("round", range(ROUNDS))
+def test_all_workers_killed_mid_turn_and_restarted_without_beat(chaos: Stack, round: int) -> None:
+    cluster = chaos.cluster
+    cluster.env["VT_TEST_DELAY"] = "1.5"  # each reply takes 1.5 s: the kill lands mid-turn
+    cluster.start_workers("slow", "slow", sweeping=True, pool="prefork")
+    pids, _ = _sessions(chaos, 8, with_clients=0)
+    oracle = Oracle(cluster)
+    for pid in pids:
+        oracle.send(pid, f"before-{round}")
+    wait_for(lambda: sum(len(w.entries("start")) for w in cluster.workers) >= 4,
+             timeout=30, what="turns under way")
+    for worker in list(cluster.workers):
+        worker.kill_group()
+    killed = time.monotonic()
+    cluster.start_workers("slow", "slow", sweeping=True, pool="prefork")
+    for pid in pids:
+        oracle.send(pid, f"after-{round}")
+    wait_for(oracle.answered, timeout=LEASE_TTL + 60, interval=0.1, what="every message answered")
+    recovered = since(killed)
+    oracle.check()
+    report("all workers SIGKILLed mid-turn and restarted, no beat",
+           answered_after_kill_s=recovered, bound_s=LEASE_TTL + 5)
+    assert recovered <= LEASE_TTL + 5 + 2 * 1.5 + 5, "slower than lease TTL + 5 s (+ the turns)"
+
+
+@pytest.mark.parametrize("round", range(ROUNDS))
+def test_a_worker_frozen_for_twice_the_lease_ttl(chaos: Stack, round: int) -> None:
+    cluster = chaos.cluster
+    cluster.env["VT_TEST_DELAY"] = "1.0"
+    frozen, other = cluster.start_workers("slow", "slow", sweeping=True)
+    pids, _ = _sessions(chaos, 4, with_clients=0)
+    oracle = Oracle(cluster)
+    for pid in pids:
+        oracle.send(pid, f"before-{round}")
+    wait_for(lambda: frozen.entries("start"), timeout=30, what="a turn on the worker to freeze")
+    frozen.signal(signal.SIGSTOP)
+    stopped = time.monotonic()
+    for pid in pids:
+        oracle.send(pid, f"during-{round}")
+    wait_for(oracle.answered, timeout=2 * LEASE_TTL, interval=0.1,
+             what="every message answered while the worker is frozen")
+    recovered = since(stopped)
+    time.sleep(max(0.0, 2 * LEASE_TTL - since(stopped)))
+    frozen.signal(signal.SIGCONT)
+    time.sleep(3)  # the thawed worker finds itself fenced and writes nothing
+    oracle.check()
+    report("one of two workers SIGSTOPped for 2 × lease TTL",
+           resumed_elsewhere_s=recovered, bound_s=LEASE_TTL + 3)
+    assert recovered <= LEASE_TTL + 3 + 2 * 1.0, "slower than lease TTL + 3 s (+ the turns)"
