@@ -5,6 +5,7 @@ in the run's "chaos: recovery" summary."""
 
 from __future__ import annotations
 
+import random
 import signal
 import threading
 import time
@@ -15,6 +16,7 @@ from tests.chaos.conftest import LEASE_TTL, ROUNDS, OwnRedis, report, since
 from tests.chaos.oracle import Oracle
 from tests.helpers import wait_for
 from tests.integration.gateways import Client, Stack
+from vancetope_brain.lanes.waker import shard_for
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
 
@@ -128,3 +130,35 @@ def test_a_worker_frozen_for_twice_the_lease_ttl(chaos: Stack, round: int) -> No
     report("one of two workers SIGSTOPped for 2 × lease TTL",
            resumed_elsewhere_s=recovered, bound_s=LEASE_TTL + 3)
     assert recovered <= LEASE_TTL + 3 + 2 * 1.0, "slower than lease TTL + 3 s (+ the turns)"
+
+
+@pytest.mark.parametrize("round", range(ROUNDS))
+def test_random_worker_kills_and_a_duplicate_task_storm_under_load(
+        chaos: Stack, round: int) -> None:
+    cluster = chaos.cluster
+    cluster.env["VT_TEST_DELAY"] = "0.2"
+    cluster.start_workers("slow", "slow", "slow", sweeping=True, pool="prefork")
+    pids, _ = _sessions(chaos, 10, with_clients=0)
+    oracle = Oracle(cluster)
+    sender = _load(oracle, pids, per_process=6, pause=0.4, tag=f"k{round}")
+    lane_turn = cluster.app.tasks["vancetope.lane_turn"]
+    for _ in range(200):  # every task a duplicate of a wake (Flower's "retry", a replayed queue)
+        for pid in pids:
+            lane_turn.apply_async(("acme", pid), queue=f"lanes.{shard_for(pid, cluster.config.lane_shards)}")
+    chooser = random.Random(round)
+    kills = 0
+    last_kill = time.monotonic()
+    for _ in range(3):
+        time.sleep(1.5)
+        victim = chooser.choice([w for w in cluster.workers if w.popen.poll() is None])
+        victim.kill_group()
+        last_kill = time.monotonic()
+        kills += 1
+        cluster.start_workers("slow", sweeping=True, pool="prefork")
+    sender.join(timeout=120)
+    wait_for(oracle.answered, timeout=LEASE_TTL + 60, interval=0.2, what="every message answered")
+    recovered = since(last_kill)
+    oracle.check()
+    report("3 random worker SIGKILLs + 2,000 duplicate lane tasks under load",
+           answered_after_last_kill_s=recovered, kills=kills,
+           messages=sum(map(len, oracle.sent.values())))
