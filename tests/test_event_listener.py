@@ -11,12 +11,15 @@ from vancetope_brain.events import EventBus, EventListener, EventType
 
 
 class HeldReads:
-    """A Redis client whose reads wait until ``go`` is set, after telling ``reading``."""
+    """A Redis client whose stream reads wait until ``go`` is set, after telling ``reading``."""
 
     def __init__(self, client: fakeredis.FakeRedis) -> None:
         self._client = client
         self.reading = threading.Event()
         self.go = threading.Event()
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        return getattr(self._client, name)
 
     def xread(self, *args, **kwargs):  # type: ignore[no-untyped-def]
         self.reading.set()
