@@ -232,11 +232,14 @@ class EventListener:
             sessions, raw, strict=True)}
         for follower in follows:
             now = origins[follower.session_id]
-            if follower.origin is None:
-                follower.origin = now
-            elif now != follower.origin:
+            # A follower that has not seen its log yet but holds a position in it (it was
+            # followed from a replayed seq) finds it gone just the same.
+            lost = now != follower.origin if follower.origin is not None else \
+                now is None and follower.last > 0
+            if lost:
                 self._gap(follower, now or 0)
-                follower.last, follower.origin = 0, now
+                follower.last = 0
+            follower.origin = now
 
     def _dispatch(self, session_id: str, read_after: int, rows: _Rows) -> None:
         """Deliver ``rows``, read from after seq ``read_after``, to the session's followers."""
