@@ -1,22 +1,29 @@
-"""The gateway's event listener: every follower gets every event after its seq, once, in order."""
+"""The gateway's event listener: every follower gets every event after its seq, once, in order —
+or an explicit gap where the log lost some (trimmed, reset by a Redis restart) — and the bus's
+deduplicated publish."""
 
 from __future__ import annotations
 
 import threading
 
 import fakeredis
+import redis
 
 from tests.helpers import wait_for
-from vancetope_brain.events import EventBus, EventListener, EventType
+from vancetope_brain import keys
+from vancetope_brain.events import EventBus, EventListener, EventType, Gap, StreamEvent
 
 
 class HeldReads:
-    """A Redis client whose reads wait until ``go`` is set, after telling ``reading``."""
+    """A Redis client whose stream reads wait until ``go`` is set, after telling ``reading``."""
 
     def __init__(self, client: fakeredis.FakeRedis) -> None:
         self._client = client
         self.reading = threading.Event()
         self.go = threading.Event()
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        return getattr(self._client, name)
 
     def xread(self, *args, **kwargs):  # type: ignore[no-untyped-def]
         self.reading.set()
@@ -44,3 +51,198 @@ def test_a_session_followed_from_further_back_during_a_read_misses_nothing():
     finally:
         reads.go.set()
         listener.close()
+
+
+class Followed:
+    """What one follower received: events' seqs and gaps, in arrival order."""
+
+    def __init__(self) -> None:
+        self.got: list[int | Gap] = []
+
+    def event(self, event: StreamEvent) -> None:
+        self.got.append(event.seq)
+
+    def gap(self, gap: Gap) -> None:
+        self.got.append(gap)
+
+    def gaps(self) -> list[Gap]:
+        return [g for g in self.got if isinstance(g, Gap)]
+
+
+def _lose_log(client: fakeredis.FakeRedis, session_id: str) -> None:
+    """What a Redis restart (or the log's expiry) does to a session's log."""
+    client.delete(keys.events(session_id), keys.event_seq(session_id),
+                  keys.event_origin(session_id), keys.event_published(session_id))
+
+
+def test_a_hole_under_a_follower_is_a_gap_then_what_follows():
+    """The log is trimmed past a follower's position while it is not reading: it gets a gap
+    naming what it missed, then the events that are left, never a silent jump."""
+    client = fakeredis.FakeRedis()
+    bus = EventBus(client, max_len=100, ttl=60)
+    first = bus.publish("s", "p", EventType.TOKEN)
+    reads = HeldReads(client)
+    listener = EventListener(reads, block_ms=20)  # type: ignore[arg-type]
+    behind, fresh = Followed(), Followed()
+    try:
+        listener.follow("s", first, behind.event, behind.gap)
+        assert reads.reading.wait(10)
+        seqs = [bus.publish("s", "p", EventType.TOKEN) for _ in range(4)]
+        client.xtrim(keys.events("s"), maxlen=2, approximate=False)  # seqs[0:2] are gone
+        listener.follow("s", seqs[-1], fresh.event, fresh.gap)
+        seqs.append(bus.publish("s", "p", EventType.TOKEN))
+        reads.go.set()
+        wait_for(lambda: seqs[-1] in behind.got and seqs[-1] in fresh.got,
+                 what="both followers to reach the last event")
+        assert behind.got == [Gap("s", first, seqs[2]), *seqs[2:]]
+        assert fresh.got == seqs[-1:]
+    finally:
+        reads.go.set()
+        listener.close()
+
+
+def test_a_lost_log_is_a_gap_at_once_then_the_new_log_from_its_start():
+    """Redis restarts empty under a follower (here: the log's keys deleted): it hears of it
+    without waiting for another event — the last ones may be among the lost — and then gets
+    the new log's events, without a second gap."""
+    client = fakeredis.FakeRedis()
+    bus = EventBus(client, max_len=100, ttl=60)
+    seqs = [bus.publish("s", "p", EventType.TOKEN) for _ in range(2)]
+    listener = EventListener(client, block_ms=20)
+    followed = Followed()
+    try:
+        listener.follow("s", 0, followed.event, followed.gap)
+        wait_for(lambda: followed.got == seqs, what="the old log")
+        _lose_log(client, "s")
+        wait_for(followed.gaps, what="the gap")
+        assert followed.got == [*seqs, Gap("s", seqs[-1], 0)]
+        fresh = [bus.publish("s", "p", EventType.TOKEN) for _ in range(2)]
+        wait_for(lambda: fresh[-1] in followed.got, what="the new log")
+        assert followed.got == [*seqs, Gap("s", seqs[-1], 0), *fresh]
+    finally:
+        listener.close()
+
+
+def test_a_log_lost_before_the_listener_saw_it_is_a_gap_for_a_follower_with_a_position():
+    """A client is followed from the seq its catch-up replayed, and the log is lost before
+    the listener's next round: it has never seen the log, yet it gets the gap."""
+    client = fakeredis.FakeRedis()
+    bus = EventBus(client, max_len=100, ttl=60)
+    seq = bus.publish("s", "p", EventType.TOKEN)
+    reads = HeldReads(client)
+    listener = EventListener(reads, block_ms=20)  # type: ignore[arg-type]
+    busy, followed, fresh = Followed(), Followed(), Followed()
+    try:
+        listener.follow("other", 0, busy.event, busy.gap)
+        assert reads.reading.wait(10)  # a round without "s"
+        listener.follow("s", seq, followed.event, followed.gap)
+        listener.follow("s", 0, fresh.event, fresh.gap)  # had nothing to lose
+        _lose_log(client, "s")
+        reads.go.set()
+        wait_for(followed.gaps, what="the gap")
+        after = bus.publish("s", "p", EventType.TOKEN)
+        wait_for(lambda: after in followed.got and after in fresh.got, what="the new log")
+        assert (followed.got, fresh.got) == ([Gap("s", seq, 0), after], [after])
+    finally:
+        reads.go.set()
+        listener.close()
+
+
+def test_a_reset_log_seen_first_through_its_new_events_is_one_gap():
+    """The log is lost and a new one started while the follower is blocked in a read: it
+    gets one gap, from its last seq to the new log's first event, then the new events."""
+    client = fakeredis.FakeRedis()
+    bus = EventBus(client, max_len=100, ttl=60)
+    old = bus.publish("s", "p", EventType.TOKEN)
+    reads = HeldReads(client)
+    listener = EventListener(reads, block_ms=20)  # type: ignore[arg-type]
+    followed = Followed()
+    try:
+        listener.follow("s", 0, followed.event, followed.gap)
+        reads.go.set()
+        wait_for(lambda: followed.got == [old], what="the old log")
+        reads.go.clear()
+        reads.reading.clear()
+        assert reads.reading.wait(10)
+        _lose_log(client, "s")
+        fresh = [bus.publish("s", "p", EventType.TOKEN) for _ in range(2)]
+        reads.go.set()
+        wait_for(lambda: fresh[-1] in followed.got, what="the new log")
+        assert followed.got == [old, Gap("s", old, fresh[0]), *fresh]
+    finally:
+        reads.go.set()
+        listener.close()
+
+
+class FailingReads:
+    """A Redis client whose stream reads fail with ConnectionError while ``down`` is set."""
+
+    def __init__(self, client: fakeredis.FakeRedis) -> None:
+        self._client = client
+        self.down = threading.Event()
+        self.failed = threading.Event()
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        return getattr(self._client, name)
+
+    def xread(self, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if self.down.is_set():
+            self.failed.set()
+            raise redis.ConnectionError("Connection closed by server.")
+        return self._client.xread(*args, **kwargs)
+
+
+def test_redis_restarting_empty_while_the_listener_reads_is_a_gap_after_reconnecting():
+    client = fakeredis.FakeRedis()
+    bus = EventBus(client, max_len=100, ttl=60)
+    seq = bus.publish("s", "p", EventType.TOKEN)
+    flaky = FailingReads(client)
+    listener = EventListener(flaky, block_ms=20)  # type: ignore[arg-type]
+    followed = Followed()
+    try:
+        listener.follow("s", seq, followed.event, followed.gap)
+        flaky.down.set()
+        assert flaky.failed.wait(10)
+        _lose_log(client, "s")  # the restarted Redis is empty
+        flaky.down.clear()
+        wait_for(followed.gaps, what="the gap")
+        after = bus.publish("s", "p", EventType.TOKEN)
+        wait_for(lambda: after in followed.got, what="the new log")
+        assert followed.got == [Gap("s", seq, 0), after]
+    finally:
+        listener.close()
+
+
+def test_followers_of_a_live_log_get_no_gap():
+    client = fakeredis.FakeRedis()
+    bus = EventBus(client, max_len=100, ttl=60)
+    listener = EventListener(client, block_ms=20)
+    from_start, later = Followed(), Followed()
+    try:
+        listener.follow("s", 0, from_start.event, from_start.gap)  # before the log exists
+        seqs = [bus.publish("s", "p", EventType.TOKEN) for _ in range(3)]
+        listener.follow("s", seqs[-1], later.event, later.gap)
+        seqs += [bus.publish("s", "p", EventType.TOKEN) for _ in range(3)]
+        wait_for(lambda: seqs[-1] in from_start.got and seqs[-1] in later.got,
+                 what="the last event")
+        assert (from_start.got, later.got) == (seqs, seqs[3:])
+    finally:
+        listener.close()
+
+
+def test_a_publish_repeated_with_its_dedupe_id_adds_nothing():
+    client = fakeredis.FakeRedis()
+    bus = EventBus(client, max_len=3, ttl=60)
+    first = bus.publish("s", "p", EventType.CHAT_MESSAGE, {"n": 1}, dedupe="chat:1")
+    assert bus.publish("s", "p", EventType.CHAT_MESSAGE, {"n": 1}, dedupe="chat:1") == first
+    assert bus.publish("t", "p", EventType.CHAT_MESSAGE, {"n": 1}, dedupe="chat:1") != first
+    other = bus.publish("s", "p", EventType.CHAT_MESSAGE, {"n": 2}, dedupe="chat:2")
+    plain = [bus.publish("s", "p", EventType.TOKEN) for _ in range(2)]  # no dedupe: each counts
+    assert [e.seq for e in bus.read("s", 0)] == [first, other, *plain]
+    assert bus.publish("s", "p", EventType.CHAT_MESSAGE, {"n": 2}, dedupe="chat:2") == other
+    # The marks are capped like the log (the last max_len marked events) and expire with it.
+    for n in range(3, 7):
+        bus.publish("s", "p", EventType.CHAT_MESSAGE, {"n": n}, dedupe=f"chat:{n}")
+    marks = [m.decode() for m in client.zrange(keys.event_published("s"), 0, -1)]
+    assert marks == ["chat:4", "chat:5", "chat:6"]
+    assert 0 < client.ttl(keys.event_published("s")) <= 60

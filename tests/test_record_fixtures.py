@@ -21,6 +21,7 @@ from pydantic import BaseModel
 from tests.helpers import import_shipped_modules, shipped_subclasses
 from vancetope_brain.errors import StoreError
 from vancetope_brain.models import (
+    ChatMessage,
     ChatRole,
     Document,
     ExternalCommand,
@@ -121,6 +122,10 @@ def test_chat_and_turn_fields() -> None:
     record = _load("turn_record.v1.json")
     assert (record.epoch, record.status_after) == (2, ProcessStatus.IDLE)
     assert record.drained_ids == ["msg_6b7c8d9e0f1a2b3c"]
+    event = _load("outbox_event.v1.json")
+    assert (event.id, event.epoch, event.index, event.type) == (
+        "chat:chat_1a2b3c4d5e6f7a8b", 3, 0, "chat-message")
+    assert ChatMessage.load(event.data).content == "Here is the summary."
 
 
 def test_inbox_item_and_delivery_fields() -> None:

@@ -25,7 +25,7 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "VANCETOPE_LEASE_TTL": ("10", "Seconds a lane lease lives without a heartbeat (renewed every TTL/3)."),
     "VANCETOPE_SWEEP_INTERVAL": ("5", "Seconds between sweeper runs (scheduled by the workers, one per interval across the cluster)."),
     "VANCETOPE_HOUSEKEEPING_INTERVAL": ("30", "Seconds between housekeeping runs (beat): due e-mail batches, inbox auto-archive."),
-    "VANCETOPE_SWEEP_AGE": ("3", "A pending message older than this many seconds with no live lease is re-woken."),
+    "VANCETOPE_SWEEP_AGE": ("3", "A pending message older than this many seconds with no live lease is re-woken; committed events still unpublished after it are published by the sweeper."),
     "VANCETOPE_PRESENCE_TTL": ("30", "Seconds a client connection counts as present without renewal; a gateway that dies takes this long to count as gone."),
     "VANCETOPE_WORKER_CONCURRENCY": ("4", "Worker threads of the embedded in-process Celery worker."),
     "VANCETOPE_HOST": ("127.0.0.1", "Address `vancetope serve` binds."),

@@ -10,6 +10,7 @@
 | ``vt:evseq:{sid}``          | string | event log TTL           | last event sequence number of a session        |
 | ``vt:evorigin:{sid}``       | string | event log TTL           | first sequence number of the current log       |
 | ``vt:events:{sid}``         | stream | event log TTL, capped   | the session's recent events, id ``{seq}-0``    |
+| ``vt:evpub:{sid}``          | zset   | event log TTL, capped   | outbox event ids published into the log → seq  |
 | ``vt:presence:{sid}``       | zset   | presence TTL, renewed   | bound connections → expiry time (epoch s)      |
 | ``vt:presence-index``       | zset   | none                    | ``tenant/sid`` of sessions with a bound client |
 | ``vt:activity``             | zset   | none                    | ``tenant/sid`` → idle deadline (epoch s)       |
@@ -54,6 +55,12 @@ def event_seq(session_id: str) -> str:
 
 def event_origin(session_id: str) -> str:
     return f"{PREFIX}evorigin:{session_id}"
+
+
+def event_published(session_id: str) -> str:
+    """The outbox events already in the session's log (their ids, scored by seq), so a
+    publish repeated after a crash adds nothing; capped like the log."""
+    return f"{PREFIX}evpub:{session_id}"
 
 
 def presence(session_id: str) -> str:

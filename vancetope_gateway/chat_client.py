@@ -17,6 +17,7 @@ import socket
 import sys
 import threading
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,8 @@ from vancetope_brain.config import Config
 from vancetope_brain.errors import Unauthorized, VancetopeError
 
 REPLY_TIMEOUT = 300.0
+RELOAD_LINES = 100
+"""Chat lines re-read after an ``events-gap`` (the newest ones)."""
 
 
 class _Client(Client):
@@ -148,7 +151,9 @@ def run_chat(config: Config, *, url: str | None, token: str | None, session_id: 
                   flush=True)
         chat_pid = reply["chatProcessId"]
         replay_until = reply["lastSeq"]
-        tracker = _Printer(out, chat_pid, replay_until, printed_chat_seq)
+        tracker = _Printer(out, chat_pid, replay_until, printed_chat_seq,
+                           history=lambda: client.request("chat-history", processId=chat_pid,
+                                                          limit=RELOAD_LINES)["messages"])
         tracker.drain(client.events)  # the inbox summary that followed the welcome
         for line in _input_lines(interactive):
             if not line.strip():
@@ -177,10 +182,14 @@ def run_chat(config: Config, *, url: str | None, token: str | None, session_id: 
 
 
 class _Printer:
-    """Prints events: live tokens as they stream, replayed history as whole lines."""
+    """Prints events: live tokens as they stream, replayed history as whole lines. After an
+    ``events-gap`` it re-reads the chat (``history``: the latest lines, oldest first) and
+    prints what it had not shown."""
 
-    def __init__(self, out: Any, pid: str, replay_until: int, printed_chat_seq: int) -> None:
+    def __init__(self, out: Any, pid: str, replay_until: int, printed_chat_seq: int,
+                 history: Callable[[], list[dict[str, Any]]] | None = None) -> None:
         self.out, self.pid = out, pid
+        self.history = history
         self.replay_until = replay_until
         self.printed_chat_seq = printed_chat_seq
         self.last_seq = 0
@@ -223,6 +232,8 @@ class _Printer:
                 self.out.write("\n")
                 self.streaming = False
             print(f"(inbox) {_item_line(frame['data']['item'])}", file=self.out, flush=True)
+        elif frame["type"] == "events-gap":
+            self._reload(frame["data"]["firstAvailable"])
         if frame["type"] != "event":
             return
         event = frame["data"]
@@ -251,6 +262,27 @@ class _Printer:
                 self.streamed = False  # already shown token by token
             else:
                 _print_line(self.out, line)
+            if line["role"] == "error" or (line["role"] == "assistant" and self.asked):
+                self.waiting = False
+
+
+    def _reload(self, first_available: int) -> None:
+        """Events were lost (the log was trimmed, or Redis restarted): the chat is the record,
+        so show the lines of it not shown yet, as ``handle`` would have, and go on."""
+        self.last_seq = max(first_available - 1, 0)
+        if self.streaming:
+            self.out.write("\n")
+            self.streaming = False
+        self.streamed = False  # a streamed answer may have been cut short: print it whole
+        print("(some events were lost; reloading the conversation)", file=self.out, flush=True)
+        for line in self.history() if self.history else []:
+            if line["seq"] <= self.printed_chat_seq:
+                continue
+            self.printed_chat_seq = line["seq"]
+            if line["role"] == "user" and line.get("sourceMessageId") == self.question:
+                self.asked = True  # the user's own line: typed here, already on screen
+                continue
+            _print_line(self.out, line)
             if line["role"] == "error" or (line["role"] == "assistant" and self.asked):
                 self.waiting = False
 

@@ -494,7 +494,9 @@ class EventData(Wire):
 
 
 class EventsGap(Wire):
-    """Events the client asked for are no longer kept; reload chat history, then go on live."""
+    """Events this client should have had are gone (no longer kept, or lost with the log, e.g.
+    a Redis restart) — on resume or live: reload chat history, then go on with the events that
+    follow. ``firstAvailable``: the seq of the next event, or 0 when the log holds nothing now."""
 
     session_id: str
     requested_after: int

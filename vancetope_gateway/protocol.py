@@ -30,7 +30,7 @@ from vancetope_brain.errors import (
     UnknownFrameType,
     VancetopeError,
 )
-from vancetope_brain.events import EventListener, EventType, StreamEvent
+from vancetope_brain.events import EventListener, EventType, Gap, StreamEvent
 from vancetope_brain.identity import Principal
 from vancetope_brain.models import Fingerprint, ProcessStatus, Session, SessionStatus
 from vancetope_brain.models.inbox import Criticality, InboxItem
@@ -507,14 +507,14 @@ class Connection:
         after = self._resume_after
         first = self._gateway.events.missed(session.id, after)
         if first is not None:
-            self.push("events-gap", frames.EventsGap(
-                session_id=session.id, requested_after=after, first_available=first))
+            self._on_gap(Gap(session.id, after, first))
             after = first - 1
         self._live_after = self._gateway.events.last_seq(session.id)
         after = self._catch_up(session.id, after)
         with self._lock:
             if self.state is not ConnState.CLOSED:
-                self._follow = self._listener.follow(session.id, after, self._on_event)
+                self._follow = self._listener.follow(session.id, after, self._on_event,
+                                                     self._on_gap)
 
     def _catch_up(self, session_id: str, after: int) -> int:
         """Replay the logged events after ``after`` here, at the pace of this client's
@@ -534,6 +534,14 @@ class Connection:
                 self._on_event(event)
             after = events[-1].seq
         return after
+
+    def _on_gap(self, gap: Gap) -> None:
+        """Events this client should have had are gone (trimmed, or lost with the log): it
+        reloads the chat, and the events that follow come next. From the reader's thread
+        (on resume) or the listener's."""
+        self.push("events-gap", frames.EventsGap(session_id=gap.session_id,
+                                                 requested_after=gap.requested_after,
+                                                 first_available=gap.first_available))
 
     def _on_event(self, event: StreamEvent) -> None:
         if event.type is EventType.CLIENT_TOOL_REQUEST:

@@ -7,17 +7,19 @@ the LLM — built only in worker processes (after a prefork fork, in the child).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 
 from vancetope_brain.config import Config
 from vancetope_brain.engines import ENGINES, EngineRegistry
 from vancetope_brain.engines.contexts import ContextFactory, ModelFor
+from vancetope_brain.events import EventOutbox
 from vancetope_brain.lanes import LaneRunner, LeaseKeeper
 from vancetope_brain.lanes.sweeper import fire_timers, sweep
 from vancetope_brain.lanes.waker import Enqueue
 from vancetope_brain.llm.profiles import ModelRouter
 from vancetope_brain.models import ThinkProcess, utcnow
 from vancetope_brain.runtime import Core
-from vancetope_brain.store import Backend, LaneStore, SessionStore, UserInboxStore
+from vancetope_brain.store import Backend, EventOutboxStore, LaneStore, SessionStore, UserInboxStore
 from vancetope_brain.tools import ToolSource
 from vancetope_brain.tools.client import ClientToolBridge
 from vancetope_brain.tools.mcp import McpRegistry
@@ -29,13 +31,16 @@ CLIENT_TOOL_TIMEOUT = 30.0
 @dataclass(frozen=True)
 class Worker(Core):
     runner: LaneRunner
+    outbox: EventOutbox
     mcp: McpRegistry
 
     def sweep(self) -> int:
-        """The beat job: re-wake orphaned work, deliver due timers, then apply session
-        policies that are due."""
+        """The beat job: re-wake orphaned work, publish events dead workers committed but
+        left unpublished, deliver due timers, then apply session policies that are due."""
         lanes = self.store.port(LaneStore)
-        return sweep(lanes, self.redis, self.waker, age=self.config.sweep_age) + \
+        age = self.config.sweep_age
+        return sweep(lanes, self.redis, self.waker, age=age) + \
+            self.outbox.sweep(utcnow() - timedelta(seconds=age)) + \
             fire_timers(lanes, self.waker) + self.lifecycle.sweep()
 
     def housekeeping(self) -> int:
@@ -64,12 +69,14 @@ def build_worker(config: Config, enqueue: Enqueue, *, model_for: ModelFor | None
                                     timeout=CLIENT_TOOL_TIMEOUT), mcp]
 
     lanes, processes = store.port(LaneStore), store.port(SessionStore)
+    outbox = EventOutbox(store.port(EventOutboxStore), events)
     contexts = ContextFactory(lanes=lanes, processes_store=processes, settings=core["settings"],
                               events=events, engines=engines,
                               processes=core["process_factory"], model_for=model_for,
                               tool_sources=tool_sources, inbox=core["inbox"])
     runner = LaneRunner(lanes=lanes, processes=processes, items=store.port(UserInboxStore),
-                        events=events, leases=LeaseKeeper(core["redis"], ttl=config.lease_ttl),
+                        events=events, outbox=outbox,
+                        leases=LeaseKeeper(core["redis"], ttl=config.lease_ttl),
                         waker=core["waker"], engines=engines, contexts=contexts,
                         worker_name=worker_name)
-    return Worker(**core, runner=runner, mcp=mcp)
+    return Worker(**core, runner=runner, outbox=outbox, mcp=mcp)

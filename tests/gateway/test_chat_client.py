@@ -94,3 +94,25 @@ def test_a_welcome_committed_after_the_users_message_was_sent_is_not_its_answer(
                                               "content": "echo: hello"}))
     assert out.getvalue() == "assistant> Hi.\nassistant> echo: hello\n"
     assert not printer.waiting
+
+
+def test_an_events_gap_mid_answer_reloads_the_chat_and_prints_what_was_missed():
+    """The stream broke off in the middle of a streamed answer (a Redis restart): the printer
+    ends the cut line, re-reads the chat, prints the lines it had not shown (not the user's
+    own, already on screen) — the whole answer among them — and stops waiting."""
+    out = io.StringIO()
+    history = [{"seq": 1, "role": "assistant", "content": "Hi."},
+               {"seq": 2, "role": "user", "content": "tell me", "sourceMessageId": "msg_1"},
+               {"seq": 3, "role": "assistant", "content": "A long story."}]
+    printer = _Printer(out, "proc_1", 0, 1, history=lambda: history)
+    printer.expect_answer("msg_1")
+    printer.handle(_event(10, "token", {"text": "A lo"}))
+    printer.handle({"type": "events-gap", "data": {"sessionId": "ses_1", "requestedAfter": 10,
+                                                   "firstAvailable": 0}})
+    assert out.getvalue() == ("assistant> A lo\n(some events were lost; reloading the "
+                              "conversation)\nassistant> A long story.\n")
+    assert not printer.waiting
+    assert printer.last_seq == 0  # a later resume replays the new log from its start
+    # The lost events, published again into the new log later, are not printed twice.
+    printer.handle(_event(7, "chat-message", {**history[2], "processId": "proc_1"}))
+    assert out.getvalue().count("A long story.") == 1

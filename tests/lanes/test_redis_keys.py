@@ -79,8 +79,8 @@ def test_connect_turn_disconnect_leaves_exactly_the_documented_keys(lanes):
         lanes.run_until_idle()
         assert [m.content for m in brain.store.port(LaneStore).chat_history("acme", pid)][-1] == "echo: hello"
         assert _all_keys(brain) == {
-            keys.event_seq(sid), keys.event_origin(sid), keys.events(sid), keys.ACTIVITY,
-            keys.presence(sid), keys.PRESENCE_INDEX, keys.client_tools(sid),
+            keys.event_seq(sid), keys.event_origin(sid), keys.events(sid),
+            keys.event_published(sid), keys.ACTIVITY, keys.presence(sid), keys.PRESENCE_INDEX, keys.client_tools(sid),
             keys.user_presence("acme", "ada")}
     finally:
         client.close()
@@ -90,7 +90,7 @@ def test_connect_turn_disconnect_leaves_exactly_the_documented_keys(lanes):
 
     everything = _all_keys(brain)
     assert everything == {keys.event_seq(sid), keys.event_origin(sid), keys.events(sid),
-                          keys.ACTIVITY}
+                          keys.event_published(sid), keys.ACTIVITY}
     for key in everything - {keys.ACTIVITY}:
         assert 0 < brain.redis.ttl(key) <= brain.config.event_log_ttl, key
     # The session's idle deadline stays until the sweeper drops it (or the session closes).

@@ -25,6 +25,7 @@ from vancetope_brain.models import (
 from vancetope_brain.store import (
     Backend,
     DeliveryStore,
+    EventOutboxStore,
     IdentityStore,
     LaneStore,
     RecipeStore,
@@ -41,7 +42,8 @@ if TYPE_CHECKING:
 
 def test_every_record_reads_back_with_the_current_schema_version(
     identity: IdentityStore, sessions: SessionStore, lanes: LaneStore,
-    user_inbox: UserInboxStore, deliveries: DeliveryStore, world: World
+    event_outbox: EventOutboxStore, user_inbox: UserInboxStore, deliveries: DeliveryStore,
+    world: World
 ) -> None:
     tenant = world.tenant()
     user = world.user(tenant)
@@ -59,6 +61,7 @@ def test_every_record_reads_back_with_the_current_schema_version(
         *lanes.pending_messages(tenant, process.id),
         *lanes.chat_history(tenant, process.id),
         *lanes.turn_records(tenant, process.id),
+        *event_outbox.pending_events(tenant, process.id),
     ]
     identity.create_project(Project(id="default", tenant_id=tenant, name="default"))
     records += [identity.get_project(tenant, "default"), *identity.list_tenants()]
@@ -68,7 +71,7 @@ def test_every_record_reads_back_with_the_current_schema_version(
     item = world.add_item(tenant)
     deliveries.add_delivery(world.delivery(tenant, item.id))
     records += [user_inbox.get_inbox_item(tenant, item.id), *deliveries.list_deliveries(tenant)]
-    assert len(records) == 11
+    assert len(records) == 12
     assert all(r.schema_version == type(r).SCHEMA_VERSION == 1 for r in records)
 
 

@@ -15,7 +15,7 @@ from vancetope_brain.engines.base import EngineRegistry, ParentReport, ThinkEngi
 from vancetope_brain.engines.context import RESET_MARK, ThinkEngineContext
 from vancetope_brain.engines.lifecycle import LifecycleCall
 from vancetope_brain.errors import Conflict, Fenced, NotFound, StoreError
-from vancetope_brain.events import EventBus, EventType
+from vancetope_brain.events import EventBus, EventOutbox, EventType
 from vancetope_brain.lanes.lease import TAKE_OVER_MARGIN, Lease, LeaseKeeper
 from vancetope_brain.lanes.waker import Waker
 from vancetope_brain.models import (
@@ -27,6 +27,7 @@ from vancetope_brain.models import (
     SessionStatus,
     ThinkProcess,
     TurnCommit,
+    TurnEvent,
     TurnRecord,
     new_id,
     utcnow,
@@ -57,12 +58,14 @@ class LaneRunner:
     """Runs lane turns. One instance per worker process; thread-safe."""
 
     def __init__(self, *, lanes: LaneStore, processes: SessionStore, items: UserInboxStore,
-                 events: EventBus, leases: LeaseKeeper, waker: Waker, engines: EngineRegistry,
-                 contexts: ContextFactory, worker_name: str | None = None):
+                 events: EventBus, outbox: EventOutbox, leases: LeaseKeeper, waker: Waker,
+                 engines: EngineRegistry, contexts: ContextFactory,
+                 worker_name: str | None = None):
         self._lanes = lanes
         self._processes = processes
         self._items = items
         self._events = events
+        self._outbox = outbox
         self._leases = leases
         self._waker = waker
         self._engines = engines
@@ -111,6 +114,9 @@ class LaneRunner:
             current = self._processes.get_process(tenant_id, process_id)
         except NotFound:
             return TurnOutcome.GONE, None, False, False
+        # What an earlier turn committed but never published (its worker died) goes out
+        # first, before anything of this one's: the stream keeps commit order.
+        self._outbox.flush(tenant_id, process_id)
         if current.status is ProcessStatus.CLOSED or \
                 current.pending_control is None and not current.status.wakes_on_message:
             return TurnOutcome.HELD, current.status, False, False
@@ -170,30 +176,37 @@ class LaneRunner:
         report = self._parent_report(engine, process, status, reason, turn.engine_state)
         if report is not None:
             outbox.append(report)
+        shown_before = ProcessStatus.RUNNING if before in _MARKED_RUNNING else before
+        events = [] if status is shown_before else [TurnEvent(
+            EventType.STATUS_CHANGED.value, {"from": shown_before.value, "to": status.value})]
         commit = TurnCommit(status=status, record=record, close_reason=reason,
                             last_error=error, engine_state=turn.engine_state,
                             drained_ids=record.drained_ids, chat=turn.chat,
                             control_handled=process.pending_control, spawned=turn.spawned,
-                            outbox=outbox, timers=turn.timers)
+                            outbox=outbox, timers=turn.timers, events=events)
         written = None if lease.lost.is_set() else \
             self._lanes.commit_turn(tenant_id, process_id, process.epoch, commit)
         if written is None:
             log.warning("commit of %s (epoch %s) fenced; nothing written", process_id, process.epoch)
             return TurnOutcome.FENCED, None, False, False
-        for line in written:
-            self._events.publish(process.session_id, process_id, EventType.CHAT_MESSAGE,
-                                 line.dump())
+        self._publish_committed(tenant_id, process_id)
         self._after_commit(process, commit, turn.stops, stopped=call is LifecycleCall.STOP)
         if call is LifecycleCall.PAUSE and status is ProcessStatus.PAUSED:
             self._suspend_if_session_is(process)
-        shown_before = ProcessStatus.RUNNING if before in _MARKED_RUNNING else before
-        if status is not shown_before:
-            self._events.publish(process.session_id, process_id, EventType.STATUS_CHANGED,
-                                 {"from": shown_before.value, "to": status.value})
         left = status.wakes_on_message and (len(turn.drained) < len(pending)
                                             or len(pending) == PENDING_PER_TURN)
         return TurnOutcome.COMMITTED, status, status is ProcessStatus.INIT or left, \
             not current.status.wakes_on_message and status.wakes_on_message
+
+    def _publish_committed(self, tenant_id: str, process_id: str) -> None:
+        """Publish the events the commit enqueued (its chat lines, then its status). The turn
+        is committed whatever happens here: events that Redis or the store fail to get out
+        stay in the outbox for the lane's next turn or the sweeper."""
+        try:
+            self._outbox.flush(tenant_id, process_id)
+        except (StoreError, redis.RedisError):
+            log.warning("events of %s stay in the outbox: publishing them failed", process_id,
+                        exc_info=True)
 
     def _awaits_user(self, process: ThinkProcess, status: ProcessStatus,
                      reason: CloseReason | None) -> bool:

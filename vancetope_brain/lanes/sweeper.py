@@ -1,4 +1,8 @@
-"""The sweeper: the store is the truth, broker messages are hints (ARCHITECTURE §3.6)."""
+"""The sweeper: the store is the truth, broker messages are hints (ARCHITECTURE §3.6).
+
+The beat sweep (``workers.parts.Worker.sweep``) runs these and also publishes the event
+outbox that dead workers left (``events.outbox.EventOutbox.sweep``).
+"""
 
 from __future__ import annotations
 

@@ -32,12 +32,12 @@ from vancetope_brain.models.steer import (
     decode_steer,
     encode_steer,
 )
-from vancetope_brain.models.turn import Timer, TurnCommit, TurnRecord
+from vancetope_brain.models.turn import OutboxEvent, Timer, TurnCommit, TurnEvent, TurnRecord
 
 __all__ = [
     "ApiToken", "ChatMessage", "Fingerprint", "OnDisconnect", "SuspendCause", "ChatRole", "CloseReason", "Document", "ExternalCommand",
-    "InboxAnswer", "InboxMessage", "ProcessEvent", "Project", "ProcessStatus", "Session",
+    "InboxAnswer", "InboxMessage", "OutboxEvent", "ProcessEvent", "Project", "ProcessStatus", "Session",
     "SessionStatus", "SessionType", "SteerMessage", "Tenant", "ThinkProcess", "Timer", "ToolResult",
-    "TurnCommit", "TurnRecord", "User", "UserChatInput", "decode_steer", "encode_steer",
+    "TurnCommit", "TurnEvent", "TurnRecord", "User", "UserChatInput", "decode_steer", "encode_steer",
     "new_id", "utcnow",
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import Field
 
@@ -47,6 +47,35 @@ class Timer(Document):
     due_at: datetime
 
 
+class TurnEvent(NamedTuple):
+    """An event a turn publishes once committed (a ``StreamEvent`` type and its data)."""
+
+    type: str
+    data: dict[str, Any]
+
+
+class OutboxEvent(Document):
+    """An event a committed turn has still to publish into its session's stream
+    (``EventOutboxStore``). Written by ``LaneStore.commit_turn`` with the turn; removed
+    once published.
+
+    ``id`` is also the publication's dedupe key, so an event published twice (its
+    publisher died before removing it) lands in the stream once: ``chat:<line id>`` for
+    a committed chat line, ``<process id>:<epoch>:<index>`` for the turn's other events.
+    A process's events are published in ``(epoch, index)`` order.
+    """
+
+    id: str
+    tenant_id: str
+    session_id: str
+    process_id: str
+    epoch: int
+    index: int
+    type: str
+    data: dict[str, Any] = Field(default_factory=dict)
+    created_at: datetime = Field(default_factory=utcnow)
+
+
 @dataclass
 class TurnCommit:
     """Everything one turn writes, applied by ``LaneStore.commit_turn`` all-or-nothing."""
@@ -66,3 +95,6 @@ class TurnCommit:
     """Messages this turn sends to other processes (appended like ``LaneStore.append_message``)."""
     timers: list[Timer] = field(default_factory=list)
     """Timers this turn arms (inserted, or replacing the same id's due time)."""
+    events: list[TurnEvent] = field(default_factory=list)
+    """Events to publish once committed, after one ``chat-message`` per chat line written
+    (all enqueued in the event outbox with the commit)."""

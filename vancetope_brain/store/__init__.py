@@ -3,7 +3,8 @@
 Rule: the only package that touches a database. Callers use a port's methods,
 never a connection, and take only the ports they use. Every method takes the
 tenant except the named system queries (``list_tenants``, ``token_by_hash``,
-``stale_pending``, ``redeliver_inbox_messages``, ``queued_deliveries``).
+``stale_pending``, ``stale_event_processes``, ``redeliver_inbox_messages``,
+``queued_deliveries``).
 Every adapter passes its port's folder of ``tests/store_contract/`` unchanged.
 
 Layout: one module per port (its ABC, whose docstrings are the contract),
@@ -14,6 +15,7 @@ port, named like the port's module, whose docstring says what is atomic and how.
 
 from vancetope_brain.store.backend import Backend, Port, open_store
 from vancetope_brain.store.deliveries import DeliveryStore
+from vancetope_brain.store.event_outbox import EventOutboxStore
 from vancetope_brain.store.identity import IdentityStore
 from vancetope_brain.store.lanes import LaneStore
 from vancetope_brain.store.recipes import RecipeStore
@@ -21,5 +23,5 @@ from vancetope_brain.store.sessions import SessionStore
 from vancetope_brain.store.settings import SettingStore
 from vancetope_brain.store.user_inbox import UserInboxStore
 
-__all__ = ["Backend", "DeliveryStore", "IdentityStore", "LaneStore", "Port", "RecipeStore",
-           "SessionStore", "SettingStore", "UserInboxStore", "open_store"]
+__all__ = ["Backend", "DeliveryStore", "EventOutboxStore", "IdentityStore", "LaneStore", "Port",
+           "RecipeStore", "SessionStore", "SettingStore", "UserInboxStore", "open_store"]

@@ -24,14 +24,19 @@ would need every outcome value wrapped in ``$literal``), so a different
 call requested after the turn read the process survives, and so does any
 call once a newer epoch took over; (3) insert the chat lines, ignoring
 duplicate keys; (4) mark the messages drained (filter ``drainedAt: None``);
-(5) insert the turn record. Spawned processes (``insert_process``) and outbox
-messages (``append_in``) are written between (3) and (4); a retried commit
+(5) insert the turn record. The turn's events go into the event outbox
+(``event_outbox.enqueue_in``) right after (3); spawned processes
+(``insert_process``) and outbox messages (``append_in``) follow, before (4); a
+retried commit
 of the same turn skips the processes that exist and, for keyed messages,
 the messages already appended. A crash after (2) leaves the new status with
 the messages still pending (and, before (2b), the control call too): the
 next turn re-processes them, and chat lines keyed by (sourceMessageId,
-role) are not written twice (lines without a sourceMessageId can be). A
-turn that took over between (1) and (4) can see the same messages pending;
+role) are not written twice (lines without a sourceMessageId can be). That
+turn enqueues the events of the stored lines it skips too (ids ``chat:<line
+id>``: an event still enqueued is not added again, one already published is
+deduplicated when published again), so a crash between (3) and the events
+loses no line's event. A turn that took over between (1) and (4) can see the same messages pending;
 its own commit then fails at (1) or its lines are deduplicated at (3).
 Skipped lines may leave gaps in chat seqs. Timers are upserted by id with the
 outbox (a retry rewrites the same due time).
@@ -63,9 +68,11 @@ from vancetope_brain.models import (
     TurnRecord,
     utcnow,
 )
+from vancetope_brain.store.event_outbox import turn_events
 from vancetope_brain.store.lanes import NOT_SWEPT, TURN_STARTS_FROM, LaneStore
 from vancetope_brain.store.mongo import MongoAdapter, MongoBackend
 from vancetope_brain.store.mongo._codec import STRING, from_bson, naive_utc, to_bson, translated
+from vancetope_brain.store.mongo.event_outbox import enqueue_in
 from vancetope_brain.store.mongo.sessions import PROCESSES, insert_process, process_exists
 
 MESSAGES = "engine_messages"
@@ -271,7 +278,7 @@ class MongoLanes(MongoAdapter, LaneStore):
         if drained and self._messages.count_documents(mine) != len(drained):
             self._require_process(tenant_id, process_id)
             return None
-        lines = self._unwritten(tenant_id, process_id, commit.chat)
+        lines, stored = self._unwritten(tenant_id, process_id, commit.chat)
         now = naive_utc(utcnow())
         outcome: dict[str, Any] = {
             "status": commit.status.value,
@@ -284,7 +291,7 @@ class MongoLanes(MongoAdapter, LaneStore):
         claimed = self._processes.find_one_and_update(
             {"_id": process_id, "tenantId": tenant_id, "epoch": epoch},
             {"$set": outcome, "$inc": {"nextChatSeq": len(lines)}},
-            projection={"nextChatSeq": True},
+            projection={"nextChatSeq": True, "sessionId": True},
             return_document=ReturnDocument.AFTER,
         )
         if claimed is None:
@@ -308,6 +315,8 @@ class MongoLanes(MongoAdapter, LaneStore):
                 # A duplicate is a line an earlier attempt of this turn already wrote.
                 if any(err.get("code") != _DUPLICATE_KEY for err in e.details["writeErrors"]):
                     raise
+        enqueue_in(self.db.database, turn_events(tenant_id, claimed["sessionId"], process_id,
+                                                 epoch, stored + written, commit.events))
         for child in commit.spawned:
             with contextlib.suppress(DuplicateKeyError):  # a retried commit of the same turn
                 insert_process(self.db.database, child)
@@ -328,19 +337,22 @@ class MongoLanes(MongoAdapter, LaneStore):
         if not process_exists(self.db.database, tenant_id, process_id):
             raise NotFound(f"process {process_id} not found")
 
-    def _unwritten(self, tenant_id: str, process_id: str,
-                   chat: Iterable[ChatMessage]) -> list[ChatMessage]:
-        """The lines not already stored under their (sourceMessageId, role), in order."""
+    def _unwritten(self, tenant_id: str, process_id: str, chat: Iterable[ChatMessage]
+                   ) -> tuple[list[ChatMessage], list[ChatMessage]]:
+        """The lines not already stored under their (sourceMessageId, role), in order, and
+        the stored lines that match others of ``chat``, in ``seq`` order."""
         chat = list(chat)
         sources = [line.source_message_id for line in chat if line.source_message_id]
-        seen: set[tuple[str | None, str]] = set()
+        wanted = {(line.source_message_id, line.role.value) for line in chat}
+        stored: list[ChatMessage] = []
         if sources:
             existing = self._chat.find(
                 {"tenantId": tenant_id, "processId": process_id,
-                 "sourceMessageId": {"$in": sources}},
-                projection={"sourceMessageId": True, "role": True},
-            )
-            seen = {(raw["sourceMessageId"], raw["role"]) for raw in existing}
+                 "sourceMessageId": {"$in": sources}}).sort("seq", ASCENDING)
+            stored = [line for line in (from_bson(ChatMessage, raw) for raw in existing)
+                      if (line.source_message_id, line.role.value) in wanted]
+        seen: set[tuple[str | None, str]] = {
+            (line.source_message_id, line.role.value) for line in stored}
         lines = []
         for line in chat:
             key = (line.source_message_id, line.role.value)
@@ -348,7 +360,7 @@ class MongoLanes(MongoAdapter, LaneStore):
                 continue
             seen.add(key)
             lines.append(line)
-        return lines
+        return lines, stored
 
     @translated
     def due_timers(self, now: datetime, limit: int = 100) -> list[Timer]:

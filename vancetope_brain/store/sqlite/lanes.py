@@ -6,7 +6,8 @@ file's single write lock up front, so ``acquire_epoch``, ``request_control``,
 ``append_message`` and ``commit_turn`` are atomic across threads and
 processes. ``commit_turn`` checks the epoch, drains, numbers chat lines,
 spawns processes (``insert_process_in``), appends outbox messages
-(``append_in``) and records the turn in that one transaction; being fenced
+(``append_in``), records the turn and enqueues its events (the event outbox's
+``enqueue_in``) in that one transaction; being fenced
 raises inside it, which rolls everything back. ``append_in`` is also how the
 user Inbox's ``save_inbox_item`` appends its message in its own transaction.
 Sequence numbers: ``lanes.next_seq`` / ``next_chat_seq`` are read and bumped
@@ -32,9 +33,11 @@ from vancetope_brain.models import (
     TurnRecord,
     utcnow,
 )
+from vancetope_brain.store.event_outbox import turn_events
 from vancetope_brain.store.lanes import NOT_SWEPT, TURN_STARTS_FROM, LaneStore
 from vancetope_brain.store.sqlite import SqliteAdapter
 from vancetope_brain.store.sqlite._db import iso, load_all, to_ms
+from vancetope_brain.store.sqlite.event_outbox import enqueue_in
 from vancetope_brain.store.sqlite.sessions import insert_process_in, load_process, process_row_in
 
 _TABLES = """
@@ -192,6 +195,11 @@ def _commit_in(conn: sqlite3.Connection, tenant_id: str, process_id: str, epoch:
         "INSERT INTO turns (id, tenant_id, process_id, epoch, doc) VALUES (?, ?, ?, ?, ?)",
         (record.id, tenant_id, process_id, record.epoch, record.model_dump_json(by_alias=True)),
     )
+    if written or commit.events:
+        (session_id,) = conn.execute("SELECT session_id FROM processes WHERE id = ?",
+                                     (process_id,)).fetchone()
+        enqueue_in(conn, turn_events(tenant_id, session_id, process_id, epoch, written,
+                                     commit.events))
     return written
 
 

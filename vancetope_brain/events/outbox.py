@@ -1,0 +1,62 @@
+"""Publishing what committed turns left in the event outbox (ARCHITECTURE §5).
+
+A turn's commit enqueues its chat lines and status change in the store
+(``EventOutboxStore``); publishing them is this module's job, done by the lane right
+after its commit, by the lane's next turn before anything of its own, and by the beat
+sweep for events left longer than ``VANCETOPE_SWEEP_AGE`` (a worker died in between).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from vancetope_brain.events.bus import EventBus
+from vancetope_brain.events.model import EventType
+from vancetope_brain.store import EventOutboxStore
+
+FLUSH_PAGE = 500
+"""Events read from the store at a time."""
+EVENTS_PER_SWEEP = 1000
+"""Most events one sweep publishes; the rest wait for the next sweep."""
+
+
+class EventOutbox:
+    """Publishes outbox events into their sessions' streams, then removes them.
+
+    Each event reaches its stream once: it is published under its id as dedupe key,
+    so a publisher that died after publishing but before removing leaves nothing to
+    double. Order: a process's events go out in commit order, and every publisher goes
+    through them in that order, so two publishers racing over the same events still
+    leave each once and in order. Thread-safe.
+    """
+
+    def __init__(self, store: EventOutboxStore, bus: EventBus) -> None:
+        self._store = store
+        self._bus = bus
+
+    def flush(self, tenant_id: str, process_id: str, limit: int | None = None) -> int:
+        """Publish the process's pending events in order and remove them: all of them, or
+        at most ``limit``. Returns how many were published (or found published)."""
+        done = 0
+        while limit is None or done < limit:
+            page = FLUSH_PAGE if limit is None else min(FLUSH_PAGE, limit - done)
+            events = self._store.pending_events(tenant_id, process_id, limit=page)
+            for event in events:
+                self._bus.publish(event.session_id, event.process_id, EventType(event.type),
+                                  event.data, dedupe=event.id)
+            self._store.remove_events(tenant_id, [event.id for event in events])
+            done += len(events)
+            if len(events) < page:
+                break
+        return done
+
+    def sweep(self, older_than: datetime) -> int:
+        """The beat job's part: publish the events of every process holding one enqueued
+        before ``older_than`` (left by a worker that died after its commit), at most
+        ``EVENTS_PER_SWEEP``. Returns how many were published."""
+        done = 0
+        for tenant_id, process_id in self._store.stale_event_processes(older_than):
+            if done >= EVENTS_PER_SWEEP:
+                break
+            done += self.flush(tenant_id, process_id, limit=EVENTS_PER_SWEEP - done)
+        return done
