@@ -101,8 +101,9 @@ def test_the_terminal_shows_an_answer_whose_events_were_lost(emb, connect, monke
     out = io.StringIO()
     printer = _Printer(out, pid, created["lastSeq"], 0, history=lambda: terminal.request(
         "chat-history", processId=pid, limit=100)["messages"])
-    emb.worker.join()  # the start turn: Arthur's welcome
-    printer.drain(terminal.events)
+    emb.worker.join()  # the start turn: Arthur's welcome, shown once its event arrives
+    wait_for(lambda: printer.drain(terminal.events) or "assistant> " in out.getvalue(),
+             what="the welcome on the terminal")
 
     monkeypatch.setattr(emb.worker_parts.outbox, "sweep", lambda older_than: 0)
     real, died = emb.worker_parts.events.publish, []
