@@ -27,6 +27,8 @@ from vancetope_brain.models import (
     InboxAnswer,
     ProcessEvent,
     ProcessStatus,
+    StepKind,
+    StepState,
     ThinkProcess,
     ToolResult,
     User,
@@ -121,6 +123,13 @@ def test_chat_and_turn_fields() -> None:
     record = _load("turn_record.v1.json")
     assert (record.epoch, record.status_after) == (2, ProcessStatus.IDLE)
     assert record.drained_ids == ["msg_6b7c8d9e0f1a2b3c"]
+
+
+def test_journal_entry_fields() -> None:
+    entry = _load("journal_entry.v1.json")
+    assert (entry.kind, entry.state, entry.tool, entry.item_id) == (
+        StepKind.TOOL, StepState.IN_DOUBT, "deploy", "item_6b7c8d9e0f1a2b3c")
+    assert entry.params == {"build": 42, "target": "production"}
 
 
 def test_inbox_item_and_delivery_fields() -> None:

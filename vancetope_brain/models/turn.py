@@ -66,3 +66,8 @@ class TurnCommit:
     """Messages this turn sends to other processes (appended like ``LaneStore.append_message``)."""
     timers: list[Timer] = field(default_factory=list)
     """Timers this turn arms (inserted, or replacing the same id's due time)."""
+    journal_opened: bool = False
+    """The turn read the process's turn journal (``JournalStore``): the commit deletes its
+    entries but the IN_DOUBT ones. A turn that never read it (a pause, say) leaves the
+    journal to the turn that redoes the work; a commit that closes the process deletes every
+    entry either way."""

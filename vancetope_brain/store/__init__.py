@@ -15,11 +15,12 @@ port, named like the port's module, whose docstring says what is atomic and how.
 from vancetope_brain.store.backend import Backend, Port, open_store
 from vancetope_brain.store.deliveries import DeliveryStore
 from vancetope_brain.store.identity import IdentityStore
+from vancetope_brain.store.journal import JournalStore
 from vancetope_brain.store.lanes import LaneStore
 from vancetope_brain.store.recipes import RecipeStore
 from vancetope_brain.store.sessions import SessionStore
 from vancetope_brain.store.settings import SettingStore
 from vancetope_brain.store.user_inbox import UserInboxStore
 
-__all__ = ["Backend", "DeliveryStore", "IdentityStore", "LaneStore", "Port", "RecipeStore",
+__all__ = ["Backend", "DeliveryStore", "IdentityStore", "JournalStore", "LaneStore", "Port", "RecipeStore",
            "SessionStore", "SettingStore", "UserInboxStore", "open_store"]
