@@ -75,7 +75,7 @@ class TurnJournal:
         self._process = process
         self._given = given
         self._ask = ask
-        self._turn = new_id("turn")
+        self._turn = new_id("jrn")
         self._entries: dict[str, JournalEntry] | None = None
         self._handled: list[InboxMessage] = []
         self._input_written = False
@@ -109,9 +109,9 @@ class TurnJournal:
 
     def call(self, manifest: ToolManifest, params: dict[str, Any],
              run: Callable[[], ToolOutcome]) -> ToolOutcome:
-        """``run()`` once per turn for a tool that is not idempotent: replayed when recorded,
-        held back when in doubt or refused by the user; always ``run()`` for an idempotent
-        one."""
+        """``run()`` for an idempotent tool; for any other, ``run()`` at most once across the
+        attempts of a turn: its recorded outcome when there is one, an error result when the
+        call is in doubt or refused by the user."""
         if manifest.idempotent:
             return run()
         entries = self._open()
