@@ -28,6 +28,8 @@ from vancetope_brain.models import (
     InboxAnswer,
     ProcessEvent,
     ProcessStatus,
+    StepKind,
+    StepState,
     ThinkProcess,
     ToolResult,
     User,
@@ -126,6 +128,13 @@ def test_chat_and_turn_fields() -> None:
     assert (event.id, event.epoch, event.index, event.type) == (
         "chat:chat_1a2b3c4d5e6f7a8b", 3, 0, "chat-message")
     assert ChatMessage.load(event.data).content == "Here is the summary."
+
+
+def test_journal_entry_fields() -> None:
+    entry = _load("journal_entry.v1.json")
+    assert (entry.kind, entry.state, entry.tool, entry.item_id) == (
+        StepKind.TOOL, StepState.IN_DOUBT, "deploy", "item_6b7c8d9e0f1a2b3c")
+    assert entry.params == {"build": 42, "target": "production"}
 
 
 def test_inbox_item_and_delivery_fields() -> None:

@@ -3,13 +3,26 @@ results, while signals and runtime failures end the turn."""
 
 from __future__ import annotations
 
+import time
+
+import fakeredis
 import pytest
 import redis
 
+from vancetope_brain import keys
 from vancetope_brain.errors import Fenced, LlmError, NotFound, StoreError, ToolError
+from vancetope_brain.events import EventBus
 from vancetope_brain.llm import ToolSpec
 from vancetope_brain.models.steer import ToolCallStatus
-from vancetope_brain.tools import SERVER_TOOLS, ServerTools, ToolDispatcher, server_tool
+from vancetope_brain.tools import (
+    SERVER_TOOLS,
+    Safety,
+    ServerTools,
+    ToolDispatcher,
+    ToolManifest,
+    server_tool,
+)
+from vancetope_brain.tools.client import ClientToolBridge
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -135,3 +148,29 @@ def test_each_source_lists_its_tools_once_per_turn():
     assert source.listed == 1
     ToolDispatcher(frozenset({"fs_read"}), sources=[source]).specs()  # the next turn asks again
     assert source.listed == 2
+
+
+def test_a_tool_declares_whether_it_is_idempotent_and_a_probe_always_is():
+    spec = ToolSpec("t", "t")
+    assert not ToolManifest(spec, "server").idempotent  # a side effect unless declared
+    assert ToolManifest(spec, "server", idempotent=True).idempotent
+    assert ToolManifest(spec, "server", Safety.SAFE_PROBE).idempotent
+    assert ToolManifest(spec, "server", Safety.SAFE_PROBE, idempotent=False).idempotent
+    declared = {name: SERVER_TOOLS[name].manifest.idempotent for name in (
+        "process_create", "process_steer", "process_stop", "process_list", "inbox_post")}
+    # The process tools' effects are committed with the turn; inbox_post writes at once.
+    assert declared == {"process_create": True, "process_steer": True, "process_stop": True,
+                        "process_list": True, "inbox_post": False}
+
+
+def test_a_client_tool_is_idempotent_only_when_its_registration_says_so():
+    client = fakeredis.FakeRedis()
+    bridge = ClientToolBridge(client, EventBus(client, max_len=10, ttl=60))
+    client.zadd(keys.presence("ses_1"), {"conn_1": time.time() + 60})
+    bridge.register("ses_1", "conn_1", [
+        {"name": "fs_write", "safety": "MUTATING"},
+        {"name": "fs_touch", "safety": "MUTATING", "idempotent": True},
+        {"name": "fs_read", "safety": "SAFE_PROBE"}])
+    manifests = bridge.source("ses_1", "proc_1", timeout=1).manifests()
+    assert {m.name: m.idempotent for m in manifests} == {
+        "fs_write": False, "fs_touch": True, "fs_read": True}

@@ -20,7 +20,8 @@
     │   ├── StoreError            (code ``store_error``)
     │   └── LlmError              (code ``llm_error``)
     │       ├── StructuredOutputError (code ``structured_output``) — an answer that fails its schema after one repair
-    │       └── UnknownLlmProfile (code ``unknown_llm_profile``) — a recipe or setting names a profile nobody configured
+    │       ├── UnknownLlmProfile (code ``unknown_llm_profile``) — a recipe or setting names a profile nobody configured
+    │       └── JournalFull       (code ``journal_full``) — a turn's journal would pass its entry or size cap
     └── Signal                    control flow, never shown to a user
         ├── Fenced                the lane lease was taken over; this worker must write nothing
         └── StrategyEnded         a vogon strategy ended inside a turn; the engine closes the process
@@ -151,6 +152,15 @@ class UnknownLlmProfile(LlmError):
     profile that is not configured (``VANCETOPE_LLM_PROFILES``)."""
 
     code = "unknown_llm_profile"
+
+
+class JournalFull(LlmError):
+    """Raised when a turn journal entry would pass ``MAX_ENTRY_BYTES`` or a process's journal
+    would hold more than ``MAX_ENTRIES`` (``vancetope_brain.store.journal``). An LlmError
+    because it surfaces from ``context.llm().complete``, where engines handle a model that
+    cannot answer; a tool call the journal cannot record becomes an error result instead."""
+
+    code = "journal_full"
 
 
 class StructuredOutputError(LlmError):

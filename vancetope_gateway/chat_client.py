@@ -247,6 +247,14 @@ class _Printer:
                 self.streaming = self.streamed = True
             self.out.write(event["data"]["text"])
             self.out.flush()
+        elif event["type"] == "turn-restarted" and live:
+            # The attempt that streamed this died; its text is void and the next attempt
+            # streams its reply from the start.
+            if self.streaming:
+                self.out.write(" [interrupted: the server restarted this turn]\n")
+                self.out.flush()
+                self.streaming = False
+            self.streamed = False
         elif event["type"] == "chat-message":
             line = event["data"]
             if line["seq"] <= self.printed_chat_seq:

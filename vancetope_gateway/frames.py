@@ -136,13 +136,17 @@ class EventsResume(Wire):
 
 
 class ClientToolDef(Wire):
-    """A tool the client executes on its machine (arthur-engine §2.2: transparent to engines)."""
+    """A tool the client executes on its machine (arthur-engine §2.2: transparent to engines).
+    ``idempotent``: calling it again with the same arguments after a server crash repeats no
+    effect (a ``SAFE_PROBE`` always is); a call of any other tool that a crash cut short is
+    not repeated without the user's approval."""
 
     name: str = Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")
     description: str = Field(default="", max_length=4000)
     parameters: dict[str, Any] = Field(default_factory=lambda: {"type": "object",
                                                                 "properties": {}})
     safety: Literal["SAFE_PROBE", "MUTATING"] = "MUTATING"
+    idempotent: bool = False
 
 
 class ClientToolsRegister(Wire):

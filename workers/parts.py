@@ -19,7 +19,14 @@ from vancetope_brain.lanes.waker import Enqueue
 from vancetope_brain.llm.profiles import ModelRouter
 from vancetope_brain.models import ThinkProcess, utcnow
 from vancetope_brain.runtime import Core
-from vancetope_brain.store import Backend, EventOutboxStore, LaneStore, SessionStore, UserInboxStore
+from vancetope_brain.store import (
+    Backend,
+    EventOutboxStore,
+    JournalStore,
+    LaneStore,
+    SessionStore,
+    UserInboxStore,
+)
 from vancetope_brain.tools import ToolSource
 from vancetope_brain.tools.client import ClientToolBridge
 from vancetope_brain.tools.mcp import McpRegistry
@@ -70,7 +77,8 @@ def build_worker(config: Config, enqueue: Enqueue, *, model_for: ModelFor | None
 
     lanes, processes = store.port(LaneStore), store.port(SessionStore)
     outbox = EventOutbox(store.port(EventOutboxStore), events)
-    contexts = ContextFactory(lanes=lanes, processes_store=processes, settings=core["settings"],
+    contexts = ContextFactory(lanes=lanes, processes_store=processes,
+                              journal=store.port(JournalStore), settings=core["settings"],
                               events=events, engines=engines,
                               processes=core["process_factory"], model_for=model_for,
                               tool_sources=tool_sources, inbox=core["inbox"])

@@ -82,6 +82,31 @@ def test_a_streamed_answer_after_a_tool_line_is_printed_once():
     assert not printer.waiting
 
 
+def test_a_stream_cut_short_by_a_turn_restart_is_marked_and_the_reply_printed_whole():
+    out = io.StringIO()
+    printer = _Printer(out, "proc_1", 0, 0)
+    printer.expect_answer("msg_1")
+    for frame in (_event(1, "token", {"text": "Hel"}), _event(2, "turn-restarted", {"epoch": 3}),
+                  _event(3, "token", {"text": "Hello."}),
+                  _event(4, "chat-message", {"seq": 1, "role": "user", "content": "hi",
+                                             "sourceMessageId": "msg_1"}),
+                  _event(5, "chat-message", {"seq": 2, "role": "assistant",
+                                             "content": "Hello."})):
+        printer.handle(frame)
+    assert out.getvalue() == ("assistant> Hel [interrupted: the server restarted this turn]\n"
+                              "assistant> Hello.\n")
+    assert not printer.waiting
+
+
+def test_a_restart_before_anything_streamed_prints_the_reply_once():
+    out = io.StringIO()
+    printer = _Printer(out, "proc_1", 0, 0)
+    for frame in (_event(1, "turn-restarted", {"epoch": 2}),
+                  _event(2, "chat-message", {"seq": 1, "role": "assistant", "content": "Hi."})):
+        printer.handle(frame)
+    assert out.getvalue() == "assistant> Hi.\n"
+
+
 def test_a_welcome_committed_after_the_users_message_was_sent_is_not_its_answer():
     out = io.StringIO()
     printer = _Printer(out, "proc_1", 0, 0)

@@ -12,7 +12,8 @@ with the worker's configuration in ``VANCETOPE_*`` variables and these:
     word, ``VT_TEST_DELAY`` seconds between words, so a client can drop mid-stream
     (with ``VT_TEST_STREAM_HOLD=N`` it stops after the N-th word until ``VT_TEST_RELEASE``
     exists, so the reply is surely still streaming while the test acts);
-    ``arthur-flow`` and ``inbox-flow`` script Arthur and one worker (see their functions).
+    ``arthur-flow`` and ``inbox-flow`` script Arthur and one worker (see their functions);
+    ``journal-flow`` a worker whose side-effecting tool kills it (``scripts_journal``).
 ``VT_TEST_LOG``
     Lines ``<kind> <pid> <unix time> [detail]`` are appended here: ``ready``
     when the consumer is up, ``start``/``end`` around every model call,
@@ -143,6 +144,9 @@ def build_model(mode: str) -> ChatModel:
     if mode == "vogon-flow":
         from tests.integration.scripts_vogon import vogon_flow
         return FunctionModel(vogon_flow, name="test-vogon-flow")
+    if mode == "journal-flow":  # importing it registers its server tools
+        from tests.integration.scripts_journal import journal_flow
+        return FunctionModel(journal_flow, name="test-journal-flow")
     if mode not in ("echo", "block", "slow", "stream"):
         raise SystemExit(f"VT_TEST_MODEL={mode!r}: use echo, block, slow, stream, arthur-flow "
                          f"or inbox-flow")

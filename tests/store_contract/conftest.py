@@ -4,7 +4,7 @@ and a small data builder.
 ``storage`` is one storage location, parametrised over the backends: it opens
 backends on it (so a test can reopen it) and can write a raw field behind the
 ports' back. ``backend`` is the ``vancetope_brain.store.Backend`` under test;
-``identity``, ``sessions``, ``lanes``, ``event_outbox``, ``user_inbox``,
+``identity``, ``sessions``, ``lanes``, ``event_outbox``, ``journal``, ``user_inbox``,
 ``deliveries``, ``recipes`` and ``settings`` are its ports. ``world`` builds tenants,
 sessions, processes, messages, turn commits, user Inbox items and
 notification deliveries through the ports.
@@ -52,6 +52,7 @@ from vancetope_brain.store import (
     DeliveryStore,
     EventOutboxStore,
     IdentityStore,
+    JournalStore,
     LaneStore,
     RecipeStore,
     SessionStore,
@@ -147,6 +148,11 @@ def lanes(backend: Backend) -> LaneStore:
 @pytest.fixture
 def event_outbox(backend: Backend) -> EventOutboxStore:
     return backend.port(EventOutboxStore)
+
+
+@pytest.fixture
+def journal(backend: Backend) -> JournalStore:
+    return backend.port(JournalStore)
 
 
 @pytest.fixture

@@ -38,7 +38,7 @@ def echo(text: str) -> str:
     return text
 
 
-@server.tool()
+@server.tool(annotations=ToolAnnotations(idempotent_hint=True))
 def add(a: int, b: int) -> int:
     """Add two integers."""
     return a + b

@@ -80,10 +80,12 @@ def test_tools_are_prefixed_and_carry_description_and_schema(registry: McpRegist
     assert sorted(add.parameters["required"]) == ["a", "b"]
 
 
-def test_manifests_carry_the_read_only_hint(registry: McpRegistry):
-    safety = {m.name: (m.transport, str(m.safety)) for m in registry.manifests()}
-    assert safety["echo__echo"] == ("mcp", "SAFE_PROBE")
-    assert safety["echo__add"] == ("mcp", "MUTATING")
+def test_manifests_carry_the_read_only_and_idempotent_hints(registry: McpRegistry):
+    safety = {m.name: (m.transport, str(m.safety), m.idempotent)
+              for m in registry.manifests()}
+    assert safety["echo__echo"] == ("mcp", "SAFE_PROBE", True)
+    assert safety["echo__add"] == ("mcp", "MUTATING", True)  # idempotentHint
+    assert safety["echo__fail"] == ("mcp", "MUTATING", False)  # no hint: not idempotent
 
 
 def test_echo_and_add_succeed(registry: McpRegistry):

@@ -2,7 +2,9 @@
 
 Built fresh for each lifecycle call. Chat lines and status decisions are
 buffered here and committed by the lane runner in one fenced write; events
-go out live. ``llm()`` and ``tools()`` are the only ways out of a turn.
+go out live. ``llm()`` and ``tools()`` are the only ways out of a turn; both go
+through the turn journal (``engines/journal.py``), which also decides which pending
+messages the turn handles.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from vancetope_brain.engines.journal import JournaledModel, TurnJournal
 from vancetope_brain.errors import Conflict, Fenced, NotFound
 from vancetope_brain.events import EventBus, EventType
 from vancetope_brain.llm import ChatModel, LlmMessage, LlmResponse, TokenSink, ToolSpec
@@ -30,7 +33,7 @@ from vancetope_brain.models import (
     utcnow,
 )
 from vancetope_brain.settings import SettingsApi
-from vancetope_brain.store import LaneStore, SessionStore
+from vancetope_brain.store import JournalStore, LaneStore, SessionStore
 from vancetope_brain.tools import ServerTools, ToolDispatcher, ToolSource
 
 if TYPE_CHECKING:
@@ -284,7 +287,7 @@ class ThinkEngineContext:
     """Access surface of one lifecycle call. Engines must not keep it past the call."""
 
     def __init__(self, *, process: ThinkProcess, lanes: LaneStore, processes: SessionStore,
-                 events: EventBus,
+                 events: EventBus, journal: JournalStore,
                  model: ChatModel, lease_lost: threading.Event, settings: SettingsApi,
                  tool_pool: frozenset[str], roles: frozenset[str] = frozenset(),
                  tool_sources: list[ToolSource] | None = None,
@@ -297,11 +300,14 @@ class ThinkEngineContext:
         self._lanes = lanes
         self._processes = processes
         self._events = events
-        self._model = FencedModel(model, lease_lost)
+        self._journal = TurnJournal(journal, process, self._given, self._ask)
+        self._model = JournaledModel(FencedModel(model, lease_lost), self._journal)
         self._settings = settings
         self._tools = ToolDispatcher(tool_pool, roles,
-                                     sources=[ServerTools(self), *(tool_sources or [])])
-        self._pending = pending  # read by the runner for this turn, or on first use
+                                     sources=[ServerTools(self), *(tool_sources or [])],
+                                     journal=self._journal)
+        self._given_pending = pending  # read by the runner for this turn, or on first use
+        self._pending: list[InboxMessage] | None = None  # what this turn handles, undrained
         self._spawner = spawner or _no_spawning
         self._recipes = recipes
         self._inbox = inbox
@@ -315,6 +321,11 @@ class ThinkEngineContext:
 
     def llm(self) -> ChatModel:
         return self._model
+
+    @property
+    def journal_opened(self) -> bool:
+        """Whether this turn read its journal (the commit then clears it)."""
+        return self._journal.opened
 
     def tools(self) -> ToolDispatcher:
         return self._tools
@@ -343,7 +354,9 @@ class ThinkEngineContext:
         return bool(self._load_pending())
 
     def drain_pending(self) -> list[InboxMessage]:
-        """All pending messages in sequence order; they count as drained when the turn commits.
+        """All pending messages this turn handles, in sequence order; they count as drained
+        when the turn commits. (Another attempt of a turn that died handles only the
+        messages that turn was given; later ones wait for the next turn.)
 
         Returns the persisted envelopes (``.message`` is the SteerMessage) so
         chat lines can name the message they came from.
@@ -351,6 +364,7 @@ class ThinkEngineContext:
         pending = self._load_pending()
         self._pending = []
         self.turn.drained.extend(pending)
+        self._journal.answered(pending)
         return pending
 
     def set_status(self, status: ProcessStatus, close_reason: CloseReason | None = None) -> None:
@@ -367,9 +381,18 @@ class ThinkEngineContext:
 
     def _load_pending(self) -> list[InboxMessage]:
         if self._pending is None:
-            s = self.scope
-            self._pending = self._lanes.pending_messages(s.tenant_id, s.process_id)
+            self._pending = list(self._journal.handled())
         return self._pending
+
+    def _given(self) -> list[InboxMessage]:
+        if self._given_pending is None:
+            s = self.scope
+            self._given_pending = self._lanes.pending_messages(s.tenant_id, s.process_id)
+        return self._given_pending
+
+    def _ask(self, new: NewItem) -> str | None:
+        """Post an in-doubt question of the journal; None when this process has no Inbox."""
+        return None if self._inbox is None else self.inbox().post(new)[0].id
 
 
 def _no_spawning(parent: ThinkProcess, request: SpawnRequest) -> ThinkProcess:

@@ -15,7 +15,7 @@ from vancetope_brain.inbox.service import InboxService
 from vancetope_brain.llm import ChatModel
 from vancetope_brain.models import InboxMessage, ThinkProcess
 from vancetope_brain.settings import SettingsApi, SettingsService
-from vancetope_brain.store import LaneStore, SessionStore
+from vancetope_brain.store import JournalStore, LaneStore, SessionStore
 from vancetope_brain.tools import ToolSource
 
 ModelFor = Callable[[ThinkProcess], ChatModel]
@@ -26,6 +26,7 @@ ToolSourcesFor = Callable[[ThinkProcess], list[ToolSource]]
 class ContextFactory:
     lanes: LaneStore
     processes_store: SessionStore
+    journal: JournalStore
     settings: SettingsService
     events: EventBus
     engines: EngineRegistry
@@ -48,7 +49,7 @@ class ContextFactory:
 
         return ThinkEngineContext(
             process=process, lanes=self.lanes, processes=self.processes_store,
-            events=self.events,
+            events=self.events, journal=self.journal,
             model=self.model_for(process), lease_lost=lease_lost,
             settings=SettingsApi.for_process(self.settings, process), tool_pool=pool,
             roles=recipes.roles, tool_sources=self.tool_sources(process), spawner=spawn,

@@ -18,6 +18,9 @@ class EventType(StrEnum):
     PROCESS_SPAWNED = "process-spawned"          # data: {childProcessId, goal}
     STATUS_CHANGED = "status-changed"            # data: {from, to}
     CHAT_MESSAGE = "chat-message"                # data: the committed ChatMessage
+    # A turn runs again after its attempt died (a killed worker, a store or Redis failure):
+    # what that attempt streamed is void. data: {epoch}
+    TURN_RESTARTED = "turn-restarted"
     # zaphod's council as it stands (docs/engines.md "zaphod"). data: {pattern, round,
     # rounds, sequential, phase, heads: [{name, round, status, processId}], missingHeads}
     COUNCIL_UPDATED = "council-updated"

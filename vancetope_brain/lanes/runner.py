@@ -135,6 +135,9 @@ class LaneRunner:
         if died and process.pending_control is None and self._unstarted(process):
             process = process.model_copy(update={"status": ProcessStatus.INIT})
         before = process.status
+        if died:  # what the dead attempt streamed is void; the journal replays its steps
+            self._events.publish(process.session_id, process_id, EventType.TURN_RESTARTED,
+                                 {"epoch": process.epoch})
         if before in _MARKED_RUNNING:
             self._events.publish(process.session_id, process_id, EventType.STATUS_CHANGED,
                                  {"from": before.value, "to": ProcessStatus.RUNNING.value})
@@ -183,7 +186,8 @@ class LaneRunner:
                             last_error=error, engine_state=turn.engine_state,
                             drained_ids=record.drained_ids, chat=turn.chat,
                             control_handled=process.pending_control, spawned=turn.spawned,
-                            outbox=outbox, timers=turn.timers, events=events)
+                            outbox=outbox, timers=turn.timers, events=events,
+                            journal_opened=context.journal_opened)
         written = None if lease.lost.is_set() else \
             self._lanes.commit_turn(tenant_id, process_id, process.epoch, commit)
         if written is None:

@@ -8,6 +8,7 @@ snake_case in Python and camelCase on the wire and in the store.
 from vancetope_brain.models.base import Document, new_id, utcnow
 from vancetope_brain.models.chat import ChatMessage, ChatRole
 from vancetope_brain.models.identity import ApiToken, Project, Tenant, User
+from vancetope_brain.models.journal import JournalEntry, StepKind, StepState
 from vancetope_brain.models.process import (
     CloseReason,
     ProcessStatus,
@@ -36,8 +37,9 @@ from vancetope_brain.models.turn import OutboxEvent, Timer, TurnCommit, TurnEven
 
 __all__ = [
     "ApiToken", "ChatMessage", "Fingerprint", "OnDisconnect", "SuspendCause", "ChatRole", "CloseReason", "Document", "ExternalCommand",
-    "InboxAnswer", "InboxMessage", "OutboxEvent", "ProcessEvent", "Project", "ProcessStatus", "Session",
-    "SessionStatus", "SessionType", "SteerMessage", "Tenant", "ThinkProcess", "Timer", "ToolResult",
-    "TurnCommit", "TurnEvent", "TurnRecord", "User", "UserChatInput", "decode_steer", "encode_steer",
+    "InboxAnswer", "InboxMessage", "JournalEntry", "OutboxEvent", "ProcessEvent", "Project",
+    "ProcessStatus", "Session", "SessionStatus", "SessionType", "StepKind", "StepState",
+    "SteerMessage", "Tenant", "ThinkProcess", "Timer", "ToolResult", "TurnCommit", "TurnEvent",
+    "TurnRecord", "User", "UserChatInput", "decode_steer", "encode_steer",
     "new_id", "utcnow",
 ]

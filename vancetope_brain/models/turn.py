@@ -98,3 +98,8 @@ class TurnCommit:
     events: list[TurnEvent] = field(default_factory=list)
     """Events to publish once committed, after one ``chat-message`` per chat line written
     (all enqueued in the event outbox with the commit)."""
+    journal_opened: bool = False
+    """The turn read the process's turn journal (``JournalStore``): the commit deletes its
+    entries but the IN_DOUBT ones. A turn that never read it (a pause, say) leaves the
+    journal to the turn that redoes the work; a commit that closes the process deletes every
+    entry either way."""

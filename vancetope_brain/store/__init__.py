@@ -17,11 +17,13 @@ from vancetope_brain.store.backend import Backend, Port, open_store
 from vancetope_brain.store.deliveries import DeliveryStore
 from vancetope_brain.store.event_outbox import EventOutboxStore
 from vancetope_brain.store.identity import IdentityStore
+from vancetope_brain.store.journal import JournalStore
 from vancetope_brain.store.lanes import LaneStore
 from vancetope_brain.store.recipes import RecipeStore
 from vancetope_brain.store.sessions import SessionStore
 from vancetope_brain.store.settings import SettingStore
 from vancetope_brain.store.user_inbox import UserInboxStore
 
-__all__ = ["Backend", "DeliveryStore", "EventOutboxStore", "IdentityStore", "LaneStore", "Port",
-           "RecipeStore", "SessionStore", "SettingStore", "UserInboxStore", "open_store"]
+__all__ = ["Backend", "DeliveryStore", "EventOutboxStore", "IdentityStore", "JournalStore",
+           "LaneStore", "Port", "RecipeStore", "SessionStore", "SettingStore", "UserInboxStore",
+           "open_store"]

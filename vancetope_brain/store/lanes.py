@@ -92,9 +92,11 @@ class LaneStore(Port):
         insert ``commit.spawned`` processes and append ``commit.outbox`` messages to
         their targets' inboxes (as ``append_message`` does), upsert ``commit.timers`` by id,
         clear ``pendingControl`` (and ``controlRequestedAt``) if it still equals
-        ``commit.control_handled`` (a newer request survives), and enqueue the turn's events
+        ``commit.control_handled`` (a newer request survives), enqueue the turn's events
         in the event outbox (``EventOutboxStore``; ``event_outbox.turn_events``: one
-        ``chat-message`` per line written, then ``commit.events``).
+        ``chat-message`` per line written, then ``commit.events``), and clear the process's
+        turn journal (``JournalStore``): all of it when the status is CLOSED, else, if
+        ``commit.journal_opened``, every entry but the IN_DOUBT ones.
         Returns the chat lines as written (with their ``seq``), or None, having
         written nothing, when the epoch moved on (fenced) or a listed message
         was already drained. Chat lines whose (process, sourceMessageId, role)

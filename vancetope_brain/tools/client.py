@@ -141,7 +141,8 @@ class ClientTools:
             seen.setdefault(tool["name"], ToolManifest(
                 ToolSpec(tool["name"], tool.get("description", ""),
                          tool.get("parameters") or {"type": "object", "properties": {}}),
-                "client", Safety(tool.get("safety", Safety.MUTATING))))
+                "client", Safety(tool.get("safety", Safety.MUTATING)),
+                idempotent=bool(tool.get("idempotent", False))))
         return list(seen.values())
 
     def call(self, name: str, params: dict[str, Any]) -> ToolOutcome:

@@ -10,11 +10,20 @@ What a tool raises becomes an ERROR result for the model (a ``ToolError``, a
 refused request, bad parameters, its own timeout), except what is not the
 tool's failure: signals (``Fenced``: the turn must write nothing), runtime
 failures (store, LLM) and Redis errors propagate and end the turn as such.
+
+Every tool declares whether it is *idempotent* (``ToolManifest.idempotent``): whether
+calling it again after a crash, with the same arguments, repeats no effect — true of a
+SAFE_PROBE, of a tool whose effect is committed with the turn (``process_create``: a turn
+that never committed started nothing), and of a tool idempotent by nature. The turn
+journal calls an idempotent tool again in a turn's next attempt; any other call is
+journaled, and one a crash cut short is never repeated without the user (see
+``engines/journal.py``).
 """
 
 from __future__ import annotations
 
 import fnmatch
+import functools
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -44,10 +53,18 @@ class Safety(StrEnum):
 
 @dataclass(frozen=True)
 class ToolManifest:
+    """What a source says about one of its tools. ``idempotent``: a call repeated with the
+    same arguments after a crash repeats no effect (a SAFE_PROBE always is)."""
+
     spec: ToolSpec
     transport: str
     safety: Safety = Safety.MUTATING
     requires_engine_roles: frozenset[str] = frozenset()
+    idempotent: bool = False
+
+    def __post_init__(self) -> None:
+        if self.safety is Safety.SAFE_PROBE:  # it changes nothing, so repeating it is safe
+            object.__setattr__(self, "idempotent", True)
 
     @property
     def name(self) -> str:
@@ -70,6 +87,14 @@ class ToolSource(Protocol):
     def call(self, name: str, params: dict[str, Any]) -> ToolOutcome: ...
 
 
+class ToolJournal(Protocol):
+    """Where a turn records its tool calls (``engines.journal.TurnJournal``): ``run`` makes
+    the call; the journal decides whether it runs, or what the turn gets instead."""
+
+    def call(self, manifest: ToolManifest, params: dict[str, Any],
+             run: Callable[[], ToolOutcome]) -> ToolOutcome: ...
+
+
 @dataclass(frozen=True)
 class _Registered:
     manifest: ToolManifest
@@ -79,17 +104,18 @@ class _Registered:
 SERVER_TOOLS: dict[str, _Registered] = {}
 
 
-def server_tool(spec: ToolSpec, *, safety: Safety = Safety.MUTATING,
+def server_tool(spec: ToolSpec, *, safety: Safety = Safety.MUTATING, idempotent: bool = False,
                 roles: Iterable[str] = ()) -> Callable[[ToolFn], ToolFn]:
     """Register a server-side tool; ``fn(context, **params)`` returns a JSON-able result.
 
     A ``ToolError`` raised by the function becomes an error result with its message.
+    ``idempotent``: see ``ToolManifest`` (a SAFE_PROBE is, whatever this says).
     """
     def decorate(fn: ToolFn) -> ToolFn:
         if spec.name in SERVER_TOOLS:
             raise ValueError(f"tool {spec.name!r} registered twice")
         SERVER_TOOLS[spec.name] = _Registered(
-            ToolManifest(spec, "server", safety, frozenset(roles)), fn)
+            ToolManifest(spec, "server", safety, frozenset(roles), idempotent), fn)
         return fn
     return decorate
 
@@ -115,11 +141,13 @@ class ServerTools:
 @dataclass
 class ToolDispatcher:
     """Invokes tools of one engine's effective pool on behalf of one turn. Each source is
-    asked for its tools once per turn (a tool registered meanwhile shows next turn)."""
+    asked for its tools once per turn (a tool registered meanwhile shows next turn); with a
+    ``journal``, every call goes through it."""
 
     pool: frozenset[str]
     roles: frozenset[str] = frozenset()
     sources: list[ToolSource] = field(default_factory=list)
+    journal: ToolJournal | None = None
     _lists: dict[int, list[ToolManifest]] = field(default_factory=dict, init=False, repr=False)
 
     def manifests(self) -> list[ToolManifest]:
@@ -147,13 +175,8 @@ class ToolDispatcher:
                         f"tool {name!r} needs the engine role(s) {', '.join(sorted(missing))}, "
                         "which this process's recipe does not grant")
                 break
-            try:
-                return source.call(name, params)
-            except _NOT_THE_TOOLS:
-                raise
-            except Exception as e:  # a tool's failure is the model's business, not the turn's
-                log.exception("tool %s failed", name)
-                return ToolOutcome.failed(f"{type(e).__name__}: {e}")
+            run = functools.partial(_call, source, name, params)
+            return run() if self.journal is None else self.journal.call(manifest, params, run)
         if not self._pooled(name):
             return ToolOutcome.failed(f"tool {name!r} is not in this process's tool pool")
         return ToolOutcome.failed(
@@ -178,3 +201,13 @@ class ToolDispatcher:
                 listed = []
             self._lists[id(source)] = listed
         return listed
+
+
+def _call(source: ToolSource, name: str, params: dict[str, Any]) -> ToolOutcome:
+    try:
+        return source.call(name, params)
+    except _NOT_THE_TOOLS:
+        raise
+    except Exception as e:  # a tool's failure is the model's business, not the turn's
+        log.exception("tool %s failed", name)
+        return ToolOutcome.failed(f"{type(e).__name__}: {e}")

@@ -198,10 +198,12 @@ class McpRegistry:
 
     def manifests(self) -> list[dispatcher.ToolManifest]:
         """``tools()`` as dispatcher manifests: transport ``mcp``, SAFE_PROBE for the tools the
-        server marks ``readOnlyHint`` (a hint from the server, not a guarantee), else MUTATING."""
+        server marks ``readOnlyHint``, else MUTATING; idempotent for those and the ones it
+        marks ``idempotentHint`` (hints from the server, not guarantees), else not."""
         return [dispatcher.ToolManifest(spec, "mcp", dispatcher.Safety.SAFE_PROBE
                                         if spec.name in listing.read_only
-                                        else dispatcher.Safety.MUTATING)
+                                        else dispatcher.Safety.MUTATING,
+                                        idempotent=spec.name in listing.idempotent)
                 for listing in self._listings() for spec in listing.specs]
 
     def call(self, name: str, params: Mapping[str, Any]) -> dispatcher.ToolOutcome:
@@ -329,6 +331,7 @@ class _Listing:
     expires: float
     error: str | None = None
     read_only: frozenset[str] = frozenset()  # prefixed names the server marks readOnlyHint
+    idempotent: frozenset[str] = frozenset()  # … and idempotentHint
 
 
 @dataclass
@@ -482,6 +485,7 @@ def _listing_of(server: str, tools: Iterable[types.Tool], expires: float) -> _Li
     specs: list[ToolSpec] = []
     names: dict[str, str] = {}
     read_only: set[str] = set()
+    idempotent: set[str] = set()
     for tool in tools:
         name = prefixed_name(server, tool.name)
         if name in names:
@@ -492,7 +496,10 @@ def _listing_of(server: str, tools: Iterable[types.Tool], expires: float) -> _Li
         specs.append(ToolSpec(name, tool.description or tool.title or "", dict(tool.input_schema)))
         if tool.annotations is not None and tool.annotations.read_only_hint:
             read_only.add(name)
-    return _Listing(specs, names, expires, read_only=frozenset(read_only))
+        if tool.annotations is not None and tool.annotations.idempotent_hint:
+            idempotent.add(name)
+    return _Listing(specs, names, expires, read_only=frozenset(read_only),
+                    idempotent=frozenset(idempotent))
 
 
 def prefixed_name(server: str, tool: str) -> str:

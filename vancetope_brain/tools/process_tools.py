@@ -1,6 +1,12 @@
 """Server tools of the engines: Arthur's (arthur-engine §3.3: spawn and steer worker
 processes, read the recipe catalogue and the recipe's manuals) and ``inbox_post``
 (user-interaction.txt §10.1). Each works through the calling turn's context.
+
+Idempotency (``ToolManifest.idempotent``): the probes are; ``process_create``,
+``process_steer`` and ``process_stop`` are too, because their effect is part of the turn's
+commit — an attempt that died started, sent and stopped nothing, so the next attempt must
+call them again (a replayed result would name a child that was never stored). ``inbox_post``
+is not: it writes the item at once.
 """
 
 from __future__ import annotations
@@ -46,7 +52,7 @@ def _user_errors(fn):  # type: ignore[no-untyped-def]
                           "engine": {"type": "string", "description": "only without a recipe"},
                           "name": {"type": "string", "description": "short, unique, kebab-case"},
                           "goal": {"type": "string", "description": "what the worker must do"},
-                          "params": {"type": "object"}}, ["goal"])))
+                          "params": {"type": "object"}}, ["goal"])), idempotent=True)
 @_user_errors
 def process_create(context: Any, goal: str, recipe: str | None = None,
                    engine: str | None = None, name: str = "",
@@ -59,7 +65,7 @@ def process_create(context: Any, goal: str, recipe: str | None = None,
 @server_tool(ToolSpec("process_steer", "Send a message to one of this session's processes "
                       "(e.g. forward the user's answer to a worker that asked).", _schema(
                           {"processId": _ID, "message": {"type": "string"}},
-                          ["processId", "message"])))
+                          ["processId", "message"])), idempotent=True)
 @_user_errors
 def process_steer(context: Any, processId: str, message: str) -> dict[str, Any]:  # noqa: N803
     context.processes().steer(processId, message)
@@ -67,7 +73,8 @@ def process_steer(context: Any, processId: str, message: str) -> dict[str, Any]:
 
 
 @server_tool(ToolSpec("process_stop", "Stop a process of this session, and everything it "
-                      "started.", _schema({"processId": _ID}, ["processId"])))
+                      "started.", _schema({"processId": _ID}, ["processId"])),
+             idempotent=True)
 @_user_errors
 def process_stop(context: Any, processId: str) -> dict[str, Any]:  # noqa: N803
     context.processes().stop(processId)

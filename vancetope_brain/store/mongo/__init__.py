@@ -11,7 +11,7 @@ write that must be atomic is one single-document operation, and each
 adapter's docstring says which steps of a multi-step write are not, and how
 a crash between them is recovered. Writes that span ports go through the
 owning adapter's module-level function (``lanes.append_in``,
-``sessions.insert_process``) rather than repeating its queries.
+``sessions.insert_process``, ``journal.clear``) rather than repeating its queries.
 """
 
 from __future__ import annotations

@@ -22,7 +22,8 @@ is set, a second conditional ``update_one`` of the process
 pendingControl/controlRequestedAt (not a pipeline update in the claim: that
 would need every outcome value wrapped in ``$literal``), so a different
 call requested after the turn read the process survives, and so does any
-call once a newer epoch took over; (3) insert the chat lines, ignoring
+call once a newer epoch took over; (2c) clear the turn journal (``journal.clear``),
+if the turn read it or the process closes; (3) insert the chat lines, ignoring
 duplicate keys; (4) mark the messages drained (filter ``drainedAt: None``);
 (5) insert the turn record. The turn's events go into the event outbox
 (``event_outbox.enqueue_in``) right after (3); spawned processes
@@ -73,6 +74,7 @@ from vancetope_brain.store.lanes import NOT_SWEPT, TURN_STARTS_FROM, LaneStore
 from vancetope_brain.store.mongo import MongoAdapter, MongoBackend
 from vancetope_brain.store.mongo._codec import STRING, from_bson, naive_utc, to_bson, translated
 from vancetope_brain.store.mongo.event_outbox import enqueue_in
+from vancetope_brain.store.mongo.journal import clear as clear_journal
 from vancetope_brain.store.mongo.sessions import PROCESSES, insert_process, process_exists
 
 MESSAGES = "engine_messages"
@@ -303,6 +305,9 @@ class MongoLanes(MongoAdapter, LaneStore):
                  "pendingControl": commit.control_handled},
                 {"$set": {"pendingControl": None, "controlRequestedAt": None}},
             )
+        closed = commit.status is ProcessStatus.CLOSED
+        if closed or commit.journal_opened:
+            clear_journal(self.db.database, tenant_id, process_id, in_doubt=closed)
         first = claimed["nextChatSeq"] - len(lines) + 1
         written = [line.model_copy(
             update={"seq": first + i, "tenant_id": tenant_id, "process_id": process_id})

@@ -19,9 +19,9 @@ open, so a new port's adapter brings its own tables with no version bump. Its
 table it owns up to that version (``ALTER TABLE`` and data fixes: what
 ``IF NOT EXISTS`` cannot do); only those bump ``_db.SCHEMA_VERSION``, whose
 docstring is the history. Atomic writes that span ports (``commit_turn``
-inserting processes and appending messages, ``save_inbox_item`` appending a
-message) call the owning adapter's module-level ``…_in(conn, …)`` function
-inside their one transaction.
+inserting processes, appending messages and clearing the turn journal,
+``save_inbox_item`` appending a message) call the owning adapter's module-level
+``…_in(conn, …)`` function inside their one transaction.
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ file's single write lock up front, so ``acquire_epoch``, ``request_control``,
 ``append_message`` and ``commit_turn`` are atomic across threads and
 processes. ``commit_turn`` checks the epoch, drains, numbers chat lines,
 spawns processes (``insert_process_in``), appends outbox messages
-(``append_in``), records the turn and enqueues its events (the event outbox's
-``enqueue_in``) in that one transaction; being fenced
+(``append_in``), records the turn, enqueues its events (the event outbox's
+``enqueue_in``) and clears the turn journal (``journal.clear_in``) in that one
+transaction; being fenced
 raises inside it, which rolls everything back. ``append_in`` is also how the
 user Inbox's ``save_inbox_item`` appends its message in its own transaction.
 Sequence numbers: ``lanes.next_seq`` / ``next_chat_seq`` are read and bumped
@@ -38,6 +39,7 @@ from vancetope_brain.store.lanes import NOT_SWEPT, TURN_STARTS_FROM, LaneStore
 from vancetope_brain.store.sqlite import SqliteAdapter
 from vancetope_brain.store.sqlite._db import iso, load_all, to_ms
 from vancetope_brain.store.sqlite.event_outbox import enqueue_in
+from vancetope_brain.store.sqlite.journal import clear_in as clear_journal_in
 from vancetope_brain.store.sqlite.sessions import insert_process_in, load_process, process_row_in
 
 _TABLES = """
@@ -183,6 +185,9 @@ def _commit_in(conn: sqlite3.Connection, tenant_id: str, process_id: str, epoch:
         insert_process_in(conn, child)
     for message in commit.outbox:
         append_in(conn, message)
+    closed = commit.status is ProcessStatus.CLOSED
+    if closed or commit.journal_opened:
+        clear_journal_in(conn, tenant_id, process_id, in_doubt=closed)
     for timer in commit.timers:
         conn.execute(
             "INSERT INTO timers (id, tenant_id, process_id, due_ms, doc) VALUES (?, ?, ?, ?, ?) "

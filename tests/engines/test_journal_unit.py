@@ -1,0 +1,135 @@
+"""TurnJournal against a real store, attempt by attempt: its caps, its fence, which turn it
+belongs to, and that a call in doubt is asked about once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from vancetope_brain.engines.journal import TurnJournal
+from vancetope_brain.errors import Fenced, JournalFull
+from vancetope_brain.inbox.service import NewItem
+from vancetope_brain.llm import LlmResponse, ToolSpec
+from vancetope_brain.llm.testing import ScriptedModel
+from vancetope_brain.models import (
+    InboxMessage,
+    JournalEntry,
+    StepKind,
+    ThinkProcess,
+    UserChatInput,
+    new_id,
+)
+from vancetope_brain.models.steer import ToolCallStatus
+from vancetope_brain.store import Backend, JournalStore, LaneStore, SessionStore
+from vancetope_brain.store.journal import MAX_ENTRIES, MAX_ENTRY_BYTES
+from vancetope_brain.tools import ToolManifest, ToolOutcome
+
+SEND = ToolManifest(ToolSpec("send", "sends"), "server")
+
+
+class Attempts:
+    """Attempts of one process's turn: each takes a new epoch and opens a new journal."""
+
+    def __init__(self, store: Backend) -> None:
+        self.store = store
+        self.process = ThinkProcess(id=new_id("proc"), tenant_id="acme", session_id="ses_1",
+                                    user_id="ada", name="p", engine="ford",
+                                    engine_version="1.0.0")
+        store.port(SessionStore).create_process(self.process)
+        self.asked: list[NewItem] = []
+
+    def next(self, given: list[InboxMessage] | None = None) -> TurnJournal:
+        process = self.store.port(LaneStore).acquire_epoch("acme", self.process.id)
+        return TurnJournal(self.store.port(JournalStore), process, lambda: list(given or []),
+                           self.ask)
+
+    def ask(self, new: NewItem) -> str:
+        self.asked.append(new)
+        return f"item_{len(self.asked)}"
+
+
+@pytest.fixture
+def attempts(acme_store: Backend) -> Attempts:
+    return Attempts(acme_store)
+
+
+def _message(text: str) -> InboxMessage:
+    return InboxMessage(id=new_id("msg"), tenant_id="acme", target_process_id="p",
+                        message=UserChatInput(from_user="ada", content=text))
+
+
+class Tool:
+    def __init__(self, result: Any = "ok", crash: BaseException | None = None) -> None:
+        self.runs, self.result, self.crash = 0, result, crash
+
+    def __call__(self) -> ToolOutcome:
+        self.runs += 1
+        if self.crash is not None:
+            raise self.crash
+        return ToolOutcome(ToolCallStatus.SUCCESS, self.result)
+
+
+def test_a_result_too_large_to_record_becomes_the_error_every_attempt_gets(attempts):
+    big = Tool("x" * MAX_ENTRY_BYTES)
+    outcome = attempts.next().call(SEND, {"to": "ada"}, big)
+    assert outcome.status is ToolCallStatus.ERROR and outcome.result is None
+    assert outcome.error.startswith("journal_full: ") and \
+        outcome.error.endswith("send ran, but its result was dropped")
+    assert attempts.next().call(SEND, {"to": "ada"}, big) == outcome
+    assert big.runs == 1
+
+
+def test_a_full_journal_runs_no_call_and_answers_no_completion(attempts, acme_store):
+    journal = attempts.next()
+    assert journal.handled() == []
+    filler = [JournalEntry(id=f"{attempts.process.id}:k{i}", tenant_id="acme",
+                           process_id=attempts.process.id, key=f"k{i}", turn="turn_old",
+                           kind=StepKind.LLM) for i in range(MAX_ENTRIES)]
+    epoch = acme_store.port(SessionStore).get_process("acme", attempts.process.id).epoch
+    assert acme_store.port(JournalStore).record_steps("acme", attempts.process.id, epoch, filler)
+    send = Tool()
+    outcome = journal.call(SEND, {"to": "ada"}, send)
+    assert (outcome.status, send.runs) == (ToolCallStatus.ERROR, 0)
+    assert outcome.error.startswith("journal_full: ") and outcome.error.endswith("not run")
+    model = ScriptedModel([LlmResponse("hi")])
+    with pytest.raises(JournalFull):
+        journal.complete(model, [], None, None)
+
+
+def test_a_call_cut_short_is_asked_about_once_whatever_the_attempts(attempts):
+    crashed = Tool(crash=ConnectionError("killed"))
+    with pytest.raises(ConnectionError):
+        attempts.next().call(SEND, {"to": "ada"}, crashed)
+    held = attempts.next().call(SEND, {"to": "ada"}, crashed)
+    assert held.error.startswith("in doubt: ") and "item_1" in held.error
+    assert attempts.next().call(SEND, {"to": "ada"}, crashed) == held
+    assert crashed.runs == 1
+    [asked] = attempts.asked
+    assert asked.title == "Run send again?" and asked.idempotency_key.startswith("journal:")
+
+
+def test_a_journal_is_replayed_only_by_an_attempt_given_its_messages(attempts):
+    first, later = _message("one"), _message("two")
+    send = Tool()
+    journal = attempts.next([first])
+    assert journal.handled() == [first]
+    journal.call(SEND, {"to": "ada"}, send)
+    again = attempts.next([first, later])
+    assert again.handled() == [first]  # the second message waits for the next turn
+    again.call(SEND, {"to": "ada"}, send)
+    assert send.runs == 1
+    other = attempts.next([later])  # the first message is gone: another turn
+    assert other.handled() == [later]
+    other.call(SEND, {"to": "ada"}, send)
+    assert send.runs == 2
+
+
+def test_an_attempt_whose_lane_moved_on_records_nothing(attempts):
+    stale = attempts.next()
+    stale.handled()
+    attempts.next().handled()
+    send = Tool()
+    with pytest.raises(Fenced):
+        stale.call(SEND, {"to": "ada"}, send)
+    assert send.runs == 0
