@@ -90,7 +90,8 @@ def test_a_worker_dead_after_its_commit_has_its_lines_published_by_the_next_turn
     running = [i for i, e in enumerate(events) if e.type is EventType.STATUS_CHANGED
                and e.data["to"] == "RUNNING"]
     assert where["echo: one"] < running[-1] < where["two"]
-    assert emb.brain.store.port(EventOutboxStore).pending_events("acme", pid) == []
+    wait_for(lambda: not emb.brain.store.port(EventOutboxStore).pending_events("acme", pid),
+             what="the outbox to empty (rows go once published)")
 
 
 def test_the_sweeper_publishes_what_a_dead_worker_left_once_it_is_old(emb, monkeypatch):
