@@ -4,8 +4,8 @@ and a small data builder.
 ``storage`` is one storage location, parametrised over the backends: it opens
 backends on it (so a test can reopen it) and can write a raw field behind the
 ports' back. ``backend`` is the ``vancetope_brain.store.Backend`` under test;
-``identity``, ``sessions``, ``lanes``, ``user_inbox``, ``deliveries``,
-``recipes`` and ``settings`` are its ports. ``world`` builds tenants,
+``identity``, ``sessions``, ``lanes``, ``dead_letters``, ``user_inbox``,
+``deliveries``, ``recipes`` and ``settings`` are its ports. ``world`` builds tenants,
 sessions, processes, messages, turn commits, user Inbox items and
 notification deliveries through the ports.
 """
@@ -49,6 +49,7 @@ from vancetope_brain.models.inbox import (
 )
 from vancetope_brain.store import (
     Backend,
+    DeadLetterStore,
     DeliveryStore,
     IdentityStore,
     LaneStore,
@@ -141,6 +142,11 @@ def sessions(backend: Backend) -> SessionStore:
 @pytest.fixture
 def lanes(backend: Backend) -> LaneStore:
     return backend.port(LaneStore)
+
+
+@pytest.fixture
+def dead_letters(backend: Backend) -> DeadLetterStore:
+    return backend.port(DeadLetterStore)
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ from vancetope_brain.models.session import (
     SuspendCause,
 )
 from vancetope_brain.models.steer import (
+    DeadLetter,
     ExternalCommand,
     InboxAnswer,
     InboxMessage,
@@ -35,7 +36,7 @@ from vancetope_brain.models.steer import (
 from vancetope_brain.models.turn import Timer, TurnCommit, TurnRecord
 
 __all__ = [
-    "ApiToken", "ChatMessage", "Fingerprint", "OnDisconnect", "SuspendCause", "ChatRole", "CloseReason", "Document", "ExternalCommand",
+    "ApiToken", "ChatMessage", "DeadLetter", "Fingerprint", "OnDisconnect", "SuspendCause", "ChatRole", "CloseReason", "Document", "ExternalCommand",
     "InboxAnswer", "InboxMessage", "ProcessEvent", "Project", "ProcessStatus", "Session",
     "SessionStatus", "SessionType", "SteerMessage", "Tenant", "ThinkProcess", "Timer", "ToolResult",
     "TurnCommit", "TurnRecord", "User", "UserChatInput", "decode_steer", "encode_steer",

@@ -11,7 +11,7 @@ from pydantic import Field
 from vancetope_brain.models.base import Document, utcnow
 from vancetope_brain.models.chat import ChatMessage
 from vancetope_brain.models.process import CloseReason, ProcessStatus, ThinkProcess
-from vancetope_brain.models.steer import InboxMessage
+from vancetope_brain.models.steer import DeadLetter, InboxMessage
 
 
 class TurnRecord(Document):
@@ -66,3 +66,8 @@ class TurnCommit:
     """Messages this turn sends to other processes (appended like ``LaneStore.append_message``)."""
     timers: list[Timer] = field(default_factory=list)
     """Timers this turn arms (inserted, or replacing the same id's due time)."""
+    dead_letters: dict[str, DeadLetter] = field(default_factory=dict)
+    """Messages this turn sets aside unprocessed (id → why): drained, with the mark."""
+    engine_failures: int = 0
+    """The process's ``engineFailures`` after this turn (0 after a turn whose engine
+    succeeded)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Sequence
 from datetime import datetime
 
 from vancetope_brain.models import (
@@ -61,13 +62,20 @@ class LaneStore(Port):
         at most ``limit``. Such a turn may have left no message behind to find it by."""
 
     @abstractmethod
-    def acquire_epoch(self, tenant_id: str, process_id: str) -> ThinkProcess:
-        """Start a lane turn: atomically increment ``epoch`` and, if the status is INIT, IDLE
-        or BLOCKED, set it to RUNNING.
+    def acquire_epoch(self, tenant_id: str, process_id: str,
+                      message_ids: Sequence[str] = ()) -> ThinkProcess:
+        """Start a lane turn: atomically increment ``epoch`` and ``turnAttempts`` and, if the
+        status is INIT, IDLE or BLOCKED, set it to RUNNING; then count a delivery attempt
+        (``attempts`` + 1) of each listed message of the process that is still undrained.
 
-        Returns the document with the *new* epoch and the status it had *before*
-        this call (the engine needs to know where it came from). Any turn holding
-        an older epoch is fenced from then on. Raises ``NotFound``.
+        Returns the document with the *new* epoch and the status and ``turnAttempts``
+        it had *before* this call (the engine needs to know where it came from; the
+        runner, whether the turn before this one died). Any turn holding an older
+        epoch is fenced from then on. The attempts are counted before this returns,
+        so a turn that dies anywhere after it was counted. (An adapter may count
+        them in a second write right after the first; a crash between the two
+        leaves that turn's messages uncounted, and it had run nothing.)
+        Raises ``NotFound``.
         """
 
     @abstractmethod
@@ -92,10 +100,12 @@ class LaneStore(Port):
         insert ``commit.spawned`` processes and append ``commit.outbox`` messages to
         their targets' inboxes (as ``append_message`` does), upsert ``commit.timers`` by id,
         and clear ``pendingControl`` (and ``controlRequestedAt``) if it still equals
-        ``commit.control_handled`` (a newer request survives).
+        ``commit.control_handled`` (a newer request survives). Each of
+        ``commit.dead_letters`` is drained too, with its ``deadLetter`` mark. Sets
+        ``engineFailures`` to ``commit.engine_failures`` and ``turnAttempts`` to 0.
         Returns the chat lines as written (with their ``seq``), or None, having
-        written nothing, when the epoch moved on (fenced) or a listed message
-        was already drained. Chat lines whose (process, sourceMessageId, role)
+        written nothing, when the epoch moved on (fenced) or a listed message (or dead
+        letter) was already drained. Chat lines whose (process, sourceMessageId, role)
         already exists are skipped and not returned.
         """
 
