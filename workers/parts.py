@@ -71,5 +71,6 @@ def build_worker(config: Config, enqueue: Enqueue, *, model_for: ModelFor | None
     runner = LaneRunner(lanes=lanes, processes=processes, items=store.port(UserInboxStore),
                         events=events, leases=LeaseKeeper(core["redis"], ttl=config.lease_ttl),
                         waker=core["waker"], engines=engines, contexts=contexts,
-                        worker_name=worker_name)
+                        max_attempts=config.max_attempts,
+                        max_engine_failures=config.max_engine_failures, worker_name=worker_name)
     return Worker(**core, runner=runner, mcp=mcp)

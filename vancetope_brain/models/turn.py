@@ -68,6 +68,9 @@ class TurnCommit:
     """Timers this turn arms (inserted, or replacing the same id's due time)."""
     dead_letters: dict[str, DeadLetter] = field(default_factory=dict)
     """Messages this turn sets aside unprocessed (id → why): drained, with the mark."""
+    uncounted_ids: list[str] = field(default_factory=list)
+    """Messages whose attempt this turn counted but which it leaves pending (a pause reads
+    no message): their ``attempts`` go back down by one."""
     engine_failures: int = 0
     """The process's ``engineFailures`` after this turn (0 after a turn whose engine
     succeeded)."""

@@ -101,8 +101,10 @@ class LaneStore(Port):
         their targets' inboxes (as ``append_message`` does), upsert ``commit.timers`` by id,
         and clear ``pendingControl`` (and ``controlRequestedAt``) if it still equals
         ``commit.control_handled`` (a newer request survives). Each of
-        ``commit.dead_letters`` is drained too, with its ``deadLetter`` mark. Sets
-        ``engineFailures`` to ``commit.engine_failures`` and ``turnAttempts`` to 0.
+        ``commit.dead_letters`` is drained too, with its ``deadLetter`` mark; each of
+        ``commit.uncounted_ids`` still pending gets one ``attempts`` fewer (never below
+        0). Sets ``engineFailures`` to ``commit.engine_failures`` and ``turnAttempts``
+        to 0.
         Returns the chat lines as written (with their ``seq``), or None, having
         written nothing, when the epoch moved on (fenced) or a listed message (or dead
         letter) was already drained. Chat lines whose (process, sourceMessageId, role)

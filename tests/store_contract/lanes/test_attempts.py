@@ -108,3 +108,16 @@ def test_commit_dead_letters_a_message_with_its_mark(
     assert None is lanes.commit_turn("ten_1", process.id, epoch, world.turn(
         process, epoch, status=S.CLOSED, drained=[poison.id]))
     assert sessions.get_process("ten_1", process.id).status is S.RUNNING
+
+
+def test_commit_uncounts_the_messages_it_leaves_pending(
+    lanes: LaneStore, world: World
+) -> None:
+    process = world.process("ten_1")
+    read, left = world.append("ten_1", process.id, "read"), world.append("ten_1", process.id, "left")
+    lanes.acquire_epoch("ten_1", process.id, [left.id])  # a turn that died with it
+    epoch = lanes.acquire_epoch("ten_1", process.id, [read.id, left.id]).epoch
+    assert _attempts(lanes, "ten_1", process.id) == {"read": 1, "left": 2}
+    commit = world.turn(process, epoch, drained=[read.id], uncounted_ids=[left.id, read.id])
+    assert None is not lanes.commit_turn("ten_1", process.id, epoch, commit)
+    assert _attempts(lanes, "ten_1", process.id) == {"left": 1}

@@ -28,7 +28,7 @@ would need every outcome value wrapped in ``$literal``), so a different
 call requested after the turn read the process survives, and so does any
 call once a newer epoch took over; (3) insert the chat lines, ignoring
 duplicate keys; (4) mark the messages drained (filter ``drainedAt: None``), each dead
-letter with its mark;
+letter with its mark, and uncount the messages left pending;
 (5) insert the turn record. Spawned processes (``insert_process``) and outbox
 messages (``append_in``) are written between (3) and (4); a retried commit
 of the same turn skips the processes that exist and, for keyed messages,
@@ -337,6 +337,12 @@ class MongoLanes(MongoAdapter, LaneStore):
             self._timers.replace_one({"_id": timer.id}, to_bson(timer), upsert=True)
         if drained:
             self._messages.update_many(mine, {"$set": {"drainedAt": now, "drainedEpoch": epoch}})
+        if commit.uncounted_ids:
+            self._messages.update_many(
+                {"_id": {"$in": list(dict.fromkeys(commit.uncounted_ids))},
+                 "tenantId": tenant_id, "targetProcessId": process_id, "drainedAt": None,
+                 "attempts": {"$gt": 0}},
+                {"$inc": {"attempts": -1}})
         for message_id, mark in commit.dead_letters.items():
             self._messages.update_one(
                 {**mine, "_id": message_id},

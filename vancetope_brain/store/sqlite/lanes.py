@@ -166,6 +166,10 @@ def _commit_in(conn: sqlite3.Connection, tenant_id: str, process_id: str, epoch:
         )
         if cursor.rowcount != len(commit.dead_letters):
             raise Fenced(f"a dead letter of this turn of {process_id} is already drained")
+    conn.executemany(
+        "UPDATE messages SET attempts = attempts - 1 WHERE id = ? AND tenant_id = ? "
+        "AND target_process_id = ? AND drained_at IS NULL AND attempts > 0",
+        [(mid, tenant_id, process_id) for mid in dict.fromkeys(commit.uncounted_ids)])
     written: list[ChatMessage] = []
     for line in commit.chat:
         line = line.model_copy(
@@ -262,15 +266,17 @@ class SqliteLanes(SqliteAdapter, LaneStore):
     def acquire_epoch(self, tenant_id: str, process_id: str,
                       message_ids: Sequence[str] = ()) -> ThinkProcess:
         with self.db.write() as conn:
-            doc, prior, epoch, *rest = process_row_in(conn, tenant_id, process_id)
+            doc, prior, epoch, next_seq, pending_control, requested_ms, attempts = \
+                process_row_in(conn, tenant_id, process_id)
             status = "RUNNING" if prior in TURN_STARTS_FROM else prior
-            conn.execute("UPDATE lanes SET epoch = ?, status = ?, turn_attempts = turn_attempts + 1 "
-                         "WHERE process_id = ?", (epoch + 1, status, process_id))
+            conn.execute("UPDATE lanes SET epoch = ?, status = ?, turn_attempts = ? "
+                         "WHERE process_id = ?", (epoch + 1, status, attempts + 1, process_id))
             conn.executemany(
                 "UPDATE messages SET attempts = attempts + 1 WHERE id = ? AND tenant_id = ? "
                 "AND target_process_id = ? AND drained_at IS NULL",
                 [(mid, tenant_id, process_id) for mid in dict.fromkeys(message_ids)])
-        return load_process((doc, prior, epoch + 1, *rest))
+        return load_process((doc, prior, epoch + 1, next_seq, pending_control, requested_ms,
+                             attempts))
 
     def request_control(self, tenant_id: str, process_id: str, call: str,
                         allowed_from: frozenset[ProcessStatus]) -> ThinkProcess:
