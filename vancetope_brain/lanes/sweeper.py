@@ -17,8 +17,9 @@ TIMERS_PER_SWEEP = 500
 
 
 def sweep(store: LaneStore, client: redis.Redis, waker: Waker, *, age: float) -> int:
-    """Re-wake every wakeable process with a message pending longer than ``age`` seconds,
-    and every INIT or RUNNING one (a lost start, a dead turn), that has no live lease.
+    """Re-wake every wakeable process with a message pending longer than ``age`` seconds
+    (a CLOSED/FAILED one too: it answers the message), and every INIT or RUNNING one (a
+    lost start, a dead turn), that has no live lease.
     Returns how many were woken.
 
     Catches what a lost broker message, a killed worker or a frozen worker

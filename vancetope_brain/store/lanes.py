@@ -20,7 +20,8 @@ from vancetope_brain.store.backend import Port
 TURN_STARTS_FROM = ("INIT", "IDLE", "BLOCKED")
 """The statuses that ``acquire_epoch`` moves to RUNNING."""
 NOT_SWEPT = ("CLOSED", "PAUSED", "SUSPENDED")
-"""The statuses whose undrained messages ``stale_pending`` passes over."""
+"""The statuses whose undrained messages ``stale_pending`` passes over (but for a CLOSED
+process whose closeReason is FAILED)."""
 
 
 class LaneStore(Port):
@@ -51,7 +52,8 @@ class LaneStore(Port):
     def stale_pending(self, older_than: datetime, limit: int = 100) -> list[tuple[str, str]]:
         """System query for the sweeper: distinct (tenant, process) pairs that need a turn and
         were left waiting since before ``older_than``: an undrained message of a process that is
-        not CLOSED, PAUSED or SUSPENDED, or a ``pendingControl`` of a process that is not CLOSED
+        not CLOSED, PAUSED or SUSPENDED — or that is CLOSED with closeReason FAILED (its turn
+        answers the message) —, or a ``pendingControl`` of a process that is not CLOSED
         requested before ``older_than``.
         """
 

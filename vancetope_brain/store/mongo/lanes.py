@@ -223,9 +223,12 @@ class MongoLanes(MongoAdapter, LaneStore):
         return dict(list(found.items())[:limit])
 
     def _wakeable(self, pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
-        """The pairs whose process exists in that tenant and is not CLOSED/PAUSED/SUSPENDED."""
+        """The pairs whose process exists in that tenant and is not CLOSED/PAUSED/SUSPENDED
+        (or is CLOSED/FAILED, which answers what reaches it)."""
         rows = self._processes.find(
-            {"_id": {"$in": [pid for _, pid in pairs]}, "status": {"$nin": list(NOT_SWEPT)}},
+            {"_id": {"$in": [pid for _, pid in pairs]},
+             "$or": [{"status": {"$nin": list(NOT_SWEPT)}},
+                     {"status": "CLOSED", "closeReason": "FAILED"}]},
             projection={"tenantId": True},
         )
         ok = {(raw["tenantId"], raw["_id"]) for raw in rows}
