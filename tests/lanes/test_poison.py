@@ -254,3 +254,15 @@ def test_a_lifecycle_call_that_kills_its_worker_is_given_up_suspended(lane, monk
     assert "SUSPENDED" in lane.chat(pid)[-1][1]
     assert [title for _, title, _ in lane.items()] == ["helper: resume given up"]
     assert lane.turn(pid) is TurnOutcome.HELD  # not RUNNING forever
+
+
+def test_a_turn_that_commits_without_reading_a_message_does_not_count_it(lane):
+    """A pause is given the pending messages but reads none: they keep no attempt, so a
+    message is never dead-lettered for the pauses it waited through."""
+    pid = lane.child()
+    lane.steer(pid, "wait for me")
+    lane.lanes.request_control("acme", pid, LifecycleCall.PAUSE.value,
+                               frozenset({ProcessStatus.IDLE}))
+    assert lane.turn(pid) is TurnOutcome.COMMITTED
+    assert lane.process(pid).status is ProcessStatus.PAUSED
+    assert lane.attempts(pid) == {"wait for me": 0}
