@@ -3,9 +3,10 @@ isolation, dead letters, a start or lifecycle call that never completes, a turn 
 raised. The runner decides when; this module says what each outcome leaves behind.
 
 Every outcome here is committed by the turn's one fenced commit, except the user's Inbox
-item, which is written before it (as ``context.inbox()`` always does) under an idempotency
-key of the process, the turn's epoch and the case, so a retried commit of that turn repeats
-no item.
+item, which is written just before it (as ``context.inbox()`` always does, so the user is
+told at least once) under an idempotency key of the case, the process and the turn's
+epoch: one item per turn; a turn that dies or is fenced between the item and its commit
+leaves its item, and the turn that takes over posts its own.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import logging
 
 from vancetope_brain.engines.context import ThinkEngineContext
 from vancetope_brain.engines.lifecycle import LifecycleCall
-from vancetope_brain.errors import Conflict
+from vancetope_brain.errors import UserError
 from vancetope_brain.models import (
     ChatRole,
     CloseReason,
@@ -159,8 +160,8 @@ def tell_user(context: ThinkEngineContext, title: str, body: str, case: str) -> 
             type=ItemType.OUTPUT_TEXT, title=title[:200], body=body,
             payload={"format": "markdown"}, tags=("vancetope", case),
             idempotency_key=f"{case}:{process.id}:{process.epoch}"))
-    except Conflict:  # a context without Inbox access (a test's minimal runtime)
-        log.warning("cannot tell the user of %s: %s", process.id, title)
+    except UserError as e:  # no Inbox access here, or the user is gone: the chat still says it
+        log.warning("cannot tell the user of %s (%s): %s", process.id, title, e)
 
 
 def _what(message: InboxMessage, limit: int = 80) -> str:
