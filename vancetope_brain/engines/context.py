@@ -387,7 +387,7 @@ class ThinkEngineContext:
         for line in lines:
             line.meta[EXCLUDED] = f"{error.code}: {error}"[:500]
         if lines:
-            quoted = "; ".join(f"\"{_excerpt(line.content)}\"" for line in lines[:3])
+            quoted = "; ".join(f"\"{excerpt(line.content)}\"" for line in lines[:3])
             self.chat().append(ChatRole.ERROR, (
                 f"The model provider refused this turn's input ({quoted}"
                 f"{' …' if len(lines) > 3 else ''}); it is left out of what the model sees "
@@ -400,7 +400,8 @@ class ThinkEngineContext:
         return self._pending
 
 
-def _excerpt(text: str, limit: int = 80) -> str:
+def excerpt(text: str, limit: int = 80) -> str:
+    """``text`` on one line, cut to ``limit`` characters: how a notice quotes a message."""
     text = " ".join(text.split())
     return text if len(text) <= limit else text[:limit - 1] + "…"
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 
-from vancetope_brain.engines.context import ThinkEngineContext
+from vancetope_brain.engines.context import ThinkEngineContext, excerpt
 from vancetope_brain.engines.lifecycle import LifecycleCall
 from vancetope_brain.errors import UserError
 from vancetope_brain.models import (
@@ -75,17 +75,17 @@ def stuck(context: ThinkEngineContext, call: LifecycleCall | None, attempts: int
     never completed is given up (the runner commits ``status`` without calling the engine):
     an error line and the user's Inbox item say so. Returns the reason (``lastError``)."""
     process = context.process
+    what = "start" if call is None else call.value
+    reason = f"the {what} was tried {attempts} times and never completed ({DIED})"
     if call is None:
-        reason = f"its start was tried {attempts} times and never completed ({DIED})"
-        outcome = "it could not start and is closed FAILED"
+        outcome = "the process could not start and is closed FAILED"
+    elif call is LifecycleCall.RESUME and status is ProcessStatus.SUSPENDED:
+        outcome = "the process stays SUSPENDED; resume it to try again"
     else:
-        reason = f"its {call.value} was tried {attempts} times and never completed ({DIED})"
-        outcome = "it is SUSPENDED; resume it to try again" if status is \
-            ProcessStatus.SUSPENDED and call is LifecycleCall.RESUME \
-            else f"the {call.value} was applied without the engine's {call.value} step"
-    context.chat().append(ChatRole.ERROR, f"This process {reason}; {outcome}.")
-    tell_user(context, f"{process.name}: {'start' if call is None else call.value} given up",
-              f"Process {process.name} {reason}; {outcome}.", "stuck")
+        outcome = f"the {what} was applied without the engine's {what} step"
+    context.chat().append(ChatRole.ERROR, f"{reason[0].upper()}{reason[1:]}; {outcome}.")
+    tell_user(context, f"{process.name}: {what} given up",
+              f"Process {process.name}: {reason}; {outcome}.", "stuck")
     return reason
 
 
@@ -164,9 +164,8 @@ def tell_user(context: ThinkEngineContext, title: str, body: str, case: str) -> 
         log.warning("cannot tell the user of %s (%s): %s", process.id, title, e)
 
 
-def _what(message: InboxMessage, limit: int = 80) -> str:
+def _what(message: InboxMessage) -> str:
     """How a notice names a message: the user's own words, or its kind."""
     if not isinstance(message.message, UserChatInput):
         return f"A {message.message.kind} message"
-    text = " ".join(message.message.content.split())
-    return f"Your message \"{text if len(text) <= limit else text[:limit - 1] + '…'}\""
+    return f"Your message \"{excerpt(message.message.content)}\""
