@@ -17,7 +17,15 @@ import pytest
 
 from vancetope_brain.errors import Unauthorized
 from vancetope_brain.identity import IdentityService, Principal
-from vancetope_brain.store import Backend, DeliveryStore, IdentityStore, RecipeStore, open_store
+from vancetope_brain.store import (
+    Backend,
+    DeliveryStore,
+    IdentityStore,
+    LaneStore,
+    RecipeStore,
+    SessionStore,
+    open_store,
+)
 from vancetope_gateway.cli import main
 
 
@@ -300,3 +308,58 @@ def test_delivery_list_answers_why_nobody_was_told(admin, store: Backend) -> Non
                                 "bob").rows] == ["dlv_2"]
     missing = admin("delivery", "list", "--tenant", "nope")
     assert (missing.code, missing.err.count("\n")) == (2, 1)
+
+
+def test_dead_letters_are_listed_and_requeued(admin, store: Backend) -> None:
+    from vancetope_brain.models import (
+        DeadLetter,
+        InboxMessage,
+        ProcessStatus,
+        ThinkProcess,
+        TurnCommit,
+        TurnRecord,
+        UserChatInput,
+        utcnow,
+    )
+
+    admin("tenant", "create", "Acme", "--id", "acme")
+    sessions, lanes = store.port(SessionStore), store.port(LaneStore)
+    for pid in ("proc_1", "proc_2"):
+        sessions.create_process(ThinkProcess(id=pid, tenant_id="acme", session_id="ses_1",
+                                             user_id="ada", name="main", engine="ford",
+                                             engine_version="1.0.0"))
+    dead = {}
+    for pid, text in (("proc_1", "POISON pill"), ("proc_2", "another one")):
+        message, _ = lanes.append_message(InboxMessage(
+            id=f"msg_{pid}", tenant_id="acme", target_process_id=pid,
+            message=UserChatInput(from_user="ada", content=text)))
+        for _ in range(3):  # three turns that died with it
+            lanes.acquire_epoch("acme", pid, [message.id])
+        epoch = lanes.acquire_epoch("acme", pid).epoch
+        record = TurnRecord(id=f"turn_{pid}", tenant_id="acme", process_id=pid, epoch=epoch,
+                            worker="w", lifecycle="dead-letter", started_at=utcnow(),
+                            status_after=ProcessStatus.IDLE)
+        assert lanes.commit_turn("acme", pid, epoch, TurnCommit(
+            status=ProcessStatus.IDLE, record=record,
+            dead_letters={message.id: DeadLetter(reason="died", attempts=3)})) == []
+        dead[pid] = message.id
+
+    listed = admin("dead-letter", "list", "--tenant", "acme")
+    assert listed.out.splitlines()[0].split() == [
+        "ID", "PROCESS", "KIND", "ATTEMPTS", "SET_ASIDE", "CONTENT"]
+    assert [(r[0], r[1], r[2], r[3], " ".join(r[5:])) for r in listed.rows] == [
+        ("msg_proc_1", "proc_1", "UserChatInput", "3", "POISON pill"),
+        ("msg_proc_2", "proc_2", "UserChatInput", "3", "another one")]
+    assert [r[0] for r in admin("dead-letter", "list", "--tenant", "acme", "--process",
+                                "proc_2").rows] == ["msg_proc_2"]
+
+    requeued = admin("dead-letter", "requeue", "--tenant", "acme", "msg_proc_1")
+    assert (requeued.code, requeued.out) == (0, "msg_proc_1\n")
+    assert "the sweeper wakes it" in requeued.err
+    (back,) = lanes.pending_messages("acme", "proc_1")
+    assert (back.id, back.attempts, back.dead_letter) == ("msg_proc_1", 0, None)
+    assert [r[0] for r in admin("dead-letter", "list", "--tenant", "acme").rows] == [
+        "msg_proc_2"]
+    again = admin("dead-letter", "requeue", "--tenant", "acme", "msg_proc_1")
+    assert again.code == 2 and "no dead letter msg_proc_1" in again.err
+    assert admin("dead-letter", "list", "--tenant", "nope").code == 2

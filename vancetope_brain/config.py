@@ -26,6 +26,8 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "VANCETOPE_SWEEP_INTERVAL": ("5", "Seconds between sweeper runs (scheduled by the workers, one per interval across the cluster)."),
     "VANCETOPE_HOUSEKEEPING_INTERVAL": ("30", "Seconds between housekeeping runs (beat): due e-mail batches, inbox auto-archive."),
     "VANCETOPE_SWEEP_AGE": ("3", "A pending message older than this many seconds with no live lease is re-woken; committed events still unpublished after it are published by the sweeper."),
+    "VANCETOPE_MAX_ATTEMPTS": ("3", "Turns a message may be in that never complete (its worker dies or freezes) before it is set aside as a dead letter; also bounds a start or lifecycle call that never completes."),
+    "VANCETOPE_MAX_ENGINE_FAILURES": ("3", "Consecutive turns whose engine raises before the process is closed FAILED; a turn that succeeds resets the count."),
     "VANCETOPE_PRESENCE_TTL": ("30", "Seconds a client connection counts as present without renewal; a gateway that dies takes this long to count as gone."),
     "VANCETOPE_WORKER_CONCURRENCY": ("4", "Worker threads of the embedded in-process Celery worker."),
     "VANCETOPE_HOST": ("127.0.0.1", "Address `vancetope serve` binds."),
@@ -81,6 +83,8 @@ class Config:
     sweep_interval: float
     housekeeping_interval: float
     sweep_age: float
+    max_attempts: int
+    max_engine_failures: int
     presence_ttl: float
     worker_concurrency: int
     host: str
@@ -128,6 +132,8 @@ class Config:
             sweep_interval=_number(env, "VANCETOPE_SWEEP_INTERVAL", float, 0.1),
             housekeeping_interval=_number(env, "VANCETOPE_HOUSEKEEPING_INTERVAL", float, 0.1),
             sweep_age=_number(env, "VANCETOPE_SWEEP_AGE", float, 0.0),
+            max_attempts=_number(env, "VANCETOPE_MAX_ATTEMPTS", int, 1),
+            max_engine_failures=_number(env, "VANCETOPE_MAX_ENGINE_FAILURES", int, 1),
             presence_ttl=_number(env, "VANCETOPE_PRESENCE_TTL", float, 1.0),
             worker_concurrency=_number(env, "VANCETOPE_WORKER_CONCURRENCY", int, 1),
             host=env.get("VANCETOPE_HOST", "127.0.0.1"),

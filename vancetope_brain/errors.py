@@ -19,6 +19,7 @@
     ├── RuntimeFailure            something below us failed; may succeed later
     │   ├── StoreError            (code ``store_error``)
     │   └── LlmError              (code ``llm_error``)
+    │       ├── LlmRejected       (code ``llm_rejected``) — the provider refuses the input itself (content filter, context limit)
     │       ├── StructuredOutputError (code ``structured_output``) — an answer that fails its schema after one repair
     │       ├── UnknownLlmProfile (code ``unknown_llm_profile``) — a recipe or setting names a profile nobody configured
     │       └── JournalFull       (code ``journal_full``) — a turn's journal would pass its entry or size cap
@@ -145,6 +146,14 @@ class LlmError(RuntimeFailure):
     """Raised when the LLM endpoint fails after its retries (timeout, 5xx, bad response)."""
 
     code = "llm_error"
+
+
+class LlmRejected(LlmError):
+    """Raised when the LLM endpoint refuses a request for what it holds (a content filter, a
+    context limit): unlike an outage, the same input fails again, so the turn's input is
+    set aside from the model's context (``engines/context.py``)."""
+
+    code = "llm_rejected"
 
 
 class UnknownLlmProfile(LlmError):

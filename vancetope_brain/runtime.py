@@ -37,6 +37,7 @@ from vancetope_brain.sessions.presence import Presence
 from vancetope_brain.settings import SettingsService
 from vancetope_brain.store import (
     Backend,
+    DeadLetterStore,
     DeliveryStore,
     IdentityStore,
     LaneStore,
@@ -125,7 +126,7 @@ class Core:
 @dataclass(frozen=True)
 class Administration:
     """The admin CLI's composition root: what an operator changes, through services (and the
-    delivery log, which it only reads)."""
+    delivery log, which it only reads, and the dead letters, which it lists and puts back)."""
 
     store: Backend
     identity: IdentityService
@@ -133,6 +134,7 @@ class Administration:
     recipes: RecipeResolver
     recipe_admin: RecipeAdmin
     deliveries: DeliveryStore
+    dead_letters: DeadLetterStore
 
     @classmethod
     def open(cls, config: Config) -> Administration:
@@ -141,7 +143,7 @@ class Administration:
         return cls(store, identity,
                    SettingsService(store.port(SettingStore), store.port(IdentityStore)),
                    RecipeResolver(store.port(RecipeStore)), RecipeAdmin.on(store),
-                   store.port(DeliveryStore))
+                   store.port(DeliveryStore), store.port(DeadLetterStore))
 
     def close(self) -> None:
         self.store.close()

@@ -1,5 +1,5 @@
-"""``vancetope admin …``: tenants, projects, users, API tokens, recipes and settings, on the
-configured store.
+"""``vancetope admin …``: tenants, projects, users, API tokens, recipes, settings, the
+delivery log and dead letters, on the configured store.
 
 Output is made to be scripted: the result (a new id, a token's secret, a
 table whose first column is the id) goes to stdout, notes for people go to
@@ -32,8 +32,8 @@ DEFINITION_KINDS = ("strategy", "template")
 ``vancetope_brain.recipes.kinds``, spelt out so the parser loads no brain module)."""
 
 _DESCRIPTION = (
-    "Administer tenants, projects, users, API tokens, recipes and settings in the store named by "
-    "VANCETOPE_STORE_URL (default: the SQLite file in VANCETOPE_DATA_DIR). Results go to "
+    "Administer tenants, projects, users, API tokens, recipes and settings, and read the delivery "
+    "log and dead letters, in the store named by VANCETOPE_STORE_URL (default: the SQLite file in VANCETOPE_DATA_DIR). Results go to "
     "stdout (a new id, a token's secret, a table whose first column is the id), notes to "
     "stderr; errors exit with code 2."
 )
@@ -41,7 +41,7 @@ _DESCRIPTION = (
 
 def add_admin_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     admin = sub.add_parser("admin", help="tenants, projects, users, tokens, recipes, settings, "
-                           "deliveries",
+                           "deliveries, dead letters",
                            description=_DESCRIPTION)
     kinds = admin.add_subparsers(dest="admin_kind", required=True, metavar="KIND")
     quiet = argparse.ArgumentParser(add_help=False)
@@ -125,6 +125,16 @@ def add_admin_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     p.add_argument("--tenant", required=True)
     p.add_argument("--item", help="an inbox item id")
     p.add_argument("--user", help="a user id")
+
+    dead = verbs("dead-letter", "messages set aside unprocessed (their turns never completed)")
+    p = dead.add_parser("list", help="the tenant's dead letters, oldest first")
+    p.add_argument("--tenant", required=True)
+    p.add_argument("--process", help="only this process's")
+    p = dead.add_parser("requeue", parents=[quiet],
+                        help="put a dead letter back into its process's inbox (attempts reset); "
+                             "the sweeper wakes the process")
+    p.add_argument("--tenant", required=True)
+    p.add_argument("message_id")
 
     setting = verbs("setting", "settings: user → project → tenant → default, innermost wins")
     cascade = argparse.ArgumentParser(add_help=False)
@@ -255,6 +265,25 @@ def _delivery_list(admin: Administration, args: argparse.Namespace) -> None:
              d.reason or "-")
             for d in admin.deliveries.list_deliveries(args.tenant, item_id=args.item,
                                                                user_id=args.user)])
+
+
+def _dead_letter_list(admin: Administration, args: argparse.Namespace) -> None:
+    admin.identity.require_tenant(args.tenant)
+    rows: list[Sequence[str]] = []
+    for m in admin.dead_letters.dead_letters(args.tenant, args.process, limit=1000):
+        content = getattr(m.message, "content", None) or json.dumps(m.message.dump())
+        rows.append((m.id, m.target_process_id, m.message.kind,
+                     str(m.dead_letter.attempts) if m.dead_letter else "-",
+                     _when(m.dead_letter.at) if m.dead_letter else "-", _short(content, 40)))
+    _table(("ID", "PROCESS", "KIND", "ATTEMPTS", "SET_ASIDE", "CONTENT"), rows)
+
+
+def _dead_letter_requeue(admin: Administration, args: argparse.Namespace) -> None:
+    admin.identity.require_tenant(args.tenant)
+    message = admin.dead_letters.requeue_dead_letter(args.tenant, args.message_id)
+    _note(args, f"requeued {message.id} into process {message.target_process_id}; the sweeper "
+                "wakes it within VANCETOPE_SWEEP_INTERVAL (unless it is PAUSED or SUSPENDED)")
+    print(message.id)
 
 
 def _recipe_list(admin: Administration, args: argparse.Namespace) -> None:
@@ -426,6 +455,8 @@ _COMMANDS: dict[tuple[str, str], _Command] = {
         ("list", _definition_list), ("show", _definition_show), ("put", _definition_put),
         ("delete", _definition_delete))},
     ("delivery", "list"): _delivery_list,
+    ("dead-letter", "list"): _dead_letter_list,
+    ("dead-letter", "requeue"): _dead_letter_requeue,
     ("setting", "get"): _setting_get,
     ("setting", "list"): _setting_list,
     ("setting", "set"): _setting_set,

@@ -86,5 +86,6 @@ def build_worker(config: Config, enqueue: Enqueue, *, model_for: ModelFor | None
                         events=events, outbox=outbox,
                         leases=LeaseKeeper(core["redis"], ttl=config.lease_ttl),
                         waker=core["waker"], engines=engines, contexts=contexts,
-                        worker_name=worker_name)
+                        max_attempts=config.max_attempts,
+                        max_engine_failures=config.max_engine_failures, worker_name=worker_name)
     return Worker(**core, runner=runner, outbox=outbox, mcp=mcp)

@@ -14,6 +14,7 @@ with the worker's configuration in ``VANCETOPE_*`` variables and these:
     exists, so the reply is surely still streaming while the test acts);
     ``arthur-flow`` and ``inbox-flow`` script Arthur and one worker (see their functions);
     ``journal-flow`` a worker whose side-effecting tool kills it (``scripts_journal``).
+    ``poison`` echoes, but SIGKILLs its worker on a user message ``POISON``.
 ``VT_TEST_LOG``
     Lines ``<kind> <pid> <unix time> [detail]`` are appended here: ``ready``
     when the consumer is up, ``start``/``end`` around every model call,
@@ -141,6 +142,9 @@ def build_model(mode: str) -> ChatModel:
         return FunctionModel(scripts_nest.nest_flow, name="test-nest-flow")
     if mode == "hier-flow":
         return FunctionModel(scripts_hier.hier_flow, name="test-hier-flow")
+    if mode == "poison":
+        from tests.integration.scripts_poison import poison_flow
+        return FunctionModel(poison_flow, name="test-poison")
     if mode == "vogon-flow":
         from tests.integration.scripts_vogon import vogon_flow
         return FunctionModel(vogon_flow, name="test-vogon-flow")

@@ -92,21 +92,6 @@ def test_llm_failure_becomes_an_error_line_and_the_process_stays_usable(embedded
     assert emb.brain.store.port(SessionStore).get_process("acme", pid).status is ProcessStatus.IDLE
 
 
-def test_engine_crash_closes_the_process_failed(embedded):
-    def boom(messages, tools):
-        raise ZeroDivisionError("engine bug")
-
-    emb = embedded
-    emb.model = FunctionModel(boom)
-    pid = emb.brain.sessions.create_interactive(emb.who).chat_process_id
-    emb.brain.sessions.steer(emb.who, pid, "hello")
-    wait_for(lambda: emb.brain.store.port(SessionStore).get_process("acme", pid).status is ProcessStatus.CLOSED)
-    process = emb.brain.store.port(SessionStore).get_process("acme", pid)
-    assert process.close_reason is CloseReason.FAILED
-    assert "ZeroDivisionError" in process.last_error
-    assert not emb.brain.store.port(LaneStore).pending_messages("acme", pid)
-
-
 def _raw_process(emb, engine: str, version: str) -> ThinkProcess:
     session = emb.brain.sessions.create_interactive(emb.who)
     process = ThinkProcess(id=new_id("proc"), tenant_id="acme", session_id=session.id,

@@ -65,11 +65,11 @@ def test_a_message_queued_while_paused_as_the_resume_turn_starts_is_not_stranded
     lanes = emb.worker_parts.runner._lanes
     acquire = lanes.acquire_epoch
 
-    def steer_first(tenant_id: str, process_id: str) -> ThinkProcess:
+    def steer_first(tenant_id: str, process_id: str, message_ids=()) -> ThinkProcess:
         # After the resume turn read the inbox: queued without a wake, the process is PAUSED.
         monkeypatch.setattr(lanes, "acquire_epoch", acquire)
         emb.brain.sessions.steer(emb.who, pid, "late")
-        return acquire(tenant_id, process_id)
+        return acquire(tenant_id, process_id, message_ids)
 
     monkeypatch.setattr(lanes, "acquire_epoch", steer_first)
     emb.brain.sessions.control(emb.who, pid, LifecycleCall.RESUME)

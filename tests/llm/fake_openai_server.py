@@ -9,7 +9,9 @@
 Each POST /v1/chat/completions consumes the next scripted reply, streamed as
 SSE when the request says ``stream: true``, else as one JSON body. Every
 request is recorded (headers and JSON body). With no reply left it answers a
-non-retryable 500.
+non-retryable 500. ``server.reject(marker, HttpError(400, …, code=…))`` answers
+every request whose messages contain ``marker`` with that error instead, as a
+provider's content filter would, consuming no scripted reply.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ class HttpError:
 
     status: int
     message: str = "fake server error"
+    code: str | None = None
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,7 @@ class RecordedRequest:
 @dataclass
 class _State:
     replies: list[Reply] = field(default_factory=list)
+    rejections: list[tuple[str, HttpError]] = field(default_factory=list)
     requests: list[RecordedRequest] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     closing: threading.Event = field(default_factory=threading.Event)
@@ -121,6 +125,11 @@ class FakeOpenAiServer:
         """Queue replies; each request consumes the next one."""
         with self._state.lock:
             self._state.replies.extend(replies)
+
+    def reject(self, marker: str, error: HttpError) -> None:
+        """Answer ``error`` to every request with ``marker`` in a message's content."""
+        with self._state.lock:
+            self._state.rejections.append((marker, error))
 
     def __enter__(self) -> FakeOpenAiServer:
         self._thread.start()
@@ -156,7 +165,9 @@ class _Handler(BaseHTTPRequestHandler):
             state.requests.append(
                 RecordedRequest(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
             )
-            reply = state.replies.pop(0) if state.replies else None
+            said = json.dumps([m.get("content") for m in body.get("messages", [])])
+            rejected = next((e for marker, e in state.rejections if marker in said), None)
+            reply = rejected or (state.replies.pop(0) if state.replies else None)
         try:
             if self.path.rstrip("/") != "/v1/chat/completions":
                 self._error(HttpError(404, f"no route {self.path}"))
@@ -209,7 +220,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.flush()
 
     def _error(self, error: HttpError, *, retry: bool = True) -> None:
-        payload = {"error": {"message": error.message, "type": "fake_error", "code": None}}
+        payload = {"error": {"message": error.message, "type": "fake_error",
+                             "code": error.code}}
         # A tiny retry-after keeps the client's retry back-off out of the test time.
         headers = {"retry-after-ms": "10"} if retry else {"x-should-retry": "false"}
         self._json(error.status, payload, headers)

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import openai
 import pytest
 
-from vancetope_brain.errors import LlmError
+from vancetope_brain.errors import LlmError, LlmRejected
 from vancetope_brain.llm.base import LlmMessage, ToolCall, ToolSpec
 from vancetope_brain.llm.openai_provider import OpenAiChatModel, safe_url
 
@@ -182,6 +182,34 @@ def test_401_is_not_retried_and_hides_the_key(server: FakeOpenAiServer) -> None:
     assert KEY not in message and KEY[:12] not in message
     assert info.value.code == "llm_error"
     assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize(("status", "message", "code"), [
+    (400, "The response was filtered due to the prompt triggering Azure OpenAI's content "
+          "management policy.", "content_filter"),
+    (400, "This model's maximum context length is 8192 tokens.", "context_length_exceeded"),
+    (400, "This model's maximum context length is 4096 tokens. However, you requested 5000.",
+     None),  # vLLM: no code, only the wording
+    (413, "the request exceeds the available context size", None),  # llama.cpp
+])
+def test_a_refusal_of_the_input_is_llm_rejected(server: FakeOpenAiServer, status: int,
+                                                message: str, code: str | None) -> None:
+    server.script(HttpError(status, message, code=code))
+    with pytest.raises(LlmRejected, match=f"HTTP {status}") as info:
+        make(server, max_retries=2).complete(USER)
+    assert info.value.code == "llm_rejected" and len(server.requests) == 1
+
+
+@pytest.mark.parametrize(("status", "message"), [
+    (400, "Invalid schema for function 'respond'"),  # our request, not the user's input
+    (429, "Rate limit reached for requests (context length 8192)"),  # retried, then an outage
+])
+def test_other_client_errors_are_plain_llm_errors(server: FakeOpenAiServer, status: int,
+                                                  message: str) -> None:
+    server.script(HttpError(status, message))
+    with pytest.raises(LlmError) as info:
+        make(server, max_retries=0).complete(USER)
+    assert not isinstance(info.value, LlmRejected)
 
 
 def test_timeout_before_response_is_llm_error(server: FakeOpenAiServer) -> None:

@@ -4,8 +4,8 @@ and a small data builder.
 ``storage`` is one storage location, parametrised over the backends: it opens
 backends on it (so a test can reopen it) and can write a raw field behind the
 ports' back. ``backend`` is the ``vancetope_brain.store.Backend`` under test;
-``identity``, ``sessions``, ``lanes``, ``event_outbox``, ``journal``, ``user_inbox``,
-``deliveries``, ``recipes`` and ``settings`` are its ports. ``world`` builds tenants,
+``identity``, ``sessions``, ``lanes``, ``event_outbox``, ``journal``, ``dead_letters``,
+``user_inbox``, ``deliveries``, ``recipes`` and ``settings`` are its ports. ``world`` builds tenants,
 sessions, processes, messages, turn commits, user Inbox items and
 notification deliveries through the ports.
 """
@@ -49,6 +49,7 @@ from vancetope_brain.models.inbox import (
 )
 from vancetope_brain.store import (
     Backend,
+    DeadLetterStore,
     DeliveryStore,
     EventOutboxStore,
     IdentityStore,
@@ -153,6 +154,11 @@ def event_outbox(backend: Backend) -> EventOutboxStore:
 @pytest.fixture
 def journal(backend: Backend) -> JournalStore:
     return backend.port(JournalStore)
+
+
+@pytest.fixture
+def dead_letters(backend: Backend) -> DeadLetterStore:
+    return backend.port(DeadLetterStore)
 
 
 @pytest.fixture

@@ -124,18 +124,33 @@ CREATE TABLE lanes (
     process_id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, status TEXT NOT NULL,
     epoch INTEGER NOT NULL, next_seq INTEGER NOT NULL, next_chat_seq INTEGER NOT NULL
 );
+CREATE TABLE messages (
+    id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, target_process_id TEXT NOT NULL,
+    seq INTEGER NOT NULL, idempotency_key TEXT, created_ms INTEGER NOT NULL,
+    drained_at TEXT, drained_epoch INTEGER, doc TEXT NOT NULL
+);
+"""
+
+# What version 7 added to tables that existed before, undone: a current file minus this
+# is a version 6 file.
+_UNDO_V7 = """
+DROP INDEX messages_dead;
+ALTER TABLE messages DROP COLUMN attempts;
+ALTER TABLE messages DROP COLUMN dead_ms;
+ALTER TABLE lanes DROP COLUMN turn_attempts;
 """
 
 
 def _older_file(tmp_path: Path, drop_tables: str, version: int) -> Path:
-    """A file of schema ``version`` holding tenant ``ten_1``: a current one without the
-    tables later versions added (``drop_tables``, SQL)."""
+    """A file of schema ``version`` (below 7) holding tenant ``ten_1``: a current one without
+    the tables later versions added (``drop_tables``, SQL) and the columns of version 7."""
     path = tmp_path / "vancetope.db"
     backend = SqliteBackend(path)
     backend.port(IdentityStore).create_tenant(Tenant(id="ten_1", name="Acme"))
     backend.close()
     with sqlite3.connect(path) as conn:
-        conn.executescript(f"{drop_tables} UPDATE schema_version SET version = {version};")
+        conn.executescript(f"{drop_tables} {_UNDO_V7} "
+                           f"UPDATE schema_version SET version = {version};")
     conn.close()
     return path
 
@@ -277,7 +292,7 @@ def test_sqlite_migrates_a_version_5_file(tmp_path: Path) -> None:
         conn.executescript(
             "DROP TABLE recipes; CREATE TABLE recipes (tenant_id TEXT NOT NULL, project_id TEXT "
             "NOT NULL, name TEXT NOT NULL, doc TEXT NOT NULL, PRIMARY KEY (tenant_id, project_id,"
-            " name)); UPDATE schema_version SET version = 5;")
+            f" name)); {_UNDO_V7} UPDATE schema_version SET version = 5;")
         conn.execute("INSERT INTO recipes VALUES ('ten_1', '', 'brief', ?)",
                      (brief.model_dump_json(by_alias=True),))
     conn.close()
@@ -289,3 +304,45 @@ def test_sqlite_migrates_a_version_5_file(tmp_path: Path) -> None:
         recipes.create_definition("ten_1", None, same_name)  # another kind: no clash
         assert recipes.get_definition(Strategy, "ten_1", None, "brief") == same_name
         assert recipes.get_recipe("ten_1", None, "brief") == brief
+
+
+def test_sqlite_migrates_a_version_6_file(tmp_path: Path) -> None:
+    """Version 7 counts delivery attempts: older messages and lanes start at 0."""
+    from vancetope_brain.models import (
+        DeadLetter,
+        InboxMessage,
+        TurnCommit,
+        TurnRecord,
+        UserChatInput,
+    )
+    from vancetope_brain.store import DeadLetterStore
+
+    path = _older_file(tmp_path, "", 6)
+    process = ThinkProcess(id="proc_1", tenant_id="ten_1", session_id="ses_1", user_id="usr_1",
+                           name="main", engine="echo", engine_version="1")
+    old = InboxMessage(id="msg_1", tenant_id="ten_1", target_process_id="proc_1", seq=1,
+                       message=UserChatInput(from_user="usr_1", content="hi"))
+    raw = old.dump()
+    del raw["attempts"], raw["deadLetter"]  # a v6 message had neither
+    with sqlite3.connect(path) as conn:
+        conn.execute("INSERT INTO processes VALUES ('proc_1', 'ten_1', 'ses_1', 0, ?)",
+                     (process.model_dump_json(by_alias=True),))
+        conn.execute("INSERT INTO lanes (process_id, tenant_id, status, epoch, next_seq, "
+                     "next_chat_seq) VALUES ('proc_1', 'ten_1', 'IDLE', 4, 1, 0)")
+        conn.execute("INSERT INTO messages (id, tenant_id, target_process_id, seq, created_ms, "
+                     "doc) VALUES ('msg_1', 'ten_1', 'proc_1', 1, 0, ?)", (json.dumps(raw),))
+    conn.close()
+    with _migrated(path) as backend:
+        lanes, sessions = backend.port(LaneStore), backend.port(SessionStore)
+        assert lanes.pending_messages("ten_1", "proc_1") == [old]
+        acquired = lanes.acquire_epoch("ten_1", "proc_1", ["msg_1"])
+        assert (acquired.epoch, acquired.turn_attempts) == (5, 0)
+        assert lanes.pending_messages("ten_1", "proc_1")[0].attempts == 1
+        record = TurnRecord(id="turn_1", tenant_id="ten_1", process_id="proc_1", epoch=5,
+                            worker="w", lifecycle="steer", started_at=utcnow(),
+                            status_after=ProcessStatus.IDLE)
+        commit = TurnCommit(status=ProcessStatus.IDLE, record=record,
+                            dead_letters={"msg_1": DeadLetter(reason="r", attempts=1)})
+        assert lanes.commit_turn("ten_1", "proc_1", 5, commit) == []
+        assert [m.id for m in backend.port(DeadLetterStore).dead_letters("ten_1")] == ["msg_1"]
+        assert sessions.get_process("ten_1", "proc_1").turn_attempts == 0

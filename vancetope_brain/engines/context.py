@@ -17,13 +17,14 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from vancetope_brain.engines.journal import JournaledModel, TurnJournal
-from vancetope_brain.errors import Conflict, Fenced, NotFound
+from vancetope_brain.errors import Conflict, Fenced, LlmRejected, NotFound
 from vancetope_brain.events import EventBus, EventType
 from vancetope_brain.llm import ChatModel, LlmMessage, LlmResponse, TokenSink, ToolSpec
 from vancetope_brain.models import (
     ChatMessage,
     ChatRole,
     CloseReason,
+    DeadLetter,
     InboxMessage,
     ProcessStatus,
     ThinkProcess,
@@ -43,6 +44,10 @@ if TYPE_CHECKING:
 
 RESET_MARK = "reset"
 """``meta`` key of the chat line a reset leaves; history before it is not the engine's memory."""
+EXCLUDED = "excludedFromContext"
+"""``meta`` key of an input line the model is never shown again (its value says why): the
+provider refused the turn that brought it (``LlmRejected``), and would refuse every later
+turn whose history held it."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,7 @@ class TurnState:
     outbox: list[InboxMessage] = field(default_factory=list)
     stops: list[str] = field(default_factory=list)
     timers: list[Timer] = field(default_factory=list)
+    dead_letters: dict[str, DeadLetter] = field(default_factory=dict)
 
 
 class ChatApi:
@@ -108,12 +114,15 @@ class EventPublisher:
 
 
 class FencedModel:
-    """Wraps the turn's model: refuses to start or finish a call once the lease is lost."""
+    """Wraps the turn's model: refuses to start or finish a call once the lease is lost, and
+    reports a refusal of the input (``LlmRejected``) to ``on_rejected`` before raising it."""
 
-    def __init__(self, model: ChatModel, lease_lost: threading.Event) -> None:
+    def __init__(self, model: ChatModel, lease_lost: threading.Event,
+                 on_rejected: Callable[[LlmRejected], None]) -> None:
         self.name = model.name
         self._model = model
         self._lost = lease_lost
+        self._on_rejected = on_rejected
 
     def complete(self, messages: list[LlmMessage], *, tools: list[ToolSpec] | None = None,
                  on_token: TokenSink | None = None) -> LlmResponse:
@@ -126,7 +135,11 @@ class FencedModel:
                 self._check()
                 sink(text)
 
-        response = self._model.complete(messages, tools=tools, on_token=on_token)
+        try:
+            response = self._model.complete(messages, tools=tools, on_token=on_token)
+        except LlmRejected as e:
+            self._on_rejected(e)
+            raise
         self._check()
         return response
 
@@ -301,7 +314,8 @@ class ThinkEngineContext:
         self._processes = processes
         self._events = events
         self._journal = TurnJournal(journal, process, self._given, self._ask)
-        self._model = JournaledModel(FencedModel(model, lease_lost), self._journal)
+        self._model = JournaledModel(FencedModel(model, lease_lost, self._exclude_input),
+                                     self._journal)
         self._settings = settings
         self._tools = ToolDispatcher(tool_pool, roles,
                                      sources=[ServerTools(self), *(tool_sources or [])],
@@ -379,6 +393,21 @@ class ThinkEngineContext:
         """Replace ``process.engineState`` when the turn commits."""
         self.turn.engine_state = state
 
+    def _exclude_input(self, error: LlmRejected) -> None:
+        """The provider refused this turn's input: the user and event lines buffered so far
+        are committed marked ``EXCLUDED`` (the history builder skips them), so the refusal
+        does not repeat on every later turn, and an error line tells the user so."""
+        lines = [line for line in self.turn.chat
+                 if line.role in (ChatRole.USER, ChatRole.EVENT) and EXCLUDED not in line.meta]
+        for line in lines:
+            line.meta[EXCLUDED] = f"{error.code}: {error}"[:500]
+        if lines:
+            quoted = "; ".join(f"\"{excerpt(line.content)}\"" for line in lines[:3])
+            self.chat().append(ChatRole.ERROR, (
+                f"The model provider refused this turn's input ({quoted}"
+                f"{' …' if len(lines) > 3 else ''}); it is left out of what the model sees "
+                "from now on, so later messages are not refused for it."))
+
     def _load_pending(self) -> list[InboxMessage]:
         if self._pending is None:
             self._pending = list(self._journal.handled())
@@ -393,6 +422,12 @@ class ThinkEngineContext:
     def _ask(self, new: NewItem) -> str | None:
         """Post an in-doubt question of the journal; None when this process has no Inbox."""
         return None if self._inbox is None else self.inbox().post(new)[0].id
+
+
+def excerpt(text: str, limit: int = 80) -> str:
+    """``text`` on one line, cut to ``limit`` characters: how a notice quotes a message."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def _no_spawning(parent: ThinkProcess, request: SpawnRequest) -> ThinkProcess:

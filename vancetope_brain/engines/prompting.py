@@ -12,7 +12,7 @@ from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
 from vancetope_brain.engines.base import ParentReport, ThinkEngine
-from vancetope_brain.engines.context import ThinkEngineContext
+from vancetope_brain.engines.context import EXCLUDED, ThinkEngineContext
 from vancetope_brain.errors import LlmError
 from vancetope_brain.events import EventType
 from vancetope_brain.llm import LlmMessage, ToolCall, ToolSpec
@@ -96,11 +96,14 @@ def record(context: ThinkEngineContext, envelope: InboxMessage) -> ChatMessage:
 
 
 def conversation(lines: list[ChatMessage]) -> list[LlmMessage]:
-    """Chat lines the model should see, oldest first (tool and error lines are for people).
-    An asynchronous tool result becomes the assistant's call plus the tool message answering
-    it, the pair OpenAI-style endpoints require."""
+    """Chat lines the model should see, oldest first (tool and error lines are for people,
+    and a line marked ``EXCLUDED`` is one the provider refused). An asynchronous tool result
+    becomes the assistant's call plus the tool message answering it, the pair OpenAI-style
+    endpoints require."""
     out: list[LlmMessage] = []
     for line in lines:
+        if line.meta.get(EXCLUDED):
+            continue
         answered = line.meta.get(TOOL_RESULT) if line.role is ChatRole.EVENT else None
         if answered:
             call = ToolCall(answered["toolCallId"], answered["toolName"], "{}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
@@ -16,6 +17,7 @@ from vancetope_brain.engines.context import RESET_MARK, ThinkEngineContext
 from vancetope_brain.engines.lifecycle import LifecycleCall
 from vancetope_brain.errors import Conflict, Fenced, NotFound, StoreError
 from vancetope_brain.events import EventBus, EventOutbox, EventType
+from vancetope_brain.lanes import faults
 from vancetope_brain.lanes.lease import TAKE_OVER_MARGIN, Lease, LeaseKeeper
 from vancetope_brain.lanes.waker import Waker
 from vancetope_brain.models import (
@@ -44,6 +46,22 @@ log = logging.getLogger(__name__)
 PENDING_PER_TURN = 1000
 """Most inbox messages one turn reads; more wait for the next turn, which starts at once."""
 
+# The turns that run no engine call (``TurnRecord.lifecycle`` names them).
+DEAD_LETTER = "dead-letter"  # sets the first pending message aside (``faults.dead_letter``)
+ANSWER = "answer"            # a CLOSED/FAILED process answers what still reached it
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """A turn decided before it takes the epoch: the pending messages it found, the ones its
+    context gets (whose attempts the epoch counts, unless no engine runs), which turn without
+    an engine call it is, and whether it runs a start again (its last one died)."""
+
+    pending: list[InboxMessage]
+    batch: list[InboxMessage]
+    without_engine: str | None = None
+    restart: bool = False
+
 
 class TurnOutcome(StrEnum):
     COMMITTED = "committed"   # a turn ran and its effects are in the store
@@ -59,7 +77,8 @@ class LaneRunner:
 
     def __init__(self, *, lanes: LaneStore, processes: SessionStore, items: UserInboxStore,
                  events: EventBus, outbox: EventOutbox, leases: LeaseKeeper, waker: Waker,
-                 engines: EngineRegistry, contexts: ContextFactory,
+                 engines: EngineRegistry, contexts: ContextFactory, max_attempts: int = 3,
+                 max_engine_failures: int = 3,
                  worker_name: str | None = None):
         self._lanes = lanes
         self._processes = processes
@@ -70,6 +89,8 @@ class LaneRunner:
         self._waker = waker
         self._engines = engines
         self._contexts = contexts
+        self._max_attempts = max_attempts
+        self._max_engine_failures = max_engine_failures
         self._worker = worker_name or f"{socket.gethostname()}:{os.getpid()}"
 
     def run(self, tenant_id: str, process_id: str) -> TurnOutcome:
@@ -98,11 +119,46 @@ class LaneRunner:
         return outcome
 
     def _needs_turn(self, tenant_id: str, process_id: str, status: ProcessStatus) -> bool:
+        if status is ProcessStatus.CLOSED:  # a FAILED one still answers what reaches it
+            return self._processes.get_process(tenant_id, process_id).close_reason is \
+                CloseReason.FAILED and bool(self._lanes.pending_messages(tenant_id, process_id,
+                                                                         limit=1))
         if status.wakes_on_message and self._lanes.pending_messages(tenant_id, process_id,
                                                                     limit=1):
             return True
-        return status is not ProcessStatus.CLOSED and \
-            self._processes.get_process(tenant_id, process_id).pending_control is not None
+        return self._processes.get_process(tenant_id, process_id).pending_control is not None
+
+    def _plan(self, current: ThinkProcess) -> _Plan | TurnOutcome:
+        """What the next turn of ``current`` reads and whether its engine runs, decided before
+        it takes the epoch (which counts the attempt of every message it reads)."""
+        failed = current.status is ProcessStatus.CLOSED and \
+            current.close_reason is CloseReason.FAILED
+        if not failed and (current.status is ProcessStatus.CLOSED or current.pending_control
+                           is None and not current.status.wakes_on_message):
+            return TurnOutcome.HELD
+        # Read once, before the epoch: a message appended after this read wakes the lane,
+        # and its task's re-check request reaches us on release. (If a fenced-out worker
+        # drains one of these meanwhile, our commit is refused: nothing is doubled.)
+        pending = self._lanes.pending_messages(current.tenant_id, current.id,
+                                               limit=PENDING_PER_TURN)
+        if failed:
+            return _Plan(pending, pending, ANSWER) if pending else TurnOutcome.HELD
+        # RUNNING while we hold the lease: the turn that set it died (killed, or frozen past
+        # its lease); it may have left no message behind, so it runs again regardless.
+        died = current.status is ProcessStatus.RUNNING
+        if current.pending_control is None and current.status is not ProcessStatus.INIT \
+                and not pending and not died:
+            return TurnOutcome.NOTHING
+        restart = died and current.pending_control is None and self._unstarted(current)
+        if current.pending_control is None and (current.status is ProcessStatus.INIT or
+                                                restart) or \
+                current.pending_control is not None and current.turn_attempts:
+            # A start reads no message; a lifecycle call whose last turn died runs alone.
+            return _Plan(pending, [], restart=restart)
+        batch = faults.batch(pending)
+        if batch and batch[0].attempts >= self._max_attempts:
+            return _Plan(pending, batch, DEAD_LETTER)
+        return _Plan(pending, batch)
 
     def _turn(self, tenant_id: str, process_id: str,
               lease: Lease) -> tuple[TurnOutcome, ProcessStatus | None, bool, bool]:
@@ -117,40 +173,34 @@ class LaneRunner:
         # What an earlier turn committed but never published (its worker died) goes out
         # first, before anything of this one's: the stream keeps commit order.
         self._outbox.flush(tenant_id, process_id)
-        if current.status is ProcessStatus.CLOSED or \
-                current.pending_control is None and not current.status.wakes_on_message:
-            return TurnOutcome.HELD, current.status, False, False
-        # Read once, before the epoch: a message appended after this read wakes the lane,
-        # and its task's re-check request reaches us on release. (If a fenced-out worker
-        # drains one of these meanwhile, our commit is refused: nothing is doubled.)
-        pending = self._lanes.pending_messages(tenant_id, process_id, limit=PENDING_PER_TURN)
-        # RUNNING while we hold the lease: the turn that set it died (killed, or frozen past
-        # its lease); it may have left no message behind, so it runs again regardless.
-        died = current.status is ProcessStatus.RUNNING
-        if current.pending_control is None and current.status is not ProcessStatus.INIT \
-                and not pending and not died:
-            return TurnOutcome.NOTHING, current.status, False, False
+        plan = self._plan(current)
+        if isinstance(plan, TurnOutcome):
+            return plan, current.status, False, False
         started = utcnow()
-        process = self._lanes.acquire_epoch(tenant_id, process_id)
-        if died and process.pending_control is None and self._unstarted(process):
+        counted = [] if plan.without_engine else [m.id for m in plan.batch]
+        process = self._lanes.acquire_epoch(tenant_id, process_id, counted)
+        if plan.restart and process.pending_control is None:
             process = process.model_copy(update={"status": ProcessStatus.INIT})
         before = process.status
-        if died:  # what the dead attempt streamed is void; the journal replays its steps
-            self._events.publish(process.session_id, process_id, EventType.TURN_RESTARTED,
-                                 {"epoch": process.epoch})
         if before in _MARKED_RUNNING:
             self._events.publish(process.session_id, process_id, EventType.STATUS_CHANGED,
                                  {"from": before.value, "to": ProcessStatus.RUNNING.value})
+        if current.status is ProcessStatus.RUNNING:
+            # The last attempt died: what it streamed is void; the journal replays its steps.
+            self._events.publish(process.session_id, process_id, EventType.TURN_RESTARTED,
+                                 {"epoch": process.epoch})
         engine = self._engines.find(process.engine)
-        call = LifecycleCall(process.pending_control) if process.pending_control else None
-        lifecycle = call.value if call else "start" if before is ProcessStatus.INIT else "steer"
+        call = LifecycleCall(process.pending_control) \
+            if process.pending_control and not plan.without_engine else None
+        lifecycle = plan.without_engine or \
+            (call.value if call else "start" if before is ProcessStatus.INIT else "steer")
         # Only start runs in INIT (think-engines §5): messages queued meanwhile are for the
         # first steer after it, which follows at once (``left`` below).
         context = self._contexts(process, lease.lost, engine,
-                                 [] if lifecycle == "start" else pending)
-        error = None
+                                 [] if lifecycle == "start" else plan.batch)
         try:
-            status, reason = self._call_engine(engine, process, context, call)
+            status, reason, error, failures = self._decide(plan, lifecycle, engine, process,
+                                                           context, call)
         except Fenced:
             log.warning("turn of %s (epoch %s) fenced; writing nothing", process_id, process.epoch)
             return TurnOutcome.FENCED, None, False, False
@@ -163,11 +213,11 @@ class LaneRunner:
             raise
         except Exception as e:
             log.exception("engine %s failed in %s of %s", process.engine, lifecycle, process_id)
-            error = f"{type(e).__name__}: {e}"
-            context.drain_pending()
-            context.chat().append(ChatRole.ERROR, f"The process failed: {error}")
-            context.turn.engine_state = None
-            status, reason = ProcessStatus.CLOSED, CloseReason.FAILED
+            error = f"{type(e).__name__}: {e}"[:2000]
+            status, reason, failures = faults.failed_turn(
+                context, error, lifecycle=lifecycle, call=call,
+                read=plan.batch if lifecycle == "steer" else [], pending=plan.pending,
+                max_failures=self._max_engine_failures)
         if call is None and self._awaits_user(process, status, reason):
             status, reason = ProcessStatus.BLOCKED, None
         turn = context.turn
@@ -176,18 +226,22 @@ class LaneRunner:
                             drained_ids=[m.id for m in turn.drained], started_at=started,
                             status_after=status)
         outbox = list(turn.outbox)
-        report = self._parent_report(engine, process, status, reason, turn.engine_state)
+        report = None if plan.without_engine == ANSWER else \
+            self._parent_report(engine, process, status, reason, turn.engine_state)
         if report is not None:
             outbox.append(report)
+        read = set(record.drained_ids) | set(turn.dead_letters)
         shown_before = ProcessStatus.RUNNING if before in _MARKED_RUNNING else before
         events = [] if status is shown_before else [TurnEvent(
             EventType.STATUS_CHANGED.value, {"from": shown_before.value, "to": status.value})]
         commit = TurnCommit(status=status, record=record, close_reason=reason,
                             last_error=error, engine_state=turn.engine_state,
                             drained_ids=record.drained_ids, chat=turn.chat,
-                            control_handled=process.pending_control, spawned=turn.spawned,
-                            outbox=outbox, timers=turn.timers, events=events,
-                            journal_opened=context.journal_opened)
+                            control_handled=process.pending_control if call else None,
+                            spawned=turn.spawned, outbox=outbox, timers=turn.timers,
+                            events=events, journal_opened=context.journal_opened,
+                            dead_letters=turn.dead_letters, engine_failures=failures,
+                            uncounted_ids=[mid for mid in counted if mid not in read])
         written = None if lease.lost.is_set() else \
             self._lanes.commit_turn(tenant_id, process_id, process.epoch, commit)
         if written is None:
@@ -197,8 +251,9 @@ class LaneRunner:
         self._after_commit(process, commit, turn.stops, stopped=call is LifecycleCall.STOP)
         if call is LifecycleCall.PAUSE and status is ProcessStatus.PAUSED:
             self._suspend_if_session_is(process)
-        left = status.wakes_on_message and (len(turn.drained) < len(pending)
-                                            or len(pending) == PENDING_PER_TURN)
+        answers = status.wakes_on_message or reason is CloseReason.FAILED
+        left = answers and (len(read) < len(plan.pending) or
+                            len(plan.pending) == PENDING_PER_TURN)
         return TurnOutcome.COMMITTED, status, status is ProcessStatus.INIT or left, \
             not current.status.wakes_on_message and status.wakes_on_message
 
@@ -211,6 +266,32 @@ class LaneRunner:
         except (StoreError, redis.RedisError):
             log.warning("events of %s stay in the outbox: publishing them failed", process_id,
                         exc_info=True)
+
+    def _decide(self, plan: _Plan, lifecycle: str, engine: ThinkEngine | None,
+                process: ThinkProcess, context: ThinkEngineContext, call: LifecycleCall | None
+                ) -> tuple[ProcessStatus, CloseReason | None, str | None, int]:
+        """Run the turn's engine call, or what stands in for it; returns the status, close
+        reason, ``lastError`` and ``engineFailures`` to commit."""
+        if plan.without_engine == ANSWER:
+            faults.answer(context, plan.batch, f"the process had failed ({process.last_error}).")
+            return ProcessStatus.CLOSED, CloseReason.FAILED, process.last_error, \
+                process.engine_failures
+        if plan.without_engine == DEAD_LETTER:
+            faults.dead_letter(context, plan.batch[0])
+            return faults.fallback_status(None, process.status), None, process.last_error, \
+                process.engine_failures
+        if process.turn_attempts >= self._max_attempts and (call or lifecycle == "start"):
+            # Begun that often, never committed: it kills its worker. Give it up.
+            if call is None:
+                error = faults.stuck(context, None, process.turn_attempts,
+                                     ProcessStatus.CLOSED)
+                faults.answer(context, plan.pending, f"the process could not start ({error}).")
+                return ProcessStatus.CLOSED, CloseReason.FAILED, error, process.engine_failures
+            status, reason = self._call_engine(engine, process, context, call, hooks=False)
+            error = faults.stuck(context, call, process.turn_attempts, status)
+            return status, reason, error, process.engine_failures
+        status, reason = self._call_engine(engine, process, context, call)
+        return status, reason, None, 0
 
     def _awaits_user(self, process: ThinkProcess, status: ProcessStatus,
                      reason: CloseReason | None) -> bool:
@@ -313,9 +394,11 @@ class LaneRunner:
         self._waker.wake(process.tenant_id, process.id)
 
     def _call_engine(self, engine: ThinkEngine | None, process: ThinkProcess,
-                     context: ThinkEngineContext,
-                     call: LifecycleCall | None) -> tuple[ProcessStatus, CloseReason | None]:
-        """Run the lifecycle method; returns the status and close reason to commit."""
+                     context: ThinkEngineContext, call: LifecycleCall | None, *,
+                     hooks: bool = True) -> tuple[ProcessStatus, CloseReason | None]:
+        """Run the lifecycle method; returns the status and close reason to commit. Without
+        ``hooks`` a lifecycle call is applied without its engine step (a resume, which needs
+        it, leaves the process SUSPENDED)."""
         if engine is None or engine.major_version() != int(process.engine_version.split(".")[0]):
             # think-engines §3: a missing engine or a major-version change makes the process stale.
             found = f"version {engine.version}" if engine else "no such engine"
@@ -343,6 +426,10 @@ class LaneRunner:
             return ProcessStatus.INIT, None
         if call is LifecycleCall.RESUME and (back := self._resumed_status(process)):
             return back, None
+        if not hooks:
+            return (ProcessStatus.SUSPENDED if call is LifecycleCall.RESUME
+                    else lifecycle.STATUS_AFTER[call]), \
+                CloseReason.STOPPED if call is LifecycleCall.STOP else None
         getattr(engine, call.value)(process, context)
         if call is LifecycleCall.RESUME:
             return context.turn.status or ProcessStatus.IDLE, context.turn.close_reason

@@ -22,11 +22,12 @@ TIMERS_PER_SWEEP = 500
 
 
 def sweep(store: LaneStore, client: redis.Redis, waker: Waker, *, age: float) -> int:
-    """Re-wake every wakeable process with a message pending longer than ``age`` seconds,
-    and every INIT or RUNNING one (a lost start, a dead turn). One with no live lease is
-    woken now, past any wake flag (its queued task may sit with a dead or frozen worker);
-    one whose lease is held gets a turn for when that lease runs out (its holder may be
-    dead). Returns how many were woken.
+    """Re-wake every wakeable process with a message pending longer than ``age`` seconds
+    (a CLOSED/FAILED one too: it answers the message), and every INIT or RUNNING one (a
+    lost start, a dead turn). One with no live lease is woken now, past any wake flag
+    (its queued task may sit with a dead or frozen worker); one whose lease is held gets
+    a turn for when that lease runs out (its holder may be dead). Returns how many were
+    woken.
 
     Catches what a lost broker message, a killed worker or a frozen worker
     left behind; the bound on pending time is sweep interval + age, or the lease TTL.

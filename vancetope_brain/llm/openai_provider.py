@@ -2,7 +2,8 @@
 
 Works against any OpenAI-compatible endpoint (OpenAI, Azure, vLLM, Ollama,
 llama.cpp, LM Studio). Always streams; every ``openai`` failure becomes an
-``LlmError`` whose message never contains the API key.
+``LlmError`` whose message never contains the API key; a refusal of the input
+itself (a content filter, a context limit) is the subclass ``LlmRejected``.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import openai
 
-from vancetope_brain.errors import LlmError
+from vancetope_brain.errors import LlmError, LlmRejected
 from vancetope_brain.llm.base import LlmMessage, LlmResponse, TokenSink, ToolCall, ToolSpec
 
 if TYPE_CHECKING:
@@ -32,6 +33,13 @@ _KEY_LIKE = re.compile(r"\bsk-[\w*.\-]{6,}")
 
 # Statuses the client retries (besides connection errors and timeouts).
 _RETRIED_STATUSES = {408, 409, 429}
+
+# How endpoints say that the input itself is refused (OpenAI and Azure error codes, the
+# wording of vLLM, llama.cpp, Ollama and Anthropic-compatible proxies), in a 400 or 413.
+_REJECTED_STATUSES = {400, 413}
+_REJECTED = re.compile(r"content[_ ]?filter|content management polic|context[_ ]length|"
+                       r"context (size|window)|maximum context|prompt is too long|"
+                       r"too many tokens|string_above_max_length", re.IGNORECASE)
 
 
 class OpenAiChatModel:
@@ -106,7 +114,8 @@ class OpenAiChatModel:
                     acc.add(chunk, on_token)
                 return acc.response()
         except openai.OpenAIError as e:
-            raise LlmError(self._describe(e, mid_stream=acc.chunks > 0)) from e
+            error = LlmRejected if _rejected(e) else LlmError
+            raise error(self._describe(e, mid_stream=acc.chunks > 0)) from e
         except json.JSONDecodeError as e:
             # An SSE event whose data is not the JSON the protocol promises.
             raise LlmError(
@@ -259,6 +268,17 @@ def _status_message(e: openai.APIStatusError) -> str:
         if isinstance(error, str):
             return error[:500]
     return e.message[:500]
+
+
+def _rejected(e: openai.OpenAIError) -> bool:
+    """Whether the endpoint refused the request for its content (the same input fails
+    again), judged by status and the error's code or message."""
+    if not isinstance(e, openai.APIStatusError) or e.status_code not in _REJECTED_STATUSES:
+        return False
+    body = e.body.get("error", e.body) if isinstance(e.body, dict) else e.body
+    said = " ".join(str(body.get(k) or "") for k in ("code", "type", "message")) \
+        if isinstance(body, dict) else str(body or e.message)
+    return bool(_REJECTED.search(said))
 
 
 def _retried(e: openai.OpenAIError) -> bool:

@@ -23,6 +23,7 @@ from vancetope_brain.models.session import (
     SuspendCause,
 )
 from vancetope_brain.models.steer import (
+    DeadLetter,
     ExternalCommand,
     InboxAnswer,
     InboxMessage,
@@ -36,7 +37,8 @@ from vancetope_brain.models.steer import (
 from vancetope_brain.models.turn import OutboxEvent, Timer, TurnCommit, TurnEvent, TurnRecord
 
 __all__ = [
-    "ApiToken", "ChatMessage", "Fingerprint", "OnDisconnect", "SuspendCause", "ChatRole", "CloseReason", "Document", "ExternalCommand",
+    "ApiToken", "ChatMessage", "DeadLetter", "Fingerprint", "OnDisconnect", "SuspendCause",
+    "ChatRole", "CloseReason", "Document", "ExternalCommand",
     "InboxAnswer", "InboxMessage", "JournalEntry", "OutboxEvent", "ProcessEvent", "Project",
     "ProcessStatus", "Session", "SessionStatus", "SessionType", "StepKind", "StepState",
     "SteerMessage", "Tenant", "ThinkProcess", "Timer", "ToolResult", "TurnCommit", "TurnEvent",

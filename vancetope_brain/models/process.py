@@ -44,6 +44,10 @@ class ThinkProcess(Document):
     dump), so the process survives later edits of the recipe.
     ``pending_control`` is a requested lifecycle call (pause / resume / suspend /
     stop) that the next lane turn executes; a newer request replaces an older one.
+    ``turn_attempts`` counts the turns begun (``LaneStore.acquire_epoch``) since the last
+    commit: above zero when a turn starts, the one before it never committed.
+    ``engine_failures`` counts the consecutive committed turns whose engine raised; a turn
+    that succeeds resets it.
     """
 
     id: str
@@ -69,5 +73,7 @@ class ThinkProcess(Document):
     control_requested_at: datetime | None = None
     epoch: int = 0
     next_seq: int = 0
+    turn_attempts: int = 0
+    engine_failures: int = 0
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)

@@ -7,11 +7,11 @@ sequence number, the optional idempotency key and the drain marks.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, TypeAdapter, ValidationError, model_validator
+from pydantic import Field, TypeAdapter, ValidationError, field_validator, model_validator
 
 from vancetope_brain.errors import InvalidInput
 from vancetope_brain.models.base import Document, Wire, utcnow
@@ -25,6 +25,9 @@ class ProcessEventType(StrEnum):
     FAILED = "failed"
     STOPPED = "stopped"
     SUMMARY = "summary"
+    DEAD_LETTER = "dead-letter"
+    """Not a status change: a message to the child was set aside (``InboxMessage.dead_letter``);
+    the child goes on. ``payload``: ``{messageId, attempts, reason}``."""
 
 
 class ToolCallStatus(StrEnum):
@@ -119,12 +122,31 @@ def decode_steer(raw: dict[str, Any]) -> SteerMessage:
                            f"at {'.'.join(map(str, e.errors()[0]['loc']))}") from e
 
 
+class DeadLetter(Wire):
+    """Why a message was set aside unprocessed (``InboxMessage.dead_letter``)."""
+
+    reason: str
+    attempts: int
+    at: datetime = Field(default_factory=utcnow)
+
+    @field_validator("at")
+    @classmethod
+    def _aware(cls, at: datetime) -> datetime:
+        """A store that hands back naive UTC (BSON inside a document) reads as aware UTC."""
+        return at.replace(tzinfo=UTC) if at.tzinfo is None else at
+
+
 class InboxMessage(Document):
     """A SteerMessage persisted in its target process's inbox.
 
     ``seq`` is assigned by the store, strictly increasing per process in
     acceptance order. ``drained_at``/``drained_epoch`` are set by the turn
     that processed it, in the same atomic commit as that turn's effects.
+    ``attempts`` counts the turns that began with this message in their batch
+    (``LaneStore.acquire_epoch``), so one above zero on a pending message means
+    a turn that read it never committed (its worker died or froze, or the store or
+    Redis failed under it). ``dead_letter`` is set, with the drain marks, on a message
+    that was set aside unprocessed; nothing is deleted.
     """
 
     id: str
@@ -137,3 +159,5 @@ class InboxMessage(Document):
     created_at: datetime = Field(default_factory=utcnow)
     drained_at: datetime | None = None
     drained_epoch: int | None = None
+    attempts: int = 0
+    dead_letter: DeadLetter | None = None

@@ -11,7 +11,7 @@ from pydantic import Field
 from vancetope_brain.models.base import Document, utcnow
 from vancetope_brain.models.chat import ChatMessage
 from vancetope_brain.models.process import CloseReason, ProcessStatus, ThinkProcess
-from vancetope_brain.models.steer import InboxMessage
+from vancetope_brain.models.steer import DeadLetter, InboxMessage
 
 
 class TurnRecord(Document):
@@ -103,3 +103,11 @@ class TurnCommit:
     entries but the IN_DOUBT ones. A turn that never read it (a pause, say) leaves the
     journal to the turn that redoes the work; a commit that closes the process deletes every
     entry either way."""
+    dead_letters: dict[str, DeadLetter] = field(default_factory=dict)
+    """Messages this turn sets aside unprocessed (id → why): drained, with the mark."""
+    uncounted_ids: list[str] = field(default_factory=list)
+    """Messages whose attempt this turn counted but which it leaves pending (a pause reads
+    no message): their ``attempts`` go back down by one."""
+    engine_failures: int = 0
+    """The process's ``engineFailures`` after this turn (0 after a turn whose engine
+    succeeded)."""

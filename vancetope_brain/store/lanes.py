@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Sequence
 from datetime import datetime
 
 from vancetope_brain.models import (
@@ -19,7 +20,8 @@ from vancetope_brain.store.backend import Port
 TURN_STARTS_FROM = ("INIT", "IDLE", "BLOCKED")
 """The statuses that ``acquire_epoch`` moves to RUNNING."""
 NOT_SWEPT = ("CLOSED", "PAUSED", "SUSPENDED")
-"""The statuses whose undrained messages ``stale_pending`` passes over."""
+"""The statuses whose undrained messages ``stale_pending`` passes over (but for a CLOSED
+process whose closeReason is FAILED)."""
 
 
 class LaneStore(Port):
@@ -50,7 +52,8 @@ class LaneStore(Port):
     def stale_pending(self, older_than: datetime, limit: int = 100) -> list[tuple[str, str]]:
         """System query for the sweeper: distinct (tenant, process) pairs that need a turn and
         were left waiting since before ``older_than``: an undrained message of a process that is
-        not CLOSED, PAUSED or SUSPENDED, or a ``pendingControl`` of a process that is not CLOSED
+        not CLOSED, PAUSED or SUSPENDED — or that is CLOSED with closeReason FAILED (its turn
+        answers the message) —, or a ``pendingControl`` of a process that is not CLOSED
         requested before ``older_than``.
         """
 
@@ -61,13 +64,20 @@ class LaneStore(Port):
         at most ``limit``. Such a turn may have left no message behind to find it by."""
 
     @abstractmethod
-    def acquire_epoch(self, tenant_id: str, process_id: str) -> ThinkProcess:
-        """Start a lane turn: atomically increment ``epoch`` and, if the status is INIT, IDLE
-        or BLOCKED, set it to RUNNING.
+    def acquire_epoch(self, tenant_id: str, process_id: str,
+                      message_ids: Sequence[str] = ()) -> ThinkProcess:
+        """Start a lane turn: atomically increment ``epoch`` and ``turnAttempts`` and, if the
+        status is INIT, IDLE or BLOCKED, set it to RUNNING; then count a delivery attempt
+        (``attempts`` + 1) of each listed message of the process that is still undrained.
 
-        Returns the document with the *new* epoch and the status it had *before*
-        this call (the engine needs to know where it came from). Any turn holding
-        an older epoch is fenced from then on. Raises ``NotFound``.
+        Returns the document with the *new* epoch and the status and ``turnAttempts``
+        it had *before* this call (the engine needs to know where it came from; the
+        runner, whether the turn before this one died). Any turn holding an older
+        epoch is fenced from then on. The attempts are counted before this returns,
+        so a turn that dies anywhere after it was counted. (An adapter may count
+        them in a second write right after the first; a crash between the two
+        leaves that turn's messages uncounted, and it had run nothing.)
+        Raises ``NotFound``.
         """
 
     @abstractmethod
@@ -96,10 +106,14 @@ class LaneStore(Port):
         in the event outbox (``EventOutboxStore``; ``event_outbox.turn_events``: one
         ``chat-message`` per line written, then ``commit.events``), and clear the process's
         turn journal (``JournalStore``): all of it when the status is CLOSED, else, if
-        ``commit.journal_opened``, every entry but the IN_DOUBT ones.
+        ``commit.journal_opened``, every entry but the IN_DOUBT ones. Each of
+        ``commit.dead_letters`` is drained too, with its ``deadLetter`` mark; each of
+        ``commit.uncounted_ids`` still pending gets one ``attempts`` fewer (never below
+        0). Sets ``engineFailures`` to ``commit.engine_failures`` and ``turnAttempts``
+        to 0.
         Returns the chat lines as written (with their ``seq``), or None, having
-        written nothing, when the epoch moved on (fenced) or a listed message
-        was already drained. Chat lines whose (process, sourceMessageId, role)
+        written nothing, when the epoch moved on (fenced) or a listed message (or dead
+        letter) was already drained. Chat lines whose (process, sourceMessageId, role)
         already exists are skipped and not returned.
         """
 

@@ -9,6 +9,7 @@ import pytest
 
 from vancetope_brain.errors import Conflict, NotFound
 from vancetope_brain.models import (
+    CloseReason,
     ExternalCommand,
     InboxAnswer,
     InboxMessage,
@@ -126,6 +127,20 @@ def test_stale_pending_finds_only_wakeable_processes(
     _old_pending(world, S.IDLE, timedelta(seconds=0))  # too recent
     found = lanes.stale_pending(utcnow() - timedelta(minutes=1))
     assert sorted(found) == sorted(("ten_1", pid) for pid in wakeable.values())
+
+
+def test_stale_pending_finds_a_failed_process_that_owes_an_answer(
+    sessions: SessionStore, lanes: LaneStore, world: World
+) -> None:
+    old = utcnow() - timedelta(minutes=10)
+    closed = {}
+    for reason in CloseReason:
+        process = world.process("ten_1")
+        world.set_status(process, S.CLOSED, close_reason=reason)
+        world.append("ten_1", process.id, created_at=old)
+        closed[reason] = process.id
+    assert lanes.stale_pending(utcnow() - timedelta(minutes=1)) == [
+        ("ten_1", closed[CloseReason.FAILED])]
 
 
 def test_stale_pending_is_distinct_ignores_drained_and_honours_limit(

@@ -2,7 +2,11 @@
 ``turn_records`` and ``process_timers``, and the lane fields of ``think_processes`` (owned by ``sessions.py``).
 
 Atomic (one single-document operation each): ``acquire_epoch`` (a pipeline
-update of the process: epoch + 1, status → RUNNING from INIT/IDLE/BLOCKED),
+update of the process: epoch + 1, turnAttempts + 1, status → RUNNING from
+INIT/IDLE/BLOCKED; the listed messages' ``attempts`` are counted by an
+``update_many`` right after it, so a worker that dies between the two leaves
+that turn — which had run nothing — uncounted, and a worker fenced out between
+them counts one attempt too many),
 ``request_control`` (a ``find_one_and_update`` whose filter holds
 ``status: {$in: allowed_from}``), the seq reservation of ``append_message``
 (``$inc nextSeq``), and the claim of ``commit_turn``.
@@ -15,7 +19,7 @@ leaves a gap.
 ``commit_turn`` runs: (1) a find that every drained id is still undrained,
 else None; (2) the claim: one conditional update of the process
 ``{_id, tenantId, epoch}`` that sets status/closeReason/lastError/
-engineState/updatedAt and reserves chat seqs (``$inc nextChatSeq``), else
+engineState/engineFailures/updatedAt, resets turnAttempts and reserves chat seqs (``$inc nextChatSeq``), else
 None — nothing is written before it; (2b) if ``commit.control_handled``
 is set, a second conditional ``update_one`` of the process
 ``{_id, tenantId, epoch, pendingControl: handled}`` that clears
@@ -24,11 +28,11 @@ would need every outcome value wrapped in ``$literal``), so a different
 call requested after the turn read the process survives, and so does any
 call once a newer epoch took over; (2c) clear the turn journal (``journal.clear``),
 if the turn read it or the process closes; (3) insert the chat lines, ignoring
-duplicate keys; (4) mark the messages drained (filter ``drainedAt: None``);
-(5) insert the turn record. The turn's events go into the event outbox
-(``event_outbox.enqueue_in``) right after (3); spawned processes
-(``insert_process``) and outbox messages (``append_in``) follow, before (4); a
-retried commit
+duplicate keys; (4) mark the messages drained (filter ``drainedAt: None``), each dead
+letter with its mark, and uncount the messages left pending; (5) insert the turn
+record. The turn's events go into the event outbox (``event_outbox.enqueue_in``)
+right after (3); spawned processes (``insert_process``) and outbox messages
+(``append_in``) follow, before (4); a retried commit
 of the same turn skips the processes that exist and, for keyed messages,
 the messages already appended. A crash after (2) leaves the new status with
 the messages still pending (and, before (2b), the control call too): the
@@ -50,7 +54,7 @@ key makes that append a no-op.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -106,7 +110,8 @@ def append_in(database: Any, message: InboxMessage) -> tuple[InboxMessage, bool]
     if reserved is None:
         raise NotFound(f"process {message.target_process_id} not found")
     stored = message.model_copy(
-        update={"seq": reserved["nextSeq"], "drained_at": None, "drained_epoch": None})
+        update={"seq": reserved["nextSeq"], "drained_at": None, "drained_epoch": None,
+                "attempts": 0, "dead_letter": None})
     try:
         database[MESSAGES].insert_one(to_bson(stored))
     except DuplicateKeyError:
@@ -140,6 +145,9 @@ class MongoLanes(MongoAdapter, LaneStore):
             name="pending")
         self._messages.create_index([("drainedAt", ASCENDING), ("createdAt", ASCENDING)],
                                     name="sweeper")
+        self._messages.create_index(
+            [("tenantId", ASCENDING), ("deadLetter.at", ASCENDING)],
+            partialFilterExpression={"deadLetter": {"$type": "object"}}, name="dead_letters")
         self._processes.create_index(
             [("controlRequestedAt", ASCENDING)],
             partialFilterExpression={"pendingControl": STRING}, name="pending_control")
@@ -223,20 +231,25 @@ class MongoLanes(MongoAdapter, LaneStore):
         return dict(list(found.items())[:limit])
 
     def _wakeable(self, pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
-        """The pairs whose process exists in that tenant and is not CLOSED/PAUSED/SUSPENDED."""
+        """The pairs whose process exists in that tenant and is not CLOSED/PAUSED/SUSPENDED
+        (or is CLOSED/FAILED, which answers what reaches it)."""
         rows = self._processes.find(
-            {"_id": {"$in": [pid for _, pid in pairs]}, "status": {"$nin": list(NOT_SWEPT)}},
+            {"_id": {"$in": [pid for _, pid in pairs]},
+             "$or": [{"status": {"$nin": list(NOT_SWEPT)}},
+                     {"status": "CLOSED", "closeReason": "FAILED"}]},
             projection={"tenantId": True},
         )
         ok = {(raw["tenantId"], raw["_id"]) for raw in rows}
         return [pair for pair in pairs if pair in ok]
 
     @translated
-    def acquire_epoch(self, tenant_id: str, process_id: str) -> ThinkProcess:
+    def acquire_epoch(self, tenant_id: str, process_id: str,
+                      message_ids: Sequence[str] = ()) -> ThinkProcess:
         before = self._processes.find_one_and_update(
             {"_id": process_id, "tenantId": tenant_id},
             [{"$set": {
                 "epoch": {"$add": ["$epoch", 1]},
+                "turnAttempts": {"$add": [{"$ifNull": ["$turnAttempts", 0]}, 1]},
                 "status": {"$cond": [{"$in": ["$status", list(TURN_STARTS_FROM)]}, "RUNNING",
                                      "$status"]},
             }}],
@@ -244,6 +257,11 @@ class MongoLanes(MongoAdapter, LaneStore):
         )
         if before is None:
             raise NotFound(f"process {process_id} not found")
+        if message_ids:
+            self._messages.update_many(
+                {"_id": {"$in": list(dict.fromkeys(message_ids))}, "tenantId": tenant_id,
+                 "targetProcessId": process_id, "drainedAt": None},
+                {"$inc": {"attempts": 1}})
         before["epoch"] += 1
         return from_bson(ThinkProcess, before)
 
@@ -277,7 +295,9 @@ class MongoLanes(MongoAdapter, LaneStore):
         drained = list(dict.fromkeys(commit.drained_ids))
         mine = {"_id": {"$in": drained}, "tenantId": tenant_id, "targetProcessId": process_id,
                 "drainedAt": None}
-        if drained and self._messages.count_documents(mine) != len(drained):
+        listed = {**mine, "_id": {"$in": drained + list(commit.dead_letters)}}
+        if (drained or commit.dead_letters) and \
+                self._messages.count_documents(listed) != len(drained) + len(commit.dead_letters):
             self._require_process(tenant_id, process_id)
             return None
         lines, stored = self._unwritten(tenant_id, process_id, commit.chat)
@@ -286,6 +306,8 @@ class MongoLanes(MongoAdapter, LaneStore):
             "status": commit.status.value,
             "closeReason": commit.close_reason.value if commit.close_reason else None,
             "lastError": commit.last_error,
+            "engineFailures": commit.engine_failures,
+            "turnAttempts": 0,
             "updatedAt": now,
         }
         if commit.engine_state is not None:
@@ -331,6 +353,17 @@ class MongoLanes(MongoAdapter, LaneStore):
             self._timers.replace_one({"_id": timer.id}, to_bson(timer), upsert=True)
         if drained:
             self._messages.update_many(mine, {"$set": {"drainedAt": now, "drainedEpoch": epoch}})
+        if commit.uncounted_ids:
+            self._messages.update_many(
+                {"_id": {"$in": list(dict.fromkeys(commit.uncounted_ids))},
+                 "tenantId": tenant_id, "targetProcessId": process_id, "drainedAt": None,
+                 "attempts": {"$gt": 0}},
+                {"$inc": {"attempts": -1}})
+        for message_id, mark in commit.dead_letters.items():
+            self._messages.update_one(
+                {**mine, "_id": message_id},
+                {"$set": {"drainedAt": now, "drainedEpoch": epoch,
+                          "deadLetter": {**mark.dump(), "at": naive_utc(mark.at)}}})
         record = commit.record.model_copy(
             update={"tenant_id": tenant_id, "process_id": process_id, "epoch": epoch})
         with contextlib.suppress(DuplicateKeyError):  # a retried commit of the same turn

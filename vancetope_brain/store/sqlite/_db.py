@@ -15,10 +15,13 @@ user; ``scope_id`` is ``''`` for the tenant itself); 5 — tables
 process, idempotency key) makes idempotent creates safe under concurrency) and
 ``notification_deliveries`` (the delivery log); 6 — ``recipes`` gains
 ``kind`` in its key (recipes, strategies, … share the table; older rows are
-recipes). Opening an older file
-migrates it in place; a newer one is refused. The statements of versions 2,
-3 and 6 are the ``migrations`` of the adapters owning those tables (sessions,
-identity, recipes); versions 4 and 5 only added tables, which every adapter's
+recipes); 7 — delivery attempts: ``messages`` gains ``attempts`` (turns begun
+with the message, 0 for older rows) and ``dead_ms`` (when it was dead-lettered;
+the mark itself is ``doc.deadLetter``), ``lanes`` gains ``turn_attempts`` (turns
+begun since the last commit). Opening an older file migrates it in place; a
+newer one is refused. The statements of versions 2, 3, 6 and 7 are the
+``migrations`` of the adapters owning those tables (sessions, identity,
+recipes, lanes); versions 4 and 5 only added tables, which every adapter's
 ``CREATE … IF NOT EXISTS`` makes at open.
 
 Times in ``*_ms`` columns are milliseconds since the Unix epoch (``to_ms``),
@@ -44,7 +47,7 @@ from vancetope_brain.models import Document
 T = TypeVar("T")
 D = TypeVar("D", bound=Document)
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 """Bumped by a migration that changes an existing table (never by a new table)."""
 
 _VERSION_TABLE = """

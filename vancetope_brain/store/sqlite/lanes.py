@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Sequence
 from datetime import datetime
 
 from pydantic_core import to_json
@@ -43,10 +44,12 @@ from vancetope_brain.store.sqlite.journal import clear_in as clear_journal_in
 from vancetope_brain.store.sqlite.sessions import insert_process_in, load_process, process_row_in
 
 _TABLES = """
+-- (Columns added by a migration must be added in _MIGRATIONS too.)
 CREATE TABLE IF NOT EXISTS messages (
     id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, target_process_id TEXT NOT NULL,
     seq INTEGER NOT NULL, idempotency_key TEXT, created_ms INTEGER NOT NULL,
-    drained_at TEXT, drained_epoch INTEGER, doc TEXT NOT NULL
+    drained_at TEXT, drained_epoch INTEGER, doc TEXT NOT NULL,
+    attempts INTEGER NOT NULL DEFAULT 0, dead_ms INTEGER
 );
 CREATE UNIQUE INDEX IF NOT EXISTS messages_seq ON messages (tenant_id, target_process_id, seq);
 CREATE UNIQUE INDEX IF NOT EXISTS messages_idempotency
@@ -57,6 +60,8 @@ CREATE UNIQUE INDEX IF NOT EXISTS messages_idempotency
 CREATE INDEX IF NOT EXISTS messages_pending
     ON messages (tenant_id, target_process_id, seq) WHERE drained_at IS NULL;
 CREATE INDEX IF NOT EXISTS messages_stale ON messages (created_ms) WHERE drained_at IS NULL;
+-- Dead letters only (``dead_letters.py``).
+CREATE INDEX IF NOT EXISTS messages_dead ON messages (tenant_id, dead_ms) WHERE dead_ms IS NOT NULL;
 CREATE TABLE IF NOT EXISTS chat (
     id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, process_id TEXT NOT NULL,
     seq INTEGER NOT NULL, role TEXT NOT NULL, source_message_id TEXT, doc TEXT NOT NULL
@@ -77,22 +82,28 @@ CREATE TABLE IF NOT EXISTS timers (
 CREATE INDEX IF NOT EXISTS timers_due ON timers (due_ms);
 """
 
-_MESSAGE_SELECT = "SELECT doc, seq, drained_at, drained_epoch FROM messages"
+_MIGRATIONS = {
+    7: ("ALTER TABLE messages ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0",
+        "ALTER TABLE messages ADD COLUMN dead_ms INTEGER"),
+}
+
+MESSAGE_SELECT = "SELECT doc, seq, drained_at, drained_epoch, attempts FROM messages"
 # Only the fields a turn may change; status lives in ``lanes``.
 _SET_OUTCOME = (
     "UPDATE processes SET doc = json_set(doc, '$.closeReason', ?, '$.lastError', ?, "
-    "'$.updatedAt', ?) WHERE id = ?"
+    "'$.engineFailures', ?, '$.updatedAt', ?) WHERE id = ?"
 )
 _SET_OUTCOME_AND_STATE = (
     "UPDATE processes SET doc = json_set(doc, '$.closeReason', ?, '$.lastError', ?, "
-    "'$.updatedAt', ?, '$.engineState', json(?)) WHERE id = ?"
+    "'$.engineFailures', ?, '$.updatedAt', ?, '$.engineState', json(?)) WHERE id = ?"
 )
 
 
-def _message(row: tuple[str, int, str | None, int | None]) -> InboxMessage:
-    doc, seq, drained_at, drained_epoch = row
+def load_message(row: tuple[str, int, str | None, int | None, int]) -> InboxMessage:
+    """A message from a ``MESSAGE_SELECT`` row: ``doc`` with the columns over it."""
+    doc, seq, drained_at, drained_epoch, attempts = row
     raw = json.loads(doc)
-    raw.update(seq=seq, drainedAt=drained_at, drainedEpoch=drained_epoch)
+    raw.update(seq=seq, drainedAt=drained_at, drainedEpoch=drained_epoch, attempts=attempts)
     return InboxMessage.load(raw)
 
 
@@ -113,14 +124,15 @@ def append_in(conn: sqlite3.Connection, message: InboxMessage) -> tuple[InboxMes
     (next_seq,) = _lane_in(conn, tenant_id, target, "next_seq")
     if message.idempotency_key is not None:
         first = conn.execute(
-            f"{_MESSAGE_SELECT} WHERE tenant_id = ? AND target_process_id = ? "
+            f"{MESSAGE_SELECT} WHERE tenant_id = ? AND target_process_id = ? "
             "AND idempotency_key = ?",
             (tenant_id, target, message.idempotency_key),
         ).fetchone()
         if first is not None:
-            return _message(first), False
+            return load_message(first), False
     seq = next_seq + 1
-    stored = message.model_copy(update={"seq": seq, "drained_at": None, "drained_epoch": None})
+    stored = message.model_copy(update={"seq": seq, "drained_at": None, "drained_epoch": None,
+                                        "attempts": 0, "dead_letter": None})
     conn.execute("UPDATE lanes SET next_seq = ? WHERE process_id = ?", (seq, target))
     conn.execute(
         "INSERT INTO messages (id, tenant_id, target_process_id, seq, idempotency_key, "
@@ -149,6 +161,20 @@ def _commit_in(conn: sqlite3.Connection, tenant_id: str, process_id: str, epoch:
         )
         if cursor.rowcount != len(drained):
             raise Fenced(f"a message listed by this turn of {process_id} is already drained")
+    if commit.dead_letters:
+        cursor = conn.executemany(
+            "UPDATE messages SET drained_at = ?, drained_epoch = ?, dead_ms = ?, "
+            "doc = json_set(doc, '$.deadLetter', json(?)) "
+            "WHERE id = ? AND tenant_id = ? AND target_process_id = ? AND drained_at IS NULL",
+            [(iso(now), epoch, to_ms(mark.at), mark.model_dump_json(by_alias=True), mid,
+              tenant_id, process_id) for mid, mark in commit.dead_letters.items()],
+        )
+        if cursor.rowcount != len(commit.dead_letters):
+            raise Fenced(f"a dead letter of this turn of {process_id} is already drained")
+    conn.executemany(
+        "UPDATE messages SET attempts = attempts - 1 WHERE id = ? AND tenant_id = ? "
+        "AND target_process_id = ? AND drained_at IS NULL AND attempts > 0",
+        [(mid, tenant_id, process_id) for mid in dict.fromkeys(commit.uncounted_ids)])
     written: list[ChatMessage] = []
     for line in commit.chat:
         line = line.model_copy(
@@ -168,7 +194,7 @@ def _commit_in(conn: sqlite3.Connection, tenant_id: str, process_id: str, epoch:
     # Both CASEs read the row as it was before this UPDATE; a NULL
     # control_handled matches nothing, so a pending call is then kept.
     conn.execute(
-        "UPDATE lanes SET status = ?, next_chat_seq = ?, "
+        "UPDATE lanes SET status = ?, next_chat_seq = ?, turn_attempts = 0, "
         "pending_control = CASE WHEN pending_control = ? THEN NULL ELSE pending_control END, "
         "control_requested_ms = CASE WHEN pending_control = ? THEN NULL "
         "ELSE control_requested_ms END WHERE process_id = ?",
@@ -176,11 +202,12 @@ def _commit_in(conn: sqlite3.Connection, tenant_id: str, process_id: str, epoch:
          process_id),
     )
     close_reason = commit.close_reason.value if commit.close_reason else None
+    outcome = (close_reason, commit.last_error, commit.engine_failures, iso(now))
     if commit.engine_state is None:
-        conn.execute(_SET_OUTCOME, (close_reason, commit.last_error, iso(now), process_id))
+        conn.execute(_SET_OUTCOME, (*outcome, process_id))
     else:
-        conn.execute(_SET_OUTCOME_AND_STATE, (close_reason, commit.last_error, iso(now),
-                                              to_json(commit.engine_state).decode(), process_id))
+        conn.execute(_SET_OUTCOME_AND_STATE,
+                     (*outcome, to_json(commit.engine_state).decode(), process_id))
     for child in commit.spawned:
         insert_process_in(conn, child)
     for message in commit.outbox:
@@ -210,6 +237,7 @@ def _commit_in(conn: sqlite3.Connection, tenant_id: str, process_id: str, epoch:
 
 class SqliteLanes(SqliteAdapter, LaneStore):
     tables = _TABLES
+    migrations = _MIGRATIONS
 
     def append_message(self, message: InboxMessage) -> tuple[InboxMessage, bool]:
         with self.db.write() as conn:
@@ -218,11 +246,11 @@ class SqliteLanes(SqliteAdapter, LaneStore):
     def pending_messages(self, tenant_id: str, process_id: str,
                          limit: int = 1000) -> list[InboxMessage]:
         rows = self.db.read(
-            f"{_MESSAGE_SELECT} WHERE tenant_id = ? AND target_process_id = ? "
+            f"{MESSAGE_SELECT} WHERE tenant_id = ? AND target_process_id = ? "
             "AND drained_at IS NULL ORDER BY seq LIMIT ?",
             (tenant_id, process_id, limit),
         )
-        return [_message(row) for row in rows]
+        return [load_message(row) for row in rows]
 
     def stale_pending(self, older_than: datetime, limit: int = 100) -> list[tuple[str, str]]:
         # Oldest wait first; each branch walks its partial index (messages_stale,
@@ -233,7 +261,9 @@ class SqliteLanes(SqliteAdapter, LaneStore):
             " SELECT m.tenant_id, m.target_process_id AS process_id, m.created_ms AS since"
             " FROM messages m JOIN lanes l"
             " ON l.process_id = m.target_process_id AND l.tenant_id = m.tenant_id"
-            " WHERE m.drained_at IS NULL AND m.created_ms < ? AND l.status NOT IN (?, ?, ?)"
+            " WHERE m.drained_at IS NULL AND m.created_ms < ? AND (l.status NOT IN (?, ?, ?)"
+            "  OR l.status = 'CLOSED' AND (SELECT json_extract(p.doc, '$.closeReason')"
+            "   FROM processes p WHERE p.id = l.process_id) = 'FAILED')"
             " UNION ALL"
             " SELECT tenant_id, process_id, control_requested_ms FROM lanes"
             " WHERE pending_control IS NOT NULL AND control_requested_ms < ? AND status <> ?"
@@ -248,20 +278,27 @@ class SqliteLanes(SqliteAdapter, LaneStore):
             "LIMIT ?", (limit,))
         return [(tenant, process) for tenant, process in rows]
 
-    def acquire_epoch(self, tenant_id: str, process_id: str) -> ThinkProcess:
+    def acquire_epoch(self, tenant_id: str, process_id: str,
+                      message_ids: Sequence[str] = ()) -> ThinkProcess:
         with self.db.write() as conn:
-            doc, prior, epoch, next_seq, pending_control, requested_ms = process_row_in(
-                conn, tenant_id, process_id)
+            doc, prior, epoch, next_seq, pending_control, requested_ms, attempts = \
+                process_row_in(conn, tenant_id, process_id)
             status = "RUNNING" if prior in TURN_STARTS_FROM else prior
-            conn.execute("UPDATE lanes SET epoch = ?, status = ? WHERE process_id = ?",
-                         (epoch + 1, status, process_id))
-        return load_process((doc, prior, epoch + 1, next_seq, pending_control, requested_ms))
+            conn.execute("UPDATE lanes SET epoch = ?, status = ?, turn_attempts = ? "
+                         "WHERE process_id = ?", (epoch + 1, status, attempts + 1, process_id))
+            conn.executemany(
+                "UPDATE messages SET attempts = attempts + 1 WHERE id = ? AND tenant_id = ? "
+                "AND target_process_id = ? AND drained_at IS NULL",
+                [(mid, tenant_id, process_id) for mid in dict.fromkeys(message_ids)])
+        return load_process((doc, prior, epoch + 1, next_seq, pending_control, requested_ms,
+                             attempts))
 
     def request_control(self, tenant_id: str, process_id: str, call: str,
                         allowed_from: frozenset[ProcessStatus]) -> ThinkProcess:
         call = str(call)
         with self.db.write() as conn:
-            doc, status, epoch, next_seq, _, _ = process_row_in(conn, tenant_id, process_id)
+            doc, status, epoch, next_seq, _, _, attempts = process_row_in(conn, tenant_id,
+                                                                          process_id)
             allowed = {ProcessStatus(s).value for s in allowed_from}
             if status not in allowed:
                 raise Conflict(f"cannot {call} process {process_id}: it is {status} "
@@ -272,7 +309,7 @@ class SqliteLanes(SqliteAdapter, LaneStore):
                 "WHERE process_id = ?",
                 (call, requested_ms, process_id),
             )
-        return load_process((doc, status, epoch, next_seq, call, requested_ms))
+        return load_process((doc, status, epoch, next_seq, call, requested_ms, attempts))
 
     def commit_turn(self, tenant_id: str, process_id: str, epoch: int,
                     commit: TurnCommit) -> list[ChatMessage] | None:

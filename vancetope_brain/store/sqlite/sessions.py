@@ -1,7 +1,8 @@
 """SQLite ``SessionStore``: tables ``sessions``, ``processes`` and ``lanes``.
 
 A process is two rows: its document in ``processes`` and, in ``lanes``, the
-fields a lane turn changes (status, epoch, seqs, pending control), which are
+fields a lane turn changes (status, epoch, seqs, pending control, turn attempts),
+which are
 authoritative over ``doc``; ``load_process`` merges them. ``insert_process_in``
 writes both inside the caller's transaction, so ``commit_turn`` (lanes) spawns
 children atomically with the rest of its turn.
@@ -46,7 +47,8 @@ CREATE INDEX IF NOT EXISTS processes_by_session ON processes (tenant_id, session
 CREATE TABLE IF NOT EXISTS lanes (
     process_id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, status TEXT NOT NULL,
     epoch INTEGER NOT NULL, next_seq INTEGER NOT NULL, next_chat_seq INTEGER NOT NULL,
-    pending_control TEXT, control_requested_ms INTEGER
+    pending_control TEXT, control_requested_ms INTEGER,
+    turn_attempts INTEGER NOT NULL DEFAULT 0
 );
 -- The sweeper's lifecycle calls left waiting: only lanes with a pending call.
 CREATE INDEX IF NOT EXISTS lanes_control
@@ -59,25 +61,26 @@ CREATE INDEX IF NOT EXISTS lanes_unsettled
 _MIGRATIONS = {
     2: ("ALTER TABLE lanes ADD COLUMN pending_control TEXT",
         "ALTER TABLE lanes ADD COLUMN control_requested_ms INTEGER"),
+    7: ("ALTER TABLE lanes ADD COLUMN turn_attempts INTEGER NOT NULL DEFAULT 0",),
 }
 
 _PROCESS_SELECT = (
-    "SELECT p.doc, l.status, l.epoch, l.next_seq, l.pending_control, l.control_requested_ms "
-    "FROM lanes l JOIN processes p ON p.id = l.process_id"
+    "SELECT p.doc, l.status, l.epoch, l.next_seq, l.pending_control, l.control_requested_ms, "
+    "l.turn_attempts FROM lanes l JOIN processes p ON p.id = l.process_id"
 )
 _PROCESS_BY_ID = f"{_PROCESS_SELECT} WHERE l.process_id = ? AND l.tenant_id = ?"
 
-ProcessRow = tuple[str, str, int, int, str | None, int | None]
+ProcessRow = tuple[str, str, int, int, str | None, int | None, int]
 """What ``load_process`` reads: doc, status, epoch, next_seq, pending_control,
-control_requested_ms."""
+control_requested_ms, turn_attempts."""
 
 
 def load_process(row: ProcessRow) -> ThinkProcess:
     """A process from its row: ``doc`` with the ``lanes`` fields over it."""
-    doc, status, epoch, next_seq, pending_control, control_requested_ms = row
+    doc, status, epoch, next_seq, pending_control, control_requested_ms, turn_attempts = row
     raw = json.loads(doc)
     raw.update(status=status, epoch=epoch, nextSeq=next_seq, pendingControl=pending_control,
-               controlRequestedAt=from_ms(control_requested_ms))
+               controlRequestedAt=from_ms(control_requested_ms), turnAttempts=turn_attempts)
     return ThinkProcess.load(raw)
 
 
@@ -99,11 +102,11 @@ def insert_process_in(conn: sqlite3.Connection, process: ThinkProcess) -> None:
     )
     conn.execute(
         "INSERT INTO lanes (process_id, tenant_id, status, epoch, next_seq, next_chat_seq, "
-        "pending_control, control_requested_ms) VALUES (?, ?, ?, ?, ?, 0, ?, ?)",
+        "pending_control, control_requested_ms, turn_attempts) VALUES (?, ?, ?, ?, ?, 0, ?, ?, ?)",
         (process.id, process.tenant_id, process.status.value, process.epoch,
          process.next_seq, process.pending_control,
          None if process.control_requested_at is None
-         else to_ms(process.control_requested_at)),
+         else to_ms(process.control_requested_at), process.turn_attempts),
     )
 
 

@@ -1,0 +1,22 @@
+"""The model of ``VT_TEST_MODEL=poison`` (tests/integration/test_poison_flow.py): echoes like
+``echo``, but a turn whose input holds a user message that is exactly ``POISON`` SIGKILLs
+its own worker process, every time — a message that kills whoever runs it."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+from vancetope_brain.llm import LlmMessage, ToolSpec
+
+MARKER = "POISON"
+
+
+def poison_flow(messages: list[LlmMessage], tools: list[ToolSpec]) -> str:
+    from tests.integration.worker_main import log
+
+    users = [m.content for m in messages if m.role == "user"]
+    if MARKER in users:
+        log("kill", os.getpid())
+        os.kill(os.getpid(), signal.SIGKILL)
+    return f"echo: {users[-1]}"
