@@ -1,4 +1,4 @@
-"""The model of ``VT_TEST_MODEL=poison`` (tests/integration/test_poison_flow.py): echoes like
+"""The model of ``VT_TEST_MODEL=poison`` (tests/chaos/test_faults_of_a_turn.py): echoes like
 ``echo``, but a turn whose input holds a user message that is exactly ``POISON`` SIGKILLs
 its own worker process, every time — a message that kills whoever runs it."""
 

@@ -4,7 +4,7 @@ dead-lettered after ``VANCETOPE_MAX_ATTEMPTS``, and the lane goes on.
 A dying worker is played by a model that raises ``WorkerDied``, a ``BaseException`` the
 runner lets through unwritten, as a SIGKILL would leave it: nothing committed, the lane
 RUNNING. (The lease is released on the way out, which a real death would leave to expire:
-here the next turn need not wait for it. ``tests/integration/test_poison_flow.py`` kills
+here the next turn need not wait for it. ``tests/chaos/test_faults_of_a_turn.py`` kills
 real worker processes.) No broker here: the test runs each turn itself, so it decides
 exactly when a lane runs again.
 """
