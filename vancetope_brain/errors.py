@@ -136,6 +136,11 @@ class RuntimeFailure(VancetopeError):
     code = "runtime_failure"
 
 
+REDIS_DOWN = ("Redis is not answering; what you sent may already be stored: send it again "
+              "in a moment, with the same idempotency key, and it is stored once")
+"""What a client is told (code ``runtime_failure``) when a request meets a Redis outage."""
+
+
 class StoreError(RuntimeFailure):
     """Raised when the store cannot be read or written."""
 

@@ -10,12 +10,20 @@ import time
 import weakref
 from typing import get_args
 
+import redis
 from flask import Blueprint, Flask, Response, current_app, g, jsonify, request, send_file
 from flask_sock import Sock
 from simple_websocket import Server
 from werkzeug.exceptions import HTTPException
 
-from vancetope_brain.errors import InvalidInput, StoreError, Unauthorized, VancetopeError
+from vancetope_brain.errors import (
+    REDIS_DOWN,
+    InvalidInput,
+    RuntimeFailure,
+    StoreError,
+    Unauthorized,
+    VancetopeError,
+)
 from vancetope_brain.events import EventListener
 from vancetope_brain.identity import Principal
 from vancetope_brain.inbox.attachments import AttachmentStore
@@ -269,6 +277,11 @@ def create_app(gateway: Gateway, *, llm_description: str) -> Flask:
         status = {"unauthorized": 401, "forbidden": 403, "not_found": 404, "conflict": 409,
                   "rate_limited": 429}.get(e.code, 400 if e.code == "invalid_input" else 500)
         return jsonify(code=e.code, message=str(e)), status
+
+    @app.errorhandler(redis.RedisError)
+    def _redis_down(e: redis.RedisError) -> tuple[Response, int]:
+        log.warning("Redis failed handling %s: %s", request.path, e)
+        return jsonify(code=RuntimeFailure.code, message=REDIS_DOWN), 503
 
     @app.errorhandler(HTTPException)
     def _http_error(e: HTTPException) -> tuple[Response, int]:

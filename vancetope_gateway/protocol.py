@@ -16,17 +16,20 @@ from datetime import datetime
 from enum import Enum
 from typing import Any, Protocol
 
+import redis
 from pydantic import ValidationError
 
 from vancetope_brain import __version__, keys
 from vancetope_brain.engines import ENGINES
 from vancetope_brain.engines.lifecycle import LifecycleCall
 from vancetope_brain.errors import (
+    REDIS_DOWN,
     BadJson,
     Conflict,
     InvalidInput,
     NotFound,
     RateLimited,
+    RuntimeFailure,
     UnknownFrameType,
     VancetopeError,
 )
@@ -289,6 +292,9 @@ class Connection:
             self._error(request_id, "invalid_input", f"{where}: {err['msg']}")
         except VancetopeError as e:
             self._error(request_id, e.code, str(e))
+        except redis.RedisError as e:
+            log.warning("Redis failed handling a %s frame: %s", envelope.type, e)
+            self._error(request_id, RuntimeFailure.code, REDIS_DOWN)
         except Exception:
             log.exception("unexpected error handling a frame")
             self._error(request_id, "internal", "internal error; the server log has details")
