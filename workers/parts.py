@@ -42,8 +42,9 @@ class Worker(Core):
     mcp: McpRegistry
 
     def sweep(self) -> int:
-        """The beat job: re-wake orphaned work, publish events dead workers committed but
-        left unpublished, deliver due timers, then apply session policies that are due."""
+        """The sweep job (every worker schedules it, ``SweepSchedule``): re-wake orphaned
+        work, publish events dead workers committed but left unpublished, deliver due
+        timers, then apply session policies that are due."""
         lanes = self.store.port(LaneStore)
         age = self.config.sweep_age
         return sweep(lanes, self.redis, self.waker, age=age) + \

@@ -23,8 +23,7 @@ import pytest
 import redis
 
 from tests.helpers import wait_for
-from tests.integration.conftest import Cluster
-from tests.integration.gateways import Stack
+from tests.integration.gateways import Stack, running_stack
 
 FULL = os.environ.get("VANCETOPE_CHAOS") == "full"
 ROUNDS = 3 if FULL else 1
@@ -118,16 +117,9 @@ def own_redis(tmp_path: Path) -> Iterator[OwnRedis]:
 def chaos(tmp_path: Path, own_redis: OwnRedis) -> Iterator[Stack]:
     """Gateways, workers and the test's sender on ``own_redis``, with the default lease and
     sweep settings; no beat (the workers schedule the sweeper)."""
-    cluster = Cluster(tmp_path, own_redis.url, **DEFAULTS, VT_TEST_DELAY="0.05",
-                      VT_TEST_ECHO_ALL="1")
-    try:
-        stack = Stack(cluster)
-        try:
-            yield stack
-        finally:
-            stack.stop()
-    finally:
-        cluster.close()
+    with running_stack(tmp_path, own_redis.url, **DEFAULTS, VT_TEST_DELAY="0.05",
+                       VT_TEST_ECHO_ALL="1") as stack:
+        yield stack
 
 
 def since(start: float) -> float:

@@ -15,6 +15,7 @@ import pytest
 from tests.chaos.conftest import LEASE_TTL, ROUNDS, OwnRedis, report, since
 from tests.chaos.oracle import Oracle
 from tests.helpers import wait_for
+from tests.integration.conftest import stop_process
 from tests.integration.gateways import Client, Stack
 from vancetope_brain.lanes.waker import shard_for
 
@@ -162,3 +163,56 @@ def test_random_worker_kills_and_a_duplicate_task_storm_under_load(
     report("3 random worker SIGKILLs + 2,000 duplicate lane tasks under load",
            answered_after_last_kill_s=recovered, kills=kills,
            messages=sum(map(len, oracle.sent.values())))
+
+
+@pytest.mark.parametrize("round", range(ROUNDS))
+def test_a_gateway_killed_with_clients_attached(chaos: Stack, round: int) -> None:
+    cluster = chaos.cluster
+    cluster.start_workers("stream", "stream", sweeping=True, pool="prefork")
+    pids, clients = _sessions(chaos, 4, with_clients=4)  # two on each gateway
+    doomed = chaos.gateways[0]
+    oracle = Oracle(cluster)
+    sender = _load(oracle, pids, per_process=4, pause=0.5, tag=f"g{round}")
+    time.sleep(1.0)
+    doomed.kill()
+    killed = time.monotonic()
+    survivor = chaos.gateways[1]
+    resumed = {}
+    for i, (pid, old) in enumerate(clients.items()):
+        old.drain()
+        if i % 2:  # its gateway lives on
+            resumed[pid] = old
+            continue
+        again = chaos.client(survivor)
+        session_id = cluster.brain.sessions.process(cluster.who, pid).session_id
+        last = old.events[-1]["seq"] if old.events else 0
+        again.request("session-resume", sessionId=session_id, lastSeq=last)
+        again.events, again.gaps = old.events, old.gaps  # one client's view across both
+        resumed[pid] = again
+    sender.join(timeout=120)
+    wait_for(oracle.answered, timeout=60, interval=0.2, what="every message answered")
+    recovered = since(killed)
+    oracle.check(resumed)
+    report("a gateway SIGKILLed with clients attached (they resume on another)",
+           answered_after_kill_s=recovered,
+           clients_with_gap=sum(bool(c.gaps) for c in resumed.values()))
+
+
+@pytest.mark.parametrize("round", range(ROUNDS))
+def test_a_rolling_restart_of_the_workers_under_load(chaos: Stack, round: int) -> None:
+    cluster = chaos.cluster
+    cluster.env["VT_TEST_DELAY"] = "0.2"
+    cluster.start_workers("slow", "slow", sweeping=True, pool="prefork")
+    pids, _ = _sessions(chaos, 8, with_clients=0)
+    oracle = Oracle(cluster)
+    sender = _load(oracle, pids, per_process=6, pause=0.5, tag=f"roll{round}")
+    for old in list(cluster.workers):
+        cluster.start_workers("slow", sweeping=True, pool="prefork")
+        stop_process(old.popen, graceful=True)  # SIGTERM: a warm shutdown ends its turns
+    last_restart = time.monotonic()
+    sender.join(timeout=120)
+    wait_for(oracle.answered, timeout=60, interval=0.2, what="every message answered")
+    recovered = since(last_restart)
+    oracle.check()
+    report("a rolling restart of the workers (SIGTERM, one after another) under load",
+           answered_after_last_restart_s=recovered)

@@ -245,7 +245,7 @@ MAX_TIMER_SECONDS = 7 * 24 * 3600
 
 class TimersApi:
     """Wake-up calls for this process, committed with the turn (a turn that never commits
-    arms nothing). Once due, the beat sweep delivers ``ExternalCommand(command="timer",
+    arms nothing). Once due, the sweep delivers ``ExternalCommand(command="timer",
     params={"key": key})`` into the inbox, at most one sweep interval late; a process that
     is CLOSED by then gets nothing. There is no cancel: an engine ignores a timer it no
     longer waits for."""

@@ -1,7 +1,7 @@
 """The sweeper: the store is the truth, broker messages are hints (ARCHITECTURE §3.6).
 
-The beat sweep (``workers.parts.Worker.sweep``) runs these and also publishes the event
-outbox that dead workers left (``events.outbox.EventOutbox.sweep``).
+The sweep (``workers.parts.Worker.sweep``, scheduled by the workers) runs these and also
+publishes the event outbox that dead workers left (``events.outbox.EventOutbox.sweep``).
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ class TurnRecord(Document):
 
 class Timer(Document):
     """A process's wake-up call (``context.timers().after``): once ``due_at`` has passed, the
-    beat sweep delivers ``ExternalCommand(command="timer", params={"key": key})`` into the
+    sweep delivers ``ExternalCommand(command="timer", params={"key": key})`` into the
     process's inbox. One per (process, key), ``id`` = ``<process id>:<key>``: arming a key
     again replaces its due time. A timer of a CLOSED or missing process is dropped unfired.
     """
