@@ -205,11 +205,12 @@ def test_a_rolling_restart_of_the_workers_under_load(chaos: Stack, round: int) -
     cluster.start_workers("slow", "slow", sweeping=True, pool="prefork")
     pids, _ = _sessions(chaos, 8, with_clients=0)
     oracle = Oracle(cluster)
-    sender = _load(oracle, pids, per_process=6, pause=0.5, tag=f"roll{round}")
+    sender = _load(oracle, pids, per_process=20, pause=0.5, tag=f"roll{round}")  # ~10 s
     for old in list(cluster.workers):
         cluster.start_workers("slow", sweeping=True, pool="prefork")
         stop_process(old.popen, graceful=True)  # SIGTERM: a warm shutdown ends its turns
     last_restart = time.monotonic()
+    assert sender.is_alive(), "the load ended before the restart did: make it longer"
     sender.join(timeout=120)
     wait_for(oracle.answered, timeout=60, interval=0.2, what="every message answered")
     recovered = since(last_restart)
