@@ -33,6 +33,7 @@ from vancetope_brain.models import (
 )
 from vancetope_brain.sessions.service import SessionService
 from vancetope_brain.store import IdentityStore, LaneStore, SessionStore
+from workers.parts import Worker
 
 S = ProcessStatus
 
@@ -85,9 +86,16 @@ def _lanes(emb) -> LaneStore:
     return emb.brain.store.port(LaneStore)
 
 
+@pytest.fixture
+def unswept(monkeypatch):
+    """No sweep acts during the test: it would start a process stored but not woken (a
+    lost start, as far as the sweeper can tell), which these tests keep INIT on purpose."""
+    monkeypatch.setattr(Worker, "sweep", lambda self: 0)
+
+
 def _cold(emb, sid: str, engine: str = Witness.name) -> str:
     """A process stored but not woken: it stays INIT (as right after process-create, before
-    its lane picks it up)."""
+    its lane picks it up) — for as long as no sweep runs (``unswept``)."""
     process = ThinkProcess(id=new_id("proc"), tenant_id="acme", session_id=sid, user_id="ada",
                            name="cold", engine=engine, engine_version="1.0.0")
     _store(emb).create_process(process)
@@ -111,7 +119,7 @@ def _turns(emb, pid: str) -> list[str]:
 # ── INIT: only start (think-engines §5) ─────────────────────────────────────
 @pytest.mark.parametrize("frame", ["process-pause", "process-resume", "process-stop",
                                    "process-reset"])
-def test_init_refuses_every_lifecycle_call_but_start(emb, bound, frame):
+def test_init_refuses_every_lifecycle_call_but_start(emb, bound, frame, unswept):
     client, sid, _ = bound
     pid = _cold(emb, sid)
     message = client.refused(frame, "conflict", processId=pid)
@@ -122,7 +130,7 @@ def test_init_refuses_every_lifecycle_call_but_start(emb, bound, frame):
     assert _notes(emb, pid) == ["start pending=0"]
 
 
-def test_a_message_to_a_process_not_started_waits_for_the_steer_after_its_start(emb, bound):
+def test_a_message_to_a_process_not_started_waits_for_the_steer_after_its_start(emb, bound, unswept):
     """A message is not a lifecycle call: an INIT process accepts it into its inbox (a chat
     process right after session-create must not refuse the user's first line), and the
     engine gets it in the first steer after start, never in start."""
@@ -137,7 +145,7 @@ def test_a_message_to_a_process_not_started_waits_for_the_steer_after_its_start(
     assert [(t.lifecycle, len(t.drained_ids)) for t in records] == [("start", 0), ("steer", 1)]
 
 
-def test_session_close_stops_a_process_not_started_without_calling_its_engine(emb, bound):
+def test_session_close_stops_a_process_not_started_without_calling_its_engine(emb, bound, unswept):
     client, sid, chat = bound
     pid = _cold(emb, sid)
     client.ok("session-close", sessionId=sid)
@@ -146,8 +154,8 @@ def test_session_close_stops_a_process_not_started_without_calling_its_engine(em
     assert _notes(emb, pid) == [] and _turns(emb, pid) == ["stop"]
 
 
-def test_session_suspend_of_a_process_not_started_calls_no_engine_and_resume_starts_it(emb,
-                                                                                        bound):
+def test_session_suspend_of_a_process_not_started_calls_no_engine_and_resume_starts_it(
+        emb, bound, unswept):
     client, sid, _ = bound
     pid = _cold(emb, sid)
     client.ok("session-suspend", sessionId=sid)
