@@ -15,6 +15,10 @@ from typing import Any
 
 from vancetope_brain.errors import ConfigError
 
+PRIVATE_DIR = 0o700
+"""Mode of every directory Vancetope creates for its data (the data directory, the SQLite
+file's folder, attachments); the files in them are created 0600."""
+
 VARIABLES: dict[str, tuple[str, str]] = {
     # name: (default, meaning)
     "VANCETOPE_DATA_DIR": ("./.vancetope", "Where the embedded shape keeps its SQLite file, token and attachments."),

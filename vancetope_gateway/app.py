@@ -29,6 +29,7 @@ from vancetope_brain.identity import Principal
 from vancetope_brain.inbox.attachments import AttachmentStore
 from vancetope_brain.models import ProcessStatus
 from vancetope_gateway.frames import NotifyMode
+from vancetope_gateway.logs import redact_access_logs
 from vancetope_gateway.parts import Gateway
 from vancetope_gateway.protocol import Connection
 
@@ -232,6 +233,7 @@ def add_attachment_route(app: Flask, attachments: AttachmentStore) -> None:
 
 def create_app(gateway: Gateway, *, llm_description: str) -> Flask:
     """The gateway for one OS process. Starts the process's event listener thread."""
+    redact_access_logs()
     app = Flask(__name__, static_folder=None)
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
     app.config["SOCK_SERVER_OPTIONS"] = {"max_message_size": gateway.config.max_frame_bytes,

@@ -10,7 +10,7 @@ import sys
 import threading
 from dataclasses import replace
 
-from vancetope_brain.config import Config
+from vancetope_brain.config import PRIVATE_DIR, Config
 from vancetope_brain.errors import VancetopeError
 from vancetope_gateway.admin_cli import add_admin_parser, run_admin
 
@@ -92,7 +92,7 @@ def _serve(config: Config) -> int:
     from workers.embedded import EmbeddedWorker
 
     _setup_logging(config)
-    config.data_dir.mkdir(parents=True, exist_ok=True)
+    config.data_dir.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
     # One process plays both roles: each root builds its own parts on one opened store.
     store = open_store(config.store_url)
     celery = create_celery(config, store=store)

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from vancetope_brain.config import Config
+from vancetope_brain.config import PRIVATE_DIR, Config
 from vancetope_brain.errors import ConfigError, Forbidden, InvalidInput, NotFound
 from vancetope_brain.models.base import new_id
 
@@ -75,7 +75,8 @@ class AttachmentStore:
         meta = {"id": attachment_id, "filename": safe_filename(filename), "mimeType": mime,
                 "sizeBytes": len(data)}
         folder = self._root / tenant_id
-        folder.mkdir(parents=True, exist_ok=True)
+        self._root.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)  # mode: the leaf only
+        folder.mkdir(mode=PRIVATE_DIR, exist_ok=True)
         _write_atomically(folder / attachment_id, data)
         _write_atomically(folder / f"{attachment_id}.json", json.dumps(meta).encode())
         return meta
@@ -148,7 +149,7 @@ def load_secret(config: Config) -> bytes:
         return config.secret_key.encode()
     path = config.data_dir / "secret.key"
     if not path.exists():
-        config.data_dir.mkdir(parents=True, exist_ok=True)
+        config.data_dir.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
         fd, temporary = tempfile.mkstemp(dir=config.data_dir, prefix=".secret-")  # mode 0600
         try:
             with os.fdopen(fd, "wb") as f:

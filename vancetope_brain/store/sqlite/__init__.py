@@ -34,6 +34,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, ClassVar
 
+from vancetope_brain.config import PRIVATE_DIR
 from vancetope_brain.errors import Conflict, StoreError
 from vancetope_brain.store.backend import Adapter, Backend, Port, import_adapters
 from vancetope_brain.store.sqlite._db import ThreadConnection, connect, create_schema, retry_busy
@@ -79,7 +80,9 @@ class SqliteBackend(Backend):
         self._writer = threading.Lock()
         owners = list(self.adapters.values())
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.parent.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+            # Readable by its owner only; SQLite gives its -wal and -shm files the same mode.
+            os.close(os.open(self.path, os.O_CREAT | os.O_WRONLY, 0o600))
             create_schema(self._conn(), [owner.tables for owner in owners],
                           [owner.migrations for owner in owners])
         except (OSError, sqlite3.Error) as e:
