@@ -15,6 +15,7 @@ import os
 import signal
 from pathlib import Path
 
+from tests.integration.turnlog import append_line
 from vancetope_brain.llm import LlmMessage, LlmResponse, ToolCall, ToolSpec
 from vancetope_brain.tools import server_tool
 
@@ -22,11 +23,7 @@ OBJECT = {"type": "object"}
 
 
 def note(what: str) -> None:
-    fd = os.open(os.environ["VT_TEST_TOOL_LOG"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        os.write(fd, f"{what} {os.getpid()}\n".encode())
-    finally:
-        os.close(fd)
+    append_line(os.environ["VT_TEST_TOOL_LOG"], f"{what} {os.getpid()}")
 
 
 @server_tool(ToolSpec("journal_send", "sends a message", OBJECT))

@@ -19,20 +19,13 @@ import re
 import time
 from pathlib import Path
 
+from tests.integration.turnlog import log
 from vancetope_brain.llm import LlmMessage, LlmResponse, ToolCall, ToolSpec
 
 LIMIT = 120.0  # a forgotten release file must not hang a worker forever
 STRATEGY = {"name": "nested", "phases": [
     {"name": "think", "recipe": "marvin", "goal": "Think through {{ input }}"}]}
 QUESTION = "Which market do you mean?"
-
-
-def _log(role: str) -> None:
-    fd = os.open(os.environ["VT_TEST_LOG"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        os.write(fd, f"call {os.getpid()} {time.time():.6f} {role}\n".encode())
-    finally:
-        os.close(fd)
 
 
 def _call(tool: str, **args: object) -> LlmResponse:
@@ -46,14 +39,14 @@ def _respond(message: str, awaiting: bool = False) -> LlmResponse:
 def nest_flow(messages: list[LlmMessage], tools: list[ToolSpec]) -> LlmResponse:
     names = {t.name for t in tools}
     if "process_create" in names:
-        _log("arthur")
+        log("call", "arthur")
         return _arthur(messages)
     if "marvin_plan" in names:
-        _log("marvin")
+        log("call", "marvin")
         return _call("marvin_plan", aggregate="Combine the findings.", steps=[
             {"kind": "USER_INPUT", "goal": QUESTION},
             {"kind": "WORKER", "goal": "Gather the facts"}])
-    _log("ford")
+    log("call", "ford")
     Path(os.environ["VT_TEST_STARTED"]).touch()
     deadline = time.monotonic() + LIMIT
     while not os.path.exists(os.environ["VT_TEST_RELEASE"]) and time.monotonic() < deadline:

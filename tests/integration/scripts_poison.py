@@ -7,14 +7,13 @@ from __future__ import annotations
 import os
 import signal
 
+from tests.integration.turnlog import log
 from vancetope_brain.llm import LlmMessage, ToolSpec
 
 MARKER = "POISON"
 
 
 def poison_flow(messages: list[LlmMessage], tools: list[ToolSpec]) -> str:
-    from tests.integration.worker_main import log
-
     users = [m.content for m in messages if m.role == "user"]
     if MARKER in users:
         log("kill", os.getpid())

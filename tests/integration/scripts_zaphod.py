@@ -10,6 +10,7 @@ import re
 import time
 from pathlib import Path
 
+from tests.integration.turnlog import log
 from vancetope_brain.llm import LlmMessage, LlmResponse, ToolCall, ToolSpec
 
 QUESTION = "Should we adopt the four-day week?"
@@ -18,21 +19,12 @@ HEADS = 3
 BARRIER_LIMIT = 30.0
 
 
-def _log(kind: str, detail: str) -> None:
-    """A line of the worker's turn log (the format of ``worker_main.log``)."""
-    fd = os.open(os.environ["VT_TEST_LOG"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        os.write(fd, f"{kind} {os.getpid()} {time.time():.6f} {detail}".encode() + b"\n")
-    finally:
-        os.close(fd)
-
-
 def _call(tool: str, **args: object) -> LlmResponse:
     return LlmResponse("", (ToolCall(f"c-{tool}", tool, json.dumps(args)),))
 
 
 def _head(persona: str) -> LlmResponse:
-    _log("head-start", persona)
+    log("head-start", persona)
     # Every worker's log is <tmp>/<worker>/turns.log: the barrier lives in <tmp>/heads.
     barrier = Path(os.environ["VT_TEST_LOG"]).parent.parent / "heads"
     barrier.mkdir(exist_ok=True)
@@ -40,7 +32,7 @@ def _head(persona: str) -> LlmResponse:
     deadline = time.monotonic() + BARRIER_LIMIT
     while len(list(barrier.iterdir())) < HEADS and time.monotonic() < deadline:
         time.sleep(0.01)
-    _log("head-end", persona)
+    log("head-end", persona)
     if persona == "skeptic":
         raise RuntimeError("the skeptic's model crashed")
     return _call("respond", message=f"The {persona} says: yes, with a pilot.",
@@ -54,7 +46,7 @@ def zaphod_flow(messages: list[LlmMessage], tools: list[ToolSpec]) -> LlmRespons
         marker = Path(os.environ["VT_TEST_LOG"]).parent.parent / "synthesized-once"
         if CRASH in last.content and not marker.exists():
             marker.touch()
-            _log("synth-hang", "")
+            log("synth-hang", "")
             time.sleep(BARRIER_LIMIT * 4)  # the test SIGKILLs this worker meanwhile
         said = re.findall(r'<head name="([^"]+)"', last.content)
         return _call("council_synthesis", consensus=f"{' and '.join(said)} favour a pilot.",

@@ -48,6 +48,7 @@ from celery import signals
 import workers.parts  # noqa: F401 - loaded at start, as workers.main does
 from tests.integration import scripts_hier, scripts_nest, scripts_zaphod
 from tests.integration.scripts_marvin import marvin_flow
+from tests.integration.turnlog import log
 from vancetope_brain.config import Config
 from vancetope_brain.llm import ChatModel, LlmMessage, LlmResponse, TokenSink, ToolCall, ToolSpec
 from vancetope_brain.llm.demo import split_words
@@ -59,18 +60,6 @@ from workers.celery_app import create_celery
 from workers.tasks import LANE_TURN
 
 BLOCK_LIMIT = 120.0  # a forgotten release file must not hang a worker forever
-
-
-def log(kind: str, detail: object = "") -> None:
-    path = os.environ.get("VT_TEST_LOG")
-    if not path:
-        return
-    # One short write per line with O_APPEND: lines from threads never interleave.
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    try:
-        os.write(fd, f"{kind} {os.getpid()} {time.time():.6f} {detail}".rstrip().encode() + b"\n")
-    finally:
-        os.close(fd)
 
 
 def wait_for_file(path: str) -> None:

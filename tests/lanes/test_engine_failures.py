@@ -49,13 +49,20 @@ def _settled(emb, pid, lines):
     return _chat(emb, pid)
 
 
-def test_an_engine_error_fails_the_turn_and_the_process_goes_on(embedded):
-    emb, gate = embedded, Gate()
+def _answered_once(emb):
+    """A chat process on the ``Gate`` model that answered "hello": the gate, the process id
+    and its engine state then."""
+    gate = Gate()
     emb.model = FunctionModel(gate)
     pid = emb.brain.sessions.create_interactive(emb.who).chat_process_id
     emb.brain.sessions.steer(emb.who, pid, "hello")
     _settled(emb, pid, 3)
-    state = _process(emb, pid).engine_state
+    return gate, pid, _process(emb, pid).engine_state
+
+
+def test_an_engine_error_fails_the_turn_and_the_process_goes_on(embedded):
+    emb = embedded
+    gate, pid, state = _answered_once(emb)
     gate.hold = True
     bad, _ = emb.brain.sessions.steer(emb.who, pid, "bad input")
     assert gate.entered.wait(10)
@@ -82,12 +89,8 @@ def test_an_engine_error_fails_the_turn_and_the_process_goes_on(embedded):
 
 
 def test_repeated_engine_errors_close_the_process_and_answer_what_is_pending(embedded):
-    emb, gate = embedded, Gate()
-    emb.model = FunctionModel(gate)
-    pid = emb.brain.sessions.create_interactive(emb.who).chat_process_id
-    emb.brain.sessions.steer(emb.who, pid, "hello")
-    _settled(emb, pid, 3)
-    state = _process(emb, pid).engine_state
+    emb = embedded
+    gate, pid, state = _answered_once(emb)
     for n in (1, 2):
         emb.brain.sessions.steer(emb.who, pid, f"bad {n}")
         _settled(emb, pid, 3 + 2 * n)
