@@ -63,10 +63,6 @@ _RE2.longest_match = False  # leftmost-first, as ECMA-262 and Python match
 _RE2.log_errors = False  # the refusal names the pattern; nothing for stderr
 
 
-class _OverBudget(Exception):
-    """Raised inside a validation that has spent its ``MAX_STEPS``."""
-
-
 _budget: ContextVar[list[int]] = ContextVar("schema_steps")
 
 
@@ -86,10 +82,6 @@ def check(schema: dict[str, Any], value: Any) -> None:
                          "this schema are followed)") from e
     except re2.error as e:
         raise ValueError(f"schema: {e}") from e
-    except _OverBudget as e:
-        raise ValueError(f"schema: checking this value takes more than {MAX_STEPS} steps "
-                         "(the cap); simplify the schema (fewer nested anyOf/oneOf/$ref "
-                         "branches, shorter enum lists) or the value") from e
     except RecursionError as e:
         raise ValueError("schema: its $ref recursion runs too deep for this value") from e
     finally:
@@ -210,8 +202,10 @@ _Keyword = Callable[[Validator, Any, Any, dict[str, Any]], Iterator[ValidationEr
 def _spend(steps: int) -> None:
     left = _budget.get()
     left[0] -= steps
-    if left[0] < 0:
-        raise _OverBudget
+    if left[0] < 0:  # a ValueError passes through jsonschema to check()'s caller
+        raise ValueError(f"schema: checking this value takes more than {MAX_STEPS} steps "
+                         "(the cap); simplify the schema (fewer nested anyOf/oneOf/$ref "
+                         "branches, shorter enum lists) or the value")
 
 
 def _counted(keyword: _Keyword) -> _Keyword:
@@ -225,7 +219,8 @@ def _counted(keyword: _Keyword) -> _Keyword:
 def _pattern(validator: Validator, pattern: str, instance: Any,
              schema: dict[str, Any]) -> Iterator[ValidationError]:
     if validator.is_type(instance, "string") and not _matches(pattern, instance):
-        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+        yield ValidationError(f"{_shortened(repr(instance), 80)} does not match "
+                              f"{_shortened(repr(pattern), 200)}")
 
 
 def _pattern_properties(validator: Validator, patterns: dict[str, Any], instance: Any,
