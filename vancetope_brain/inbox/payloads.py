@@ -14,9 +14,6 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, ClassVar, Literal, Self, TypeVar
 
-from jsonschema.exceptions import SchemaError, best_match
-from jsonschema.protocols import Validator
-from jsonschema.validators import Draft202012Validator, validator_for
 from pydantic import (
     AfterValidator,
     ConfigDict,
@@ -26,9 +23,8 @@ from pydantic import (
     model_validator,
 )
 from pydantic.alias_generators import to_camel
-from referencing import Registry
-from referencing.exceptions import Unresolvable
 
+from vancetope_brain import schemas
 from vancetope_brain.errors import InvalidInput
 from vancetope_brain.inbox.attachments import ATTACHMENT_ID, MIME_TYPE
 from vancetope_brain.models.base import Wire
@@ -241,9 +237,10 @@ class OrderingPayload(_Payload):
 
 
 class StructureEditPayload(_Payload):
-    """``schema`` is any JSON Schema (2020-12 unless ``$schema`` names another draft);
-    ``value`` is the initial JSON and must already be valid against it. A JSON
-    null ``default`` means no default."""
+    """``schema`` is any JSON Schema (2020-12 unless ``$schema`` names another draft) within
+    the caps of ``vancetope_brain.schemas``, its patterns in RE2 syntax; ``value`` is the
+    initial JSON and must already be valid against it. A JSON null ``default`` means no
+    default."""
 
     ANSWER = StructureEditAnswer
     json_schema: dict[str, Any] = Field(alias="schema")
@@ -251,10 +248,10 @@ class StructureEditPayload(_Payload):
     default: Any = None
 
     def check(self) -> None:
-        _json_problem(self.json_schema, self.value)
+        schemas.check(self.json_schema, self.value)
 
     def check_answer(self, answer: StructureEditAnswer) -> None:
-        _json_problem(self.json_schema, answer.value)
+        schemas.check(self.json_schema, answer.value)
 
     def default_answer(self) -> StructureEditAnswer | None:
         return None if self.default is None else StructureEditAnswer(value=self.default)
@@ -373,34 +370,3 @@ def _refuse_duplicates(field: str, key: str, values: list[str]) -> None:
 
 def _listed(values: list[str]) -> str:
     return ", ".join(repr(v) for v in values)
-
-
-def _json_problem(schema: dict[str, Any], instance: Any) -> None:
-    """Raise ``ValueError`` when ``schema`` is no JSON Schema or ``instance`` breaks it."""
-    validator = _validator(schema)
-    try:
-        error = best_match(validator.iter_errors(instance))
-    except Unresolvable as e:
-        raise ValueError(f"schema: cannot resolve $ref {e.ref!r} (only references within "
-                         "this schema are followed)") from e
-    if error is not None:
-        raise ValueError(f"value at {error.json_path}: {_shortened(error.message)}")
-
-
-def _validator(schema: dict[str, Any]) -> Validator:
-    # An explicit empty registry: jsonschema's default would fetch remote $refs over HTTP.
-    dialect = schema.get("$schema")
-    if dialect is not None and not isinstance(dialect, str):
-        raise ValueError("schema: $schema must be a URI string")
-    cls = validator_for(schema, default=Draft202012Validator)
-    try:
-        cls.check_schema(schema)
-    except SchemaError as e:
-        raise ValueError(f"schema is not a valid JSON Schema: at {e.json_path}: "
-                         f"{_shortened(e.message)}") from e
-    return cls(schema, registry=Registry())
-
-
-def _shortened(message: str, limit: int = 300) -> str:
-    """jsonschema quotes whole instances in messages; keep error replies small."""
-    return message if len(message) <= limit else message[:limit] + "…"
