@@ -255,6 +255,7 @@ def create_app(gateway: Gateway, *, llm_description: str) -> Flask:
     slots = ConnectionSlots(gateway.presence,
                             per_user=gateway.config.max_connections_per_user,
                             per_address=gateway.config.max_connections_per_ip)
+    app.extensions["vancetope.slots"] = slots
 
     @app.before_request
     def _refuse_bodies() -> None:

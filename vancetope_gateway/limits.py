@@ -59,6 +59,11 @@ class ConnectionSlots:
             raise LimitExceeded(f"you have {self._per_user} connections open; close one first")
         return slot
 
+    def held(self, address: str) -> int:
+        """Connections from ``address`` open on this gateway process now."""
+        with self._lock:
+            return self._by_address[address]
+
     def give_back(self, slot: Slot) -> None:
         """Free the slot (the connection's own release may have left presence already)."""
         self._free_address(slot.address)
