@@ -318,7 +318,8 @@ def create_app(gateway: Gateway, *, llm_description: str) -> Flask:
     @app.errorhandler(VancetopeError)
     def _domain_error(e: VancetopeError) -> tuple[Response, int]:
         status = {"unauthorized": 401, "forbidden": 403, "not_found": 404, "conflict": 409,
-                  "rate_limited": 429, "limit_exceeded": 429}.get(e.code, 400 if e.code == "invalid_input" else 500)
+                  "rate_limited": 429, "limit_exceeded": 429}.get(
+            e.code, 400 if e.code == "invalid_input" else 500)
         return jsonify(code=e.code, message=str(e)), status
 
     @app.errorhandler(redis.RedisError)
