@@ -850,6 +850,9 @@ def main(argv: list[str] | None = None) -> int:
            if not k.startswith(("VANCETOPE_", "OPENAI_", "CELERY_"))}
     env.update(VANCETOPE_REDIS_URL=args.redis_url, VANCETOPE_STORE_URL=f"sqlite:///{db_path}",
                VANCETOPE_DATA_DIR=str(tmp), VANCETOPE_LOG_LEVEL="WARNING",
+               # One user holds every socket and session of the run: lift its caps.
+               VANCETOPE_MAX_CONNECTIONS_PER_USER=str(2 * args.processes),
+               VANCETOPE_MAX_SESSIONS_PER_USER=str(2 * args.processes),
                PYTHONPATH=os.pathsep.join(filter(None, [args.source, str(ROOT),
                                                         env.get("PYTHONPATH")])))
     if args.source:

@@ -105,7 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="vt-breakdown-"))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VANCETOPE_", "OPENAI_"))}
     env.update(VANCETOPE_REDIS_URL=args.redis_url,
-               VANCETOPE_STORE_URL=f"sqlite:///{tmp / 'bench.db'}", VANCETOPE_DATA_DIR=str(tmp))
+               VANCETOPE_STORE_URL=f"sqlite:///{tmp / 'bench.db'}", VANCETOPE_DATA_DIR=str(tmp),
+               # One user holds every session of the run: lift its cap.
+               VANCETOPE_MAX_SESSIONS_PER_USER=str(2 * args.processes))
     rclient = redis.Redis.from_url(args.redis_url)
     rclient.flushdb()
     try:

@@ -37,6 +37,13 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "VANCETOPE_HOST": ("127.0.0.1", "Address `vancetope serve` binds."),
     "VANCETOPE_PORT": ("8765", "Port `vancetope serve` binds."),
     "VANCETOPE_MAX_FRAME_BYTES": ("65536", "Largest WebSocket frame accepted; larger closes the socket with 1009."),
+    "VANCETOPE_FRAME_RATE": ("50", "Frames per second one connection may send, sustained; every frame counts, before it is parsed (over it: `rate_limited`)."),
+    "VANCETOPE_FRAME_BURST": ("200", "Frames one connection may send in a burst above `VANCETOPE_FRAME_RATE`; a client that keeps going as far again is closed with 1008."),
+    "VANCETOPE_MAX_CONNECTIONS_PER_USER": ("32", "Open WebSocket connections of one user across all gateways; one more is refused with HTTP 429 `limit_exceeded` before the upgrade."),
+    "VANCETOPE_MAX_CONNECTIONS_PER_IP": ("256", "Open WebSocket connections from one client address to one gateway process (behind a proxy: the proxy's address unless ProxyFix is configured); one more is refused with HTTP 429."),
+    "VANCETOPE_MAX_SESSIONS_PER_USER": ("100", "Sessions of one user that are not CLOSED (OPEN or SUSPENDED); one more is refused with `limit_exceeded`."),
+    "VANCETOPE_MAX_PROCESSES_PER_SESSION": ("64", "Processes of one session that are not CLOSED, workers spawned by engines included; one more is refused with `limit_exceeded` (a tool error for a spawning model)."),
+    "VANCETOPE_MAX_PENDING_ITEMS_PER_PROCESS": ("100", "PENDING Inbox items one process has posted; one more is refused with `limit_exceeded` (a tool error for the model)."),
     "VANCETOPE_EVENT_LOG_MAX": ("10000", "Events kept per session for reconnecting clients."),
     "VANCETOPE_EVENT_LOG_TTL": ("86400", "Seconds a session's event log outlives its last event."),
     "OPENAI_API_KEY": ("(unset)", "API key of the OpenAI-compatible endpoint; unset with no base URL means the offline demo model."),
@@ -109,6 +116,13 @@ class Config:
     attachments_dir: Path = Path("./.vancetope/attachments")
     attachment_url_ttl: int = 300
     smtp: SmtpConfig | None = None
+    frame_rate: float = 50.0
+    frame_burst: int = 200
+    max_connections_per_user: int = 32
+    max_connections_per_ip: int = 256
+    max_sessions_per_user: int = 100
+    max_processes_per_session: int = 64
+    max_pending_items_per_process: int = 100
 
     @property
     def embedded(self) -> bool:
@@ -158,6 +172,14 @@ class Config:
             attachments_dir=Path(env.get("VANCETOPE_ATTACHMENTS_DIR") or data_dir / "attachments"),
             attachment_url_ttl=_number(env, "VANCETOPE_ATTACHMENT_URL_TTL", int, 1),
             smtp=_smtp(env),
+            frame_rate=_number(env, "VANCETOPE_FRAME_RATE", float, 0.1),
+            frame_burst=_number(env, "VANCETOPE_FRAME_BURST", int, 1),
+            max_connections_per_user=_number(env, "VANCETOPE_MAX_CONNECTIONS_PER_USER", int, 1),
+            max_connections_per_ip=_number(env, "VANCETOPE_MAX_CONNECTIONS_PER_IP", int, 1),
+            max_sessions_per_user=_number(env, "VANCETOPE_MAX_SESSIONS_PER_USER", int, 1),
+            max_processes_per_session=_number(env, "VANCETOPE_MAX_PROCESSES_PER_SESSION", int, 1),
+            max_pending_items_per_process=_number(
+                env, "VANCETOPE_MAX_PENDING_ITEMS_PER_PROCESS", int, 1),
         )
 
     def base_url(self) -> str:

@@ -13,6 +13,7 @@
     │   ├── Unauthorized          (code ``unauthorized``)
     │   ├── Forbidden             (code ``forbidden``) — a signed link that is forged or expired
     │   ├── RateLimited           (code ``rate_limited``)
+    │   ├── LimitExceeded         (code ``limit_exceeded``) — one more would pass a documented cap
     │   ├── ConfigError           (code ``config_error``)
     │   ├── UnknownEngine         (code ``unknown_engine``)
     │   └── ToolError             (code ``tool_error``) — a tool's own failure, the model's to handle
@@ -52,8 +53,8 @@ class InvalidInput(UserError):
 
 
 class BadJson(InvalidInput):
-    """Raised when a frame is not JSON text: invalid JSON, nested too deeply, or a lone
-    surrogate escape that no text can hold."""
+    """Raised when a frame is not JSON text: invalid JSON, or a lone surrogate escape that no
+    text can hold."""
 
     code = "bad_json"
 
@@ -109,6 +110,13 @@ class RateLimited(UserError):
     """Raised when a connection exceeds its request rate."""
 
     code = "rate_limited"
+
+
+class LimitExceeded(UserError):
+    """Raised when creating one more of something would pass its documented cap (docs/protocol.md
+    "Limits"); nothing of the refused request is stored."""
+
+    code = "limit_exceeded"
 
 
 class ConfigError(UserError):

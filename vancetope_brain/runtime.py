@@ -95,10 +95,12 @@ class Core:
         identity = store.port(IdentityStore)
         settings = SettingsService(store.port(SettingStore), identity)
         recipes = RecipeResolver(store.port(RecipeStore))
-        process_factory = ProcessFactory(recipes, engines)
+        process_factory = ProcessFactory(
+            recipes, engines, max_open_per_session=config.max_processes_per_session)
         sessions = SessionService(sessions=store.port(SessionStore), lanes=store.port(LaneStore),
                                   identity=identity, settings=settings, waker=waker,
-                                  processes=process_factory)
+                                  processes=process_factory,
+                                  max_open_sessions=config.max_sessions_per_user)
         lifecycle = SessionLifecycle(store=store.port(SessionStore), lanes=store.port(LaneStore),
                                      sessions=sessions, presence=presence)
         items = store.port(UserInboxStore)
@@ -112,7 +114,8 @@ class Core:
                            {"item": item})
 
         inbox = InboxService(items, identity, store.port(SessionStore), settings,
-                             notifications, publish, waker.wake, attachments, config.base_url())
+                             notifications, publish, waker.wake, attachments, config.base_url(),
+                             max_pending_per_process=config.max_pending_items_per_process)
         return dict(config=config, store=store, redis=client, events=events, waker=waker,
                     presence=presence, settings=settings, recipes=recipes,
                     process_factory=process_factory, sessions=sessions,

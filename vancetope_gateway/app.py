@@ -7,6 +7,7 @@ import logging
 import socket
 import threading
 import time
+import uuid
 import weakref
 from typing import get_args
 
@@ -14,7 +15,7 @@ import redis
 from flask import Blueprint, Flask, Response, current_app, g, jsonify, request, send_file
 from flask_sock import Sock
 from simple_websocket import Server
-from werkzeug.exceptions import HTTPException
+from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from vancetope_brain.errors import (
     REDIS_DOWN,
@@ -29,6 +30,7 @@ from vancetope_brain.identity import Principal
 from vancetope_brain.inbox.attachments import AttachmentStore
 from vancetope_brain.models import ProcessStatus
 from vancetope_gateway.frames import NotifyMode
+from vancetope_gateway.limits import ConnectionSlots
 from vancetope_gateway.logs import redact_access_logs
 from vancetope_gateway.parts import Gateway
 from vancetope_gateway.protocol import Connection
@@ -36,6 +38,8 @@ from vancetope_gateway.protocol import Connection
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 256 * 1024
+"""The largest request body any route may read (``MAX_CONTENT_LENGTH``); today no route
+reads one, so ``_refuse_bodies`` also refuses any body on a GET."""
 
 rest = Blueprint("rest", __name__)
 
@@ -248,6 +252,22 @@ def create_app(gateway: Gateway, *, llm_description: str) -> Flask:
     renewer = PresenceRenewer(gateway.config.presence_ttl / 3)
     app.extensions["vancetope.renewer"] = renewer
 
+    slots = ConnectionSlots(gateway.presence,
+                            per_user=gateway.config.max_connections_per_user,
+                            per_address=gateway.config.max_connections_per_ip)
+    app.extensions["vancetope.slots"] = slots
+
+    @app.before_request
+    def _refuse_bodies() -> None:
+        # MAX_CONTENT_LENGTH applies only where a route reads the body, and none does: refuse
+        # here, before authentication, what no route would read (the upgrade request too).
+        length = request.content_length or 0
+        chunked = "chunked" in request.headers.get("Transfer-Encoding", "").lower()
+        if length > MAX_BODY_BYTES:
+            raise RequestEntityTooLarge(f"request bodies are limited to {MAX_BODY_BYTES} bytes")
+        if (length or chunked) and request.method in ("GET", "HEAD"):
+            raise RequestEntityTooLarge(f"{request.method} {request.path} takes no body")
+
     @app.before_request
     def _authenticate_websocket() -> tuple[Response, int] | None:
         # Refuse before the upgrade so an unauthenticated client never gets a socket.
@@ -262,12 +282,33 @@ def create_app(gateway: Gateway, *, llm_description: str) -> Flask:
                                + ", ".join(NOTIFY_MODES)), 400
         return None
 
+    @app.before_request
+    def _take_connection_slot() -> None:
+        # After authentication, before the upgrade: a refused client never gets a socket.
+        if request.path == "/ws":
+            g.connection_slot = slots.take(g.principal, request.remote_addr or "",
+                                           uuid.uuid4().hex, g.notify_mode)
+
+    @app.teardown_request
+    def _give_back_connection_slot(_: BaseException | None) -> None:
+        # After the socket's whole life (flask-sock serves it inside the request), or after
+        # a handshake that failed.
+        slot = g.pop("connection_slot", None)
+        if slot is not None:
+            try:
+                slots.give_back(slot)
+            except Exception:  # its presence entry expires on its own
+                log.exception("freeing the connection slot of user %s failed", slot.who.user_id)
+
     @sock.route("/ws")
     def ws(ws: Server) -> None:
         connection = Connection(WebSocket(ws), g.principal, gateway, listener,
                                 llm=llm_description,
                                 max_frame_bytes=gateway.config.max_frame_bytes,
-                                notify_mode=g.notify_mode)
+                                notify_mode=g.notify_mode,
+                                frame_rate=gateway.config.frame_rate,
+                                frame_burst=gateway.config.frame_burst,
+                                connection_id=g.connection_slot.connection_id)
         renewer.add(connection)
         try:
             connection.run()
@@ -277,7 +318,8 @@ def create_app(gateway: Gateway, *, llm_description: str) -> Flask:
     @app.errorhandler(VancetopeError)
     def _domain_error(e: VancetopeError) -> tuple[Response, int]:
         status = {"unauthorized": 401, "forbidden": 403, "not_found": 404, "conflict": 409,
-                  "rate_limited": 429}.get(e.code, 400 if e.code == "invalid_input" else 500)
+                  "rate_limited": 429, "limit_exceeded": 429}.get(
+            e.code, 400 if e.code == "invalid_input" else 500)
         return jsonify(code=e.code, message=str(e)), status
 
     @app.errorhandler(redis.RedisError)
@@ -287,7 +329,8 @@ def create_app(gateway: Gateway, *, llm_description: str) -> Flask:
 
     @app.errorhandler(HTTPException)
     def _http_error(e: HTTPException) -> tuple[Response, int]:
-        return jsonify(code=(e.name or "error").lower().replace(" ", "_"),
-                       message=e.description), e.code or 500
+        code = "payload_too_large" if e.code == 413 else \
+            (e.name or "error").lower().replace(" ", "_")
+        return jsonify(code=code, message=e.description), e.code or 500
 
     return app

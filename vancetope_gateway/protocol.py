@@ -51,6 +51,10 @@ log = logging.getLogger(__name__)
 # The close code of a dropped slow client: 1013 "try again later" (RFC 6455 registry).
 TOO_SLOW = 1013
 TOO_SLOW_MESSAGE = "client too slow; resume with your last seq"
+# The close code of a client that keeps flooding past its frame rate: 1008 policy violation.
+POLICY_VIOLATION = 1008
+# How deeply a frame's arrays and objects may nest (the envelope is level 1, ``data`` 2).
+MAX_NESTING = 64
 
 
 class Socket(Protocol):
@@ -107,8 +111,6 @@ class Connection:
     writer sends the close frame and runs ``_release`` exactly once.
     """
 
-    RATE_PER_SEC = 50.0
-    RATE_BURST = 200
     # Frames waiting for one client; one more and it is dropped (close 1013). Live events
     # come at the pace of turns; a catch-up fills at most half of it (``_catch_up``).
     OUTBOUND_QUEUE_MAX = 1000
@@ -120,8 +122,12 @@ class Connection:
 
     def __init__(self, sock: Socket, principal: Principal, gateway: Gateway,
                  listener: EventListener, *, llm: str, max_frame_bytes: int,
-                 notify_mode: frames.NotifyMode = "all") -> None:
-        self.connection_id = uuid.uuid4().hex
+                 notify_mode: frames.NotifyMode = "all", frame_rate: float = 50.0,
+                 frame_burst: int = 200, connection_id: str | None = None) -> None:
+        """``frame_rate`` / ``frame_burst``: ``VANCETOPE_FRAME_RATE`` / ``_BURST``.
+        ``connection_id``: the id the gateway already counted the connection under (its
+        per-user slot in presence); a new one by default."""
+        self.connection_id = connection_id or uuid.uuid4().hex
         self._sock = sock
         self._who = principal
         self._gateway = gateway
@@ -133,7 +139,10 @@ class Connection:
         self._out = Outbound(sock, self._lock, limit=self.OUTBOUND_QUEUE_MAX,
                              grace=self.STALL_GRACE_SEC, on_failure=self.close,
                              on_closed=self._release)
-        self._bucket = TokenBucket(self.RATE_PER_SEC, self.RATE_BURST)
+        self._rate = frame_rate
+        self._bucket = TokenBucket(frame_rate, frame_burst)
+        # Refusals have a bucket too: a client that ignores them as long again is closed.
+        self._overrun = TokenBucket(frame_rate, frame_burst)
         self._follow: int | None = None
         self._feed: int | None = None
         self._resume_after = 0
@@ -248,9 +257,19 @@ class Connection:
             self._gateway.lifecycle.renew(self._who, session.id, self.connection_id)
 
     def handle(self, raw: str | bytes) -> None:
-        """Answer one frame: exactly one reply or error; never raises for bad input."""
+        """Answer one frame: exactly one reply or error; never raises for bad input.
+
+        Every frame received takes a token first, before it is parsed (binary, oversized and
+        invalid ones too), so flooding costs the gateway one bucket check per frame. A frame
+        over the rate is dropped unread: its ``rate_limited`` error names no request. A
+        client that goes on regardless (``frame_burst`` more refused frames, beyond the
+        refill) is closed with 1008.
+        """
         request_id = None
         try:
+            if not self._bucket.take():
+                self._refuse_over_rate()
+                return
             if isinstance(raw, bytes):
                 raise InvalidInput("binary frames are not part of the protocol; send JSON text")
             if len(raw.encode()) > self._max_frame_bytes:
@@ -262,16 +281,18 @@ class Connection:
             except ValueError as e:
                 raise BadJson(f"frame is not valid JSON: {e}") from e
             except RecursionError as e:
-                raise BadJson("frame is nested too deeply") from e
+                raise InvalidInput(f"frame is nested more than {MAX_NESTING} deep") from e
+            if _nested_deeper(body, MAX_NESTING):
+                # pydantic's serializer gives up far below what json.loads accepts (a
+                # 900-deep ``params`` failed in ``model_dump`` and answered ``internal``).
+                request_id = _request_id(body)
+                raise InvalidInput(f"frame is nested more than {MAX_NESTING} deep")
             if not _valid_unicode(body):
                 raise BadJson("frame contains invalid Unicode (a lone surrogate escape such as "
                               "\\ud800)")
-            if isinstance(body, dict) and isinstance(body.get("id"), str):
-                request_id = body["id"][:128]
+            request_id = _request_id(body)
             envelope = frames.Envelope.model_validate(body)
             request_id = envelope.id
-            if not self._bucket.take():
-                raise RateLimited(f"more than {self.RATE_PER_SEC:g} frames/s; slow down")
             model = frames.REQUESTS.get(envelope.type)
             if model is None:
                 raise UnknownFrameType(f"unknown frame type {envelope.type!r}; "
@@ -298,6 +319,15 @@ class Connection:
         except Exception:
             log.exception("unexpected error handling a frame")
             self._error(request_id, "internal", "internal error; the server log has details")
+
+    def _refuse_over_rate(self) -> None:
+        if not self._overrun.take():
+            log.info("closing connection %s of user %s: it keeps sending over its frame rate",
+                     self.connection_id, self._who.user_id)
+            self.close(POLICY_VIOLATION, "too many frames")
+            return
+        self._error(None, RateLimited.code, f"more than {self._rate:g} frames/s: a frame was "
+                    f"dropped unread; slow down")
 
     def _close_too_big(self) -> None:
         """Close with 1009 (message too big), as the socket does for larger frames."""
@@ -601,6 +631,27 @@ def _parse_cursor(cursor: str | None) -> tuple[datetime, str] | None:
     if not sep or not item_id or moment is None or moment.tzinfo is None:
         raise InvalidInput("cursor is not a nextCursor of inbox-list")
     return moment, item_id
+
+
+def _request_id(body: Any) -> str | None:
+    """The frame's ``id`` if it is text that an error frame can name, before validation."""
+    rid = body.get("id") if isinstance(body, dict) else None
+    return rid[:128] if isinstance(rid, str) and _valid_unicode(rid) else None
+
+
+def _nested_deeper(body: Any, limit: int) -> bool:
+    """Whether arrays and objects nest more than ``limit`` deep (iteratively: no recursion)."""
+    stack = [(body, 1)]
+    while stack:
+        value, depth = stack.pop()
+        children = value.values() if isinstance(value, dict) else \
+            value if isinstance(value, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 def _valid_unicode(body: Any) -> bool:

@@ -34,7 +34,7 @@ def test_a_message_that_kills_its_worker_is_dead_lettered(chaos: Stack) -> None:
     sessions = brain.store.port(SessionStore)
     parent = cluster.new_chat()
     child = brain.process_factory.child(sessions.get_process("acme", parent), recipe="ford-chat",
-                                        engine=None, name="helper", goal="", params=None)
+                                        siblings=(), engine=None, name="helper", goal="", params=None)
     sessions.create_process(child)
     brain.waker.wake("acme", child.id)
     wait_for(lambda: sessions.get_process("acme", child.id).status is ProcessStatus.IDLE,

@@ -159,6 +159,21 @@ def test_a_failed_head_is_reported_and_named_missing(embedded):
     assert skeptic.close_reason is CloseReason.FAILED
 
 
+def test_a_head_over_the_sessions_process_cap_is_named_missing(embedded, monkeypatch):
+    """docs/protocol.md "Limits": the session may hold four open processes (its chat, the
+    council, two heads); the third head cannot start, and the council goes on without it."""
+    monkeypatch.setattr(embedded.worker_parts.process_factory, "max_open_per_session", 4)
+    council = Council(embedded)
+    process = _done(embedded, council.convene())
+    assert process.close_reason is CloseReason.DONE
+    assert sorted(c.name for c in _children(embedded, process)) == [
+        "council-optimist", "council-skeptic"]
+    (shown,) = council.synth_inputs
+    assert "Missing heads (no answer): pragmatist (failed)" in shown
+    run = next(r for r in process.engine_state["runs"] if r["head"] == "pragmatist")
+    assert run["status"] == "failed" and "open processes" in run["detail"]
+
+
 def test_a_head_that_asks_a_question_is_stopped_and_named_missing(embedded):
     council = Council(embedded, {"P-optimist": "Which CI system?"})
     process = _done(embedded, council.convene())

@@ -164,7 +164,7 @@ def test_a_start_that_was_lost_or_died_runs_from_the_sweeper(embedded, died, ste
     # died there.
     process = emb.brain.process_factory.build(
         tenant_id="acme", project_id=session.project_id, session_id=session.id, user_id="ada",
-        recipe="arthur").model_copy(
+        siblings=(), recipe="arthur").model_copy(
             update={"status": ProcessStatus.RUNNING, "epoch": 1} if died else {})
     emb.brain.store.port(SessionStore).create_process(process)
     if steered:  # and a message came in meanwhile, whose wake was lost too

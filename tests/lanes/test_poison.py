@@ -79,7 +79,7 @@ class Lane:
     def child(self) -> str:
         """A chat-like worker of the session's chat (so it has a parent), started."""
         parent = self.process(self.parent)
-        child = self.worker.process_factory.child(parent, recipe="ford-chat", engine=None,
+        child = self.worker.process_factory.child(parent, recipe="ford-chat", engine=None, siblings=(),
                                                   name="helper", goal="", params=None)
         self.worker.store.port(SessionStore).create_process(child)
         assert self.turn(child.id) is TurnOutcome.COMMITTED
@@ -184,7 +184,7 @@ def test_a_requeued_dead_letter_runs_again_first_in_line(lane):
 
 def test_a_start_that_kills_its_worker_closes_the_process_failed(lane):
     parent = lane.process(lane.parent)
-    child = lane.worker.process_factory.child(parent, recipe="ford", engine=None,
+    child = lane.worker.process_factory.child(parent, recipe="ford", engine=None, siblings=(),
                                               name="starter", goal=f"{POISON} goal", params=None)
     lane.worker.store.port(SessionStore).create_process(child)
     waiting = lane.steer(child.id, "are you up?")  # queued while it starts

@@ -157,8 +157,9 @@ class SpawnRequest:
     params: dict[str, Any] | None
 
 
-Spawner = Callable[[ThinkProcess, SpawnRequest], ThinkProcess]
-"""Builds (does not store) a child process of the given parent from a recipe or an engine."""
+Spawner = Callable[[ThinkProcess, SpawnRequest, list[ThinkProcess]], ThinkProcess]
+"""Builds (does not store) a child process of the given parent from a recipe or an engine,
+given the session's processes so far (``ProcessFactory.build``: its cap of open ones)."""
 
 
 class ProcessesApi:
@@ -201,9 +202,10 @@ class ProcessesApi:
 
     def spawn(self, *, recipe: str | None = None, engine: str | None = None, name: str = "",
               goal: str = "", params: dict[str, Any] | None = None) -> ThinkProcess:
-        """A child of this process, started on its own lane once this turn commits."""
+        """A child of this process, started on its own lane once this turn commits. Raises
+        ``LimitExceeded`` when the session has as many open processes as it may."""
         child = self._ctx._spawner(self._ctx.process,
-                                   SpawnRequest(recipe, engine, name, goal, params))
+                                   SpawnRequest(recipe, engine, name, goal, params), self.list())
         self._ctx.turn.spawned.append(child)
         self._ctx.events().emit(EventType.PROCESS_SPAWNED, {
             "childProcessId": child.id, "goal": goal, "name": child.name,
@@ -430,5 +432,6 @@ def excerpt(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-def _no_spawning(parent: ThinkProcess, request: SpawnRequest) -> ThinkProcess:
+def _no_spawning(parent: ThinkProcess, request: SpawnRequest,
+                 siblings: list[ThinkProcess]) -> ThinkProcess:
     raise Conflict("this process cannot start other processes")

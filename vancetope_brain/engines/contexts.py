@@ -42,8 +42,10 @@ class ContextFactory:
         pool = tool_pool(process, engine.allowed_tools if engine else frozenset())
         recipes = RecipesApi(self.processes.resolver, process, pool)
 
-        def spawn(parent: ThinkProcess, request: SpawnRequest) -> ThinkProcess:
-            return self.processes.child(parent, recipe=request.recipe, engine=request.engine,
+        def spawn(parent: ThinkProcess, request: SpawnRequest,
+                  siblings: list[ThinkProcess]) -> ThinkProcess:
+            return self.processes.child(parent, siblings=siblings, recipe=request.recipe,
+                                        engine=request.engine,
                                         name=request.name, goal=request.goal,
                                         params=request.params)
 

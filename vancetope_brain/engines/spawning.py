@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from vancetope_brain.engines.base import EngineRegistry, canonical
-from vancetope_brain.models import ThinkProcess, new_id
+from vancetope_brain.errors import LimitExceeded
+from vancetope_brain.models import ProcessStatus, ThinkProcess, new_id
 from vancetope_brain.recipes.resolver import RecipeResolver
 
 TOP_LEVEL_VARIANT = "chat"
@@ -21,16 +23,31 @@ class ProcessFactory:
     session's chat process, a client's ``process-create``) and ``<engine>-sub`` when a
     process spawns it, if such a recipe exists and runs that engine; else the recipe
     ``<engine>`` (else the engine's bare defaults).
+
+    Every process is built here, whoever creates it (a client, a session's chat, an engine's
+    spawn), so this is where a session's cap of open processes holds: ``build`` is given the
+    session's processes so far (stored and spawned earlier in the same turn) and refuses
+    one more than ``max_open_per_session`` that are not CLOSED. Creations racing each other
+    (in different lanes of one session) may each pass it.
     """
 
-    def __init__(self, resolver: RecipeResolver, engines: EngineRegistry) -> None:
+    def __init__(self, resolver: RecipeResolver, engines: EngineRegistry, *,
+                 max_open_per_session: int = 64) -> None:
         self.resolver = resolver
         self._engines = engines
+        self.max_open_per_session = max_open_per_session
 
     def build(self, *, tenant_id: str, project_id: str, session_id: str, user_id: str,
-              recipe: str | None = None, engine: str | None = None, name: str = "",
-              goal: str = "", params: dict[str, Any] | None = None,
+              siblings: Iterable[ThinkProcess], recipe: str | None = None,
+              engine: str | None = None, name: str = "", goal: str = "",
+              params: dict[str, Any] | None = None,
               parent: ThinkProcess | None = None) -> ThinkProcess:
+        """A new process of the session, whose processes so far are ``siblings``; raises
+        ``LimitExceeded`` when ``max_open_per_session`` of them are not CLOSED."""
+        open_now = sum(1 for p in siblings if p.status is not ProcessStatus.CLOSED)
+        if open_now >= self.max_open_per_session:
+            raise LimitExceeded(f"session {session_id!r} has {open_now} open processes, the "
+                                f"most it may have; stop one first")
         # An alias names its engine's recipe too (``deep-think`` spawns like ``marvin``).
         engine = None if engine is None else canonical(engine)
         if recipe is None and engine is not None:
@@ -47,8 +64,10 @@ class ProcessFactory:
             recipe=applied.model_dump(mode="json", by_alias=True),
             engine_params=dict(applied.params))
 
-    def child(self, parent: ThinkProcess, *, recipe: str | None, engine: str | None, name: str,
-              goal: str, params: dict[str, Any] | None) -> ThinkProcess:
+    def child(self, parent: ThinkProcess, *, siblings: Iterable[ThinkProcess],
+              recipe: str | None, engine: str | None, name: str, goal: str,
+              params: dict[str, Any] | None) -> ThinkProcess:
         return self.build(tenant_id=parent.tenant_id, project_id=parent.project_id,
-                          session_id=parent.session_id, user_id=parent.user_id, recipe=recipe,
+                          session_id=parent.session_id, user_id=parent.user_id,
+                          siblings=siblings, recipe=recipe,
                           engine=engine, name=name, goal=goal, params=params, parent=parent)

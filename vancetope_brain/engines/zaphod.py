@@ -30,7 +30,7 @@ from vancetope_brain.engines.base import ParentReport, ThinkEngine, register_eng
 from vancetope_brain.engines.context import TIMER_COMMAND, ThinkEngineContext
 from vancetope_brain.engines.prompting import event_text, system_prompt
 from vancetope_brain.engines.structured import describe_invalid, structured
-from vancetope_brain.errors import Conflict, InvalidInput, LlmError, NotFound
+from vancetope_brain.errors import Conflict, InvalidInput, LlmError, NotFound, UserError
 from vancetope_brain.events import EventType
 from vancetope_brain.llm import LlmMessage
 from vancetope_brain.models import (
@@ -176,7 +176,7 @@ class ZaphodEngine(ThinkEngine):
             if pending:
                 for run in pending[:1] if state["sequential"] else pending:
                     _spawn(process, context, state, run)
-                break
+                continue  # a head that could not start counts as failed: go on without it
             if state["round"] < state["rounds"] and any(r["status"] == DONE for r in runs):
                 state["round"] += 1
                 state["runs"] += [_new_run(state["round"], h["name"]) for h in state["heads"]]
@@ -277,9 +277,13 @@ def _spawn(process: ThinkProcess, context: ThinkEngineContext, state: dict[str, 
            run: dict[str, Any]) -> None:
     head = next(h for h in state["heads"] if h["name"] == run["head"])
     suffix = f"-r{run['round']}" if state["rounds"] > 1 else ""
-    child = context.processes().spawn(
-        recipe=head["recipe"] or HEAD_RECIPE, name=f"{process.name}-{head['name']}{suffix}",
-        goal=_head_goal(state, run), params={"persona": head["persona"]})
+    try:
+        child = context.processes().spawn(
+            recipe=head["recipe"] or HEAD_RECIPE, name=f"{process.name}-{head['name']}{suffix}",
+            goal=_head_goal(state, run), params={"persona": head["persona"]})
+    except UserError as e:  # e.g. the session's cap of open processes
+        run.update(status="failed", detail=f"could not start: {e}")
+        return
     context.timers().after(state["timeoutSec"], child.id)
     run.update(status=RUNNING, processId=child.id)
 

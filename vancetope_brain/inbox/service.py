@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from vancetope_brain.errors import Conflict, InvalidInput, NotFound
+from vancetope_brain.errors import Conflict, InvalidInput, LimitExceeded, NotFound
 from vancetope_brain.identity import Principal
 from vancetope_brain.inbox.attachments import AttachmentStore
 from vancetope_brain.inbox.payloads import default_answer, validate_answer, validate_payload
@@ -68,7 +68,9 @@ class NewItem:
 @dataclass
 class InboxService:
     """The one place inbox items change. ``wake(tenant, process)`` starts a lane;
-    ``base_url`` is where notification links point."""
+    ``base_url`` is where notification links point; ``max_pending_per_process``: PENDING
+    items one process may have posted (one more is refused, a repeated idempotency key of a
+    PENDING one is not)."""
 
     store: UserInboxStore
     identity: IdentityStore
@@ -80,6 +82,7 @@ class InboxService:
     attachments: AttachmentStore
     base_url: str
     clock: Callable[[], datetime] = utcnow
+    max_pending_per_process: int = 100
 
     # ── creation (engines, the inbox_post tool) ───────────────────────────
     def create(self, tenant_id: str, originator_user_id: str, new: NewItem, *,
@@ -100,6 +103,8 @@ class InboxService:
             except NotFound:
                 raise InvalidInput(f"no attachment {payload['attachmentId']!r} in this tenant; "
                                    f"store the file first (attach)") from None
+        if origin_process_id is not None:
+            self._check_pending_cap(tenant_id, origin_process_id, new.idempotency_key)
         now = self.clock()
         item = InboxItem(
             id=new_id("item"), tenant_id=tenant_id, originator_user_id=originator_user_id,
@@ -125,6 +130,16 @@ class InboxService:
         if created and not auto:
             self._notify(stored, assignee)
         return stored, created
+
+    def _check_pending_cap(self, tenant_id: str, process_id: str,
+                           idempotency_key: str | None) -> None:
+        cap = self.max_pending_per_process
+        pending = self.store.list_inbox_items(tenant_id, InboxQuery(
+            origin_process_id=process_id, statuses=frozenset({ItemStatus.PENDING}), limit=cap))
+        if len(pending) >= cap and (idempotency_key is None or all(
+                i.idempotency_key != idempotency_key for i in pending)):
+            raise LimitExceeded(f"this process has {cap} PENDING Inbox items, the most it may "
+                                f"have; wait for answers or dismiss some first")
 
     def attach(self, tenant_id: str, data: bytes, filename: str,
                mime_type: str) -> dict[str, Any]:

@@ -102,6 +102,23 @@ class Presence:
         pipe.expire(key, int(self.ttl * 2))
         pipe.execute()
 
+    def user_admit(self, tenant_id: str, user_id: str, connection_id: str, notify_mode: str,
+                   limit: int) -> bool:
+        """Register a new connection of the user unless the user already has ``limit`` live
+        ones, on any gateway; atomic (MULTI), so handshakes racing each other cannot all
+        pass. A refused connection leaves nothing behind."""
+        key = keys.user_presence(tenant_id, user_id)
+        member = _user_member(connection_id, notify_mode)
+        pipe = self._redis.pipeline()
+        pipe.zremrangebyscore(key, "-inf", time.time())
+        pipe.zadd(key, {member: time.time() + self.ttl})
+        pipe.expire(key, int(self.ttl * 2))
+        pipe.zcard(key)
+        if int(pipe.execute()[-1]) <= limit:
+            return True
+        self._redis.zrem(key, member)
+        return False
+
     def user_disconnect(self, tenant_id: str, user_id: str, connection_id: str,
                         notify_mode: str) -> None:
         self._redis.zrem(keys.user_presence(tenant_id, user_id),

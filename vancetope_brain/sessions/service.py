@@ -9,7 +9,7 @@ from vancetope_brain.engines import lifecycle
 from vancetope_brain.engines.base import DEFAULT_ENGINE
 from vancetope_brain.engines.lifecycle import LifecycleCall
 from vancetope_brain.engines.spawning import ProcessFactory
-from vancetope_brain.errors import Conflict, NotFound
+from vancetope_brain.errors import Conflict, LimitExceeded, NotFound
 from vancetope_brain.identity import Principal
 from vancetope_brain.lanes import Waker
 from vancetope_brain.models import (
@@ -32,8 +32,15 @@ from vancetope_brain.store import IdentityStore, LaneStore, SessionStore
 
 
 class SessionService:
+    """``max_open_sessions``: sessions one user may have that are not CLOSED (OPEN or
+    SUSPENDED: both hold processes); checked before anything is written, so a refused create
+    leaves nothing. Creates racing each other (one per connection at most) may each pass it.
+    """
+
     def __init__(self, *, sessions: SessionStore, lanes: LaneStore, identity: IdentityStore,
-                 settings: SettingsService, waker: Waker, processes: ProcessFactory) -> None:
+                 settings: SettingsService, waker: Waker, processes: ProcessFactory,
+                 max_open_sessions: int = 100) -> None:
+        self.max_open_sessions = max_open_sessions
         self._sessions = sessions
         self._lanes = lanes
         self._identity = identity
@@ -49,6 +56,10 @@ class SessionService:
         chat process (engine from ``session.defaultChatEngine``), started on its lane.
         """
         self._identity.get_project(who.tenant_id, project_id)
+        open_now = sum(1 for s in self.list_sessions(who) if s.status is not SessionStatus.CLOSED)
+        if open_now >= self.max_open_sessions:
+            raise LimitExceeded(f"you have {open_now} sessions that are not CLOSED, the most "
+                                f"you may have; close one first (session-close)")
         session = Session(id=new_id("ses"), tenant_id=who.tenant_id, user_id=who.user_id,
                           project_id=project_id, type=type, title=title,
                           on_disconnect=on_disconnect, idle_timeout_sec=idle_timeout_sec)
@@ -89,7 +100,8 @@ class SessionService:
                      params: dict[str, Any] | None = None) -> ThinkProcess:
         process = self._processes.build(
             tenant_id=who.tenant_id, project_id=session.project_id, session_id=session.id,
-            user_id=who.user_id, recipe=recipe, engine=engine, name=name, goal=goal,
+            user_id=who.user_id, siblings=self._sessions.list_processes(who.tenant_id, session.id),
+            recipe=recipe, engine=engine, name=name, goal=goal,
             params=params)
         self._sessions.create_process(process)
         self._waker.wake(who.tenant_id, process.id)
