@@ -36,6 +36,8 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "VANCETOPE_WORKER_CONCURRENCY": ("4", "Worker threads of the embedded in-process Celery worker."),
     "VANCETOPE_HOST": ("127.0.0.1", "Address `vancetope serve` binds."),
     "VANCETOPE_PORT": ("8765", "Port `vancetope serve` binds."),
+    "VANCETOPE_TOKEN_RECHECK": ("5", "Seconds within which a revoked token stops working on sockets already open: a gateway re-reads a connection's token at most this often (on its next frame, and in the background for idle sockets), then refuses the frame and closes the socket with 1008."),
+    "VANCETOPE_HEADER_TIMEOUT": ("10", "Seconds a client may take to send a request's line and headers (and, on `vancetope serve`, each read of a body) before the gateway closes the connection, so half-sent requests cannot hold its threads."),
     "VANCETOPE_MAX_FRAME_BYTES": ("65536", "Largest WebSocket frame accepted; larger closes the socket with 1009."),
     "VANCETOPE_EVENT_LOG_MAX": ("10000", "Events kept per session for reconnecting clients."),
     "VANCETOPE_EVENT_LOG_TTL": ("86400", "Seconds a session's event log outlives its last event."),
@@ -109,6 +111,8 @@ class Config:
     attachments_dir: Path = Path("./.vancetope/attachments")
     attachment_url_ttl: int = 300
     smtp: SmtpConfig | None = None
+    token_recheck: float = 5.0
+    header_timeout: float = 10.0
 
     @property
     def embedded(self) -> bool:
@@ -158,6 +162,8 @@ class Config:
             attachments_dir=Path(env.get("VANCETOPE_ATTACHMENTS_DIR") or data_dir / "attachments"),
             attachment_url_ttl=_number(env, "VANCETOPE_ATTACHMENT_URL_TTL", int, 1),
             smtp=_smtp(env),
+            token_recheck=_number(env, "VANCETOPE_TOKEN_RECHECK", float, 0.1),
+            header_timeout=_number(env, "VANCETOPE_HEADER_TIMEOUT", float, 0.1),
         )
 
     def base_url(self) -> str:

@@ -30,6 +30,7 @@ from vancetope_brain.errors import (
     NotFound,
     RateLimited,
     RuntimeFailure,
+    Unauthorized,
     UnknownFrameType,
     VancetopeError,
 )
@@ -51,6 +52,9 @@ log = logging.getLogger(__name__)
 # The close code of a dropped slow client: 1013 "try again later" (RFC 6455 registry).
 TOO_SLOW = 1013
 TOO_SLOW_MESSAGE = "client too slow; resume with your last seq"
+# The close code of a socket whose token was revoked: 1008 "policy violation".
+REVOKED = 1008
+REVOKED_MESSAGE = "token revoked"
 
 
 class Socket(Protocol):
@@ -120,7 +124,10 @@ class Connection:
 
     def __init__(self, sock: Socket, principal: Principal, gateway: Gateway,
                  listener: EventListener, *, llm: str, max_frame_bytes: int,
-                 notify_mode: frames.NotifyMode = "all") -> None:
+                 notify_mode: frames.NotifyMode = "all",
+                 authorized: Callable[[], bool] = lambda: True) -> None:
+        """``authorized`` says whether the socket's token still holds (``TokenWatch``);
+        it is asked before each request is served."""
         self.connection_id = uuid.uuid4().hex
         self._sock = sock
         self._who = principal
@@ -129,6 +136,7 @@ class Connection:
         self._llm = llm
         self._max_frame_bytes = max_frame_bytes
         self._notify_mode = notify_mode
+        self._authorized = authorized
         self._lock = threading.Lock()
         self._out = Outbound(sock, self._lock, limit=self.OUTBOUND_QUEUE_MAX,
                              grace=self.STALL_GRACE_SEC, on_failure=self.close,
@@ -208,10 +216,11 @@ class Connection:
             self.close()
             self._out.join()
 
-    def close(self, code: int | None = None, message: str = "") -> None:
+    def close(self, code: int | None = None, message: str = "", *,
+              last_frame: str | None = None) -> None:
         """Go CLOSED, from any thread, without blocking: events stop, frames still queued
-        are discarded, and the writer sends the close frame (if ``code``) and then runs
-        ``_release``."""
+        are discarded, and the writer sends ``last_frame`` (if given), the close frame (if
+        ``code``) and then runs ``_release``."""
         with self._lock:
             if self.state is ConnState.CLOSED:
                 return
@@ -220,7 +229,17 @@ class Connection:
                 if handle is not None:
                     self._listener.unfollow(handle)
             self._follow = self._feed = None
-            self._out.close(code, message)
+            self._out.close(code, message, last_frame)
+
+    def revoked(self, request_id: str | None = None) -> None:
+        """The token was revoked: close with 1008, answering the request being served (if
+        any) with ``unauthorized`` first. From any thread."""
+        error = None if request_id is None else self._encode(frames.Envelope(
+            type="error", reply_to=request_id,
+            data=frames.ErrorData(code=Unauthorized.code, message=REVOKED_MESSAGE).dump()))
+        log.info("closing connection %s of user %s: its token was revoked",
+                 self.connection_id, self._who.user_id)
+        self.close(REVOKED, REVOKED_MESSAGE, last_frame=error)
 
     def _release(self) -> None:
         """On the writer, after its last frame: forget the socket's binding (if it was its
@@ -270,6 +289,9 @@ class Connection:
                 request_id = body["id"][:128]
             envelope = frames.Envelope.model_validate(body)
             request_id = envelope.id
+            if not self._authorized():
+                self.revoked(request_id)
+                return
             if not self._bucket.take():
                 raise RateLimited(f"more than {self.RATE_PER_SEC:g} frames/s; slow down")
             model = frames.REQUESTS.get(envelope.type)
@@ -577,12 +599,16 @@ class Connection:
     def _send(self, envelope: frames.Envelope) -> None:
         """Queue a frame for the writer; never blocks. A client with ``OUTBOUND_QUEUE_MAX``
         frames waiting cannot keep up: it is dropped and resumes from its last seq."""
-        text = json.dumps(envelope.model_dump(mode="json", by_alias=True, exclude_none=True),
-                          separators=(",", ":"))
+        text = self._encode(envelope)
         with self._lock:
             if self.state is ConnState.CLOSED or self._out.put(text):
                 return
         self._drop()
+
+    @staticmethod
+    def _encode(envelope: frames.Envelope) -> str:
+        return json.dumps(envelope.model_dump(mode="json", by_alias=True, exclude_none=True),
+                          separators=(",", ":"))
 
     def _drop(self) -> None:
         log.info("dropping connection %s of user %s: it does not keep up with its frames",
