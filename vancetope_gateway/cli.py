@@ -109,7 +109,8 @@ def _serve(config: Config) -> int:
     print(f"{'Created' if created else 'Using'} the local user's token in "
           f"{config.data_dir / 'token'}. Connect with:\n    vancetope chat\n"
           f"or any WebSocket client: ws://{config.host}:{server.port}/ws "
-          f"with header 'Authorization: Bearer <token>'", flush=True)
+          f"with header 'Authorization: Bearer <token>' (a browser: subprotocols "
+          f"'vancetope' and 'bearer.<token>')", flush=True)
 
     def _stop(signum: int, frame: object) -> None:
         threading.Thread(target=server.shutdown, daemon=True).start()

@@ -1,7 +1,7 @@
 """Gateway processes and WebSocket clients for the multi-process tests.
 
 ``Gateway`` is the distributed shape's web process exactly as the Procfile starts it
-(gunicorn, gthread, ``vancetope_gateway.wsgi:app``); ``Client`` is
+(gunicorn, gthread as ``GatewayWorker``, ``vancetope_gateway.wsgi:app``); ``Client`` is
 ``vancetope_gateway.chat_client.ChatClient`` plus the event frames it received;
 ``Stack`` puts gateways on top of a ``Cluster`` (its Redis, SQLite file and workers).
 """
