@@ -57,11 +57,11 @@ def _request(ws: Client, frame_type: str, rid: str, **data) -> dict:
             return frame
 
 
-def _closed_by_server(ws: Client) -> int:
+def _closed_by_server(ws: Client, timeout: float = 5) -> int:
     """Read until the server closes; the close code."""
     try:
         while True:
-            ws.receive(timeout=5)
+            ws.receive(timeout=timeout)
     except ConnectionClosed:
         return ws.close_reason
 
@@ -84,34 +84,58 @@ def test_a_revoked_token_closes_its_open_sockets_within_the_bound(embedded, serv
         assert _request(busy, "session-create", "s1", onDisconnect="KEEP_OPEN")["type"] \
             == "session-create"
 
+        # The busy socket keeps sending while the CLI runs and after.
+        answers: list[tuple[float, dict]] = []
+
+        def keep_sending() -> None:
+            n = 0
+            try:
+                while True:
+                    n += 1
+                    reply = _request(busy, "session-list", f"l{n}")
+                    answers.append((time.monotonic(), reply))
+                    if reply["type"] == "error":
+                        return
+                    time.sleep(0.02)
+            except ConnectionClosed:
+                answers.append((time.monotonic(), {"type": "closed"}))
+        sender = threading.Thread(target=keep_sending, daemon=True)
+        sender.start()
+        idle_end: list[tuple[int, float]] = []
+        watcher = threading.Thread(target=lambda: idle_end.append(
+            (_closed_by_server(idle, 30), time.monotonic())), daemon=True)
+        watcher.start()
+        # When the CLI's write lands (its start-up is no part of the delay): polled.
+        seen: list[float] = []
+        digest = hash_token(secret)
+
+        def poll() -> None:
+            while identity.holder(digest) is not None:
+                time.sleep(0.005)
+            seen.append(time.monotonic())
+        poller = threading.Thread(target=poll, daemon=True)
+        poller.start()
         _revoke_with_the_cli(embedded, token.id)
-        revoked_at = time.monotonic()
-        # The busy socket keeps sending: no request may succeed once the bound has passed.
-        answers, n = [], 0
-        try:
-            while True:
-                n += 1
-                reply = _request(busy, "session-list", f"l{n}")
-                answers.append((time.monotonic() - revoked_at, reply))
-                if reply["type"] == "error":
-                    break
-                time.sleep(0.02)
-        except ConnectionClosed:
-            pass
-        busy_closed = time.monotonic() - revoked_at
+        poller.join(5)
+        sender.join(5)
+        watcher.join(5)
+        revoked_at = seen[0]
+        after = [(at - revoked_at, reply) for at, reply in answers if at > revoked_at]
+        busy_closed = answers[-1][0] - revoked_at
         assert _closed_by_server(busy) == REVOKED
-        idle_code = _closed_by_server(idle)
-        idle_closed = time.monotonic() - revoked_at
+        idle_code, idle_closed = idle_end[0][0], idle_end[0][1] - revoked_at
 
         assert idle_code == REVOKED and idle.close_message == REVOKED_MESSAGE
-        assert all(at <= RECHECK + 0.2 for at, reply in answers if reply["type"] != "error")
-        refused = [reply for _, reply in answers if reply["type"] == "error"]
+        served_late = [at for at, reply in after if reply["type"] == "session-list"]
+        assert all(at <= RECHECK + 0.2 for at in served_late)
+        refused = [reply for _, reply in after if reply["type"] == "error"]
         assert refused == [] or refused[0]["data"] == {"code": "unauthorized",
                                                       "message": REVOKED_MESSAGE}
         bound = RECHECK + 0.5
         print(f"\nrevocation (recheck {RECHECK}s): busy socket closed after "
-              f"{busy_closed * 1000:.0f} ms ({len(answers)} frames answered, "
-              f"{len(refused)} refused), idle socket after {idle_closed * 1000:.0f} ms")
+              f"{busy_closed * 1000:.0f} ms ({len(answers)} frames sent, {len(served_late)} "
+              f"served after the revocation, {len(refused)} refused), idle socket after "
+              f"{idle_closed * 1000:.0f} ms")
         assert busy_closed < bound and idle_closed < bound
         # Another token of the same user is untouched; a new upgrade is refused.
         assert _request(kept, "ping", "p")["type"] == "ping"
@@ -204,3 +228,39 @@ def test_the_bearer_subprotocol_authenticates_and_the_reply_never_carries_the_to
         assert json.loads(ws.receive(timeout=5))["type"] == "welcome"
     finally:
         ws.close()
+
+
+class _Idle:
+    """Stands for an open socket in the watch: only ``revoked`` is called."""
+
+    def __init__(self) -> None:
+        self.closed = False
+
+    def revoked(self) -> None:
+        self.closed = True
+
+
+def test_store_reads_are_per_token_not_per_socket_or_frame(embedded):
+    identity = embedded.brain.identity
+    tokens = [identity.create_token("acme", "ada") for _ in range(10)]
+    reads = []
+
+    class Counting:
+        def holder(self, token_hash):
+            reads.append(token_hash)
+            return identity.holder(token_hash)
+
+    now = [0.0]
+    watch = TokenWatch(Counting(), 3600, clock=lambda: now[0])
+    sockets = [(_Idle(), hash_token(tokens[i % 10][1])) for i in range(1000)]
+    for sock, digest in sockets:
+        watch.watch(sock, digest)
+    for _, digest in sockets:  # a frame on every socket, within the interval
+        assert watch.valid(digest)
+    frame_reads = len(reads)
+    identity.revoke_token("acme", tokens[0][0].id)
+    watch.sweep()
+    print(f"\n1,000 sockets of 10 tokens: {frame_reads} store reads for 1,000 frames, "
+          f"{len(reads) - frame_reads} for a background round")
+    assert frame_reads == 0 and len(reads) == 10
+    assert [s.closed for s, _ in sockets] == [i % 10 == 0 for i in range(1000)]
