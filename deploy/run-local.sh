@@ -18,7 +18,7 @@ fi
 
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null; wait' EXIT INT TERM
-gunicorn --worker-class gthread --workers 2 --threads 64 --bind "127.0.0.1:$PORT" \
+gunicorn --worker-class vancetope_gateway.serving.GatewayWorker --workers 2 --threads 64 --bind "127.0.0.1:$PORT" \
     --timeout 0 'vancetope_gateway.wsgi:app' & pids+=($!)
 for n in 1 2; do
     celery -A workers.main worker --loglevel=WARNING --prefetch-multiplier=1 \

@@ -28,7 +28,7 @@ from workers.celery_app import create_celery, enqueue_on
 from workers.embedded import EmbeddedWorker
 from workers.parts import Worker
 
-pytest_plugins = ["vancetope_brain.llm.pytest_plugin"]
+pytest_plugins = ["vancetope_brain.llm.pytest_plugin", "tests.log_secrets", "pytester"]
 
 
 @pytest.fixture(scope="session")

@@ -36,6 +36,8 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "VANCETOPE_WORKER_CONCURRENCY": ("4", "Worker threads of the embedded in-process Celery worker."),
     "VANCETOPE_HOST": ("127.0.0.1", "Address `vancetope serve` binds."),
     "VANCETOPE_PORT": ("8765", "Port `vancetope serve` binds."),
+    "VANCETOPE_TOKEN_RECHECK": ("5", "Seconds within which a revoked token stops working on sockets already open: a gateway re-reads a connection's token at most this often (on its next frame, and in the background for idle sockets), then refuses the frame and closes the socket with 1008."),
+    "VANCETOPE_HEADER_TIMEOUT": ("10", "Seconds a client may take to send a request's line and headers (and, on `vancetope serve`, each read of a body) before the gateway closes the connection, so half-sent requests cannot hold its threads."),
     "VANCETOPE_MAX_FRAME_BYTES": ("65536", "Largest WebSocket frame accepted; larger closes the socket with 1009."),
     "VANCETOPE_FRAME_RATE": ("50", "Frames per second one connection may send, sustained; every frame counts, before it is parsed (over it: `rate_limited`)."),
     "VANCETOPE_FRAME_BURST": ("200", "Frames one connection may send in a burst above `VANCETOPE_FRAME_RATE`; a client that keeps going as far again is closed with 1008."),
@@ -123,6 +125,8 @@ class Config:
     max_sessions_per_user: int = 100
     max_processes_per_session: int = 64
     max_pending_items_per_process: int = 100
+    token_recheck: float = 5.0
+    header_timeout: float = 10.0
 
     @property
     def embedded(self) -> bool:
@@ -180,6 +184,8 @@ class Config:
             max_processes_per_session=_number(env, "VANCETOPE_MAX_PROCESSES_PER_SESSION", int, 1),
             max_pending_items_per_process=_number(
                 env, "VANCETOPE_MAX_PENDING_ITEMS_PER_PROCESS", int, 1),
+            token_recheck=_number(env, "VANCETOPE_TOKEN_RECHECK", float, 0.1),
+            header_timeout=_number(env, "VANCETOPE_HEADER_TIMEOUT", float, 0.1),
         )
 
     def base_url(self) -> str:

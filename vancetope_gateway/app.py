@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import socket
 import threading
@@ -27,6 +28,7 @@ from vancetope_brain.errors import (
 )
 from vancetope_brain.events import EventListener
 from vancetope_brain.identity import Principal
+from vancetope_brain.identity.service import hash_token
 from vancetope_brain.inbox.attachments import AttachmentStore
 from vancetope_brain.models import ProcessStatus
 from vancetope_gateway.frames import NotifyMode
@@ -34,6 +36,7 @@ from vancetope_gateway.limits import ConnectionSlots
 from vancetope_gateway.logs import redact_access_logs
 from vancetope_gateway.parts import Gateway
 from vancetope_gateway.protocol import Connection
+from vancetope_gateway.tokens import TokenWatch
 
 log = logging.getLogger(__name__)
 
@@ -44,11 +47,26 @@ reads one, so ``_refuse_bodies`` also refuses any body on a GET."""
 rest = Blueprint("rest", __name__)
 
 
+SUBPROTOCOL = "vancetope"
+"""The WebSocket subprotocol the gateway selects; a browser offers it beside
+``bearer.<token>``, the one header a browser's WebSocket can set."""
+BEARER_SUBPROTOCOL = "bearer."
+
+
+def offered_subprotocols() -> list[str]:
+    return [p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",")
+            if p.strip()]
+
+
 def bearer_token() -> str | None:
-    """``Authorization: Bearer …``, or ``?token=…`` (browsers cannot set WebSocket headers)."""
+    """``Authorization: Bearer …``; else a ``bearer.<token>`` WebSocket subprotocol
+    (browsers); else ``?token=…`` (kept for old clients; logs redact it)."""
     header = request.headers.get("Authorization", "")
     if header.startswith("Bearer "):
         return header.removeprefix("Bearer ").strip()
+    for offered in offered_subprotocols():
+        if offered.startswith(BEARER_SUBPROTOCOL):
+            return offered.removeprefix(BEARER_SUBPROTOCOL)
     return request.args.get("token")
 
 
@@ -240,8 +258,10 @@ def create_app(gateway: Gateway, *, llm_description: str) -> Flask:
     redact_access_logs()
     app = Flask(__name__, static_folder=None)
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
+    # simple_websocket selects the first subprotocol offered that is listed here, so a
+    # ``bearer.<token>`` offered beside ``vancetope`` is never echoed in the reply.
     app.config["SOCK_SERVER_OPTIONS"] = {"max_message_size": gateway.config.max_frame_bytes,
-                                         "ping_interval": 25}
+                                         "ping_interval": 25, "subprotocols": [SUBPROTOCOL]}
     app.extensions["vancetope"] = gateway
     listener = EventListener(gateway.redis)
     app.extensions["vancetope.listener"] = listener
@@ -251,6 +271,8 @@ def create_app(gateway: Gateway, *, llm_description: str) -> Flask:
 
     renewer = PresenceRenewer(gateway.config.presence_ttl / 3)
     app.extensions["vancetope.renewer"] = renewer
+    tokens = TokenWatch(gateway.identity, gateway.config.token_recheck)
+    app.extensions["vancetope.tokens"] = tokens
 
     slots = ConnectionSlots(gateway.presence,
                             per_user=gateway.config.max_connections_per_user,
@@ -276,10 +298,16 @@ def create_app(gateway: Gateway, *, llm_description: str) -> Flask:
                 g.principal = authenticate()
             except Unauthorized as e:
                 return jsonify(code=e.code, message=str(e)), 401
+            g.token_hash = hash_token(bearer_token() or "")
             g.notify_mode = request.args.get("notifyMode", "all")
             if g.notify_mode not in NOTIFY_MODES:
                 return jsonify(code="invalid_input", message="notifyMode must be one of "
                                + ", ".join(NOTIFY_MODES)), 400
+            offered = offered_subprotocols()
+            if offered and SUBPROTOCOL not in offered:
+                # A browser fails a handshake whose reply selects none of its offers.
+                return jsonify(code="invalid_input", message=f"offer the subprotocol "
+                               f"{SUBPROTOCOL!r} (beside bearer.<token>)"), 400
         return None
 
     @app.before_request
@@ -288,6 +316,11 @@ def create_app(gateway: Gateway, *, llm_description: str) -> Flask:
         if request.path == "/ws":
             g.connection_slot = slots.take(g.principal, request.remote_addr or "",
                                            uuid.uuid4().hex, g.notify_mode)
+            # Admitted: the header timeout of ``vancetope serve`` must
+            # not cut the socket that is about to become a WebSocket.
+            upgraded = request.environ.get("werkzeug.socket")
+            if upgraded is not None:
+                upgraded.settimeout(None)
 
     @app.teardown_request
     def _give_back_connection_slot(_: BaseException | None) -> None:
@@ -308,11 +341,14 @@ def create_app(gateway: Gateway, *, llm_description: str) -> Flask:
                                 notify_mode=g.notify_mode,
                                 frame_rate=gateway.config.frame_rate,
                                 frame_burst=gateway.config.frame_burst,
-                                connection_id=g.connection_slot.connection_id)
+                                connection_id=g.connection_slot.connection_id,
+                                authorized=functools.partial(tokens.valid, g.token_hash))
         renewer.add(connection)
+        tokens.watch(connection, g.token_hash)
         try:
             connection.run()
         finally:
+            tokens.forget(connection)
             renewer.discard(connection)
 
     @app.errorhandler(VancetopeError)

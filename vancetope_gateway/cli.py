@@ -82,12 +82,11 @@ def _setup_logging(config: Config) -> None:
 
 
 def _serve(config: Config) -> int:
-    from werkzeug.serving import make_server
-
     from vancetope_brain.llm.factory import describe
     from vancetope_brain.runtime import open_store
     from vancetope_gateway.app import create_app
     from vancetope_gateway.parts import build_gateway
+    from vancetope_gateway.serving import make_embedded_server
     from workers.celery_app import create_celery, enqueue_on
     from workers.embedded import EmbeddedWorker
 
@@ -102,7 +101,7 @@ def _serve(config: Config) -> int:
     worker = EmbeddedWorker(celery, concurrency=config.worker_concurrency)
     worker.start()
     app = create_app(gateway, llm_description=describe(config))
-    server = make_server(config.host, config.port, app, threaded=True)
+    server = make_embedded_server(app, config.host, config.port, config.header_timeout)
     shape = "embedded" if config.embedded else f"Redis at {_redact(config.redis_url)}"
     print(f"Vancetope serving on http://{config.host}:{server.port} ({shape}; "
           f"store {_redact(config.store_url)})", flush=True)
@@ -110,7 +109,8 @@ def _serve(config: Config) -> int:
     print(f"{'Created' if created else 'Using'} the local user's token in "
           f"{config.data_dir / 'token'}. Connect with:\n    vancetope chat\n"
           f"or any WebSocket client: ws://{config.host}:{server.port}/ws "
-          f"with header 'Authorization: Bearer <token>'", flush=True)
+          f"with header 'Authorization: Bearer <token>' (a browser: subprotocols "
+          f"'vancetope' and 'bearer.<token>')", flush=True)
 
     def _stop(signum: int, frame: object) -> None:
         threading.Thread(target=server.shutdown, daemon=True).start()

@@ -1,6 +1,7 @@
 """No secret in a log line: the access logs of werkzeug (``vancetope serve``) and gunicorn
-(the Procfile's ``web``) write the request line, query string and all, and a browser's
-WebSocket can only pass its token as ``?token=``."""
+(the Procfile's ``web``) write the request line, query string and all, and a client may
+still pass its token as ``?token=`` (browsers should offer the ``bearer.<token>``
+subprotocol instead)."""
 
 from __future__ import annotations
 

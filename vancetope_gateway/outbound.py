@@ -64,10 +64,13 @@ class Outbound:
         return self._changed.wait_for(
             lambda: self._closed or len(self._frames) <= below, timeout)
 
-    def close(self, code: int | None, message: str) -> None:
-        """Replace whatever is still queued by the close item; later frames are ignored."""
+    def close(self, code: int | None, message: str, last_frame: str | None = None) -> None:
+        """Replace whatever is still queued by ``last_frame`` (if given) and the close
+        item; later frames are ignored."""
         self._closed = True
         self._frames.clear()
+        if last_frame is not None:
+            self._frames.append(last_frame)
         # Armed before the close item is queued, so the writer always finds it to cancel.
         self._deadline = threading.Timer(self._grace, self._abort)
         self._deadline.name = "vt-writer-deadline"

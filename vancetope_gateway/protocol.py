@@ -30,6 +30,7 @@ from vancetope_brain.errors import (
     NotFound,
     RateLimited,
     RuntimeFailure,
+    Unauthorized,
     UnknownFrameType,
     VancetopeError,
 )
@@ -51,8 +52,11 @@ log = logging.getLogger(__name__)
 # The close code of a dropped slow client: 1013 "try again later" (RFC 6455 registry).
 TOO_SLOW = 1013
 TOO_SLOW_MESSAGE = "client too slow; resume with your last seq"
-# The close code of a client that keeps flooding past its frame rate: 1008 policy violation.
+# The close code of a socket whose token was revoked, or of a client that keeps
+# flooding past its frame rate: 1008 "policy violation" (RFC 6455 registry).
 POLICY_VIOLATION = 1008
+REVOKED = POLICY_VIOLATION
+REVOKED_MESSAGE = "token revoked"
 # How deeply a frame's arrays and objects may nest (the envelope is level 1, ``data`` 2).
 MAX_NESTING = 64
 
@@ -123,10 +127,13 @@ class Connection:
     def __init__(self, sock: Socket, principal: Principal, gateway: Gateway,
                  listener: EventListener, *, llm: str, max_frame_bytes: int,
                  notify_mode: frames.NotifyMode = "all", frame_rate: float = 50.0,
-                 frame_burst: int = 200, connection_id: str | None = None) -> None:
+                 frame_burst: int = 200, connection_id: str | None = None,
+                 authorized: Callable[[], bool] = lambda: True) -> None:
         """``frame_rate`` / ``frame_burst``: ``VANCETOPE_FRAME_RATE`` / ``_BURST``.
         ``connection_id``: the id the gateway already counted the connection under (its
-        per-user slot in presence); a new one by default."""
+        per-user slot in presence); a new one by default. ``authorized`` says whether
+        the socket's token still holds (``TokenWatch``); it is asked before each request
+        is served."""
         self.connection_id = connection_id or uuid.uuid4().hex
         self._sock = sock
         self._who = principal
@@ -135,6 +142,7 @@ class Connection:
         self._llm = llm
         self._max_frame_bytes = max_frame_bytes
         self._notify_mode = notify_mode
+        self._authorized = authorized
         self._lock = threading.Lock()
         self._out = Outbound(sock, self._lock, limit=self.OUTBOUND_QUEUE_MAX,
                              grace=self.STALL_GRACE_SEC, on_failure=self.close,
@@ -217,10 +225,11 @@ class Connection:
             self.close()
             self._out.join()
 
-    def close(self, code: int | None = None, message: str = "") -> None:
+    def close(self, code: int | None = None, message: str = "", *,
+              last_frame: str | None = None) -> None:
         """Go CLOSED, from any thread, without blocking: events stop, frames still queued
-        are discarded, and the writer sends the close frame (if ``code``) and then runs
-        ``_release``."""
+        are discarded, and the writer sends ``last_frame`` (if given), the close frame (if
+        ``code``) and then runs ``_release``."""
         with self._lock:
             if self.state is ConnState.CLOSED:
                 return
@@ -229,7 +238,17 @@ class Connection:
                 if handle is not None:
                     self._listener.unfollow(handle)
             self._follow = self._feed = None
-            self._out.close(code, message)
+            self._out.close(code, message, last_frame)
+
+    def revoked(self, request_id: str | None = None) -> None:
+        """The token was revoked: close with 1008, answering the request being served (if
+        any) with ``unauthorized`` first. From any thread."""
+        error = None if request_id is None else self._encode(frames.Envelope(
+            type="error", reply_to=request_id,
+            data=frames.ErrorData(code=Unauthorized.code, message=REVOKED_MESSAGE).dump()))
+        log.info("closing connection %s of user %s: its token was revoked",
+                 self.connection_id, self._who.user_id)
+        self.close(REVOKED, REVOKED_MESSAGE, last_frame=error)
 
     def _release(self) -> None:
         """On the writer, after its last frame: forget the socket's binding (if it was its
@@ -293,6 +312,9 @@ class Connection:
             request_id = _request_id(body)
             envelope = frames.Envelope.model_validate(body)
             request_id = envelope.id
+            if not self._authorized():
+                self.revoked(request_id)
+                return
             model = frames.REQUESTS.get(envelope.type)
             if model is None:
                 raise UnknownFrameType(f"unknown frame type {envelope.type!r}; "
@@ -607,12 +629,16 @@ class Connection:
     def _send(self, envelope: frames.Envelope) -> None:
         """Queue a frame for the writer; never blocks. A client with ``OUTBOUND_QUEUE_MAX``
         frames waiting cannot keep up: it is dropped and resumes from its last seq."""
-        text = json.dumps(envelope.model_dump(mode="json", by_alias=True, exclude_none=True),
-                          separators=(",", ":"))
+        text = self._encode(envelope)
         with self._lock:
             if self.state is ConnState.CLOSED or self._out.put(text):
                 return
         self._drop()
+
+    @staticmethod
+    def _encode(envelope: frames.Envelope) -> str:
+        return json.dumps(envelope.model_dump(mode="json", by_alias=True, exclude_none=True),
+                          separators=(",", ":"))
 
     def _drop(self) -> None:
         log.info("dropping connection %s of user %s: it does not keep up with its frames",

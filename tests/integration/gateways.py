@@ -1,7 +1,7 @@
 """Gateway processes and WebSocket clients for the multi-process tests.
 
 ``Gateway`` is the distributed shape's web process exactly as the Procfile starts it
-(gunicorn, gthread, ``vancetope_gateway.wsgi:app``); ``Client`` is
+(gunicorn, gthread as ``GatewayWorker``, ``vancetope_gateway.wsgi:app``); ``Client`` is
 ``vancetope_gateway.chat_client.ChatClient`` plus the event frames it received;
 ``Stack`` puts gateways on top of a ``Cluster`` (its Redis, SQLite file and workers).
 """
@@ -64,7 +64,8 @@ class Proc:
 class Gateway(Proc):
     def __init__(self, name: str, env: dict[str, str], tmp: Path) -> None:
         super().__init__(name, [
-            sys.executable, "-m", "gunicorn", "--worker-class", "gthread", "--workers", "1",
+            sys.executable, "-m", "gunicorn", "--worker-class",
+            "vancetope_gateway.serving.GatewayWorker", "--workers", "1",
             "--threads", "16", "--bind", "127.0.0.1:0", "--timeout", "0",
             "--graceful-timeout", "2", "--no-control-socket", "vancetope_gateway.wsgi:app",
         ], env, tmp)

@@ -157,10 +157,17 @@ class IdentityService:
         """The principal of a bearer token; raises ``Unauthorized`` for a missing or bad one."""
         if not secret or not secret.startswith(TOKEN_PREFIX) or len(secret) > 200:
             raise Unauthorized("missing or malformed token")
-        digest = hash_token(secret)
-        token = self._store.token_by_hash(digest)
-        if token is None or not hmac.compare_digest(token.token_hash, digest):
+        principal = self.holder(hash_token(secret))
+        if principal is None:
             raise Unauthorized("unknown or revoked token")
+        return principal
+
+    def holder(self, token_hash: str) -> Principal | None:
+        """Who the token with this hash authenticates now; None once it is revoked (or
+        never existed). One store read: gateways call it to re-check open sockets."""
+        token = self._store.token_by_hash(token_hash)
+        if token is None or not hmac.compare_digest(token.token_hash, token_hash):
+            return None
         return Principal(token.tenant_id, token.user_id)
 
     # ── the embedded server ──────────────────────────────────────────────

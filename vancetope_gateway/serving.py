@@ -1,0 +1,80 @@
+"""The two HTTP servers a gateway runs under, each with a bound on reading a request's line
+and headers (``VANCETOPE_HEADER_TIMEOUT``), so half-sent requests (slowloris) cannot hold
+the threads that serve everybody.
+
+- ``vancetope serve``: werkzeug's threaded server, whose sockets otherwise have no timeout.
+  Here every accepted socket gets the timeout, which bounds each read of the request line,
+  the headers and a body, and an idle keep-alive connection; the gateway lifts it once a
+  ``/ws`` upgrade is authenticated (``app._authenticate_websocket``), so an idle WebSocket
+  is never cut (its liveness is the 25 s ping).
+- gunicorn (the Procfile's ``web``): the ``gthread`` worker waits a bounded time for a
+  connection's first byte (then parks it, closing it after ``--keep-alive`` seconds) and
+  closes idle keep-alive connections after ``--keep-alive``; but once a byte arrived it
+  reads the line and headers with no bound, in one of its ``--threads``. ``GatewayWorker``
+  adds that bound. (``--timeout 0`` only disables the arbiter's kill of a worker whose
+  main loop stops beating, which gthread's loop never does while threads serve
+  WebSockets; it bounds no socket.)
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from typing import Any
+
+from flask import Flask
+from gunicorn.workers.gthread import ThreadWorker
+from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
+
+from vancetope_brain.config import Config
+
+
+def make_embedded_server(app: Flask, host: str, port: int,
+                         header_timeout: float) -> BaseWSGIServer:
+    """werkzeug's threaded server whose sockets time out reading after ``header_timeout``."""
+    handler = type("TimedRequestHandler", (WSGIRequestHandler,), {"timeout": header_timeout})
+    return make_server(host, port, app, threaded=True, request_handler=handler)
+
+
+class GatewayWorker(ThreadWorker):
+    """gunicorn's gthread worker, closing a connection whose request line and headers are
+    not in ``VANCETOPE_HEADER_TIMEOUT`` seconds after a thread took it.
+
+    The worker's main loop (once a second) shuts such a socket down; the thread's blocked
+    read then ends as an ordinary client disconnect and the thread is free.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._header_timeout = Config.from_env().header_timeout
+        self._reading: dict[Any, float] = {}  # connection → deadline of its headers
+        self._reading_lock = threading.Lock()
+
+    def handle(self, conn: Any) -> Any:
+        with self._reading_lock:
+            self._reading[conn] = time.monotonic() + self._header_timeout
+        try:
+            return super().handle(conn)
+        finally:
+            self._done_reading(conn)
+
+    def handle_request(self, req: Any, conn: Any) -> Any:
+        self._done_reading(conn)  # the headers are parsed; the app runs unbounded
+        return super().handle_request(req, conn)
+
+    def murder_keepalived(self, force: bool = False) -> None:
+        super().murder_keepalived(force)
+        now = time.monotonic()
+        with self._reading_lock:
+            late = [conn for conn, deadline in self._reading.items() if deadline <= now]
+            for conn in late:
+                del self._reading[conn]
+        for conn in late:
+            with contextlib.suppress(OSError):
+                conn.sock.shutdown(socket.SHUT_RDWR)
+
+    def _done_reading(self, conn: Any) -> None:
+        with self._reading_lock:
+            self._reading.pop(conn, None)
