@@ -13,6 +13,7 @@
     │   ├── Unauthorized          (code ``unauthorized``)
     │   ├── Forbidden             (code ``forbidden``) — a signed link that is forged or expired
     │   ├── RateLimited           (code ``rate_limited``)
+    │   ├── LimitExceeded         (code ``limit_exceeded``) — one more would pass a documented cap
     │   ├── ConfigError           (code ``config_error``)
     │   ├── UnknownEngine         (code ``unknown_engine``)
     │   └── ToolError             (code ``tool_error``) — a tool's own failure, the model's to handle
@@ -109,6 +110,13 @@ class RateLimited(UserError):
     """Raised when a connection exceeds its request rate."""
 
     code = "rate_limited"
+
+
+class LimitExceeded(UserError):
+    """Raised when a request would pass a documented cap (definitions per tenant, a
+    definition's size, …); nothing of it is stored. The message names the cap."""
+
+    code = "limit_exceeded"
 
 
 class ConfigError(UserError):
