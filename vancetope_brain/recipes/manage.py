@@ -2,7 +2,7 @@
 list — for recipes and every other definition kind.
 
 Writes validate first: a stored definition is always a valid dump of its kind's model with its
-schema version, at most ``MAX_DEFINITION_BYTES`` stored, whose templates rendered once with
+schema version, at most ``MAX_DEFINITION_BYTES`` as JSON, whose templates rendered once with
 sample values inside the render bounds. A tenant holds at most ``max_per_tenant`` definitions
 of each kind, counted across its levels (``VANCETOPE_MAX_DEFINITIONS``). A project-level write
 checks that the project exists; the tenant is the caller's (authenticated, or checked by the
@@ -63,9 +63,11 @@ class DefinitionAdmin(Generic[D]):
 
     def _check(self, tenant_id: str, project_id: str | None, definition: D) -> None:
         self.check_project(tenant_id, project_id)
-        size = len(definition.model_dump_json(by_alias=True).encode())
+        # The document as JSON (what a frame carries), less the fields left at their defaults:
+        # the record adds only those, a bounded few.
+        size = len(definition.model_dump_json(by_alias=True, exclude_defaults=True).encode())
         if size > MAX_DEFINITION_BYTES:
-            raise LimitExceeded(f"{definition.KIND} {definition.name}: {size:,} bytes stored; a "
+            raise LimitExceeded(f"{definition.KIND} {definition.name}: {size:,} bytes as JSON; a "
                                 f"{definition.KIND} has at most {MAX_DEFINITION_BYTES:,}")
         definition.check_render()
 

@@ -70,7 +70,8 @@ def check_template(source: str, names: frozenset[str] = CONTEXT_NAMES) -> None:
     template's code, and refuses a template of more than ``MAX_TEMPLATE_TOKENS`` tokens before
     parsing it."""
     try:
-        for count, _ in enumerate(_ENV.lex(source), 1):
+        tokens = (kind for _, kind, _ in _ENV.lex(source) if kind != "whitespace")
+        for count, _ in enumerate(tokens, 1):
             if count > MAX_TEMPLATE_TOKENS:
                 raise ValueError(f"template has more than {MAX_TEMPLATE_TOKENS:,} tokens")
         unknown = variables_of(_ENV, _ENV.parse(source)) - names

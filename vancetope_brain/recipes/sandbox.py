@@ -77,7 +77,8 @@ MAX_JSON_INDENT = 8
 """Largest ``indent`` of the ``tojson`` filter."""
 
 MAX_TEMPLATE_TOKENS = 2000
-"""Tokens one template may have (a name, an operator, a run of literal text …), checked while
+"""Tokens one template may have (a name, an operator, a run of literal text …; whitespace
+inside tags does not count), checked while
 lexing, before the template is parsed: parsing and compiling cost about 30 µs per token, so a
 template of dense tags would stall its request thread. Bundled prompts have under 100."""
 
@@ -418,7 +419,7 @@ def _batch(value: Any, linecount: int, fill_with: Any = None) -> Iterator[list[A
 
 def _slice(value: Any, slices: int, fill_with: Any = None) -> Iterator[list[Any]]:
     _items(_count(slices))
-    return filters.do_slice(value, slices, fill_with)
+    return filters.sync_do_slice(value, slices, fill_with)
 
 
 @pass_eval_context
@@ -426,9 +427,9 @@ def _join(eval_ctx: Any, value: Any, d: str = "", attribute: Any = None) -> str:
     items = list(value)
     _items(len(items))
     if attribute is not None:
-        items = list(filters.do_map(eval_ctx, items, attribute=attribute))
+        items = list(map(filters.make_attrgetter(eval_ctx.environment, attribute), items))
     _text(sum(len(str(i)) for i in items) + len(str(d)) * max(len(items) - 1, 0))
-    return _charge(filters.do_join(eval_ctx, items, d))
+    return _charge(filters.sync_do_join(eval_ctx, items, d))
 
 
 @pass_eval_context
