@@ -6,6 +6,7 @@
     │   │   ├── BadJson           (code ``bad_json``) — a frame that is not JSON text
     │   │   ├── UnknownFrameType  (code ``unknown_type``)
     │   │   └── RecipeError       (code ``invalid_input``) — a malformed recipe or an unrenderable prompt
+    │   │       └── RenderBudgetExceeded (code ``invalid_input``) — a template render would pass a bound of the sandbox
     │   ├── NotFound              (code ``not_found``) — also what a foreign tenant's id looks like
     │   │   └── UnknownRecipe     (code ``not_found``) — the message suggests the closest name
     │   ├── Conflict              (code ``conflict``) — the request is illegal in the current state
@@ -70,6 +71,12 @@ class RecipeError(InvalidInput):
 
     The message names where (the file or the stored scope) and the field path.
     """
+
+
+class RenderBudgetExceeded(RecipeError):
+    """Raised when a template render would pass one of the sandbox's bounds
+    (``vancetope_brain.recipes.sandbox``); the message names the bound. The renderer re-raises
+    it as a ``RecipeError`` naming the template."""
 
 
 class NotFound(UserError):

@@ -40,12 +40,11 @@ from jinja2 import (
 )
 from jinja2.sandbox import SecurityError
 
-from vancetope_brain.errors import RecipeError
+from vancetope_brain.errors import RecipeError, RenderBudgetExceeded
 from vancetope_brain.recipes.sandbox import (
     MAX_TEMPLATE_TOKENS,
     MAX_TEXT,
     BoundedEnvironment,
-    RenderLimit,
     budget,
     variables_of,
 )
@@ -104,9 +103,9 @@ def render_text(where: str, source: str, variables: Mapping[str, Any], *,
         with budget():
             text = _compiled(sample, source).render(**variables)
         if len(text) > MAX_TEXT:
-            raise RenderLimit(f"more than {MAX_TEXT:,} characters of output")
+            raise RenderBudgetExceeded(f"more than {MAX_TEXT:,} characters of output")
         return text.strip()
-    except RenderLimit as e:
+    except RenderBudgetExceeded as e:
         raise RecipeError(f"{where}: template exceeded its render budget: {e}") from e
     except UndefinedError as e:
         if sample:

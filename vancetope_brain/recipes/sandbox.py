@@ -18,7 +18,7 @@ compiling, ``'x' * 10**9`` builds a gigabyte, two nested ``range`` loops run
   every call, every printed piece of text (literal text included, inside macros
   and ``{% set %}`` blocks too) and every value an operator or filter builds.
 
-An overrun raises ``RenderLimit`` naming the bound; ``render`` turns it into a
+An overrun raises ``RenderBudgetExceeded`` naming the bound; ``render`` turns it into a
 ``RecipeError``. Templates render only inside ``budget()``: a hook that finds no
 budget raises rather than run unbounded.
 """
@@ -42,6 +42,8 @@ from jinja2.meta import TrackingCodeGenerator
 from jinja2.runtime import Context, LoopContext
 from jinja2.sandbox import MAX_RANGE, ImmutableSandboxedEnvironment, SecurityError
 from jinja2.visitor import NodeTransformer
+
+from vancetope_brain.errors import RenderBudgetExceeded
 
 MAX_RENDER_SECONDS = 0.05
 """CPU time one render may take (the rendering thread's CPU, ``time.thread_time``). CPU rather
@@ -86,10 +88,6 @@ _DROPPED_FILTERS = frozenset({"urlize", "pprint"})
 """Filters a template cannot use: slow on large values and of no use in a prompt."""
 
 
-class RenderLimit(Exception):
-    """Raised when a render would pass one of this module's bounds; the message names it."""
-
-
 @dataclass
 class RenderBudget:
     """What one render has spent. ``tick`` checks the CPU deadline."""
@@ -102,12 +100,12 @@ class RenderBudget:
 
     def tick(self) -> None:
         if time.thread_time() > self.deadline:
-            raise RenderLimit(f"more than {MAX_RENDER_SECONDS * 1000:.0f} ms of CPU")
+            raise RenderBudgetExceeded(f"more than {MAX_RENDER_SECONDS * 1000:.0f} ms of CPU")
 
     def build(self, size: int) -> None:
         self.built += size
         if self.built > MAX_BUILT:
-            raise RenderLimit(f"more than {MAX_BUILT:,} characters built")
+            raise RenderBudgetExceeded(f"more than {MAX_BUILT:,} characters built")
         self.tick()
 
 
@@ -134,12 +132,12 @@ def _spent() -> RenderBudget:
 # ── sizes, checked before a value is built ───────────────────────────────────────────
 def _text(size: int) -> None:
     if size > MAX_TEXT:
-        raise RenderLimit(f"a string of {size:,} characters (at most {MAX_TEXT:,})")
+        raise RenderBudgetExceeded(f"a string of {size:,} characters (at most {MAX_TEXT:,})")
 
 
 def _items(size: int) -> None:
     if size > MAX_ITEMS:
-        raise RenderLimit(f"a list of {size:,} items (at most {MAX_ITEMS:,})")
+        raise RenderBudgetExceeded(f"a list of {size:,} items (at most {MAX_ITEMS:,})")
 
 
 def _count(value: Any) -> int:
@@ -174,7 +172,7 @@ def _percent_size(fmt: str, args: Any) -> int:
     """An upper bound of ``fmt % args``; refuses ``*`` widths and widths above ``MAX_TEXT``."""
     specs = _PERCENT.findall(fmt)
     if any("*" in (width, precision) for width, precision in specs):
-        raise RenderLimit("'*' widths in % formatting")
+        raise RenderBudgetExceeded("'*' widths in % formatting")
     widest = max((int(n or 0) for spec in specs for n in spec), default=0)
     _text(widest)
     values = args.values() if isinstance(args, Mapping) else (
@@ -186,7 +184,7 @@ def _format_size(fmt: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> 
     """An upper bound of ``fmt.format(*args, **kwargs)``."""
     fields = [spec or "" for _, name, spec, _ in string.Formatter().parse(fmt) if name is not None]
     if any("{" in spec for spec in fields):
-        raise RenderLimit("nested fields in a format spec")
+        raise RenderBudgetExceeded("nested fields in a format spec")
     widest = max((int(n) for spec in fields for n in re.findall(r"\d+", spec)), default=0)
     _text(widest)
     return len(fmt) + len(fields) * (_longest([*args, *kwargs.values()]) + widest
@@ -205,7 +203,7 @@ def _binop_size(operator: str, left: Any, right: Any) -> None:
     sequences = (str, list, tuple)
     if operator == "**" and isinstance(left, int) and isinstance(right, int) and right > 0:
         if abs(left) > 1 and right * math.log2(abs(left)) > MAX_INT_BITS:
-            raise RenderLimit(f"an integer of more than {MAX_INT_BITS} bits")
+            raise RenderBudgetExceeded(f"an integer of more than {MAX_INT_BITS} bits")
     elif operator == "*":
         if isinstance(right, sequences) and isinstance(left, int):
             left, right = right, left
@@ -213,7 +211,7 @@ def _binop_size(operator: str, left: Any, right: Any) -> None:
             (_text if isinstance(left, str) else _items)(len(left) * max(right, 0))
         elif isinstance(left, int) and isinstance(right, int) and \
                 left.bit_length() + right.bit_length() > MAX_INT_BITS:
-            raise RenderLimit(f"an integer of more than {MAX_INT_BITS} bits")
+            raise RenderBudgetExceeded(f"an integer of more than {MAX_INT_BITS} bits")
     elif operator == "+" and isinstance(left, sequences) and type(left) is type(right):
         (_text if isinstance(left, str) else _items)(len(left) + len(right))
     elif operator == "%" and isinstance(left, str):
@@ -287,7 +285,7 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
         spent = _spent()
         spent.calls += 1
         if spent.calls > MAX_CALLS:
-            raise RenderLimit(f"more than {MAX_CALLS:,} calls")
+            raise RenderBudgetExceeded(f"more than {MAX_CALLS:,} calls")
         target = getattr(__obj, "__wrapped__", __obj)  # str.format comes wrapped
         owner, name = getattr(target, "__self__", None), getattr(target, "__name__", "")
         if isinstance(owner, str):
@@ -302,7 +300,7 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
         spent.depth += 1
         try:
             if spent.depth > MAX_CALL_DEPTH:
-                raise RenderLimit(f"calls nested more than {MAX_CALL_DEPTH} deep")
+                raise RenderBudgetExceeded(f"calls nested more than {MAX_CALL_DEPTH} deep")
             return _charge(super().call(__context, __obj, *args, **kwargs))
         finally:
             spent.depth -= 1
@@ -340,7 +338,7 @@ def _loop(iterable: Any) -> Iterator[Any]:
     for item in iterable:
         spent.iterations += 1
         if spent.iterations > MAX_ITERATIONS:
-            raise RenderLimit(f"more than {MAX_ITERATIONS:,} loop iterations")
+            raise RenderBudgetExceeded(f"more than {MAX_ITERATIONS:,} loop iterations")
         spent.tick()
         yield item
 
@@ -435,7 +433,7 @@ def _join(eval_ctx: Any, value: Any, d: str = "", attribute: Any = None) -> str:
 @pass_eval_context
 def _tojson(eval_ctx: Any, value: Any, indent: int | None = None) -> str:
     if indent is not None and (not isinstance(indent, int) or indent > MAX_JSON_INDENT):
-        raise RenderLimit(f"tojson indent above {MAX_JSON_INDENT}")
+        raise RenderBudgetExceeded(f"tojson indent above {MAX_JSON_INDENT}")
     return _charge(filters.do_tojson(eval_ctx, value, indent))
 
 
@@ -447,7 +445,7 @@ def _sum(environment: Any, iterable: Any, attribute: Any = None, start: Any = 0)
     total = start
     for item in items:
         if not isinstance(item, int | float) or not isinstance(total, int | float):
-            raise RenderLimit("sum adds numbers only")
+            raise RenderBudgetExceeded("sum adds numbers only")
         total += item
         _spent().tick()
     return total
