@@ -95,6 +95,7 @@ LEGITIMATE = [
     "{{ params.rows|batch(2)|list }} {{ [1, 2]|sum }} {{ params.rows|slice(2)|list }}",
     "{{ params|tojson(2) }} {{ 'a b c'|wordwrap(3)|indent(2) }}",
     "{{ params.rows[0].upper() }}{{ 'x,y'.split(',') }}{{ params.get('rows')|length }}",
+    "{{ '-'.join(params.rows|map('upper')) }} {{ params.rows|map('center', 3)|join('|') }}",
     "{% set ns = namespace(n=0) %}{% for x in range(50) %}{% set ns.n = ns.n + x %}{% endfor %}"
     "{{ ns.n }} {% if process.goal %}{{ process.goal|truncate(60) }}{% endif %}",
 ]

@@ -291,6 +291,8 @@ class BoundedEnvironment(ImmutableSandboxedEnvironment):
         if isinstance(owner, str):
             if name not in _STR_METHODS:
                 raise SecurityError(f"str.{name} is not allowed in templates")
+            if name == "join" and args:  # sized first, so an iterator must not be used up
+                args = (list(args[0]), *args[1:])
             _text(_str_call_size(owner, name, args, kwargs))
         elif isinstance(target, BuiltinMethodType | MethodWrapperType) and \
                 name not in _DATA_METHODS:
