@@ -62,7 +62,7 @@ _SAMPLE_ENV = BoundedEnvironment(undefined=ChainableUndefined, **_OPTIONS)
 """For the check on save: what the sample values lack renders empty."""
 
 
-@functools.lru_cache(maxsize=1024)  # a stored definition is validated at every read
+@functools.lru_cache(maxsize=256)  # a stored definition is validated at every read
 def check_template(source: str, names: frozenset[str] = CONTEXT_NAMES) -> None:
     """Raise ``ValueError`` (pydantic turns it into a field error) unless ``source`` compiles
     and uses only ``names`` (by default those of the prompt render context). Runs none of the
