@@ -152,5 +152,5 @@ def test_another_tenants_pings_stay_fast_while_attacks_are_saved_and_run(emb, te
         a.close()
     print(f"\ntenant B: {len(rtts)} pings, max {max(rtts):.1f} ms, "
           f"p50 {statistics.median(rtts):.1f} ms")
-    assert len(rtts) > 20
+    assert len(rtts) >= 10
     assert max(rtts) < PING_BOUND_MS

@@ -88,19 +88,34 @@ _DROPPED_FILTERS = frozenset({"urlize", "pprint"})
 """Filters a template cannot use: slow on large values and of no use in a prompt."""
 
 
+YIELD_EVERY_SECONDS = 0.002
+"""A render that has run this much CPU since it last did lets the other threads of the process
+run (a short sleep releases the GIL), so a long render delays another request by about this
+much, not by Python's 5 ms switch interval for each of its hand-offs. Legitimate renders
+finish long before."""
+
+_YIELD_SLEEP = 0.0001
+
+
 @dataclass
 class RenderBudget:
-    """What one render has spent. ``tick`` checks the CPU deadline."""
+    """What one render has spent. ``tick`` checks the CPU deadline (and yields the GIL now
+    and then)."""
 
-    deadline: float = field(default_factory=lambda: time.thread_time() + MAX_RENDER_SECONDS)
+    started: float = field(default_factory=time.thread_time)
     iterations: int = 0
     calls: int = 0
     depth: int = 0
     built: int = 0
+    yielded: float = 0.0
 
     def tick(self) -> None:
-        if time.thread_time() > self.deadline:
+        spent = time.thread_time() - self.started
+        if spent > MAX_RENDER_SECONDS:
             raise RenderBudgetExceeded(f"more than {MAX_RENDER_SECONDS * 1000:.0f} ms of CPU")
+        if spent - self.yielded > YIELD_EVERY_SECONDS:
+            self.yielded = spent
+            time.sleep(_YIELD_SLEEP)
 
     def build(self, size: int) -> None:
         self.built += size
