@@ -243,6 +243,30 @@ def test_recipe_and_setting_errors_are_one_line(admin, tmp_path: Path, argv, mes
     assert failed.err.count("\n") == 1
 
 
+def test_recipe_put_refuses_an_alias_bomb_and_the_tenant_cap(admin, store: Backend,
+                                                              tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch
+                                                              ) -> None:
+    from tests.recipes.attacks import BOMB
+
+    admin("tenant", "create", "Acme", "--id", "acme")
+    bomb = tmp_path / "bomb.yaml"
+    bomb.write_text(BOMB)
+    failed = admin("recipe", "put", "--tenant", "acme", str(bomb))
+    assert failed.code == 2 and "YAML anchors and aliases (&a) are not allowed" in failed.err
+    assert store.port(RecipeStore).list_recipes("acme", None) == []
+
+    monkeypatch.setenv("VANCETOPE_MAX_DEFINITIONS", "1")
+    recipe = tmp_path / "one.yaml"
+    recipe.write_text("name: one\nengine: ford\n")
+    assert admin("recipe", "put", "--tenant", "acme", str(recipe)).code == 0
+    assert admin("recipe", "put", "--tenant", "acme", str(recipe)).code == 0  # replaces
+    recipe.write_text("name: two\nengine: ford\n")
+    failed = admin("recipe", "put", "--tenant", "acme", "--project", "default", str(recipe))
+    assert failed.code == 2 and "already has 1 recipe definitions" in failed.err, failed.err
+    assert [r.name for r in store.port(RecipeStore).list_recipes("acme", "default")] == []
+
+
 def test_setting_set_get_unset_list_over_the_cascade(admin, store: Backend) -> None:
     admin("tenant", "create", "Acme", "--id", "acme")
     admin("user", "create", "--tenant", "acme", "Ada", "--id", "ada")

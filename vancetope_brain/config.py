@@ -46,6 +46,7 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "VANCETOPE_MAX_SESSIONS_PER_USER": ("100", "Sessions of one user that are not CLOSED (OPEN or SUSPENDED); one more is refused with `limit_exceeded`."),
     "VANCETOPE_MAX_PROCESSES_PER_SESSION": ("64", "Processes of one session that are not CLOSED, workers spawned by engines included; one more is refused with `limit_exceeded` (a tool error for a spawning model)."),
     "VANCETOPE_MAX_PENDING_ITEMS_PER_PROCESS": ("100", "PENDING Inbox items one process has posted; one more is refused with `limit_exceeded` (a tool error for the model)."),
+    "VANCETOPE_MAX_DEFINITIONS": ("100", "Recipes a tenant may store across its tenant and project levels (likewise strategies, and templates); one more is refused with `limit_exceeded`."),
     "VANCETOPE_EVENT_LOG_MAX": ("10000", "Events kept per session for reconnecting clients."),
     "VANCETOPE_EVENT_LOG_TTL": ("86400", "Seconds a session's event log outlives its last event."),
     "OPENAI_API_KEY": ("(unset)", "API key of the OpenAI-compatible endpoint; unset with no base URL means the offline demo model."),
@@ -103,6 +104,7 @@ class Config:
     host: str
     port: int
     max_frame_bytes: int
+    max_definitions: int
     event_log_max: int
     event_log_ttl: int
     openai_api_key: str | None
@@ -161,6 +163,7 @@ class Config:
             host=env.get("VANCETOPE_HOST", "127.0.0.1"),
             port=_number(env, "VANCETOPE_PORT", int, 0),
             max_frame_bytes=_number(env, "VANCETOPE_MAX_FRAME_BYTES", int, 1024),
+            max_definitions=_number(env, "VANCETOPE_MAX_DEFINITIONS", int, 1),
             event_log_max=_number(env, "VANCETOPE_EVENT_LOG_MAX", int, 10),
             event_log_ttl=_number(env, "VANCETOPE_EVENT_LOG_TTL", int, 60),
             openai_api_key=env.get("OPENAI_API_KEY") or None,

@@ -6,6 +6,7 @@
     │   │   ├── BadJson           (code ``bad_json``) — a frame that is not JSON text
     │   │   ├── UnknownFrameType  (code ``unknown_type``)
     │   │   └── RecipeError       (code ``invalid_input``) — a malformed recipe or an unrenderable prompt
+    │   │       └── RenderBudgetExceeded (code ``invalid_input``) — a template render would pass a bound of the sandbox
     │   ├── NotFound              (code ``not_found``) — also what a foreign tenant's id looks like
     │   │   └── UnknownRecipe     (code ``not_found``) — the message suggests the closest name
     │   ├── Conflict              (code ``conflict``) — the request is illegal in the current state
@@ -72,6 +73,12 @@ class RecipeError(InvalidInput):
     """
 
 
+class RenderBudgetExceeded(RecipeError):
+    """Raised when a template render would pass one of the sandbox's bounds
+    (``vancetope_brain.recipes.sandbox``); the message names the bound. The renderer re-raises
+    it as a ``RecipeError`` naming the template."""
+
+
 class NotFound(UserError):
     """Raised when a record does not exist or belongs to another tenant or user."""
 
@@ -113,8 +120,9 @@ class RateLimited(UserError):
 
 
 class LimitExceeded(UserError):
-    """Raised when creating one more of something would pass its documented cap (docs/protocol.md
-    "Limits"); nothing of the refused request is stored."""
+    """Raised when a request would pass a documented cap (docs/protocol.md "Limits"):
+    sessions, processes, Inbox items, connections, definitions per tenant, a definition's
+    size, …; nothing of it is stored. The message names the cap."""
 
     code = "limit_exceeded"
 

@@ -145,7 +145,8 @@ class Administration:
         identity = IdentityService.on(store)
         return cls(store, identity,
                    SettingsService(store.port(SettingStore), store.port(IdentityStore)),
-                   RecipeResolver(store.port(RecipeStore)), RecipeAdmin.on(store),
+                   RecipeResolver(store.port(RecipeStore)),
+                   RecipeAdmin.on(store, config.max_definitions),
                    store.port(DeliveryStore), store.port(DeadLetterStore))
 
     def close(self) -> None:

@@ -27,5 +27,5 @@ class Gateway(Core):
 def build_gateway(config: Config, enqueue: Enqueue, *, store: Backend | None = None) -> Gateway:
     core = Core.parts(config, enqueue, store=store)
     return Gateway(**core, identity=IdentityService.on(core["store"]),
-                   recipe_admin=RecipeAdmin.on(core["store"]),
+                   recipe_admin=RecipeAdmin.on(core["store"], config.max_definitions),
                    client_tools=ClientToolBridge(core["redis"], core["events"]))

@@ -17,7 +17,7 @@ from typing import Any, Generic, TypeVar
 import yaml
 from pydantic import ValidationError
 
-from vancetope_brain.errors import RecipeError
+from vancetope_brain.errors import LimitExceeded, RecipeError
 from vancetope_brain.recipes.model import KEBAB, Definition, Recipe
 
 D = TypeVar("D", bound=Definition)
@@ -25,9 +25,25 @@ D = TypeVar("D", bound=Definition)
 BUNDLED_PACKAGE = "recipes"
 """The top-level package holding bundled recipe YAML and manuals."""
 
+MAX_DEFINITION_BYTES = 256 * 1024
+"""Largest definition document (recipe, strategy, template): its YAML text, and the record
+stored for it (its JSON dump), in UTF-8 bytes."""
+
 
 class _UniqueKeyLoader(yaml.SafeLoader):
-    """Safe YAML that refuses a key given twice (the last one would silently win)."""
+    """Safe YAML that refuses a key given twice (the last one would silently win), and anchors
+    and aliases: a few hundred bytes of nested aliases expand to gigabytes (a "billion
+    laughs"), and a definition has no use for them."""
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None):
+            what = f"*{event.anchor}" if isinstance(event, yaml.AliasEvent) else \
+                f"&{event.anchor}"
+            raise yaml.composer.ComposerError(
+                None, None, f"YAML anchors and aliases ({what}) are not allowed in definitions",
+                event.start_mark)
+        return super().compose_node(parent, index)  # type: ignore[no-untyped-call]
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[Any] = set()
@@ -77,7 +93,12 @@ def recipe_from_mapping(raw: Any, where: str) -> Recipe:
 
 
 def parse_definition(kind: type[D], text: str, where: str) -> D:
-    """One ``kind`` document from YAML text."""
+    """One ``kind`` document from YAML text. Raises ``LimitExceeded`` for a text over
+    ``MAX_DEFINITION_BYTES``, ``RecipeError`` for anything else wrong with it."""
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > MAX_DEFINITION_BYTES:
+        raise LimitExceeded(f"{where}: {size:,} bytes; a {kind.KIND} has at most "
+                            f"{MAX_DEFINITION_BYTES:,}")
     try:
         raw = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as e:

@@ -2,15 +2,19 @@
 list — for recipes and every other definition kind.
 
 Writes validate first: a stored definition is always a valid dump of its kind's model with its
-schema version. A project-level write checks that the project exists; the tenant is the
-caller's (authenticated, or checked by the CLI).
+schema version, at most ``MAX_DEFINITION_BYTES`` as JSON, whose templates rendered once with
+sample values inside the render bounds. A tenant holds at most ``max_per_tenant`` definitions
+of each kind, counted across its levels (``VANCETOPE_MAX_DEFINITIONS``). A project-level write
+checks that the project exists; the tenant is the caller's (authenticated, or checked by the
+CLI). A refused write stores nothing.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from vancetope_brain.errors import NotFound
+from vancetope_brain.errors import LimitExceeded, NotFound
+from vancetope_brain.recipes.loader import MAX_DEFINITION_BYTES
 from vancetope_brain.recipes.model import Definition, Recipe
 
 if TYPE_CHECKING:
@@ -18,35 +22,54 @@ if TYPE_CHECKING:
 
 D = TypeVar("D", bound=Definition)
 
+DEFAULT_MAX_PER_TENANT = 100
+"""Definitions of one kind a tenant may store across its levels, unless configured
+(``VANCETOPE_MAX_DEFINITIONS``)."""
+
 
 class DefinitionAdmin(Generic[D]):
     """One kind's tenant- and project-level definitions; tenant-level ones have
     ``project_id=None``."""
 
-    def __init__(self, store: RecipeStore, identity: IdentityStore, kind: type[D]) -> None:
+    def __init__(self, store: RecipeStore, identity: IdentityStore, kind: type[D],
+                 max_per_tenant: int = DEFAULT_MAX_PER_TENANT) -> None:
         self._store = store
         self._identity = identity
         self.kind = kind
+        self.max_per_tenant = max_per_tenant
 
     def create(self, tenant_id: str, project_id: str | None, definition: D) -> None:
-        """Raises ``Conflict`` if one of that name exists at this level."""
-        self.check_project(tenant_id, project_id)
-        self._store.create_definition(tenant_id, project_id, definition)
+        """Raises ``Conflict`` if one of that name exists at this level, ``LimitExceeded`` if
+        the tenant has ``max_per_tenant`` of this kind, ``RecipeError`` for a template that does
+        not render with sample values."""
+        self._check(tenant_id, project_id, definition)
+        self._store.create_definition(tenant_id, project_id, definition, self.max_per_tenant)
 
     def update(self, tenant_id: str, project_id: str | None, definition: D) -> None:
-        """Replace the one of that name at this level; raises ``NotFound``."""
-        self.check_project(tenant_id, project_id)
+        """Replace the one of that name at this level; raises ``NotFound``, and as ``create``."""
+        self._check(tenant_id, project_id, definition)
         self._store.update_definition(tenant_id, project_id, definition)
 
     def put(self, tenant_id: str, project_id: str | None, definition: D) -> bool:
         """Create or replace; returns whether it was created."""
-        self.check_project(tenant_id, project_id)
+        self._check(tenant_id, project_id, definition)
         try:
             self._store.update_definition(tenant_id, project_id, definition)
             return False
         except NotFound:
-            self._store.create_definition(tenant_id, project_id, definition)
+            self._store.create_definition(tenant_id, project_id, definition,
+                                          self.max_per_tenant)
             return True
+
+    def _check(self, tenant_id: str, project_id: str | None, definition: D) -> None:
+        self.check_project(tenant_id, project_id)
+        # The document as JSON (what a frame carries), less the fields left at their defaults:
+        # the record adds only those, a bounded few.
+        size = len(definition.model_dump_json(by_alias=True, exclude_defaults=True).encode())
+        if size > MAX_DEFINITION_BYTES:
+            raise LimitExceeded(f"{definition.KIND} {definition.name}: {size:,} bytes as JSON; a "
+                                f"{definition.KIND} has at most {MAX_DEFINITION_BYTES:,}")
+        definition.check_render()
 
     def delete(self, tenant_id: str, project_id: str | None, name: str) -> None:
         """Raises ``NotFound`` if there is none of that name at this level."""
@@ -62,19 +85,20 @@ class DefinitionAdmin(Generic[D]):
             self._identity.get_project(tenant_id, project_id)
 
     def of(self, kind: type[E]) -> DefinitionAdmin[E]:
-        """The admin of another kind over the same store."""
-        return DefinitionAdmin(self._store, self._identity, kind)
+        """The admin of another kind over the same store (and with the same cap)."""
+        return DefinitionAdmin(self._store, self._identity, kind, self.max_per_tenant)
 
 
 E = TypeVar("E", bound=Definition)
 
 
 class RecipeAdmin(DefinitionAdmin[Recipe]):
-    def __init__(self, store: RecipeStore, identity: IdentityStore) -> None:
-        super().__init__(store, identity, Recipe)
+    def __init__(self, store: RecipeStore, identity: IdentityStore,
+                 max_per_tenant: int = DEFAULT_MAX_PER_TENANT) -> None:
+        super().__init__(store, identity, Recipe, max_per_tenant)
 
     @classmethod
-    def on(cls, store: Backend) -> RecipeAdmin:
+    def on(cls, store: Backend, max_per_tenant: int = DEFAULT_MAX_PER_TENANT) -> RecipeAdmin:
         from vancetope_brain.store import IdentityStore, RecipeStore
 
-        return cls(store.port(RecipeStore), store.port(IdentityStore))
+        return cls(store.port(RecipeStore), store.port(IdentityStore), max_per_tenant)

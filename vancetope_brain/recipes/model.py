@@ -18,7 +18,7 @@ from pydantic import ConfigDict, Field, StringConstraints, field_validator, mode
 from pydantic.alias_generators import to_camel
 
 from vancetope_brain.models.base import Document, Wire
-from vancetope_brain.recipes.render import check_template
+from vancetope_brain.recipes.render import check_template, render_text, sample_context
 
 KEBAB = r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$"
 """Recipe and engine names: lowercase-kebab, like registry names."""
@@ -79,6 +79,19 @@ class Definition(Document):
     if TYPE_CHECKING:  # each kind declares the field itself (with its validation)
         name: str
 
+    def sample_templates(self) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+        """Sample render variables and the document's templates as ``(field path, source)``,
+        for ``check_render``; a kind with templates overrides it."""
+        return {}, []
+
+    def check_render(self) -> None:
+        """Render each template once with sample values, inside the render bounds (see
+        ``vancetope_brain.recipes.sandbox``), as a save does; raises ``RecipeError`` naming the
+        field. What the sample values lack renders empty."""
+        variables, templates = self.sample_templates()
+        for path, source in templates:
+            render_text(f"{self.KIND} {self.name!r}: {path}", source, variables, sample=True)
+
 
 class _RecipeFields(Wire):
     """The fields a recipe and its snapshot share."""
@@ -121,6 +134,11 @@ class Recipe(Definition, _RecipeFields):
                 raise ValueError(f"{path!r} is not a relative path to a .md file inside the "
                                  "recipes directory")
         return paths
+
+    def sample_templates(self) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+        templates = [("promptPrefix", self.prompt_prefix), ("promptOverride", self.prompt_override)]
+        return (sample_context(self.params).variables(self.name),
+                [(path, source) for path, source in templates if source is not None])
 
     @model_validator(mode="after")
     def _add_and_remove_are_disjoint(self) -> Recipe:

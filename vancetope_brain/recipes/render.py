@@ -14,9 +14,12 @@ The render context (what a template may use; anything else is an error at load):
 =============  ===========================================================
 
 Templates are checked when a recipe loads (syntax, and that they use only
-these names) and rendered per turn from the process's snapshot, so a prompt
-can show the current date or tool pool. The sandbox is immutable: a template
-can neither reach dunder attributes (``''.__class__``) nor mutate ``params``.
+these names), rendered once with sample values when one is saved, and rendered
+per turn from the process's snapshot, so a prompt can show the current date or
+tool pool. The sandbox is immutable: a template can neither reach dunder
+attributes (``''.__class__``) nor mutate ``params``; and it is bounded
+(``vancetope_brain.recipes.sandbox``): a render that would pass its CPU time,
+loop, call or size bounds fails with a ``RecipeError`` naming the bound.
 """
 
 from __future__ import annotations
@@ -27,10 +30,24 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from jinja2 import StrictUndefined, Template, TemplateSyntaxError, UndefinedError, meta
-from jinja2.sandbox import ImmutableSandboxedEnvironment, SecurityError
+from jinja2 import (
+    ChainableUndefined,
+    StrictUndefined,
+    Template,
+    TemplateError,
+    TemplateSyntaxError,
+    UndefinedError,
+)
+from jinja2.sandbox import SecurityError
 
-from vancetope_brain.errors import RecipeError
+from vancetope_brain.errors import RecipeError, RenderBudgetExceeded
+from vancetope_brain.recipes.sandbox import (
+    MAX_TEMPLATE_TOKENS,
+    MAX_TEXT,
+    BoundedEnvironment,
+    budget,
+    variables_of,
+)
 
 if TYPE_CHECKING:
     from vancetope_brain.recipes.model import AppliedRecipe
@@ -38,27 +55,37 @@ if TYPE_CHECKING:
 CONTEXT_NAMES = frozenset({"recipe", "process", "params", "user", "project", "tenant", "date",
                            "tools"})
 
-_ENV = ImmutableSandboxedEnvironment(undefined=StrictUndefined, autoescape=False,
-                                     keep_trailing_newline=False, trim_blocks=True,
-                                     lstrip_blocks=True)
+_OPTIONS: dict[str, Any] = {"autoescape": False, "keep_trailing_newline": False,
+                            "trim_blocks": True, "lstrip_blocks": True}
+_ENV = BoundedEnvironment(undefined=StrictUndefined, **_OPTIONS)
+_SAMPLE_ENV = BoundedEnvironment(undefined=ChainableUndefined, **_OPTIONS)
+"""For the check on save: what the sample values lack renders empty."""
 
 
+@functools.lru_cache(maxsize=256)  # a stored definition is validated at every read
 def check_template(source: str, names: frozenset[str] = CONTEXT_NAMES) -> None:
     """Raise ``ValueError`` (pydantic turns it into a field error) unless ``source`` compiles
-    and uses only ``names`` (by default those of the prompt render context)."""
+    and uses only ``names`` (by default those of the prompt render context). Runs none of the
+    template's code, and refuses a template of more than ``MAX_TEMPLATE_TOKENS`` tokens before
+    parsing it."""
     try:
-        parsed = _ENV.parse(source)
+        tokens = (kind for _, kind, _ in _ENV.lex(source) if kind != "whitespace")
+        for count, _ in enumerate(tokens, 1):
+            if count > MAX_TEMPLATE_TOKENS:
+                raise ValueError(f"template has more than {MAX_TEMPLATE_TOKENS:,} tokens")
+        unknown = variables_of(_ENV, _ENV.parse(source)) - names
     except TemplateSyntaxError as e:
         raise ValueError(f"template line {e.lineno}: {e.message}") from e
-    unknown = meta.find_undeclared_variables(parsed) - names
+    except RecursionError as e:
+        raise ValueError("template is nested too deeply") from e
     if unknown:
         raise ValueError(f"template uses unknown variable(s) {', '.join(sorted(unknown))}; "
                          f"the render context has {', '.join(sorted(names))}")
 
 
 @functools.lru_cache(maxsize=256)
-def _compiled(source: str) -> Template:
-    return _ENV.from_string(source)
+def _compiled(sample: bool, source: str) -> Template:
+    return (_SAMPLE_ENV if sample else _ENV).from_string(source)
 
 
 def render(recipe_name: str, field_name: str, source: str, variables: Mapping[str, Any]) -> str:
@@ -67,17 +94,32 @@ def render(recipe_name: str, field_name: str, source: str, variables: Mapping[st
     return render_text(f"recipe {recipe_name!r}: {field_name}", source, variables)
 
 
-def render_text(where: str, source: str, variables: Mapping[str, Any]) -> str:
-    """Render one template in the sandbox; errors are ``RecipeError`` errors starting with
-    ``where``."""
+def render_text(where: str, source: str, variables: Mapping[str, Any], *,
+                sample: bool = False) -> str:
+    """Render one template in the bounded sandbox; errors are ``RecipeError`` errors starting
+    with ``where``. ``sample``: the check on save, with sample ``variables`` — what they lack
+    renders empty, and a template that still needs it passes (only real data can tell)."""
     try:
-        return _compiled(source).render(**variables).strip()
+        with budget():
+            text = _compiled(sample, source).render(**variables)
+        if len(text) > MAX_TEXT:
+            raise RenderBudgetExceeded(f"more than {MAX_TEXT:,} characters of output")
+        return text.strip()
+    except RenderBudgetExceeded as e:
+        raise RecipeError(f"{where}: template exceeded its render budget: {e}") from e
     except UndefinedError as e:
+        if sample:
+            return ""
         raise RecipeError(f"{where}: undefined variable: {e.message}") from e
     except SecurityError as e:
         raise RecipeError(f"{where}: not allowed: {e}") from e
     except TemplateSyntaxError as e:  # a stored template that predates the load check
         raise RecipeError(f"{where}: template line {e.lineno}: {e.message}") from e
+    except (RecursionError, SyntaxError) as e:  # SyntaxError: Python's own nesting limits
+        raise RecipeError(f"{where}: template exceeded its render budget: nested too deeply"
+                          ) from e
+    except (TemplateError, ArithmeticError, LookupError, TypeError, ValueError) as e:
+        raise RecipeError(f"{where}: {type(e).__name__}: {e}") from e
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from pydantic.alias_generators import to_camel
 from vancetope_brain.models.base import Wire
 from vancetope_brain.models.inbox import Criticality
 from vancetope_brain.recipes.model import Definition, Name
-from vancetope_brain.recipes.render import check_template
+from vancetope_brain.recipes.render import check_template, sample_context
 
 TEMPLATE_NAMES = frozenset({"input", "params", "phases", "iteration", "strategy"})
 """What a strategy template may use: ``input`` (the process's goal), ``params`` (its params),
@@ -277,3 +277,15 @@ class Strategy(Definition):
 
     def phase(self, name: str) -> int:
         return next(i for i, p in enumerate(self.phases) if p.name == name)
+
+    def sample_templates(self) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+        templates: list[tuple[str, str | None]] = []
+        for i, phase in enumerate(self.phases):
+            templates.append((f"phases.{i}.goal", phase.goal))
+            templates += [(f"phases.{i}.fork.{j}.goal", b.goal) for j, b in enumerate(phase.fork)]
+            if phase.checkpoint is not None:
+                templates += [(f"phases.{i}.checkpoint.title", phase.checkpoint.title),
+                              (f"phases.{i}.checkpoint.body", phase.checkpoint.body)]
+        variables = {"input": sample_context().goal, "params": dict(self.params), "phases": {},
+                     "iteration": 1, "strategy": self.name}
+        return variables, [(path, source) for path, source in templates if source is not None]

@@ -10,14 +10,14 @@ with ``StrictUndefined``; they may use only ``TEMPLATE_NAMES``.
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field, StringConstraints, field_validator
 from pydantic.alias_generators import to_camel
 
 from vancetope_brain.models.base import Wire
 from vancetope_brain.recipes.model import Definition, Name
-from vancetope_brain.recipes.render import check_template
+from vancetope_brain.recipes.render import check_template, sample_context
 
 TEMPLATE_NAMES = frozenset({"goal", "params"})
 """What a goal may use: ``goal`` (the process's goal) and ``params`` (its params)."""
@@ -68,3 +68,8 @@ class WorkflowTemplate(Definition):
     def _compiles(cls, source: str) -> str:
         check_template(source, TEMPLATE_NAMES)
         return source
+
+    def sample_templates(self) -> tuple[dict[str, Any], list[tuple[str, str]]]:
+        return ({"goal": sample_context().goal, "params": {}},
+                [*((f"steps.{i}.goal", s.goal) for i, s in enumerate(self.steps)),
+                 ("aggregate", self.aggregate)])

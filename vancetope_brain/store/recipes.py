@@ -6,6 +6,7 @@ from __future__ import annotations
 from abc import abstractmethod
 from typing import TypeVar
 
+from vancetope_brain.errors import LimitExceeded
 from vancetope_brain.recipes.model import Definition, Recipe
 from vancetope_brain.store.backend import Port
 
@@ -19,9 +20,10 @@ class RecipeStore(Port):
 
     @abstractmethod
     def create_definition(self, tenant_id: str, project_id: str | None,
-                          definition: Definition) -> None:
+                          definition: Definition, limit: int | None = None) -> None:
         """Insert a definition (its kind is its class's). Raises ``Conflict`` if the name
-        exists for that kind at this level."""
+        exists for that kind at this level, ``LimitExceeded`` if the tenant already holds
+        ``limit`` definitions of that kind across its levels (tenant and projects)."""
 
     @abstractmethod
     def update_definition(self, tenant_id: str, project_id: str | None,
@@ -43,8 +45,9 @@ class RecipeStore(Port):
     def list_definitions(self, kind: type[D], tenant_id: str, project_id: str | None) -> list[D]:
         """The definitions of that kind stored at exactly this level, by name."""
 
-    def create_recipe(self, tenant_id: str, project_id: str | None, recipe: Recipe) -> None:
-        self.create_definition(tenant_id, project_id, recipe)
+    def create_recipe(self, tenant_id: str, project_id: str | None, recipe: Recipe,
+                      limit: int | None = None) -> None:
+        self.create_definition(tenant_id, project_id, recipe, limit)
 
     def update_recipe(self, tenant_id: str, project_id: str | None, recipe: Recipe) -> None:
         self.update_definition(tenant_id, project_id, recipe)
@@ -62,3 +65,9 @@ class RecipeStore(Port):
 def recipe_level(tenant_id: str, project_id: str | None) -> str:
     """How adapters' errors name a definition level."""
     return f"project {project_id}" if project_id is not None else f"tenant {tenant_id}"
+
+
+def over_limit(kind: str, tenant_id: str, limit: int) -> LimitExceeded:
+    """The adapters' error for a tenant at its cap of definitions of ``kind``."""
+    return LimitExceeded(f"tenant {tenant_id} already has {limit} {kind} definitions (the cap, "
+                         "VANCETOPE_MAX_DEFINITIONS); delete one first")

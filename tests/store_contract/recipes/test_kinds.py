@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from vancetope_brain.errors import Conflict, NotFound
+from vancetope_brain.errors import Conflict, LimitExceeded, NotFound
 from vancetope_brain.recipes import Recipe
 from vancetope_brain.recipes.kinds import KINDS
 from vancetope_brain.recipes.strategy import Strategy
@@ -68,3 +68,16 @@ def test_a_template_is_stored_apart_from_a_strategy_of_the_same_name(
     assert recipes.list_definitions(Strategy, "ten_a", None) == [_strategy()]
     with pytest.raises(NotFound, match="template analyze not found in tenant ten_a"):
         recipes.get_definition(WorkflowTemplate, "ten_a", None, "analyze")
+
+
+def test_a_tenant_holds_at_most_limit_definitions_of_a_kind(recipes: RecipeStore) -> None:
+    recipes.create_definition("ten_a", None, Recipe(name="one", engine="ford"), limit=3)
+    recipes.create_definition("ten_a", "p1", Recipe(name="one", engine="ford"), limit=3)
+    recipes.create_definition("ten_a", "p2", Recipe(name="two", engine="ford"), limit=3)  # at it
+    with pytest.raises(LimitExceeded, match="tenant ten_a already has 3 recipe definitions"):
+        recipes.create_definition("ten_a", None, Recipe(name="four", engine="ford"), limit=3)
+    assert [r.name for r in recipes.list_recipes("ten_a", None)] == ["one"]  # nothing written
+    recipes.create_definition("ten_a", None, _strategy(), limit=3)  # another kind counts apart
+    recipes.create_definition("ten_b", None, Recipe(name="four", engine="ford"), limit=3)
+    recipes.delete_recipe("ten_a", "p2", "two")
+    recipes.create_definition("ten_a", None, Recipe(name="four", engine="ford"), limit=3)

@@ -4,7 +4,8 @@
 A document is the validated definition's dump (with its schema version) plus
 ``tenantId`` and ``projectId`` (``''`` for a tenant-level one), ``_id`` =
 ``{tenantId, projectId, name}``. Atomicity: each call is one single-document
-operation (``update_definition`` one ``replace_one``).
+operation (``update_definition`` one ``replace_one``); ``create_definition``'s cap is counted
+just before the insert, so writers racing at the cap may pass it by one each.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from vancetope_brain.errors import Conflict, NotFound
 from vancetope_brain.recipes.model import Definition
 from vancetope_brain.store.mongo import MongoAdapter, MongoBackend
 from vancetope_brain.store.mongo._codec import translated
-from vancetope_brain.store.recipes import RecipeStore, recipe_level
+from vancetope_brain.store.recipes import RecipeStore, over_limit, recipe_level
 
 D = TypeVar("D", bound=Definition)
 
@@ -56,7 +57,10 @@ class MongoRecipes(MongoAdapter, RecipeStore):
 
     @translated
     def create_definition(self, tenant_id: str, project_id: str | None,
-                          definition: Definition) -> None:
+                          definition: Definition, limit: int | None = None) -> None:
+        collection = self._collection(type(definition))
+        if limit is not None and collection.count_documents({"tenantId": tenant_id}) >= limit:
+            raise over_limit(definition.KIND, tenant_id, limit)
         try:
             self._collection(type(definition)).insert_one(_doc(tenant_id, project_id, definition))
         except DuplicateKeyError as e:

@@ -4,7 +4,7 @@ A row holds the validated definition's dump (with its schema version) under
 (tenant, project or ``''``, kind, name); ``kind`` is ``recipe``, ``strategy``, …
 (schema version 6 added it, keeping every older row as a ``recipe``).
 Atomicity: each call is one statement, a write in its own ``BEGIN IMMEDIATE``
-transaction.
+transaction (``create_definition`` counts the tenant's definitions in the same statement).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import TypeVar
 
 from vancetope_brain.errors import Conflict, NotFound
 from vancetope_brain.recipes.model import Definition
-from vancetope_brain.store.recipes import RecipeStore, recipe_level
+from vancetope_brain.store.recipes import RecipeStore, over_limit, recipe_level
 from vancetope_brain.store.sqlite import SqliteAdapter
 from vancetope_brain.store.sqlite._db import load_all, load_one
 
@@ -45,16 +45,21 @@ class SqliteRecipes(SqliteAdapter, RecipeStore):
     migrations = _MIGRATIONS
 
     def create_definition(self, tenant_id: str, project_id: str | None,
-                          definition: Definition) -> None:
+                          definition: Definition, limit: int | None = None) -> None:
+        # One statement: the count and the insert see the same rows.
         try:
-            self.db.execute(
+            cursor = self.db.execute(
                 "INSERT INTO recipes (tenant_id, project_id, kind, name, doc) "
-                "VALUES (?, ?, ?, ?, ?)",
+                "SELECT ?, ?, ?, ?, ? WHERE ? IS NULL OR "
+                "(SELECT COUNT(*) FROM recipes WHERE tenant_id = ? AND kind = ?) < ?",
                 (tenant_id, project_id or "", definition.KIND, definition.name,
-                 definition.model_dump_json(by_alias=True)))
+                 definition.model_dump_json(by_alias=True), limit, tenant_id, definition.KIND,
+                 limit))
         except Conflict as e:
             raise Conflict(f"{definition.KIND} {definition.name} already exists in "
                            f"{recipe_level(tenant_id, project_id)}") from e
+        if cursor.rowcount == 0:
+            raise over_limit(definition.KIND, tenant_id, limit or 0)
 
     def update_definition(self, tenant_id: str, project_id: str | None,
                           definition: Definition) -> None:
