@@ -8,6 +8,7 @@ It also shows the user's Inbox: new items as they arrive, and the commands ``/in
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import itertools
 import json
@@ -75,7 +76,12 @@ class ChatClient:
         box: queue.Queue[dict[str, Any]] = queue.Queue(1)
         with self._lock:
             self._replies[rid] = box
-        self._ws.send(json.dumps({"type": type, "id": rid, "data": data}))
+        try:
+            self._ws.send(json.dumps({"type": type, "id": rid, "data": data}))
+        except ConnectionClosed as e:
+            reason = f"{e.reason} {e.message}".strip()
+            raise VancetopeError(f"the server closed the connection ({reason}); run "
+                                 "`vancetope chat` again to reconnect") from None
         frame = box.get(timeout=REPLY_TIMEOUT)
         if frame["type"] == "error":
             err = VancetopeError(f"{frame['data']['code']}: {frame['data']['message']}")
@@ -84,7 +90,8 @@ class ChatClient:
         return frame["data"]
 
     def close(self) -> None:
-        self._ws.close()
+        with contextlib.suppress(ConnectionClosed):  # the server closed it first
+            self._ws.close()
 
     def _read(self) -> None:
         try:

@@ -22,8 +22,10 @@ from simple_websocket import Client, ConnectionClosed
 from tests.conftest import Embedded
 from tests.gateway.wire import FakeSocket, echo
 from tests.helpers import wait_for
+from vancetope_brain.errors import VancetopeError
 from vancetope_brain.events import EventListener
 from vancetope_brain.identity.service import hash_token
+from vancetope_gateway.chat_client import ChatClient
 from vancetope_gateway.protocol import REVOKED, REVOKED_MESSAGE, Connection
 from vancetope_gateway.tokens import TokenWatch
 
@@ -264,3 +266,13 @@ def test_store_reads_are_per_token_not_per_socket_or_frame(embedded):
           f"{len(reads) - frame_reads} for a background round")
     assert frame_reads == 0 and len(reads) == 10
     assert [s.closed for s, _ in sockets] == [i % 10 == 0 for i in range(1000)]
+
+
+def test_the_terminal_client_says_its_socket_was_closed_for_a_revoked_token(embedded, served):
+    token, secret = embedded.brain.identity.create_token("acme", "ada", "chat")
+    client = ChatClient(f"ws://{served}/ws", secret)
+    embedded.brain.identity.revoke_token("acme", token.id)
+    assert wait_for(lambda: client.events.get(timeout=5)["type"] == "closed")
+    with pytest.raises(VancetopeError, match="closed the connection .*token revoked"):
+        client.request("session-list")
+    client.close()  # nothing to close any more: no error
