@@ -53,7 +53,8 @@ MAX_PATTERN_CHARS = 1_000
 """Longest ``pattern`` or ``patternProperties`` key."""
 MAX_STEPS = 10_000
 """Keyword evaluations one validation may cost (each 1 + the length of its list/object value):
-about 100 ms of CPU at worst, far more than a form needs."""
+100–200 ms of CPU at worst on a 2-core test machine (pure Python, so other threads keep
+getting the GIL meanwhile), far more than a form needs."""
 RE2_MAX_MEM = 2 << 20
 """Bytes RE2 may use for one compiled pattern; a pattern that needs more is refused."""
 
