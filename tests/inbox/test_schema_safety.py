@@ -158,7 +158,7 @@ def test_a_schema_whose_branches_double_is_cut_off_by_the_step_budget():
     print(f"\ndoubling anyOf/$ref schema refused after {schemas.MAX_STEPS} steps in "
           f"{ms:.1f} ms CPU")
     assert f"more than {schemas.MAX_STEPS} steps (the cap)" in message[0]
-    assert ms < 250  # generous: the budget is sized for 100–200 ms
+    assert ms < 1000  # cut off: it took 30 s unbounded; the budget is sized for 100–200 ms
 
 
 def test_unevaluated_properties_next_to_pattern_properties_is_refused():
