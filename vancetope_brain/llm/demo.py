@@ -86,6 +86,8 @@ _DELEGATION: list[tuple[re.Pattern[str], dict[str, object]]] = [
 _SPAWN_ID = "demo_spawn"
 _EVENT = re.compile(r'<process-event sourceProcessId="([^"]*)" type="([a-z]+)">(.*?)'
                     r"(?:<payload>|</process-event>)", re.DOTALL)
+_INBOX_ASK = re.compile(r'<payload>[^<]*"itemId"')
+"""A blocked event whose payload names an Inbox item: the worker asked there."""
 
 
 def _respond(message: str, awaiting: bool = False) -> ToolCall:
@@ -115,6 +117,10 @@ def _demo_call(messages: list[LlmMessage], tools: set[str]) -> ToolCall | None:
     if event:
         source, kind, summary = event.groups()
         summary = unescape(summary).strip()
+        if kind == "blocked" and _INBOX_ASK.search(last.content):  # asked in the Inbox
+            return _respond(f"The worker {source} put a question into your Inbox: {summary} "
+                            "Answer it there (in the terminal: /inbox); the answer goes "
+                            "straight to the worker.")
         if kind == "blocked":
             return _respond(f"The worker {source} asks: {summary}", awaiting=True)
         return _respond(f"The worker {source} is {kind}. It reports: {summary}")

@@ -1,6 +1,7 @@
 """Server tools of the engines: Arthur's (arthur-engine §3.3: spawn and steer worker
 processes, read the recipe catalogue and the recipe's manuals) and ``inbox_post``
-(user-interaction.txt §10.1). Each works through the calling turn's context.
+(user-interaction.txt §10.1), which may carry an output's small file inline. Each works
+through the calling turn's context.
 
 Idempotency (``ToolManifest.idempotent``): the probes are; ``process_create``,
 ``process_steer`` and ``process_stop`` are too, because their effect is part of the turn's
