@@ -190,9 +190,10 @@ def posted_report(messages: list[LlmMessage]) -> str | None:
     asks = [k for k in posted if not k.startswith("OUTPUT_")]
     text = f"I put {_count(posted)} into your Inbox: {', '.join(posted)}. " if posted else ""
     if asks:
-        text += ("Answer them there — in the terminal `/inbox` lists them and `/answer ITEM "
-                 "VALUE` answers one (an APPROVAL with yes or no), or use the web client's "
-                 "Inbox — and I will tell you here what you answered. ")
+        them = "it" if len(asks) == 1 else "them"
+        text += (f"Answer {them} there — in the terminal `/inbox` lists {them} and `/answer "
+                 "ITEM VALUE` answers one (an APPROVAL with yes or no), or use the web "
+                 "client's Inbox — and I will tell you here what you answered. ")
     if failed:
         text += f"Posting failed for {'; '.join(failed)}. "
     return text + "(Offline demo model.)"
