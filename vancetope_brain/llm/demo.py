@@ -32,7 +32,9 @@ class DemoModel:
     """A ChatModel that answers every conversation with a fixed, streamed explanation.
 
     ``token_delay`` (seconds) pauses between streamed words, to make streaming
-    visible in a demo; the default streams at once. Thread-safe (stateless).
+    visible in a demo; the server passes ``VANCETOPE_DEMO_TOKEN_DELAY`` (through the
+    profile ``default``), the constructor's default streams at once, as tests want.
+    Thread-safe (stateless).
     """
 
     name = "demo"
