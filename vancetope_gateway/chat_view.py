@@ -27,8 +27,9 @@ SHORT = 100
 """Characters of a summary, argument or result shown on a tool or worker line."""
 _EVENT = re.compile(r'<process-event sourceProcessId="([^"]*)" type="([a-z_-]+)">(.*?)'
                     r"(?:<payload>.*)?</process-event>", re.DOTALL)
-_TAG = re.compile(r"<([a-z-]+)((?:\s+\w+=\"[^\"]*\")*)>(.*?)</\1>", re.DOTALL)
-_ATTR = re.compile(r'(\w+)="([^"]*)"')
+_ATTR = re.compile(r"""(\w+)=("[^"]*"|'[^']*')""")  # as quoteattr writes them
+_TAG = re.compile(r"""<([a-z-]+)((?:\s+\w+=(?:"[^"]*"|'[^']*'))*)>(.*?)</\1>""", re.DOTALL)
+_ENTITIES = {"&quot;": '"', "&apos;": "'"}
 
 
 class View(Protocol):
@@ -102,9 +103,9 @@ def _first_line(text: str) -> str:
     return _short(first.replace("**", "").replace("__", ""))
 
 
-def tool_line(line: dict[str, Any]) -> str:
-    """A ``tool`` chat line (``name(args) → status: {"result"|"error": …}``) as one short
-    line: ``⚙ process_create demo-research (marvin) → STARTING``."""
+def _tool_parts(line: dict[str, Any]) -> tuple[str, str, Any, Any]:
+    """A ``tool`` chat line (``name(args) → status: {"result"|"error": …}``) taken apart:
+    name, status, arguments, body (None where it does not parse, e.g. a cut result)."""
     meta = line.get("meta") or {}
     content = line["content"]
     name = meta.get("toolName") or content.split("(", 1)[0]
@@ -122,6 +123,13 @@ def tool_line(line: dict[str, Any]) -> str:
             body = json.loads(rest)
         except ValueError:
             body = None
+    return name, status, args, body
+
+
+def tool_line(line: dict[str, Any]) -> str:
+    """A ``tool`` chat line as one short line: ``⚙ process_create demo-research (marvin) →
+    STARTING``."""
+    name, status, args, body = _tool_parts(line)
     shown = f"⚙ {name}"
     if isinstance(args, dict):
         if name == "process_create":
@@ -149,9 +157,9 @@ def event_line(content: str, names: dict[str, str]) -> str:
         return f"◆ worker {who} {kind.upper()}" + (f": {first}" if first else "")
     if match := _TAG.fullmatch(content.strip()):
         tag, attrs, body = match.groups()
-        values = dict(_ATTR.findall(attrs))
+        values = {k: unescape(v[1:-1], _ENTITIES) for k, v in _ATTR.findall(attrs)}
         if tag == "inbox-answer":
-            return f"✉ answered: {unescape(values.get('title', ''))} — {_first_line(unescape(body))}"
+            return f"✉ answered: {values.get('title', '')} — {_first_line(unescape(body))}"
         if tag == "tool-result":
             return f"⚙ {values.get('tool', '?')} → {values.get('status', '?')} (later result)"
         if tag == "external-command":
@@ -257,24 +265,17 @@ class Printer:
         role, content = line["role"], line["content"]
         if role == "tool":
             self.details = content
-            result = tool_line(line)
-            if (line.get("meta") or {}).get("toolName") == "process_create":
-                self._learn_name(content)
-            self.view.line("tool", result)
+            name, _, _, body = _tool_parts(line)
+            result = body.get("result") if isinstance(body, dict) else None
+            if name == "process_create" and isinstance(result, dict) and "processId" in result:
+                # Its result names the worker: later reports use that name.
+                self.names[str(result["processId"])] = str(result.get("name") or "")
+            self.view.line("tool", tool_line(line))
         elif role == "event":
             self.details = unescape(content)
             self.view.line("event", event_line(content, self.names))
         else:
             self.view.line(role, content)
-
-    def _learn_name(self, content: str) -> None:
-        """process_create's result names the worker: later reports use that name."""
-        _, _, body = content.partition(": ")
-        try:
-            result = json.loads(body).get("result") or {}
-            self.names[str(result["processId"])] = str(result["name"])
-        except (ValueError, KeyError, TypeError, AttributeError):
-            pass
 
     def _clear(self) -> None:
         if self.stream:
