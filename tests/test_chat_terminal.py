@@ -114,3 +114,19 @@ def test_a_conversation_in_a_terminal(tmp_path):
     finally:
         server.kill()
     assert "Traceback" not in seen, seen
+
+
+@pytest.mark.slow
+def test_serve_on_a_terminal_prints_a_web_url_that_signs_in(tmp_path):
+    """On a terminal the web address carries the token in its fragment (which a browser
+    never sends); captured output gets the plain address instead (tests/test_cli.py)."""
+    env = _env(tmp_path, VANCETOPE_DATA_DIR=str(tmp_path / "data"), VANCETOPE_PORT="0")
+    serve = pexpect.spawn(CLI[0], CLI[1:] + ["serve"], cwd=str(tmp_path), env=env,
+                          encoding="utf-8", dimensions=(50, 300), timeout=WAIT)
+    try:
+        serve.expect(r"Browser:  http://127\.0\.0\.1:(\d+)/#token=(\S+)\r\n")
+        assert serve.match.group(2) == (tmp_path / "data" / "token").read_text().strip()
+        serve.sendintr()
+        serve.expect_exact("Vancetope stopped.")
+    finally:
+        serve.close(force=True)

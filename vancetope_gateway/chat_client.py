@@ -64,6 +64,17 @@ class _Client(Client):
         self.connected = self._handle_events()
 
 
+def _close_unconnected(error: OSError) -> None:
+    """simple_websocket 1.1 leaves the socket of a refused connect open (a ResourceWarning
+    each reconnect attempt): close it, found in the frame that made it."""
+    tb = error.__traceback__
+    while tb is not None:
+        sock = tb.tb_frame.f_locals.get("sock")
+        if isinstance(sock, socket.socket):
+            sock.close()
+        tb = tb.tb_next
+
+
 class ChatClient:
     """A minimal protocol client: requests with ids, a reader thread, event callbacks."""
 
@@ -77,6 +88,7 @@ class ChatClient:
             raise VancetopeError(f"the server at {url} refused the WebSocket upgrade "
                                  f"(HTTP {e.status_code})") from e
         except OSError as e:
+            _close_unconnected(e)
             raise VancetopeError(f"cannot reach {url}: {e}; is `vancetope serve` running?") from e
         self._ids = itertools.count(1)
         self._replies: dict[str, queue.Queue[dict[str, Any]]] = {}

@@ -4,6 +4,7 @@ its Inbox (the pending summary, pushed items, /inbox, /answer, /dismiss)."""
 from __future__ import annotations
 
 import io
+import threading
 from xml.sax.saxutils import quoteattr
 
 import pytest
@@ -12,7 +13,8 @@ from vancetope_brain.errors import VancetopeError
 from vancetope_brain.inbox.service import NewItem
 from vancetope_brain.models.inbox import Criticality, ItemType
 from vancetope_brain.store import UserInboxStore
-from vancetope_gateway.chat_client import ChatClient, _command
+from vancetope_gateway import chat_client
+from vancetope_gateway.chat_client import ChatClient, _Chat, _command
 from vancetope_gateway.chat_view import PlainView, Printer, event_line, tool_line
 
 
@@ -197,3 +199,13 @@ def test_an_events_gap_mid_answer_reloads_the_chat_and_prints_what_was_missed():
     # The lost events, published again into the new log later, are not printed twice.
     printer.handle(_event(7, "chat-message", {**history[2], "processId": "proc_1"}))
     assert out.getvalue().count("A long story.") == 1
+
+
+def test_a_server_that_stays_away_is_said_so(monkeypatch, tmp_path):
+    monkeypatch.setattr(chat_client, "RECONNECT_DELAYS", (0.01, 0.01))
+    chat = _Chat(None, "ws://127.0.0.1:9/ws", "vt_x", tmp_path / "state.json")  # type: ignore[arg-type]
+    chat.printer = Printer(view := Recorded(), "proc_1", 0, 0)
+    assert not chat.reconnect(threading.Event())
+    assert view.lines[0] == ("note", "lost the connection to ws://127.0.0.1:9/ws; reconnecting…")
+    assert view.lines[-1][1].startswith("cannot reach the server (cannot reach ws://127.0.0.1:9")
+    assert view.lines[-1][1].endswith("run `vancetope chat` again when it is back")
