@@ -17,8 +17,10 @@ import itertools
 import json
 import os
 import queue
+import shutil
 import socket
 import sys
+import textwrap
 import threading
 import uuid
 from pathlib import Path
@@ -340,8 +342,12 @@ def _interactive(chat: _Chat, session_id: str | None, new: bool) -> int:
             you = ("bold ansigreen", "you> ")
             if not view.streaming:
                 return FormattedText([you])
-            tail = "\n".join(view.streaming.splitlines()[-PREVIEW_LINES:])
-            return FormattedText([("italic ansibrightblack", f"assistant ▸ {tail}\n"), you])
+            # The prompt does not wrap the lines above its input: wrap them here, newest last.
+            width = max(shutil.get_terminal_size().columns - 1, 20)
+            lines = [part for line in f"assistant ▸ {view.streaming}".splitlines()
+                     for part in textwrap.wrap(line, width) or [""]]
+            tail = "\n".join(lines[-PREVIEW_LINES:])
+            return FormattedText([("italic ansibrightblack", f"{tail}\n"), you])
 
         while not stop.is_set():
             try:
