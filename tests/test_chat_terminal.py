@@ -1,7 +1,7 @@
 """``vancetope chat`` in a real pty against a real ``vancetope serve`` (offline demo model),
 as a new user meets it: started in another folder, it finds the server; the welcome comes
-before the first prompt, each reply after its own message, a worker's report without
-typing; a killed server is reconnected to; Ctrl-C and Ctrl-D leave without a traceback.
+before the first prompt, each reply after its own message, a worker's report and an Inbox
+item without typing (the item answered with ``/answer``); a killed server is reconnected to; Ctrl-C and Ctrl-D leave without a traceback.
 """
 
 from __future__ import annotations
@@ -88,6 +88,16 @@ def test_a_conversation_in_a_terminal(tmp_path):
         # The worker's report and Arthur's relay of it arrive without typing.
         child.expect_exact("◆ worker demo-research DONE: Report on “please research green tea”")
         child.expect_exact("The worker ")
+        seen += child.before
+
+        # A worker asks for approval in the Inbox: shown as it arrives, answered here.
+        child.sendline("please run the strategy for a tea slogan")
+        child.expect(r"✉ inbox: (\S+)  APPROVAL  ")
+        item = child.match.group(1)
+        child.expect_exact("you> ")
+        child.sendline(f"/answer {item} yes")
+        child.expect_exact("(answered)")
+        child.expect_exact("◆ worker demo-strategy DONE")
         seen += child.before
 
         child.sendline("/nope")
