@@ -98,6 +98,7 @@ class ChatClient:
         self.events: queue.Queue[dict[str, Any]] = queue.Queue()
         self.welcome = json.loads(self._ws.receive(timeout=30))
         self.connected = True
+        self._closed_with: tuple[int, str | None] = (1006, "connection lost")
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -106,13 +107,14 @@ class ChatClient:
         rid = str(next(self._ids))
         box: queue.Queue[dict[str, Any]] = queue.Queue(1)
         with self._lock:
-            if not self.connected:
-                raise VancetopeError("not connected to the server")
-            self._replies[rid] = box
+            if self.connected:
+                self._replies[rid] = box
         try:
+            if not self.connected:
+                raise ConnectionClosed(*self._closed_with)
             self._ws.send(json.dumps({"type": type, "id": rid, "data": data}))
         except ConnectionClosed as e:
-            reason = f"{e.reason} {e.message}".strip()
+            reason = f"{e.reason} {e.message or ''}".strip()
             raise VancetopeError(f"the server closed the connection ({reason}); run "
                                  "`vancetope chat` again to reconnect") from None
         frame = box.get(timeout=REPLY_TIMEOUT)
@@ -121,6 +123,12 @@ class ChatClient:
             err.code = frame["data"]["code"]
             raise err
         return frame["data"]
+
+    @property
+    def close_reason(self) -> str:
+        """Why the connection closed (its close code and reason), once it has."""
+        code, message = self._closed_with
+        return f"{int(code)} {message or ''}".strip()
 
     def close(self) -> None:
         with contextlib.suppress(ConnectionClosed):  # the server closed it first
@@ -138,7 +146,9 @@ class ChatClient:
                         box.put(frame)
                 else:
                     self.events.put(frame)
-        except (ConnectionClosed, TypeError, OSError):
+        except ConnectionClosed as e:
+            self._closed_with = (e.reason, e.message)
+        except (TypeError, OSError):
             pass
         self.connected = False
         with self._lock:  # requests still waiting get no reply now
@@ -250,13 +260,17 @@ class _Chat:
         """After a lost connection: connect again and resume after the last event seen (the
         missed ones follow, or ``events-gap``); False when the server stays away."""
         view = self.printer.view
-        view.line("note", f"lost the connection to {self.url}; reconnecting…")
+        view.line("note", f"lost the connection to {self.url} ({self.client.close_reason}); "
+                          "reconnecting…")
         error: Exception | None = None
         for delay in RECONNECT_DELAYS:
             if stop.wait(delay):
                 return False
             try:
                 client = ChatClient(self.url, self.token)
+            except Unauthorized as e:  # e.g. the token was revoked: trying again won't help
+                error = e
+                break
             except VancetopeError as e:
                 error = e
                 continue

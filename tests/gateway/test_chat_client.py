@@ -203,9 +203,13 @@ def test_an_events_gap_mid_answer_reloads_the_chat_and_prints_what_was_missed():
 
 def test_a_server_that_stays_away_is_said_so(monkeypatch, tmp_path):
     monkeypatch.setattr(chat_client, "RECONNECT_DELAYS", (0.01, 0.01))
-    chat = _Chat(None, "ws://127.0.0.1:9/ws", "vt_x", tmp_path / "state.json")  # type: ignore[arg-type]
+    class Lost:
+        close_reason = "1006 connection lost"
+
+    chat = _Chat(Lost(), "ws://127.0.0.1:9/ws", "vt_x", tmp_path / "state.json")  # type: ignore[arg-type]
     chat.printer = Printer(view := Recorded(), "proc_1", 0, 0)
     assert not chat.reconnect(threading.Event())
-    assert view.lines[0] == ("note", "lost the connection to ws://127.0.0.1:9/ws; reconnecting…")
+    assert view.lines[0] == ("note", "lost the connection to ws://127.0.0.1:9/ws (1006 "
+                                     "connection lost); reconnecting…")
     assert view.lines[-1][1].startswith("cannot reach the server (cannot reach ws://127.0.0.1:9")
     assert view.lines[-1][1].endswith("run `vancetope chat` again when it is back")
