@@ -115,7 +115,7 @@ def test_a_conversation_in_a_terminal(tmp_path):
         server.kill()
         child.expect_exact("lost the connection to ws://127.0.0.1:")
         server = Server(tmp_path, server.port)
-        child.expect_exact("(reconnected)")
+        child.expect_exact("(reconnected)", timeout=40)  # a server start on a loaded machine
         child.sendline("still there?")
         child.expect_exact("You said: “still there?”")
         seen += child.before

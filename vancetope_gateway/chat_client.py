@@ -35,7 +35,8 @@ from simple_websocket import ConnectionError as HandshakeRefused
 
 from vancetope_brain.config import Config
 from vancetope_brain.errors import Unauthorized, VancetopeError
-from vancetope_gateway.chat_view import PlainView, Printer, TerminalView, View, item_line
+from vancetope_gateway.chat_commands import QUIT, command
+from vancetope_gateway.chat_view import PlainView, Printer, TerminalView, View
 from vancetope_gateway.discovery import chat_config, server_url
 
 REPLY_TIMEOUT = 300.0
@@ -43,8 +44,9 @@ RELOAD_LINES = 100
 """Chat lines re-read after an ``events-gap`` (the newest ones)."""
 WELCOME_WAIT = 5.0
 """Seconds a new session waits for Arthur's welcome before showing the first prompt."""
-RECONNECT_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0)
-"""Seconds before each reconnect attempt after a lost connection (about 15 s in all)."""
+RECONNECT_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0)
+"""Seconds before each reconnect attempt after a lost connection (about 30 s in all: time
+for a server to restart)."""
 PREVIEW_LINES = 6
 """Lines of a streaming reply shown above the prompt (its newest ones)."""
 LOST = {"type": "error", "data": {"code": "connection_lost",
@@ -387,20 +389,6 @@ def _interactive(chat: _Chat, session_id: str | None, new: bool) -> int:
     return 0 if chat.client.connected else 1
 
 
-QUIT = "quit"
-HELP = """commands:
-  /inbox                 your pending Inbox items
-  /answer ITEM VALUE     APPROVAL: yes|no; DECISION: an option value (or free text);
-                         FEEDBACK: text; ORDERING: ids separated by commas;
-                         STRUCTURE_EDIT: JSON
-  /answer ITEM ?REASON   "I lack information" (INSUFFICIENT_INFO)
-  /answer ITEM !REASON   "I cannot decide" (UNDECIDABLE)
-  /dismiss ITEM          click an item away
-  /details               the last tool call or worker report in full
-  /resume                resume a process left suspended by a changed working directory
-  /quit                  leave (Ctrl-D too); `vancetope chat` continues the session"""
-
-
 def _run_command(chat: _Chat, line: str, view: View) -> str | None:
     """One slash command; ``QUIT`` when the user leaves. Refusals are shown, not raised."""
     verb = line.split(" ", 1)[0]
@@ -413,60 +401,10 @@ def _run_command(chat: _Chat, line: str, view: View) -> str | None:
         elif verb == "/details":
             view.line("help", chat.printer.details or "(no tool call or worker report yet)")
         else:
-            _command(chat.client, line, view)
+            command(chat.client, line, view)
     except VancetopeError as e:
         view.line("note", str(e))
     return None
-
-
-def _command(client: ChatClient, line: str, view: View) -> None:
-    """The Inbox commands and /help; an unknown command says so."""
-    verb, _, rest = line.partition(" ")
-    item_id, _, text = rest.strip().partition(" ")
-    if verb == "/inbox":
-        items = client.request("inbox-list", status=["PENDING"], limit=50)["items"]
-        for item in items:
-            view.line("inbox", item_line(item))
-        view.line("note", f"{len(items)} pending")
-    elif verb == "/dismiss" and item_id:
-        client.request("inbox-dismiss", itemId=item_id)
-        view.line("note", "dismissed")
-    elif verb == "/answer" and item_id and text:
-        item = client.request("inbox-item", itemId=item_id)["item"]
-        if text[0] in "?!":
-            outcome = "INSUFFICIENT_INFO" if text[0] == "?" else "UNDECIDABLE"
-            client.request("inbox-answer", itemId=item_id, outcome=outcome,
-                           reason=text[1:].strip() or "no reason given")
-        else:
-            client.request("inbox-answer", itemId=item_id, outcome="DECIDED",
-                           value=_answer_value(item, text))
-        view.line("note", "answered")
-    elif verb in ("/help", "/inbox", "/dismiss", "/answer"):
-        view.line("help", HELP)
-    else:
-        view.line("note", f"unknown command {verb}; /help lists the commands")
-
-
-def _answer_value(item: dict[str, Any], text: str) -> dict[str, Any]:
-    """What a typed answer means for the item's type (user-interaction.txt §6)."""
-    kind = item["type"]
-    if kind == "APPROVAL":
-        if text.lower() not in ("yes", "y", "no", "n"):
-            raise VancetopeError("answer an APPROVAL with yes or no")
-        return {"approved": text.lower() in ("yes", "y")}
-    if kind == "DECISION":
-        values = [o["value"] for o in item["payload"]["options"]]
-        return {"chosen": text} if text in values else {"freeText": text}
-    if kind == "FEEDBACK":
-        return {"text": text}
-    if kind == "ORDERING":
-        return {"orderedIds": [part.strip() for part in text.split(",") if part.strip()]}
-    if kind == "STRUCTURE_EDIT":
-        try:
-            return {"value": json.loads(text)}
-        except ValueError as e:
-            raise VancetopeError(f"a STRUCTURE_EDIT answer is JSON: {e}") from e
-    raise VancetopeError(f"{kind} items take no answer; /dismiss them")
 
 
 def fingerprint() -> dict[str, str]:

@@ -14,7 +14,8 @@ from vancetope_brain.inbox.service import NewItem
 from vancetope_brain.models.inbox import Criticality, ItemType
 from vancetope_brain.store import UserInboxStore
 from vancetope_gateway import chat_client
-from vancetope_gateway.chat_client import ChatClient, _Chat, _command
+from vancetope_gateway.chat_client import ChatClient, _Chat
+from vancetope_gateway.chat_commands import command as _command
 from vancetope_gateway.chat_view import PlainView, Printer, event_line, tool_line
 
 
