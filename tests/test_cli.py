@@ -22,7 +22,8 @@ CLI = [sys.executable, "-m", "vancetope_gateway.cli"]
 def _env(data_dir: Path) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("VANCETOPE_", "OPENAI_"))}
-    return {**env, "VANCETOPE_DATA_DIR": str(data_dir), "VANCETOPE_PORT": "0"}
+    return {**env, "VANCETOPE_DATA_DIR": str(data_dir), "VANCETOPE_PORT": "0",
+            "XDG_STATE_HOME": str(data_dir.parent / "state")}
 
 
 class Server:
@@ -34,7 +35,7 @@ class Server:
             self.banner.append(line)
             if line.startswith("Vancetope serving on"):
                 self.port = int(re.search(r":(\d+) ", line).group(1))
-            if "Connect with" in line:
+            if line.startswith("Any WebSocket client"):
                 break
         assert hasattr(self, "port"), "".join(self.banner)
 
@@ -64,6 +65,10 @@ def test_serve_chat_restart_resume(tmp_path):
     try:
         banner = "".join(server.banner)
         assert "offline demo model" in banner and "Created the local user's token" in banner
+        # The exact command, port included; captured output gets no token in the web URL.
+        assert f"Terminal: vancetope chat --url ws://127.0.0.1:{server.port}/ws\n" in banner
+        assert (f"Browser:  http://127.0.0.1:{server.port}/  (sign in with the token in "
+                f"{data / 'token'})") in banner
         assert (data / "token").stat().st_mode & 0o777 == 0o600
         first = _chat(data, server.port, "hello arthur\n")
         assert "(new session" in first

@@ -1,9 +1,12 @@
-"""``vancetope chat``: a terminal client. Connects, creates or resumes a session, streams replies.
+"""``vancetope chat``: a terminal client. Connects, creates or resumes a session, and shows
+the conversation as it happens (``chat_view``), also while the user types (prompt_toolkit
+prints above the prompt).
 
-It remembers the session and the last event it saw in ``DATA_DIR/chat-state.json``,
-so running it again (even after a server restart) continues the same conversation.
-It also shows the user's Inbox: new items as they arrive, and the commands ``/inbox``,
-``/answer ITEM VALUE`` and ``/dismiss ITEM`` (``/help`` lists them).
+It finds the server and its token from any folder (``discovery``) and remembers the session
+and the last event it saw in ``DATA_DIR/chat-state.json``, so running it again (even after a
+server restart) continues the same conversation; a lost connection is resumed from that
+event. It also shows the user's Inbox: new items as they arrive, and the commands
+``/inbox``, ``/answer ITEM VALUE`` and ``/dismiss ITEM`` (``/help`` lists them).
 """
 
 from __future__ import annotations
@@ -14,23 +17,40 @@ import itertools
 import json
 import os
 import queue
+import shutil
 import socket
 import sys
+import textwrap
 import threading
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from prompt_toolkit import PromptSession
+from prompt_toolkit.formatted_text import FormattedText
+from prompt_toolkit.patch_stdout import patch_stdout
+from rich.console import Console
 from simple_websocket import Client, ConnectionClosed
 from simple_websocket import ConnectionError as HandshakeRefused
 
 from vancetope_brain.config import Config
 from vancetope_brain.errors import Unauthorized, VancetopeError
+from vancetope_gateway.chat_commands import QUIT, command
+from vancetope_gateway.chat_view import PlainView, Printer, TerminalView, View
+from vancetope_gateway.discovery import chat_config, server_url
 
 REPLY_TIMEOUT = 300.0
 RELOAD_LINES = 100
 """Chat lines re-read after an ``events-gap`` (the newest ones)."""
+WELCOME_WAIT = 5.0
+"""Seconds a new session waits for Arthur's welcome before showing the first prompt."""
+RECONNECT_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0)
+"""Seconds before each reconnect attempt after a lost connection (about 30 s in all: time
+for a server to restart)."""
+PREVIEW_LINES = 6
+"""Lines of a streaming reply shown above the prompt (its newest ones)."""
+LOST = {"type": "error", "data": {"code": "connection_lost",
+                                  "message": "the connection to the server was lost"}}
 
 
 class _Client(Client):
@@ -48,6 +68,17 @@ class _Client(Client):
         self.connected = self._handle_events()
 
 
+def _close_unconnected(error: OSError) -> None:
+    """simple_websocket 1.1 leaves the socket of a refused connect open (a ResourceWarning
+    each reconnect attempt): close it, found in the frame that made it."""
+    tb = error.__traceback__
+    while tb is not None:
+        sock = tb.tb_frame.f_locals.get("sock")
+        if isinstance(sock, socket.socket):
+            sock.close()
+        tb = tb.tb_next
+
+
 class ChatClient:
     """A minimal protocol client: requests with ids, a reader thread, event callbacks."""
 
@@ -61,12 +92,15 @@ class ChatClient:
             raise VancetopeError(f"the server at {url} refused the WebSocket upgrade "
                                  f"(HTTP {e.status_code})") from e
         except OSError as e:
+            _close_unconnected(e)
             raise VancetopeError(f"cannot reach {url}: {e}; is `vancetope serve` running?") from e
         self._ids = itertools.count(1)
         self._replies: dict[str, queue.Queue[dict[str, Any]]] = {}
         self._lock = threading.Lock()
         self.events: queue.Queue[dict[str, Any]] = queue.Queue()
         self.welcome = json.loads(self._ws.receive(timeout=30))
+        self.connected = True
+        self._closed_with: tuple[int, str | None] = (1006, "connection lost")
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -75,11 +109,14 @@ class ChatClient:
         rid = str(next(self._ids))
         box: queue.Queue[dict[str, Any]] = queue.Queue(1)
         with self._lock:
-            self._replies[rid] = box
+            if self.connected:
+                self._replies[rid] = box
         try:
+            if not self.connected:
+                raise ConnectionClosed(*self._closed_with)
             self._ws.send(json.dumps({"type": type, "id": rid, "data": data}))
         except ConnectionClosed as e:
-            reason = f"{e.reason} {e.message}".strip()
+            reason = f"{e.reason} {e.message or ''}".strip()
             raise VancetopeError(f"the server closed the connection ({reason}); run "
                                  "`vancetope chat` again to reconnect") from None
         frame = box.get(timeout=REPLY_TIMEOUT)
@@ -88,6 +125,12 @@ class ChatClient:
             err.code = frame["data"]["code"]
             raise err
         return frame["data"]
+
+    @property
+    def close_reason(self) -> str:
+        """Why the connection closed (its close code and reason), once it has."""
+        code, message = self._closed_with
+        return f"{int(code)} {message or ''}".strip()
 
     def close(self) -> None:
         with contextlib.suppress(ConnectionClosed):  # the server closed it first
@@ -105,285 +148,263 @@ class ChatClient:
                         box.put(frame)
                 else:
                     self.events.put(frame)
-        except (ConnectionClosed, TypeError):
-            self.events.put({"type": "closed"})
+        except ConnectionClosed as e:
+            self._closed_with = (e.reason, e.message)
+        except (TypeError, OSError):
+            pass
+        self.connected = False
+        with self._lock:  # requests still waiting get no reply now
+            boxes, self._replies = list(self._replies.values()), {}
+        for box in boxes:
+            box.put(LOST)
+        self.events.put({"type": "closed"})
 
 
 def run_chat(config: Config, *, url: str | None, token: str | None, session_id: str | None,
              new: bool) -> int:
-    url = url or f"ws://{config.host}:{config.port}/ws"
+    """Connect, open the session and chat: interactively on a terminal, else one message per
+    input line, each waiting for its answer. Never a traceback for Ctrl-C or a lost server."""
+    config = chat_config(config, os.environ)
+    url = server_url(config, os.environ, url)
     token = token or _default_token(config)
     state_file = config.data_dir / "chat-state.json"
-    state = _load_state(state_file)
-    client = ChatClient(url, token)
-    out = sys.stdout
-    interactive = sys.stdin.isatty()
     try:
+        client = ChatClient(url, token)
+    except KeyboardInterrupt:
+        return _interrupted()
+    chat = _Chat(client, url, token, state_file)
+    try:
+        if sys.stdin.isatty() and sys.stdout.isatty():
+            return _interactive(chat, session_id, new)
+        view = PlainView(sys.stdout)
+        chat.printer = Printer(view, "", 0, 0)
+        chat.open(view, session_id, new)
+        return _piped(chat, view)
+    except KeyboardInterrupt:
+        return _interrupted()
+    finally:
+        chat.save()
+        chat.client.close()
+
+
+def _interrupted() -> int:
+    print("\n(interrupted; `vancetope chat` continues this session)", flush=True)
+    return 130
+
+
+class _Chat:
+    """One terminal's conversation: its connection (replaced on reconnect), session and
+    printer."""
+
+    def __init__(self, client: ChatClient, url: str, token: str, state_file: Path) -> None:
+        self.client, self.url, self.token, self.state_file = client, url, token, state_file
+        self.session_id = ""
+        self.pid = ""
+        self.printer = Printer(PlainView(sys.stdout), "", 0, 0)
+
+    def open(self, view: View, session_id: str | None, new: bool) -> bool:
+        """Resume the session (the last one unless told) or create one; True when created.
+        Shows the resumed session's recent lines first."""
+        client, printer = self.client, self.printer
+        state = _load_state(self.state_file)
         session_id = None if new else (session_id or state.get("sessionId"))
         last_seq = state.get("lastSeq", 0) if session_id == state.get("sessionId") else 0
-        printed_chat_seq = 0
         session = None
+        reply: dict[str, Any] = {}
         if session_id:
             listing = client.request("session-list")["sessions"]
             session = next((s for s in listing if s["id"] == session_id), None)
             if session is None:
-                print(f"(session {session_id} not found; starting a new one)", file=out)
+                view.line("note", f"session {session_id} not found; starting a new one")
                 session_id = None
         if session_id and session is not None:
             history = client.request("chat-history", processId=session["chatProcessId"],
                                      limit=20)["messages"]
             for line in history:
-                _print_line(out, line)
-                printed_chat_seq = line["seq"]
+                printer.show(line)
+                printer.printed_chat_seq = line["seq"]
             try:
                 reply = client.request("session-resume", sessionId=session_id,
                                        lastSeq=last_seq, fingerprint=fingerprint())
-                print(f"(resumed session {session_id})", file=out, flush=True)
+                view.line("note", f"resumed session {session_id}")
             except VancetopeError as e:
                 if getattr(e, "code", None) != "fingerprint_mismatch":
                     raise
-                print("(that session belongs to another machine; starting a new one)",
-                      file=out, flush=True)
+                view.line("note", "that session belongs to another machine; starting a new one")
                 session_id = None
         if session_id:
             if reply["contextDrift"]:
-                print("(the working directory changed since this session was suspended, so its "
-                      "processes stay suspended; type /resume to continue here)", file=out,
-                      flush=True)
+                view.line("note", "the working directory changed since this session was "
+                                  "suspended, so its processes stay suspended; type /resume "
+                                  "to continue here")
         else:
             reply = client.request("session-create", title="terminal chat",
                                    fingerprint=fingerprint())
-            session_id = reply["session"]["id"]
-            print(f"(new session {session_id}; {client.welcome['data']['llm']})", file=out,
-                  flush=True)
-        chat_pid = reply["chatProcessId"]
-        replay_until = reply["lastSeq"]
-        tracker = _Printer(out, chat_pid, replay_until, printed_chat_seq,
-                           history=lambda: client.request("chat-history", processId=chat_pid,
-                                                          limit=RELOAD_LINES)["messages"])
-        tracker.drain(client.events)  # the inbox summary that followed the welcome
-        for line in _input_lines(interactive):
-            if not line.strip():
+            view.line("note", f"new session {reply['session']['id']}; "
+                              f"{client.welcome['data']['llm']}")
+        self.session_id, self.pid = reply["session"]["id"], reply["chatProcessId"]
+        printer.pid, printer.replay_until = self.pid, reply["lastSeq"]
+        printer.history = lambda: self.client.request(
+            "chat-history", processId=self.pid, limit=RELOAD_LINES)["messages"]
+        return not session_id
+
+    def send(self, text: str) -> str:
+        """Steer the chat process with the user's message; its message id."""
+        self.printer.typed.append(text)
+        try:
+            return str(self.client.request("process-steer", targetThinkProcessId=self.pid,
+                                           content=text)["messageId"])
+        except VancetopeError:
+            self.printer.typed.remove(text)
+            raise
+
+    def reconnect(self, stop: threading.Event) -> bool:
+        """After a lost connection: connect again and resume after the last event seen (the
+        missed ones follow, or ``events-gap``); False when the server stays away."""
+        view = self.printer.view
+        view.line("note", f"lost the connection to {self.url} ({self.client.close_reason}); "
+                          "reconnecting…")
+        error: Exception | None = None
+        for delay in RECONNECT_DELAYS:
+            if stop.wait(delay):
+                return False
+            try:
+                client = ChatClient(self.url, self.token)
+            except Unauthorized as e:  # e.g. the token was revoked: trying again won't help
+                error = e
+                break
+            except VancetopeError as e:
+                error = e
                 continue
-            if line.strip() == "/resume":
-                client.request("process-resume", processId=chat_pid)
-                print("(resumed)", file=out, flush=True)
+            try:
+                client.request("session-resume", sessionId=self.session_id,
+                               lastSeq=self.printer.last_seq, fingerprint=fingerprint())
+            except VancetopeError as e:
+                client.close()
+                error = e
+                continue
+            self.client = client
+            view.line("note", "reconnected")
+            return True
+        view.line("note", f"cannot reach the server ({error}); run `vancetope chat` again "
+                          "when it is back")
+        return False
+
+    def save(self) -> None:
+        if self.session_id:
+            _save_state(self.state_file, {"sessionId": self.session_id,
+                                          "lastSeq": self.printer.last_seq})
+
+
+def _piped(chat: _Chat, view: View) -> int:
+    """Input from a pipe: each line is a message (or command) and waits for its answer."""
+    printer = chat.printer
+    printer.drain(chat.client.events)  # the welcome and inbox summary, if already here
+    for line in sys.stdin:
+        line = line.rstrip("\n")
+        if not line.strip():
+            continue
+        if line.startswith("/"):
+            if _run_command(chat, line.strip(), view) == QUIT:
+                break
+            continue
+        printer.expect_answer(chat.send(line))
+        if not printer.pump(chat.client.events, REPLY_TIMEOUT):
+            view.line("note", "connection closed")
+            return 1
+        chat.save()
+    printer.drain(chat.client.events)
+    return 0
+
+
+def _interactive(chat: _Chat, session_id: str | None, new: bool) -> int:
+    """A prompt that stays at the bottom while every frame is shown above it as it arrives,
+    with the reply streaming in a preview above the prompt."""
+    prompt: PromptSession[str] = PromptSession()
+    stop = threading.Event()
+
+    def redraw() -> None:
+        if prompt.app.is_running:
+            prompt.app.invalidate()
+
+    def leave() -> None:
+        stop.set()
+        app = prompt.app
+        if app.is_running:
+            app.loop.call_soon_threadsafe(lambda: app.exit(exception=EOFError()))  # type: ignore[union-attr]
+
+    with patch_stdout(raw=True):
+        view = TerminalView(Console(force_terminal=True), redraw)
+        chat.printer = Printer(view, "", 0, 0)
+        created = chat.open(view, session_id, new)
+
+        def pump() -> None:
+            while not stop.is_set():
+                frame = chat.client.events.get()
+                if frame["type"] == "closed":
+                    if stop.is_set() or not chat.reconnect(stop):
+                        leave()
+                        return
+                    continue
+                chat.printer.handle(frame)
+                if frame["type"] == "event" and frame["data"]["type"] == "chat-message":
+                    chat.save()
+
+        threading.Thread(target=pump, daemon=True, name="chat-events").start()
+        if created:  # the welcome comes before the first prompt
+            chat.printer.answered.wait(WELCOME_WAIT)
+
+        def message() -> FormattedText:
+            you = ("bold ansigreen", "you> ")
+            if not view.streaming:
+                return FormattedText([you])
+            # The prompt does not wrap the lines above its input: wrap them here, newest last.
+            width = max(shutil.get_terminal_size().columns - 1, 20)
+            lines = [part for line in f"assistant ▸ {view.streaming}".splitlines()
+                     for part in textwrap.wrap(line, width) or [""]]
+            tail = "\n".join(lines[-PREVIEW_LINES:])
+            return FormattedText([("italic ansibrightblack", f"{tail}\n"), you])
+
+        while not stop.is_set():
+            try:
+                line = prompt.prompt(message).strip()
+            except KeyboardInterrupt:
+                view.line("note", "Ctrl-C: bye; `vancetope chat` continues this session")
+                break
+            except EOFError:
+                if not stop.is_set():
+                    view.line("note", "bye; `vancetope chat` continues this session")
+                break
+            if not line:
                 continue
             if line.startswith("/"):
-                try:
-                    _command(client, line.strip(), out)
-                except VancetopeError as e:
-                    print(f"({e})", file=out, flush=True)
+                if _run_command(chat, line, view) == QUIT:
+                    break
                 continue
-            steered = client.request("process-steer", targetThinkProcessId=chat_pid, content=line)
-            tracker.expect_answer(steered["messageId"])
-            if not tracker.pump(client.events, REPLY_TIMEOUT):
-                print("(connection closed)", file=out)
-                return 1
-            _save_state(state_file, {"sessionId": session_id, "lastSeq": tracker.last_seq})
-        tracker.drain(client.events)
-        _save_state(state_file, {"sessionId": session_id, "lastSeq": tracker.last_seq})
-        return 0
-    finally:
-        client.close()
-
-
-class _Printer:
-    """Prints events: live tokens as they stream, replayed history as whole lines. After an
-    ``events-gap`` it re-reads the chat (``history``: the latest lines, oldest first) and
-    prints what it had not shown."""
-
-    def __init__(self, out: Any, pid: str, replay_until: int, printed_chat_seq: int,
-                 history: Callable[[], list[dict[str, Any]]] | None = None) -> None:
-        self.out, self.pid = out, pid
-        self.history = history
-        self.replay_until = replay_until
-        self.printed_chat_seq = printed_chat_seq
-        self.last_seq = 0
-        self.streaming = False  # the cursor is in the middle of a streamed line
-        self.streamed = False   # the next assistant line was already shown as tokens
-        self.waiting = False
-        self.question: str | None = None  # the user's message that ``pump`` waits to see answered
-        self.asked = False                # its own line came: the next assistant line answers it
-
-    def expect_answer(self, message_id: str) -> None:
-        """Make ``pump`` wait for the answer to the user's message ``message_id``: an error
-        line, or an assistant line after that message's own (not, say, a late welcome)."""
-        self.question, self.asked, self.waiting = message_id, False, True
-
-    def pump(self, events: queue.Queue[dict[str, Any]], timeout: float) -> bool:
-        while self.waiting:
             try:
-                frame = events.get(timeout=timeout)
-            except queue.Empty:
-                print("\n(no reply in time)", file=self.out)
-                return True
-            if frame["type"] == "closed":
-                return False
-            self.handle(frame)
-        return True
-
-    def drain(self, events: queue.Queue[dict[str, Any]]) -> None:
-        while not events.empty():
-            frame = events.get_nowait()
-            if frame["type"] != "closed":
-                self.handle(frame)
-
-    def handle(self, frame: dict[str, Any]) -> None:
-        if frame["type"] == "inbox-pending-summary" and frame["data"]["totalPending"]:
-            counts = frame["data"]["byCriticality"]
-            print(f"(inbox: {frame['data']['totalPending']} pending, {counts['CRITICAL']} "
-                  f"critical; /inbox lists them)", file=self.out, flush=True)
-        elif frame["type"] == "inbox-item-added":
-            if self.streaming:
-                self.out.write("\n")
-                self.streaming = False
-            print(f"(inbox) {_item_line(frame['data']['item'])}", file=self.out, flush=True)
-        elif frame["type"] == "events-gap":
-            self._reload(frame["data"]["firstAvailable"])
-        if frame["type"] != "event":
-            return
-        event = frame["data"]
-        self.last_seq = max(self.last_seq, event["seq"])
-        if event["processId"] != self.pid:
-            return
-        live = event["seq"] > self.replay_until
-        if event["type"] == "token" and live:
-            if not self.streaming:
-                self.out.write("assistant> ")
-                self.streaming = self.streamed = True
-            self.out.write(event["data"]["text"])
-            self.out.flush()
-        elif event["type"] == "turn-restarted" and live:
-            # The attempt that streamed this died; its text is void and the next attempt
-            # streams its reply from the start.
-            if self.streaming:
-                self.out.write(" [interrupted: the server restarted this turn]\n")
-                self.out.flush()
-                self.streaming = False
-            self.streamed = False
-        elif event["type"] == "chat-message":
-            line = event["data"]
-            if line["seq"] <= self.printed_chat_seq:
-                return
-            self.printed_chat_seq = line["seq"]
-            if line["role"] == "user" and live:
-                self.asked = self.asked or line.get("sourceMessageId") == self.question
-                return  # the user just typed it
-            if self.streaming:  # end the streamed line before anything else is printed
-                self.out.write("\n")
-                self.streaming = False
-            if line["role"] == "assistant" and self.streamed:
-                self.streamed = False  # already shown token by token
-            else:
-                _print_line(self.out, line)
-            if line["role"] == "error" or (line["role"] == "assistant" and self.asked):
-                self.waiting = False
+                chat.send(line)
+            except VancetopeError as e:
+                view.line("note", f"not sent: {e}")
+        stop.set()
+    return 0 if chat.client.connected else 1
 
 
-    def _reload(self, first_available: int) -> None:
-        """Events were lost (the log was trimmed, or Redis restarted): the chat is the record,
-        so show the lines of it not shown yet, as ``handle`` would have, and go on."""
-        self.last_seq = max(first_available - 1, 0)
-        if self.streaming:
-            self.out.write("\n")
-            self.streaming = False
-        self.streamed = False  # a streamed answer may have been cut short: print it whole
-        print("(some events were lost; reloading the conversation)", file=self.out, flush=True)
-        for line in self.history() if self.history else []:
-            if line["seq"] <= self.printed_chat_seq:
-                continue
-            self.printed_chat_seq = line["seq"]
-            if line["role"] == "user" and line.get("sourceMessageId") == self.question:
-                self.asked = True  # the user's own line: typed here, already on screen
-                continue
-            _print_line(self.out, line)
-            if line["role"] == "error" or (line["role"] == "assistant" and self.asked):
-                self.waiting = False
-
-
-HELP = """commands:
-  /inbox                 your pending Inbox items
-  /answer ITEM VALUE     APPROVAL: yes|no; DECISION: an option value (or free text);
-                         FEEDBACK: text; ORDERING: ids separated by commas;
-                         STRUCTURE_EDIT: JSON
-  /answer ITEM ?REASON   "I lack information" (INSUFFICIENT_INFO)
-  /answer ITEM !REASON   "I cannot decide" (UNDECIDABLE)
-  /dismiss ITEM          click an item away
-  /resume                resume a process left suspended by a changed working directory"""
-
-
-def _command(client: ChatClient, line: str, out: Any) -> None:
-    """The Inbox commands (and /help)."""
-    verb, _, rest = line.partition(" ")
-    item_id, _, text = rest.strip().partition(" ")
-    if verb == "/inbox":
-        items = client.request("inbox-list", status=["PENDING"], limit=50)["items"]
-        for item in items:
-            print(_item_line(item), file=out)
-        print(f"({len(items)} pending)", file=out, flush=True)
-    elif verb == "/dismiss" and item_id:
-        client.request("inbox-dismiss", itemId=item_id)
-        print("(dismissed)", file=out, flush=True)
-    elif verb == "/answer" and item_id and text:
-        item = client.request("inbox-item", itemId=item_id)["item"]
-        if text[0] in "?!":
-            outcome = "INSUFFICIENT_INFO" if text[0] == "?" else "UNDECIDABLE"
-            client.request("inbox-answer", itemId=item_id, outcome=outcome,
-                           reason=text[1:].strip() or "no reason given")
+def _run_command(chat: _Chat, line: str, view: View) -> str | None:
+    """One slash command; ``QUIT`` when the user leaves. Refusals are shown, not raised."""
+    verb = line.split(" ", 1)[0]
+    try:
+        if verb in ("/quit", "/exit"):
+            return QUIT
+        if verb == "/resume":
+            chat.client.request("process-resume", processId=chat.pid)
+            view.line("note", "resumed")
+        elif verb == "/details":
+            view.line("help", chat.printer.details or "(no tool call or worker report yet)")
         else:
-            client.request("inbox-answer", itemId=item_id, outcome="DECIDED",
-                           value=_answer_value(item, text))
-        print("(answered)", file=out, flush=True)
-    else:
-        print(HELP, file=out, flush=True)
-
-
-def _answer_value(item: dict[str, Any], text: str) -> dict[str, Any]:
-    """What a typed answer means for the item's type (user-interaction.txt §6)."""
-    kind = item["type"]
-    if kind == "APPROVAL":
-        if text.lower() not in ("yes", "y", "no", "n"):
-            raise VancetopeError("answer an APPROVAL with yes or no")
-        return {"approved": text.lower() in ("yes", "y")}
-    if kind == "DECISION":
-        values = [o["value"] for o in item["payload"]["options"]]
-        return {"chosen": text} if text in values else {"freeText": text}
-    if kind == "FEEDBACK":
-        return {"text": text}
-    if kind == "ORDERING":
-        return {"orderedIds": [part.strip() for part in text.split(",") if part.strip()]}
-    if kind == "STRUCTURE_EDIT":
-        try:
-            return {"value": json.loads(text)}
-        except ValueError as e:
-            raise VancetopeError(f"a STRUCTURE_EDIT answer is JSON: {e}") from e
-    raise VancetopeError(f"{kind} items take no answer; /dismiss them")
-
-
-def _item_line(item: dict[str, Any]) -> str:
-    line = f"{item['id']}  {item['type']}  {item['criticality']}  {item['title']}"
-    if item["type"] == "DECISION":
-        line += "  [" + " | ".join(o["value"] for o in item["payload"]["options"]) + "]"
-    elif item["type"] == "ORDERING":
-        line += "  [" + ", ".join(i["id"] for i in item["payload"]["items"]) + "]"
-    return line
-
-
-def _print_line(out: Any, line: dict[str, Any]) -> None:
-    who = {"user": "you"}.get(line["role"], line["role"])
-    print(f"{who}> {line['content']}", file=out, flush=True)
-
-
-def _input_lines(interactive: bool):  # type: ignore[no-untyped-def]
-    while True:
-        try:
-            line = input("you> ") if interactive else sys.stdin.readline()
-        except EOFError:
-            return
-        if not interactive and line == "":
-            return
-        yield line.rstrip("\n")
+            command(chat.client, line, view)
+    except VancetopeError as e:
+        view.line("note", str(e))
+    return None
 
 
 def fingerprint() -> dict[str, str]:

@@ -31,7 +31,8 @@ def main(argv: list[str] | None = None) -> int:
     beat.add_argument("celery_args", nargs=argparse.REMAINDER)
 
     chat = sub.add_parser("chat", help="terminal chat client")
-    chat.add_argument("--url", help="WebSocket URL (default ws://VANCETOPE_HOST:VANCETOPE_PORT/ws)")
+    chat.add_argument("--url", help="WebSocket URL (default: VANCETOPE_URL, else the URL "
+                      "`vancetope serve` recorded in the data directory)")
     chat.add_argument("--token", help="API token (default: VANCETOPE_TOKEN or DATA_DIR/token)")
     chat.add_argument("--session", help="session id to resume (default: the last one)")
     chat.add_argument("--new", action="store_true", help="start a new session")
@@ -85,6 +86,7 @@ def _serve(config: Config) -> int:
     from vancetope_brain.llm.factory import describe
     from vancetope_brain.runtime import open_store
     from vancetope_gateway.app import create_app
+    from vancetope_gateway.discovery import record_server
     from vancetope_gateway.parts import build_gateway
     from vancetope_gateway.serving import make_embedded_server
     from workers.celery_app import create_celery, enqueue_on
@@ -97,20 +99,27 @@ def _serve(config: Config) -> int:
     celery = create_celery(config, store=store)
     gateway = build_gateway(config, enqueue_on(celery), store=store)
     worker_parts = celery.vancetope_worker()  # built now, not by the first lane turn
-    _, created = gateway.identity.bootstrap_local(config.data_dir / "token")
+    secret, created = gateway.identity.bootstrap_local(config.data_dir / "token")
     worker = EmbeddedWorker(celery, concurrency=config.worker_concurrency)
     worker.start()
     app = create_app(gateway, llm_description=describe(config))
     server = make_embedded_server(app, config.host, config.port, config.header_timeout)
     shape = "embedded" if config.embedded else f"Redis at {_redact(config.redis_url)}"
+    host = _client_host(config.host)
+    ws_url, web_url = f"ws://{host}:{server.port}/ws", f"http://{host}:{server.port}/"
+    record_server(config, ws_url, os.environ)
     print(f"Vancetope serving on http://{config.host}:{server.port} ({shape}; "
           f"store {_redact(config.store_url)})", flush=True)
     print(describe(config), flush=True)
-    print(f"{'Created' if created else 'Using'} the local user's token in "
-          f"{config.data_dir / 'token'}. Connect with:\n    vancetope chat\n"
-          f"or any WebSocket client: ws://{config.host}:{server.port}/ws "
-          f"with header 'Authorization: Bearer <token>' (a browser: subprotocols "
-          f"'vancetope' and 'bearer.<token>')", flush=True)
+    token_file = config.data_dir / "token"
+    # A URL fragment never reaches a server log, but captured output is a log.
+    web = f"{web_url}#token={secret}" if sys.stdout.isatty() else \
+        f"{web_url}  (sign in with the token in {token_file})"
+    print(f"{'Created' if created else 'Using'} the local user's token in {token_file}.\n"
+          f"Terminal: vancetope chat --url {ws_url}\n"
+          f"Browser:  {web}\n"
+          f"Any WebSocket client: {ws_url} with header 'Authorization: Bearer <token>' "
+          f"(a browser: subprotocols 'vancetope' and 'bearer.<token>')", flush=True)
 
     def _stop(signum: int, frame: object) -> None:
         threading.Thread(target=server.shutdown, daemon=True).start()
@@ -134,6 +143,14 @@ def _celery(command: str, extra: list[str]) -> int:
         else ["beat", "--loglevel=INFO"]
     app.start(base + extra)
     return 0
+
+
+def _client_host(host: str) -> str:
+    """The address a local client uses for a server bound to ``host`` (a wildcard bind is
+    reached on loopback)."""
+    if host in ("0.0.0.0", "", "::"):
+        return "127.0.0.1"
+    return f"[{host}]" if ":" in host else host
 
 
 def _redact(url: str | None) -> str:

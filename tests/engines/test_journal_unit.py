@@ -133,3 +133,19 @@ def test_an_attempt_whose_lane_moved_on_records_nothing(attempts):
     with pytest.raises(Fenced):
         stale.call(SEND, {"to": "ada"}, send)
     assert send.runs == 0
+
+
+def test_a_replayed_respond_answer_streams_its_message_once(attempts):
+    """A turn that died after the model answered through ``respond`` (no text content):
+    the next attempt replays the recorded answer and streams its message as one token."""
+    from vancetope_brain.engines.prompting import RESPOND
+    from vancetope_brain.llm import LlmMessage, ToolCall
+
+    call = ToolCall("c1", "respond", '{"message": "Hello.", "awaiting_user_input": false}')
+    model = ScriptedModel([LlmResponse("", tool_calls=(call,), finish_reason="tool_calls")])
+    given = [_message("hi")]
+    messages = [LlmMessage("user", "hi")]
+    attempts.next(given).complete(model, messages, [RESPOND], None)
+    streamed: list[str] = []
+    replayed = attempts.next(given).complete(model, messages, [RESPOND], streamed.append)
+    assert replayed.tool_calls == (call,) and streamed == ["Hello."]

@@ -1,9 +1,11 @@
-"""The terminal client: how it prints a streamed turn, and its Inbox (the pending summary,
-pushed items, /inbox, /answer, /dismiss)."""
+"""The terminal client: how it prints a streamed turn, its short tool and worker lines, and
+its Inbox (the pending summary, pushed items, /inbox, /answer, /dismiss)."""
 
 from __future__ import annotations
 
 import io
+import threading
+from xml.sax.saxutils import quoteattr
 
 import pytest
 
@@ -11,7 +13,10 @@ from vancetope_brain.errors import VancetopeError
 from vancetope_brain.inbox.service import NewItem
 from vancetope_brain.models.inbox import Criticality, ItemType
 from vancetope_brain.store import UserInboxStore
-from vancetope_gateway.chat_client import ChatClient, _command, _Printer
+from vancetope_gateway import chat_client
+from vancetope_gateway.chat_client import ChatClient, _Chat
+from vancetope_gateway.chat_commands import command as _command
+from vancetope_gateway.chat_view import PlainView, Printer, event_line, tool_line
 
 
 @pytest.fixture
@@ -29,7 +34,8 @@ def _new(emb, type_: ItemType, title: str, payload=None, **kw):
 
 def test_items_are_shown_listed_answered_and_dismissed(emb, terminal):
     out = io.StringIO()
-    printer = _Printer(out, "proc_none", 0, 0)
+    view = PlainView(out)
+    printer = Printer(view, "proc_none", 0, 0)
     summary = terminal.events.get(timeout=5)
     printer.handle(summary)
     assert summary["type"] == "inbox-pending-summary"
@@ -45,20 +51,22 @@ def test_items_are_shown_listed_answered_and_dismissed(emb, terminal):
     assert f"(inbox) {decision.id}  DECISION  CRITICAL  Which region?  [eu | us]" in shown
     assert f"(inbox) {approval.id}  APPROVAL  NORMAL  Ship it?" in shown
 
-    _command(terminal, "/inbox", out)
+    _command(terminal, "/inbox", view)
     assert f"{note.id}  OUTPUT_TEXT  NORMAL  Weekly report" in out.getvalue()
-    _command(terminal, f"/answer {decision.id} us", out)
-    _command(terminal, f"/answer {approval.id} ?which build", out)
-    _command(terminal, f"/dismiss {note.id}", out)
+    _command(terminal, f"/answer {decision.id} us", view)
+    _command(terminal, f"/answer {approval.id} ?which build", view)
+    _command(terminal, f"/dismiss {note.id}", view)
     store = emb.brain.store
     assert store.port(UserInboxStore).get_inbox_item("acme", decision.id).answer.value == {"chosen": "us"}
     answer = store.port(UserInboxStore).get_inbox_item("acme", approval.id).answer
     assert (answer.outcome.value, answer.reason) == ("INSUFFICIENT_INFO", "which build")
     assert store.port(UserInboxStore).get_inbox_item("acme", note.id).status.value == "DISMISSED"
     with pytest.raises(VancetopeError, match="yes or no"):
-        _command(terminal, f"/answer {_new(emb, ItemType.APPROVAL, 'Again?').id} maybe", out)
-    _command(terminal, "/help", out)
+        _command(terminal, f"/answer {_new(emb, ItemType.APPROVAL, 'Again?').id} maybe", view)
+    _command(terminal, "/help", view)
     assert "/answer ITEM VALUE" in out.getvalue()
+    _command(terminal, "/frobnicate", view)
+    assert out.getvalue().endswith("(unknown command /frobnicate; /help lists the commands)\n")
 
 
 def _event(seq: int, type_: str, data: dict) -> dict:
@@ -66,50 +74,100 @@ def _event(seq: int, type_: str, data: dict) -> dict:
                                       "data": data}}
 
 
-def test_a_streamed_answer_after_a_tool_line_is_printed_once():
-    out = io.StringIO()
-    printer = _Printer(out, "proc_1", 0, 0)
+class Recorded:
+    """A view that records its lines and the previews it was asked to show."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, str]] = []
+        self.previews: list[str] = []
+
+    def line(self, kind: str, text: str) -> None:
+        self.lines.append((kind, text))
+
+    def preview(self, text: str) -> None:
+        self.previews.append(text)
+
+
+TOOL = ('process_create({"recipe": "marvin", "name": "demo-research", "goal": "research tea"})'
+        ' → success: {"result": {"processId": "proc_9", "name": "demo-research", "status": '
+        '"STARTING", "engine": "marvin", "recipe": "marvin", "goal": "research tea"}}')
+TITLE = 'Ship "it" & go?'
+REPORT = ('<process-event sourceProcessId="proc_9" type="done">**Report on “tea”** (demo).\n'
+          '- **Gather the facts** — found them &amp; more</process-event>')
+
+
+def test_a_turn_streams_into_the_preview_and_its_lines_print_in_chat_order():
+    """Tokens only feed the preview; the committed lines print in their order — the tool
+    line before the reply — and the reply, printed whole, clears the preview. The user's
+    own typed line is not printed again."""
+    view = Recorded()
+    printer = Printer(view, "proc_1", 0, 0)
+    printer.typed.append("start w")
     printer.expect_answer("msg_1")
     for frame in (_event(1, "token", {"text": "Started "}), _event(2, "token", {"text": "w."}),
                   _event(3, "chat-message", {"seq": 4, "role": "user", "content": "start w",
                                              "sourceMessageId": "msg_1"}),
-                  _event(4, "chat-message", {"seq": 5, "role": "tool",
-                                             "content": "process_create(…) → success"}),
+                  _event(4, "chat-message", {"seq": 5, "role": "tool", "content": TOOL,
+                                             "meta": {"toolName": "process_create",
+                                                      "status": "success"}}),
                   _event(5, "chat-message", {"seq": 6, "role": "assistant",
                                              "content": "Started w."})):
         printer.handle(frame)
-    assert out.getvalue() == "assistant> Started w.\ntool> process_create(…) → success\n"
+    assert view.previews == ["Started ", "Started w.", ""]
+    assert view.lines == [("tool", "⚙ process_create demo-research (marvin) → STARTING"),
+                          ("assistant", "Started w.")]
     assert not printer.waiting
+    # The worker's report later uses the name process_create gave it; /details has it whole.
+    printer.handle(_event(6, "chat-message", {"seq": 7, "role": "event", "content": REPORT}))
+    assert view.lines[-1] == ("event", "◆ worker demo-research DONE: Report on “tea” (demo).")
+    assert "found them & more" in printer.details
 
 
-def test_a_stream_cut_short_by_a_turn_restart_is_marked_and_the_reply_printed_whole():
-    out = io.StringIO()
-    printer = _Printer(out, "proc_1", 0, 0)
-    printer.expect_answer("msg_1")
-    for frame in (_event(1, "token", {"text": "Hel"}), _event(2, "turn-restarted", {"epoch": 3}),
-                  _event(3, "token", {"text": "Hello."}),
-                  _event(4, "chat-message", {"seq": 1, "role": "user", "content": "hi",
-                                             "sourceMessageId": "msg_1"}),
-                  _event(5, "chat-message", {"seq": 2, "role": "assistant",
-                                             "content": "Hello."})):
+def test_an_attempt_that_was_reset_never_shows_as_the_answer():
+    view = Recorded()
+    printer = Printer(view, "proc_1", 0, 0)
+    for frame in (_event(1, "token", {"text": "Reply 0"}),
+                  _event(2, "stream-reset", {"reason": "respond-required"}),
+                  _event(3, "token", {"text": "Reply 1"}),
+                  _event(4, "chat-message", {"seq": 1, "role": "assistant",
+                                             "content": "Reply 1"})):
         printer.handle(frame)
-    assert out.getvalue() == ("assistant> Hel [interrupted: the server restarted this turn]\n"
-                              "assistant> Hello.\n")
-    assert not printer.waiting
+    assert view.previews == ["Reply 0", "", "Reply 1", ""]
+    assert view.lines == [("assistant", "Reply 1")]
 
 
-def test_a_restart_before_anything_streamed_prints_the_reply_once():
-    out = io.StringIO()
-    printer = _Printer(out, "proc_1", 0, 0)
-    for frame in (_event(1, "turn-restarted", {"epoch": 2}),
-                  _event(2, "chat-message", {"seq": 1, "role": "assistant", "content": "Hi."})):
-        printer.handle(frame)
-    assert out.getvalue() == "assistant> Hi.\n"
+@pytest.mark.parametrize(("line", "shown"), [
+    ({"content": TOOL, "meta": {"toolName": "process_create", "status": "success"}},
+     "⚙ process_create demo-research (marvin) → STARTING"),
+    ({"content": 'process_stop({"processId": "proc_9"}) → error: {"error": "no such process: '
+                 'proc_9"}', "meta": {"toolName": "process_stop", "status": "error"}},
+     "⚙ process_stop processId=proc_9 → error: no such process: proc_9"),
+    ({"content": 'recipe_list({}) → success: {"result": [{"name": "ford"}', "meta": {
+        "toolName": "recipe_list", "status": "success"}},  # a result cut at 2,000 characters
+     "⚙ recipe_list → success"),
+])
+def test_a_tool_line_is_one_short_line(line, shown):
+    assert tool_line(line) == shown
+
+
+@pytest.mark.parametrize(("content", "shown"), [
+    (REPORT, "◆ worker w1 DONE: Report on “tea” (demo)."),
+    ('<process-event sourceProcessId="proc_x" type="blocked">Which region?<payload>{}</payload>'
+     '</process-event>', "◆ worker proc_x BLOCKED: Which region?"),
+    (f'<inbox-answer itemId="inb_1" type="APPROVAL" title={quoteattr(TITLE)}>{{"approved": '
+     'true}</inbox-answer>', '✉ answered: Ship "it" & go? — {"approved": true}'),
+    ('<tool-result toolCallId="c1" tool="mcp_search" status="success">{"hits": 3}</tool-result>',
+     "⚙ mcp_search → success (later result)"),
+    ("<process-event " + "x" * 500, "<process-event " + "x" * 84 + "…"),
+])
+def test_an_event_line_is_one_short_line(content, shown):
+    assert event_line(content, {"proc_9": "w1"}) == shown
 
 
 def test_a_welcome_committed_after_the_users_message_was_sent_is_not_its_answer():
     out = io.StringIO()
-    printer = _Printer(out, "proc_1", 0, 0)
+    printer = Printer(PlainView(out), "proc_1", 0, 0)
+    printer.typed.append("hello")
     printer.expect_answer("msg_1")
     printer.handle(_event(1, "chat-message", {"seq": 1, "role": "assistant", "content": "Hi."}))
     assert printer.waiting
@@ -123,21 +181,36 @@ def test_a_welcome_committed_after_the_users_message_was_sent_is_not_its_answer(
 
 def test_an_events_gap_mid_answer_reloads_the_chat_and_prints_what_was_missed():
     """The stream broke off in the middle of a streamed answer (a Redis restart): the printer
-    ends the cut line, re-reads the chat, prints the lines it had not shown (not the user's
+    drops the preview, re-reads the chat, prints the lines it had not shown (not the user's
     own, already on screen) — the whole answer among them — and stops waiting."""
     out = io.StringIO()
     history = [{"seq": 1, "role": "assistant", "content": "Hi."},
                {"seq": 2, "role": "user", "content": "tell me", "sourceMessageId": "msg_1"},
                {"seq": 3, "role": "assistant", "content": "A long story."}]
-    printer = _Printer(out, "proc_1", 0, 1, history=lambda: history)
+    printer = Printer(PlainView(out), "proc_1", 0, 1, history=lambda: history)
+    printer.typed.append("tell me")
     printer.expect_answer("msg_1")
     printer.handle(_event(10, "token", {"text": "A lo"}))
     printer.handle({"type": "events-gap", "data": {"sessionId": "ses_1", "requestedAfter": 10,
                                                    "firstAvailable": 0}})
-    assert out.getvalue() == ("assistant> A lo\n(some events were lost; reloading the "
+    assert out.getvalue() == ("(some events were lost; reloading the "
                               "conversation)\nassistant> A long story.\n")
     assert not printer.waiting
     assert printer.last_seq == 0  # a later resume replays the new log from its start
     # The lost events, published again into the new log later, are not printed twice.
     printer.handle(_event(7, "chat-message", {**history[2], "processId": "proc_1"}))
     assert out.getvalue().count("A long story.") == 1
+
+
+def test_a_server_that_stays_away_is_said_so(monkeypatch, tmp_path):
+    monkeypatch.setattr(chat_client, "RECONNECT_DELAYS", (0.01, 0.01))
+    class Lost:
+        close_reason = "1006 connection lost"
+
+    chat = _Chat(Lost(), "ws://127.0.0.1:9/ws", "vt_x", tmp_path / "state.json")  # type: ignore[arg-type]
+    chat.printer = Printer(view := Recorded(), "proc_1", 0, 0)
+    assert not chat.reconnect(threading.Event())
+    assert view.lines[0] == ("note", "lost the connection to ws://127.0.0.1:9/ws (1006 "
+                                     "connection lost); reconnecting…")
+    assert view.lines[-1][1].startswith("cannot reach the server (cannot reach ws://127.0.0.1:9")
+    assert view.lines[-1][1].endswith("run `vancetope chat` again when it is back")

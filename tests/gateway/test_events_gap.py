@@ -12,7 +12,8 @@ import pytest
 from tests.helpers import wait_for
 from vancetope_brain import keys
 from vancetope_brain.events import EventType
-from vancetope_gateway.chat_client import ChatClient, _Printer
+from vancetope_gateway.chat_client import ChatClient
+from vancetope_gateway.chat_view import PlainView, Printer
 
 
 class WorkerDied(Exception):
@@ -99,7 +100,7 @@ def test_the_terminal_shows_an_answer_whose_events_were_lost(emb, connect, monke
     created = terminal.request("session-create", title="gap")
     sid, pid = created["session"]["id"], created["chatProcessId"]
     out = io.StringIO()
-    printer = _Printer(out, pid, created["lastSeq"], 0, history=lambda: terminal.request(
+    printer = Printer(PlainView(out), pid, created["lastSeq"], 0, history=lambda: terminal.request(
         "chat-history", processId=pid, limit=100)["messages"])
     emb.worker.join()  # the start turn: Arthur's welcome, shown once its event arrives
     wait_for(lambda: printer.drain(terminal.events) or "assistant> " in out.getvalue(),
@@ -114,6 +115,7 @@ def test_the_terminal_shows_an_answer_whose_events_were_lost(emb, connect, monke
             raise WorkerDied("killed after the commit")
         return real(session_id, process_id, type, data, **kw)
     monkeypatch.setattr(emb.worker_parts.events, "publish", dying)
+    printer.typed.append("hi")
     steered = terminal.request("process-steer", targetThinkProcessId=pid, content="hi")
     printer.expect_answer(steered["messageId"])
     wait_for(lambda: died, what="the worker to die after its commit")
@@ -125,6 +127,7 @@ def test_the_terminal_shows_an_answer_whose_events_were_lost(emb, connect, monke
     assert "(some events were lost; reloading the conversation)\nassistant> echo: hi\n" in shown
 
     # The next turn publishes what the dead worker left, into the new log: not shown twice.
+    printer.typed.append("again")
     steered = terminal.request("process-steer", targetThinkProcessId=pid, content="again")
     printer.expect_answer(steered["messageId"])
     assert printer.pump(terminal.events, timeout=10)

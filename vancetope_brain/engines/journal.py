@@ -10,7 +10,8 @@ crash replays those steps instead of taking them again:
   it may be given more) is the same turn: it adopts the journal and handles only those
   messages, so it asks the model the same questions; the rest wait for the next turn.
 - *Completions* are keyed by a hash of the request (model name, messages, tools) and its
-  occurrence in the turn; a replayed one streams its text once as a single token event.
+  occurrence in the turn; a replayed one streams its text (or its ``respond`` message)
+  once as a single token event.
 - *Tool calls* are keyed by tool, canonical arguments and occurrence — not by the model's
   call id, which changes whenever a completion is computed anew, while the same tool with
   the same arguments is the same action. An idempotent tool (``ToolManifest.idempotent``) is
@@ -99,8 +100,9 @@ class TurnJournal:
         found = entries.get(key)
         if found is not None and found.turn == self._turn and found.result is not None:
             response = _response(found.result)
-            if on_token is not None and response.content:
-                on_token(response.content)
+            text = response.content or _streamed_argument(response, tools)
+            if on_token is not None and text:
+                on_token(text)
             return response
         response = model.complete(messages, tools=tools, on_token=on_token)
         done = self._entry(key, StepKind.LLM, result=_response_json(response))
@@ -287,3 +289,18 @@ def _done(started: JournalEntry, outcome: ToolOutcome) -> JournalEntry:
 
 def _outcome(raw: dict[str, Any]) -> ToolOutcome:
     return ToolOutcome(ToolCallStatus(raw["status"]), raw["result"], raw["error"])
+
+
+def _streamed_argument(response: LlmResponse, tools: list[ToolSpec] | None) -> str:
+    """The text a recorded tool-call answer streamed the first time: the ``stream``
+    argument of its first such call (a ``respond`` message), for a replay to stream once."""
+    streamed = {t.name: t.stream for t in tools or () if t.stream}
+    for call in response.tool_calls:
+        if call.name in streamed:
+            try:
+                value = json.loads(call.arguments).get(streamed[call.name])
+            except (ValueError, AttributeError):
+                continue
+            if isinstance(value, str):
+                return value
+    return ""

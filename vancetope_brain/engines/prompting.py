@@ -12,7 +12,7 @@ from typing import Any
 from xml.sax.saxutils import escape, quoteattr
 
 from vancetope_brain.engines.base import ParentReport, ThinkEngine
-from vancetope_brain.engines.context import EXCLUDED, ThinkEngineContext
+from vancetope_brain.engines.context import EXCLUDED, EventPublisher, ThinkEngineContext
 from vancetope_brain.errors import LlmError
 from vancetope_brain.events import EventType
 from vancetope_brain.llm import LlmMessage, ToolCall, ToolSpec
@@ -38,6 +38,7 @@ RESPOND = ToolSpec(
      "properties": {"message": {"type": "string"},
                     "awaiting_user_input": {"type": "boolean"}},
      "required": ["message", "awaiting_user_input"]},
+    stream="message",
 )
 RESPOND_ALONE = ("respond must stand alone in its step: the other tools ran, their results are "
                  "above; call respond again on its own")
@@ -148,7 +149,11 @@ class RespondingEngine(ThinkEngine):
 class ToolLoop:
     """Model → tools → model … until a ``respond`` that stands alone. ``respond`` is
     mandatory: a plain-text answer is sent back once with ``RESPOND_REQUIRED``; a second
-    one is taken as the reply (not awaiting input), with a logged warning."""
+    one is taken as the reply (not awaiting input), with a logged warning.
+
+    Every step streams (text, and respond's ``message`` as it grows); a step whose stream is
+    not the reply — sent back, followed by tool calls, or not equal to the respond message —
+    is followed by a ``stream-reset`` event, so clients drop it (docs/protocol.md)."""
 
     def __init__(self, context: ThinkEngineContext, tools: list[ToolSpec]) -> None:
         self._context = context
@@ -159,10 +164,17 @@ class ToolLoop:
         chat, events = self._context.chat(), self._context.events()
         messages = list(messages)
         reminded = False
+        streamed: list[str] = []  # this step's tokens
+
+        def on_token(text: str) -> None:
+            streamed.append(text)
+            events.token(text)
+
         for _ in range(MAX_STEPS):
+            streamed.clear()
             try:
                 response = self._context.llm().complete(messages, tools=self._tools,
-                                                        on_token=events.token)
+                                                        on_token=on_token)
             except LlmError as e:
                 chat.append(ChatRole.ERROR, f"The model could not answer: {e}")
                 return None
@@ -172,12 +184,17 @@ class ToolLoop:
                                 "as its reply", self._context.scope.process_id)
                     return Reply(response.content, False)
                 reminded = True  # respond is mandatory (§3.4): say so once
+                _reset(events, streamed, "respond-required")
                 messages += [LlmMessage("assistant", response.content),
                              LlmMessage("user", RESPOND_REQUIRED)]
                 continue
             work = [c for c in response.tool_calls if c.name != RESPOND.name]
             if not work:
-                return _parse_respond(response.tool_calls[0])
+                reply = _parse_respond(response.tool_calls[0])
+                if "".join(streamed) != reply.message:  # e.g. text before the call
+                    _reset(events, streamed, "not-the-reply")
+                return reply
+            _reset(events, streamed, "tool-calls")
             messages.append(LlmMessage("assistant", response.content,
                                        tool_calls=response.tool_calls))
             for call in response.tool_calls:
@@ -211,6 +228,13 @@ class ToolLoop:
             ChatRole.TOOL, f"{call.name}({call.arguments}) → {outcome_status.value}: {text[:2000]}",
             meta={"toolCallId": call.id, "toolName": call.name, "status": outcome_status.value})
         return text
+
+
+def _reset(events: EventPublisher, streamed: list[str], reason: str) -> None:
+    """Void what this model step streamed (if anything): it is not the reply, and clients
+    must not show it as one (docs/protocol.md ``stream-reset``)."""
+    if streamed:
+        events.emit(EventType.STREAM_RESET, {"reason": reason})
 
 
 def _parse_respond(call: ToolCall) -> Reply:

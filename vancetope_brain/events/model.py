@@ -13,6 +13,10 @@ from vancetope_brain.models.base import Wire, utcnow
 
 class EventType(StrEnum):
     TOKEN = "token"                              # data: {text}
+    # What the process streamed since its last chat-message, turn-restarted or stream-reset
+    # is not its reply (a plain-text attempt sent back, text before tool calls): drop it.
+    # data: {reason: "respond-required" | "tool-calls" | "not-the-reply"}
+    STREAM_RESET = "stream-reset"
     TOOL_CALL_STARTED = "tool-call-started"      # data: {toolCallId, toolName, params}
     TOOL_CALL_COMPLETED = "tool-call-completed"  # data: {toolCallId, status}
     PROCESS_SPAWNED = "process-spawned"          # data: {childProcessId, goal}

@@ -12,11 +12,17 @@ TokenSink = Callable[[str], None]
 
 @dataclass(frozen=True)
 class ToolSpec:
-    """A tool offered to the model: name, description, JSON Schema of its parameters."""
+    """A tool offered to the model: name, description, JSON Schema of its parameters.
+
+    ``stream`` names a string argument whose value is text for the user (``respond``'s
+    ``message``): while a call of this tool streams, the model sends the value's growing
+    text to ``on_token`` as it does text content, so a reply given through a tool streams too.
+    """
 
     name: str
     description: str
     parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+    stream: str | None = None
 
 
 @dataclass(frozen=True)
@@ -61,7 +67,8 @@ class ChatModel(Protocol):
         tools: list[ToolSpec] | None = None,
         on_token: TokenSink | None = None,
     ) -> LlmResponse:
-        """Run one completion. Text chunks go to ``on_token`` as they stream (if given);
+        """Run one completion. Text chunks go to ``on_token`` as they stream (if given), and
+        so does the growing value of the ``stream`` argument of a tool call (``ToolSpec``);
         the return value holds the whole text and the assembled tool calls.
         Raises ``LlmError`` after the implementation's retries are spent.
         """

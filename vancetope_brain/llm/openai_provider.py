@@ -14,6 +14,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import jiter
 import openai
 
 from vancetope_brain.errors import LlmError, LlmRejected
@@ -99,7 +100,8 @@ class OpenAiChatModel:
             request["tools"] = [to_openai_tool(t) for t in tools]
         if self.include_usage:
             request["stream_options"] = {"include_usage": True}
-        acc = _Accumulator(model=self.model)
+        acc = _Accumulator(model=self.model,
+                           streamed={t.name: t.stream for t in tools or () if t.stream})
         try:
             with (
                 openai.OpenAI(
@@ -200,13 +202,30 @@ class _PartialCall:
     id: str = ""
     name: str = ""
     arguments: list[str] = field(default_factory=list)
+    shown: str = ""  # what of its ``stream`` argument already went to ``on_token``
+
+    def stream(self, argument: str, on_token: TokenSink) -> None:
+        """Send the newly grown end of the string ``argument`` to ``on_token``: the arguments
+        so far are parsed as partial JSON (an unfinished string counts as far as it goes)."""
+        try:
+            parsed = jiter.from_json("".join(self.arguments).encode(),
+                                     partial_mode="trailing-strings")
+        except ValueError:  # not JSON (yet, or at all): the assembled call says what it is
+            return
+        value = parsed.get(argument) if isinstance(parsed, dict) else None
+        if isinstance(value, str) and len(value) > len(self.shown) \
+                and value.startswith(self.shown):
+            on_token(value[len(self.shown):])
+            self.shown = value
 
 
 @dataclass
 class _Accumulator:
-    """Folds stream chunks into one LlmResponse."""
+    """Folds stream chunks into one LlmResponse; ``streamed``: tool name → its ``stream``
+    argument, whose text goes to ``on_token`` as the call's arguments stream."""
 
     model: str
+    streamed: dict[str, str] = field(default_factory=dict)
     text: list[str] = field(default_factory=list)
     calls: dict[int, _PartialCall] = field(default_factory=dict)
     finish_reason: str | None = None
@@ -243,6 +262,8 @@ class _Accumulator:
                         call.name = tc.function.name
                     if tc.function.arguments:
                         call.arguments.append(tc.function.arguments)
+                        if on_token is not None and call.name in self.streamed:
+                            call.stream(self.streamed[call.name], on_token)
 
     def response(self) -> LlmResponse:
         calls = tuple(

@@ -1,0 +1,142 @@
+"""``vancetope chat`` in a real pty against a real ``vancetope serve`` (offline demo model),
+as a new user meets it: started in another folder, it finds the server; the welcome comes
+before the first prompt, each reply after its own message, a worker's report and an Inbox
+item without typing (the item answered with ``/answer``); a killed server is reconnected to; Ctrl-C and Ctrl-D leave without a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pexpect
+import pytest
+
+from vancetope_brain.engines.arthur import WELCOME
+
+CLI = [sys.executable, "-m", "vancetope_gateway.cli"]
+WAIT = 20
+
+
+def _env(tmp: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("VANCETOPE_", "OPENAI_"))}
+    return {**env, "XDG_STATE_HOME": str(tmp / "state"), "TERM": "xterm",
+            "PROMPT_TOOLKIT_NO_CPR": "1", **extra}
+
+
+class Server:
+    """``vancetope serve`` with its data in ``data``; ``port`` 0 picks a free one."""
+
+    def __init__(self, tmp: Path, port: int = 0) -> None:
+        env = _env(tmp, VANCETOPE_DATA_DIR=str(tmp / "data"), VANCETOPE_PORT=str(port))
+        self.proc = subprocess.Popen(CLI + ["serve"], env=env, text=True, cwd=tmp,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.banner = ""
+        for line in self.proc.stdout:
+            self.banner += line
+            if line.startswith("Any WebSocket client"):
+                break
+        found = re.search(r"Terminal: vancetope chat --url ws://127\.0\.0\.1:(\d+)/ws\n",
+                          self.banner)
+        assert found, self.banner
+        self.port = int(found.group(1))
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.communicate(timeout=10)
+
+
+def _chat(tmp: Path) -> pexpect.spawn:
+    """``vancetope chat`` started in a folder of its own: no data dir there, none set."""
+    folder = tmp / "elsewhere"
+    folder.mkdir(exist_ok=True)
+    return pexpect.spawn(CLI[0], CLI[1:] + ["chat"], cwd=str(folder), env=_env(tmp),
+                         encoding="utf-8", dimensions=(50, 160), timeout=WAIT)
+
+
+def _leave(child: pexpect.spawn, key: str) -> str:
+    child.sendcontrol(key)
+    child.expect(pexpect.EOF)
+    child.close()
+    return child.before
+
+
+@pytest.mark.slow
+def test_a_conversation_in_a_terminal(tmp_path):
+    server = Server(tmp_path)
+    seen = ""
+    try:
+        child = _chat(tmp_path)
+        # The welcome before the first prompt.
+        assert child.expect([re.escape("you> "), re.escape(WELCOME)]) == 1, child.before
+        child.expect_exact("you> ")
+        seen += child.before + child.after
+
+        child.sendline("hello arthur")
+        child.expect_exact("You said: “hello arthur”")  # its own reply, after it
+        child.expect_exact("you> ")
+        seen += child.before
+
+        child.sendline("please research green tea")
+        child.expect_exact("⚙ process_create demo-research (marvin) → STARTING")
+        child.expect_exact("I started a worker (demo-research)")
+        # The worker's report and Arthur's relay of it arrive without typing.
+        child.expect_exact("◆ worker demo-research DONE: Report on “please research green tea”")
+        child.expect_exact("The worker ")
+        seen += child.before
+
+        # A worker asks for approval in the Inbox: shown as it arrives, answered here.
+        child.sendline("please run the strategy for a tea slogan")
+        child.expect(r"✉ inbox: (\S+)  APPROVAL  ")
+        item = child.match.group(1)
+        child.expect_exact("you> ")
+        child.sendline(f"/answer {item} yes")
+        child.expect_exact("(answered)")
+        child.expect_exact("◆ worker demo-strategy DONE")
+        seen += child.before
+
+        child.sendline("/nope")
+        child.expect_exact("unknown command /nope; /help lists the commands")
+        child.sendline("/details")
+        child.expect_exact("</process-event>")  # the whole report
+        seen += child.before
+        seen += _leave(child, "c")
+        assert "Ctrl-C: bye" in seen
+
+        # Again: the session resumes; the server is killed, comes back, and the chat goes on.
+        child = _chat(tmp_path)
+        child.expect_exact("resumed session")
+        child.expect_exact("you> ")
+        server.kill()
+        child.expect_exact("lost the connection to ws://127.0.0.1:")
+        server = Server(tmp_path, server.port)
+        child.expect_exact("(reconnected)", timeout=40)  # a server start on a loaded machine
+        child.sendline("still there?")
+        child.expect_exact("You said: “still there?”")
+        seen += child.before
+        seen += _leave(child, "d")
+        assert "bye; `vancetope chat` continues this session" in seen
+    finally:
+        server.kill()
+    assert "Traceback" not in seen, seen
+
+
+@pytest.mark.slow
+def test_serve_on_a_terminal_prints_a_web_url_that_signs_in(tmp_path):
+    """On a terminal the web address carries the token in its fragment (which a browser
+    never sends); captured output gets the plain address instead (tests/test_cli.py)."""
+    env = _env(tmp_path, VANCETOPE_DATA_DIR=str(tmp_path / "data"), VANCETOPE_PORT="0")
+    serve = pexpect.spawn(CLI[0], CLI[1:] + ["serve"], cwd=str(tmp_path), env=env,
+                          encoding="utf-8", dimensions=(50, 300), timeout=WAIT)
+    try:
+        serve.expect(r"Browser:  http://127\.0\.0\.1:(\d+)/#token=(\S+)\r\n")
+        assert serve.match.group(2) == (tmp_path / "data" / "token").read_text().strip()
+        serve.sendintr()
+        serve.expect_exact("Vancetope stopped.")
+    finally:
+        serve.close(force=True)

@@ -1,0 +1,301 @@
+"""What ``vancetope chat`` shows: frames become transcript lines and a live preview.
+
+The transcript is the committed chat, in its order: a turn's lines (the user's or a
+worker's line that started it, its tool lines, the reply) are printed when they arrive,
+each tool call and worker report as one short line (``/details`` shows the last one in
+full). Streamed tokens only feed the preview of the reply in progress, which
+``stream-reset`` and ``turn-restarted`` clear and the committed reply replaces
+(docs/protocol.md "Showing a streamed reply"), so an attempt sent back is never shown as
+the answer and nothing is printed out of order.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import re
+import threading
+from collections.abc import Callable
+from typing import Any, Protocol
+from xml.sax.saxutils import unescape
+
+from rich.console import Console
+from rich.markdown import Markdown
+from rich.text import Text
+
+SHORT = 100
+"""Characters of a summary, argument or result shown on a tool or worker line."""
+_EVENT = re.compile(r'<process-event sourceProcessId="([^"]*)" type="([a-z_-]+)">(.*?)'
+                    r"(?:<payload>.*)?</process-event>", re.DOTALL)
+_ATTR = re.compile(r"""(\w+)=("[^"]*"|'[^']*')""")  # as quoteattr writes them
+_TAG = re.compile(r"""<([a-z-]+)((?:\s+\w+=(?:"[^"]*"|'[^']*'))*)>(.*?)</\1>""", re.DOTALL)
+_ENTITIES = {"&quot;": '"', "&apos;": "'"}
+
+
+class View(Protocol):
+    """Where the printer's output goes: a plain stream or the interactive terminal."""
+
+    def line(self, kind: str, text: str) -> None:
+        """Print one transcript line. ``kind``: a chat role (``assistant``, ``user``,
+        ``error``), ``tool``, ``event``, ``inbox`` or ``note`` (the client's own remark)."""
+
+    def preview(self, text: str) -> None:
+        """Show ``text`` as the reply streaming in ("" clears it)."""
+
+
+class PlainView:
+    """Lines as ``who> text`` on a plain stream (a pipe, a test); no preview."""
+
+    def __init__(self, out: Any) -> None:
+        self.out = out
+
+    def line(self, kind: str, text: str) -> None:
+        prefix = {"user": "you> ", "assistant": "assistant> ", "error": "error> ",
+                  "inbox": "(inbox) ", "tool": "", "event": "", "note": "",
+                  "help": ""}.get(kind, f"{kind}> ")
+        text = f"({text})" if kind == "note" else text
+        print(f"{prefix}{text}", file=self.out, flush=True)
+
+    def preview(self, text: str) -> None:
+        pass
+
+
+class TerminalView:
+    """The interactive terminal: styled lines through ``console`` (printed above the prompt
+    while the user types), Markdown for replies; the preview is kept for the prompt to draw,
+    and ``on_preview`` asks it to redraw."""
+
+    _STYLES = {"user": "bold green", "tool": "yellow", "event": "magenta", "inbox": "bold blue",
+               "note": "dim", "error": "bold red"}
+
+    def __init__(self, console: Console, on_preview: Callable[[], None]) -> None:
+        self.console, self.on_preview = console, on_preview
+        self.streaming = ""
+
+    def line(self, kind: str, text: str) -> None:
+        if kind == "assistant":
+            self.console.print(Text("assistant ▸", style="bold cyan"))
+            self.console.print(Markdown(text))
+        elif kind == "user":
+            self.console.print(Text("you> ", style="bold green") + Text(text))
+        elif kind == "inbox":
+            self.console.print(Text(f"✉ inbox: {text}", style=self._STYLES[kind]))
+        elif kind == "note":
+            self.console.print(Text(f"({text})", style=self._STYLES[kind]))
+        elif kind == "error":
+            self.console.print(Text(f"error: {text}", style=self._STYLES[kind]))
+        else:
+            self.console.print(Text(text, style=self._STYLES.get(kind, "")))
+
+    def preview(self, text: str) -> None:
+        self.streaming = text
+        self.on_preview()
+
+
+def _short(text: str, limit: int = SHORT) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _first_line(text: str) -> str:
+    """The first non-empty line, without Markdown's emphasis marks."""
+    first = next((part for part in text.strip().splitlines() if part.strip()), "")
+    return _short(first.replace("**", "").replace("__", ""))
+
+
+def _tool_parts(line: dict[str, Any]) -> tuple[str, str, Any, Any]:
+    """A ``tool`` chat line (``name(args) → status: {"result"|"error": …}``) taken apart:
+    name, status, arguments, body (None where it does not parse, e.g. a cut result)."""
+    meta = line.get("meta") or {}
+    content = line["content"]
+    name = meta.get("toolName") or content.split("(", 1)[0]
+    status = str(meta.get("status") or "")
+    args: Any = None
+    if content.startswith(f"{name}("):
+        try:
+            args, _ = json.JSONDecoder().raw_decode(content, len(name) + 1)
+        except ValueError:
+            args = None
+    body: Any = None
+    _, sep, rest = content.partition(f" → {status}: ") if status else ("", "", "")
+    if sep:
+        try:
+            body = json.loads(rest)
+        except ValueError:
+            body = None
+    return name, status, args, body
+
+
+def tool_line(line: dict[str, Any]) -> str:
+    """A ``tool`` chat line as one short line: ``⚙ process_create demo-research (marvin) →
+    STARTING``."""
+    name, status, args, body = _tool_parts(line)
+    shown = f"⚙ {name}"
+    if isinstance(args, dict):
+        if name == "process_create":
+            what = args.get("name") or _short(str(args.get("goal", "")), 40)
+            shown += f" {what} ({args.get('recipe') or args.get('engine') or '?'})"
+        elif args:
+            shown += " " + _short(", ".join(f"{k}={v}" for k, v in args.items()
+                                            if not isinstance(v, (dict, list))), 60)
+    if isinstance(body, dict) and "error" in body:
+        return f"{shown} → error: {_short(str(body['error']))}"
+    result = body.get("result") if isinstance(body, dict) else None
+    if isinstance(result, dict) and isinstance(result.get("status"), str):
+        return f"{shown} → {result['status']}"
+    return f"{shown} → {status or '?'}"
+
+
+def event_line(content: str, names: dict[str, str]) -> str:
+    """An ``event`` chat line (what a worker, an Inbox answer or a tool result told Arthur)
+    as one short line: ``◆ worker demo-research DONE: <first line>``; ``names``: process
+    id → name."""
+    if match := _EVENT.fullmatch(content.strip()):
+        source, kind, summary = match.groups()
+        who = names.get(source, source)
+        first = _first_line(unescape(summary))
+        return f"◆ worker {who} {kind.upper()}" + (f": {first}" if first else "")
+    if match := _TAG.fullmatch(content.strip()):
+        tag, attrs, body = match.groups()
+        values = {k: unescape(v[1:-1], _ENTITIES) for k, v in _ATTR.findall(attrs)}
+        if tag == "inbox-answer":
+            return f"✉ answered: {values.get('title', '')} — {_first_line(unescape(body))}"
+        if tag == "tool-result":
+            return f"⚙ {values.get('tool', '?')} → {values.get('status', '?')} (later result)"
+        if tag == "external-command":
+            return f"⌁ command {values.get('name', '?')}"
+    return _first_line(content)
+
+
+class Printer:
+    """Turns frames into the view's lines (see the module docstring). After an
+    ``events-gap`` it re-reads the chat (``history``: the latest lines, oldest first) and
+    prints what it had not shown. ``typed``: the texts this terminal sent and has on screen
+    already, so their committed lines are not printed again."""
+
+    def __init__(self, view: View, pid: str, replay_until: int, printed_chat_seq: int,
+                 history: Callable[[], list[dict[str, Any]]] | None = None) -> None:
+        self.view, self.pid = view, pid
+        self.history = history
+        self.replay_until = replay_until
+        self.printed_chat_seq = printed_chat_seq
+        self.last_seq = 0
+        self.stream = ""  # the reply streaming in
+        self.typed: list[str] = []
+        self.names: dict[str, str] = {}  # process id → name, for worker lines
+        self.details = ""  # the last tool or worker line in full, for /details
+        self.answered = threading.Event()  # an assistant or error line was printed
+        self.waiting = False
+        self.question: str | None = None  # the user's message that ``pump`` waits to see answered
+        self.asked = False                # its own line came: the next assistant line answers it
+
+    def expect_answer(self, message_id: str) -> None:
+        """Make ``pump`` wait for the answer to the user's message ``message_id``: an error
+        line, or an assistant line after that message's own (not, say, a late welcome)."""
+        self.question, self.asked, self.waiting = message_id, False, True
+
+    def pump(self, events: queue.Queue[dict[str, Any]], timeout: float) -> bool:
+        """Handle frames until the expected answer came; False when the connection closed."""
+        while self.waiting:
+            try:
+                frame = events.get(timeout=timeout)
+            except queue.Empty:
+                self.view.line("note", "no reply in time")
+                return True
+            if frame["type"] == "closed":
+                return False
+            self.handle(frame)
+        return True
+
+    def drain(self, events: queue.Queue[dict[str, Any]]) -> None:
+        while not events.empty():
+            frame = events.get_nowait()
+            if frame["type"] != "closed":
+                self.handle(frame)
+
+    def handle(self, frame: dict[str, Any]) -> None:
+        kind = frame["type"]
+        if kind == "inbox-pending-summary" and frame["data"]["totalPending"]:
+            counts = frame["data"]["byCriticality"]
+            self.view.line("note", f"inbox: {frame['data']['totalPending']} pending, "
+                                   f"{counts['CRITICAL']} critical; /inbox lists them")
+        elif kind == "inbox-item-added":
+            self.view.line("inbox", item_line(frame["data"]["item"]))
+        elif kind == "events-gap":
+            self._reload(frame["data"]["firstAvailable"])
+        elif kind == "event":
+            self._event(frame["data"])
+
+    def _event(self, event: dict[str, Any]) -> None:
+        self.last_seq = max(self.last_seq, event["seq"])
+        if event["type"] == "process-spawned":
+            self.names[event["data"]["childProcessId"]] = event["data"].get("name") or ""
+        if event["processId"] != self.pid:
+            return
+        live = event["seq"] > self.replay_until
+        if event["type"] == "token" and live:
+            self.stream += event["data"]["text"]
+            self.view.preview(self.stream)
+        elif event["type"] in ("stream-reset", "turn-restarted") and live:
+            # That attempt is void (sent back, or died): the next one streams from the start.
+            self._clear()
+        elif event["type"] == "chat-message":
+            self._chat_line(event["data"])
+
+    def _chat_line(self, line: dict[str, Any]) -> None:
+        if line["seq"] <= self.printed_chat_seq:
+            return
+        self.printed_chat_seq = line["seq"]
+        role = line["role"]
+        if role == "user":
+            if line.get("sourceMessageId") == self.question:
+                self.asked = True
+            if line["content"] in self.typed:
+                self.typed.remove(line["content"])  # on screen already: the user typed it
+                return
+        if role == "assistant":
+            self._clear()
+        self.show(line)
+        if role == "error" or (role == "assistant" and (self.asked or not self.waiting)):
+            self.waiting = False
+            self.answered.set()
+
+    def show(self, line: dict[str, Any]) -> None:
+        """Print one chat line as the transcript shows it."""
+        role, content = line["role"], line["content"]
+        if role == "tool":
+            self.details = content
+            name, _, _, body = _tool_parts(line)
+            result = body.get("result") if isinstance(body, dict) else None
+            if name == "process_create" and isinstance(result, dict) and "processId" in result:
+                # Its result names the worker: later reports use that name.
+                self.names[str(result["processId"])] = str(result.get("name") or "")
+            self.view.line("tool", tool_line(line))
+        elif role == "event":
+            self.details = unescape(content)
+            self.view.line("event", event_line(content, self.names))
+        else:
+            self.view.line(role, content)
+
+    def _clear(self) -> None:
+        if self.stream:
+            self.stream = ""
+            self.view.preview("")
+
+    def _reload(self, first_available: int) -> None:
+        """Events were lost (the log was trimmed, or Redis restarted): the chat is the record,
+        so show the lines of it not shown yet, as ``handle`` would have, and go on."""
+        self.last_seq = max(first_available - 1, 0)
+        self._clear()
+        self.view.line("note", "some events were lost; reloading the conversation")
+        for line in self.history() if self.history else []:
+            self._chat_line(line)
+
+
+def item_line(item: dict[str, Any]) -> str:
+    line = f"{item['id']}  {item['type']}  {item['criticality']}  {item['title']}"
+    if item["type"] == "DECISION":
+        line += "  [" + " | ".join(o["value"] for o in item["payload"]["options"]) + "]"
+    elif item["type"] == "ORDERING":
+        line += "  [" + ", ".join(i["id"] for i in item["payload"]["items"]) + "]"
+    return line

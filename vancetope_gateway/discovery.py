@@ -1,0 +1,69 @@
+"""How ``vancetope chat`` finds the server ``vancetope serve`` started, from any folder.
+
+``serve`` records its WebSocket URL in ``DATA_DIR/server.json`` and, so that a chat started
+in another folder finds it too, ``{url, dataDir}`` in the user's state file
+(``$XDG_STATE_HOME/vancetope/server.json``, by default ``~/.local/state/vancetope/``); both
+mode 0600 — they name no secret, but say where the token lies. ``chat`` then takes:
+
+- the data directory: ``VANCETOPE_DATA_DIR`` if set, else ``./.vancetope`` if it exists,
+  else the ``dataDir`` of the user's state file (the server started last);
+- the URL: ``--url``, else ``VANCETOPE_URL``, else the data directory's ``server.json``,
+  else ``ws://VANCETOPE_HOST:VANCETOPE_PORT/ws``;
+- the token: ``--token``, else ``VANCETOPE_TOKEN``, else ``DATA_DIR/token``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+
+from vancetope_brain.config import PRIVATE_DIR, Config
+
+SERVER_FILE = "server.json"
+
+
+def user_state_file(env: Mapping[str, str]) -> Path:
+    """The user's record of the server started last."""
+    base = env.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(base) / "vancetope" / SERVER_FILE
+
+
+def record_server(config: Config, url: str, env: Mapping[str, str]) -> None:
+    """Write where this server listens, for ``chat`` (see the module docstring). A state
+    file that cannot be written (a read-only home) only costs the lookup from elsewhere."""
+    _write(config.data_dir / SERVER_FILE, {"url": url})
+    with contextlib.suppress(OSError):
+        _write(user_state_file(env), {"url": url, "dataDir": str(config.data_dir.resolve())})
+
+
+def chat_config(config: Config, env: Mapping[str, str]) -> Config:
+    """``config`` with the data directory ``chat`` uses."""
+    if env.get("VANCETOPE_DATA_DIR") or config.data_dir.exists():
+        return config
+    recorded = _read(user_state_file(env)).get("dataDir")
+    return replace(config, data_dir=Path(recorded)) if recorded else config
+
+
+def server_url(config: Config, env: Mapping[str, str], url: str | None) -> str:
+    """The WebSocket URL ``chat`` connects to."""
+    return (url or env.get("VANCETOPE_URL") or _read(config.data_dir / SERVER_FILE).get("url")
+            or f"ws://{config.host}:{config.port}/ws")
+
+
+def _write(path: Path, record: dict[str, str]) -> None:
+    path.parent.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(record, f)
+
+
+def _read(path: Path) -> dict[str, str]:
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return record if isinstance(record, dict) else {}
