@@ -9,7 +9,10 @@ it empty; the run flushes no other database and releases its own at exit.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,6 +32,13 @@ from workers.embedded import EmbeddedWorker
 from workers.parts import Worker
 
 pytest_plugins = ["vancetope_brain.llm.pytest_plugin", "tests.log_secrets", "pytester"]
+
+# ``vancetope serve`` records where it listens in the user's state directory
+# (vancetope_gateway/discovery.py), and ``vancetope chat`` reads it: a test run neither writes
+# the user's own record nor reads another run's. Every server a test starts inherits this.
+_STATE_HOME = tempfile.mkdtemp(prefix="vancetope-test-state-")
+os.environ["XDG_STATE_HOME"] = _STATE_HOME
+atexit.register(shutil.rmtree, _STATE_HOME, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
