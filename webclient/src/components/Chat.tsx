@@ -30,7 +30,7 @@ export function Chat() {
           card.
         </Alert>
       )}
-      <ScrollArea style={{ flex: 1 }} className="transcript">
+      <ScrollArea style={{ flex: 1 }} className="transcript" offsetScrollbars>
         <Stack gap="xs" role="log" aria-label="Chat" aria-live="polite" data-testid="transcript">
           {!chatProcessId && (
             <Text c="dimmed">An autonomous session has no chat; its processes are on the right.</Text>

@@ -1,0 +1,85 @@
+"""The web client in headless Chromium against a real ``vancetope serve`` (conftest.py):
+sign in from the banner's ``#token=`` URL, create a session, see a reply streamed and a
+worker's card move through its statuses."""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.request
+
+WORKER = "[data-testid=worker-card]"
+
+
+def test_the_app_loads_without_a_token_under_a_strict_policy(server):
+    with urllib.request.urlopen(server.url + "/") as answer:
+        policy = answer.headers["Content-Security-Policy"]
+        assert answer.headers["Cache-Control"] == "no-cache"
+        html = answer.read().decode()
+    assert "script-src 'self'" in policy and "connect-src 'self'" in policy
+    assert "<script>" not in html  # no inline script: the policy would refuse it
+    asset = re.search(r'src="(/assets/[^"]+\.js)"', html).group(1)
+    with urllib.request.urlopen(server.url + asset) as answer:
+        assert "immutable" in answer.headers["Cache-Control"]
+
+
+def test_sign_in_from_the_fragment_stream_a_reply_and_follow_a_worker(server, page, shoot):
+    page.goto(server.sign_in_url)
+    page.get_by_test_id("connection").get_by_text("connected").wait_for()
+    assert "token" not in page.url  # taken out of the address bar
+    assert page.evaluate("sessionStorage.getItem('vancetope.token')") == server.token
+
+    page.get_by_role("button", name="New session").click()
+    page.get_by_label("Title").fill("web test")
+    page.get_by_role("button", name="Create").click()
+    transcript = page.get_by_test_id("transcript")
+    transcript.get_by_text("Hi, I'm Arthur").wait_for()
+
+    # Record every text the streamed bubble shows, to see the reply grow.
+    page.evaluate("""() => {
+        window.__streamed = [];
+        new MutationObserver(() => {
+            const bubble = document.querySelector('[data-role=streaming]');
+            if (bubble) window.__streamed.push(bubble.textContent);
+        }).observe(document.body, {subtree: true, childList: true, characterData: true});
+    }""")
+    page.get_by_label("Message to Arthur").fill("hello **web**")
+    page.keyboard.press("Enter")
+    reply = transcript.locator("[data-role=assistant]").filter(has_text="You said")
+    reply.wait_for()
+    streamed = page.evaluate("window.__streamed")
+    assert len(set(streamed)) > 2, streamed  # it grew token by token before it committed
+    assert transcript.locator("[data-role=user]").filter(has_text="hello **web**").count() == 1
+    shoot(page, "chat")
+
+    page.get_by_label("Message to Arthur").fill("please research the history of tea")
+    page.keyboard.press("Enter")
+    card = page.locator(WORKER).filter(has_text="demo-research").filter(
+        has_not_text="demo-research-n").first
+    card.wait_for()
+    page.locator(f"{WORKER}[data-status=CLOSED]").filter(has_text="please research").first \
+        .wait_for()
+    trail = card.get_by_test_id("trail").inner_text()
+    assert trail.startswith("INIT → RUNNING") and trail.endswith("CLOSED"), trail
+    assert card.get_by_test_id("status-pill").inner_text() == "CLOSED"
+    assert card.get_by_text("marvin").count() >= 1
+    # The tool call that started it is a card, and the worker's report an event card.
+    tool = transcript.locator("[data-role=tool]").filter(has_text="process_create")
+    tool.get_by_text("success").wait_for()
+    tool.get_by_role("button").first.click()
+    assert json.loads(tool.locator("pre").first.inner_text())["recipe"] == "marvin"
+    transcript.locator("[data-role=event]").filter(has_text="done").first.wait_for()
+    transcript.locator("[data-role=assistant]").filter(has_text="is done").wait_for()
+    shoot(card, "worker-card")
+    shoot(page, "chat-with-worker")
+
+
+def test_a_refused_token_says_so_on_the_sign_in_form(server, page):
+    page.goto(server.url + "/#token=vt_not-a-real-token")
+    page.get_by_role("alert").get_by_text("refused this token").wait_for()
+    page.get_by_label("Token").fill(server.token)
+    page.get_by_role("button", name="Sign in").click()
+    page.get_by_test_id("connection").get_by_text("connected").wait_for()
+    page.get_by_role("button", name="Sign out").click()
+    page.get_by_label("Token").wait_for()
+    assert page.evaluate("sessionStorage.getItem('vancetope.token')") is None
