@@ -2,7 +2,7 @@
 browser) through Playwright, against a real ``vancetope serve`` subprocess — free port,
 temporary data directory, the offline demo model.
 
-Fixtures: ``server`` (one per module: ``url``, ``token``, ``data_dir``, ``sign_in_url``),
+Fixtures: ``server`` (one per run: ``url``, ``token``, ``data_dir``, ``sign_in_url``),
 ``page`` (a fresh browser context per test; a script error on the page fails the test) and
 ``shoot(page, name)``, which keeps a screenshot in the artefact directory
 (``VANCETOPE_TEST_ARTIFACTS``, else ``web-artifacts`` under pytest's temporary base),
@@ -44,6 +44,12 @@ class Served:
     def sign_in_url(self) -> str:
         return f"{self.url}/#token={self.token}"
 
+    def admin(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """``vancetope admin ARGS`` on this server's data directory."""
+        return subprocess.run([sys.executable, "-m", "vancetope_gateway.cli", "admin", *args],
+                              env=dict(os.environ, VANCETOPE_DATA_DIR=str(self.data_dir)),
+                              capture_output=True, text=True, timeout=30, check=True)
+
 
 def _chromium() -> str:
     found = CHROMIUM if os.access(CHROMIUM, os.X_OK) else shutil.which("chromium")
@@ -54,14 +60,14 @@ def _chromium() -> str:
     pytest.skip(f"{CHROMIUM} is missing (apt-get install -y chromium chromium-driver)")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """``vancetope serve`` in a subprocess on a free port, with the demo model."""
     _chromium()  # skip before starting a server no browser will use
     data_dir = tmp_path_factory.mktemp("web-data")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VANCETOPE_", "OPENAI_"))}
     env.update(VANCETOPE_DATA_DIR=str(data_dir), VANCETOPE_PORT="0",
-               VANCETOPE_HOST="127.0.0.1")
+               VANCETOPE_HOST="127.0.0.1", VANCETOPE_TOKEN_RECHECK="0.5")
     proc = subprocess.Popen([sys.executable, "-m", "vancetope_gateway.cli", "serve"], env=env,
                             text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     assert proc.stdout is not None

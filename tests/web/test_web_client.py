@@ -83,3 +83,15 @@ def test_a_refused_token_says_so_on_the_sign_in_form(server, page):
     page.get_by_role("button", name="Sign out").click()
     page.get_by_label("Token").wait_for()
     assert page.evaluate("sessionStorage.getItem('vancetope.token')") is None
+
+
+def test_a_revoked_token_signs_the_tab_out_and_says_why(server, page):
+    made = server.admin("token", "create", "--tenant", "local", "--user", "local",
+                        "--label", "web test")
+    secret = made.stdout.strip()
+    token_id = re.search(r"tok_[0-9a-f]+", made.stdout + made.stderr).group(0)
+    page.goto(f"{server.url}/#token={secret}")
+    page.get_by_test_id("connection").get_by_text("connected").wait_for()
+    server.admin("token", "revoke", "--tenant", "local", token_id)
+    page.get_by_role("alert").get_by_text("revoked").wait_for()
+    assert page.evaluate("sessionStorage.getItem('vancetope.token')") is None

@@ -37,11 +37,6 @@ export function signOut(reason: string | null = null): void {
   set({ connection: "signed-out", authError: reason, welcome: null, sessions: [] });
 }
 
-/** Drop the socket as a network failure would; the client reconnects and resumes. */
-export function dropConnection(): void {
-  connection?.drop();
-}
-
 function connect(): void {
   const token = storedToken();
   if (!token) {
@@ -58,8 +53,12 @@ async function onClose(token: string, info: CloseInfo): Promise<void> {
     signOut("This token was revoked. Sign in with a new one (vancetope admin token create).");
     return;
   }
-  if (!info.opened && (await refused(token))) {
-    signOut("The server refused this token (401). Check that you pasted all of it.");
+  // A socket of a revoked token may also end without its close frame (1006); the next
+  // handshake is refused then, and the REST probe tells.
+  if (await refused(token)) {
+    signOut(info.opened
+      ? "The server no longer accepts this token: it was revoked. Sign in with a new one."
+      : "The server refused this token (unknown or revoked). Check that you pasted all of it.");
     return;
   }
   set({ connection: "reconnecting" });

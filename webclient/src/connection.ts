@@ -72,12 +72,6 @@ export class Connection {
     this.ws.close(1000);
   }
 
-  /** Drop the socket as a network failure would (the close callback follows); for the
-   * reconnect tests and the "reconnect" button. */
-  drop(): void {
-    this.ws.close(4000, "dropped by the client");
-  }
-
   private receive(frame: Frame): void {
     const waiting = frame.replyTo ? this.pending.get(frame.replyTo) : undefined;
     if (!waiting) {

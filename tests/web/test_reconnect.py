@@ -1,0 +1,63 @@
+"""Reconnect without loss: the socket is cut in the middle of a streamed reply (Playwright
+routes the page's WebSocket and closes it after the first token), the client reconnects,
+resumes with its last seq, and its transcript ends identical to a tab that never dropped."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+
+LINES = "[data-testid=transcript] > [data-role]"
+
+
+def test_a_socket_cut_mid_stream_loses_nothing(server, page, browser, shoot):
+    cut = threading.Event()
+    cut_armed = threading.Event()
+    sockets: list[object] = []
+
+    def route(ws) -> None:  # type: ignore[no-untyped-def]
+        upstream = ws.connect_to_server()
+        sockets.append(ws)
+
+        def down(message) -> None:  # type: ignore[no-untyped-def]
+            frame = json.loads(message)
+            ws.send(message)
+            if (cut_armed.is_set() and not cut.is_set() and frame["type"] == "event"
+                    and frame["data"]["type"] == "token"):
+                cut.set()
+                ws.close(code=4000, reason="cut by the test")
+                upstream.close()
+
+        ws.on_message(lambda message: upstream.send(message))
+        upstream.on_message(down)
+
+    page.route_web_socket(re.compile(r"/ws$"), route)
+    page.goto(server.sign_in_url)
+    page.get_by_role("button", name="New session").click()
+    page.get_by_label("Title").fill("reconnect")
+    page.get_by_role("button", name="Create").click()
+    page.get_by_text("Hi, I'm Arthur").wait_for()
+
+    cut_armed.set()
+    page.get_by_label("Message to Arthur").fill("tell me something long")
+    page.keyboard.press("Enter")
+    page.locator("[data-role=assistant]").filter(has_text="You said").wait_for()
+    assert cut.is_set() and len(sockets) >= 2  # it was cut, and the client came back
+    page.get_by_test_id("connection").get_by_text("connected").wait_for()
+    page.get_by_label("Message to Arthur").fill("and one more")
+    page.keyboard.press("Enter")
+    page.locator("[data-role=assistant]").filter(has_text="and one more").wait_for()
+    dropped = page.locator(LINES).all_inner_texts()
+
+    other = browser.new_context()
+    try:
+        calm = other.new_page()
+        calm.goto(server.sign_in_url)
+        calm.get_by_role("button", name="reconnect").click()
+        calm.locator("[data-role=assistant]").filter(has_text="and one more").wait_for()
+        assert calm.locator(LINES).all_inner_texts() == dropped
+    finally:
+        other.close()
+    assert [t.split("\n")[0] for t in dropped] == ["Arthur", "You", "Arthur", "You", "Arthur"]
+    shoot(page, "chat-after-reconnect")
