@@ -9,6 +9,7 @@ import re
 import urllib.request
 
 WORKER = "[data-testid=worker-card]"
+STRATEGY = f'{WORKER}[aria-label="Worker demo-strategy"]'  # the demo's vogon process
 
 
 def test_the_app_loads_without_a_token_under_a_strict_policy(server):
@@ -95,3 +96,29 @@ def test_a_revoked_token_signs_the_tab_out_and_says_why(server, page):
     server.admin("token", "revoke", "--tenant", "local", token_id)
     page.get_by_role("alert").get_by_text("revoked").wait_for()
     assert page.evaluate("sessionStorage.getItem('vancetope.token')") is None
+
+
+def test_worker_card_buttons_pause_resume_and_stop_it(server, page, shoot):
+    page.goto(server.sign_in_url)
+    page.get_by_role("button", name="New session").click()
+    page.get_by_label("Title").fill("lifecycle")
+    page.get_by_role("button", name="Create").click()
+    page.get_by_text("Hi, I'm Arthur").wait_for()
+    page.get_by_label("Message to Arthur").fill("run the launch plan strategy with my approval")
+    page.keyboard.press("Enter")
+    card = page.locator(STRATEGY)
+    page.locator(f"{STRATEGY}[data-status=BLOCKED]").wait_for()  # at its approval checkpoint
+    pill = card.get_by_test_id("status-pill")
+
+    card.get_by_role("button", name="pause demo-strategy").click()
+    page.locator(f"{STRATEGY}[data-status=PAUSED]").wait_for()
+    assert card.get_by_role("button", name="pause demo-strategy").is_disabled()
+    shoot(card, "worker-card-paused")
+    card.get_by_role("button", name="resume demo-strategy").click()
+    page.wait_for_function(
+        "() => document.querySelector('[aria-label=\"Worker demo-strategy\"]')"
+        ".dataset.status !== 'PAUSED'")
+    card.get_by_role("button", name="stop demo-strategy").click()
+    page.locator(f"{STRATEGY}[data-status=CLOSED]").wait_for()
+    assert pill.inner_text() == "CLOSED"
+    assert "PAUSED" in card.get_by_test_id("trail").inner_text()

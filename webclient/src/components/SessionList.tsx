@@ -32,8 +32,9 @@ export function SessionList() {
               label={s.title || s.id}
               description={`${s.type.toLowerCase()} · ${new Date(s.createdAt).toLocaleString()}`}
               rightSection={<Badge size="xs" color={STATUS_COLOR[s.status]}>{s.status}</Badge>}
-              disabled={s.status === "CLOSED"}
-              onClick={() => void openSession(s.id)} />
+              // NavLink's `disabled` only styles it: say so to assistive technology too.
+              disabled={s.status === "CLOSED"} aria-disabled={s.status === "CLOSED"}
+              onClick={() => s.status !== "CLOSED" && void openSession(s.id)} />
           ))}
         </nav>
       </ScrollArea>
