@@ -102,8 +102,13 @@ function onPush(frame: Frame): void {
 }
 
 function onEvent(event: StreamEvent): void {
+  const known = event.processId in get().processes;
   applyEvent(event);
-  if (event.type === "process-spawned") void refreshProcess(event.data.childProcessId);
+  // A spawned process is committed by the time it leaves INIT (not yet when its parent
+  // announces it): read it whole then, and any process this tab has not seen yet.
+  if (event.type === "status-changed" && (!known || event.data.from === "INIT")) {
+    void refreshProcess(event.processId);
+  }
 }
 
 async function afterWelcome(): Promise<void> {
@@ -112,8 +117,11 @@ async function afterWelcome(): Promise<void> {
   if (sessionId) await bind("session-resume", { sessionId, lastSeq }, "resume");
 }
 
-/** Run a request; a refused one is shown as a notification and gives `undefined`. */
-export async function request<T>(type: string, data: object = {}): Promise<T | undefined> {
+/** Run a request; a refused one gives `undefined` and is shown as a notification, unless
+ * `quiet` (for reads the client makes on its own). */
+export async function request<T>(
+  type: string, data: object = {}, quiet = false,
+): Promise<T | undefined> {
   if (!connection) {
     notifications.show({ color: "yellow", message: "Not connected; reconnecting…" });
     return undefined;
@@ -121,7 +129,7 @@ export async function request<T>(type: string, data: object = {}): Promise<T | u
   try {
     return await connection.request<T>(type, data);
   } catch (e) {
-    if (e instanceof ProtocolError && e.code !== "disconnected") {
+    if (e instanceof ProtocolError && e.code !== "disconnected" && !quiet) {
       notifications.show({ color: "red", title: e.code, message: e.message });
     }
     return undefined;
@@ -180,8 +188,8 @@ async function loadProcesses(): Promise<void> {
 }
 
 async function refreshProcess(processId: string): Promise<void> {
-  const answer = await request<{ process: Process }>("process-status", { processId });
-  if (answer) putProcesses([answer.process]);
+  const answer = await request<{ process: Process }>("process-status", { processId }, true);
+  if (answer && answer.process.sessionId === get().sessionId) putProcesses([answer.process]);
 }
 
 export async function sendMessage(content: string): Promise<boolean> {

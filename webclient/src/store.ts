@@ -72,11 +72,14 @@ export function mergeLines(lines: ChatLine[]): void {
   });
 }
 
+/** Merge processes read with a request. A reply may be older than a status event that
+ * overtook it, so it never takes a card out of CLOSED (a terminal status). */
 export function putProcesses(processes: Process[]): void {
   set((s) => {
     const next = { ...s.processes };
-    for (const p of processes) {
-      const old = next[p.id];
+    for (const read of processes) {
+      const old = next[read.id];
+      const p = old?.status === "CLOSED" ? { ...read, status: old.status } : read;
       const trail = old ? old.trail : [];
       next[p.id] = {
         ...old, ...p, lastEvent: old?.lastEvent ?? null,

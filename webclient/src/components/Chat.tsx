@@ -23,7 +23,7 @@ export function Chat() {
     return <Text c="dimmed">Open a session on the left, or create a new one.</Text>;
   }
   return (
-    <Stack h="calc(100dvh - 56px - 2 * var(--mantine-spacing-md))" gap="sm">
+    <Stack h="calc(100dvh - 56px - 2 * var(--mantine-spacing-md) - var(--chat-offset, 0px))" gap="sm">
       {drift && (
         <Alert color="yellow" title="The working directory changed">
           This session's processes stayed suspended. Resume, stop or reset each one on its

@@ -9,14 +9,14 @@ export function ChatItem({ line }: { line: ChatLine }) {
   switch (line.role) {
     case "user":
       return (
-        <Paper p="sm" radius="md" bg="blue.0" ml="auto" maw="85%" data-role="user">
+        <Paper p="sm" radius="md" bg="blue.0" ml="auto" maw={{ base: "100%", sm: "85%" }} data-role="user">
           <Text size="xs" c="dimmed">You</Text>
           <Text style={{ whiteSpace: "pre-wrap" }}>{line.content}</Text>
         </Paper>
       );
     case "assistant":
       return (
-        <Paper p="sm" radius="md" withBorder maw="85%" data-role="assistant">
+        <Paper p="sm" radius="md" withBorder maw={{ base: "100%", sm: "85%" }} data-role="assistant">
           <Text size="xs" c="dimmed">Arthur</Text>
           <Markdown text={line.content} />
         </Paper>
@@ -39,7 +39,7 @@ export function ChatItem({ line }: { line: ChatLine }) {
 /** The reply being streamed (token events), until its chat line commits. */
 export function Streaming({ text }: { text: string }) {
   return (
-    <Paper p="sm" radius="md" withBorder maw="85%" data-role="streaming" aria-busy="true">
+    <Paper p="sm" radius="md" withBorder maw={{ base: "100%", sm: "85%" }} data-role="streaming" aria-busy="true">
       <Text size="xs" c="dimmed">Arthur is writing…</Text>
       <Markdown text={text} />
     </Paper>

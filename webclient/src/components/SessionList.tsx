@@ -12,8 +12,8 @@ import { useStore } from "../store";
 const STATUS_COLOR = { OPEN: "green", SUSPENDED: "yellow", CLOSED: "gray" } as const;
 
 /** The user's sessions (session-list), the bound one highlighted; create, open, suspend,
- * close. */
-export function SessionList() {
+ * close. `onPicked` folds the menu away on a narrow screen once a session is chosen. */
+export function SessionList({ onPicked }: { onPicked(): void }) {
   const sessions = useStore((s) => s.sessions);
   const current = useStore((s) => s.sessionId);
   const [creating, { open, close }] = useDisclosure();
@@ -34,7 +34,11 @@ export function SessionList() {
               rightSection={<Badge size="xs" color={STATUS_COLOR[s.status]}>{s.status}</Badge>}
               // NavLink's `disabled` only styles it: say so to assistive technology too.
               disabled={s.status === "CLOSED"} aria-disabled={s.status === "CLOSED"}
-              onClick={() => s.status !== "CLOSED" && void openSession(s.id)} />
+              onClick={() => {
+                if (s.status === "CLOSED") return;
+                onPicked();
+                void openSession(s.id);
+              }} />
           ))}
         </nav>
       </ScrollArea>
@@ -49,7 +53,7 @@ export function SessionList() {
         </Group>
       )}
       <Modal opened={creating} onClose={close} title="New session">
-        <NewSessionForm onDone={close} />
+        <NewSessionForm onDone={() => { close(); onPicked(); }} />
       </Modal>
     </Stack>
   );
