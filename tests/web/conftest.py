@@ -67,7 +67,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     data_dir = tmp_path_factory.mktemp("web-data")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VANCETOPE_", "OPENAI_"))}
     env.update(VANCETOPE_DATA_DIR=str(data_dir), VANCETOPE_PORT="0",
-               VANCETOPE_HOST="127.0.0.1", VANCETOPE_TOKEN_RECHECK="0.5")
+               VANCETOPE_HOST="127.0.0.1", VANCETOPE_TOKEN_RECHECK="0.5",
+               # Small enough that a tab away for three replies misses events (events-gap).
+               VANCETOPE_EVENT_LOG_MAX="200",
+               # The demo model's pause between streamed words (issue 13's demo work): short,
+               # so replies still arrive token by token and the tests stay fast.
+               VANCETOPE_DEMO_TOKEN_DELAY="0.003")
     proc = subprocess.Popen([sys.executable, "-m", "vancetope_gateway.cli", "serve"], env=env,
                             text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     assert proc.stdout is not None

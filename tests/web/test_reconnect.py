@@ -61,3 +61,56 @@ def test_a_socket_cut_mid_stream_loses_nothing(server, page, browser, shoot):
         other.close()
     assert [t.split("\n")[0] for t in dropped] == ["Arthur", "You", "Arthur", "You", "Arthur"]
     shoot(page, "chat-after-reconnect")
+
+
+def test_a_tab_that_missed_trimmed_events_reloads_the_history(server, page, browser):
+    """The log keeps 200 events (conftest); while this tab is away another tab of the user
+    gets three replies (≈250 events), so the resume answers ``events-gap`` and the tab
+    reloads the chat history — and ends in step with the other tab."""
+    blocked = threading.Event()
+    open_sockets: list[tuple[object, object]] = []
+    gaps: list[dict] = []
+
+    def route(ws) -> None:  # type: ignore[no-untyped-def]
+        if blocked.is_set():
+            ws.close(code=1011, reason="the test keeps this tab away")
+            return
+        upstream = ws.connect_to_server()
+        open_sockets.append((ws, upstream))
+
+        def down(message) -> None:  # type: ignore[no-untyped-def]
+            if json.loads(message)["type"] == "events-gap":
+                gaps.append(json.loads(message)["data"])
+            ws.send(message)
+
+        ws.on_message(lambda message: upstream.send(message))
+        upstream.on_message(down)
+
+    page.route_web_socket(re.compile(r"/ws$"), route)
+    page.goto(server.sign_in_url)
+    page.get_by_role("button", name="New session").click()
+    page.get_by_label("Title").fill("gap")
+    page.get_by_role("button", name="Create").click()
+    page.get_by_text("Hi, I'm Arthur").wait_for()
+
+    other = browser.new_context()
+    try:
+        busy = other.new_page()
+        busy.goto(server.sign_in_url)
+        busy.get_by_role("button", name="gap").click()
+        busy.get_by_text("Hi, I'm Arthur").wait_for()
+        blocked.set()
+        for ws, upstream in open_sockets:
+            ws.close(code=4000, reason="cut by the test")
+            upstream.close()
+        page.get_by_test_id("connection").get_by_text("reconnecting").wait_for()
+        for n in range(3):
+            busy.get_by_label("Message to Arthur").fill(f"message number {n}")
+            busy.keyboard.press("Enter")
+            busy.locator("[data-role=assistant]").filter(has_text=f"number {n}").wait_for()
+        blocked.clear()
+        page.locator("[data-role=assistant]").filter(has_text="number 2").wait_for()
+        assert gaps and gaps[0]["firstAvailable"] > gaps[0]["requestedAfter"] + 1, gaps
+        assert page.locator(LINES).all_inner_texts() == busy.locator(LINES).all_inner_texts()
+    finally:
+        other.close()

@@ -73,6 +73,8 @@ def test_sign_in_from_the_fragment_stream_a_reply_and_follow_a_worker(server, pa
     transcript.locator("[data-role=assistant]").filter(has_text="is done").wait_for()
     shoot(card, "worker-card")
     shoot(page, "chat-with-worker")
+    # The token travelled in the fragment and the subprotocol: never in a logged URL.
+    assert server.token not in "".join(server.output)
 
 
 def test_a_refused_token_says_so_on_the_sign_in_form(server, page):
