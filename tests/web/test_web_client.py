@@ -44,13 +44,20 @@ def test_sign_in_from_the_fragment_stream_a_reply_and_follow_a_worker(server, pa
             if (bubble) window.__streamed.push(bubble.textContent);
         }).observe(document.body, {subtree: true, childList: true, characterData: true});
     }""")
-    page.get_by_label("Message to Arthur").fill("hello **web**")
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    typed = "hello **web** <img src=x onerror=alert(1)>"
+    page.get_by_label("Message to Arthur").fill(typed)
     page.keyboard.press("Enter")
     reply = transcript.locator("[data-role=assistant]").filter(has_text="You said")
     reply.wait_for()
     streamed = page.evaluate("window.__streamed")
     assert len(set(streamed)) > 2, streamed  # it grew token by token before it committed
-    assert transcript.locator("[data-role=user]").filter(has_text="hello **web**").count() == 1
+    assert transcript.locator("[data-role=user]").filter(has_text=typed).count() == 1
+    # The reply quotes it as Markdown: rendered, with what could run removed (DOMPurify).
+    assert reply.locator("strong").filter(has_text="web").count() == 1
+    assert reply.locator("img").count() == 1
+    assert reply.locator("img").get_attribute("onerror") is None and not dialogs
     shoot(page, "chat")
 
     page.get_by_label("Message to Arthur").fill("please research the history of tea")
