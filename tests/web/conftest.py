@@ -4,6 +4,7 @@ temporary data directory, the offline demo model.
 
 Fixtures: ``server`` (one per run: ``url``, ``token``, ``data_dir``, ``sign_in_url``),
 ``page`` (a fresh browser context per test; a script error on the page fails the test) and
+``axe_violations(page)`` (an automated accessibility check with axe-core) and
 ``shoot(page, name)``, which keeps a screenshot in the artefact directory
 (``VANCETOPE_TEST_ARTIFACTS``, else ``web-artifacts`` under pytest's temporary base),
 printed at the end of the run.
@@ -137,6 +138,18 @@ def page(browser) -> Iterator[object]:  # type: ignore[no-untyped-def]
     yield opened
     context.close()
     assert not errors, "script errors on the page:\n" + "\n".join(errors)
+
+
+@pytest.fixture
+def axe_violations():  # type: ignore[no-untyped-def]
+    """``axe_violations(page)``: axe-core's WCAG findings on the page now, one line each."""
+    from axe_playwright_python.sync_playwright import Axe
+
+    def check(target) -> list[str]:  # type: ignore[no-untyped-def]
+        found = Axe().run(target).response["violations"]
+        return [f"{v['id']} ({v['impact']}): {v['help']} — "
+                + "; ".join(str(n["target"][0]) for n in v["nodes"][:5]) for v in found]
+    return check
 
 
 ARTIFACTS: list[Path] = []

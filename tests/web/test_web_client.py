@@ -24,7 +24,8 @@ def test_the_app_loads_without_a_token_under_a_strict_policy(server):
         assert "immutable" in answer.headers["Cache-Control"]
 
 
-def test_sign_in_from_the_fragment_stream_a_reply_and_follow_a_worker(server, page, shoot):
+def test_sign_in_from_the_fragment_stream_a_reply_and_follow_a_worker(server, page, shoot,
+                                                                      axe_violations):
     page.goto(server.sign_in_url)
     page.get_by_test_id("connection").get_by_text("connected").wait_for()
     assert "token" not in page.url  # taken out of the address bar
@@ -80,19 +81,27 @@ def test_sign_in_from_the_fragment_stream_a_reply_and_follow_a_worker(server, pa
     transcript.locator("[data-role=assistant]").filter(has_text="is done").wait_for()
     shoot(card, "worker-card")
     shoot(page, "chat-with-worker")
+    # The app with a chat, a tool card, event cards and worker cards passes axe-core.
+    found = axe_violations(page)
+    assert found == [], "\n".join(found)
     # The token travelled in the fragment and the subprotocol: never in a logged URL.
     assert server.token not in "".join(server.output)
 
 
-def test_a_refused_token_says_so_on_the_sign_in_form(server, page):
+def test_a_refused_token_says_so_on_the_sign_in_form(server, page, axe_violations):
     page.goto(server.url + "/#token=vt_not-a-real-token")
     page.get_by_role("alert").get_by_text("refused this token").wait_for()
+    found = axe_violations(page)
+    assert found == [], "\n".join(found)
     page.get_by_label("Token").fill(server.token)
     page.get_by_role("button", name="Sign in").click()
     page.get_by_test_id("connection").get_by_text("connected").wait_for()
     page.get_by_role("button", name="Sign out").click()
     page.get_by_label("Token").wait_for()
     assert page.evaluate("sessionStorage.getItem('vancetope.token')") is None
+    # The sign-in link opened in this tab again only changes the fragment: it signs in.
+    page.goto(server.sign_in_url)
+    page.get_by_test_id("connection").get_by_text("connected").wait_for()
 
 
 def test_a_revoked_token_signs_the_tab_out_and_says_why(server, page):

@@ -18,6 +18,9 @@ const marked = new Marked(
 );
 
 DOMPurify.addHook("afterSanitizeAttributes", (node) => {
+  // An image the text gives no description is marked decorative for screen readers
+  // (Markdown's ![description](url) gives one).
+  if (node.tagName === "IMG" && !node.hasAttribute("alt")) node.setAttribute("alt", "");
   // Links open outside the app, without telling the target where they came from.
   if (node.tagName === "A") {
     node.setAttribute("target", "_blank");

@@ -36,7 +36,7 @@ export function App() {
             <Burger opened={navOpen} onClick={toggle} hiddenFrom="sm" size="sm"
               aria-label="Sessions" />
             <Title order={1} size="h3">Vancetope</Title>
-            <Badge color={color} variant="light" data-testid="connection">{label}</Badge>
+            <Badge color={color} variant="dot" data-testid="connection">{label}</Badge>
           </Group>
           <Group>
             {user && <Badge variant="outline" visibleFrom="sm">{user}</Badge>}

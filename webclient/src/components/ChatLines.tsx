@@ -86,7 +86,7 @@ function ToolCard({ name, args, status, result }: ToolView) {
           <Group gap="xs">
             <Text size="sm">Tool call</Text>
             <Code>{name}</Code>
-            <Badge size="sm" color={TOOL_COLOR[status] ?? "gray"}>{status}</Badge>
+            <Badge size="sm" variant="dot" color={TOOL_COLOR[status] ?? "gray"}>{status}</Badge>
           </Group>
         </Accordion.Control>
         <Accordion.Panel>

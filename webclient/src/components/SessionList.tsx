@@ -31,7 +31,7 @@ export function SessionList({ onPicked }: { onPicked(): void }) {
             <NavLink key={s.id} component="button" active={s.id === current}
               label={s.title || s.id}
               description={`${s.type.toLowerCase()} · ${new Date(s.createdAt).toLocaleString()}`}
-              rightSection={<Badge size="xs" color={STATUS_COLOR[s.status]}>{s.status}</Badge>}
+              rightSection={<Badge size="xs" variant="dot" color={STATUS_COLOR[s.status]}>{s.status}</Badge>}
               // NavLink's `disabled` only styles it: say so to assistive technology too.
               disabled={s.status === "CLOSED"} aria-disabled={s.status === "CLOSED"}
               onClick={() => {

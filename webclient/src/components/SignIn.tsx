@@ -9,7 +9,7 @@ export function SignIn() {
   const error = useStore((s) => s.authError);
   const [token, setToken] = useState("");
   return (
-    <Center mih="100vh" p="md">
+    <Center component="main" mih="100vh" p="md">
       <Paper withBorder shadow="sm" p="xl" maw={480} w="100%">
         <form onSubmit={(e) => { e.preventDefault(); if (token.trim()) signIn(token.trim()); }}>
           <Stack>

@@ -4,9 +4,11 @@ import { lifecycle, type Lifecycle } from "../client";
 import type { ProcessStatus } from "../protocol";
 import { useStore, type WorkerCard } from "../store";
 
+/** Filled pills with white text: shades dark enough for WCAG AA contrast (yellow gets dark
+ * text from the theme's autoContrast). */
 export const STATUS_COLOR: Record<ProcessStatus, string> = {
-  INIT: "gray", RUNNING: "blue", IDLE: "teal", BLOCKED: "orange", PAUSED: "yellow",
-  SUSPENDED: "grape", CLOSED: "dark",
+  INIT: "gray.7", RUNNING: "blue.8", IDLE: "teal.9", BLOCKED: "orange.9", PAUSED: "yellow",
+  SUSPENDED: "grape.8", CLOSED: "dark",
 };
 
 /** Which lifecycle buttons a status allows (docs/protocol.md "Sessions and processes");
