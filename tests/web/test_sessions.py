@@ -1,5 +1,5 @@
-"""Sessions in the web client: create (interactive and autonomous), switch with the
-history reloaded, suspend and resume, close."""
+"""Sessions in the web client: create (interactive and autonomous; one with the keyboard
+only), switch with the history reloaded, suspend and resume, close."""
 
 from __future__ import annotations
 
@@ -12,14 +12,32 @@ def _create(page, title: str, autonomous: bool = False) -> None:  # type: ignore
     page.get_by_role("button", name="Create").click()
 
 
+def _tab_to(page, name: str) -> None:  # type: ignore[no-untyped-def]
+    """Press Tab until the focused element's accessible text is ``name``."""
+    for _ in range(30):
+        page.keyboard.press("Tab")
+        focused = page.evaluate("""() => { const e = document.activeElement;
+            return (e.labels && e.labels[0] ? e.labels[0].textContent : e.textContent) || ""; }""")
+        if focused.strip().startswith(name):
+            return
+    raise AssertionError(f"Tab never reached {name!r}")
+
+
 def test_create_switch_suspend_resume_and_close_sessions(server, page, shoot):
     page.goto(server.sign_in_url)
     sessions = page.get_by_role("navigation", name="Sessions")
     transcript = page.get_by_test_id("transcript")
 
-    _create(page, "first")
+    # The first one with the keyboard only.
+    page.get_by_test_id("connection").get_by_text("connected").wait_for()
+    _tab_to(page, "New session")
+    page.keyboard.press("Enter")
+    page.get_by_label("Title").wait_for()  # the dialog opened with the title focused
+    page.keyboard.type("first")
+    page.keyboard.press("Enter")
     transcript.get_by_text("Hi, I'm Arthur").wait_for()
-    page.get_by_label("Message to Arthur").fill("hello first")
+    _tab_to(page, "Message to Arthur")
+    page.keyboard.type("hello first")
     page.keyboard.press("Enter")
     transcript.locator("[data-role=assistant]").filter(has_text="hello first").wait_for()
 
