@@ -20,6 +20,9 @@ const ALLOWED: Record<Lifecycle, ProcessStatus[]> = {
   reset: ["RUNNING", "IDLE", "BLOCKED", "PAUSED", "SUSPENDED"],
 };
 
+/** The statuses a card lists at most (the newest; a long-lived process has many). */
+const TRAIL_SHOWN = 8;
+
 /** The session's processes other than the chat, newest first, as live cards. */
 export function Workers() {
   const processes = useStore((s) => s.processes);
@@ -51,7 +54,10 @@ function ProcessCard({ process: p }: { process: WorkerCard }) {
         {p.engine}{p.recipeName && p.recipeName !== p.engine ? ` · ${p.recipeName}` : ""}
       </Text>
       {p.goal && <Text size="sm" mt={4} lineClamp={3}>{p.goal}</Text>}
-      <Text size="xs" mt={4} data-testid="trail">{p.trail.join(" → ")}</Text>
+      <Text size="xs" mt={4} data-testid="trail">
+        {(p.trail.length > TRAIL_SHOWN ? ["…", ...p.trail.slice(-TRAIL_SHOWN)] : p.trail)
+          .join(" → ")}
+      </Text>
       {p.lastEvent && (
         <Text size="xs" c="dimmed" mt={2} lineClamp={2} data-testid="last-event">
           {p.lastEvent}
