@@ -63,4 +63,5 @@ def test_create_switch_suspend_resume_and_close_sessions(server, page, shoot):
     page.get_by_text("An autonomous session has no chat").wait_for()
     assert page.get_by_label("Message to Arthur").count() == 0
     sessions.get_by_role("button", name="robots").get_by_text("OPEN").wait_for()
+    page.get_by_role("dialog").wait_for(state="detached")  # its closing animation ended
     shoot(page, "sessions")

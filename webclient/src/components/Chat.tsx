@@ -33,7 +33,7 @@ export function Chat() {
       <ScrollArea style={{ flex: 1 }} className="transcript" offsetScrollbars>
         <Stack gap="xs" role="log" aria-label="Chat" aria-live="polite" data-testid="transcript">
           {!chatProcessId && (
-            <Text c="dimmed">An autonomous session has no chat; its processes are on the right.</Text>
+            <Text c="dimmed">An autonomous session has no chat; its processes are under Workers.</Text>
           )}
           {lines.map((line) => <ChatItem key={line.id} line={line} />)}
           {liveTools.map((t) => <LiveTool key={t.toolCallId} call={t} />)}
