@@ -114,3 +114,41 @@ def test_a_tab_that_missed_trimmed_events_reloads_the_history(server, page, brow
         assert page.locator(LINES).all_inner_texts() == busy.locator(LINES).all_inner_texts()
     finally:
         other.close()
+
+
+def test_a_session_closed_elsewhere_while_away_is_not_shown_as_live(server, page, browser):
+    sockets: list[tuple[object, object]] = []
+    blocked = threading.Event()
+
+    def route(ws) -> None:  # type: ignore[no-untyped-def]
+        if blocked.is_set():
+            ws.close(code=1011, reason="the test keeps this tab away")
+            return
+        upstream = ws.connect_to_server()
+        sockets.append((ws, upstream))
+        ws.on_message(lambda message: upstream.send(message))
+        upstream.on_message(lambda message: ws.send(message))
+
+    page.route_web_socket(re.compile(r"/ws$"), route)
+    page.goto(server.sign_in_url)
+    page.get_by_role("button", name="New session").click()
+    page.get_by_label("Title").fill("closed elsewhere")
+    page.get_by_role("button", name="Create").click()
+    page.get_by_text("Hi, I'm Arthur").wait_for()
+    blocked.set()
+    for ws, upstream in sockets:  # away…
+        ws.close(code=4000, reason="cut by the test")
+        upstream.close()
+    other = browser.new_context()
+    try:
+        closer = other.new_page()  # …while another tab closes it
+        closer.goto(server.sign_in_url)
+        closer.get_by_role("button", name="closed elsewhere").click()
+        closer.get_by_text("Hi, I'm Arthur").wait_for()
+        closer.get_by_role("button", name="Close", exact=True).click()
+        closer.get_by_role("button", name="closed elsewhere").get_by_text("CLOSED", exact=True).wait_for()
+    finally:
+        other.close()
+    blocked.clear()
+    page.get_by_text("Open a session on the left").wait_for()
+    page.get_by_role("button", name="closed elsewhere").get_by_text("CLOSED", exact=True).wait_for()

@@ -109,12 +109,22 @@ function onEvent(event: StreamEvent): void {
   if (event.type === "status-changed" && (!known || event.data.from === "INIT")) {
     void refreshProcess(event.processId);
   }
+  // The chat process closes only with its session (closed here, in another tab or by
+  // onDisconnect): show the session's new status.
+  if (event.type === "status-changed" && event.data.to === "CLOSED"
+      && event.processId === get().chatProcessId) {
+    void refreshSessions();
+  }
 }
 
 async function afterWelcome(): Promise<void> {
   await refreshSessions();
   const { sessionId, lastSeq } = get();
-  if (sessionId) await bind("session-resume", { sessionId, lastSeq }, "resume");
+  // A session closed meanwhile (or bound elsewhere) cannot resume: show the list instead
+  // of a transcript that no longer updates.
+  if (sessionId && !(await bind("session-resume", { sessionId, lastSeq }, "resume"))) {
+    resetSession();
+  }
 }
 
 /** Run a request; a refused one gives `undefined` and is shown as a notification, unless
@@ -161,9 +171,9 @@ export async function openSession(sessionId: string): Promise<void> {
  * `fingerprint_mismatch`). */
 async function bind(
   type: "session-create" | "session-resume", data: object, how: "new" | "open" | "resume",
-): Promise<void> {
+): Promise<boolean> {
   const answer = await request<BoundSession>(type, data);
-  if (!answer) return;
+  if (!answer) return false;
   set({
     sessionId: answer.session.id, chatProcessId: answer.chatProcessId,
     contextDrift: Boolean(answer.contextDrift),
@@ -172,6 +182,7 @@ async function bind(
     ...(how === "open" ? { lastSeq: answer.lastSeq } : {}),
   });
   await Promise.all([loadHistory(), loadProcesses(), refreshSessions()]);
+  return true;
 }
 
 async function loadHistory(): Promise<void> {
