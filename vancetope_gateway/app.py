@@ -37,6 +37,7 @@ from vancetope_gateway.logs import redact_access_logs
 from vancetope_gateway.parts import Gateway
 from vancetope_gateway.protocol import Connection
 from vancetope_gateway.tokens import TokenWatch
+from vancetope_gateway.webapp import add_web_client
 
 log = logging.getLogger(__name__)
 
@@ -267,6 +268,7 @@ def create_app(gateway: Gateway, *, llm_description: str) -> Flask:
     app.extensions["vancetope.listener"] = listener
     app.register_blueprint(rest)
     add_attachment_route(app, gateway.attachments)
+    add_web_client(app)
     sock = Sock(app)
 
     renewer = PresenceRenewer(gateway.config.presence_ttl / 3)

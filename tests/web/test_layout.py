@@ -1,0 +1,26 @@
+"""A phone-sized screen: the sessions fold into the menu, chat and workers are tabs."""
+
+from __future__ import annotations
+
+
+def test_a_phone_sized_screen_has_the_chat_and_the_workers_as_tabs(server, browser, shoot):
+    context = browser.new_context(viewport={"width": 390, "height": 800}, is_mobile=True,
+                                  has_touch=True)
+    try:
+        page = context.new_page()
+        page.goto(server.sign_in_url)
+        page.get_by_role("button", name="Sessions").click()  # the burger menu
+        page.get_by_role("button", name="New session").click()
+        page.get_by_label("Title").fill("phone")
+        page.get_by_role("button", name="Create").click()
+        page.get_by_text("Hi, I'm Arthur").wait_for()  # the menu folded away
+        page.get_by_label("Message to Arthur").fill("please research tea")
+        page.get_by_role("button", name="Send").click()
+        page.locator("[data-role=assistant]").filter(has_text="is done").wait_for()
+        assert page.get_by_role("button", name="Send").is_visible()
+        shoot(page, "phone-chat")
+        page.get_by_role("tab", name="Workers").click()
+        page.locator("[data-testid=worker-card][data-status=CLOSED]").first.wait_for()
+        shoot(page, "phone-workers")
+    finally:
+        context.close()

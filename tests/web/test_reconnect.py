@@ -1,0 +1,154 @@
+"""Reconnect without loss: the socket is cut in the middle of a streamed reply (Playwright
+routes the page's WebSocket and closes it after the first token), the client reconnects,
+resumes with its last seq, and its transcript ends identical to a tab that never dropped."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+
+LINES = "[data-testid=transcript] > [data-role]"
+
+
+def test_a_socket_cut_mid_stream_loses_nothing(server, page, browser, shoot):
+    cut = threading.Event()
+    cut_armed = threading.Event()
+    sockets: list[object] = []
+
+    def route(ws) -> None:  # type: ignore[no-untyped-def]
+        upstream = ws.connect_to_server()
+        sockets.append(ws)
+
+        def down(message) -> None:  # type: ignore[no-untyped-def]
+            frame = json.loads(message)
+            ws.send(message)
+            if (cut_armed.is_set() and not cut.is_set() and frame["type"] == "event"
+                    and frame["data"]["type"] == "token"):
+                cut.set()
+                ws.close(code=4000, reason="cut by the test")
+                upstream.close()
+
+        ws.on_message(lambda message: upstream.send(message))
+        upstream.on_message(down)
+
+    page.route_web_socket(re.compile(r"/ws$"), route)
+    page.goto(server.sign_in_url)
+    page.get_by_role("button", name="New session").click()
+    page.get_by_label("Title").fill("reconnect")
+    page.get_by_role("button", name="Create").click()
+    page.get_by_text("Hi, I'm Arthur").wait_for()
+
+    cut_armed.set()
+    page.get_by_label("Message to Arthur").fill("tell me something long")
+    page.keyboard.press("Enter")
+    page.locator("[data-role=assistant]").filter(has_text="You said").wait_for()
+    assert cut.is_set() and len(sockets) >= 2  # it was cut, and the client came back
+    page.get_by_test_id("connection").get_by_text("connected").wait_for()
+    page.get_by_label("Message to Arthur").fill("and one more")
+    page.keyboard.press("Enter")
+    page.locator("[data-role=assistant]").filter(has_text="and one more").wait_for()
+    dropped = page.locator(LINES).all_inner_texts()
+
+    other = browser.new_context()
+    try:
+        calm = other.new_page()
+        calm.goto(server.sign_in_url)
+        calm.get_by_role("button", name="reconnect").click()
+        calm.locator("[data-role=assistant]").filter(has_text="and one more").wait_for()
+        assert calm.locator(LINES).all_inner_texts() == dropped
+    finally:
+        other.close()
+    assert [t.split("\n")[0] for t in dropped] == ["Arthur", "You", "Arthur", "You", "Arthur"]
+    shoot(page, "chat-after-reconnect")
+
+
+def test_a_tab_that_missed_trimmed_events_reloads_the_history(server, page, browser):
+    """The log keeps 200 events (conftest); while this tab is away another tab of the user
+    gets three replies (≈250 events), so the resume answers ``events-gap`` and the tab
+    reloads the chat history — and ends in step with the other tab."""
+    blocked = threading.Event()
+    open_sockets: list[tuple[object, object]] = []
+    gaps: list[dict] = []
+
+    def route(ws) -> None:  # type: ignore[no-untyped-def]
+        if blocked.is_set():
+            ws.close(code=1011, reason="the test keeps this tab away")
+            return
+        upstream = ws.connect_to_server()
+        open_sockets.append((ws, upstream))
+
+        def down(message) -> None:  # type: ignore[no-untyped-def]
+            if json.loads(message)["type"] == "events-gap":
+                gaps.append(json.loads(message)["data"])
+            ws.send(message)
+
+        ws.on_message(lambda message: upstream.send(message))
+        upstream.on_message(down)
+
+    page.route_web_socket(re.compile(r"/ws$"), route)
+    page.goto(server.sign_in_url)
+    page.get_by_role("button", name="New session").click()
+    page.get_by_label("Title").fill("gap")
+    page.get_by_role("button", name="Create").click()
+    page.get_by_text("Hi, I'm Arthur").wait_for()
+
+    other = browser.new_context()
+    try:
+        busy = other.new_page()
+        busy.goto(server.sign_in_url)
+        busy.get_by_role("button", name="gap").click()
+        busy.get_by_text("Hi, I'm Arthur").wait_for()
+        blocked.set()
+        for ws, upstream in open_sockets:
+            ws.close(code=4000, reason="cut by the test")
+            upstream.close()
+        page.get_by_test_id("connection").get_by_text("reconnecting").wait_for()
+        for n in range(3):
+            busy.get_by_label("Message to Arthur").fill(f"message number {n}")
+            busy.keyboard.press("Enter")
+            busy.locator("[data-role=assistant]").filter(has_text=f"number {n}").wait_for()
+        blocked.clear()
+        page.locator("[data-role=assistant]").filter(has_text="number 2").wait_for()
+        assert gaps and gaps[0]["firstAvailable"] > gaps[0]["requestedAfter"] + 1, gaps
+        assert page.locator(LINES).all_inner_texts() == busy.locator(LINES).all_inner_texts()
+    finally:
+        other.close()
+
+
+def test_a_session_closed_elsewhere_while_away_is_not_shown_as_live(server, page, browser):
+    sockets: list[tuple[object, object]] = []
+    blocked = threading.Event()
+
+    def route(ws) -> None:  # type: ignore[no-untyped-def]
+        if blocked.is_set():
+            ws.close(code=1011, reason="the test keeps this tab away")
+            return
+        upstream = ws.connect_to_server()
+        sockets.append((ws, upstream))
+        ws.on_message(lambda message: upstream.send(message))
+        upstream.on_message(lambda message: ws.send(message))
+
+    page.route_web_socket(re.compile(r"/ws$"), route)
+    page.goto(server.sign_in_url)
+    page.get_by_role("button", name="New session").click()
+    page.get_by_label("Title").fill("closed elsewhere")
+    page.get_by_role("button", name="Create").click()
+    page.get_by_text("Hi, I'm Arthur").wait_for()
+    blocked.set()
+    for ws, upstream in sockets:  # away…
+        ws.close(code=4000, reason="cut by the test")
+        upstream.close()
+    other = browser.new_context()
+    try:
+        closer = other.new_page()  # …while another tab closes it
+        closer.goto(server.sign_in_url)
+        closer.get_by_role("button", name="closed elsewhere").click()
+        closer.get_by_text("Hi, I'm Arthur").wait_for()
+        closer.get_by_role("button", name="Close", exact=True).click()
+        closer.get_by_role("button", name="closed elsewhere").get_by_text("CLOSED", exact=True).wait_for()
+    finally:
+        other.close()
+    blocked.clear()
+    page.get_by_text("Open a session on the left").wait_for()
+    page.get_by_role("button", name="closed elsewhere").get_by_text("CLOSED", exact=True).wait_for()

@@ -1,0 +1,144 @@
+"""The web client in headless Chromium against a real ``vancetope serve`` (conftest.py):
+sign in from the banner's ``#token=`` URL, create a session, see a reply streamed and a
+worker's card move through its statuses."""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.request
+
+WORKER = "[data-testid=worker-card]"
+STRATEGY = f'{WORKER}[aria-label="Worker demo-strategy"]'  # the demo's vogon process
+
+
+def test_the_app_loads_without_a_token_under_a_strict_policy(server):
+    with urllib.request.urlopen(server.url + "/") as answer:
+        policy = answer.headers["Content-Security-Policy"]
+        assert answer.headers["Cache-Control"] == "no-cache"
+        html = answer.read().decode()
+    assert "script-src 'self'" in policy and "connect-src 'self'" in policy
+    assert "<script>" not in html  # no inline script: the policy would refuse it
+    asset = re.search(r'src="(/assets/[^"]+\.js)"', html).group(1)
+    with urllib.request.urlopen(server.url + asset) as answer:
+        assert "immutable" in answer.headers["Cache-Control"]
+
+
+def test_sign_in_from_the_fragment_stream_a_reply_and_follow_a_worker(server, page, shoot,
+                                                                      axe_violations):
+    page.goto(server.sign_in_url)
+    page.get_by_test_id("connection").get_by_text("connected").wait_for()
+    assert "token" not in page.url  # taken out of the address bar
+    assert page.evaluate("sessionStorage.getItem('vancetope.token')") == server.token
+
+    page.get_by_role("button", name="New session").click()
+    page.get_by_label("Title").fill("web test")
+    page.get_by_role("button", name="Create").click()
+    transcript = page.get_by_test_id("transcript")
+    transcript.get_by_text("Hi, I'm Arthur").wait_for()
+
+    # Record every text the streamed bubble shows, to see the reply grow.
+    page.evaluate("""() => {
+        window.__streamed = [];
+        new MutationObserver(() => {
+            const bubble = document.querySelector('[data-role=streaming]');
+            if (bubble) window.__streamed.push(bubble.textContent);
+        }).observe(document.body, {subtree: true, childList: true, characterData: true});
+    }""")
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    typed = "hello **web** <img src=x onerror=alert(1)>"
+    page.get_by_label("Message to Arthur").fill(typed)
+    page.keyboard.press("Enter")
+    reply = transcript.locator("[data-role=assistant]").filter(has_text="You said")
+    reply.wait_for()
+    streamed = page.evaluate("window.__streamed")
+    assert len(set(streamed)) > 2, streamed  # it grew token by token before it committed
+    assert transcript.locator("[data-role=user]").filter(has_text=typed).count() == 1
+    # The reply quotes it as Markdown: rendered, with what could run removed (DOMPurify).
+    assert reply.locator("strong").filter(has_text="web").count() == 1
+    assert reply.locator("img").count() == 1
+    assert reply.locator("img").get_attribute("onerror") is None and not dialogs
+    shoot(page, "chat")
+
+    page.get_by_label("Message to Arthur").fill("please research the history of tea")
+    page.keyboard.press("Enter")
+    card = page.locator(WORKER).filter(has_text="demo-research").filter(
+        has_not_text="demo-research-n").first
+    card.wait_for()
+    page.locator(f"{WORKER}[data-status=CLOSED]").filter(has_text="please research").first \
+        .wait_for()
+    trail = card.get_by_test_id("trail").inner_text()
+    assert trail.startswith("INIT → RUNNING") and trail.endswith("CLOSED"), trail
+    assert card.get_by_test_id("status-pill").inner_text() == "CLOSED"
+    assert card.get_by_text("marvin").count() >= 1
+    # The tool call that started it is a card, and the worker's report an event card.
+    tool = transcript.locator("[data-role=tool]").filter(has_text="process_create")
+    tool.get_by_text("success").wait_for()
+    tool.get_by_role("button").first.click()
+    assert json.loads(tool.locator("pre").first.inner_text())["recipe"] == "marvin"
+    transcript.locator("[data-role=event]").filter(has_text="done").first.wait_for()
+    transcript.locator("[data-role=assistant]").filter(has_text="is done").wait_for()
+    shoot(card, "worker-card")
+    shoot(page, "chat-with-worker")
+    # The app with a chat, a tool card, event cards and worker cards passes axe-core.
+    found = axe_violations(page)
+    assert found == [], "\n".join(found)
+    # The token travelled in the fragment and the subprotocol: never in a logged request
+    # (the banner prints the sign-in link on purpose).
+    requests = [line for line in server.output if "HTTP/1.1" in line]
+    assert requests and not [line for line in requests if server.token in line]
+
+
+def test_a_refused_token_says_so_on_the_sign_in_form(server, page, axe_violations):
+    page.goto(server.url + "/#token=vt_not-a-real-token")
+    page.get_by_role("alert").get_by_text("refused this token").wait_for()
+    found = axe_violations(page)
+    assert found == [], "\n".join(found)
+    page.get_by_label("Token").fill(server.token)
+    page.get_by_role("button", name="Sign in").click()
+    page.get_by_test_id("connection").get_by_text("connected").wait_for()
+    page.get_by_role("button", name="Sign out").click()
+    page.get_by_label("Token").wait_for()
+    assert page.evaluate("sessionStorage.getItem('vancetope.token')") is None
+    # The sign-in link opened in this tab again only changes the fragment: it signs in.
+    page.goto(server.sign_in_url)
+    page.get_by_test_id("connection").get_by_text("connected").wait_for()
+
+
+def test_a_revoked_token_signs_the_tab_out_and_says_why(server, page):
+    made = server.admin("token", "create", "--tenant", "local", "--user", "local",
+                        "--label", "web test")
+    secret = made.stdout.strip()
+    token_id = re.search(r"tok_[0-9a-f]+", made.stdout + made.stderr).group(0)
+    page.goto(f"{server.url}/#token={secret}")
+    page.get_by_test_id("connection").get_by_text("connected").wait_for()
+    server.admin("token", "revoke", "--tenant", "local", token_id)
+    page.get_by_role("alert").get_by_text("revoked").wait_for()
+    assert page.evaluate("sessionStorage.getItem('vancetope.token')") is None
+
+
+def test_worker_card_buttons_pause_resume_and_stop_it(server, page, shoot):
+    page.goto(server.sign_in_url)
+    page.get_by_role("button", name="New session").click()
+    page.get_by_label("Title").fill("lifecycle")
+    page.get_by_role("button", name="Create").click()
+    page.get_by_text("Hi, I'm Arthur").wait_for()
+    page.get_by_label("Message to Arthur").fill("run the launch plan strategy with my approval")
+    page.keyboard.press("Enter")
+    card = page.locator(STRATEGY)
+    page.locator(f"{STRATEGY}[data-status=BLOCKED]").wait_for()  # at its approval checkpoint
+    pill = card.get_by_test_id("status-pill")
+
+    card.get_by_role("button", name="pause demo-strategy").click()
+    page.locator(f"{STRATEGY}[data-status=PAUSED]").wait_for()
+    assert card.get_by_role("button", name="pause demo-strategy").is_disabled()
+    shoot(card, "worker-card-paused")
+    card.get_by_role("button", name="resume demo-strategy").click()
+    page.wait_for_function(
+        "() => document.querySelector('[aria-label=\"Worker demo-strategy\"]')"
+        ".dataset.status !== 'PAUSED'")
+    card.get_by_role("button", name="stop demo-strategy").click()
+    page.locator(f"{STRATEGY}[data-status=CLOSED]").wait_for()
+    assert pill.inner_text() == "CLOSED"
+    assert "PAUSED" in card.get_by_test_id("trail").inner_text()

@@ -1,0 +1,237 @@
+// The connection's owner: signs in and out, reconnects, binds sessions and sends the
+// user's actions. Every view calls these functions and reads the store; none touches the
+// socket itself.
+import { notifications } from "@mantine/notifications";
+
+import { forgetToken, storeToken, storedToken } from "./auth";
+import { Connection, ProtocolError, type CloseInfo } from "./connection";
+import type {
+  BoundSession, ChatLine, Frame, OnDisconnect, Process, Session, SessionType, StreamEvent,
+} from "./protocol";
+import {
+  applyEvent, get, mergeLines, putProcesses, resetSession, set,
+} from "./store";
+
+/** Chat lines loaded when a session is bound or after `events-gap` (the newest ones). */
+export const HISTORY_LINES = 200;
+/** Reconnect back-off: the first retry, doubled each time up to the cap (milliseconds). */
+const RETRY_FIRST_MS = 500;
+const RETRY_MAX_MS = 10_000;
+
+let connection: Connection | null = null;
+let retryMs = RETRY_FIRST_MS;
+let retryTimer: ReturnType<typeof setTimeout> | undefined;
+
+export function signIn(token: string): void {
+  storeToken(token);
+  set({ authError: null });
+  connect();
+}
+
+export function signOut(reason: string | null = null): void {
+  clearTimeout(retryTimer);
+  connection?.close();
+  connection = null;
+  forgetToken();
+  resetSession();
+  set({ connection: "signed-out", authError: reason, welcome: null, sessions: [] });
+}
+
+function connect(): void {
+  const token = storedToken();
+  if (!token) {
+    set({ connection: "signed-out" });
+    return;
+  }
+  if (get().connection === "signed-out") set({ connection: "connecting" });
+  connection = new Connection(token, { onPush, onClose: (info) => void onClose(token, info) });
+}
+
+async function onClose(token: string, info: CloseInfo): Promise<void> {
+  connection = null;
+  if (info.code === 1008 && info.reason === "token revoked") {
+    signOut("This token was revoked. Sign in with a new one (vancetope admin token create).");
+    return;
+  }
+  // A socket of a revoked token may also end without its close frame (1006); the next
+  // handshake is refused then, and the REST probe tells.
+  if (await refused(token)) {
+    signOut(info.opened
+      ? "The server no longer accepts this token: it was revoked. Sign in with a new one."
+      : "The server refused this token (unknown or revoked). Check that you pasted all of it.");
+    return;
+  }
+  set({ connection: "reconnecting" });
+  clearTimeout(retryTimer);
+  retryTimer = setTimeout(connect, retryMs);
+  retryMs = Math.min(retryMs * 2, RETRY_MAX_MS);
+}
+
+/** A browser hides a refused handshake's HTTP status; ask a REST route with the same
+ * token whether it is the token (401) or the network. */
+async function refused(token: string): Promise<boolean> {
+  try {
+    const answer = await fetch("/sessions", { headers: { Authorization: `Bearer ${token}` } });
+    return answer.status === 401;
+  } catch {
+    return false;
+  }
+}
+
+function onPush(frame: Frame): void {
+  switch (frame.type) {
+    case "welcome":
+      retryMs = RETRY_FIRST_MS;
+      set({ connection: "open", welcome: frame.data });
+      void afterWelcome();
+      break;
+    case "event":
+      onEvent(frame.data as StreamEvent);
+      break;
+    case "events-gap":
+      if (frame.data.sessionId === get().sessionId) {
+        const first = frame.data.firstAvailable as number;
+        set({ lastSeq: first > 0 ? first - 1 : 0, streaming: "" });
+        void loadHistory();
+      }
+      break;
+    case "error":
+      notifications.show({ color: "red", title: frame.data.code, message: frame.data.message });
+      break;
+  }
+}
+
+function onEvent(event: StreamEvent): void {
+  const known = event.processId in get().processes;
+  applyEvent(event);
+  // A spawned process is committed by the time it leaves INIT (not yet when its parent
+  // announces it): read it whole then, and any process this tab has not seen yet.
+  if (event.type === "status-changed" && (!known || event.data.from === "INIT")) {
+    void refreshProcess(event.processId);
+  }
+  // The chat process closes only with its session (closed here, in another tab or by
+  // onDisconnect): show the session's new status.
+  if (event.type === "status-changed" && event.data.to === "CLOSED"
+      && event.processId === get().chatProcessId) {
+    void refreshSessions();
+  }
+}
+
+async function afterWelcome(): Promise<void> {
+  await refreshSessions();
+  const { sessionId, lastSeq } = get();
+  // A session closed meanwhile (or bound elsewhere) cannot resume: show the list instead
+  // of a transcript that no longer updates.
+  if (sessionId && !(await bind("session-resume", { sessionId, lastSeq }, "resume"))) {
+    resetSession();
+  }
+}
+
+/** Run a request; a refused one gives `undefined` and is shown as a notification, unless
+ * `quiet` (for reads the client makes on its own). */
+export async function request<T>(
+  type: string, data: object = {}, quiet = false,
+): Promise<T | undefined> {
+  if (!connection) {
+    notifications.show({ color: "yellow", message: "Not connected; reconnecting…" });
+    return undefined;
+  }
+  try {
+    return await connection.request<T>(type, data);
+  } catch (e) {
+    if (e instanceof ProtocolError && e.code !== "disconnected" && !quiet) {
+      notifications.show({ color: "red", title: e.code, message: e.message });
+    }
+    return undefined;
+  }
+}
+
+export async function refreshSessions(): Promise<void> {
+  const answer = await request<{ sessions: Session[] }>("session-list");
+  if (answer) set({ sessions: answer.sessions });
+}
+
+export async function createSession(
+  title: string, type: SessionType, onDisconnect: OnDisconnect,
+): Promise<void> {
+  resetSession();
+  await bind("session-create", { title: title || null, type, onDisconnect }, "new");
+}
+
+/** Bind another session; its history, processes and events follow. */
+export async function openSession(sessionId: string): Promise<void> {
+  if (sessionId === get().sessionId) return;
+  resetSession();
+  await bind("session-resume", { sessionId, lastSeq: 0 }, "open");
+}
+
+/** session-create or session-resume, then the chat history and the process list. A
+ * browser has no machine or working directory, so it sends no fingerprint: sessions
+ * made here resume from any tab (one bound to a terminal's machine is refused with
+ * `fingerprint_mismatch`). */
+async function bind(
+  type: "session-create" | "session-resume", data: object, how: "new" | "open" | "resume",
+): Promise<boolean> {
+  const answer = await request<BoundSession>(type, data);
+  if (!answer) return false;
+  set({
+    sessionId: answer.session.id, chatProcessId: answer.chatProcessId,
+    contextDrift: Boolean(answer.contextDrift),
+    // The events after the asked lastSeq follow this reply. Opening a session replays its
+    // whole log: skip what the history below already holds by starting at its end.
+    ...(how === "open" ? { lastSeq: answer.lastSeq } : {}),
+  });
+  await Promise.all([loadHistory(), loadProcesses(), refreshSessions()]);
+  return true;
+}
+
+async function loadHistory(): Promise<void> {
+  const processId = get().chatProcessId;
+  if (!processId) return;
+  const answer = await request<{ messages: ChatLine[] }>("chat-history",
+    { processId, limit: HISTORY_LINES });
+  if (answer) mergeLines(answer.messages);
+}
+
+async function loadProcesses(): Promise<void> {
+  const answer = await request<{ processes: Process[] }>("process-list", { all: true });
+  if (answer) putProcesses(answer.processes);
+}
+
+async function refreshProcess(processId: string): Promise<void> {
+  const answer = await request<{ process: Process }>("process-status", { processId }, true);
+  if (answer && answer.process.sessionId === get().sessionId) putProcesses([answer.process]);
+}
+
+export async function sendMessage(content: string): Promise<boolean> {
+  const target = get().chatProcessId;
+  if (!target) return false;
+  const answer = await request("process-steer", {
+    targetThinkProcessId: target, content, idempotencyKey: crypto.randomUUID(),
+  });
+  return answer !== undefined;
+}
+
+export type Lifecycle = "pause" | "resume" | "stop" | "reset";
+
+export async function lifecycle(processId: string, action: Lifecycle): Promise<void> {
+  const answer = await request<{ process: Process }>(`process-${action}`, { processId });
+  if (answer) putProcesses([answer.process]);
+}
+
+export async function suspendSession(sessionId: string): Promise<void> {
+  await request("session-suspend", { sessionId });
+  if (sessionId === get().sessionId) resetSession();
+  await refreshSessions();
+}
+
+export async function closeSession(sessionId: string): Promise<void> {
+  await request("session-close", { sessionId });
+  if (sessionId === get().sessionId) resetSession();
+  await refreshSessions();
+}
+
+/** Start from the stored token, if this tab has one. */
+export function start(): void {
+  if (storedToken()) connect();
+}

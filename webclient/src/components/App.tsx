@@ -1,0 +1,68 @@
+import { AppShell, Badge, Burger, Button, Group, Tabs, Title } from "@mantine/core";
+import { useDisclosure, useMediaQuery } from "@mantine/hooks";
+import type React from "react";
+
+import { signOut } from "../client";
+import { useStore, type ConnectionStatus } from "../store";
+import { Chat } from "./Chat";
+import { SessionList } from "./SessionList";
+import { SignIn } from "./SignIn";
+import { Workers } from "./Workers";
+
+const BADGE: Record<ConnectionStatus, [string, string]> = {
+  "signed-out": ["gray", "signed out"],
+  connecting: ["yellow", "connecting"],
+  open: ["green", "connected"],
+  reconnecting: ["orange", "reconnecting"],
+};
+
+/** The layout: sessions on the left, the chat in the middle, worker cards on the right.
+ * Narrower than Mantine's `md` breakpoint, the sessions fold into the burger menu and the
+ * workers share the middle with the chat as a tab. */
+export function App() {
+  const connection = useStore((s) => s.connection);
+  const user = useStore((s) => s.welcome?.userId);
+  const [navOpen, { toggle, close }] = useDisclosure();
+  const wide = useMediaQuery("(min-width: 62em)", true);
+  if (connection === "signed-out") return <SignIn />;
+  const [color, label] = BADGE[connection];
+  return (
+    <AppShell header={{ height: 56 }} padding="md"
+      navbar={{ width: 260, breakpoint: "sm", collapsed: { mobile: !navOpen } }}
+      aside={{ width: 340, breakpoint: "md", collapsed: { desktop: !wide, mobile: true } }}>
+      <AppShell.Header>
+        <Group h="100%" px="md" justify="space-between" wrap="nowrap">
+          <Group wrap="nowrap" gap="xs">
+            <Burger opened={navOpen} onClick={toggle} hiddenFrom="sm" size="sm"
+              aria-label="Sessions" />
+            <Title order={1} size="h3">Vancetope</Title>
+            <Badge color={color} variant="dot" data-testid="connection">{label}</Badge>
+          </Group>
+          <Group>
+            {user && <Badge variant="outline" visibleFrom="sm">{user}</Badge>}
+            <Button variant="subtle" onClick={() => signOut()}>Sign out</Button>
+          </Group>
+        </Group>
+      </AppShell.Header>
+      <AppShell.Navbar p="md"><SessionList onPicked={close} /></AppShell.Navbar>
+      <AppShell.Main>{wide ? <Chat /> : <Narrow />}</AppShell.Main>
+      {wide && <AppShell.Aside p="md"><Workers /></AppShell.Aside>}
+    </AppShell>
+  );
+}
+
+function Narrow() {
+  return (
+    <Tabs defaultValue="chat" keepMounted={false}>
+      <Tabs.List grow mb="sm">
+        <Tabs.Tab value="chat">Chat</Tabs.Tab>
+        <Tabs.Tab value="workers">Workers</Tabs.Tab>
+      </Tabs.List>
+      {/* the tab list above takes this much of the height the chat fills */}
+      <Tabs.Panel value="chat" style={{ "--chat-offset": "52px" } as React.CSSProperties}>
+        <Chat />
+      </Tabs.Panel>
+      <Tabs.Panel value="workers"><Workers /></Tabs.Panel>
+    </Tabs>
+  );
+}

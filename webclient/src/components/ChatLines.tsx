@@ -1,0 +1,162 @@
+import { Accordion, Alert, Badge, Code, Group, Paper, Text } from "@mantine/core";
+
+import type { ChatLine } from "../protocol";
+import { useStore, type LiveToolCall } from "../store";
+import { Markdown } from "./Markdown";
+
+/** One committed chat line, drawn by its role. */
+export function ChatItem({ line }: { line: ChatLine }) {
+  switch (line.role) {
+    case "user":
+      return (
+        <Paper p="sm" radius="md" bg="blue.0" ml="auto" maw={{ base: "100%", sm: "85%" }} data-role="user">
+          <Text size="xs" c="dimmed">You</Text>
+          <Text style={{ whiteSpace: "pre-wrap" }}>{line.content}</Text>
+        </Paper>
+      );
+    case "assistant":
+      return (
+        <Paper p="sm" radius="md" withBorder maw={{ base: "100%", sm: "85%" }} data-role="assistant">
+          <Text size="xs" c="dimmed">Arthur</Text>
+          <Markdown text={line.content} />
+        </Paper>
+      );
+    case "error":
+      return (
+        <Alert color="red" title="Error" data-role="error" role="alert">
+          <Text style={{ whiteSpace: "pre-wrap" }}>{line.content}</Text>
+        </Alert>
+      );
+    case "tool":
+      return <ToolCard {...parseToolLine(line)} />;
+    case "event":
+      return <EventCard content={line.content} />;
+    default:
+      return <Text size="sm" c="dimmed" data-role={line.role}>{line.content}</Text>;
+  }
+}
+
+/** The reply being streamed (token events), until its chat line commits. */
+export function Streaming({ text }: { text: string }) {
+  return (
+    <Paper p="sm" radius="md" withBorder maw={{ base: "100%", sm: "85%" }} data-role="streaming" aria-busy="true">
+      <Text size="xs" c="dimmed">Arthur is writing…</Text>
+      <Markdown text={text} />
+    </Paper>
+  );
+}
+
+export function LiveTool({ call }: { call: LiveToolCall }) {
+  return <ToolCard name={call.toolName} args={JSON.stringify(call.params ?? {})}
+    status={call.status} result={null} />;
+}
+
+interface ToolView { name: string; args: string; status: string; result: string | null }
+
+/** A `tool` line is `name(arguments) → status: result` with name and status in `meta`. */
+function parseToolLine(line: ChatLine): ToolView {
+  const name = String(line.meta.toolName ?? "tool");
+  const status = String(line.meta.status ?? "");
+  const marker = `) → ${status}: `;
+  const at = line.content.indexOf(marker);
+  if (!line.content.startsWith(name + "(") || at < 0) {
+    return { name, args: "", status, result: line.content };
+  }
+  return {
+    name, status, args: line.content.slice(name.length + 1, at),
+    result: line.content.slice(at + marker.length),
+  };
+}
+
+function pretty(json: string): string {
+  try {
+    return JSON.stringify(JSON.parse(json), null, 2);
+  } catch {
+    return json;
+  }
+}
+
+const TOOL_COLOR: Record<string, string> = { running: "blue", success: "green", error: "red" };
+
+function ToolCard({ name, args, status, result }: ToolView) {
+  return (
+    <Accordion variant="contained" chevronPosition="left" data-role="tool">
+      <Accordion.Item value="call">
+        <Accordion.Control>
+          <Group gap="xs">
+            <Text size="sm">Tool call</Text>
+            <Code>{name}</Code>
+            <Badge size="sm" variant="dot" color={TOOL_COLOR[status] ?? "gray"}>{status}</Badge>
+          </Group>
+        </Accordion.Control>
+        <Accordion.Panel>
+          <Text size="xs" fw={500}>Arguments</Text>
+          <Code block>{pretty(args)}</Code>
+          {result !== null && (
+            <>
+              <Text size="xs" fw={500} mt="xs">Result</Text>
+              <Code block>{pretty(result)}</Code>
+            </>
+          )}
+        </Accordion.Panel>
+      </Accordion.Item>
+    </Accordion>
+  );
+}
+
+interface Tagged { tag: string; attrs: Record<string, string>; text: string; payload: string | null }
+
+/** An `event` line is one XML-tagged message (`<process-event …>`, `<inbox-answer …>`,
+ * `<external-command …>`, `<tool-result …>`, prompting.py's event_text), its values
+ * XML-escaped by the server. */
+function parseTagged(content: string): Tagged | null {
+  const doc = new DOMParser().parseFromString(`<r>${content}</r>`, "application/xml");
+  const element = doc.documentElement.firstElementChild;
+  if (doc.querySelector("parsererror") || !element) return null;
+  const payload = element.querySelector("payload");
+  payload?.remove();
+  const attrs: Record<string, string> = {};
+  for (const a of Array.from(element.attributes)) attrs[a.name] = a.value;
+  return { tag: element.tagName, attrs, text: element.textContent ?? "", payload: payload?.textContent ?? null };
+}
+
+/** A worker's summary is often the JSON its engine returned: show its `summary`. */
+function summaryOf(text: string): string {
+  try {
+    const value = JSON.parse(text);
+    if (value && typeof value.summary === "string") return value.summary;
+  } catch { /* plain text */ }
+  return text;
+}
+
+const TITLES: Record<string, string> = {
+  "process-event": "Worker", "inbox-answer": "Inbox answer",
+  "external-command": "Command", "tool-result": "Tool result",
+};
+
+function EventCard({ content }: { content: string }) {
+  const tagged = parseTagged(content);
+  const processes = useStore((s) => s.processes);
+  if (!tagged) return <Text size="sm" c="dimmed" data-role="event">{content}</Text>;
+  const source = tagged.attrs.sourceProcessId;
+  const who = source ? processes[source]?.name ?? source : tagged.attrs.title ?? tagged.attrs.name;
+  const kind = tagged.attrs.type ?? tagged.attrs.status ?? "";
+  return (
+    <Paper withBorder p="sm" radius="md" bg="gray.0" data-role="event">
+      <Group gap="xs" mb={4}>
+        <Text size="sm" fw={500}>{TITLES[tagged.tag] ?? tagged.tag}</Text>
+        {who && <Code>{who}</Code>}
+        {kind && <Badge size="sm" variant="light">{kind}</Badge>}
+      </Group>
+      <Markdown text={summaryOf(tagged.text)} />
+      {tagged.payload && (
+        <Accordion chevronPosition="left" mt="xs">
+          <Accordion.Item value="payload">
+            <Accordion.Control>Details</Accordion.Control>
+            <Accordion.Panel><Code block>{pretty(tagged.payload)}</Code></Accordion.Panel>
+          </Accordion.Item>
+        </Accordion>
+      )}
+    </Paper>
+  );
+}

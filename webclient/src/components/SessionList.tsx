@@ -1,0 +1,91 @@
+import {
+  Badge, Button, Group, Modal, NavLink, ScrollArea, SegmentedControl, Select, Stack, Text,
+  TextInput, Title,
+} from "@mantine/core";
+import { useDisclosure } from "@mantine/hooks";
+import { useState } from "react";
+
+import { closeSession, createSession, openSession, suspendSession } from "../client";
+import type { OnDisconnect, SessionType } from "../protocol";
+import { useStore } from "../store";
+
+const STATUS_COLOR = { OPEN: "green", SUSPENDED: "yellow", CLOSED: "gray" } as const;
+
+/** The user's sessions (session-list), the bound one highlighted; create, open, suspend,
+ * close. `onPicked` folds the menu away on a narrow screen once a session is chosen. */
+export function SessionList({ onPicked }: { onPicked(): void }) {
+  const sessions = useStore((s) => s.sessions);
+  const current = useStore((s) => s.sessionId);
+  const [creating, { open, close }] = useDisclosure();
+  const bound = sessions.find((s) => s.id === current);
+  return (
+    <Stack h="100%" gap="sm">
+      <Group justify="space-between">
+        <Title order={2} size="h4">Sessions</Title>
+        <Button size="xs" onClick={open}>New session</Button>
+      </Group>
+      <ScrollArea style={{ flex: 1 }}>
+        <nav aria-label="Sessions">
+          {sessions.length === 0 && <Text c="dimmed" size="sm">No sessions yet.</Text>}
+          {sessions.map((s) => (
+            <NavLink key={s.id} component="button" active={s.id === current}
+              label={s.title || s.id}
+              description={`${s.type.toLowerCase()} · ${new Date(s.createdAt).toLocaleString()}`}
+              rightSection={<Badge size="xs" variant="dot" color={STATUS_COLOR[s.status]}>{s.status}</Badge>}
+              // NavLink's `disabled` only styles it: say so to assistive technology too.
+              disabled={s.status === "CLOSED"} aria-disabled={s.status === "CLOSED"}
+              onClick={() => {
+                if (s.status === "CLOSED") return;
+                onPicked();
+                void openSession(s.id);
+              }} />
+          ))}
+        </nav>
+      </ScrollArea>
+      {bound && bound.status !== "CLOSED" && (
+        <Group grow>
+          <Button size="xs" variant="light" onClick={() => void suspendSession(bound.id)}>
+            Suspend
+          </Button>
+          <Button size="xs" variant="light" color="red" onClick={() => void closeSession(bound.id)}>
+            Close
+          </Button>
+        </Group>
+      )}
+      <Modal opened={creating} onClose={close} title="New session">
+        <NewSessionForm onDone={() => { close(); onPicked(); }} />
+      </Modal>
+    </Stack>
+  );
+}
+
+function NewSessionForm({ onDone }: { onDone(): void }) {
+  const [title, setTitle] = useState("");
+  const [type, setType] = useState<SessionType>("INTERACTIVE");
+  const [onDisconnect, setOnDisconnect] = useState<OnDisconnect>("SUSPEND");
+  return (
+    <form onSubmit={(e) => {
+      e.preventDefault();
+      onDone();
+      void createSession(title.trim(), type, onDisconnect);
+    }}>
+      <Stack>
+        <TextInput label="Title" value={title} data-autofocus
+          onChange={(e) => setTitle(e.currentTarget.value)} />
+        <div>
+          <Text size="sm" fw={500} mb={4} id="session-type">Type</Text>
+          <SegmentedControl fullWidth value={type} aria-labelledby="session-type"
+            onChange={(v) => setType(v as SessionType)}
+            data={[{ value: "INTERACTIVE", label: "Interactive (chat with Arthur)" },
+                   { value: "AUTONOMOUS", label: "Autonomous" }]} />
+        </div>
+        <Select label="When the last client disconnects" value={onDisconnect}
+          allowDeselect={false} onChange={(v) => v && setOnDisconnect(v as OnDisconnect)}
+          data={[{ value: "SUSPEND", label: "Suspend the session" },
+                 { value: "KEEP_OPEN", label: "Keep it running" },
+                 { value: "CLOSE", label: "Close it" }]} />
+        <Button type="submit">Create</Button>
+      </Stack>
+    </form>
+  );
+}

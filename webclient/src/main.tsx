@@ -1,0 +1,41 @@
+import "@mantine/core/styles.css";
+import "@mantine/notifications/styles.css";
+import "highlight.js/styles/github.css";
+import "./app.css";
+
+import { createTheme, MantineProvider, type CSSVariablesResolver } from "@mantine/core";
+import { Notifications } from "@mantine/notifications";
+import { StrictMode } from "react";
+import { createRoot } from "react-dom/client";
+
+import { takeTokenFromFragment } from "./auth";
+import { signIn, signOut, start } from "./client";
+import { App } from "./components/App";
+
+const fromUrl = takeTokenFromFragment();
+if (fromUrl) signIn(fromUrl);
+else start();
+// The sign-in link opened in a tab already showing the app only changes the fragment.
+window.addEventListener("hashchange", () => {
+  const token = takeTokenFromFragment();
+  if (token) {
+    signOut();
+    signIn(token);
+  }
+});
+
+// Darker shades than Mantine's defaults, so text on every badge, button and dimmed label
+// meets WCAG AA contrast (the axe check in tests/web/test_accessibility.py).
+const theme = createTheme({ primaryShade: 8, autoContrast: true });
+const contrast: CSSVariablesResolver = () => ({
+  variables: {}, light: { "--mantine-color-dimmed": "var(--mantine-color-gray-7)" }, dark: {},
+});
+
+createRoot(document.getElementById("root")!).render(
+  <StrictMode>
+    <MantineProvider theme={theme} cssVariablesResolver={contrast} defaultColorScheme="light">
+      <Notifications position="top-right" />
+      <App />
+    </MantineProvider>
+  </StrictMode>,
+);

@@ -1,0 +1,74 @@
+// The frames and records the client reads, as docs/protocol.md describes them. Only
+// the fields the client uses are typed; the server sends more.
+
+export interface Frame {
+  type: string;
+  id?: string;
+  replyTo?: string | null;
+  data: any; // eslint-disable-line @typescript-eslint/no-explicit-any
+}
+
+export type SessionStatus = "OPEN" | "SUSPENDED" | "CLOSED";
+export type SessionType = "INTERACTIVE" | "AUTONOMOUS";
+export type OnDisconnect = "SUSPEND" | "KEEP_OPEN" | "CLOSE";
+export type ProcessStatus =
+  | "INIT" | "RUNNING" | "IDLE" | "BLOCKED" | "PAUSED" | "SUSPENDED" | "CLOSED";
+
+export interface Session {
+  id: string;
+  type: SessionType;
+  status: SessionStatus;
+  title: string | null;
+  chatProcessId: string | null;
+  onDisconnect: OnDisconnect;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface Process {
+  id: string;
+  sessionId: string;
+  parentProcessId: string | null;
+  name: string | null;
+  goal: string;
+  engine: string;
+  recipeName: string | null;
+  status: ProcessStatus;
+}
+
+export type ChatRole = "user" | "assistant" | "system" | "event" | "tool" | "error";
+
+export interface ChatLine {
+  id: string;
+  processId: string;
+  seq: number;
+  role: ChatRole;
+  content: string;
+  sourceMessageId: string | null;
+  meta: Record<string, unknown>;
+  createdAt: string;
+}
+
+/** One `event` frame's data: a session stream event. */
+export interface StreamEvent {
+  seq: number;
+  sessionId: string;
+  processId: string;
+  type: string;
+  data: any; // eslint-disable-line @typescript-eslint/no-explicit-any
+  at: string;
+}
+
+export interface BoundSession {
+  session: Session;
+  chatProcessId: string | null;
+  lastSeq: number;
+  contextDrift?: boolean;
+}
+
+export interface Welcome {
+  serverVersion: string;
+  tenantId: string;
+  userId: string;
+  llm: string;
+}
