@@ -33,8 +33,10 @@ FAST_LANES = {
 
 
 def server_env(data_dir: Path, **extra: str) -> dict[str, str]:
-    """Environment of a test server or worker: its own data dir, short lease and sweep times."""
-    return {"VANCETOPE_DATA_DIR": str(data_dir), **FAST_LANES, **extra}
+    """Environment of a test server or worker: its own data dir, short lease and sweep times,
+    and a demo model that streams without pausing."""
+    return {"VANCETOPE_DATA_DIR": str(data_dir), "VANCETOPE_DEMO_TOKEN_DELAY": "0",
+            **FAST_LANES, **extra}
 
 
 SHIPPED_PACKAGES = ("vancetope_brain", "vancetope_gateway", "workers")

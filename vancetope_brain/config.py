@@ -55,6 +55,7 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "VANCETOPE_LLM_PROFILES": ("(unset: only the profile `default`)", "Path of a YAML file of further LLM endpoint profiles that recipes and settings can name (see docs/configuration.md)."),
     "VANCETOPE_LLM_TIMEOUT": ("60", "Seconds before one LLM request times out."),
     "VANCETOPE_LLM_MAX_RETRIES": ("2", "Retries of a failed LLM request (connection errors, 429, 5xx)."),
+    "VANCETOPE_DEMO_TOKEN_DELAY": ("0.02", "Seconds the offline demo model pauses between the words it streams, so a newcomer sees streaming; `0` streams at once."),
     "VANCETOPE_LOG_LEVEL": ("INFO", "Python log level."),
     "VANCETOPE_MCP_SERVERS": ("(unset: no MCP servers)", "Path of a YAML or JSON file listing the MCP servers whose tools engines may call (see docs/configuration.md)."),
     "VANCETOPE_PUBLIC_URL": ("http://<host>:<port>", "Base URL clients reach the gateway at; used in e-mailed links and signed attachment URLs."),
@@ -129,6 +130,7 @@ class Config:
     max_pending_items_per_process: int = 100
     token_recheck: float = 5.0
     header_timeout: float = 10.0
+    demo_token_delay: float = 0.0
 
     @property
     def embedded(self) -> bool:
@@ -189,6 +191,7 @@ class Config:
                 env, "VANCETOPE_MAX_PENDING_ITEMS_PER_PROCESS", int, 1),
             token_recheck=_number(env, "VANCETOPE_TOKEN_RECHECK", float, 0.1),
             header_timeout=_number(env, "VANCETOPE_HEADER_TIMEOUT", float, 0.1),
+            demo_token_delay=_number(env, "VANCETOPE_DEMO_TOKEN_DELAY", float, 0.0),
         )
 
     def base_url(self) -> str:

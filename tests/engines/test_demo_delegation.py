@@ -70,6 +70,13 @@ def test_the_demo_arthur_relays_an_escaped_report_and_a_question():
                                       human_summary="Approve phase 2?"))
     assert answer(blocked) == {"message": "The worker proc_2 asks: Approve phase 2?",
                                "awaiting_user_input": True}
+    in_inbox = event_text(ProcessEvent(source_process_id="proc_3", type=ProcessEventType.BLOCKED,
+                                       human_summary="Approve the draft?",
+                                       payload={"itemId": "item_1"}))
+    assert answer(in_inbox) == {
+        "message": "The worker proc_3 put a question into your Inbox: Approve the draft? Answer "
+                   "it there (in the terminal: /inbox); the answer goes straight to the worker.",
+        "awaiting_user_input": False}
 
 
 def test_the_demo_arthur_says_when_a_worker_could_not_start():

@@ -10,7 +10,9 @@ opinions, pros and cons or "should we …" to ``zaphod``, any other piece of wor
 ``<process-event>`` arrives it relays the result (or, blocked, its question).
 Offered only ``respond`` (a worker), it answers its goal with a demo result, in
 its persona's voice when it is a council head; offered zaphod's synthesis tool,
-it sums up the heads' answers.
+it sums up the heads' answers. Offered ``inbox_post``, it posts Inbox items when
+asked ("ask me for approval", "show me every kind of inbox item": ``demo_inbox``)
+and reports each answer in the chat.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import time
 from xml.sax.saxutils import unescape
 
 from vancetope_brain.llm.base import LlmMessage, LlmResponse, TokenSink, ToolCall, ToolSpec
+from vancetope_brain.llm.demo_inbox import answer_report, inbox_calls, posted_report
 
 _QUOTE_LIMIT = 80
 
@@ -29,7 +32,9 @@ class DemoModel:
     """A ChatModel that answers every conversation with a fixed, streamed explanation.
 
     ``token_delay`` (seconds) pauses between streamed words, to make streaming
-    visible in a demo; the default streams at once. Thread-safe (stateless).
+    visible in a demo; the server passes ``VANCETOPE_DEMO_TOKEN_DELAY`` (through the
+    profile ``default``), the constructor's default streams at once, as tests want.
+    Thread-safe (stateless).
     """
 
     name = "demo"
@@ -49,6 +54,10 @@ class DemoModel:
         if COUNCIL_TOOL in names:
             return LlmResponse(content="", tool_calls=(council_synthesis(messages),),
                                finish_reason="tool_calls", model=self.name)
+        if {"inbox_post", "respond"} <= names and messages and messages[-1].role == "user" \
+                and (posts := inbox_calls(messages[-1].content)):
+            return LlmResponse(content="", tool_calls=posts, finish_reason="tool_calls",
+                               model=self.name)
         call = _demo_call(messages, names)
         if call is not None and call.name != "respond":
             return LlmResponse(content="", tool_calls=(call,), finish_reason="tool_calls",
@@ -79,6 +88,8 @@ _DELEGATION: list[tuple[re.Pattern[str], dict[str, object]]] = [
 _SPAWN_ID = "demo_spawn"
 _EVENT = re.compile(r'<process-event sourceProcessId="([^"]*)" type="([a-z]+)">(.*?)'
                     r"(?:<payload>|</process-event>)", re.DOTALL)
+_INBOX_ASK = re.compile(r'<payload>[^<]*"itemId"')
+"""A blocked event whose payload names an Inbox item: the worker asked there."""
 
 
 def _respond(message: str, awaiting: bool = False) -> ToolCall:
@@ -92,6 +103,8 @@ def _demo_call(messages: list[LlmMessage], tools: set[str]) -> ToolCall | None:
         return marvin
     if "respond" not in tools:
         return None
+    if (report := posted_report(messages) or answer_report(messages)) is not None:
+        return _respond(report)
     last = messages[-1] if messages else LlmMessage("user", "")
     if "process_create" not in tools:  # a worker: its goal is the first user message
         goal = next((m.content for m in messages if m.role == "user"), "")
@@ -106,6 +119,10 @@ def _demo_call(messages: list[LlmMessage], tools: set[str]) -> ToolCall | None:
     if event:
         source, kind, summary = event.groups()
         summary = unescape(summary).strip()
+        if kind == "blocked" and _INBOX_ASK.search(last.content):  # asked in the Inbox
+            return _respond(f"The worker {source} put a question into your Inbox: {summary} "
+                            "Answer it there (in the terminal: /inbox); the answer goes "
+                            "straight to the worker.")
         if kind == "blocked":
             return _respond(f"The worker {source} asks: {summary}", awaiting=True)
         return _respond(f"The worker {source} is {kind}. It reports: {summary}")
@@ -116,7 +133,8 @@ def _demo_call(messages: list[LlmMessage], tools: set[str]) -> ToolCall | None:
                         json.dumps({**spawn, "goal": last.content}))
     return _respond(demo_answer(messages) + " To see how I delegate work to worker processes, "
                     "ask me to analyze something, to research a question, to run the draft-review "
-                    "strategy with approval, or for pros and cons of a choice.")
+                    "strategy with approval, or for pros and cons of a choice. To try the Inbox, "
+                    "say “ask me for approval” or “show me every kind of inbox item”.")
 
 
 def _started(result: str) -> ToolCall:

@@ -82,7 +82,8 @@ class _ProfilesFile(Wire):
 
 @dataclass(frozen=True)
 class Profile:
-    """One endpoint. ``base_url=None`` is the offline demo model (an unconfigured default)."""
+    """One endpoint. ``base_url=None`` is the offline demo model (an unconfigured default),
+    which pauses ``demo_token_delay`` seconds between streamed words."""
 
     name: str
     base_url: str | None
@@ -90,6 +91,7 @@ class Profile:
     api_key: str | None = None
     timeout: float = 60.0
     max_retries: int = 2
+    demo_token_delay: float = 0.0
 
     def __repr__(self) -> str:  # never the key
         where = safe_url(self.base_url) if self.base_url else "offline demo model"
@@ -99,7 +101,7 @@ class Profile:
         """The ChatModel for ``model`` (or the profile's default) on this endpoint. Cheap:
         ``OpenAiChatModel`` opens its client per call, so nothing is pooled or shared."""
         if self.base_url is None:
-            return DemoModel()
+            return DemoModel(token_delay=self.demo_token_delay)
         return OpenAiChatModel(model or self.model, api_key=self.api_key,
                                base_url=self.base_url, timeout=self.timeout,
                                max_retries=self.max_retries)
@@ -114,7 +116,7 @@ def load_profiles(config: Config, environ: Mapping[str, str] | None = None) -> d
     environ = os.environ if environ is None else environ
     profiles = {DEFAULT: Profile(
         DEFAULT, (config.openai_base_url or DEFAULT_BASE_URL) if config.llm_configured else None, config.llm_model, config.openai_api_key,
-        config.llm_timeout, config.llm_max_retries)}
+        config.llm_timeout, config.llm_max_retries, config.demo_token_delay)}
     path = config.llm_profiles_file
     if path is None:
         return profiles

@@ -1,6 +1,7 @@
 """Server tools of the engines: Arthur's (arthur-engine §3.3: spawn and steer worker
 processes, read the recipe catalogue and the recipe's manuals) and ``inbox_post``
-(user-interaction.txt §10.1). Each works through the calling turn's context.
+(user-interaction.txt §10.1), which may carry an output's small file inline. Each works
+through the calling turn's context.
 
 Idempotency (``ToolManifest.idempotent``): the probes are; ``process_create``,
 ``process_steer`` and ``process_stop`` are too, because their effect is part of the turn's
@@ -11,6 +12,8 @@ is not: it writes the item at once.
 
 from __future__ import annotations
 
+import base64
+import binascii
 from typing import Any
 
 from vancetope_brain.errors import ToolError, UserError
@@ -145,13 +148,23 @@ _ITEM_TYPES = ["APPROVAL", "DECISION", "FEEDBACK", "ORDERING", "STRUCTURE_EDIT",
         "tags": {"type": "array", "items": {"type": "string"}},
         "target_user": {"type": "string", "description": "a user id of this tenant "
                         "(default: the session's user)"},
+        "attachment": {"type": "object", "description": "a file to show in an OUTPUT_IMAGE "
+                       "or OUTPUT_DOCUMENT item instead of payload.url: its text as content, "
+                       "or its bytes as content_base64; the payload gets its attachmentId, "
+                       "mimeType (and for a document filename and sizeBytes)",
+                       "properties": {"filename": {"type": "string"},
+                                      "mime_type": {"type": "string"},
+                                      "content": {"type": "string"},
+                                      "content_base64": {"type": "string"}},
+                       "required": ["filename", "mime_type"], "additionalProperties": False},
         "idempotency_key": {"type": "string", "description": "repeat it when retrying the "
                             "same post, so it is created once"}}, ["type", "title"])))
 @_user_errors
 def inbox_post(context: Any, type: str, title: str, body: str | None = None,  # noqa: A002
                payload: dict[str, Any] | None = None, criticality: str = "NORMAL",
                tags: list[str] | None = None, target_user: str | None = None,
-               idempotency_key: str | None = None) -> dict[str, Any]:
+               idempotency_key: str | None = None,
+               attachment: dict[str, Any] | None = None) -> dict[str, Any]:
     from vancetope_brain.inbox.service import NewItem
     from vancetope_brain.models.inbox import Criticality, ItemType
 
@@ -159,6 +172,8 @@ def inbox_post(context: Any, type: str, title: str, body: str | None = None,  # 
         kind, level = ItemType(type), Criticality(criticality)
     except ValueError as e:
         raise ToolError(str(e)) from e
+    if attachment is not None:
+        payload = _attached(context, kind, payload or {}, attachment)
     item, created = context.inbox().post(NewItem(
         type=kind, title=title, body=body, payload=payload, criticality=level,
         tags=tuple(tags or ()), assigned_to=target_user, idempotency_key=idempotency_key))
@@ -166,3 +181,37 @@ def inbox_post(context: Any, type: str, title: str, body: str | None = None,  # 
             "assignedTo": item.assigned_to_user_id,
             "answer": item.answer.dump() if item.answer else None,
             "resolvedBy": item.resolved_by.value if item.resolved_by else None}
+
+
+MAX_INLINE_ATTACHMENT_BYTES = 128 * 1024
+"""Largest file ``inbox_post`` takes inline (decoded): the turn journal records a call's
+arguments, and one journal entry holds at most 256 KiB (``store.journal.MAX_ENTRY_BYTES``),
+base64 included. Engine code stores larger files with ``context.inbox().attach``."""
+
+
+def _attached(context: Any, kind: Any, payload: dict[str, Any],
+              attachment: dict[str, Any]) -> dict[str, Any]:
+    """Store an inline ``attachment`` and name it in the payload (filename, type and size
+    come from the stored file, so they cannot disagree with it)."""
+    from vancetope_brain.models.inbox import ItemType
+
+    if kind not in (ItemType.OUTPUT_IMAGE, ItemType.OUTPUT_DOCUMENT):
+        raise ToolError(f"attachment: only OUTPUT_IMAGE and OUTPUT_DOCUMENT items show a "
+                        f"file, not {kind.value}")
+    text, encoded = attachment.get("content"), attachment.get("content_base64")
+    if (text is None) == (encoded is None):
+        raise ToolError("attachment: give exactly one of content (text) and content_base64")
+    try:
+        data = str(text).encode() if text is not None else \
+            base64.b64decode(str(encoded), validate=True)
+    except (binascii.Error, ValueError) as e:
+        raise ToolError(f"attachment.content_base64 is not valid base64: {e}") from e
+    if len(data) > MAX_INLINE_ATTACHMENT_BYTES:
+        raise ToolError(f"attachment is {len(data)} bytes; inbox_post takes at most "
+                        f"{MAX_INLINE_ATTACHMENT_BYTES} inline")
+    meta = context.inbox().attach(data, str(attachment.get("filename", "")),
+                                  str(attachment.get("mime_type", "")))
+    named = {**payload, "attachmentId": meta["id"], "mimeType": meta["mimeType"]}
+    if kind is ItemType.OUTPUT_DOCUMENT:
+        named |= {"filename": meta["filename"], "sizeBytes": meta["sizeBytes"]}
+    return named
