@@ -1,9 +1,10 @@
-import { AppShell, Badge, Burger, Button, Group, Title } from "@mantine/core";
+import { AppShell, Badge, Burger, Button, Group, Tabs, Title } from "@mantine/core";
 import { useDisclosure } from "@mantine/hooks";
 
 import { signOut } from "../client";
 import { useStore, type ConnectionStatus } from "../store";
 import { Chat } from "./Chat";
+import { Inbox, usePendingCount } from "./inbox/Inbox";
 import { SessionList } from "./SessionList";
 import { SignIn } from "./SignIn";
 import { Workers } from "./Workers";
@@ -20,6 +21,7 @@ export function App() {
   const connection = useStore((s) => s.connection);
   const user = useStore((s) => s.welcome?.userId);
   const [navOpen, { toggle }] = useDisclosure();
+  const pending = usePendingCount();
   if (connection === "signed-out") return <SignIn />;
   const [color, label] = BADGE[connection];
   return (
@@ -41,7 +43,17 @@ export function App() {
         </Group>
       </AppShell.Header>
       <AppShell.Navbar p="md"><SessionList /></AppShell.Navbar>
-      <AppShell.Main><Chat /></AppShell.Main>
+      <AppShell.Main>
+        <Tabs defaultValue="chat" keepMounted>
+          <Tabs.List mb="sm">
+            <Tabs.Tab value="chat">Chat</Tabs.Tab>
+            <Tabs.Tab value="inbox" rightSection={pending > 0 &&
+              <Badge size="sm" circle data-testid="inbox-pending">{pending}</Badge>}>Inbox</Tabs.Tab>
+          </Tabs.List>
+          <Tabs.Panel value="chat"><Chat /></Tabs.Panel>
+          <Tabs.Panel value="inbox"><Inbox /></Tabs.Panel>
+        </Tabs>
+      </AppShell.Main>
       <AppShell.Aside p="md"><Workers /></AppShell.Aside>
     </AppShell>
   );
