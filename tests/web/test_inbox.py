@@ -13,6 +13,17 @@ ROW = "[data-testid=inbox-row]"
 ITEM = "[data-testid=inbox-item]"
 
 # Collects the page's CSP violations (an init script is not itself subject to the policy).
+# Bea's tab: in the background, browser notifications allowed; each one is recorded.
+BACKGROUND_TAB = """
+Object.defineProperty(document, 'hidden', {get: () => true});
+window.__notified = [];
+window.Notification = class {
+    static permission = 'granted';
+    static requestPermission() { return Promise.resolve('granted'); }
+    constructor(title) { window.__notified.push(title); }
+};
+"""
+
 CSP_WATCH = """
 window.__csp = [];
 document.addEventListener('securitypolicyviolation',
@@ -161,18 +172,30 @@ def test_every_inbox_item_type_is_rendered_answered_and_one_delegated(
     view.get_by_label("Your feedback").fill("Quick and clear.")
     view.get_by_test_id("length-counter").get_by_text("16 / 500 characters").wait_for()
     shoot(view, "inbox-feedback")
-    view.get_by_role("button", name="Delegate…").click()
-    view.get_by_label("Delegate to user id").fill(bea)
-    view.get_by_label("Note").fill("you saw the demo too")
-    view.get_by_role("button", name="Delegate", exact=True).click()
-    page.locator(f"{ROW}[data-type=FEEDBACK]").wait_for(state="detached")  # not mine now
-
     second = browser.new_context(viewport={"width": 1400, "height": 900})
     second.set_default_timeout(15_000)
     try:
         other = second.new_page()
+        other.add_init_script(BACKGROUND_TAB)
+        errors: list[str] = []
+        other.on("pageerror", lambda e: errors.append(str(e)))
         _sign_in(other, f"{server.url}/#token={bea_token}")
-        other.get_by_text("1 pending item").wait_for()  # the summary on connecting
+
+        view.get_by_role("button", name="Delegate…").click()
+        view.get_by_label("Note").fill("you saw the demo too")
+        view.get_by_label("Delegate to user id").fill("usr_nobody")
+        view.get_by_role("button", name="Delegate", exact=True).click()
+        view.get_by_test_id("item-error").wait_for()  # the server's refusal, shown inline
+        view.get_by_label("Delegate to user id").fill(bea)
+        view.get_by_role("button", name="Delegate", exact=True).click()
+        page.locator(f"{ROW}[data-type=FEEDBACK]").wait_for(state="detached")  # not mine now
+
+        # Bea's tab is in the background: a browser notification as well as the toast.
+        other.get_by_text("New in your Inbox (feedback)").wait_for()
+        other.wait_for_function("window.__notified.length === 1")
+        assert other.evaluate("window.__notified") == ["Vancetope Inbox: How did the demo feel?"]
+        other.reload()
+        other.get_by_text("1 pending item").wait_for()  # the summary on (re)connecting
         other.get_by_role("tab", name="Inbox").click()
         theirs = _open(other, "FEEDBACK")
         history = theirs.get_by_test_id("item-history")
@@ -182,7 +205,7 @@ def test_every_inbox_item_type_is_rendered_answered_and_one_delegated(
         theirs.get_by_role("button", name="Send feedback").click()
         _answered(theirs)
         shoot(theirs, "inbox-delegated-answered")
-        assert other.evaluate("window.__csp") == []
+        assert other.evaluate("window.__csp") == [] and errors == []
     finally:
         second.close()
 

@@ -5,7 +5,7 @@ import { notifications } from "@mantine/notifications";
 
 import { request, tryRequest } from "./client";
 import type { Frame, InboxItem, Outcome, PendingSummary } from "./protocol";
-import { get, mergeItems, set } from "./store";
+import { mergeItems, set } from "./store";
 
 /** Items loaded per `inbox-list` page (the server's cap is 200). */
 export const INBOX_PAGE = 200;
@@ -45,12 +45,18 @@ export function onInboxPush(frame: Frame): void {
     return;
   }
   const item = frame.data.item as InboxItem;
-  const known = get().inbox[item.id];
   mergeItems([item]);
-  if (frame.type === "inbox-item-added" && !(known && known.assignedToUserId === item.assignedToUserId)) {
+  // A delegated item may come as -updated before its -added; announce each addition (a
+  // new history step) once.
+  const step = `${item.id}#${item.history.length}`;
+  if (frame.type === "inbox-item-added" && !announced.has(step)) {
+    announced.add(step);
     announce(item);
   }
 }
+
+/** The additions already announced (item id and history length). */
+const announced = new Set<string>();
 
 /** New items arrived since the Inbox toast was last closed: a burst (the demo posts eight
  * at once) updates one toast instead of stacking one per item. */

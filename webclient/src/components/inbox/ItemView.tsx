@@ -20,6 +20,18 @@ export const STATUS_COLOR = {
   PENDING: "yellow", ANSWERED: "green", DISMISSED: "gray", ARCHIVED: "dark",
 } as const;
 
+/** A DECIDED answer in words; the value itself is shown below it. */
+function inWords(item: InboxItem, value: any): string { // eslint-disable-line @typescript-eslint/no-explicit-any
+  switch (item.type) {
+    case "APPROVAL": return value.approved ? "Approved" : "Declined";
+    case "DECISION": return [value.chosen && `Chose ${value.chosen}`,
+      value.freeText && `wrote “${value.freeText}”`].filter(Boolean).join(" and ");
+    case "FEEDBACK": return `“${value.text}”`;
+    case "ORDERING": return `Order: ${(value.orderedIds as string[]).join(", ")}`;
+    default: return "Set the value";
+  }
+}
+
 function AnswerSummary({ item }: { item: InboxItem }) {
   const answer = item.answer;
   if (!answer) return null;
@@ -28,7 +40,8 @@ function AnswerSummary({ item }: { item: InboxItem }) {
     <Alert color={auto ? "violet" : "green"} data-testid="item-answer"
       title={auto ? "Answered automatically with its default (LOW)" : `Answered by ${answer.answeredBy}`}>
       {answer.outcome === "DECIDED"
-        ? <Code block>{JSON.stringify(answer.value, null, 2)}</Code>
+        ? <><Text mb={4}>{inWords(item, answer.value ?? {})}</Text>
+          <Code block>{JSON.stringify(answer.value, null, 2)}</Code></>
         : <Text>{answer.outcome === "INSUFFICIENT_INFO" ? "I lack information" : "I cannot decide"}
           : {answer.reason}</Text>}
     </Alert>
