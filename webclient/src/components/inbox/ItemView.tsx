@@ -1,9 +1,9 @@
 import {
-  Alert, Badge, Button, Code, Collapse, Divider, Group, SegmentedControl, Stack, Table, Text,
+  Alert, Badge, Button, Code, Collapse, Divider, Group, Loader, SegmentedControl, Stack, Table, Text,
   Textarea, TextInput, Title,
 } from "@mantine/core";
 import { useDisclosure } from "@mantine/hooks";
-import { useState, type ReactNode } from "react";
+import { lazy, Suspense, useState, type ReactNode } from "react";
 
 import {
   answerItem, answerUndecided, archiveItem, delegateItem, dismissItem, revokeAutoAnswer,
@@ -13,7 +13,10 @@ import type { InboxItem } from "../../protocol";
 import { Markdown } from "../Markdown";
 import { Approval, Decision, Feedback, Output } from "./Asks";
 import { Ordering } from "./Ordering";
-import { StructureEdit } from "./StructureEdit";
+
+/** The form library (@rjsf/core and its lodash) is a third of the bundle: loaded when a
+ * STRUCTURE_EDIT item is first opened. */
+const StructureEdit = lazy(() => import("./StructureEdit").then((m) => ({ default: m.StructureEdit })));
 
 export const CRITICALITY_COLOR = { LOW: "gray", NORMAL: "blue", CRITICAL: "red" } as const;
 export const STATUS_COLOR = {
@@ -142,8 +145,9 @@ export function ItemView({ item, me }: { item: InboxItem; me: string | undefined
       FEEDBACK: <Feedback item={item} busy={busy} onAnswer={answer} />,
       ORDERING: <Ordering items={p.items} busy={busy}
         onSubmit={(orderedIds) => answer({ orderedIds })} />,
-      STRUCTURE_EDIT: <StructureEdit schema={p.schema} value={p.value} busy={busy}
-        onSubmit={(value) => answer({ value })} />,
+      STRUCTURE_EDIT: <Suspense fallback={<Loader size="sm" />}>
+        <StructureEdit schema={p.schema} value={p.value} busy={busy}
+          onSubmit={(value) => answer({ value })} /></Suspense>,
     }[item.type as "APPROVAL"];
   }
   return (
