@@ -233,3 +233,6 @@ def test_every_inbox_item_type_is_rendered_answered_and_one_delegated(
     view.get_by_test_id("item-answer").get_by_text("I lack information: which deployment?") \
         .wait_for()
     assert page.evaluate("window.__csp") == []
+    page.set_viewport_size({"width": 390, "height": 844})  # a phone: list above the item
+    page.locator(f"{ITEM}[data-type=APPROVAL]").wait_for()
+    shoot(page, "inbox-phone")

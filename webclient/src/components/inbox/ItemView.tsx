@@ -40,7 +40,8 @@ function AnswerSummary({ item }: { item: InboxItem }) {
   if (!answer) return null;
   const auto = item.resolvedBy === "AUTO_DEFAULT";
   return (
-    <Alert color={auto ? "violet" : "green"} data-testid="item-answer"
+    <Alert color={auto ? "violet" : answer.outcome === "DECIDED" ? "green" : "orange"}
+      data-testid="item-answer"
       title={auto ? "Answered automatically with its default (LOW)" : `Answered by ${answer.answeredBy}`}>
       {answer.outcome === "DECIDED"
         ? <><Text mb={4}>{inWords(item, answer.value ?? {})}</Text>
