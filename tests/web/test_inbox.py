@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import re
 
+from playwright.sync_api import expect
+
 ROW = "[data-testid=inbox-row]"
 ITEM = "[data-testid=inbox-item]"
 
@@ -222,10 +224,31 @@ def test_every_inbox_item_type_is_rendered_answered_and_one_delegated(
     transcript.get_by_text("Your feedback on “How did the demo feel?”: Bea liked it.").wait_for()
     transcript.get_by_text("You approved “Approve the demo deployment?”").wait_for()
 
+    # A LOW ask with a default is answered with it at once (nobody is told); the Inbox,
+    # loaded again when opened, marks it, and the automatic answer can be revoked.
+    page.get_by_label("Message to Arthur").fill("ask me for approval, low priority")
+    page.keyboard.press("Enter")
+    transcript.get_by_text("I put an item into your Inbox: APPROVAL.").wait_for()
+    page.get_by_role("tab", name="Inbox").click()
+    page.get_by_text(re.compile(r"^answered \(\d+\)$")).click()
+    auto = page.locator(f"{ROW}[data-criticality=LOW]").filter(has_text="auto-answered")
+    auto.click()
+    view = page.locator(f"{ITEM}[data-type=APPROVAL]")
+    view.get_by_test_id("item-answer").get_by_text("Answered automatically").wait_for()
+    shoot(view, "inbox-auto-answered")
+    view.get_by_role("button", name="Revoke the automatic answer").click()
+    view.locator("[data-testid=item-status]").get_by_text("PENDING").wait_for()
+    view.get_by_role("button", name="Approve").click()
+    _answered(view)
+    page.get_by_role("tab", name="Chat").click()
+    expect(transcript.get_by_text("You approved “Approve the demo deployment?”.")) \
+        .to_have_count(2)  # the revoked answer's process waited for this one
+
     # "I lack information", with a reason, on a new ask.
     page.get_by_label("Message to Arthur").fill("ask me for approval")
     page.keyboard.press("Enter")
     page.get_by_role("tab", name="Inbox").click()
+    page.get_by_text(re.compile(r"^pending \(\d+\)$")).click()
     view = _open(page, "APPROVAL")
     view.get_by_role("button", name="Can't answer?").click()
     view.get_by_label("Reason").fill("which deployment?")

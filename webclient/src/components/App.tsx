@@ -2,6 +2,7 @@ import { AppShell, Badge, Burger, Button, Group, Tabs, Title } from "@mantine/co
 import { useDisclosure } from "@mantine/hooks";
 
 import { signOut } from "../client";
+import { loadInbox } from "../inbox";
 import { useStore, type ConnectionStatus } from "../store";
 import { Chat } from "./Chat";
 import { Inbox, usePendingCount } from "./inbox/Inbox";
@@ -44,7 +45,8 @@ export function App() {
       </AppShell.Header>
       <AppShell.Navbar p="md"><SessionList /></AppShell.Navbar>
       <AppShell.Main>
-        <Tabs defaultValue="chat" keepMounted>
+        <Tabs defaultValue="chat" keepMounted
+          onChange={(tab) => { if (tab === "inbox") void loadInbox(); }}>
           <Tabs.List mb="sm">
             <Tabs.Tab value="chat">Chat</Tabs.Tab>
             <Tabs.Tab value="inbox" rightSection={pending > 0 &&

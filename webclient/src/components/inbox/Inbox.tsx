@@ -102,7 +102,7 @@ export function Inbox() {
               {shown.map((i) => (
                 <UnstyledButton key={i.id} role="listitem" onClick={() => select(i.id)}
                   className="inbox-row" data-selected={i.id === selected || undefined}
-                  data-testid="inbox-row" data-type={i.type} aria-current={i.id === selected}>
+                  data-testid="inbox-row" data-type={i.type} data-criticality={i.criticality} aria-current={i.id === selected}>
                   <Stack gap={2}>
                     <Text size="sm" fw={i.status === "PENDING" ? 600 : 400}>{i.title}</Text>
                     <Group gap={4}>
@@ -110,6 +110,8 @@ export function Inbox() {
                       {i.criticality !== "NORMAL" && (
                         <Badge size="xs" color={CRITICALITY_COLOR[i.criticality]}>{i.criticality}</Badge>)}
                       <Badge size="xs" variant="light" color={STATUS_COLOR[i.status]}>{i.status}</Badge>
+                      {i.resolvedBy === "AUTO_DEFAULT" && i.status === "ANSWERED" &&
+                        <Badge size="xs" color="violet">auto-answered</Badge>}
                       <Text size="xs" c="dimmed">{new Date(i.createdAt).toLocaleTimeString()}</Text>
                     </Group>
                   </Stack>
