@@ -43,6 +43,16 @@ def test_inbox_phrases_post_items_through_inbox_post(text, types):
     assert _calls(text) == [("inbox_post", t) for t in types]
 
 
+def test_low_priority_makes_the_items_low():
+    reply = DemoModel().complete([LlmMessage("user", "ask me for approval, low priority")],
+                                 tools=ARTHUR)
+    posted = json.loads(reply.tool_calls[0].arguments)
+    assert (posted["type"], posted["criticality"], posted["payload"]["default"]) == \
+        ("APPROVAL", "LOW", "no")
+    assert "criticality" not in json.loads(DemoModel().complete(
+        [LlmMessage("user", "ask me for approval")], tools=ARTHUR).tool_calls[0].arguments)
+
+
 def test_without_inbox_post_or_with_other_words_the_demo_does_not_post():
     assert _calls("Review the release notes with approval") == [("process_create", "")]
     reply = DemoModel().complete([LlmMessage("user", "ask me for approval")],

@@ -130,7 +130,9 @@ def browser() -> Iterator[object]:
 
 @pytest.fixture
 def page(browser) -> Iterator[object]:  # type: ignore[no-untyped-def]
-    context = browser.new_context(viewport={"width": 1400, "height": 900})
+    # Reduced motion: no toast is caught mid-animation (axe would misjudge its contrast).
+    context = browser.new_context(viewport={"width": 1400, "height": 900},
+                                  reduced_motion="reduce")
     context.set_default_timeout(15_000)
     opened = context.new_page()
     errors: list[str] = []
@@ -148,7 +150,8 @@ def axe_violations():  # type: ignore[no-untyped-def]
     def check(target) -> list[str]:  # type: ignore[no-untyped-def]
         found = Axe().run(target).response["violations"]
         return [f"{v['id']} ({v['impact']}): {v['help']} — "
-                + "; ".join(str(n["target"][0]) for n in v["nodes"][:5]) for v in found]
+                + "; ".join(f"{n['target'][0]} {n['html'][:120]} {n.get('failureSummary', '')}"
+                            for n in v["nodes"][:5]) for v in found]
     return check
 
 

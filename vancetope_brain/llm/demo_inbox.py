@@ -47,6 +47,11 @@ PHRASES: list[tuple[re.Pattern[str], tuple[str, ...]]] = [
 """A user message → the item types the demo posts for it; the first match wins, and these
 are tried before the delegation keywords (so "ask me for approval" is no vogon strategy)."""
 
+LOW_PRIORITY = re.compile(r"\blow[- ]priority\b", re.IGNORECASE)
+"""Said as well ("ask me for approval, low priority"): the items are LOW, so one with a
+default is answered with it at once (``resolvedBy: AUTO_DEFAULT``), which the user can
+revoke — the path of user-interaction.txt §7 to try in a client."""
+
 SERVICE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
@@ -162,8 +167,9 @@ def inbox_calls(text: str) -> tuple[ToolCall, ...]:
     """The ``inbox_post`` calls a user message asks for; empty when it asks for none."""
     types = next((kinds for pattern, kinds in PHRASES if pattern.search(text)), ())
     items = demo_items()
+    low = {"criticality": "LOW"} if LOW_PRIORITY.search(text) else {}
     return tuple(ToolCall(f"{CALL_PREFIX}{kind}", "inbox_post", json.dumps(
-        {"type": kind, "tags": [DEMO_TAG], **items[kind]})) for kind in types)
+        {"type": kind, "tags": [DEMO_TAG], **items[kind], **low})) for kind in types)
 
 
 def posted_report(messages: list[LlmMessage]) -> str | None:

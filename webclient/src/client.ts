@@ -8,6 +8,7 @@ import { Connection, ProtocolError, type CloseInfo } from "./connection";
 import type {
   BoundSession, ChatLine, Frame, OnDisconnect, Process, Session, SessionType, StreamEvent,
 } from "./protocol";
+import { loadInbox, onInboxPush } from "./inbox";
 import {
   applyEvent, get, mergeLines, putProcesses, resetSession, set,
 } from "./store";
@@ -34,7 +35,8 @@ export function signOut(reason: string | null = null): void {
   connection = null;
   forgetToken();
   resetSession();
-  set({ connection: "signed-out", authError: reason, welcome: null, sessions: [] });
+  set({ connection: "signed-out", authError: reason, welcome: null, sessions: [],
+    inbox: {}, pendingSummary: null });
 }
 
 function connect(): void {
@@ -95,6 +97,11 @@ function onPush(frame: Frame): void {
         void loadHistory();
       }
       break;
+    case "inbox-pending-summary":
+    case "inbox-item-added":
+    case "inbox-item-updated":
+      onInboxPush(frame);
+      break;
     case "error":
       notifications.show({ color: "red", title: frame.data.code, message: frame.data.message });
       break;
@@ -118,6 +125,7 @@ function onEvent(event: StreamEvent): void {
 }
 
 async function afterWelcome(): Promise<void> {
+  void loadInbox();
   await refreshSessions();
   const { sessionId, lastSeq } = get();
   // A session closed meanwhile (or bound elsewhere) cannot resume: show the list instead
@@ -143,6 +151,20 @@ export async function request<T>(
       notifications.show({ color: "red", title: e.code, message: e.message });
     }
     return undefined;
+  }
+}
+
+/** Run a request and hand a refusal back instead of showing it: for views that show the
+ * error next to what was refused (e.g. an Inbox answer the server found invalid). */
+export async function tryRequest<T>(
+  type: string, data: object = {},
+): Promise<{ ok: true; value: T } | { ok: false; code: string; message: string }> {
+  if (!connection) return { ok: false, code: "disconnected", message: "Not connected; reconnecting…" };
+  try {
+    return { ok: true, value: await connection.request<T>(type, data) };
+  } catch (e) {
+    if (e instanceof ProtocolError) return { ok: false, code: e.code, message: e.message };
+    throw e;
   }
 }
 

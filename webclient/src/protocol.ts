@@ -72,3 +72,44 @@ export interface Welcome {
   userId: string;
   llm: string;
 }
+
+export type ItemType =
+  | "APPROVAL" | "DECISION" | "FEEDBACK" | "ORDERING" | "STRUCTURE_EDIT"
+  | "OUTPUT_TEXT" | "OUTPUT_IMAGE" | "OUTPUT_DOCUMENT";
+export type Criticality = "LOW" | "NORMAL" | "CRITICAL";
+export type ItemStatus = "PENDING" | "ANSWERED" | "DISMISSED" | "ARCHIVED";
+export type Outcome = "DECIDED" | "INSUFFICIENT_INFO" | "UNDECIDABLE";
+
+export interface InboxHistoryEntry {
+  action: "CREATE" | "AUTO_ANSWER" | "ANSWER" | "DISMISS" | "DELEGATE" | "ARCHIVE" | "REVOKE";
+  by: string;
+  at: string;
+  fromUser?: string | null;
+  toUser?: string | null;
+  note?: string | null;
+}
+
+/** An Inbox item as the user sees it (an attachment's signed link in `payload.url`). */
+export interface InboxItem {
+  id: string;
+  type: ItemType;
+  criticality: Criticality;
+  tags: string[];
+  title: string;
+  body: string | null;
+  payload: any; // eslint-disable-line @typescript-eslint/no-explicit-any
+  status: ItemStatus;
+  assignedToUserId: string;
+  originatorUserId: string;
+  answer: { outcome: Outcome; value?: any; reason?: string | null; answeredBy: string } | null; // eslint-disable-line @typescript-eslint/no-explicit-any
+  resolvedBy: "USER" | "AUTO_DEFAULT" | "AUTO_RESOLVER" | "DISMISSED" | null;
+  history: InboxHistoryEntry[];
+  createdAt: string;
+  updatedAt: string;
+}
+
+export interface PendingSummary {
+  totalPending: number;
+  byCriticality: Partial<Record<Criticality, number>>;
+  oldestPendingAt?: string | null;
+}

@@ -3,7 +3,7 @@
 // are pure updates of the state from the server's frames.
 import { create } from "zustand";
 import type {
-  ChatLine, Process, ProcessStatus, Session, StreamEvent, Welcome,
+  ChatLine, InboxItem, PendingSummary, Process, ProcessStatus, Session, StreamEvent, Welcome,
 } from "./protocol";
 
 export type ConnectionStatus = "signed-out" | "connecting" | "open" | "reconnecting";
@@ -39,6 +39,10 @@ export interface State {
   streaming: string;
   liveTools: LiveToolCall[];
   processes: Record<string, WorkerCard>;
+  /** The user's Inbox items by id (inbox.ts loads them on welcome; pushes merge). */
+  inbox: Record<string, InboxItem>;
+  /** The last `inbox-pending-summary` (right after each welcome). */
+  pendingSummary: PendingSummary | null;
 }
 
 const unbound = {
@@ -51,6 +55,8 @@ export const useStore = create<State>(() => ({
   authError: null,
   welcome: null,
   sessions: [],
+  inbox: {},
+  pendingSummary: null,
   ...unbound,
 }));
 
@@ -172,4 +178,13 @@ export function applyEvent(event: StreamEvent): void {
       break;
   }
   set(update);
+}
+
+/** Merge Inbox items by id; `replace` starts from none (a fresh `inbox-list`). */
+export function mergeItems(items: InboxItem[], replace = false): void {
+  set((s) => {
+    const next = replace ? {} : { ...s.inbox };
+    for (const item of items) next[item.id] = item;
+    return { inbox: next };
+  });
 }

@@ -3,8 +3,10 @@ import { useDisclosure, useMediaQuery } from "@mantine/hooks";
 import type React from "react";
 
 import { signOut } from "../client";
+import { loadInbox } from "../inbox";
 import { useStore, type ConnectionStatus } from "../store";
 import { Chat } from "./Chat";
+import { Inbox, usePendingCount } from "./inbox/Inbox";
 import { SessionList } from "./SessionList";
 import { SignIn } from "./SignIn";
 import { Workers } from "./Workers";
@@ -16,14 +18,15 @@ const BADGE: Record<ConnectionStatus, [string, string]> = {
   reconnecting: ["orange", "reconnecting"],
 };
 
-/** The layout: sessions on the left, the chat in the middle, worker cards on the right.
- * Narrower than Mantine's `md` breakpoint, the sessions fold into the burger menu and the
- * workers share the middle with the chat as a tab. */
+/** The layout: sessions on the left, the chat and the Inbox as tabs in the middle, worker
+ * cards on the right. Narrower than Mantine's `md` breakpoint, the sessions fold into the
+ * burger menu and the workers become a third tab in the middle. */
 export function App() {
   const connection = useStore((s) => s.connection);
   const user = useStore((s) => s.welcome?.userId);
   const [navOpen, { toggle, close }] = useDisclosure();
   const wide = useMediaQuery("(min-width: 62em)", true);
+  const pending = usePendingCount();
   if (connection === "signed-out") return <SignIn />;
   const [color, label] = BADGE[connection];
   return (
@@ -45,24 +48,28 @@ export function App() {
         </Group>
       </AppShell.Header>
       <AppShell.Navbar p="md"><SessionList onPicked={close} /></AppShell.Navbar>
-      <AppShell.Main>{wide ? <Chat /> : <Narrow />}</AppShell.Main>
+      <AppShell.Main><Middle wide={wide} pending={pending} /></AppShell.Main>
       {wide && <AppShell.Aside p="md"><Workers /></AppShell.Aside>}
     </AppShell>
   );
 }
 
-function Narrow() {
+function Middle({ wide, pending }: { wide: boolean; pending: number }) {
   return (
-    <Tabs defaultValue="chat" keepMounted={false}>
-      <Tabs.List grow mb="sm">
+    <Tabs defaultValue="chat" keepMounted={false}
+      onChange={(tab) => { if (tab === "inbox") void loadInbox(); }}>
+      <Tabs.List grow={!wide} mb="sm">
         <Tabs.Tab value="chat">Chat</Tabs.Tab>
-        <Tabs.Tab value="workers">Workers</Tabs.Tab>
+        <Tabs.Tab value="inbox" rightSection={pending > 0 &&
+          <Badge size="sm" circle data-testid="inbox-pending">{pending}</Badge>}>Inbox</Tabs.Tab>
+        {!wide && <Tabs.Tab value="workers">Workers</Tabs.Tab>}
       </Tabs.List>
       {/* the tab list above takes this much of the height the chat fills */}
       <Tabs.Panel value="chat" style={{ "--chat-offset": "52px" } as React.CSSProperties}>
         <Chat />
       </Tabs.Panel>
-      <Tabs.Panel value="workers"><Workers /></Tabs.Panel>
+      <Tabs.Panel value="inbox"><Inbox /></Tabs.Panel>
+      {!wide && <Tabs.Panel value="workers"><Workers /></Tabs.Panel>}
     </Tabs>
   );
 }

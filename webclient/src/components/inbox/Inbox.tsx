@@ -1,0 +1,130 @@
+import {
+  Badge, Button, Chip, Grid, Group, ScrollArea, Stack, Text, UnstyledButton,
+} from "@mantine/core";
+import { useEffect, useMemo, useState } from "react";
+
+import { askNotificationPermission, loadArchived, refreshItem } from "../../inbox";
+import type { Criticality, InboxItem, ItemStatus } from "../../protocol";
+import { useStore } from "../../store";
+import { CRITICALITY_COLOR, ItemView, STATUS_COLOR } from "./ItemView";
+
+const STATUSES: ItemStatus[] = ["PENDING", "ANSWERED", "DISMISSED", "ARCHIVED"];
+const CRITICALITIES: Criticality[] = ["CRITICAL", "NORMAL", "LOW"];
+
+function count<T extends string>(items: InboxItem[], key: (i: InboxItem) => T[]): Map<T, number> {
+  const counts = new Map<T, number>();
+  for (const item of items) for (const k of key(item)) counts.set(k, (counts.get(k) ?? 0) + 1);
+  return counts;
+}
+
+/** The PENDING items of the user, for the tab's badge. */
+export function usePendingCount(): number {
+  const me = useStore((s) => s.welcome?.userId);
+  const inbox = useStore((s) => s.inbox);
+  return Object.values(inbox).filter((i) => i.status === "PENDING" && i.assignedToUserId === me)
+    .length;
+}
+
+function NotifyButton() {
+  const [permission, setPermission] = useState(
+    "Notification" in window ? Notification.permission : "denied");
+  if (permission !== "default") return null;
+  return (
+    <Button size="compact-sm" variant="light" w="fit-content"
+      title="A browser notification for each new item while this tab is hidden"
+      onClick={() => void askNotificationPermission().then(setPermission)}>
+      Notify me in the background
+    </Button>
+  );
+}
+
+/** The Inbox: filters by status, criticality and tag (each with its count), the items
+ * newest first, and the selected item's renderer. Items delegated away leave the list. */
+export function Inbox() {
+  const me = useStore((s) => s.welcome?.userId);
+  const inbox = useStore((s) => s.inbox);
+  const [status, setStatus] = useState<ItemStatus | "ALL">("PENDING");
+  const [criticalities, setCriticalities] = useState<string[]>([]);
+  const [tags, setTags] = useState<string[]>([]);
+  const [selected, setSelected] = useState<string | null>(null);
+
+  const mine = useMemo(() => Object.values(inbox)
+    .filter((i) => i.assignedToUserId === me)
+    .sort((a, b) => b.createdAt.localeCompare(a.createdAt) || b.id.localeCompare(a.id)),
+  [inbox, me]);
+  const byStatus = count(mine, (i) => [i.status]);
+  const inStatus = mine.filter((i) => status === "ALL" || i.status === status);
+  const byCriticality = count(inStatus, (i) => [i.criticality]);
+  const byTag = count(inStatus, (i) => i.tags);
+  const shown = inStatus.filter((i) =>
+    (criticalities.length === 0 || criticalities.includes(i.criticality))
+    && tags.every((t) => i.tags.includes(t)));
+  const item = selected ? inbox[selected] : undefined;
+
+  useEffect(() => {
+    if (status === "ARCHIVED" || status === "ALL") void loadArchived();
+  }, [status]);
+  const select = (id: string) => {
+    setSelected(id);
+    void refreshItem(id); // a fresh signed URL and the newest history
+  };
+
+  return (
+    <Grid data-testid="inbox">
+      <Grid.Col span={{ base: 12, md: 5 }}>
+        <Stack gap="xs">
+          <Chip.Group value={status} onChange={(v) => setStatus(v as ItemStatus | "ALL")}>
+            <Group gap={4} aria-label="Status">
+              {[...STATUSES, "ALL" as const].map((st) => (
+                <Chip key={st} value={st} size="xs" color={st === "ALL" ? "blue" : STATUS_COLOR[st]}>
+                  {st.toLowerCase()} ({st === "ALL" ? mine.length : byStatus.get(st) ?? 0})</Chip>))}
+            </Group>
+          </Chip.Group>
+          <Chip.Group multiple value={criticalities} onChange={setCriticalities}>
+            <Group gap={4} aria-label="Criticality">
+              {CRITICALITIES.map((c) => (
+                <Chip key={c} value={c} size="xs" color={CRITICALITY_COLOR[c]}>
+                  {c.toLowerCase()} ({byCriticality.get(c) ?? 0})</Chip>))}
+            </Group>
+          </Chip.Group>
+          {byTag.size > 0 && (
+            <Chip.Group multiple value={tags} onChange={setTags}>
+              <Group gap={4} aria-label="Tags">
+                {[...byTag].sort().map(([t, n]) => (
+                  <Chip key={t} value={t} size="xs" variant="outline">#{t} ({n})</Chip>))}
+              </Group>
+            </Chip.Group>
+          )}
+          <NotifyButton />
+          <ScrollArea.Autosize mah="calc(100vh - 260px)">
+            <Stack gap={4} role="list" aria-label="Inbox items" data-testid="inbox-list">
+              {shown.length === 0 && <Text c="dimmed" size="sm">Nothing here.</Text>}
+              {shown.map((i) => (
+                <UnstyledButton key={i.id} role="listitem" onClick={() => select(i.id)}
+                  className="inbox-row" data-selected={i.id === selected || undefined}
+                  data-testid="inbox-row" data-type={i.type} data-criticality={i.criticality} aria-current={i.id === selected}>
+                  <Stack gap={2}>
+                    <Text size="sm" fw={i.status === "PENDING" ? 600 : 400}>{i.title}</Text>
+                    <Group gap={4}>
+                      <Badge size="xs" variant="outline">{i.type.replace("_", " ")}</Badge>
+                      {i.criticality !== "NORMAL" && (
+                        <Badge size="xs" color={CRITICALITY_COLOR[i.criticality]}>{i.criticality}</Badge>)}
+                      <Badge size="xs" variant="light" color={STATUS_COLOR[i.status]}>{i.status}</Badge>
+                      {i.resolvedBy === "AUTO_DEFAULT" && i.status === "ANSWERED" &&
+                        <Badge size="xs" color="violet">auto-answered</Badge>}
+                      <Text size="xs" c="dimmed">{new Date(i.createdAt).toLocaleTimeString()}</Text>
+                    </Group>
+                  </Stack>
+                </UnstyledButton>
+              ))}
+            </Stack>
+          </ScrollArea.Autosize>
+        </Stack>
+      </Grid.Col>
+      <Grid.Col span={{ base: 12, md: 7 }}>
+        {item ? <ItemView key={item.id} item={item} me={me} />
+          : <Text c="dimmed">Pick an item on the left.</Text>}
+      </Grid.Col>
+    </Grid>
+  );
+}

@@ -1,0 +1,190 @@
+import {
+  Alert, Badge, Button, Code, Collapse, Divider, Group, Loader, SegmentedControl, Stack, Table, Text,
+  Textarea, TextInput, Title,
+} from "@mantine/core";
+import { useDisclosure } from "@mantine/hooks";
+import { lazy, Suspense, useState, type ReactNode } from "react";
+
+import {
+  answerItem, answerUndecided, archiveItem, delegateItem, dismissItem, revokeAutoAnswer,
+  type ItemResult,
+} from "../../inbox";
+import type { InboxItem } from "../../protocol";
+import { Markdown } from "../Markdown";
+import { Approval, Decision, Feedback, Output } from "./Asks";
+import { Ordering } from "./Ordering";
+
+/** The form library (@rjsf/core and its lodash) is a third of the bundle: loaded when a
+ * STRUCTURE_EDIT item is first opened. */
+const StructureEdit = lazy(() => import("./StructureEdit").then((m) => ({ default: m.StructureEdit })));
+
+export const CRITICALITY_COLOR = { LOW: "gray", NORMAL: "blue", CRITICAL: "red" } as const;
+export const STATUS_COLOR = {
+  PENDING: "yellow", ANSWERED: "green", DISMISSED: "gray", ARCHIVED: "dark",
+} as const;
+
+/** A DECIDED answer in words; the value itself is shown below it. */
+function inWords(item: InboxItem, value: any): string { // eslint-disable-line @typescript-eslint/no-explicit-any
+  switch (item.type) {
+    case "APPROVAL": return value.approved ? "Approved" : "Declined";
+    case "DECISION": return [value.chosen && `Chose ${value.chosen}`,
+      value.freeText && `wrote “${value.freeText}”`].filter(Boolean).join(" and ");
+    case "FEEDBACK": return `“${value.text}”`;
+    case "ORDERING": return `Order: ${(value.orderedIds as string[]).join(", ")}`;
+    default: return "Set the value";
+  }
+}
+
+function AnswerSummary({ item }: { item: InboxItem }) {
+  const answer = item.answer;
+  if (!answer) return null;
+  const auto = item.resolvedBy === "AUTO_DEFAULT";
+  return (
+    <Alert color={auto ? "violet" : answer.outcome === "DECIDED" ? "green" : "orange"}
+      data-testid="item-answer"
+      title={auto ? "Answered automatically with its default (LOW)" : `Answered by ${answer.answeredBy}`}>
+      {answer.outcome === "DECIDED"
+        ? <><Text mb={4}>{inWords(item, answer.value ?? {})}</Text>
+          <Code block>{JSON.stringify(answer.value, null, 2)}</Code></>
+        : <Text>{answer.outcome === "INSUFFICIENT_INFO" ? "I lack information" : "I cannot decide"}
+          : {answer.reason}</Text>}
+    </Alert>
+  );
+}
+
+/** "I lack information" / "I cannot decide", with the reason the asking process gets. */
+function Undecided({ item, run }: { item: InboxItem; run: (r: Promise<ItemResult>) => void }) {
+  const [open, { toggle }] = useDisclosure(false);
+  const [outcome, setOutcome] = useState<"INSUFFICIENT_INFO" | "UNDECIDABLE">("INSUFFICIENT_INFO");
+  const [reason, setReason] = useState("");
+  return (
+    <Stack gap="xs">
+      <Group><Button variant="subtle" size="compact-sm" onClick={toggle} aria-expanded={open}>
+        Can't answer?</Button></Group>
+      <Collapse expanded={open}>
+        <Stack gap="xs">
+          <SegmentedControl value={outcome} onChange={(v) => setOutcome(v as typeof outcome)}
+            data={[{ value: "INSUFFICIENT_INFO", label: "I lack information" },
+              { value: "UNDECIDABLE", label: "I cannot decide" }]} />
+          <Textarea label="Reason" value={reason} onChange={(e) => setReason(e.currentTarget.value)} />
+          <Group><Button variant="light" disabled={!reason.trim()}
+            onClick={() => run(answerUndecided(item.id, outcome, reason))}>Send reason</Button></Group>
+        </Stack>
+      </Collapse>
+    </Stack>
+  );
+}
+
+/** Hand the item to another user of the tenant. The protocol has no frame that lists a
+ * tenant's users, so the user id is typed in (an admin gets it from `vancetope admin`). */
+function Delegate({ item, run }: { item: InboxItem; run: (r: Promise<ItemResult>) => void }) {
+  const [open, { toggle }] = useDisclosure(false);
+  const [user, setUser] = useState("");
+  const [note, setNote] = useState("");
+  return (
+    <Stack gap="xs">
+      <Group><Button variant="subtle" size="compact-sm" onClick={toggle} aria-expanded={open}>
+        Delegate…</Button></Group>
+      <Collapse expanded={open}>
+        <Group align="end">
+          <TextInput label="Delegate to user id" placeholder="usr_…" value={user}
+            onChange={(e) => setUser(e.currentTarget.value)} />
+          <TextInput label="Note" value={note} onChange={(e) => setNote(e.currentTarget.value)}
+            style={{ flex: 1 }} />
+          <Button variant="light" disabled={!user.trim()}
+            onClick={() => run(delegateItem(item.id, user.trim(), note))}>Delegate</Button>
+        </Group>
+      </Collapse>
+    </Stack>
+  );
+}
+
+function History({ item }: { item: InboxItem }) {
+  return (
+    <Table withTableBorder={false} fz="sm" data-testid="item-history" aria-label="History">
+      <Table.Thead><Table.Tr><Table.Th>When</Table.Th><Table.Th>What</Table.Th>
+        <Table.Th>By</Table.Th><Table.Th>Note</Table.Th></Table.Tr></Table.Thead>
+      <Table.Tbody>
+        {item.history.map((h, i) => (
+          <Table.Tr key={i}>
+            <Table.Td>{new Date(h.at).toLocaleString()}</Table.Td>
+            <Table.Td>{h.action.toLowerCase().replace("_", " ")}
+              {h.action === "DELEGATE" && h.toUser ? ` → ${h.toUser}` : ""}</Table.Td>
+            <Table.Td>{h.by}</Table.Td>
+            <Table.Td>{h.note ?? ""}</Table.Td>
+          </Table.Tr>
+        ))}
+      </Table.Tbody>
+    </Table>
+  );
+}
+
+/** One item: what it asks or shows, its renderer while PENDING, the answer once given,
+ * the item commands and its history. A refused command is shown here, inline. */
+export function ItemView({ item, me }: { item: InboxItem; me: string | undefined }) {
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+  const run = (pending: Promise<ItemResult>) => {
+    setBusy(true);
+    setError(null);
+    void pending.then((r) => {
+      setBusy(false);
+      if (!r.ok) setError(`${r.code}: ${r.message}`);
+    });
+  };
+  const answer = (value: object) => run(answerItem(item.id, value));
+  const mine = item.assignedToUserId === me;
+  const open = item.status === "PENDING" && mine;
+  const ask = !item.type.startsWith("OUTPUT_");
+  let renderer: ReactNode = null;
+  if (!ask) renderer = <Output item={item} />;
+  else if (open) {
+    const p = item.payload;
+    renderer = {
+      APPROVAL: <Approval item={item} busy={busy} onAnswer={answer} />,
+      DECISION: <Decision item={item} busy={busy} onAnswer={answer} />,
+      FEEDBACK: <Feedback item={item} busy={busy} onAnswer={answer} />,
+      ORDERING: <Ordering items={p.items} busy={busy}
+        onSubmit={(orderedIds) => answer({ orderedIds })} />,
+      STRUCTURE_EDIT: <Suspense fallback={<Loader size="sm" />}>
+        <StructureEdit schema={p.schema} value={p.value} busy={busy}
+          onSubmit={(value) => answer({ value })} /></Suspense>,
+    }[item.type as "APPROVAL"];
+  }
+  return (
+    <Stack gap="sm" data-testid="inbox-item" data-type={item.type} data-status={item.status}>
+      <Group justify="space-between" align="start">
+        <Title order={2} size="h4">{item.title}</Title>
+        <Group gap={4}>
+          <Badge variant="outline">{item.type.replace("_", " ")}</Badge>
+          <Badge color={CRITICALITY_COLOR[item.criticality]}>{item.criticality}</Badge>
+          <Badge color={STATUS_COLOR[item.status]} variant="light"
+            data-testid="item-status">{item.status}</Badge>
+          {item.resolvedBy === "AUTO_DEFAULT" && <Badge color="violet">auto-answered</Badge>}
+        </Group>
+      </Group>
+      {item.tags.length > 0 && (
+        <Group gap={4}>{item.tags.map((t) => <Badge key={t} size="xs" variant="dot">{t}</Badge>)}</Group>
+      )}
+      {item.body && item.type !== "OUTPUT_TEXT" && <Markdown text={item.body} />}
+      {!mine && <Alert color="gray">Assigned to {item.assignedToUserId}.</Alert>}
+      {renderer}
+      {error && <Alert color="red" title="Refused" data-testid="item-error">{error}</Alert>}
+      <AnswerSummary item={item} />
+      {item.resolvedBy === "AUTO_DEFAULT" && item.status === "ANSWERED" && (
+        <Group><Button variant="light" color="violet"
+          onClick={() => run(revokeAutoAnswer(item.id))}>Revoke the automatic answer</Button></Group>
+      )}
+      {open && ask && <Undecided item={item} run={run} />}
+      {item.status === "PENDING" && mine && <Delegate item={item} run={run} />}
+      <Group>
+        {open && <Button variant="default" onClick={() => run(dismissItem(item.id))}>
+          {ask ? "Dismiss" : "Done"}</Button>}
+        {(item.status === "ANSWERED" || item.status === "DISMISSED") && (
+          <Button variant="default" onClick={() => run(archiveItem(item.id))}>Archive</Button>)}
+      </Group>
+      <Divider label="History" labelPosition="left" />
+      <History item={item} />
+    </Stack>
+  );
+}

@@ -1,0 +1,128 @@
+// The Inbox's side of the connection: loading the user's items, merging the pushes, the
+// toasts and browser notifications of new items, and the item commands. Views call these
+// and read `inbox` / `pendingSummary` from the store.
+import { notifications } from "@mantine/notifications";
+
+import { request, tryRequest } from "./client";
+import type { Frame, InboxItem, Outcome, PendingSummary } from "./protocol";
+import { mergeItems, set } from "./store";
+
+/** Items loaded per `inbox-list` page (the server's cap is 200). */
+export const INBOX_PAGE = 200;
+
+/** The user's Inbox, all but ARCHIVED, replacing what was loaded: after every welcome,
+ * since the Inbox is the truth and pushes may have been missed while disconnected. */
+export async function loadInbox(): Promise<void> {
+  const answer = await request<{ items: InboxItem[] }>("inbox-list", { limit: INBOX_PAGE });
+  if (answer) mergeItems(answer.items, true);
+}
+
+/** The ARCHIVED items, on demand (the default list leaves them out). */
+export async function loadArchived(): Promise<void> {
+  const answer = await request<{ items: InboxItem[] }>("inbox-list",
+    { status: ["ARCHIVED"], limit: INBOX_PAGE });
+  if (answer) mergeItems(answer.items);
+}
+
+/** Fetch one item again: a fresh signed URL for its attachment, its newest history. */
+export async function refreshItem(itemId: string): Promise<void> {
+  const answer = await request<{ item: InboxItem }>("inbox-item", { itemId });
+  if (answer) mergeItems([answer.item]);
+}
+
+export function onInboxPush(frame: Frame): void {
+  if (frame.type === "inbox-pending-summary") {
+    const summary = frame.data as PendingSummary;
+    set({ pendingSummary: summary });
+    if (summary.totalPending > 0) {
+      const critical = summary.byCriticality.CRITICAL ?? 0;
+      notifications.show({
+        title: "Inbox",
+        message: `${summary.totalPending} pending item${summary.totalPending === 1 ? "" : "s"}`
+          + (critical ? `, ${critical} critical` : ""),
+      });
+    }
+    return;
+  }
+  const item = frame.data.item as InboxItem;
+  mergeItems([item]);
+  // A delegated item may come as -updated before its -added; announce each addition (a
+  // new history step) once.
+  const step = `${item.id}#${item.history.length}`;
+  if (frame.type === "inbox-item-added" && !announced.has(step)) {
+    announced.add(step);
+    announce(item);
+  }
+}
+
+/** The additions already announced (item id and history length). */
+const announced = new Set<string>();
+
+/** New items arrived since the Inbox toast was last closed: a burst (the demo posts eight
+ * at once) updates one toast instead of stacking one per item. */
+let unseen = 0;
+const TOAST_ID = "inbox-added";
+
+/** A toast while the page is open; the browser's notification as well when the tab is in
+ * the background and the user allowed it (`askNotificationPermission`). */
+function announce(item: InboxItem): void {
+  unseen += 1;
+  const toast = {
+    id: TOAST_ID,
+    color: item.criticality === "CRITICAL" ? "red" : "blue",
+    title: unseen === 1 ? `New in your Inbox (${item.type.toLowerCase().replace("_", " ")})`
+      : `${unseen} new items in your Inbox`,
+    message: item.title,
+    onClose: () => { unseen = 0; },
+  };
+  if (unseen === 1) notifications.show(toast);
+  else notifications.update(toast);
+  if (document.hidden && "Notification" in window && Notification.permission === "granted") {
+    new Notification(`Vancetope Inbox: ${item.title}`, { body: item.body ?? "", tag: item.id });
+  }
+}
+
+/** Browser notifications need the user's permission, asked from a click. */
+export async function askNotificationPermission(): Promise<NotificationPermission> {
+  return "Notification" in window ? Notification.requestPermission() : "denied";
+}
+
+/** The outcome of an item command: the item as it is now, or the server's refusal (shown
+ * next to the item, e.g. an answer that does not fit its schema: `invalid_input`). */
+export type ItemResult = { ok: true } | { ok: false; code: string; message: string };
+
+async function command(type: string, data: object): Promise<ItemResult> {
+  const answer = await tryRequest<{ item: InboxItem }>(type, data);
+  if (!answer.ok) return answer;
+  mergeItems([answer.value.item]);
+  return { ok: true };
+}
+
+/** DECIDED with the type's value (`{approved}`, `{chosen, freeText?}`, `{text}`,
+ * `{orderedIds}`, `{value}`). */
+export function answerItem(itemId: string, value: object): Promise<ItemResult> {
+  return command("inbox-answer", { itemId, outcome: "DECIDED", value });
+}
+
+/** "I lack information" (INSUFFICIENT_INFO) or "I cannot decide" (UNDECIDABLE). */
+export function answerUndecided(
+  itemId: string, outcome: Exclude<Outcome, "DECIDED">, reason: string,
+): Promise<ItemResult> {
+  return command("inbox-answer", { itemId, outcome, reason });
+}
+
+export function delegateItem(itemId: string, toUserId: string, note: string): Promise<ItemResult> {
+  return command("inbox-delegate", { itemId, toUserId, note: note || null });
+}
+
+export function dismissItem(itemId: string): Promise<ItemResult> {
+  return command("inbox-dismiss", { itemId });
+}
+
+export function archiveItem(itemId: string): Promise<ItemResult> {
+  return command("inbox-archive", { itemId });
+}
+
+export function revokeAutoAnswer(itemId: string): Promise<ItemResult> {
+  return command("inbox-revoke-auto-answer", { itemId });
+}
