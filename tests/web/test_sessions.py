@@ -65,3 +65,13 @@ def test_create_switch_suspend_resume_and_close_sessions(server, page, shoot):
     sessions.get_by_role("button", name="robots").get_by_text("OPEN").wait_for()
     page.get_by_role("dialog").wait_for(state="detached")  # its closing animation ended
     shoot(page, "sessions")
+
+
+def test_a_session_needs_no_title(server, page):
+    page.goto(server.sign_in_url)
+    page.get_by_test_id("connection").get_by_text("connected").wait_for()
+    _create(page, "")
+    page.get_by_test_id("transcript").get_by_text("Hi, I'm Arthur").wait_for()
+    # Listed by its id, as the client shows a session without a title.
+    page.get_by_role("navigation", name="Sessions").get_by_role(
+        "button", name="ses_").first.wait_for()

@@ -177,7 +177,7 @@ export async function createSession(
   title: string, type: SessionType, onDisconnect: OnDisconnect,
 ): Promise<void> {
   resetSession();
-  await bind("session-create", { title: title || null, type, onDisconnect }, "new");
+  await bind("session-create", { title, type, onDisconnect }, "new");  // "" is untitled
 }
 
 /** Bind another session; its history, processes and events follow. */
