@@ -12,6 +12,8 @@ import re
 
 from playwright.sync_api import expect
 
+from tests.web.ui import create_session
+
 ROW = "[data-testid=inbox-row]"
 ITEM = "[data-testid=inbox-item]"
 
@@ -65,9 +67,7 @@ def _second_user(server) -> tuple[str, str]:  # type: ignore[no-untyped-def]
 def test_every_inbox_item_type_is_rendered_answered_and_one_delegated(
         server, page, browser, shoot):
     _sign_in(page, server.sign_in_url)
-    page.get_by_role("button", name="New session").click()
-    page.get_by_label("Title").fill("inbox test")
-    page.get_by_role("button", name="Create").click()
+    create_session(page, "inbox test")
     page.get_by_test_id("transcript").get_by_text("Hi, I'm Arthur").wait_for()
     page.get_by_label("Message to Arthur").fill("show me every kind of inbox item")
     page.keyboard.press("Enter")

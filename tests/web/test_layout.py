@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from tests.web.ui import create_session
+
 
 def test_a_phone_sized_screen_has_the_chat_and_the_workers_as_tabs(server, browser, shoot):
     context = browser.new_context(viewport={"width": 390, "height": 800}, is_mobile=True,
@@ -10,9 +12,7 @@ def test_a_phone_sized_screen_has_the_chat_and_the_workers_as_tabs(server, brows
         page = context.new_page()
         page.goto(server.sign_in_url)
         page.get_by_role("button", name="Sessions").click()  # the burger menu
-        page.get_by_role("button", name="New session").click()
-        page.get_by_label("Title").fill("phone")
-        page.get_by_role("button", name="Create").click()
+        create_session(page, "phone")
         page.get_by_text("Hi, I'm Arthur").wait_for()  # the menu folded away
         page.get_by_label("Message to Arthur").fill("please research tea")
         page.get_by_role("button", name="Send").click()

@@ -8,6 +8,8 @@ import json
 import re
 import threading
 
+from tests.web.ui import create_session
+
 LINES = "[data-testid=transcript] > [data-role]"
 
 
@@ -34,9 +36,7 @@ def test_a_socket_cut_mid_stream_loses_nothing(server, page, browser, shoot):
 
     page.route_web_socket(re.compile(r"/ws$"), route)
     page.goto(server.sign_in_url)
-    page.get_by_role("button", name="New session").click()
-    page.get_by_label("Title").fill("reconnect")
-    page.get_by_role("button", name="Create").click()
+    create_session(page, "reconnect")
     page.get_by_text("Hi, I'm Arthur").wait_for()
 
     cut_armed.set()
@@ -88,9 +88,7 @@ def test_a_tab_that_missed_trimmed_events_reloads_the_history(server, page, brow
 
     page.route_web_socket(re.compile(r"/ws$"), route)
     page.goto(server.sign_in_url)
-    page.get_by_role("button", name="New session").click()
-    page.get_by_label("Title").fill("gap")
-    page.get_by_role("button", name="Create").click()
+    create_session(page, "gap")
     page.get_by_text("Hi, I'm Arthur").wait_for()
 
     other = browser.new_context()
@@ -131,9 +129,7 @@ def test_a_session_closed_elsewhere_while_away_is_not_shown_as_live(server, page
 
     page.route_web_socket(re.compile(r"/ws$"), route)
     page.goto(server.sign_in_url)
-    page.get_by_role("button", name="New session").click()
-    page.get_by_label("Title").fill("closed elsewhere")
-    page.get_by_role("button", name="Create").click()
+    create_session(page, "closed elsewhere")
     page.get_by_text("Hi, I'm Arthur").wait_for()
     blocked.set()
     for ws, upstream in sockets:  # away…

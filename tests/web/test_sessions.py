@@ -3,13 +3,7 @@ only), switch with the history reloaded, suspend and resume, close."""
 
 from __future__ import annotations
 
-
-def _create(page, title: str, autonomous: bool = False) -> None:  # type: ignore[no-untyped-def]
-    page.get_by_role("button", name="New session").click()
-    page.get_by_label("Title").fill(title)
-    if autonomous:
-        page.get_by_text("Autonomous", exact=True).click()
-    page.get_by_role("button", name="Create").click()
+from tests.web.ui import create_session
 
 
 def _tab_to(page, name: str) -> None:  # type: ignore[no-untyped-def]
@@ -41,7 +35,7 @@ def test_create_switch_suspend_resume_and_close_sessions(server, page, shoot):
     page.keyboard.press("Enter")
     transcript.locator("[data-role=assistant]").filter(has_text="hello first").wait_for()
 
-    _create(page, "second")
+    create_session(page, "second")
     transcript.get_by_text("Hi, I'm Arthur").wait_for()
     assert transcript.get_by_text("hello first").count() == 0
 
@@ -59,7 +53,7 @@ def test_create_switch_suspend_resume_and_close_sessions(server, page, shoot):
     closed.get_by_text("CLOSED").wait_for()
     assert closed.get_attribute("aria-disabled") == "true"
 
-    _create(page, "robots", autonomous=True)
+    create_session(page, "robots", autonomous=True)
     page.get_by_text("An autonomous session has no chat").wait_for()
     assert page.get_by_label("Message to Arthur").count() == 0
     sessions.get_by_role("button", name="robots").get_by_text("OPEN").wait_for()
@@ -70,7 +64,7 @@ def test_create_switch_suspend_resume_and_close_sessions(server, page, shoot):
 def test_a_session_needs_no_title(server, page):
     page.goto(server.sign_in_url)
     page.get_by_test_id("connection").get_by_text("connected").wait_for()
-    _create(page, "")
+    create_session(page, "")
     page.get_by_test_id("transcript").get_by_text("Hi, I'm Arthur").wait_for()
     # Listed by its id, as the client shows a session without a title.
     page.get_by_role("navigation", name="Sessions").get_by_role(

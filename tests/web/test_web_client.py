@@ -8,6 +8,8 @@ import json
 import re
 import urllib.request
 
+from tests.web.ui import create_session
+
 WORKER = "[data-testid=worker-card]"
 STRATEGY = f'{WORKER}[aria-label="Worker demo-strategy"]'  # the demo's vogon process
 
@@ -31,9 +33,7 @@ def test_sign_in_from_the_fragment_stream_a_reply_and_follow_a_worker(server, pa
     assert "token" not in page.url  # taken out of the address bar
     assert page.evaluate("sessionStorage.getItem('vancetope.token')") == server.token
 
-    page.get_by_role("button", name="New session").click()
-    page.get_by_label("Title").fill("web test")
-    page.get_by_role("button", name="Create").click()
+    create_session(page, "web test")
     transcript = page.get_by_test_id("transcript")
     transcript.get_by_text("Hi, I'm Arthur").wait_for()
 
@@ -119,9 +119,7 @@ def test_a_revoked_token_signs_the_tab_out_and_says_why(server, page):
 
 def test_worker_card_buttons_pause_resume_and_stop_it(server, page, shoot):
     page.goto(server.sign_in_url)
-    page.get_by_role("button", name="New session").click()
-    page.get_by_label("Title").fill("lifecycle")
-    page.get_by_role("button", name="Create").click()
+    create_session(page, "lifecycle")
     page.get_by_text("Hi, I'm Arthur").wait_for()
     page.get_by_label("Message to Arthur").fill("run the launch plan strategy with my approval")
     page.keyboard.press("Enter")
