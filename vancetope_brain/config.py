@@ -37,6 +37,7 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "VANCETOPE_HOST": ("127.0.0.1", "Address `vancetope serve` binds."),
     "VANCETOPE_PORT": ("8765", "Port `vancetope serve` binds."),
     "VANCETOPE_URL": ("(unset)", "The server `vancetope chat` connects to, e.g. `ws://127.0.0.1:8801/ws`; by default the URL `vancetope serve` recorded (docs/configuration.md \"Finding the server\"), else `ws://VANCETOPE_HOST:VANCETOPE_PORT/ws`."),
+    "VANCETOPE_TOKEN": ("(unset)", "The API token `vancetope chat` signs in with (never logged); by default the one in `DATA_DIR/token`."),
     "VANCETOPE_TOKEN_RECHECK": ("5", "Seconds within which a revoked token stops working on sockets already open: a gateway re-reads a connection's token at most this often (on its next frame, and in the background for idle sockets), then refuses the frame and closes the socket with 1008."),
     "VANCETOPE_HEADER_TIMEOUT": ("10", "Seconds a client may take to send a request's line and headers (and, on `vancetope serve`, each read of a body) before the gateway closes the connection, so half-sent requests cannot hold its threads."),
     "VANCETOPE_MAX_FRAME_BYTES": ("65536", "Largest WebSocket frame accepted; larger closes the socket with 1009."),
