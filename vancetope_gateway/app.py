@@ -352,6 +352,13 @@ def create_app(gateway: Gateway, *, llm_description: str) -> Flask:
         finally:
             tokens.forget(connection)
             renewer.discard(connection)
+            if ws.mode == "werkzeug":
+                # flask-sock lets werkzeug's server write an HTTP response after the close
+                # frame; a browser reads it as a broken frame ("Invalid frame header") and
+                # reports 1006 instead of our close code. Ending the stream here (after the
+                # close frame) leaves werkzeug nothing to write to.
+                with contextlib.suppress(OSError):
+                    ws.sock.shutdown(socket.SHUT_WR)
 
     @app.errorhandler(VancetopeError)
     def _domain_error(e: VancetopeError) -> tuple[Response, int]:

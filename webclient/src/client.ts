@@ -55,8 +55,8 @@ async function onClose(token: string, info: CloseInfo): Promise<void> {
     signOut("This token was revoked. Sign in with a new one (vancetope admin token create).");
     return;
   }
-  // A socket of a revoked token may also end without its close frame (1006); the next
-  // handshake is refused then, and the REST probe tells.
+  // A socket can also end without a close frame (1006: the network, a proxy); if the next
+  // handshake is refused, the REST probe tells whether it was the token.
   if (await refused(token)) {
     signOut(info.opened
       ? "The server no longer accepts this token: it was revoked. Sign in with a new one."
