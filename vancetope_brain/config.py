@@ -19,6 +19,15 @@ PRIVATE_DIR = 0o700
 """Mode of every directory Vancetope creates for its data (the data directory, the SQLite
 file's folder, attachments); the files in them are created 0600."""
 
+
+def write_private(path: Path, text: str) -> None:
+    """Write ``path`` (0600, its missing folders ``PRIVATE_DIR``), whatever the umask: a
+    token, or a record saying where one lies."""
+    path.parent.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+
 VARIABLES: dict[str, tuple[str, str]] = {
     # name: (default, meaning)
     "VANCETOPE_DATA_DIR": ("./.vancetope", "Where the embedded shape keeps its SQLite file, token and attachments."),

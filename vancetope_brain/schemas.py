@@ -118,20 +118,27 @@ def _validator(schema: dict[str, Any]) -> Validator:
 
 
 def _check_size(what: str, data: Any, limit: int) -> None:
-    if _deeper_than(data, MAX_DEPTH):
+    if nested_deeper(data, MAX_DEPTH):
         raise ValueError(f"{what} is nested more than {MAX_DEPTH} levels deep (the cap)")
     size = len(json.dumps(data, separators=(",", ":")))
     if size > limit:
         raise ValueError(f"{what} has {size} bytes as JSON; at most {limit} allowed (the cap)")
 
 
-def _deeper_than(data: Any, depth: int) -> bool:
-    if not isinstance(data, dict | list):
-        return False
-    if depth == 0:
-        return True
-    children = data.values() if isinstance(data, dict) else data
-    return any(_deeper_than(child, depth - 1) for child in children)
+def nested_deeper(value: Any, limit: int) -> bool:
+    """Whether arrays and objects in a JSON value nest more than ``limit`` levels deep
+    (iteratively: a value nested past Python's recursion limit is answered too)."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else \
+            item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 def _pattern_property_names(data: Any) -> list[str]:

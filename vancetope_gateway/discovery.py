@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from vancetope_brain.config import PRIVATE_DIR, Config
+from vancetope_brain.config import Config, write_private
 
 SERVER_FILE = "server.json"
 
@@ -35,9 +34,10 @@ def user_state_file(env: Mapping[str, str]) -> Path:
 def record_server(config: Config, url: str, env: Mapping[str, str]) -> None:
     """Write where this server listens, for ``chat`` (see the module docstring). A state
     file that cannot be written (a read-only home) only costs the lookup from elsewhere."""
-    _write(config.data_dir / SERVER_FILE, {"url": url})
+    write_private(config.data_dir / SERVER_FILE, json.dumps({"url": url}))
     with contextlib.suppress(OSError):
-        _write(user_state_file(env), {"url": url, "dataDir": str(config.data_dir.resolve())})
+        write_private(user_state_file(env),
+                      json.dumps({"url": url, "dataDir": str(config.data_dir.resolve())}))
 
 
 def chat_config(config: Config, env: Mapping[str, str]) -> Config:
@@ -52,13 +52,6 @@ def server_url(config: Config, env: Mapping[str, str], url: str | None) -> str:
     """The WebSocket URL ``chat`` connects to."""
     return (url or env.get("VANCETOPE_URL") or _read(config.data_dir / SERVER_FILE).get("url")
             or f"ws://{config.host}:{config.port}/ws")
-
-
-def _write(path: Path, record: dict[str, str]) -> None:
-    path.parent.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        json.dump(record, f)
 
 
 def _read(path: Path) -> dict[str, str]:

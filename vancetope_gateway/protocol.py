@@ -43,6 +43,7 @@ from vancetope_brain.notifications import admits
 from vancetope_brain.recipes import Recipe, RecipeAdmin
 from vancetope_brain.recipes.kinds import kind_named
 from vancetope_brain.recipes.loader import definition_from_mapping, recipe_from_mapping
+from vancetope_brain.schemas import nested_deeper
 from vancetope_gateway import frames
 from vancetope_gateway.outbound import Outbound
 from vancetope_gateway.parts import Gateway
@@ -301,7 +302,7 @@ class Connection:
                 raise BadJson(f"frame is not valid JSON: {e}") from e
             except RecursionError as e:
                 raise InvalidInput(f"frame is nested more than {MAX_NESTING} deep") from e
-            if _nested_deeper(body, MAX_NESTING):
+            if nested_deeper(body, MAX_NESTING):
                 # pydantic's serializer gives up far below what json.loads accepts (a
                 # 900-deep ``params`` failed in ``model_dump`` and answered ``internal``).
                 request_id = _request_id(body)
@@ -663,21 +664,6 @@ def _request_id(body: Any) -> str | None:
     """The frame's ``id`` if it is text that an error frame can name, before validation."""
     rid = body.get("id") if isinstance(body, dict) else None
     return rid[:128] if isinstance(rid, str) and _valid_unicode(rid) else None
-
-
-def _nested_deeper(body: Any, limit: int) -> bool:
-    """Whether arrays and objects nest more than ``limit`` deep (iteratively: no recursion)."""
-    stack = [(body, 1)]
-    while stack:
-        value, depth = stack.pop()
-        children = value.values() if isinstance(value, dict) else \
-            value if isinstance(value, list) else None
-        if children is None:
-            continue
-        if depth > limit:
-            return True
-        stack.extend((child, depth + 1) for child in children)
-    return False
 
 
 def _valid_unicode(body: Any) -> bool:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import hmac
-import os
 import re
 import secrets
 from collections.abc import Callable
@@ -14,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
-from vancetope_brain.config import PRIVATE_DIR
+from vancetope_brain.config import write_private
 from vancetope_brain.errors import Conflict, InvalidInput, NotFound, Unauthorized
 from vancetope_brain.models import ApiToken, Project, Tenant, User, new_id
 from vancetope_brain.store import Backend, IdentityStore
@@ -196,10 +195,7 @@ class IdentityService:
             except Unauthorized:
                 pass
         secret = self.issue_token(LOCAL_TENANT, LOCAL_USER, label="vancetope serve")
-        token_file.parent.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
-        fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(secret + "\n")
+        write_private(token_file, secret + "\n")
         return secret, True
 
 
