@@ -5,13 +5,17 @@ post with the same idempotency key creates nothing new. Ford has no ``inbox_post
 
 from __future__ import annotations
 
+import base64
 import json
 
 import pytest
+import redis
 
 from tests.engines.test_arthur import call, respond, spawn_worker
 from tests.helpers import wait_for
+from vancetope_brain.events import EventType
 from vancetope_brain.llm import LlmResponse
+from vancetope_brain.llm.demo_inbox import demo_png
 from vancetope_brain.models import ChatRole, CloseReason, ProcessStatus
 from vancetope_brain.models.inbox import InboxQuery, Outcome
 from vancetope_brain.recipes.loader import parse_recipe
@@ -95,3 +99,82 @@ def test_a_question_blocks_the_worker_until_the_answer_arrives(embedded):
              timeout=15)
     assert '"chosen": "d2019"' in embedded.brain.store.port(SessionStore).get_process(
         "acme", w.id).engine_state["lastReply"]
+
+
+PNG = base64.b64encode(demo_png()).decode()
+IMAGE = {"type": "OUTPUT_IMAGE", "title": "A plot",
+         "attachment": {"filename": "plot.png", "mime_type": "image/png",
+                        "content_base64": PNG}}
+
+
+def _image_worker(messages, tools):
+    """Posts the image; reports the post (or why not). Any later message: posts it again."""
+    last = messages[-1]
+    if last.role == "tool":
+        return respond(f"posted: {last.content}")
+    return LlmResponse("", (call("inbox_post", **IMAGE),))
+
+
+def _stored_files(emb) -> list[str]:
+    folder = emb.brain.attachments._root / "acme"
+    return sorted(p.name for p in folder.glob("att_*") if p.suffix != ".json")
+
+
+def test_an_inline_attachment_is_stored_once_and_shown_as_a_reference(embedded):
+    """The image's bytes go to the attachment store; the tool-call-started event, the tool
+    line and the model's next step carry its reference (id, name, type, size) instead."""
+    files = set(_stored_files(embedded))
+    _, w = spawn_worker(embedded, _image_worker, recipe="asker", goal="plot it")
+    wait_for(lambda: embedded.brain.store.port(SessionStore).get_process("acme", w.id).status
+             is S.CLOSED, timeout=15)
+    [item] = embedded.brain.store.port(UserInboxStore).list_inbox_items(
+        "acme", InboxQuery(origin_process_id=w.id))
+    [new] = set(_stored_files(embedded)) - files
+    assert item.payload == {"attachmentId": new, "mimeType": "image/png"}
+    reference = {"attachment_id": new, "filename": "plot.png", "mime_type": "image/png",
+                 "size_bytes": len(demo_png())}
+    [started] = [e.data for e in embedded.brain.events.read(w.session_id, 0)
+                 if e.process_id == w.id and e.type is EventType.TOOL_CALL_STARTED]
+    assert started["params"]["attachment"] == reference
+    [line] = [m.content for m in embedded.brain.store.port(LaneStore).chat_history("acme", w.id)
+              if m.role is ChatRole.TOOL]
+    assert new in line and PNG not in line and len(line) < 1000
+    asked = [c.messages for c in embedded.model.calls
+             if any(m.role == "tool" for m in c.messages) and any(
+                 t.name == "inbox_post" for t in c.tools)]
+    assert asked and all(PNG not in json.dumps([m.content, [tc.arguments for tc in m.tool_calls]])
+                         for m in asked[-1])
+
+
+def test_a_retried_post_stores_its_attachment_once(embedded, monkeypatch):
+    """The worker dies inside inbox_post (after the file was stored, before the item): the
+    turn is run again from its journal, the call is in doubt and the user approves running it
+    again — and the attachment is still stored once, the item naming it."""
+    inbox = embedded.worker_parts.inbox
+    create = inbox.create
+    crashes = []
+
+    def crash_once(*args, **kwargs):
+        if not crashes:
+            crashes.append(1)
+            raise redis.ConnectionError("simulated crash inside inbox_post")
+        return create(*args, **kwargs)
+
+    monkeypatch.setattr(inbox, "create", crash_once)
+    files = set(_stored_files(embedded))
+    _, w = spawn_worker(embedded, _image_worker, recipe="asker", goal="plot it")
+    wait_for(lambda: embedded.brain.store.port(UserInboxStore).list_inbox_items(
+        "acme", InboxQuery(origin_process_id=w.id)), timeout=15, what="the in-doubt question")
+    [doubt] = embedded.brain.store.port(UserInboxStore).list_inbox_items(
+        "acme", InboxQuery(origin_process_id=w.id))
+    assert doubt.tags == ["in-doubt"] and PNG not in (doubt.body or "")
+    [stored] = set(_stored_files(embedded)) - files
+    embedded.brain.inbox.answer(embedded.who, doubt.id, Outcome.DECIDED,
+                                value={"approved": True})
+    wait_for(lambda: embedded.brain.store.port(SessionStore).get_process("acme", w.id).status
+             is S.CLOSED, timeout=15, what="the worker done")
+    items = embedded.brain.store.port(UserInboxStore).list_inbox_items(
+        "acme", InboxQuery(origin_process_id=w.id))
+    [image] = [i for i in items if i.type.value == "OUTPUT_IMAGE"]
+    assert image.payload["attachmentId"] == stored
+    assert set(_stored_files(embedded)) - files == {stored}

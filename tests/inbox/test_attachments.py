@@ -14,7 +14,12 @@ import pytest
 
 from vancetope_brain.config import Config
 from vancetope_brain.errors import ConfigError, Forbidden, InvalidInput, NotFound
-from vancetope_brain.inbox.attachments import AttachmentStore, load_secret, safe_filename
+from vancetope_brain.inbox.attachments import (
+    ATTACHMENT_ID,
+    AttachmentStore,
+    load_secret,
+    safe_filename,
+)
 from vancetope_gateway.app import create_app
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,6 +65,17 @@ def test_put_then_open_through_a_signed_url(store, tmp_path):
     path, opened = store.open(*url_parts(url))
     assert path.read_bytes() == PNG
     assert opened == meta
+
+
+def test_a_keyed_put_stores_once_per_key_and_tenant(store, tmp_path):
+    first = store.put("acme", b"one", "a.txt", "text/plain", key="proc_1:k")
+    again = store.put("acme", b"one", "a.txt", "text/plain", key="proc_1:k")
+    other = store.put("acme", b"one", "a.txt", "text/plain", key="proc_2:k")
+    elsewhere = store.put("globex", b"one", "a.txt", "text/plain", key="proc_1:k")
+    assert again == first and ATTACHMENT_ID.fullmatch(first["id"])
+    assert len({first["id"], other["id"], elsewhere["id"]}) == 3
+    assert sorted(p.name for p in (tmp_path / "att" / "acme").iterdir()) == sorted(
+        [first["id"], f"{first['id']}.json", other["id"], f"{other['id']}.json"])
 
 
 def test_put_normalizes_the_mime_type_and_refuses_a_bad_one(store):

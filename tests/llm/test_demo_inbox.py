@@ -20,6 +20,7 @@ from vancetope_brain.llm.demo_inbox import demo_png
 from vancetope_brain.llm.profiles import DEFAULT, load_profiles
 from vancetope_brain.models import InboxAnswer
 from vancetope_brain.models.inbox import AnswerPayload, ItemType, Outcome
+from vancetope_brain.tools import SERVER_TOOLS
 from vancetope_brain.tools.process_tools import MAX_INLINE_ATTACHMENT_BYTES, inbox_post
 
 ARTHUR = [ToolSpec(n, n) for n in ("process_create", "inbox_post", "respond")]
@@ -99,13 +100,24 @@ def test_the_demo_png_is_a_valid_png():
 
 
 class _Inbox:
+    """The Inbox of a process, as ``inbox_post`` uses it: files kept by key."""
+
     def __init__(self) -> None:
         self.posted: list[Any] = []
+        self.files: dict[str, dict[str, Any]] = {}
+        self.writes = 0
 
-    def attach(self, data: bytes, filename: str, mime_type: str) -> dict[str, Any]:
-        self.stored = data
-        return {"id": "att_0123456789abcdef", "filename": filename, "mimeType": mime_type,
-                "sizeBytes": len(data)}
+    def attach(self, data: bytes, filename: str, mime_type: str, *,
+               key: str | None = None) -> dict[str, Any]:
+        assert key is not None  # inbox_post's writes are idempotent
+        if key not in self.files:
+            self.writes += 1
+            self.files[key] = {"id": f"att_{len(self.files):016x}", "filename": filename,
+                               "mimeType": mime_type, "sizeBytes": len(data), "data": data}
+        return self.files[key]
+
+    def attachment(self, attachment_id: str) -> dict[str, Any]:
+        return next(f for f in self.files.values() if f["id"] == attachment_id)
 
     def post(self, new: Any) -> tuple[Any, bool]:
         self.posted.append(new)
@@ -120,27 +132,68 @@ class _Context:
         return self.box
 
 
+DOCUMENT = {"filename": "r.md", "mime_type": "text/markdown", "content": "# hi"}
+
+
 def test_inbox_post_stores_an_inline_attachment_and_names_it_in_the_payload():
     context = _Context()
     with pytest.raises(ToolError, match="stop here"):
         inbox_post(context, type="OUTPUT_DOCUMENT", title="t", payload={"filename": "x"},
-                   attachment={"filename": "r.md", "mime_type": "text/markdown",
-                               "content": "# hi"})
-    assert context.box.stored == b"# hi"
+                   attachment=DOCUMENT)
+    [stored] = context.box.files.values()
+    assert stored["data"] == b"# hi"
     assert context.box.posted[0].payload == {
-        "attachmentId": "att_0123456789abcdef", "mimeType": "text/markdown",
+        "attachmentId": "att_0000000000000000", "mimeType": "text/markdown",
         "filename": "r.md", "sizeBytes": 4}
 
 
-@pytest.mark.parametrize(("kind", "attachment", "error"), [
+def test_a_prepared_inbox_post_carries_a_reference_and_stores_the_file_once():
+    """The call as announced, journaled and shown: the file stored, its bytes replaced by a
+    short reference; preparing it again (a retried turn) and running it store nothing new."""
+    context = _Context()
+    png = base64.b64encode(demo_png()).decode()
+    params = {"type": "OUTPUT_IMAGE", "title": "t",
+              "attachment": {"filename": "p.png", "mime_type": "image/png",
+                             "content_base64": png}}
+    prepared = SERVER_TOOLS["inbox_post"].prepare(context, params)
+    assert prepared["attachment"] == {"attachment_id": "att_0000000000000000",
+                                      "filename": "p.png", "mime_type": "image/png",
+                                      "size_bytes": len(demo_png())}
+    assert png not in json.dumps(prepared)
+    assert SERVER_TOOLS["inbox_post"].prepare(context, params) == prepared
+    assert SERVER_TOOLS["inbox_post"].prepare(context, prepared) == prepared
+    with pytest.raises(ToolError, match="stop here"):
+        inbox_post(context, **prepared)
+    assert context.box.writes == 1
+    assert context.box.posted[0].payload == {"attachmentId": "att_0000000000000000",
+                                             "mimeType": "image/png"}
+
+
+BAD_ATTACHMENTS = [
     ("OUTPUT_TEXT", {"content": "x"}, "only OUTPUT_IMAGE and OUTPUT_DOCUMENT"),
     ("OUTPUT_IMAGE", {}, "exactly one of content"),
     ("OUTPUT_IMAGE", {"content": "x", "content_base64": "eA=="}, "exactly one of content"),
     ("OUTPUT_IMAGE", {"content_base64": "not base64!"}, "not valid base64"),
     ("OUTPUT_IMAGE", {"content_base64": base64.b64encode(
         b"x" * (MAX_INLINE_ATTACHMENT_BYTES + 1)).decode()}, "at most 131072 inline"),
-])
+]
+
+
+@pytest.mark.parametrize(("kind", "attachment", "error"), BAD_ATTACHMENTS)
 def test_inbox_post_refuses_a_bad_inline_attachment(kind, attachment, error):
     with pytest.raises(ToolError, match=error):
         inbox_post(_Context(), type=kind, title="t",
                    attachment={"filename": "f", "mime_type": "image/png", **attachment})
+
+
+@pytest.mark.parametrize(("kind", "attachment", "error"), BAD_ATTACHMENTS)
+def test_a_bad_inline_attachment_is_refused_when_prepared_without_its_bytes(
+        kind, attachment, error):
+    context = _Context()
+    params = {"type": kind, "title": "t",
+              "attachment": {"filename": "f", "mime_type": "image/png", **attachment}}
+    prepared = SERVER_TOOLS["inbox_post"].prepare(context, params)
+    assert prepared["attachment"].keys() == {"filename", "mime_type", "refused"}
+    assert error in prepared["attachment"]["refused"] and not context.box.files
+    with pytest.raises(ToolError, match=error):
+        inbox_post(context, **prepared)

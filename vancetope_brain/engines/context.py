@@ -287,10 +287,18 @@ class InboxApi:
                                       origin_process_id=s.process_id,
                                       origin_session_id=s.session_id)
 
-    def attach(self, data: bytes, filename: str, mime_type: str) -> dict[str, Any]:
+    def attach(self, data: bytes, filename: str, mime_type: str, *,
+               key: str | None = None) -> dict[str, Any]:
         """Store a file to show in an OUTPUT_IMAGE / OUTPUT_DOCUMENT item (its
-        ``attachmentId``)."""
-        return self._service().attach(self._ctx.scope.tenant_id, data, filename, mime_type)
+        ``attachmentId``). With a ``key`` the write is idempotent for this process: the same
+        key again (e.g. a retried turn storing the same file) returns the first file."""
+        s = self._ctx.scope
+        return self._service().attach(s.tenant_id, data, filename, mime_type,
+                                      key=None if key is None else f"{s.process_id}:{key}")
+
+    def attachment(self, attachment_id: str) -> dict[str, Any]:
+        """A file stored in this tenant: ``{id, filename, mimeType, sizeBytes}``."""
+        return self._service().attachment(self._ctx.scope.tenant_id, attachment_id)
 
     def _service(self) -> InboxService:
         if self._ctx._inbox is None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 from xml.sax.saxutils import escape, quoteattr
@@ -195,25 +195,40 @@ class ToolLoop:
                     _reset(events, streamed, "not-the-reply")
                 return reply
             _reset(events, streamed, "tool-calls")
+            calls = [self._prepare(call) for call in response.tool_calls]
+            # As prepared: the model's next step sees the calls as recorded (e.g. a reference
+            # to a stored file, not its bytes again).
             messages.append(LlmMessage("assistant", response.content,
-                                       tool_calls=response.tool_calls))
-            for call in response.tool_calls:
-                result = RESPOND_ALONE if call.name == RESPOND.name else self._run(call)
+                                       tool_calls=tuple(call for call, _ in calls)))
+            for call, params in calls:
+                result = RESPOND_ALONE if call.name == RESPOND.name else self._run(call, params)
                 messages.append(LlmMessage("tool", result, tool_call_id=call.id))
         chat.append(ChatRole.ERROR, f"No reply after {MAX_STEPS} model steps; stopped this turn.")
         return None
 
-    def _run(self, call: ToolCall) -> str:
-        """Execute one tool call; the model gets a JSON result or error either way."""
-        events = self._context.events()
+    def _prepare(self, call: ToolCall) -> tuple[ToolCall, dict[str, Any] | None]:
+        """The call as it is announced, run and recorded (``ToolDispatcher.prepare``), and
+        its arguments (None when they are not a JSON object)."""
         try:
             params: Any = json.loads(call.arguments or "{}")
         except ValueError:
-            params = None
+            return call, None
+        if not isinstance(params, dict):
+            return call, None
+        if call.name == RESPOND.name:
+            return call, params
+        prepared = self._context.tools().prepare(call.name, params)
+        if prepared == params:
+            return call, params
+        return replace(call, arguments=json.dumps(prepared, ensure_ascii=False)), prepared
+
+    def _run(self, call: ToolCall, params: dict[str, Any] | None) -> str:
+        """Execute one tool call; the model gets a JSON result or error either way."""
+        events = self._context.events()
         events.emit(EventType.TOOL_CALL_STARTED,
                     {"toolCallId": call.id, "toolName": call.name, "params": params})
         body: dict[str, Any]
-        if not isinstance(params, dict):
+        if params is None:
             outcome_status, body = ToolCallStatus.ERROR, {
                 "error": "arguments must be a JSON object"}
         else:

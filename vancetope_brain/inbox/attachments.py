@@ -57,11 +57,15 @@ class AttachmentStore:
         self._clock = clock
         self._max_bytes = max_bytes
 
-    def put(self, tenant_id: str, data: bytes, filename: str, mime_type: str) -> dict[str, Any]:
+    def put(self, tenant_id: str, data: bytes, filename: str, mime_type: str, *,
+            key: str | None = None) -> dict[str, Any]:
         """Store ``data``; returns ``{id, filename, mimeType, sizeBytes}``.
 
-        The files appear atomically (bytes first, then the metadata that makes
-        them visible), so a concurrent ``open`` sees all or nothing.
+        With a ``key`` the id is derived from it (and the tenant), and a put whose key was
+        stored already stores nothing and returns the first file's metadata: a call that is
+        repeated (a retried turn) keeps one file. The files appear atomically (bytes first,
+        then the metadata that makes them visible), so a concurrent ``open`` sees all or
+        nothing.
         """
         if not _TENANT_ID.fullmatch(tenant_id):
             raise InvalidInput(f"invalid tenant id {tenant_id!r}")
@@ -71,7 +75,11 @@ class AttachmentStore:
         mime = mime_type.strip().lower()
         if not MIME_TYPE.fullmatch(mime):
             raise InvalidInput(f"mimeType {mime_type!r} is not a type/subtype like 'image/png'")
-        attachment_id = new_id("att")
+        attachment_id = new_id("att") if key is None else \
+            "att_" + hashlib.sha256(f"{tenant_id}\0{key}".encode()).hexdigest()[:16]
+        if key is not None:
+            with contextlib.suppress(NotFound):
+                return self.meta(tenant_id, attachment_id)
         meta = {"id": attachment_id, "filename": safe_filename(filename), "mimeType": mime,
                 "sizeBytes": len(data)}
         folder = self._root / tenant_id

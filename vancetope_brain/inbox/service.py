@@ -141,11 +141,17 @@ class InboxService:
             raise LimitExceeded(f"this process has {cap} PENDING Inbox items, the most it may "
                                 f"have; wait for answers or dismiss some first")
 
-    def attach(self, tenant_id: str, data: bytes, filename: str,
-               mime_type: str) -> dict[str, Any]:
+    def attach(self, tenant_id: str, data: bytes, filename: str, mime_type: str, *,
+               key: str | None = None) -> dict[str, Any]:
         """Store a file for an OUTPUT_IMAGE / OUTPUT_DOCUMENT payload (``attachmentId``);
-        returns ``{id, filename, mimeType, sizeBytes}``."""
-        return self.attachments.put(tenant_id, data, filename, mime_type)
+        returns ``{id, filename, mimeType, sizeBytes}``. The same ``key`` again stores
+        nothing new (``AttachmentStore.put``)."""
+        return self.attachments.put(tenant_id, data, filename, mime_type, key=key)
+
+    def attachment(self, tenant_id: str, attachment_id: str) -> dict[str, Any]:
+        """A stored file's ``{id, filename, mimeType, sizeBytes}``; NotFound outside the
+        tenant."""
+        return self.attachments.meta(tenant_id, attachment_id)
 
     # ── the user's actions (protocol) ────────────────────────────────────
     def answer(self, who: Principal, item_id: str, outcome: Outcome, *,

@@ -18,6 +18,12 @@ that never committed started nothing), and of a tool idempotent by nature. The t
 journal calls an idempotent tool again in a turn's next attempt; any other call is
 journaled, and one a crash cut short is never repeated without the user (see
 ``engines/journal.py``).
+
+A server tool may *prepare* its calls (``server_tool(prepare=…)``): turn the arguments the
+model wrote into the call that is announced, journaled, run and written to the chat — e.g.
+``inbox_post`` stores an inline file there and the call carries a short reference to it.
+A preparation must be idempotent (the same arguments give the same call, and store nothing
+twice), because a retried turn prepares its calls again.
 """
 
 from __future__ import annotations
@@ -39,6 +45,8 @@ from vancetope_brain.models.steer import ToolCallStatus
 log = logging.getLogger(__name__)
 
 ToolFn = Callable[..., Any]
+Prepare = Callable[[Any, dict[str, Any]], dict[str, Any]]
+"""``prepare(context, params)``: the call as it is recorded and run (see the module doc)."""
 
 _NOT_THE_TOOLS = (Signal, RuntimeFailure, redis.RedisError)
 """What a tool source may raise that is the turn's failure, not the tool's."""
@@ -99,23 +107,26 @@ class ToolJournal(Protocol):
 class _Registered:
     manifest: ToolManifest
     fn: ToolFn
+    prepare: Prepare | None = None
 
 
 SERVER_TOOLS: dict[str, _Registered] = {}
 
 
 def server_tool(spec: ToolSpec, *, safety: Safety = Safety.MUTATING, idempotent: bool = False,
-                roles: Iterable[str] = ()) -> Callable[[ToolFn], ToolFn]:
+                roles: Iterable[str] = (),
+                prepare: Prepare | None = None) -> Callable[[ToolFn], ToolFn]:
     """Register a server-side tool; ``fn(context, **params)`` returns a JSON-able result.
 
     A ``ToolError`` raised by the function becomes an error result with its message.
-    ``idempotent``: see ``ToolManifest`` (a SAFE_PROBE is, whatever this says).
+    ``idempotent``: see ``ToolManifest`` (a SAFE_PROBE is, whatever this says);
+    ``prepare``: see the module doc.
     """
     def decorate(fn: ToolFn) -> ToolFn:
         if spec.name in SERVER_TOOLS:
             raise ValueError(f"tool {spec.name!r} registered twice")
         SERVER_TOOLS[spec.name] = _Registered(
-            ToolManifest(spec, "server", safety, frozenset(roles), idempotent), fn)
+            ToolManifest(spec, "server", safety, frozenset(roles), idempotent), fn, prepare)
         return fn
     return decorate
 
@@ -128,6 +139,10 @@ class ServerTools:
 
     def manifests(self) -> list[ToolManifest]:
         return [r.manifest for r in SERVER_TOOLS.values()]
+
+    def prepare(self, name: str, params: dict[str, Any]) -> dict[str, Any]:
+        prepare = SERVER_TOOLS[name].prepare
+        return params if prepare is None else prepare(self.context, params)
 
     def call(self, name: str, params: dict[str, Any]) -> ToolOutcome:
         try:
@@ -162,6 +177,18 @@ class ToolDispatcher:
     def specs(self) -> list[ToolSpec]:
         """What the model is offered."""
         return [m.spec for m in self.manifests()]
+
+    def prepare(self, name: str, params: dict[str, Any]) -> dict[str, Any]:
+        """The call of ``name`` as it is announced, journaled and run: what the tool that
+        ``invoke`` would call makes of ``params`` (see the module doc); ``params`` as they
+        are for any other tool."""
+        for source in self.sources:
+            manifest = next((m for m in self._listed(source) if m.name == name), None)
+            if manifest is not None:
+                if isinstance(source, ServerTools) and self._visible(manifest):
+                    return source.prepare(name, params)
+                break
+        return params
 
     def invoke(self, name: str, params: dict[str, Any]) -> ToolOutcome:
         for source in self.sources:

@@ -7,13 +7,17 @@ Idempotency (``ToolManifest.idempotent``): the probes are; ``process_create``,
 ``process_steer`` and ``process_stop`` are too, because their effect is part of the turn's
 commit — an attempt that died started, sent and stopped nothing, so the next attempt must
 call them again (a replayed result would name a child that was never stored). ``inbox_post``
-is not: it writes the item at once.
+is not: it writes the item at once. Its inline file is stored when the call is prepared
+(``_store_inline``), before the call is announced, journaled or written to the chat, which
+carry a short reference instead of the bytes; the file's id derives from the process and the
+file, so a retried turn that makes the call again stores nothing new.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 from typing import Any
 
 from vancetope_brain.errors import ToolError, UserError
@@ -132,6 +136,41 @@ _ITEM_TYPES = ["APPROVAL", "DECISION", "FEEDBACK", "ORDERING", "STRUCTURE_EDIT",
                "OUTPUT_IMAGE", "OUTPUT_DOCUMENT"]
 
 
+_ATTACHMENT = {
+    "type": "object", "description": "a file to show in an OUTPUT_IMAGE or OUTPUT_DOCUMENT item "
+    "instead of payload.url: its text as content, or its bytes as content_base64; the server "
+    "stores it and the call is recorded with its attachment_id and size_bytes instead (give "
+    "an attachment_id to show a file stored before); the payload gets its attachmentId, "
+    "mimeType (and for a document filename and sizeBytes)",
+    "properties": {"filename": {"type": "string"}, "mime_type": {"type": "string"},
+                   "content": {"type": "string"}, "content_base64": {"type": "string"},
+                   "attachment_id": {"type": "string"}, "size_bytes": {"type": "integer"}},
+    "required": ["filename", "mime_type"], "additionalProperties": False}
+
+
+def _store_inline(context: Any, params: dict[str, Any]) -> dict[str, Any]:
+    """``inbox_post`` prepared (``server_tool(prepare=…)``): an inline attachment stored once
+    and replaced by ``{attachment_id, filename, mime_type, size_bytes}``; one that cannot be
+    stored by ``{filename, mime_type, refused}`` (the call then fails with that reason)."""
+    attachment = params.get("attachment")
+    if not isinstance(attachment, dict) or "attachment_id" in attachment \
+            or "refused" in attachment:
+        return params
+    shown = {k: attachment[k] for k in ("filename", "mime_type") if k in attachment}
+    try:
+        data = _inline_bytes(params.get("type"), attachment)
+        meta = context.inbox().attach(
+            data, str(attachment.get("filename", "")), str(attachment.get("mime_type", "")),
+            key="inbox_post:" + hashlib.sha256(b"\0".join((
+                str(attachment.get("filename", "")).encode(),
+                str(attachment.get("mime_type", "")).encode(), data))).hexdigest())
+    except (UserError, OSError) as e:  # OSError: the file could not be written
+        return {**params, "attachment": {**shown, "refused": str(e)}}
+    return {**params, "attachment": {"attachment_id": meta["id"], "filename": meta["filename"],
+                                     "mime_type": meta["mimeType"],
+                                     "size_bytes": meta["sizeBytes"]}}
+
+
 @server_tool(ToolSpec(
     "inbox_post",
     "Put a structured question (APPROVAL, DECISION, FEEDBACK, ORDERING, STRUCTURE_EDIT) or an "
@@ -148,17 +187,10 @@ _ITEM_TYPES = ["APPROVAL", "DECISION", "FEEDBACK", "ORDERING", "STRUCTURE_EDIT",
         "tags": {"type": "array", "items": {"type": "string"}},
         "target_user": {"type": "string", "description": "a user id of this tenant "
                         "(default: the session's user)"},
-        "attachment": {"type": "object", "description": "a file to show in an OUTPUT_IMAGE "
-                       "or OUTPUT_DOCUMENT item instead of payload.url: its text as content, "
-                       "or its bytes as content_base64; the payload gets its attachmentId, "
-                       "mimeType (and for a document filename and sizeBytes)",
-                       "properties": {"filename": {"type": "string"},
-                                      "mime_type": {"type": "string"},
-                                      "content": {"type": "string"},
-                                      "content_base64": {"type": "string"}},
-                       "required": ["filename", "mime_type"], "additionalProperties": False},
+        "attachment": _ATTACHMENT,
         "idempotency_key": {"type": "string", "description": "repeat it when retrying the "
-                            "same post, so it is created once"}}, ["type", "title"])))
+                            "same post, so it is created once"}}, ["type", "title"])),
+    prepare=_store_inline)
 @_user_errors
 def inbox_post(context: Any, type: str, title: str, body: str | None = None,  # noqa: A002
                payload: dict[str, Any] | None = None, criticality: str = "NORMAL",
@@ -173,7 +205,8 @@ def inbox_post(context: Any, type: str, title: str, body: str | None = None,  # 
     except ValueError as e:
         raise ToolError(str(e)) from e
     if attachment is not None:
-        payload = _attached(context, kind, payload or {}, attachment)
+        stored = _store_inline(context, {"type": type, "attachment": attachment})["attachment"]
+        payload = _attached(context, kind, payload or {}, stored)
     item, created = context.inbox().post(NewItem(
         type=kind, title=title, body=body, payload=payload, criticality=level,
         tags=tuple(tags or ()), assigned_to=target_user, idempotency_key=idempotency_key))
@@ -184,20 +217,15 @@ def inbox_post(context: Any, type: str, title: str, body: str | None = None,  # 
 
 
 MAX_INLINE_ATTACHMENT_BYTES = 128 * 1024
-"""Largest file ``inbox_post`` takes inline (decoded): the turn journal records a call's
-arguments, and one journal entry holds at most 256 KiB (``store.journal.MAX_ENTRY_BYTES``),
-base64 included. Engine code stores larger files with ``context.inbox().attach``."""
+"""Largest file ``inbox_post`` takes inline (decoded): the turn journal records the model's
+completion, which holds the call's arguments, and one journal entry holds at most 256 KiB
+(``store.journal.MAX_ENTRY_BYTES``), base64 included. Engine code stores larger files with
+``context.inbox().attach``."""
 
 
-def _attached(context: Any, kind: Any, payload: dict[str, Any],
-              attachment: dict[str, Any]) -> dict[str, Any]:
-    """Store an inline ``attachment`` and name it in the payload (filename, type and size
-    come from the stored file, so they cannot disagree with it)."""
-    from vancetope_brain.models.inbox import ItemType
-
-    if kind not in (ItemType.OUTPUT_IMAGE, ItemType.OUTPUT_DOCUMENT):
-        raise ToolError(f"attachment: only OUTPUT_IMAGE and OUTPUT_DOCUMENT items show a "
-                        f"file, not {kind.value}")
+def _inline_bytes(kind: Any, attachment: dict[str, Any]) -> bytes:
+    """The bytes of an inline attachment of an item of type ``kind``, checked."""
+    _shows_a_file(kind)
     text, encoded = attachment.get("content"), attachment.get("content_base64")
     if (text is None) == (encoded is None):
         raise ToolError("attachment: give exactly one of content (text) and content_base64")
@@ -209,8 +237,25 @@ def _attached(context: Any, kind: Any, payload: dict[str, Any],
     if len(data) > MAX_INLINE_ATTACHMENT_BYTES:
         raise ToolError(f"attachment is {len(data)} bytes; inbox_post takes at most "
                         f"{MAX_INLINE_ATTACHMENT_BYTES} inline")
-    meta = context.inbox().attach(data, str(attachment.get("filename", "")),
-                                  str(attachment.get("mime_type", "")))
+    return data
+
+
+def _shows_a_file(kind: Any) -> None:
+    if kind not in ("OUTPUT_IMAGE", "OUTPUT_DOCUMENT"):
+        raise ToolError(f"attachment: only OUTPUT_IMAGE and OUTPUT_DOCUMENT items show a "
+                        f"file, not {kind}")
+
+
+def _attached(context: Any, kind: Any, payload: dict[str, Any],
+              attachment: dict[str, Any]) -> dict[str, Any]:
+    """Name a stored ``attachment`` (prepared: ``_store_inline``) in the payload (filename,
+    type and size come from the stored file, so they cannot disagree with it)."""
+    from vancetope_brain.models.inbox import ItemType
+
+    if "refused" in attachment:
+        raise ToolError(str(attachment["refused"]))
+    _shows_a_file(kind.value)
+    meta = context.inbox().attachment(str(attachment.get("attachment_id", "")))
     named = {**payload, "attachmentId": meta["id"], "mimeType": meta["mimeType"]}
     if kind is ItemType.OUTPUT_DOCUMENT:
         named |= {"filename": meta["filename"], "sizeBytes": meta["sizeBytes"]}
