@@ -5,8 +5,9 @@ prints above the prompt).
 It finds the server and its token from any folder (``discovery``) and remembers the session
 and the last event it saw in ``DATA_DIR/chat-state.json``, so running it again (even after a
 server restart) continues the same conversation; a lost connection is resumed from that
-event. It also shows the user's Inbox: new items as they arrive, and the commands
-``/inbox``, ``/answer ITEM VALUE`` and ``/dismiss ITEM`` (``/help`` lists them).
+event. It also shows the user's Inbox: new items and what happens to items, as it happens,
+and the commands ``/inbox``, ``/answer ITEM VALUE`` and ``/dismiss ITEM`` (``/help`` lists
+them).
 """
 
 from __future__ import annotations
@@ -206,6 +207,7 @@ class _Chat:
         """Resume the session (the last one unless told) or create one; True when created.
         Shows the resumed session's recent lines first."""
         client, printer = self.client, self.printer
+        printer.me = client.welcome["data"]["userId"]
         state = _load_state(self.state_file)
         session_id = None if new else (session_id or state.get("sessionId"))
         last_seq = state.get("lastSeq", 0) if session_id == state.get("sessionId") else 0

@@ -37,7 +37,8 @@ class View(Protocol):
 
     def line(self, kind: str, text: str) -> None:
         """Print one transcript line. ``kind``: a chat role (``assistant``, ``user``,
-        ``error``), ``tool``, ``event``, ``inbox`` or ``note`` (the client's own remark)."""
+        ``error``), ``tool``, ``event``, ``inbox`` (a new item), ``inbox-update`` (what
+        happened to one) or ``note`` (the client's own remark)."""
 
     def preview(self, text: str) -> None:
         """Show ``text`` as the reply streaming in ("" clears it)."""
@@ -51,8 +52,8 @@ class PlainView:
 
     def line(self, kind: str, text: str) -> None:
         prefix = {"user": "you> ", "assistant": "assistant> ", "error": "error> ",
-                  "inbox": "(inbox) ", "tool": "", "event": "", "note": "",
-                  "help": ""}.get(kind, f"{kind}> ")
+                  "inbox": "(inbox) ", "inbox-update": "(inbox) ", "tool": "", "event": "",
+                  "note": "", "help": ""}.get(kind, f"{kind}> ")
         text = f"({text})" if kind == "note" else text
         print(f"{prefix}{text}", file=self.out, flush=True)
 
@@ -66,7 +67,7 @@ class TerminalView:
     and ``on_preview`` asks it to redraw."""
 
     _STYLES = {"user": "bold green", "tool": "yellow", "event": "magenta", "inbox": "bold blue",
-               "note": "dim", "error": "bold red"}
+               "inbox-update": "blue", "note": "dim", "error": "bold red"}
 
     def __init__(self, console: Console, on_preview: Callable[[], None]) -> None:
         self.console, self.on_preview = console, on_preview
@@ -80,6 +81,8 @@ class TerminalView:
             self.console.print(Text("you> ", style="bold green") + Text(text))
         elif kind == "inbox":
             self.console.print(Text(f"✉ inbox: {text}", style=self._STYLES[kind]))
+        elif kind == "inbox-update":
+            self.console.print(Text(f"✉ {text}", style=self._STYLES[kind]))
         elif kind == "note":
             self.console.print(Text(f"({text})", style=self._STYLES[kind]))
         elif kind == "error":
@@ -171,11 +174,13 @@ class Printer:
     """Turns frames into the view's lines (see the module docstring). After an
     ``events-gap`` it re-reads the chat (``history``: the latest lines, oldest first) and
     prints what it had not shown. ``typed``: the texts this terminal sent and has on screen
-    already, so their committed lines are not printed again."""
+    already, so their committed lines are not printed again. ``me``: the user's id, so an
+    Inbox change says "you" for them."""
 
     def __init__(self, view: View, pid: str, replay_until: int, printed_chat_seq: int,
-                 history: Callable[[], list[dict[str, Any]]] | None = None) -> None:
-        self.view, self.pid = view, pid
+                 history: Callable[[], list[dict[str, Any]]] | None = None,
+                 me: str = "") -> None:
+        self.view, self.pid, self.me = view, pid, me  # me: this user's id
         self.history = history
         self.replay_until = replay_until
         self.printed_chat_seq = printed_chat_seq
@@ -221,6 +226,8 @@ class Printer:
                                    f"{counts['CRITICAL']} critical; /inbox lists them")
         elif kind == "inbox-item-added":
             self.view.line("inbox", item_line(frame["data"]["item"]))
+        elif kind == "inbox-item-updated":
+            self.view.line("inbox-update", change_line(frame["data"]["item"], self.me))
         elif kind == "events-gap":
             self._reload(frame["data"]["firstAvailable"])
         elif kind == "event":
@@ -299,3 +306,48 @@ def item_line(item: dict[str, Any]) -> str:
     elif item["type"] == "ORDERING":
         line += "  [" + ", ".join(i["id"] for i in item["payload"]["items"]) + "]"
     return line
+
+
+def change_line(item: dict[str, Any], me: str) -> str:
+    """An ``inbox-item-updated`` item as one line saying what happened to it last, e.g.
+    ``answered by bob: Approve the demo deployment? — approved``."""
+    last = (item.get("history") or [{}])[-1]
+    action, title = last.get("action"), item["title"]
+
+    def who(user: Any) -> str:
+        return "you" if user == me else str(user)
+
+    if action == "ANSWER":
+        return f"answered by {who(last.get('by'))}: {title} — {_answer(item.get('answer'))}"
+    if action == "AUTO_ANSWER":
+        return f"answered with its default (LOW): {title} — {_answer(item.get('answer'))}"
+    if action == "DISMISS":
+        return f"dismissed by {who(last.get('by'))}: {title}"
+    if action == "DELEGATE":
+        return f"delegated to {who(last.get('toUser'))} by {who(last.get('by'))}: {title}"
+    if action == "REVOKE":
+        return f"open again (its automatic answer was revoked): {title}  ({item['id']})"
+    if action == "ARCHIVE":
+        return f"archived: {title}"
+    return f"{str(item.get('status', '')).lower()}: {title}"
+
+
+def _answer(answer: Any) -> str:
+    """An item's answer in a few words."""
+    if not isinstance(answer, dict):
+        return "no answer"
+    if answer.get("outcome") == "INSUFFICIENT_INFO":
+        return f"lacks information: {_short(str(answer.get('reason')), 60)}"
+    if answer.get("outcome") == "UNDECIDABLE":
+        return f"cannot decide: {_short(str(answer.get('reason')), 60)}"
+    value = answer.get("value") or {}
+    if "approved" in value:
+        return "approved" if value["approved"] else "declined"
+    if value.get("chosen") or value.get("freeText"):
+        return _short(" — ".join(str(v) for v in (value.get("chosen"), value.get("freeText"))
+                                 if v), 60)
+    if "text" in value:
+        return _short(str(value["text"]), 60)
+    if "orderedIds" in value:
+        return _short(", ".join(map(str, value["orderedIds"])), 60)
+    return _short(json.dumps(value.get("value", value)), 60)

@@ -3,15 +3,18 @@ its Inbox (the pending summary, pushed items, /inbox, /answer, /dismiss)."""
 
 from __future__ import annotations
 
+import contextlib
 import io
 import threading
 from xml.sax.saxutils import quoteattr
 
 import pytest
 
+from tests.helpers import wait_for
 from vancetope_brain.errors import VancetopeError
+from vancetope_brain.identity import Principal
 from vancetope_brain.inbox.service import NewItem
-from vancetope_brain.models.inbox import Criticality, ItemType
+from vancetope_brain.models.inbox import Criticality, ItemType, Outcome
 from vancetope_brain.store import UserInboxStore
 from vancetope_gateway import chat_client
 from vancetope_gateway.chat_client import ChatClient, _Chat
@@ -67,6 +70,45 @@ def test_items_are_shown_listed_answered_and_dismissed(emb, terminal):
     assert "/answer ITEM VALUE" in out.getvalue()
     _command(terminal, "/frobnicate", view)
     assert out.getvalue().endswith("(unknown command /frobnicate; /help lists the commands)\n")
+
+
+def test_what_happens_to_an_item_elsewhere_is_shown_as_one_line(emb, terminal):
+    """Delegated away or to me, answered in another client, answered automatically,
+    dismissed: each ``inbox-item-updated`` is one short line."""
+    with contextlib.suppress(Exception):
+        emb.brain.identity.create_user("acme", "bob", "bob")
+    ada, bob = Principal("acme", "ada"), Principal("acme", "bob")
+    out = io.StringIO()
+    printer = Printer(PlainView(out), "proc_none", 0, 0, me="ada")
+    handed = _new(emb, ItemType.APPROVAL, "Ship it?")
+    emb.brain.inbox.delegate(ada, handed.id, "bob")
+    asked = emb.brain.inbox.create("acme", "bob", NewItem(
+        type=ItemType.DECISION, title="Which region?", assigned_to="bob",
+        payload={"options": [{"value": "eu", "label": "EU"}, {"value": "us", "label": "US"}]}))[0]
+    emb.brain.inbox.delegate(bob, asked.id, "ada")
+    emb.brain.inbox.answer(ada, asked.id, Outcome.DECIDED, value={"chosen": "eu"})
+    notes = _new(emb, ItemType.FEEDBACK, "Notes?")
+    emb.brain.inbox.answer(ada, notes.id, Outcome.UNDECIDABLE, reason="not my area")
+    _new(emb, ItemType.APPROVAL, "Use the cache?", {"default": "yes"},
+         criticality=Criticality.LOW)
+    gone = _new(emb, ItemType.OUTPUT_TEXT, "Weekly report")
+    emb.brain.inbox.dismiss(ada, gone.id)
+
+    def shown() -> str:
+        while not terminal.events.empty():
+            printer.handle(terminal.events.get_nowait())
+        return out.getvalue()
+
+    wait_for(lambda: "(inbox) dismissed by you: Weekly report\n" in shown(), timeout=10)
+    lines = shown().splitlines()
+    for line in ["(inbox) delegated to bob by you: Ship it?",
+                 "(inbox) delegated to you by bob: Which region?",
+                 "(inbox) answered by you: Which region? — eu",
+                 "(inbox) answered by you: Notes? — cannot decide: not my area",
+                 "(inbox) answered with its default (LOW): Use the cache? — approved"]:
+        assert line in lines, lines
+    # Delegated to me, it is new to me too.
+    assert f"(inbox) {asked.id}  DECISION  NORMAL  Which region?  [eu | us]" in lines
 
 
 def _event(seq: int, type_: str, data: dict) -> dict:

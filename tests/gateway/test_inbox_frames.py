@@ -209,6 +209,12 @@ def test_low_default_is_answered_at_creation_and_revoking_reblocks(emb, client, 
     assert item.answer.value == {"approved": True}
     assert item.answer.answered_by == "system:auto-default"
     assert emb.brain.store.port(DeliveryStore).list_deliveries("acme", item_id=item.id) == []  # nobody bothered
+    # An open client is told it was answered (an update, not an addition to notice).
+    pushed = wait_for(lambda: [f["data"]["item"] for f in client.sock.frames("inbox-item-updated")
+                               if f["data"]["item"]["id"] == item.id])
+    assert pushed[0]["resolvedBy"] == "AUTO_DEFAULT"
+    assert not [f for f in client.sock.frames("inbox-item-added")
+                if f["data"]["item"]["id"] == item.id]
     shown = client.ok("inbox-item", itemId=item.id)["item"]
     assert shown["resolvedBy"] == "AUTO_DEFAULT"
     revoked = client.ok("inbox-revoke-auto-answer", itemId=item.id)["item"]

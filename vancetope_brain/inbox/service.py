@@ -92,7 +92,8 @@ class InboxService:
         (originProcessId, idempotencyKey) returns the first item and creates nothing).
 
         A LOW ask with a default is answered with it at once (AUTO_DEFAULT, no
-        notification); everything else notifies its assignee.
+        notification: only an ``inbox-item-updated`` push to the assignee's open clients);
+        everything else notifies its assignee.
         """
         assignee = new.assigned_to or originator_user_id
         self._check_user(tenant_id, assignee)
@@ -127,7 +128,9 @@ class InboxService:
                 "history": [*item.history, HistoryEntry(action=HistoryAction.AUTO_ANSWER,
                                                         by=AUTO_DEFAULT_ANSWERER, at=now)]})
         stored, created = self.store.create_inbox_item(item)
-        if created and not auto:
+        if created and auto:  # nobody is bothered, but open clients show it answered
+            self._push(stored, "inbox-item-updated")
+        elif created:
             self._notify(stored, assignee)
         return stored, created
 
