@@ -1,7 +1,8 @@
 """``vancetope chat`` in a real pty against a real ``vancetope serve`` (offline demo model),
 as a new user meets it: started in another folder, it finds the server; the welcome comes
 before the first prompt, each reply after its own message, a worker's report and an Inbox
-item without typing (the item answered with ``/answer``); a killed server is reconnected to; Ctrl-C and Ctrl-D leave without a traceback.
+item without typing (the item answered with ``/answer``); a killed server is reconnected to;
+Ctrl-C and Ctrl-D leave without a traceback. Piped, it prints the plain transcript.
 """
 
 from __future__ import annotations
@@ -141,3 +142,42 @@ def test_serve_on_a_terminal_prints_a_web_url_that_signs_in(tmp_path):
         serve.expect_exact("Vancetope stopped.")
     finally:
         serve.close(force=True)
+
+
+@pytest.mark.slow
+def test_piped_chat_prints_the_transcript_plainly_each_reply_once(tmp_path):
+    """stdin and stdout are pipes: no styles and no streaming — the committed lines, each
+    prefixed (every line of a reply too), the user's own lines included, in chat order."""
+    server = Server(tmp_path)
+    folder = tmp_path / "elsewhere"
+    folder.mkdir()
+    try:
+        done = subprocess.run(CLI + ["chat"], cwd=folder, env=_env(tmp_path), text=True,
+                              input="hello arthur\nask me for approval\n/inbox\n/bogus\n",
+                              capture_output=True, timeout=120)
+    finally:
+        server.kill()
+    out = done.stdout
+    assert done.returncode == 0 and not done.stderr, out + done.stderr
+    assert "\x1b" not in out  # no ANSI at all
+    lines = out.splitlines()
+    assert lines[0].startswith("(new session ses_") and lines[1] == f"assistant> {WELCOME}"
+    asked = lines.index("you> hello arthur")
+    assert all(line.startswith("assistant>") for line in lines[1:asked])  # the whole welcome
+    assert any(line.startswith("assistant> - “ask me for approval” — ")
+               for line in lines[1:asked])
+    reply = lines[asked + 1]
+    assert reply.startswith("assistant> You said: “hello arthur”. I am Vancetope's offline")
+    assert out.count("You said: “hello arthur”") == 1  # streamed, but printed once, whole
+    approval = lines.index("you> ask me for approval")
+    assert approval > asked + 1
+    posted = next(i for i, line in enumerate(lines)
+                  if line.startswith("assistant> I put an item into your Inbox: APPROVAL."))
+    pushed = [i for i, line in enumerate(lines)
+              if re.fullmatch(r"\(inbox\) item_\w+  APPROVAL  NORMAL  Approve the demo "
+                              r"deployment\?", line)]
+    # Pushed as it was posted (mid-turn, so it may come before the turn's lines), then /inbox.
+    assert len(pushed) == 2 and asked + 1 < pushed[0] < posted < pushed[1]
+    assert any(line.startswith("⚙ inbox_post type=APPROVAL") and line.endswith("→ PENDING")
+               for line in lines[approval:posted])
+    assert lines[-2:] == ["(1 pending)", "(unknown command /bogus; /help lists the commands)"]

@@ -85,7 +85,9 @@ def test_serve_chat_restart_resume(tmp_path):
         server.kill()
     lines = second.splitlines()
     assert lines[0] == f"assistant> {WELCOME}"  # Arthur is the default chat engine
-    assert lines[1] == "you> hello arthur" and lines[2].startswith("assistant> ")
+    asked = lines.index("you> hello arthur")  # after the welcome's lines (the demo's hints)
+    assert all(line.startswith("assistant>") for line in lines[:asked])
+    assert lines[asked + 1].startswith("assistant> ")
     assert any(line.startswith("(resumed session") for line in lines)
     assert re.search(r"assistant> .*and again", second), second
 

@@ -250,14 +250,17 @@ class _Chat:
             "chat-history", processId=self.pid, limit=RELOAD_LINES)["messages"]
         return not session_id
 
-    def send(self, text: str) -> str:
-        """Steer the chat process with the user's message; its message id."""
-        self.printer.typed.append(text)
+    def send(self, text: str, *, shown: bool = True) -> str:
+        """Steer the chat process with the user's message; its message id. ``shown``: the
+        text is on screen already (the prompt showed it), so its chat line is not printed."""
+        if shown:
+            self.printer.typed.append(text)
         try:
             return str(self.client.request("process-steer", targetThinkProcessId=self.pid,
                                            content=text)["messageId"])
         except VancetopeError:
-            self.printer.typed.remove(text)
+            if shown:
+                self.printer.typed.remove(text)
             raise
 
     def reconnect(self, stop: threading.Event) -> bool:
@@ -299,7 +302,9 @@ class _Chat:
 
 
 def _piped(chat: _Chat, view: View) -> int:
-    """Input from a pipe: each line is a message (or command) and waits for its answer."""
+    """Input from a pipe (or output to one): each line is a message (or command) and waits
+    for its answer; the output is the transcript, the user's lines included, in plain text
+    (``PlainView``). It ends after the answer to the last line (and what came meanwhile)."""
     printer = chat.printer
     printer.drain(chat.client.events)  # the welcome and inbox summary, if already here
     for line in sys.stdin:
@@ -310,7 +315,7 @@ def _piped(chat: _Chat, view: View) -> int:
             if _run_command(chat, line.strip(), view) == QUIT:
                 break
             continue
-        printer.expect_answer(chat.send(line))
+        printer.expect_answer(chat.send(line, shown=False))
         if not printer.pump(chat.client.events, REPLY_TIMEOUT):
             view.line("note", "connection closed")
             return 1

@@ -45,7 +45,9 @@ class View(Protocol):
 
 
 class PlainView:
-    """Lines as ``who> text`` on a plain stream (a pipe, a test); no preview."""
+    """Lines as ``who> text`` on a plain stream (a pipe, a test): no styles, no preview (only
+    committed lines, so a script reads each reply once, whole); every line of a message of
+    several lines carries its prefix, so ``grep '^assistant>'`` finds all of a reply."""
 
     def __init__(self, out: Any) -> None:
         self.out = out
@@ -55,7 +57,9 @@ class PlainView:
                   "inbox": "(inbox) ", "inbox-update": "(inbox) ", "tool": "", "event": "",
                   "note": "", "help": ""}.get(kind, f"{kind}> ")
         text = f"({text})" if kind == "note" else text
-        print(f"{prefix}{text}", file=self.out, flush=True)
+        lines = (text.splitlines() or [""]) if prefix else [text]
+        print("\n".join(f"{prefix}{part}".rstrip() for part in lines), file=self.out,
+              flush=True)
 
     def preview(self, text: str) -> None:
         pass

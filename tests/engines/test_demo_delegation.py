@@ -9,9 +9,10 @@ import pytest
 
 from tests.helpers import wait_for
 from vancetope_brain.engines.prompting import event_text
-from vancetope_brain.llm import LlmMessage, ToolCall, ToolSpec
+from vancetope_brain.llm import LlmMessage, ToolCall, ToolSpec, demo
 from vancetope_brain.llm.demo import DemoModel
-from vancetope_brain.models import ChatRole, CloseReason, ProcessEvent
+from vancetope_brain.models import ChatRole, CloseReason, ProcessEvent, ProcessStatus
+from vancetope_brain.models.inbox import ItemStatus, Outcome
 from vancetope_brain.models.steer import ProcessEventType
 from vancetope_brain.store import LaneStore, SessionStore
 
@@ -88,3 +89,58 @@ def test_the_demo_arthur_says_when_a_worker_could_not_start():
     [call] = DemoModel().complete(messages, tools=ARTHUR_TOOLS).tool_calls
     assert json.loads(call.arguments)["message"].startswith(
         "I could not start a worker: no recipe named 'marvin'")
+
+
+ENGINE_OF = {"please research green tea": "marvin",
+             "run the strategy for a tea slogan": "vogon",
+             "give me the pros and cons of remote work": "zaphod",
+             "analyze the quarterly numbers": "ford"}
+
+
+def test_the_demo_welcome_suggests_a_phrase_for_each_engine_and_the_inbox(embedded):
+    embedded.model = DemoModel()
+    session = embedded.brain.sessions.create(embedded.who)
+    [welcome] = wait_for(lambda: [m.content for m in embedded.brain.store.port(LaneStore)
+                                  .chat_history("acme", session.chat_process_id)
+                                  if m.role is ChatRole.ASSISTANT], timeout=20)
+    assert welcome.startswith("Hi, I'm Arthur. How can I help?\n\nNo LLM is configured")
+    for phrase, _ in demo.TRY:
+        assert f"“{phrase}”" in welcome
+    assert set(ENGINE_OF) <= {phrase for phrase, _ in demo.TRY}
+    assert "ask me for approval" in welcome and "show me every kind of inbox item" in welcome
+
+
+@pytest.mark.parametrize("phrase", list(ENGINE_OF))
+def test_each_suggested_phrase_drives_its_engine_to_a_report_in_arthurs_chat(embedded, phrase):
+    """Through Arthur's real process_create: the worker of that engine starts, runs (vogon's
+    approval answered in the Inbox), ends DONE, and Arthur's chat gets its report."""
+    embedded.model = DemoModel()
+    session = embedded.brain.sessions.create(embedded.who)
+    pid = session.chat_process_id
+    embedded.brain.sessions.steer(embedded.who, pid, phrase)
+    sessions = embedded.brain.store.port(SessionStore)
+    worker = wait_for(lambda: next((p for p in sessions.list_processes("acme", session.id)
+                                    if p.parent_process_id == pid), None), timeout=20,
+                      what="the worker")
+    assert worker.engine == ENGINE_OF[phrase]
+
+    def done() -> bool:
+        for item in embedded.brain.inbox.list(embedded.who, session_id=session.id,
+                                              statuses=[ItemStatus.PENDING]):
+            embedded.brain.inbox.answer(embedded.who, item.id, Outcome.DECIDED,
+                                        value={"approved": True})
+        return sessions.get_process("acme", worker.id).status is ProcessStatus.CLOSED
+
+    wait_for(done, timeout=60, what=f"the {worker.engine} worker done")
+    assert sessions.get_process("acme", worker.id).close_reason is CloseReason.DONE
+    report = f'<process-event sourceProcessId="{worker.id}" type="done">'
+
+    def relayed() -> list[str]:
+        lines = embedded.brain.store.port(LaneStore).chat_history("acme", pid)
+        at = next((i for i, m in enumerate(lines) if m.role is ChatRole.EVENT
+                   and m.content.startswith(report)), None)
+        return [] if at is None else [m.content for m in lines[at:]
+                                      if m.role is ChatRole.ASSISTANT]
+
+    [relay] = wait_for(relayed, timeout=20, what="Arthur relaying the report")
+    assert relay.startswith(f"The worker {worker.id} is done. It reports: ")

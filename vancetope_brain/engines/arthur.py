@@ -26,6 +26,7 @@ from vancetope_brain.engines.prompting import (
 )
 from vancetope_brain.errors import UserError
 from vancetope_brain.llm import LlmMessage, budget
+from vancetope_brain.llm.demo import DemoModel, welcome_hint
 from vancetope_brain.models import (
     ChatRole,
     CloseReason,
@@ -62,7 +63,10 @@ class ArthurEngine(RespondingEngine):
             context.chat().append(ChatRole.USER, process.goal)
             self._answer(process, context)
             return
-        context.chat().append(ChatRole.ASSISTANT, process.engine_params.get("welcome", WELCOME))
+        welcome = process.engine_params.get("welcome", WELCOME)
+        if context.llm().name == DemoModel.name:  # tell a newcomer what the demo can show
+            welcome += welcome_hint()
+        context.chat().append(ChatRole.ASSISTANT, welcome)
         if context.has_pending():
             self.steer(process, context)
 

@@ -27,6 +27,28 @@ from vancetope_brain.llm.demo_inbox import answer_report, inbox_calls, posted_re
 
 _QUOTE_LIMIT = 80
 
+TRY: list[tuple[str, str]] = [
+    ("please research green tea", "marvin plans a small tree of workers and reports"),
+    ("run the strategy for a tea slogan",
+     "vogon drafts it in phases and asks for your approval in the Inbox"),
+    ("give me the pros and cons of remote work", "a zaphod council of personas weighs it"),
+    ("analyze the quarterly numbers", "a ford worker analyzes it"),
+    ("ask me for approval", "I put an approval into your Inbox and tell you what you answered"),
+    ("show me every kind of inbox item", "one Inbox item of each of the eight types"),
+]
+"""What Arthur's welcome on the demo model suggests: a phrase (``_DELEGATION`` and
+``demo_inbox.PHRASES`` pick it up) and what it shows; one per worker engine, then the
+Inbox."""
+
+
+def welcome_hint() -> str:
+    """Added to Arthur's welcome when the demo model answers: what a new user can try."""
+    tried = "\n".join(f"- “{phrase}” — {shows}" for phrase, shows in TRY)
+    return ("\n\nNo LLM is configured, so the offline demo model answers: its words are "
+            "canned, but the workers, the Inbox and the streaming are real. Try:\n"
+            f"{tried}\n\nAnswer Inbox items in the web client's Inbox, or in `vancetope chat` "
+            "with `/inbox` and `/answer ITEM VALUE`.")
+
 
 class DemoModel:
     """A ChatModel that answers every conversation with a fixed, streamed explanation.
