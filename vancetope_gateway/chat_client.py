@@ -408,7 +408,16 @@ def _run_command(chat: _Chat, line: str, view: View) -> str | None:
         elif verb == "/details":
             view.line("help", chat.printer.details or "(no tool call or worker report yet)")
         else:
-            command(chat.client, line, view)
+            words = line.split()
+            acts = (verb == "/answer" and len(words) > 2) or (verb == "/dismiss" and len(words) > 1)
+            item = words[1] if acts else ""
+            if item:  # its update is pushed too: the command's own note says it
+                chat.printer.acting.add(item)
+            try:
+                command(chat.client, line, view)
+            except VancetopeError:
+                chat.printer.acting.discard(item)
+                raise
     except VancetopeError as e:
         view.line("note", str(e))
     return None

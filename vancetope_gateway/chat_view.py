@@ -104,6 +104,11 @@ def _short(text: str, limit: int = SHORT) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
+def _size(size: Any) -> str:
+    size = int(size)
+    return f"{size} B" if size < 1024 else f"{size / 1024:.1f} KiB"
+
+
 def _first_line(text: str) -> str:
     """The first non-empty line, without Markdown's emphasis marks."""
     first = next((part for part in text.strip().splitlines() if part.strip()), "")
@@ -142,6 +147,12 @@ def tool_line(line: dict[str, Any]) -> str:
         if name == "process_create":
             what = args.get("name") or _short(str(args.get("goal", "")), 40)
             shown += f" {what} ({args.get('recipe') or args.get('engine') or '?'})"
+        elif name == "inbox_post":
+            shown += f" {args.get('type', '?')} “{_short(str(args.get('title', '')), 50)}”"
+            file = args.get("attachment")
+            if isinstance(file, dict) and "size_bytes" in file:  # stored: its reference
+                shown += (f" + {file.get('filename')} ({file.get('mime_type')}, "
+                          f"{_size(file['size_bytes'])})")
         elif args:
             shown += " " + _short(", ".join(f"{k}={v}" for k, v in args.items()
                                             if not isinstance(v, (dict, list))), 60)
@@ -166,7 +177,14 @@ def event_line(content: str, names: dict[str, str]) -> str:
         tag, attrs, body = match.groups()
         values = {k: unescape(v[1:-1], _ENTITIES) for k, v in _ATTR.findall(attrs)}
         if tag == "inbox-answer":
-            return f"✉ answered: {values.get('title', '')} — {_first_line(unescape(body))}"
+            said = unescape(body)
+            try:
+                answer = json.loads(said)
+            except ValueError:
+                answer = None
+            said = _answer(answer) if isinstance(answer, dict) and "outcome" in answer \
+                else _first_line(said)
+            return f"✉ answered: {values.get('title', '')} — {said}"
         if tag == "tool-result":
             return f"⚙ {values.get('tool', '?')} → {values.get('status', '?')} (later result)"
         if tag == "external-command":
@@ -193,6 +211,7 @@ class Printer:
         self.typed: list[str] = []
         self.names: dict[str, str] = {}  # process id → name, for worker lines
         self.details = ""  # the last tool or worker line in full, for /details
+        self.acting: set[str] = set()  # items this terminal answers or dismisses: it says so
         self.answered = threading.Event()  # an assistant or error line was printed
         self.waiting = False
         self.question: str | None = None  # the user's message that ``pump`` waits to see answered
@@ -231,7 +250,11 @@ class Printer:
         elif kind == "inbox-item-added":
             self.view.line("inbox", item_line(frame["data"]["item"]))
         elif kind == "inbox-item-updated":
-            self.view.line("inbox-update", change_line(frame["data"]["item"], self.me))
+            item = frame["data"]["item"]
+            if item["id"] in self.acting:  # this terminal's own /answer or /dismiss
+                self.acting.discard(item["id"])
+            else:
+                self.view.line("inbox-update", change_line(item, self.me))
         elif kind == "events-gap":
             self._reload(frame["data"]["firstAvailable"])
         elif kind == "event":

@@ -187,6 +187,12 @@ def test_an_attempt_that_was_reset_never_shows_as_the_answer():
     ({"content": 'recipe_list({}) → success: {"result": [{"name": "ford"}', "meta": {
         "toolName": "recipe_list", "status": "success"}},  # a result cut at 2,000 characters
      "⚙ recipe_list → success"),
+    ({"content": 'inbox_post({"type": "OUTPUT_IMAGE", "title": "A plot", "attachment": '
+                 '{"attachment_id": "att_0123456789abcdef", "filename": "plot.png", '
+                 '"mime_type": "image/png", "size_bytes": 2150}}) → success: {"result": '
+                 '{"itemId": "item_1", "status": "PENDING"}}',
+      "meta": {"toolName": "inbox_post", "status": "success"}},
+     "⚙ inbox_post OUTPUT_IMAGE “A plot” + plot.png (image/png, 2.1 KiB) → PENDING"),
 ])
 def test_a_tool_line_is_one_short_line(line, shown):
     assert tool_line(line) == shown
@@ -198,12 +204,35 @@ def test_a_tool_line_is_one_short_line(line, shown):
      '</process-event>', "◆ worker proc_x BLOCKED: Which region?"),
     (f'<inbox-answer itemId="inb_1" type="APPROVAL" title={quoteattr(TITLE)}>{{"approved": '
      'true}</inbox-answer>', '✉ answered: Ship "it" & go? — {"approved": true}'),
+    ('<inbox-answer itemId="inb_1" type="APPROVAL" title="Ship?">{"outcome": "DECIDED", '
+     '"value": {"approved": false}, "reason": null, "answeredBy": "ada"}</inbox-answer>',
+     "✉ answered: Ship? — declined"),
     ('<tool-result toolCallId="c1" tool="mcp_search" status="success">{"hits": 3}</tool-result>',
      "⚙ mcp_search → success (later result)"),
     ("<process-event " + "x" * 500, "<process-event " + "x" * 84 + "…"),
 ])
 def test_an_event_line_is_one_short_line(content, shown):
     assert event_line(content, {"proc_9": "w1"}) == shown
+
+
+def test_an_answer_given_here_is_said_once_not_again_by_its_update(emb, terminal):
+    out = io.StringIO()
+    chat = _Chat(terminal, "ws://unused", "token", emb.brain.config.data_dir / "unused.json")
+    chat.printer = Printer(view := PlainView(out), "proc_none", 0, 0, me="ada")
+    mine = _new(emb, ItemType.APPROVAL, "Answered here?")
+    elsewhere = _new(emb, ItemType.APPROVAL, "Answered elsewhere?")
+    chat_client._run_command(chat, f"/answer {mine.id} yes", view)
+    emb.brain.inbox.answer(Principal("acme", "ada"), elsewhere.id, Outcome.DECIDED,
+                           value={"approved": False})
+
+    def shown() -> str:
+        while not terminal.events.empty():
+            chat.printer.handle(terminal.events.get_nowait())
+        return out.getvalue()
+
+    wait_for(lambda: "Answered elsewhere? — declined" in shown(), timeout=10)
+    assert "(answered)" in shown() and "Answered here? — approved" not in shown()
+    assert not chat.printer.acting
 
 
 def test_a_welcome_committed_after_the_users_message_was_sent_is_not_its_answer():
