@@ -14,7 +14,7 @@ import pytest
 from vancetope_brain.config import Config
 from vancetope_brain.engines.prompting import event_text
 from vancetope_brain.errors import ToolError
-from vancetope_brain.llm import LlmMessage, ToolSpec, demo
+from vancetope_brain.llm import LlmMessage, ToolCall, ToolSpec, demo
 from vancetope_brain.llm.demo import DemoModel
 from vancetope_brain.llm.demo_inbox import demo_png
 from vancetope_brain.llm.profiles import DEFAULT, load_profiles
@@ -52,6 +52,20 @@ def test_low_priority_makes_the_items_low():
         ("APPROVAL", "LOW", "no")
     assert "criticality" not in json.loads(DemoModel().complete(
         [LlmMessage("user", "ask me for approval")], tools=ARTHUR).tool_calls[0].arguments)
+
+
+def test_an_item_answered_with_its_default_is_reported_so():
+    call = ToolCall("demo_inbox_APPROVAL", "inbox_post", "{}")
+    result = {"result": {"itemId": "item_1", "status": "ANSWERED", "created": True,
+                         "resolvedBy": "AUTO_DEFAULT"}}
+    reply = DemoModel().complete([LlmMessage("user", "ask me for approval, low priority"),
+                                  LlmMessage("assistant", "", tool_calls=(call,)),
+                                  LlmMessage("tool", json.dumps(result),
+                                             tool_call_id=call.id)], tools=ARTHUR)
+    said = json.loads(reply.tool_calls[0].arguments)["message"]
+    assert said.startswith("I put an item into your Inbox: APPROVAL. Being LOW with a "
+                           "default, APPROVAL was answered with the default at once")
+    assert "Answer it there" not in said
 
 
 def test_without_inbox_post_or_with_other_words_the_demo_does_not_post():

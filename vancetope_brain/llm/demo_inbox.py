@@ -183,7 +183,7 @@ def posted_report(messages: list[LlmMessage]) -> str | None:
         results.append((call_id.removeprefix(CALL_PREFIX), message.content))
     if not results:
         return None
-    posted, failed = [], []
+    posted, failed, auto = [], [], []
     for kind, content in reversed(results):
         try:
             body = json.loads(content)
@@ -191,10 +191,16 @@ def posted_report(messages: list[LlmMessage]) -> str | None:
             body = {"error": content}
         if "result" in body:
             posted.append(kind)
+            if (body["result"] or {}).get("resolvedBy") == "AUTO_DEFAULT":
+                auto.append(kind)
         else:
             failed.append(f"{kind}: {body.get('error')}")
-    asks = [k for k in posted if not k.startswith("OUTPUT_")]
+    asks = [k for k in posted if not k.startswith("OUTPUT_") and k not in auto]
     text = f"I put {_count(posted)} into your Inbox: {', '.join(posted)}. " if posted else ""
+    if auto:
+        text += (f"Being LOW with a default, {', '.join(auto)} {'was' if len(auto) == 1 else 'were'}"
+                 " answered with the default at once (you can revoke that in the web "
+                 "client's Inbox, which opens the question again). ")
     if asks:
         them = "it" if len(asks) == 1 else "them"
         text += (f"Answer {them} there — in the terminal `/inbox` lists {them} and `/answer "
