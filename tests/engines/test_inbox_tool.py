@@ -163,8 +163,8 @@ def test_a_retried_post_stores_its_attachment_once(embedded, monkeypatch):
     monkeypatch.setattr(inbox, "create", crash_once)
     files = set(_stored_files(embedded))
     _, w = spawn_worker(embedded, _image_worker, recipe="asker", goal="plot it")
-    wait_for(lambda: embedded.brain.store.port(UserInboxStore).list_inbox_items(
-        "acme", InboxQuery(origin_process_id=w.id)), timeout=15, what="the in-doubt question")
+    wait_for(lambda: embedded.brain.store.port(SessionStore).get_process("acme", w.id).status
+             is S.BLOCKED, timeout=15, what="the worker blocked by the in-doubt question")
     [doubt] = embedded.brain.store.port(UserInboxStore).list_inbox_items(
         "acme", InboxQuery(origin_process_id=w.id))
     assert doubt.tags == ["in-doubt"] and PNG not in (doubt.body or "")
