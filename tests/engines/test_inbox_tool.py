@@ -178,3 +178,24 @@ def test_a_retried_post_stores_its_attachment_once(embedded, monkeypatch):
     [image] = [i for i in items if i.type.value == "OUTPUT_IMAGE"]
     assert image.payload["attachmentId"] == stored
     assert set(_stored_files(embedded)) - files == {stored}
+
+
+def test_a_turn_replayed_after_the_post_stores_nothing_again(embedded):
+    """The worker dies after the post was journaled, before its turn committed: the next
+    attempt replays the completion and the post's recorded result — one item, one file."""
+    died = []
+
+    def worker(messages, tools):
+        if messages[-1].role == "tool" and not died:
+            died.append(1)
+            raise redis.ConnectionError("simulated crash after the post")
+        return _image_worker(messages, tools)
+
+    files = set(_stored_files(embedded))
+    _, w = spawn_worker(embedded, worker, recipe="asker", goal="plot it")
+    wait_for(lambda: embedded.brain.store.port(SessionStore).get_process("acme", w.id).status
+             is S.CLOSED, timeout=15, what="the worker done")
+    assert died
+    [item] = embedded.brain.store.port(UserInboxStore).list_inbox_items(
+        "acme", InboxQuery(origin_process_id=w.id))
+    assert set(_stored_files(embedded)) - files == {item.payload["attachmentId"]}
