@@ -24,6 +24,7 @@ import sys
 import textwrap
 import threading
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -166,14 +167,15 @@ def run_chat(config: Config, *, url: str | None, token: str | None, session_id: 
     """Connect, open the session and chat: interactively on a terminal, else one message per
     input line, each waiting for its answer. Never a traceback for Ctrl-C or a lost server."""
     config = chat_config(config, os.environ)
-    url = server_url(config, os.environ, url)
+    explicit_url, url = url, server_url(config, os.environ, url)
     token = token or _default_token(config)
     state_file = config.data_dir / "chat-state.json"
     try:
         client = ChatClient(url, token)
     except KeyboardInterrupt:
         return _interrupted()
-    chat = _Chat(client, url, token, state_file)
+    chat = _Chat(client, url, token, state_file,
+                 find_url=lambda: server_url(config, os.environ, explicit_url))
     try:
         if sys.stdin.isatty() and sys.stdout.isatty():
             return _interactive(chat, session_id, new)
@@ -197,8 +199,10 @@ class _Chat:
     """One terminal's conversation: its connection (replaced on reconnect), session and
     printer."""
 
-    def __init__(self, client: ChatClient, url: str, token: str, state_file: Path) -> None:
+    def __init__(self, client: ChatClient, url: str, token: str, state_file: Path, *,
+                 find_url: Callable[[], str] | None = None) -> None:
         self.client, self.url, self.token, self.state_file = client, url, token, state_file
+        self.find_url = find_url  # where the server is now (it may come back on another port)
         self.session_id = ""
         self.pid = ""
         self.printer = Printer(PlainView(sys.stdout), "", 0, 0)
@@ -273,8 +277,9 @@ class _Chat:
         for delay in RECONNECT_DELAYS:
             if stop.wait(delay):
                 return False
+            url = self.find_url() if self.find_url else self.url
             try:
-                client = ChatClient(self.url, self.token)
+                client = ChatClient(url, self.token)
             except Unauthorized as e:  # e.g. the token was revoked: trying again won't help
                 error = e
                 break
@@ -288,8 +293,8 @@ class _Chat:
                 client.close()
                 error = e
                 continue
-            self.client = client
-            view.line("note", "reconnected")
+            view.line("note", "reconnected" if url == self.url else f"reconnected to {url}")
+            self.client, self.url = client, url
             return True
         view.line("note", f"cannot reach the server ({error}); run `vancetope chat` again "
                           "when it is back")

@@ -285,3 +285,22 @@ def test_a_server_that_stays_away_is_said_so(monkeypatch, tmp_path):
                                      "connection lost); reconnecting…")
     assert view.lines[-1][1].startswith("cannot reach the server (cannot reach ws://127.0.0.1:9")
     assert view.lines[-1][1].endswith("run `vancetope chat` again when it is back")
+
+
+def test_a_server_back_on_another_port_is_found_again(monkeypatch, emb, served, tmp_path):
+    """The connection was to a server now gone; where the server is now (what ``serve``
+    recorded) is looked up on each attempt, and the session resumes there."""
+    monkeypatch.setattr(chat_client, "RECONNECT_DELAYS", (0.01, 0.01))
+    token = emb.brain.identity.issue_token("acme", "ada", label="moved")
+    first = ChatClient(f"ws://{served}/ws", token)
+    chat = _Chat(first, "ws://127.0.0.1:9/ws", token, tmp_path / "state.json",
+                 find_url=lambda: f"ws://{served}/ws")
+    chat.printer = Printer(view := Recorded(), "", 0, 0)
+    chat.open(view, None, True)
+    first.close()
+    try:
+        assert chat.reconnect(threading.Event())
+        assert view.lines[-1] == ("note", f"reconnected to ws://{served}/ws")
+        assert chat.url == f"ws://{served}/ws" and chat.client.connected
+    finally:
+        chat.client.close()
