@@ -177,6 +177,6 @@ def test_piped_chat_prints_the_transcript_plainly_each_reply_once(tmp_path):
                               r"deployment\?", line)]
     # Pushed as it was posted (mid-turn, so it may come before the turn's lines), then /inbox.
     assert len(pushed) == 2 and asked + 1 < pushed[0] < posted < pushed[1]
-    assert any(line.startswith("⚙ inbox_post type=APPROVAL") and line.endswith("→ PENDING")
-               for line in lines[approval:posted])
+    assert "⚙ inbox_post APPROVAL “Approve the demo deployment?” → PENDING" in \
+        lines[approval:posted]
     assert lines[-2:] == ["(1 pending)", "(unknown command /bogus; /help lists the commands)"]

@@ -108,6 +108,13 @@ def _serve(config: Config) -> int:
     host = _client_host(config.host)
     ws_url, web_url = f"ws://{host}:{server.port}/ws", f"http://{host}:{server.port}/"
     record_server(config, ws_url, os.environ)
+
+    def _stop(signum: int, frame: object) -> None:
+        threading.Thread(target=server.shutdown, daemon=True).start()
+
+    # Before the banner: a Ctrl-C as soon as the addresses show stops the server cleanly.
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
     print(f"Vancetope serving on http://{config.host}:{server.port} ({shape}; "
           f"store {_redact(config.store_url)})", flush=True)
     print(describe(config), flush=True)
@@ -121,11 +128,6 @@ def _serve(config: Config) -> int:
           f"Any WebSocket client: {ws_url} with header 'Authorization: Bearer <token>' "
           f"(a browser: subprotocols 'vancetope' and 'bearer.<token>')", flush=True)
 
-    def _stop(signum: int, frame: object) -> None:
-        threading.Thread(target=server.shutdown, daemon=True).start()
-
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
     try:
         server.serve_forever()
     finally:
