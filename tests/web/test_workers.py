@@ -143,7 +143,7 @@ def test_an_autonomous_session_creates_a_council_and_draws_its_heads(server, pag
     assert page.get_by_role("textbox", name=re.compile("^Message to")).count() == 0
     page.get_by_test_id("transcript").get_by_role("button", name="New process").click()
     dialog = page.get_by_role("dialog", name="New process")
-    dialog.get_by_role("textbox", name="Recipe or engine").click()
+    dialog.get_by_label("Recipe or engine").click()
     page.get_by_role("option", name="zaphod", exact=True).first.click()
     dialog.get_by_label("Goal").fill("Should we serve tea or coffee at the launch?")
     dialog.get_by_label("Name").fill("tea-council")

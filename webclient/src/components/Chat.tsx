@@ -80,7 +80,8 @@ export function Chat() {
           </ScrollArea.Autosize>
         </Paper>
       )}
-      <ScrollArea style={{ flex: 1 }} className="transcript" offsetScrollbars viewportRef={viewport}>
+      <ScrollArea style={{ flex: 1 }} className="transcript" offsetScrollbars viewportRef={viewport}
+        viewportProps={{ tabIndex: 0 }}>
         {hasEarlier && (
           <Group justify="center" mb="xs">
             <Button size="compact-sm" variant="subtle" loading={loading} onClick={() => void earlier()}>

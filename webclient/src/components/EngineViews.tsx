@@ -6,7 +6,7 @@ import {
   Alert, Badge, Button, Group, List, Stepper, Text, Timeline, Tree, useTree,
   type RenderTreeNodePayload, type TreeNodeData,
 } from "@mantine/core";
-import { useState } from "react";
+import { useMemo, useState } from "react";
 
 import { focusProcess } from "../client";
 import { openItem } from "../inbox";
@@ -125,13 +125,15 @@ function treeData(tree: TaskTree, id: string): TreeNodeData {
 
 /** marvin's tree: every node open unless the user closed it (arrow keys move and open). */
 function MarvinTree({ tree }: { tree: TaskTree }) {
-  const [closed, setClosed] = useState<string[]>([]);
-  const expandedState = Object.fromEntries(Object.keys(tree.nodes)
-    .map((id) => [id, !closed.includes(id)]));
+  const [closed, setClosed] = useState("");  // the closed nodes' ids, sorted, joined
+  const expandedState = useMemo(() => Object.fromEntries(Object.keys(tree.nodes)
+    .map((id) => [id, !closed.split(" ").includes(id)])), [tree, closed]);
+  // A new array each render would make the Tree initialize again each time.
+  const data = useMemo(() => [treeData(tree, tree.root)], [tree]);
   const controller = useTree({
     expandedState,
     onExpandedStateChange: (state) =>
-      setClosed(Object.entries(state).filter(([, open]) => !open).map(([id]) => id)),
+      setClosed(Object.entries(state).filter(([, open]) => !open).map(([id]) => id).sort().join(" ")),
   });
   const renderNode = ({ node, expanded, hasChildren, elementProps }: RenderTreeNodePayload) => {
     const n = tree.nodes[node.value];
@@ -146,7 +148,7 @@ function MarvinTree({ tree }: { tree: TaskTree }) {
     );
   };
   return (
-    <Tree data={[treeData(tree, tree.root)]} tree={controller} levelOffset="md"
+    <Tree data={data} tree={controller} levelOffset="md"
       renderNode={renderNode} aria-label="Task tree" data-testid="task-tree" />
   );
 }
@@ -178,7 +180,7 @@ function VogonPhases({ view: v }: { view: VogonView }) {
       {v.waiting && (
         <Alert color="orange" mt="xs" title="Waiting for your answer" data-testid="checkpoint">
           <Text size="sm" mb={6}>{v.waiting.title}</Text>
-          <Button size="compact-sm" variant="light" color="orange.9"
+          <Button size="compact-sm" color="orange.9"
             onClick={() => openItem(v.waiting!.id)}>Open in the Inbox</Button>
         </Alert>
       )}
@@ -198,7 +200,7 @@ function ZaphodCouncil({ council: c, synthesis }: { council: Council; synthesis?
         <Timeline.Item key={round} title={`Round ${round}`}>
           <Group gap={4} mt={4}>
             {c.heads.filter((h) => h.round === round).map((h) => (
-              <Button key={`${h.name}-${round}`} size="compact-xs" variant="light"
+              <Button key={`${h.name}-${round}`} size="compact-xs"
                 color={HEAD_COLOR[h.status] ?? "gray.7"} data-testid="council-head"
                 data-status={h.status} disabled={!h.processId}
                 aria-label={`head ${h.name}: ${h.status}, open its chat`}
