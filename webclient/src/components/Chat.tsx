@@ -75,7 +75,7 @@ export function Chat() {
               {chatProcessId ? "Back to Arthur" : "Close"}
             </Button>
           </Group>
-          <ScrollArea.Autosize mah="35dvh" mt="xs" type="auto">
+          <ScrollArea.Autosize mah="35dvh" mt="xs" type="auto" scrollbars="y">
             <EngineView process={focused} />
           </ScrollArea.Autosize>
         </Paper>

@@ -140,10 +140,12 @@ function MarvinTree({ tree }: { tree: TaskTree }) {
     return (
       <Group gap={6} wrap="nowrap" {...elementProps} data-testid="task-node"
         data-node={n.id} data-status={n.status} data-kind={n.kind}>
-        <Text size="xs" w={12} aria-hidden>{hasChildren ? (expanded ? "▾" : "▸") : ""}</Text>
-        <Badge size="xs" variant="outline" color="dark">{n.kind.toLowerCase().replace("_", " ")}</Badge>
-        <Badge size="xs" color={NODE_COLOR[n.status]}>{n.status}</Badge>
-        <Text size="sm" truncate title={n.goal}>{n.goal}</Text>
+        <Text size="xs" w={12} aria-hidden style={{ flexShrink: 0 }}>
+          {hasChildren ? (expanded ? "▾" : "▸") : ""}</Text>
+        <Badge size="xs" variant="outline" color="dark" style={{ flexShrink: 0 }}>
+          {n.kind.toLowerCase().replace("_", " ")}</Badge>
+        <Badge size="xs" color={NODE_COLOR[n.status]} style={{ flexShrink: 0 }}>{n.status}</Badge>
+        <Text size="sm" truncate title={n.goal} style={{ minWidth: 0, flex: 1 }}>{n.goal}</Text>
       </Group>
     );
   };
