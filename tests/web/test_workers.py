@@ -23,15 +23,15 @@ def test_focus_a_marvin_worker_its_tree_grows_live_and_arthur_counts_new_lines(
     create_session(page, "focus marvin")
     transcript = page.get_by_test_id("transcript")
     transcript.get_by_text("Hi, I'm Arthur").wait_for()
-    # Every count of drawn task nodes, to see the tree grow rather than appear whole.
+    # Every summary of the tree the card shows, to see the tree grow rather than appear whole.
     page.evaluate("""() => {
-        window.__nodes = [];
+        window.__trees = [];
         new MutationObserver(() => {
-            const n = document.querySelectorAll('[data-testid=task-node]').length;
-            const done = document.querySelectorAll('[data-testid=task-node][data-status=DONE]').length;
-            const last = window.__nodes[window.__nodes.length - 1];
-            if (n && (!last || last[0] !== n || last[1] !== done)) window.__nodes.push([n, done]);
-        }).observe(document.body, {subtree: true, childList: true, attributes: true});
+            for (const e of document.querySelectorAll('[data-testid=engine-summary]')) {
+                const t = e.textContent;
+                if (t.startsWith('task tree') && !window.__trees.includes(t)) window.__trees.push(t);
+            }
+        }).observe(document.body, {subtree: true, childList: true, characterData: true});
     }""")
     page.get_by_label("Message to Arthur").fill("please research the history of tea")
     page.keyboard.press("Enter")
@@ -45,13 +45,16 @@ def test_focus_a_marvin_worker_its_tree_grows_live_and_arthur_counts_new_lines(
     assert card.get_attribute("data-focused") == "true"
 
     page.locator(f'{WORKER}[aria-label="Worker demo-research"][data-status=CLOSED]').wait_for()
+    # Ended: it takes no more messages, and the composer says so.
+    page.get_by_text("This process has ended").wait_for()
+    assert page.get_by_label("Message to demo-research").is_disabled()
     tree = focused.get_by_test_id("task-tree")
     tree.locator("[data-testid=task-node][data-kind=AGGREGATE][data-status=DONE]").wait_for()
     kinds = {n.get_attribute("data-kind") for n in tree.get_by_test_id("task-node").all()}
     assert {"PLAN", "WORKER", "AGGREGATE"} <= kinds, kinds
     assert tree.get_by_role("tree").count() + tree.locator("[role=treeitem]").count() > 3
-    grown = page.evaluate("window.__nodes")
-    assert len(grown) > 2 and grown[0] != grown[-1], grown  # drawn step by step
+    grown = [re.match(r"task tree: (\d+)/(\d+)", t).groups() for t in page.evaluate("window.__trees")]
+    assert any(done < total for done, total in grown), grown  # drawn step by step
     summary = card.get_by_test_id("engine-summary").inner_text()
     assert re.match(r"task tree: (\d+)/\1 steps done", summary), summary
     # The worker's own chat, not Arthur's: its lines, under its name.

@@ -147,7 +147,8 @@ export function putProcesses(processes: Process[], fresh = false): void {
       const trail = old ? old.trail : [];
       next[p.id] = {
         tree: null, council: null, phase: null, ...(fresh ? {} : old), ...p,
-        lastEvent: old?.lastEvent ?? null,
+        // After a gap the last event seen may be long past: not shown as the last one.
+        lastEvent: fresh ? null : old?.lastEvent ?? null,
         trail: trail[trail.length - 1] === p.status ? trail : [...trail, p.status],
       };
     }

@@ -106,12 +106,13 @@ export function Chat() {
           <div ref={bottom} />
         </Stack>
       </ScrollArea>
-      {viewed && <Composer to={speaker} key={viewed} />}
+      {viewed && <Composer to={speaker} key={viewed} ended={focused?.status === "CLOSED"} />}
     </Stack>
   );
 }
 
-function Composer({ to }: { to: string }) {
+/** `ended`: the process is CLOSED and takes no more messages (the server refuses them). */
+function Composer({ to, ended }: { to: string; ended: boolean }) {
   const [text, setText] = useState("");
   const [sending, setSending] = useState(false);
   const send = async () => {
@@ -126,12 +127,13 @@ function Composer({ to }: { to: string }) {
       <form onSubmit={(e) => { e.preventDefault(); void send(); }}>
         <Group align="flex-end" wrap="nowrap">
           <Textarea style={{ flex: 1 }} autosize minRows={1} maxRows={6} maxLength={32000}
-            label={`Message to ${to}`} value={text}
+            label={`Message to ${to}`} value={text} disabled={ended}
+            description={ended ? "This process has ended: it takes no more messages." : undefined}
             onChange={(e) => setText(e.currentTarget.value)}
             onKeyDown={(e) => {
               if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); void send(); }
             }} />
-          <Button type="submit" loading={sending} disabled={!text.trim()}>Send</Button>
+          <Button type="submit" loading={sending} disabled={ended || !text.trim()}>Send</Button>
         </Group>
       </form>
     </Paper>
