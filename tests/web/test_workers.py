@@ -150,6 +150,12 @@ def test_an_autonomous_session_creates_a_council_and_draws_its_heads(server, pag
     page.get_by_role("option", name="zaphod", exact=True).first.click()
     dialog.get_by_label("Goal").fill("Should we serve tea or coffee at the launch?")
     dialog.get_by_label("Name").fill("tea-council")
+    params = dialog.get_by_label("Params")
+    params.fill('["not", "an object"]')
+    dialog.get_by_text("Params must be a JSON object").wait_for()
+    assert dialog.get_by_role("button", name="Start").is_disabled()
+    params.fill('{"heads": [{"name": "tea", "persona": "a tea lover"},'
+                ' {"name": "coffee", "persona": "a coffee lover"}]}')
     shoot(dialog, "new-process-dialog")
     dialog.get_by_role("button", name="Start").click()
 
@@ -159,7 +165,8 @@ def test_an_autonomous_session_creates_a_council_and_draws_its_heads(server, pag
     council = focused.get_by_test_id("council")
     page.locator("[data-testid=council][data-phase=done]").wait_for()
     heads = council.get_by_test_id("council-head")
-    assert heads.count() == 3 and {h.get_attribute("data-status") for h in heads.all()} == {"done"}
+    # The two heads the params named, not the recipe's default three.
+    assert sorted(h.inner_text() for h in heads.all()) == ["coffee: done", "tea: done"]
     council.get_by_test_id("synthesis").get_by_text("Conclusion:").wait_for()
     card = _card(page, "tea-council")
     assert card.get_by_test_id("engine-summary").inner_text().startswith(

@@ -267,9 +267,10 @@ export function focusProcess(processId: string | null): void {
 /** Start a process in the bound session (think-engines §8) and focus it. */
 export async function createProcess(
   how: { recipe: string } | { engine: string }, goal: string, name: string,
+  params?: Record<string, unknown>,
 ): Promise<boolean> {
   const answer = await request<{ process: Process }>("process-create",
-    { ...how, goal, ...(name ? { name } : {}) });
+    { ...how, goal, ...(name ? { name } : {}), ...(params ? { params } : {}) });
   if (!answer) return false;
   putProcesses([answer.process]);
   focusProcess(answer.process.id);

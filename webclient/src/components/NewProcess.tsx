@@ -1,12 +1,25 @@
-import { Button, Modal, Select, Stack, Textarea, TextInput } from "@mantine/core";
+import { Button, JsonInput, Modal, Select, Stack, Textarea, TextInput } from "@mantine/core";
 import { useDisclosure } from "@mantine/hooks";
 import { useEffect, useState } from "react";
 
 import { createProcess, processChoices } from "../client";
 import { useStore } from "../store";
 
+/** A JSON object, or `undefined` for an empty field; `null` when it is no object. */
+function paramsOf(text: string): Record<string, unknown> | undefined | null {
+  if (!text.trim()) return undefined;
+  try {
+    const value: unknown = JSON.parse(text);
+    return value && typeof value === "object" && !Array.isArray(value)
+      ? value as Record<string, unknown> : null;
+  } catch {
+    return null;
+  }
+}
+
 /** Start a process in the bound session (`process-create`): a recipe (`recipe-list`) or
- * an engine (`think-engines-list`), its goal and an optional name. The new process is
+ * an engine (`think-engines-list`), its goal, an optional name and engine params (a JSON
+ * object, e.g. vogon's `{"strategy": "draft-review"}`). The new process is
  * focused, so what is typed next goes to it. */
 export function NewProcess() {
   const sessionId = useStore((s) => s.sessionId);
@@ -16,22 +29,25 @@ export function NewProcess() {
   const [what, setWhat] = useState<string | null>(null);
   const [goal, setGoal] = useState("");
   const [name, setName] = useState("");
+  const [params, setParams] = useState("");
   const [busy, setBusy] = useState(false);
   useEffect(() => {
     if (opened) void processChoices().then(setChoices);
   }, [opened]);
   if (!sessionId) return null;
   const submit = async () => {
-    if (!what || !goal.trim()) return;
+    const parsed = paramsOf(params);
+    if (!what || !goal.trim() || parsed === null) return;
     setBusy(true);
     const [kind, value] = what.split(":", 2);
     const ok = await createProcess(kind === "engine" ? { engine: value } : { recipe: value },
-      goal.trim(), name.trim());
+      goal.trim(), name.trim(), parsed);
     setBusy(false);
     if (ok) {
       close();
       setGoal("");
       setName("");
+      setParams("");
     }
   };
   return (
@@ -49,7 +65,11 @@ export function NewProcess() {
               onChange={(e) => setGoal(e.currentTarget.value)} />
             <TextInput label="Name" placeholder="optional" value={name}
               onChange={(e) => setName(e.currentTarget.value)} />
-            <Button type="submit" loading={busy} disabled={!what || !goal.trim()}>Start</Button>
+            <JsonInput label="Params" placeholder='optional, e.g. {"strategy": "draft-review"}'
+              autosize minRows={2} maxRows={8} value={params} onChange={setParams}
+              error={paramsOf(params) === null ? "Params must be a JSON object" : undefined} />
+            <Button type="submit" loading={busy}
+              disabled={!what || !goal.trim() || paramsOf(params) === null}>Start</Button>
           </Stack>
         </form>
       </Modal>
