@@ -18,7 +18,7 @@ def _card(page, name: str):  # type: ignore[no-untyped-def]
 
 
 def test_focus_a_marvin_worker_its_tree_grows_live_and_arthur_counts_new_lines(
-        server, page, shoot, axe_violations):
+        server, page, browser, shoot, axe_violations):
     page.goto(server.sign_in_url)
     create_session(page, "focus marvin")
     transcript = page.get_by_test_id("transcript")
@@ -62,10 +62,21 @@ def test_focus_a_marvin_worker_its_tree_grows_live_and_arthur_counts_new_lines(
     transcript.locator("[data-role=assistant]").first.wait_for()
     assert transcript.get_by_text("Hi, I'm Arthur").count() == 0
     assert transcript.locator("[data-role=assistant]").first.get_by_text("demo-research").count() == 1
-    # Arthur went on meanwhile (it relayed the worker's report): counted, not shown.
+    # Arthur goes on meanwhile — here answering the user's other tab: counted, not shown.
+    other = browser.new_context()
+    try:
+        second = other.new_page()
+        second.goto(server.sign_in_url)
+        second.get_by_role("button", name="focus marvin").click()
+        second.get_by_label("Message to Arthur").fill("hello from the other tab")
+        second.keyboard.press("Enter")
+        second.locator("[data-role=assistant]").filter(has_text="hello from the other tab").wait_for()
+    finally:
+        other.close()
     unread = focused.get_by_test_id("unread")
     unread.wait_for()
     assert int(unread.inner_text()) >= 1
+    assert transcript.get_by_text("hello from the other tab").count() == 0
     shoot(page, "worker-focused-marvin-tree")
     found = axe_violations(page)
     assert found == [], "\n".join(found)
@@ -86,6 +97,7 @@ def test_focus_a_marvin_worker_its_tree_grows_live_and_arthur_counts_new_lines(
     page.get_by_label("Message to Arthur").wait_for()
     assert page.get_by_test_id("focused").count() == 0
     transcript.locator("[data-role=assistant]").filter(has_text="is done").wait_for()
+    transcript.locator("[data-role=assistant]").filter(has_text="hello from the other tab").wait_for()
     # Away again and back: the count starts from nothing.
     card.get_by_role("button", name="open demo-research").click()
     focused.wait_for()
