@@ -86,6 +86,8 @@ const announced = new Set<string>();
  * at once) updates one toast instead of stacking one per item. */
 let unseen = 0;
 const TOAST_ID = "inbox-added";
+/** How long the toast stays after the burst's newest item (Mantine's default is 4 s). */
+const TOAST_MS = 5000;
 
 /** A toast while the page is open; the browser's notification as well when the tab is in
  * the background and the user allowed it (`askNotificationPermission`). */
@@ -97,6 +99,10 @@ function announce(item: InboxItem): void {
     title: unseen === 1 ? `New in your Inbox (${item.type.toLowerCase().replace("_", " ")})`
       : `${unseen} new items in your Inbox`,
     message: item.title,
+    // Mantine restarts a toast's timer only when its duration changes: a new duration
+    // per item keeps the toast for TOAST_MS after the newest one, so a burst that
+    // arrives slowly (a loaded server) is still one toast.
+    autoClose: TOAST_MS + unseen,
     onClose: () => { unseen = 0; },
   };
   if (unseen === 1) notifications.show(toast);
