@@ -104,7 +104,7 @@ def test_the_inbox_list_loads_more_with_the_next_cursor(server, page, shoot):
         page.get_by_label("Message to Arthur").fill("show me every kind of inbox item")
         page.keyboard.press("Enter")
         transcript.locator("[data-role=assistant]").filter(has_text="I put 8 items into your Inbox") \
-            .nth(n - 1).wait_for()
+            .nth(n - 1).wait_for(timeout=60_000)  # eight posts a turn: slow on a loaded box
     page.get_by_role("tab", name="Inbox").click()
     page.locator("label").filter(has_text=re.compile(r"^all \(")).click()
     rows = page.get_by_test_id("inbox-row")
