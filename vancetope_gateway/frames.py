@@ -271,6 +271,16 @@ class InboxDismiss(Wire):
     note: str | None = Field(default=None, max_length=2000)
 
 
+class UserList(Wire):
+    """The users of the caller's tenant (another tenant's are never listed), oldest first:
+    ``id`` and ``name`` only. ``query``: those whose id or name contains it (any case);
+    ``cursor``: the ``nextCursor`` of the previous page."""
+
+    query: str | None = Field(default=None, max_length=200)
+    cursor: str | None = Field(default=None, min_length=1, max_length=64)
+    limit: int = Field(default=50, ge=1, le=200)
+
+
 class Empty(Wire):
     """No data (``ping``, ``think-engines-list``, ``thinkengines-list``)."""
 
@@ -310,6 +320,7 @@ REQUESTS: dict[str, type[Wire]] = {
     "inbox-dismiss": InboxDismiss,
     "inbox-archive": InboxItemRef,
     "inbox-revoke-auto-answer": InboxItemRef,
+    "user-list": UserList,
     "ping": Empty,
 }
 
@@ -431,6 +442,21 @@ class InboxItemReply(Wire):
     item: dict[str, Any]
 
 
+class UserEntry(Wire):
+    """One user of the tenant as another user sees them (never a token)."""
+
+    id: str
+    name: str
+
+
+class UsersListed(Wire):
+    """Reply to ``user-list``: a page of the tenant's users; ``nextCursor`` when more
+    follow."""
+
+    users: list[UserEntry]
+    next_cursor: str | None = None
+
+
 class Pong(Wire):
     """Reply to ``ping``."""
 
@@ -467,6 +493,7 @@ REPLIES: dict[str, type[Wire]] = {
     **{name: InboxItemReply for name in ("inbox-item", "inbox-answer", "inbox-delegate",
                                           "inbox-dismiss", "inbox-archive",
                                           "inbox-revoke-auto-answer")},
+    "user-list": UsersListed,
     "ping": Pong,
 }
 

@@ -200,6 +200,7 @@ class Connection:
                 self._who, d.item_id)),
             "inbox-revoke-auto-answer": lambda d: self._item(
                 self._gateway.inbox.revoke_auto_answer(self._who, d.item_id)),
+            "user-list": self._user_list,
             "ping": lambda _: frames.Pong(),
         }
 
@@ -480,6 +481,21 @@ class Connection:
 
     def _item(self, item: InboxItem) -> frames.InboxItemReply:
         return frames.InboxItemReply(item=self._gateway.inbox.view(item))
+
+    # ── users (whom an Inbox item can be delegated to) ─────────────────
+    def _user_list(self, data: frames.UserList) -> frames.UsersListed:
+        users = self._gateway.identity.list_users(self._who.tenant_id)
+        if data.cursor is not None:
+            at = next((i for i, u in enumerate(users) if u.id == data.cursor), None)
+            if at is None:
+                raise InvalidInput("cursor is not a nextCursor of user-list")
+            users = users[at + 1:]
+        if data.query:
+            needle = data.query.casefold()
+            users = [u for u in users if needle in u.id.casefold() or needle in u.name.casefold()]
+        page = users[:data.limit]
+        return frames.UsersListed(users=[frames.UserEntry(id=u.id, name=u.name) for u in page],
+                                  next_cursor=page[-1].id if len(users) > data.limit else None)
 
     def _follow_feed(self) -> None:
         """Count this connection as the user's (for the WebSocket notification channel) and

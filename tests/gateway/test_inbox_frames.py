@@ -202,6 +202,39 @@ def test_delegation_within_the_tenant_routes_the_answer_to_the_origin(emb, clien
     assert [(d.channel, d.status.value) for d in deliveries][0] == ("ws", "SENT")
 
 
+@covers("user-list", SUCCESS, REFUSAL)
+def test_user_list_shows_only_the_callers_tenant_without_secrets(emb, client, people):
+    identity = emb.brain.identity
+    with contextlib.suppress(Exception):
+        identity.create_user("acme", "Carol Jones", "usr_carol")
+    identity.create_token("acme", "bob", "a secret for bob")
+    listed = client.ok("user-list")
+    ids = [u["id"] for u in listed["users"]]
+    assert {"ada", "bob", "usr_carol"} <= set(ids) and "eve" not in ids
+    assert all(set(u) == {"id", "name"} for u in listed["users"])  # never a token
+    assert [u["name"] for u in listed["users"] if u["id"] == "usr_carol"] == ["Carol Jones"]
+    # Eve, of another tenant, sees hers only — and no query reaches into acme.
+    eve = Client(emb, people["eve"])
+    try:
+        assert [u["id"] for u in eve.ok("user-list")["users"]] == ["eve"]
+        assert eve.ok("user-list", query="carol")["users"] == []
+        eve.refused("user-list", "invalid_input", cursor="bob")  # acme's id is no cursor here
+    finally:
+        eve.close()
+    assert [u["id"] for u in client.ok("user-list", query="JONES")["users"]] == ["usr_carol"]
+    # Paged: one user a page, following nextCursor, gives the whole list once.
+    paged, cursor = [], None
+    while True:
+        page = client.ok("user-list", limit=1, **({"cursor": cursor} if cursor else {}))
+        paged += [u["id"] for u in page["users"]]
+        cursor = page.get("nextCursor")
+        if cursor is None:
+            break
+    assert paged == ids
+    client.refused("user-list", "invalid_input", limit=0)
+    client.refused("user-list", "invalid_input", limit=201)
+
+
 @covers("inbox-revoke-auto-answer", SUCCESS, REFUSAL)
 def test_low_default_is_answered_at_creation_and_revoking_reblocks(emb, client, origin):
     item = _ask(emb, origin, T.APPROVAL, {"default": "yes"}, criticality=Criticality.LOW)

@@ -192,10 +192,13 @@ def test_every_inbox_item_type_is_rendered_answered_and_one_delegated(
 
         view.get_by_role("button", name="Delegate…").click()
         view.get_by_label("Note").fill("you saw the demo too")
-        view.get_by_label("Delegate to user id").fill("usr_nobody")
-        view.get_by_role("button", name="Delegate", exact=True).click()
-        view.get_by_test_id("item-error").wait_for()  # the server's refusal, shown inline
-        view.get_by_label("Delegate to user id").fill(bea)
+        # The tenant's users (user-list), searched as one types: nobody else matches.
+        picker = view.get_by_label("Delegate to")
+        picker.fill("nobody")
+        page.get_by_text("No user of this tenant matches").wait_for()
+        picker.fill("be")
+        page.get_by_role("option", name=f"Bea ({bea})").click()
+        assert picker.input_value() == f"Bea ({bea})"
         view.get_by_role("button", name="Delegate", exact=True).click()
         page.locator(f"{ROW}[data-type=FEEDBACK]").wait_for(state="detached")  # not mine now
 

@@ -1,4 +1,5 @@
-"""A phone-sized screen: the sessions fold into the menu, chat and workers are tabs."""
+"""A phone-sized screen: the sessions fold into the menu, chat and workers are tabs; a worker
+opened from its tab is shown in the chat tab."""
 
 from __future__ import annotations
 
@@ -22,5 +23,14 @@ def test_a_phone_sized_screen_has_the_chat_and_the_workers_as_tabs(server, brows
         page.get_by_role("tab", name="Workers").click()
         page.locator("[data-testid=worker-card][data-status=CLOSED]").first.wait_for()
         shoot(page, "phone-workers")
+        # Opening a worker goes to the chat tab, showing its tree and addressing it.
+        page.get_by_role("button", name="open demo-research", exact=True).click()
+        page.get_by_test_id("task-tree").wait_for()
+        assert page.get_by_role("tab", name="Chat").get_attribute("aria-selected") == "true"
+        assert page.get_by_label("Message to demo-research").is_visible()
+        assert page.get_by_role("button", name="Send").is_visible()
+        shoot(page, "phone-worker-focused")
+        page.get_by_role("button", name="Back to Arthur").click()
+        page.get_by_label("Message to Arthur").wait_for()
     finally:
         context.close()

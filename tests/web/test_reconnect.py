@@ -148,3 +148,77 @@ def test_a_session_closed_elsewhere_while_away_is_not_shown_as_live(server, page
     blocked.clear()
     page.get_by_text("Open a session on the left").wait_for()
     page.get_by_role("button", name="closed elsewhere").get_by_text("CLOSED", exact=True).wait_for()
+
+
+def test_a_task_tree_drawn_before_a_gap_is_read_again_from_the_committed_state(
+        server, page, browser, shoot):
+    """This tab sees marvin's tree begin, is cut at its first ``task-node`` and kept away
+    while the tree finishes and another tab trims the event log; back, it gets
+    ``events-gap``, reads the processes again, and draws the finished tree — as the other
+    tab does."""
+    blocked = threading.Event()
+    armed = threading.Event()
+    open_sockets: list[tuple[object, object]] = []
+    gaps: list[dict] = []
+
+    def route(ws) -> None:  # type: ignore[no-untyped-def]
+        if blocked.is_set():
+            ws.close(code=1011, reason="the test keeps this tab away")
+            return
+        upstream = ws.connect_to_server()
+        open_sockets.append((ws, upstream))
+
+        def down(message) -> None:  # type: ignore[no-untyped-def]
+            frame = json.loads(message)
+            if frame["type"] == "events-gap":
+                gaps.append(frame["data"])
+            ws.send(message)
+            if armed.is_set() and not blocked.is_set() and frame["type"] == "event" \
+                    and frame["data"]["type"] == "task-node":
+                blocked.set()
+                ws.close(code=4000, reason="cut by the test")
+                upstream.close()
+
+        ws.on_message(lambda message: upstream.send(message))
+        upstream.on_message(down)
+
+    page.route_web_socket(re.compile(r"/ws$"), route)
+    page.goto(server.sign_in_url)
+    create_session(page, "tree gap")
+    page.get_by_text("Hi, I'm Arthur").wait_for()
+    card = '[data-testid=worker-card][aria-label="Worker demo-research"]'
+    other = browser.new_context()
+    try:
+        busy = other.new_page()
+        busy.goto(server.sign_in_url)
+        busy.get_by_role("button", name="tree gap").click()
+        busy.get_by_text("Hi, I'm Arthur").wait_for()
+        armed.set()
+        page.get_by_label("Message to Arthur").fill("please research the history of tea")
+        page.keyboard.press("Enter")
+        page.get_by_test_id("connection").get_by_text("reconnecting").wait_for()
+        partial = page.locator(card).get_by_test_id("engine-summary").inner_text()
+        assert not re.match(r"task tree: (\d+)/\1 ", partial), partial  # cut mid-tree
+        busy.locator(f"{card}[data-status=CLOSED]").wait_for()
+        for n in range(3):  # trim the log past this tab's position
+            busy.get_by_label("Message to Arthur").fill(f"message number {n}")
+            busy.keyboard.press("Enter")
+            busy.locator("[data-role=assistant]").filter(has_text=f"number {n}").wait_for()
+        blocked.clear()
+        page.locator("[data-role=assistant]").filter(has_text="number 2").wait_for()
+        assert gaps, "the tab was not told of the gap"
+        page.locator(card).get_by_role("button", name="open demo-research").click()
+        busy.locator(card).get_by_role("button", name="open demo-research").click()
+        nodes = "[data-testid=task-node][data-kind=AGGREGATE][data-status=DONE]"
+        page.locator(nodes).wait_for()
+        busy.locator(nodes).wait_for()
+
+        def tree(tab) -> list[tuple[str | None, str | None]]:  # type: ignore[no-untyped-def]
+            return [(n.get_attribute("data-node"), n.get_attribute("data-status"))
+                    for n in tab.get_by_test_id("task-node").all()]
+        assert tree(page) == tree(busy) and {s for _, s in tree(page)} == {"DONE"}
+        assert page.locator(card).get_by_test_id("engine-summary").inner_text() == \
+            busy.locator(card).get_by_test_id("engine-summary").inner_text()
+        shoot(page, "task-tree-after-gap")
+    finally:
+        other.close()

@@ -7,14 +7,18 @@ import { forgetToken, storeToken, storedToken } from "./auth";
 import { Connection, ProtocolError, type CloseInfo } from "./connection";
 import type {
   BoundSession, ChatLine, Frame, OnDisconnect, Process, Session, SessionType, StreamEvent,
+  TenantUser,
 } from "./protocol";
 import { loadInbox, onInboxPush } from "./inbox";
 import {
-  applyEvent, get, mergeLines, putProcesses, resetSession, set,
+  applyEvent, get, mergeLines, putProcesses, resetSession, set, track, viewedProcess,
 } from "./store";
 
-/** Chat lines loaded when a session is bound or after `events-gap` (the newest ones). */
+/** Chat lines loaded per page: the newest when a chat is shown or after `events-gap`, then
+ * each *Load earlier* (`beforeSeq`). */
 export const HISTORY_LINES = 200;
+/** Engines whose views are drawn from their state: re-read when a turn of theirs ends. */
+const DRAWN_ENGINES = new Set(["marvin", "vogon", "zaphod"]);
 /** Reconnect back-off: the first retry, doubled each time up to the cap (milliseconds). */
 const RETRY_FIRST_MS = 500;
 const RETRY_MAX_MS = 10_000;
@@ -93,8 +97,13 @@ function onPush(frame: Frame): void {
     case "events-gap":
       if (frame.data.sessionId === get().sessionId) {
         const first = frame.data.firstAvailable as number;
-        set({ lastSeq: first > 0 ? first - 1 : 0, streaming: "" });
-        void loadHistory();
+        set((s) => ({
+          lastSeq: first > 0 ? first - 1 : 0,
+          transcripts: Object.fromEntries(Object.entries(s.transcripts)
+            .map(([id, t]) => [id, { ...t, streaming: "", liveTools: [] }])),
+        }));
+        // Missed task-node / vogon-phase / council events: the committed state again.
+        void Promise.all([...Object.keys(get().transcripts).map(loadHistory), loadProcesses()]);
       }
       break;
     case "inbox-pending-summary":
@@ -114,6 +123,10 @@ function onEvent(event: StreamEvent): void {
   // A spawned process is committed by the time it leaves INIT (not yet when its parent
   // announces it): read it whole then, and any process this tab has not seen yet.
   if (event.type === "status-changed" && (!known || event.data.from === "INIT")) {
+    void refreshProcess(event.processId);
+  } else if (event.type === "status-changed" && event.data.to !== "RUNNING"
+      && DRAWN_ENGINES.has(get().processes[event.processId]?.engine ?? "")) {
+    // A turn of an engine drawn from its state ended: its state is committed now.
     void refreshProcess(event.processId);
   }
   // The chat process closes only with its session (closed here, in another tab or by
@@ -196,28 +209,89 @@ async function bind(
 ): Promise<boolean> {
   const answer = await request<BoundSession>(type, data);
   if (!answer) return false;
-  set({
-    sessionId: answer.session.id, chatProcessId: answer.chatProcessId,
+  const chat = answer.chatProcessId;
+  set((s) => ({
+    sessionId: answer.session.id, chatProcessId: chat,
+    transcripts: chat && !s.transcripts[chat] ? { ...s.transcripts, [chat]: { lines: [],
+      streaming: "", liveTools: [], hasEarlier: false } } : s.transcripts,
     contextDrift: Boolean(answer.contextDrift),
     // The events after the asked lastSeq follow this reply. Opening a session replays its
     // whole log: skip what the history below already holds by starting at its end.
     ...(how === "open" ? { lastSeq: answer.lastSeq } : {}),
-  });
-  await Promise.all([loadHistory(), loadProcesses(), refreshSessions()]);
+  }));
+  // Every chat this tab holds (a reconnect keeps the focused worker's too).
+  await Promise.all([...Object.keys(get().transcripts).map(loadHistory), loadProcesses(),
+    refreshSessions()]);
   return true;
 }
 
-async function loadHistory(): Promise<void> {
-  const processId = get().chatProcessId;
-  if (!processId) return;
+/** The newest page of a process's chat, merged into what the tab holds. */
+async function loadHistory(processId: string): Promise<void> {
   const answer = await request<{ messages: ChatLine[] }>("chat-history",
     { processId, limit: HISTORY_LINES });
-  if (answer) mergeLines(answer.messages);
+  if (!answer) return;
+  const held = get().transcripts[processId]?.lines ?? [];
+  const oldest = held.length === 0 || (answer.messages[0]?.seq ?? Infinity) <= held[0].seq;
+  mergeLines(processId, answer.messages, { oldest, full: answer.messages.length === HISTORY_LINES });
+}
+
+/** The page before the oldest line held (*Load earlier*). */
+export async function loadEarlier(processId: string): Promise<void> {
+  const first = get().transcripts[processId]?.lines[0];
+  if (!first) return;
+  const answer = await request<{ messages: ChatLine[] }>("chat-history",
+    { processId, beforeSeq: first.seq, limit: HISTORY_LINES });
+  if (answer) {
+    mergeLines(processId, answer.messages,
+      { oldest: true, full: answer.messages.length === HISTORY_LINES });
+  }
 }
 
 async function loadProcesses(): Promise<void> {
   const answer = await request<{ processes: Process[] }>("process-list", { all: true });
-  if (answer) putProcesses(answer.processes);
+  if (answer) putProcesses(answer.processes, true);
+}
+
+/** Show a worker's own chat in the middle pane and address it (`null`: back to the chat
+ * process, whose unread count starts again). Client state only. */
+export function focusProcess(processId: string | null): void {
+  if (processId === null || processId === get().chatProcessId) {
+    set({ focus: null, unread: 0, tab: "chat" });
+    return;
+  }
+  track(processId);
+  set({ focus: processId, tab: "chat" });
+  void loadHistory(processId);
+}
+
+/** Start a process in the bound session (think-engines §8) and focus it. */
+export async function createProcess(
+  how: { recipe: string } | { engine: string }, goal: string, name: string,
+  params?: Record<string, unknown>,
+): Promise<boolean> {
+  const answer = await request<{ process: Process }>("process-create",
+    { ...how, goal, ...(name ? { name } : {}), ...(params ? { params } : {}) });
+  if (!answer) return false;
+  putProcesses([answer.process]);
+  focusProcess(answer.process.id);
+  return true;
+}
+
+/** What `process-create` can run: the tenant's recipes and the engines. */
+export async function processChoices(): Promise<{ recipes: string[]; engines: string[] }> {
+  const [recipes, engines] = await Promise.all([
+    request<{ recipes: { name: string }[] }>("recipe-list"),
+    request<{ engines: { name: string }[] }>("think-engines-list"),
+  ]);
+  return { recipes: (recipes?.recipes ?? []).map((r) => r.name),
+    engines: (engines?.engines ?? []).map((e) => e.name) };
+}
+
+/** Users of the tenant whose id or name contains `query` (the delegate dialog). */
+export async function findUsers(query: string): Promise<TenantUser[]> {
+  const answer = await request<{ users: TenantUser[] }>("user-list",
+    { query: query || null, limit: 50 }, true);
+  return answer?.users ?? [];
 }
 
 async function refreshProcess(processId: string): Promise<void> {
@@ -225,8 +299,9 @@ async function refreshProcess(processId: string): Promise<void> {
   if (answer && answer.process.sessionId === get().sessionId) putProcesses([answer.process]);
 }
 
+/** Send a line to the process shown (the focused worker, else the chat process). */
 export async function sendMessage(content: string): Promise<boolean> {
-  const target = get().chatProcessId;
+  const target = viewedProcess(get());
   if (!target) return false;
   const answer = await request("process-steer", {
     targetThinkProcessId: target, content, idempotencyKey: crypto.randomUUID(),

@@ -5,16 +5,40 @@ import { notifications } from "@mantine/notifications";
 
 import { request, tryRequest } from "./client";
 import type { Frame, InboxItem, Outcome, PendingSummary } from "./protocol";
-import { mergeItems, set } from "./store";
+import { get, mergeItems, set } from "./store";
 
-/** Items loaded per `inbox-list` page (the server's cap is 200). */
-export const INBOX_PAGE = 200;
+/** Items loaded per `inbox-list` page (the server's cap is 200); *Load more* reads the
+ * next page (`nextCursor`). */
+export const INBOX_PAGE = 50;
 
-/** The user's Inbox, all but ARCHIVED, replacing what was loaded: after every welcome,
- * since the Inbox is the truth and pushes may have been missed while disconnected. */
+interface Page { items: InboxItem[]; nextCursor?: string | null }
+
+/** The newest page of the user's Inbox, all but ARCHIVED, replacing what was loaded:
+ * after every welcome, since the Inbox is the truth and pushes may have been missed while
+ * disconnected. */
 export async function loadInbox(): Promise<void> {
-  const answer = await request<{ items: InboxItem[] }>("inbox-list", { limit: INBOX_PAGE });
-  if (answer) mergeItems(answer.items, true);
+  const answer = await request<Page>("inbox-list", { limit: INBOX_PAGE });
+  if (answer) {
+    mergeItems(answer.items, true);
+    set({ inboxCursor: answer.nextCursor ?? null });
+  }
+}
+
+/** The next page after the last one loaded. */
+export async function loadMoreInbox(): Promise<void> {
+  const cursor = get().inboxCursor;
+  if (!cursor) return;
+  const answer = await request<Page>("inbox-list", { limit: INBOX_PAGE, cursor });
+  if (answer) {
+    mergeItems(answer.items);
+    set({ inboxCursor: answer.nextCursor ?? null });
+  }
+}
+
+/** Show one item in the Inbox tab (a vogon checkpoint's link). */
+export function openItem(itemId: string): void {
+  set({ tab: "inbox", inboxSelected: itemId });
+  void refreshItem(itemId);
 }
 
 /** The ARCHIVED items, on demand (the default list leaves them out). */
@@ -62,6 +86,8 @@ const announced = new Set<string>();
  * at once) updates one toast instead of stacking one per item. */
 let unseen = 0;
 const TOAST_ID = "inbox-added";
+/** How long the toast stays after the burst's newest item (Mantine's default is 4 s). */
+const TOAST_MS = 5000;
 
 /** A toast while the page is open; the browser's notification as well when the tab is in
  * the background and the user allowed it (`askNotificationPermission`). */
@@ -73,6 +99,10 @@ function announce(item: InboxItem): void {
     title: unseen === 1 ? `New in your Inbox (${item.type.toLowerCase().replace("_", " ")})`
       : `${unseen} new items in your Inbox`,
     message: item.title,
+    // Mantine restarts a toast's timer only when its duration changes: a new duration
+    // per item keeps the toast for TOAST_MS after the newest one, so a burst that
+    // arrives slowly (a loaded server) is still one toast.
+    autoClose: TOAST_MS + unseen,
     onClose: () => { unseen = 0; },
   };
   if (unseen === 1) notifications.show(toast);

@@ -34,6 +34,60 @@ export interface Process {
   engine: string;
   recipeName: string | null;
   status: ProcessStatus;
+  /** The engine's committed state (marvin's `tree`, vogon's `strategyState`, zaphod's
+   * council), as of the read. */
+  engineState?: Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+}
+
+export type NodeStatus = "PENDING" | "RUNNING" | "DONE" | "FAILED" | "SKIPPED";
+
+/** A node of marvin's task tree (docs/protocol.md, after the events table). */
+export interface TaskNode {
+  id: string;
+  kind: "PLAN" | "WORKER" | "USER_INPUT" | "AGGREGATE";
+  parent: string | null;
+  goal: string;
+  status: NodeStatus;
+  attempts?: number;
+  recipe?: string | null;
+  childProcessId?: string | null;
+  result?: { summary?: string } | null;
+  error?: string | null;
+  children: string[];
+}
+
+export interface TaskTree {
+  root: string;
+  nodes: Record<string, TaskNode>;
+}
+
+/** A `council-updated` event's data: a zaphod council as it stands. */
+export interface Council {
+  pattern: string;
+  round: number;
+  rounds: number;
+  phase: string;
+  heads: { name: string; round: number; status: string; processId: string | null }[];
+  missingHeads: string[];
+}
+
+/** A `vogon-phase` event's data. */
+export interface VogonPhase {
+  strategy: string;
+  phase: string;
+  index: number;
+  iteration: number;
+  step: "started" | "waiting" | "gate" | "finished";
+  itemId?: string;
+  title?: string;
+  passed?: boolean;
+  outcome?: string;
+}
+
+/** A user of the tenant as `user-list` shows them. */
+export interface TenantUser {
+  id: string;
+  name: string;
 }
 
 export type ChatRole = "user" | "assistant" | "system" | "event" | "tool" | "error";

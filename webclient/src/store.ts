@@ -1,12 +1,14 @@
 // The client's whole state, in one zustand store. Components read it with `useStore`;
 // only client.ts (the connection's owner) writes it, through the functions here, which
-// are pure updates of the state from the server's frames.
+// are pure updates of the state from the server's frames (and the user's focus).
 import { create } from "zustand";
 import type {
-  ChatLine, InboxItem, PendingSummary, Process, ProcessStatus, Session, StreamEvent, Welcome,
+  ChatLine, Council, InboxItem, PendingSummary, Process, ProcessStatus, Session, StreamEvent,
+  TaskNode, TaskTree, VogonPhase, Welcome,
 } from "./protocol";
 
 export type ConnectionStatus = "signed-out" | "connecting" | "open" | "reconnecting";
+export type Tab = "chat" | "inbox" | "workers";
 
 /** A tool call seen live (`tool-call-started` / `-completed`) and not yet committed as a
  * `tool` chat line; the committed line replaces it. */
@@ -17,10 +19,29 @@ export interface LiveToolCall {
   status: "running" | "success" | "error";
 }
 
+/** One process's chat as this tab holds it: the chat process's always, a worker's once it
+ * was focused (then kept live from its events). */
+export interface Transcript {
+  lines: ChatLine[];
+  /** Tokens of the reply being streamed, until its chat line commits. */
+  streaming: string;
+  liveTools: LiveToolCall[];
+  /** The oldest page read was full: earlier lines may exist (`chat-history beforeSeq`). */
+  hasEarlier: boolean;
+}
+
+export const NO_TRANSCRIPT: Transcript = { lines: [], streaming: "", liveTools: [], hasEarlier: false };
+
 export interface WorkerCard extends Process {
   /** The statuses this client has seen the process in, oldest first. */
   trail: ProcessStatus[];
   lastEvent: string | null;
+  /** Drawn from events since the last full read (`null`: from `engineState`): marvin's
+   * tree (`task-tree`, `task-node`), zaphod's newest `council-updated`, vogon's newest
+   * `vogon-phase`. */
+  tree: TaskTree | null;
+  council: Council | null;
+  phase: VogonPhase | null;
 }
 
 export interface State {
@@ -34,20 +55,28 @@ export interface State {
   /** The last event `seq` seen of the bound session: what a resume asks after. */
   lastSeq: number;
   contextDrift: boolean;
-  lines: ChatLine[];
-  /** Tokens of the chat process's reply being streamed, until its chat line commits. */
-  streaming: string;
-  liveTools: LiveToolCall[];
+  /** Chats by process id (the chat process's, and the workers' focused so far). */
+  transcripts: Record<string, Transcript>;
+  /** The worker the middle pane shows and the composer addresses; `null`: the chat
+   * process (Arthur). Client state only: the server keeps no focus. */
+  focus: string | null;
+  /** The chat process's lines committed while a worker was focused. */
+  unread: number;
   processes: Record<string, WorkerCard>;
+  /** The middle pane's tab (a worker's *Open* and an Inbox link switch it). */
+  tab: Tab;
   /** The user's Inbox items by id (inbox.ts loads them on welcome; pushes merge). */
   inbox: Record<string, InboxItem>;
+  /** The `nextCursor` of the last Inbox page loaded: more items follow. */
+  inboxCursor: string | null;
+  inboxSelected: string | null;
   /** The last `inbox-pending-summary` (right after each welcome). */
   pendingSummary: PendingSummary | null;
 }
 
 const unbound = {
-  sessionId: null, chatProcessId: null, lastSeq: 0, contextDrift: false, lines: [],
-  streaming: "", liveTools: [], processes: {},
+  sessionId: null, chatProcessId: null, lastSeq: 0, contextDrift: false, transcripts: {},
+  focus: null, unread: 0, processes: {},
 } satisfies Partial<State>;
 
 export const useStore = create<State>(() => ({
@@ -55,7 +84,10 @@ export const useStore = create<State>(() => ({
   authError: null,
   welcome: null,
   sessions: [],
+  tab: "chat",
   inbox: {},
+  inboxCursor: null,
+  inboxSelected: null,
   pendingSummary: null,
   ...unbound,
 }));
@@ -67,20 +99,46 @@ export function resetSession(): void {
   set({ ...unbound });
 }
 
-/** Merge chat lines by id, ordered by their chat `seq` (history and live events overlap). */
-export function mergeLines(lines: ChatLine[]): void {
-  set((s) => {
-    const byId = new Map(s.lines.map((l) => [l.id, l]));
-    for (const line of lines) byId.set(line.id, line);
-    const merged = [...byId.values()].sort((a, b) => a.seq - b.seq);
-    const committed = new Set(merged.map((l) => l.meta.toolCallId).filter(Boolean));
-    return { lines: merged, liveTools: s.liveTools.filter((t) => !committed.has(t.toolCallId)) };
-  });
+/** The process the middle pane shows: the focused worker, else the chat process. */
+export function viewedProcess(s: State): string | null {
+  return s.focus ?? s.chatProcessId;
+}
+
+function withTranscript(s: State, processId: string,
+  change: (t: Transcript) => Partial<Transcript>): Record<string, Transcript> {
+  const t = s.transcripts[processId] ?? NO_TRANSCRIPT;
+  return { ...s.transcripts, [processId]: { ...t, ...change(t) } };
+}
+
+/** Start holding a process's chat (empty until its history loads). */
+export function track(processId: string): void {
+  set((s) => s.transcripts[processId] ? {} : { transcripts: withTranscript(s, processId, () => ({})) });
+}
+
+/** Merge chat lines of a process by id, ordered by their chat `seq` (history and live
+ * events overlap). `page` is set for a `chat-history` page: whether it was the oldest one
+ * read so far and full, i.e. earlier lines may exist. */
+export function mergeLines(processId: string, lines: ChatLine[],
+  page?: { oldest: boolean; full: boolean }): void {
+  set((s) => ({
+    transcripts: withTranscript(s, processId, (t) => {
+      const byId = new Map(t.lines.map((l) => [l.id, l]));
+      for (const line of lines) byId.set(line.id, line);
+      const merged = [...byId.values()].sort((a, b) => a.seq - b.seq);
+      const committed = new Set(merged.map((l) => l.meta.toolCallId).filter(Boolean));
+      return {
+        lines: merged, liveTools: t.liveTools.filter((c) => !committed.has(c.toolCallId)),
+        hasEarlier: page?.oldest ? page.full : t.hasEarlier,
+      };
+    }),
+  }));
 }
 
 /** Merge processes read with a request. A reply may be older than a status event that
- * overtook it, so it never takes a card out of CLOSED (a terminal status). */
-export function putProcesses(processes: Process[]): void {
+ * overtook it, so it never takes a card out of CLOSED (a terminal status). `fresh` (a
+ * full read after binding, a reconnect or `events-gap`) drops what events drew, so the
+ * engine views start again from the committed `engineState`. */
+export function putProcesses(processes: Process[], fresh = false): void {
   set((s) => {
     const next = { ...s.processes };
     for (const read of processes) {
@@ -88,12 +146,25 @@ export function putProcesses(processes: Process[]): void {
       const p = old?.status === "CLOSED" ? { ...read, status: old.status } : read;
       const trail = old ? old.trail : [];
       next[p.id] = {
-        ...old, ...p, lastEvent: old?.lastEvent ?? null,
+        tree: null, council: null, phase: null, ...(fresh ? {} : old), ...p,
+        // After a gap the last event seen may be long past: not shown as the last one.
+        lastEvent: fresh ? null : old?.lastEvent ?? null,
         trail: trail[trail.length - 1] === p.status ? trail : [...trail, p.status],
       };
     }
     return { processes: next };
   });
+}
+
+/** marvin's tree with one node replaced (or added under its parent). */
+function withNode(tree: TaskTree | null, node: TaskNode): TaskTree | null {
+  if (!tree) return null;
+  const nodes = { ...tree.nodes, [node.id]: node };
+  const parent = node.parent ? nodes[node.parent] : undefined;
+  if (parent && !parent.children.includes(node.id)) {
+    nodes[parent.id] = { ...parent, children: [...parent.children, node.id] };
+  }
+  return { ...tree, nodes };
 }
 
 function describe(event: StreamEvent): string | null {
@@ -117,67 +188,89 @@ export function applyEvent(event: StreamEvent): void {
   if (event.sessionId !== s.sessionId) return;
   if (event.seq <= s.lastSeq) return; // replayed twice across a reconnect
   const d = event.data;
-  const toChat = event.processId === s.chatProcessId;
+  const pid = event.processId;
+  const held = pid in s.transcripts; // a chat this tab shows or has shown
   const update: Partial<State> = { lastSeq: event.seq };
-  const card = s.processes[event.processId];
+  let processes = s.processes;
+  const card = processes[pid];
   const said = describe(event);
-  if (card && !toChat && said && event.type !== "token") {
-    update.processes = { ...s.processes, [card.id]: { ...card, lastEvent: said } };
+  if (card && pid !== s.chatProcessId && said && event.type !== "token") {
+    processes = { ...processes, [pid]: { ...card, lastEvent: said } };
   }
+  const onCard = (change: (c: WorkerCard) => Partial<WorkerCard>) => {
+    const base = processes[pid];
+    if (base) processes = { ...processes, [pid]: { ...base, ...change(base) } };
+  };
+  const transcript = (change: (t: Transcript) => Partial<Transcript>) => {
+    if (held) update.transcripts = withTranscript({ ...s, ...update } as State, pid, change);
+  };
   switch (event.type) {
     case "token":
-      if (toChat) update.streaming = s.streaming + d.text;
+      transcript((t) => ({ streaming: t.streaming + d.text }));
+      break;
+    case "stream-reset":
+      transcript(() => ({ streaming: "" }));
       break;
     case "turn-restarted":
-      if (toChat) Object.assign(update, { streaming: "", liveTools: [] });
+      transcript(() => ({ streaming: "", liveTools: [] }));
       break;
     case "chat-message":
-      if (toChat) {
-        set(update);
-        mergeLines([d as ChatLine]);
-        if (d.role === "assistant" || d.role === "error") set({ streaming: "" });
+      if (held) {
+        set({ ...update, processes });
+        mergeLines(pid, [d as ChatLine]);
+        const after: Partial<State> = {};
+        if (d.role === "assistant" || d.role === "error") {
+          after.transcripts = withTranscript(get(), pid, () => ({ streaming: "" }));
+        }
+        if (pid === s.chatProcessId && s.focus !== null && d.role !== "user") {
+          after.unread = get().unread + 1;
+        }
+        set(after);
         return;
       }
       break;
-    case "status-changed": {
-      const base = (update.processes ?? s.processes)[event.processId];
-      if (base) {
-        const trail = base.trail[base.trail.length - 1] === d.to ? base.trail : [...base.trail, d.to];
-        update.processes = {
-          ...(update.processes ?? s.processes),
-          [base.id]: { ...base, status: d.to, trail },
-        };
-      }
-      if (toChat && d.to !== "RUNNING") update.streaming = "";
+    case "status-changed":
+      onCard((c) => ({
+        status: d.to, trail: c.trail[c.trail.length - 1] === d.to ? c.trail : [...c.trail, d.to],
+      }));
+      if (d.to !== "RUNNING") transcript(() => ({ streaming: "" }));
       break;
-    }
     case "tool-call-started":
-      if (toChat) {
-        update.liveTools = [...s.liveTools, {
-          toolCallId: d.toolCallId, toolName: d.toolName, params: d.params, status: "running",
-        }];
-      }
+      transcript((t) => ({ liveTools: [...t.liveTools, {
+        toolCallId: d.toolCallId, toolName: d.toolName, params: d.params, status: "running",
+      }] }));
       break;
     case "tool-call-completed":
-      if (toChat) {
-        update.liveTools = s.liveTools.map((t) =>
-          t.toolCallId === d.toolCallId ? { ...t, status: d.status } : t);
-      }
+      transcript((t) => ({ liveTools: t.liveTools.map((c) =>
+        c.toolCallId === d.toolCallId ? { ...c, status: d.status } : c) }));
+      break;
+    case "task-tree":
+      onCard(() => ({ tree: d.tree as TaskTree }));
+      break;
+    case "task-node":
+      onCard((c) => ({ tree: withNode(c.tree ?? c.engineState?.tree ?? null, d.node as TaskNode) }));
+      break;
+    case "council-updated":
+      onCard(() => ({ council: d as Council }));
+      break;
+    case "vogon-phase":
+      onCard(() => ({ phase: d as VogonPhase }));
       break;
     case "process-spawned":
-      if (!s.processes[d.childProcessId]) {
-        update.processes = {
-          ...(update.processes ?? s.processes),
+      if (!processes[d.childProcessId]) {
+        processes = {
+          ...processes,
           [d.childProcessId]: {
-            id: d.childProcessId, sessionId: event.sessionId, parentProcessId: event.processId,
+            id: d.childProcessId, sessionId: event.sessionId, parentProcessId: pid,
             name: d.name ?? null, goal: d.goal ?? "", engine: d.engine ?? "",
             recipeName: d.recipe ?? null, status: "INIT", trail: ["INIT"], lastEvent: null,
+            tree: null, council: null, phase: null,
           },
         };
       }
       break;
   }
-  set(update);
+  set({ ...update, processes });
 }
 
 /** Merge Inbox items by id; `replace` starts from none (a fresh `inbox-list`). */

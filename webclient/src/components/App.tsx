@@ -4,7 +4,7 @@ import type React from "react";
 
 import { signOut } from "../client";
 import { loadInbox } from "../inbox";
-import { useStore, type ConnectionStatus } from "../store";
+import { set, useStore, type ConnectionStatus, type Tab } from "../store";
 import { Chat } from "./Chat";
 import { Inbox, usePendingCount } from "./inbox/Inbox";
 import { SessionList } from "./SessionList";
@@ -55,9 +55,14 @@ export function App() {
 }
 
 function Middle({ wide, pending }: { wide: boolean; pending: number }) {
+  const tab = useStore((s) => s.tab);
+  const shown = !wide || tab !== "workers" ? tab : "chat";
   return (
-    <Tabs defaultValue="chat" keepMounted={false}
-      onChange={(tab) => { if (tab === "inbox") void loadInbox(); }}>
+    <Tabs value={shown} keepMounted={false}
+      onChange={(next) => {
+        if (next === "inbox") void loadInbox();
+        set({ tab: (next ?? "chat") as Tab });
+      }}>
       <Tabs.List grow={!wide} mb="sm">
         <Tabs.Tab value="chat">Chat</Tabs.Tab>
         <Tabs.Tab value="inbox" rightSection={pending > 0 &&

@@ -1,27 +1,57 @@
-import { Alert, Button, Group, Paper, ScrollArea, Stack, Text, Textarea } from "@mantine/core";
-import { useEffect, useRef, useState } from "react";
+import {
+  Alert, Badge, Button, Group, Paper, ScrollArea, Stack, Text, Textarea, Title,
+} from "@mantine/core";
+import { useEffect, useLayoutEffect, useRef, useState } from "react";
 
-import { sendMessage } from "../client";
-import { useStore } from "../store";
+import { focusProcess, loadEarlier, sendMessage } from "../client";
+import { NO_TRANSCRIPT, useStore, viewedProcess } from "../store";
 import { ChatItem, LiveTool, Streaming } from "./ChatLines";
+import { EngineView } from "./EngineViews";
+import { NewProcess } from "./NewProcess";
+import { STATUS_COLOR } from "./Workers";
 
-/** The chat with the session's chat process: transcript, the reply being streamed, and
- * the composer (Enter sends, Shift+Enter breaks the line). */
+/** The chat of the process shown — the chat process (Arthur), or a focused worker — with
+ * the worker's engine view, the transcript (*Load earlier* pages back), the reply being
+ * streamed, and the composer addressed to that process (Enter sends, Shift+Enter breaks
+ * the line). */
 export function Chat() {
   const sessionId = useStore((s) => s.sessionId);
   const chatProcessId = useStore((s) => s.chatProcessId);
-  const lines = useStore((s) => s.lines);
-  const streaming = useStore((s) => s.streaming);
-  const liveTools = useStore((s) => s.liveTools);
+  const viewed = useStore(viewedProcess);
+  const focused = useStore((s) => (s.focus ? s.processes[s.focus] : undefined));
+  const unread = useStore((s) => s.unread);
+  const { lines, streaming, liveTools, hasEarlier } = useStore(
+    (s) => (viewed && s.transcripts[viewed]) || NO_TRANSCRIPT);
   const drift = useStore((s) => s.contextDrift);
+  const viewport = useRef<HTMLDivElement>(null);
   const bottom = useRef<HTMLDivElement>(null);
+  const kept = useRef<{ height: number; top: number } | null>(null);
+  const [loading, setLoading] = useState(false);
+  const last = lines[lines.length - 1]?.id;
   useEffect(() => {
     bottom.current?.scrollIntoView({ block: "end" });
-  }, [lines, streaming, liveTools]);
+  }, [viewed, last, streaming, liveTools.length]);
+  // Earlier lines were put above: keep the lines that were in view where they were.
+  useLayoutEffect(() => {
+    const v = viewport.current;
+    if (v && kept.current) {
+      v.scrollTop = v.scrollHeight - kept.current.height + kept.current.top;
+      kept.current = null;
+    }
+  }, [lines]);
 
   if (!sessionId) {
     return <Text c="dimmed">Open a session on the left, or create a new one.</Text>;
   }
+  const speaker = focused ? focused.name || focused.id : "Arthur";
+  const earlier = async () => {
+    const v = viewport.current;
+    if (!viewed || !v) return;
+    kept.current = { height: v.scrollHeight, top: v.scrollTop };
+    setLoading(true);
+    await loadEarlier(viewed);
+    setLoading(false);
+  };
   return (
     <Stack h="calc(100dvh - 56px - 2 * var(--mantine-spacing-md) - var(--chat-offset, 0px))" gap="sm">
       {drift && (
@@ -30,23 +60,59 @@ export function Chat() {
           card.
         </Alert>
       )}
-      <ScrollArea style={{ flex: 1 }} className="transcript" offsetScrollbars>
-        <Stack gap="xs" role="log" aria-label="Chat" aria-live="polite" data-testid="transcript">
-          {!chatProcessId && (
-            <Text c="dimmed">An autonomous session has no chat; its processes are under Workers.</Text>
+      {focused && (
+        <Paper withBorder p="xs" data-testid="focused" data-process-id={focused.id}>
+          <Group justify="space-between" wrap="nowrap">
+            <Group gap="xs" wrap="nowrap" style={{ minWidth: 0 }}>
+              <Title order={2} size="h5" style={{ overflow: "hidden", textOverflow: "ellipsis" }}>
+                {speaker}</Title>
+              <Badge color={STATUS_COLOR[focused.status]}>{focused.status}</Badge>
+              <Text size="xs" c="dimmed" visibleFrom="sm">{focused.engine}</Text>
+            </Group>
+            <Button size="compact-sm" variant="light" onClick={() => focusProcess(null)}
+              rightSection={unread > 0 &&
+                <Badge size="sm" circle data-testid="unread" aria-label={`${unread} new`}>{unread}</Badge>}>
+              {chatProcessId ? "Back to Arthur" : "Close"}
+            </Button>
+          </Group>
+          <ScrollArea.Autosize mah="35dvh" mt="xs" type="auto" scrollbars="y">
+            <EngineView process={focused} />
+          </ScrollArea.Autosize>
+        </Paper>
+      )}
+      <ScrollArea style={{ flex: 1 }} className="transcript" offsetScrollbars viewportRef={viewport}
+        viewportProps={{ tabIndex: 0 }}>
+        {hasEarlier && (
+          <Group justify="center" mb="xs">
+            <Button size="compact-sm" variant="subtle" loading={loading} onClick={() => void earlier()}>
+              Load earlier
+            </Button>
+          </Group>
+        )}
+        <Stack gap="xs" role="log" aria-label={`Chat with ${speaker}`} aria-live="polite"
+          data-testid="transcript" data-process-id={viewed ?? undefined}>
+          {!viewed && (
+            <Stack gap="xs" align="flex-start">
+              <Text c="dimmed">
+                An autonomous session has no chat: open a process under Workers to read its
+                chat and write to it, or start one.
+              </Text>
+              <NewProcess />
+            </Stack>
           )}
-          {lines.map((line) => <ChatItem key={line.id} line={line} />)}
+          {lines.map((line) => <ChatItem key={line.id} line={line} speaker={speaker} />)}
           {liveTools.map((t) => <LiveTool key={t.toolCallId} call={t} />)}
-          {streaming && <Streaming text={streaming} />}
+          {streaming && <Streaming text={streaming} speaker={speaker} />}
           <div ref={bottom} />
         </Stack>
       </ScrollArea>
-      {chatProcessId && <Composer />}
+      {viewed && <Composer to={speaker} key={viewed} ended={focused?.status === "CLOSED"} />}
     </Stack>
   );
 }
 
-function Composer() {
+/** `ended`: the process is CLOSED and takes no more messages (the server refuses them). */
+function Composer({ to, ended }: { to: string; ended: boolean }) {
   const [text, setText] = useState("");
   const [sending, setSending] = useState(false);
   const send = async () => {
@@ -61,12 +127,13 @@ function Composer() {
       <form onSubmit={(e) => { e.preventDefault(); void send(); }}>
         <Group align="flex-end" wrap="nowrap">
           <Textarea style={{ flex: 1 }} autosize minRows={1} maxRows={6} maxLength={32000}
-            label="Message to Arthur" value={text}
+            label={`Message to ${to}`} value={text} disabled={ended}
+            description={ended ? "This process has ended: it takes no more messages." : undefined}
             onChange={(e) => setText(e.currentTarget.value)}
             onKeyDown={(e) => {
               if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); void send(); }
             }} />
-          <Button type="submit" loading={sending} disabled={!text.trim()}>Send</Button>
+          <Button type="submit" loading={sending} disabled={ended || !text.trim()}>Send</Button>
         </Group>
       </form>
     </Paper>

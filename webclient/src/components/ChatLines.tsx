@@ -5,7 +5,7 @@ import { useStore, type LiveToolCall } from "../store";
 import { Markdown } from "./Markdown";
 
 /** One committed chat line, drawn by its role. */
-export function ChatItem({ line }: { line: ChatLine }) {
+export function ChatItem({ line, speaker = "Arthur" }: { line: ChatLine; speaker?: string }) {
   switch (line.role) {
     case "user":
       return (
@@ -17,7 +17,7 @@ export function ChatItem({ line }: { line: ChatLine }) {
     case "assistant":
       return (
         <Paper p="sm" radius="md" withBorder maw={{ base: "100%", sm: "85%" }} data-role="assistant">
-          <Text size="xs" c="dimmed">Arthur</Text>
+          <Text size="xs" c="dimmed">{speaker}</Text>
           <Markdown text={line.content} />
         </Paper>
       );
@@ -37,10 +37,10 @@ export function ChatItem({ line }: { line: ChatLine }) {
 }
 
 /** The reply being streamed (token events), until its chat line commits. */
-export function Streaming({ text }: { text: string }) {
+export function Streaming({ text, speaker = "Arthur" }: { text: string; speaker?: string }) {
   return (
     <Paper p="sm" radius="md" withBorder maw={{ base: "100%", sm: "85%" }} data-role="streaming" aria-busy="true">
-      <Text size="xs" c="dimmed">Arthur is writing…</Text>
+      <Text size="xs" c="dimmed">{speaker} is writing…</Text>
       <Markdown text={text} />
     </Paper>
   );

@@ -1,8 +1,10 @@
 import { Badge, Button, Card, Group, ScrollArea, Stack, Text, Title } from "@mantine/core";
 
-import { lifecycle, type Lifecycle } from "../client";
+import { focusProcess, lifecycle, type Lifecycle } from "../client";
 import type { ProcessStatus } from "../protocol";
 import { useStore, type WorkerCard } from "../store";
+import { engineSummary } from "./EngineViews";
+import { NewProcess } from "./NewProcess";
 
 /** Filled pills with white text: shades dark enough for WCAG AA contrast (yellow gets dark
  * text from the theme's autoContrast). */
@@ -30,7 +32,10 @@ export function Workers() {
   const workers = Object.values(processes).filter((p) => p.id !== chat).reverse();
   return (
     <Stack h="100%" gap="sm">
-      <Title order={2} size="h4">Workers</Title>
+      <Group justify="space-between">
+        <Title order={2} size="h4">Workers</Title>
+        <NewProcess />
+      </Group>
       <ScrollArea style={{ flex: 1 }}>
         <Stack gap="sm">
           {workers.length === 0 && <Text c="dimmed" size="sm">No workers yet.</Text>}
@@ -43,9 +48,12 @@ export function Workers() {
 
 function ProcessCard({ process: p }: { process: WorkerCard }) {
   const title = p.name || p.id;
+  const focused = useStore((s) => s.focus === p.id);
+  const summary = engineSummary(p);
   return (
     <Card withBorder padding="sm" data-testid="worker-card" data-process-id={p.id}
-      data-status={p.status} aria-label={`Worker ${title}`}>
+      data-status={p.status} aria-label={`Worker ${title}`} data-focused={focused || undefined}
+      style={focused ? { borderColor: "var(--mantine-color-blue-8)", borderWidth: 2 } : undefined}>
       <Group justify="space-between" wrap="nowrap">
         <Text fw={600} truncate>{title}</Text>
         <Badge color={STATUS_COLOR[p.status]} data-testid="status-pill">{p.status}</Badge>
@@ -58,12 +66,17 @@ function ProcessCard({ process: p }: { process: WorkerCard }) {
         {(p.trail.length > TRAIL_SHOWN ? ["…", ...p.trail.slice(-TRAIL_SHOWN)] : p.trail)
           .join(" → ")}
       </Text>
+      {summary && <Text size="xs" mt={2} data-testid="engine-summary">{summary}</Text>}
       {p.lastEvent && (
         <Text size="xs" c="dimmed" mt={2} lineClamp={2} data-testid="last-event">
           {p.lastEvent}
         </Text>
       )}
       <Group gap={4} mt="xs">
+        <Button size="compact-xs" variant={focused ? "filled" : "outline"} aria-pressed={focused}
+          aria-label={`open ${title}`} onClick={() => focusProcess(focused ? null : p.id)}>
+          {focused ? "shown" : "open"}
+        </Button>
         {(Object.keys(ALLOWED) as Lifecycle[]).map((action) => (
           <Button key={action} size="compact-xs" variant="light"
             color={action === "stop" ? "red" : undefined}

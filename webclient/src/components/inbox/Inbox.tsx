@@ -3,9 +3,9 @@ import {
 } from "@mantine/core";
 import { useEffect, useMemo, useState } from "react";
 
-import { askNotificationPermission, loadArchived, refreshItem } from "../../inbox";
+import { askNotificationPermission, loadArchived, loadMoreInbox, refreshItem } from "../../inbox";
 import type { Criticality, InboxItem, ItemStatus } from "../../protocol";
-import { useStore } from "../../store";
+import { set, useStore } from "../../store";
 import { CRITICALITY_COLOR, ItemView, STATUS_COLOR } from "./ItemView";
 
 const STATUSES: ItemStatus[] = ["PENDING", "ANSWERED", "DISMISSED", "ARCHIVED"];
@@ -46,7 +46,9 @@ export function Inbox() {
   const [status, setStatus] = useState<ItemStatus | "ALL">("PENDING");
   const [criticalities, setCriticalities] = useState<string[]>([]);
   const [tags, setTags] = useState<string[]>([]);
-  const [selected, setSelected] = useState<string | null>(null);
+  const selected = useStore((s) => s.inboxSelected);
+  const more = useStore((s) => s.inboxCursor !== null);
+  const [loading, setLoading] = useState(false);
 
   const mine = useMemo(() => Object.values(inbox)
     .filter((i) => i.assignedToUserId === me)
@@ -65,7 +67,7 @@ export function Inbox() {
     if (status === "ARCHIVED" || status === "ALL") void loadArchived();
   }, [status]);
   const select = (id: string) => {
-    setSelected(id);
+    set({ inboxSelected: id });
     void refreshItem(id); // a fresh signed URL and the newest history
   };
 
@@ -118,6 +120,10 @@ export function Inbox() {
                 </UnstyledButton>
               ))}
             </Stack>
+            {more && (
+              <Button variant="subtle" size="compact-sm" mt={4} loading={loading}
+                onClick={() => { setLoading(true); void loadMoreInbox().finally(() => setLoading(false)); }}>
+                Load more</Button>)}
           </ScrollArea.Autosize>
         </Stack>
       </Grid.Col>

@@ -1,15 +1,16 @@
 import {
-  Alert, Badge, Button, Code, Collapse, Divider, Group, Loader, SegmentedControl, Stack, Table, Text,
-  Textarea, TextInput, Title,
+  Alert, Badge, Button, Code, Collapse, Divider, Group, Loader, SegmentedControl, Select, Stack,
+  Table, Text, Textarea, TextInput, Title,
 } from "@mantine/core";
-import { useDisclosure } from "@mantine/hooks";
-import { lazy, Suspense, useState, type ReactNode } from "react";
+import { useDebouncedValue, useDisclosure } from "@mantine/hooks";
+import { lazy, Suspense, useEffect, useState, type ReactNode } from "react";
 
+import { findUsers } from "../../client";
 import {
   answerItem, answerUndecided, archiveItem, delegateItem, dismissItem, revokeAutoAnswer,
   type ItemResult,
 } from "../../inbox";
-import type { InboxItem } from "../../protocol";
+import type { InboxItem, TenantUser } from "../../protocol";
 import { Markdown } from "../Markdown";
 import { Approval, Decision, Feedback, Output } from "./Asks";
 import { Ordering } from "./Ordering";
@@ -75,24 +76,48 @@ function Undecided({ item, run }: { item: InboxItem; run: (r: Promise<ItemResult
   );
 }
 
-/** Hand the item to another user of the tenant. The protocol has no frame that lists a
- * tenant's users, so the user id is typed in (an admin gets it from `vancetope admin`). */
-function Delegate({ item, run }: { item: InboxItem; run: (r: Promise<ItemResult>) => void }) {
+/** Users of the tenant matching what is typed (`user-list`, asked as the user types). */
+function useTenantUsers(open: boolean, search: string, me: string | undefined): TenantUser[] {
+  const [query] = useDebouncedValue(search, 200);
+  const [users, setUsers] = useState<TenantUser[]>([]);
+  useEffect(() => {
+    if (!open) return;
+    let current = true;
+    void findUsers(query).then((found) => { if (current) setUsers(found.filter((u) => u.id !== me)); });
+    return () => { current = false; };
+  }, [open, query, me]);
+  return users;
+}
+
+/** Hand the item to another user of the tenant, picked from a searchable list. */
+function Delegate({ item, me, run }: {
+  item: InboxItem; me: string | undefined; run: (r: Promise<ItemResult>) => void;
+}) {
   const [open, { toggle }] = useDisclosure(false);
-  const [user, setUser] = useState("");
+  const [user, setUser] = useState<string | null>(null);
+  const [search, setSearch] = useState("");
   const [note, setNote] = useState("");
+  const [picked, setPicked] = useState<TenantUser | null>(null);
+  const label = (u: TenantUser) => u.name === u.id ? u.id : `${u.name} (${u.id})`;
+  // Once a user is picked the search box shows their label: that is no new search.
+  const users = useTenantUsers(open, picked && search === label(picked) ? "" : search, me);
+  const shown = picked && !users.some((u) => u.id === picked.id) ? [picked, ...users] : users;
+  const options = shown.map((u) => ({ value: u.id, label: label(u) }));
   return (
     <Stack gap="xs">
       <Group><Button variant="subtle" size="compact-sm" onClick={toggle} aria-expanded={open}>
         Delegate…</Button></Group>
       <Collapse expanded={open}>
         <Group align="end">
-          <TextInput label="Delegate to user id" placeholder="usr_…" value={user}
-            onChange={(e) => setUser(e.currentTarget.value)} />
+          <Select label="Delegate to" placeholder="Search the tenant's users" searchable
+            data={options} value={user} searchValue={search}
+            onChange={(id) => { setUser(id); setPicked(shown.find((u) => u.id === id) ?? null); }}
+            onSearchChange={setSearch} nothingFoundMessage="No user of this tenant matches"
+            filter={({ options: shown }) => shown} />
           <TextInput label="Note" value={note} onChange={(e) => setNote(e.currentTarget.value)}
             style={{ flex: 1 }} />
-          <Button variant="light" disabled={!user.trim()}
-            onClick={() => run(delegateItem(item.id, user.trim(), note))}>Delegate</Button>
+          <Button variant="light" disabled={!user}
+            onClick={() => user && run(delegateItem(item.id, user, note))}>Delegate</Button>
         </Group>
       </Collapse>
     </Stack>
@@ -176,7 +201,7 @@ export function ItemView({ item, me }: { item: InboxItem; me: string | undefined
           onClick={() => run(revokeAutoAnswer(item.id))}>Revoke the automatic answer</Button></Group>
       )}
       {open && ask && <Undecided item={item} run={run} />}
-      {item.status === "PENDING" && mine && <Delegate item={item} run={run} />}
+      {item.status === "PENDING" && mine && <Delegate item={item} me={me} run={run} />}
       <Group>
         {open && <Button variant="default" onClick={() => run(dismissItem(item.id))}>
           {ask ? "Dismiss" : "Done"}</Button>}
