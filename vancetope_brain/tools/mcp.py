@@ -36,6 +36,7 @@ import json
 import logging
 import os
 import re
+import sys
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -533,7 +534,12 @@ async def _transport(config: McpServerConfig, stack: AsyncExitStack) -> tuple[An
         assert config.command is not None
         params = StdioServerParameters(command=config.command, args=config.args,
                                        env=config.env or None, cwd=config.cwd)
-        return await stack.enter_async_context(stdio_client(params))
+        # Celery replaces sys.stderr by a proxy without a file descriptor; the server's stderr
+        # goes to the worker process's own.
+        errlog = sys.stderr
+        if not _has_fileno(errlog) and sys.__stderr__ is not None:
+            errlog = sys.__stderr__
+        return await stack.enter_async_context(stdio_client(params, errlog=errlog))
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
 
@@ -588,6 +594,14 @@ def _manifests(listing: _Listing) -> list[dispatcher.ToolManifest]:
                                     else dispatcher.Safety.MUTATING,
                                     idempotent=spec.name in listing.idempotent)
             for spec in listing.specs]
+
+
+def _has_fileno(stream: Any) -> bool:
+    try:
+        stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False
+    return True
 
 
 def _transport_closed(session: ClientSession) -> bool:
