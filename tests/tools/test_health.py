@@ -48,14 +48,15 @@ def free_port() -> int:
 class HttpEcho:
     """The echo server over HTTP on a fixed port, stopped and started at will."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, env: dict[str, str] | None = None) -> None:
         self.port = port
+        self.env = {**os.environ, **(env or {})}
         self.url = f"http://127.0.0.1:{port}/mcp"
         self.proc: subprocess.Popen[str] | None = None
 
     def start(self) -> None:
         self.proc = subprocess.Popen([sys.executable, SERVER, "--http", "--port", str(self.port)],
-                                     stdout=subprocess.PIPE, text=True)
+                                     stdout=subprocess.PIPE, text=True, env=self.env)
         assert self.proc.stdout is not None
         assert self.proc.stdout.readline().startswith("PORT ")
 
@@ -206,6 +207,31 @@ def test_a_call_that_finds_its_server_gone_marks_it_down(service: ToolHealthServ
             assert down is not None and (down.state, down.cause) == (
                 HealthState.DOWN, HealthCause.UNREACHABLE)
             assert down.reason.startswith(("call: ", "connect: "))
+    finally:
+        echo.stop()
+
+
+def test_refused_credentials_are_auth_and_never_logged(
+        service: ToolHealthService, caplog: pytest.LogCaptureFixture) -> None:
+    token = "tok-" + os.urandom(8).hex()
+    echo = HttpEcho(free_port(), {"MCP_ECHO_TOKEN": token})
+    echo.start()
+    try:
+        wrong = McpServerConfig(name="web", transport="http", url=echo.url + "?k=" + token,
+                                headers={"Authorization": "Bearer wrong-" + token},
+                                timeout=TIMEOUT)
+        with McpRegistry([wrong]) as registry:
+            assert turn(service, registry).manifests() == []
+        down = record(service, "web")
+        assert down is not None and (down.state, down.cause) == (
+            HealthState.DOWN, HealthCause.AUTH)
+        assert "HTTP 401" in down.reason and token not in down.reason
+        assert token not in caplog.text
+        right = McpServerConfig(name="web", transport="http", url=echo.url,
+                                headers={"Authorization": f"Bearer {token}"}, timeout=TIMEOUT)
+        with McpRegistry([right]) as registry:
+            assert probe_now(service, registry) == 1
+            assert record(service, "web").state is HealthState.UP  # type: ignore[union-attr]
     finally:
         echo.stop()
 

@@ -52,7 +52,9 @@ MAX_PROBES = 100
 
 @dataclass(frozen=True)
 class Failure:
-    """One classified failure: of ``server`` (``tool`` None: connecting or listing) or of a call."""
+    """One classified failure: of ``server`` (``tool`` None: connecting or listing) or of a
+    call; ``answered``: the tool itself answered with an error (``isError``), so the server
+    is reachable and speaks the protocol."""
 
     server: str
     tool: str | None
@@ -60,6 +62,7 @@ class Failure:
     cause: HealthCause
     summary: str
     seconds: float
+    answered: bool = False
 
 
 @dataclass(frozen=True)
@@ -117,12 +120,7 @@ def classify(error: BaseException) -> HealthCause:
         if isinstance(e, TimeoutError | httpx2.TimeoutException):
             return HealthCause.TIMEOUT
         if isinstance(e, httpx2.HTTPStatusError):
-            status = e.response.status_code
-            if status in (401, 403):
-                return HealthCause.AUTH
-            if status == 429:
-                return HealthCause.RATE_LIMITED
-            return HealthCause.SERVER_ERROR if status >= 500 else HealthCause.PROTOCOL_ERROR
+            return status_cause(e.response.status_code)
         if isinstance(e, MCPError):
             return _mcp_codes().get(e.code) or classify_text(str(e))
         if isinstance(e, httpx2.ConnectError | OSError | anyio.BrokenResourceError
@@ -132,6 +130,15 @@ def classify(error: BaseException) -> HealthCause:
                       | ValueError):
             return HealthCause.PROTOCOL_ERROR
     return HealthCause.AMBIGUOUS
+
+
+def status_cause(status: int) -> HealthCause:
+    """The cause an HTTP error status shows."""
+    if status in (401, 403, 407):
+        return HealthCause.AUTH
+    if status == 429:
+        return HealthCause.RATE_LIMITED
+    return HealthCause.SERVER_ERROR if status >= 500 else HealthCause.PROTOCOL_ERROR
 
 
 def _mcp_codes() -> dict[int, HealthCause]:
@@ -166,16 +173,17 @@ def _chain(error: BaseException) -> Iterable[BaseException]:
 
 def _verdict(failure: Failure) -> tuple[str | None, HealthState] | None:
     """(tool or None for the server, state) a failure sets, or None when it sets nothing."""
-    cause, whole = failure.cause, failure.step != "call" or failure.tool is None
+    cause = failure.cause
     if cause in (HealthCause.BAD_PARAMS, HealthCause.AMBIGUOUS):
         return None
-    if cause in (HealthCause.UNREACHABLE, HealthCause.TIMEOUT):
-        return None, HealthState.DOWN
     if cause is HealthCause.RATE_LIMITED:
         return None, HealthState.DEGRADED
-    if whole:  # auth, server or protocol error while connecting or listing
+    if failure.answered:  # the tool's own error: the server is fine, the tool is not
+        return failure.tool, HealthState.DEGRADED
+    if cause in (HealthCause.UNREACHABLE, HealthCause.TIMEOUT, HealthCause.AUTH) or \
+            failure.step != "call" or failure.tool is None:
         return None, HealthState.DOWN
-    return failure.tool, HealthState.DEGRADED
+    return failure.tool, HealthState.DEGRADED  # a server or protocol error in one call
 
 
 # ── the service ─────────────────────────────────────────────────────────────
@@ -311,6 +319,14 @@ class ToolHealthService:
 def replace_health(record: ToolHealth, **changes: Any) -> ToolHealth:
     """A copy of ``record`` with ``changes``, validated."""
     return ToolHealth.model_validate({**record.model_dump(), **changes})
+
+
+_QUERY = re.compile(r"(https?://[^\s'\"?]+)\?[^\s'\"]*")
+
+
+def scrub(text: str) -> str:
+    """``text`` without URL query strings (where a careless server config keeps a key)."""
+    return _QUERY.sub(r"\1?…", text)
 
 
 def _reason(failure: Failure) -> str:
