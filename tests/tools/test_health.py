@@ -374,3 +374,10 @@ def test_no_stdio_command_is_unreachable(service: ToolHealthService) -> None:
     down = record(service, "gone")
     assert down is not None and down.cause is HealthCause.UNREACHABLE
     assert os.path.basename("/nonexistent/mcp-server") in down.reason
+
+
+def test_an_unknown_tool_of_a_healthy_server_is_named_as_such(
+        service: ToolHealthService, echo_and_time: McpRegistry) -> None:
+    missing = turn(service, echo_and_time).invoke("echo__nope", {})
+    assert missing.error == "tool 'echo__nope' is not available: MCP server 'echo' lists no " \
+                            "tool 'echo__nope'"

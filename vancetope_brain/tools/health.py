@@ -359,6 +359,7 @@ class CheckedMcp:
         self._service = service
         self._process = process
         self._known: dict[tuple[str, str | None], ToolHealth] | None = None
+        self._unlisted: dict[str, Failure] = {}  # servers whose listing failed this turn
 
     def manifests(self) -> list[dispatcher.ToolManifest]:
         if not self._registry.servers:
@@ -367,6 +368,7 @@ class CheckedMcp:
         shown: list[dispatcher.ToolManifest] = []
         for survey in self._registry.survey(skip=down):
             if survey.failure is not None:
+                self._unlisted[survey.server] = survey.failure
                 self._failed(survey.failure)
                 continue
             self._answered(survey.server, None)
@@ -377,9 +379,9 @@ class CheckedMcp:
         return shown
 
     def call(self, name: str, params: dict[str, Any]) -> dispatcher.ToolOutcome:
-        refused = self.unavailable(name)
+        refused = self._down_record(name)
         if refused is not None:
-            return dispatcher.ToolOutcome.failed(refused)
+            return dispatcher.ToolOutcome.failed(describe_down(refused))
         outcome, failure = self._registry.attempt(name, params)
         server = name.partition("__")[0]
         if failure is not None:
@@ -389,19 +391,31 @@ class CheckedMcp:
         return outcome
 
     def unavailable(self, name: str) -> str | None:
-        """Why ``name`` cannot be called now (its server or it is DOWN), or None."""
+        """Why ``name`` (not offered this turn) cannot be called: its server or it is DOWN,
+        its server could not list its tools, or does not list this one; None when ``name``
+        is no MCP tool's name."""
         if not self._registry.owns(name):
             return None
+        record = self._down_record(name)
+        if record is not None:
+            return describe_down(record)
         server = name.partition("__")[0]
-        record = self._down(server, None) or self._down(server, name)
-        return None if record is None else describe_down(record)
+        failure = self._unlisted.get(server)
+        if failure is not None:
+            return (f"MCP server {server!r} could not list its tools ({failure.cause}: "
+                    f"{failure.step}: {failure.summary})")
+        return f"MCP server {server!r} lists no tool {name!r}"
+
+    def _down_record(self, name: str) -> ToolHealth | None:
+        """The DOWN record of the tool ``name`` or of its server."""
+        server = name.partition("__")[0]
+        return self._down(server, None) or self._down(server, name)
 
     def _with_health(self, manifests: list[dispatcher.ToolManifest]
                      ) -> list[dispatcher.ToolManifest]:
         kept = []
         for manifest in manifests:
-            server = manifest.name.partition("__")[0]
-            record = self._down(server, None) or self._down(server, manifest.name)
+            record = self._down_record(manifest.name)
             if record is None:
                 kept.append(manifest)
             elif self._service.policy.show_down:
