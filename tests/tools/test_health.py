@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -381,3 +382,27 @@ def test_an_unknown_tool_of_a_healthy_server_is_named_as_such(
     missing = turn(service, echo_and_time).invoke("echo__nope", {})
     assert missing.error == "tool 'echo__nope' is not available: MCP server 'echo' lists no " \
                             "tool 'echo__nope'"
+
+
+def test_turns_that_list_a_hung_server_at_once_share_one_wait(tmp_path: Path) -> None:
+    mode = tmp_path / "mode"
+    mode.write_text("hang")
+    config = McpServerConfig(name="stuck", transport="stdio", command=sys.executable,
+                             args=[SERVER], timeout=TIMEOUT, tools_ttl=0,
+                             env={"MCP_ECHO_MODE_FILE": str(mode)})
+    with McpRegistry([config]) as registry:
+        registry.probe("stuck")  # connected (the handshake answers), listing hangs
+        failures: list[object] = []
+
+        def one_turn() -> None:
+            failures.extend(s.failure for s in registry.survey())
+
+        threads = [threading.Thread(target=one_turn) for _ in range(4)]
+        started = time.monotonic()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        elapsed = time.monotonic() - started
+    assert len(failures) == 4 and all(f is not None for f in failures)
+    assert TIMEOUT <= elapsed < 2 * TIMEOUT, elapsed  # not four waits one after another

@@ -398,14 +398,20 @@ class _Server:
     _closing: anyio.Event | None = None
     _used: float = 0.0
     _error_status: tuple[int, float] | None = None  # the last HTTP error status, and when
+    _list_failed: tuple[float, Failure] | None = None  # when the last listing failed, and how
     _connect_lock: anyio.Lock = field(default_factory=anyio.Lock)
     _list_lock: anyio.Lock = field(default_factory=anyio.Lock)
 
     async def listing(self, tg: TaskGroup) -> tuple[_Listing | None, Failure | None]:
-        """The tool list, from cache within the TTL; or the failure (logged, not cached)."""
+        """The tool list, from cache within the TTL; or the failure (logged, not cached —
+        but callers that queued behind the failed attempt share it rather than each waiting
+        for one of their own)."""
+        asked = time.monotonic()
         async with self._list_lock:
             if self.cached is not None and time.monotonic() < self.cached.expires:
                 return self.cached, None
+            if self._list_failed is not None and self._list_failed[0] >= asked:
+                return None, self._list_failed[1]
             return await self._list(tg)
 
     async def probe(self, tg: TaskGroup) -> tuple[_Listing | None, Failure | None]:
@@ -423,8 +429,11 @@ class _Server:
                 tools = await _list_tools(session)
         except Exception as e:
             self._after_failure(e)
-            return None, self._failed(step, None, e, started)
+            failure = self._failed(step, None, e, started)
+            self._list_failed = (time.monotonic(), failure)
+            return None, failure
         self.cached = _listing_of(cfg.name, tools, time.monotonic() + cfg.tools_ttl)
+        self._list_failed = None
         return self.cached, None
 
     async def call(self, name: str, params: dict[str, Any], tg: TaskGroup
