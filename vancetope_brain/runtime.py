@@ -44,9 +44,11 @@ from vancetope_brain.store import (
     RecipeStore,
     SessionStore,
     SettingStore,
+    ToolHealthStore,
     UserInboxStore,
     open_store,
 )
+from vancetope_brain.tools.health import ToolHealthService
 
 _embedded_server: fakeredis.FakeServer | None = None
 _embedded_guard = threading.Lock()
@@ -129,7 +131,8 @@ class Core:
 @dataclass(frozen=True)
 class Administration:
     """The admin CLI's composition root: what an operator changes, through services (and the
-    delivery log, which it only reads, and the dead letters, which it lists and puts back)."""
+    delivery log, which it only reads, the dead letters, which it lists and puts back, and
+    tool health, which it lists and resets)."""
 
     store: Backend
     identity: IdentityService
@@ -138,6 +141,7 @@ class Administration:
     recipe_admin: RecipeAdmin
     deliveries: DeliveryStore
     dead_letters: DeadLetterStore
+    tool_health: ToolHealthService
 
     @classmethod
     def open(cls, config: Config) -> Administration:
@@ -147,7 +151,8 @@ class Administration:
                    SettingsService(store.port(SettingStore), store.port(IdentityStore)),
                    RecipeResolver(store.port(RecipeStore)),
                    RecipeAdmin.on(store, config.max_definitions),
-                   store.port(DeliveryStore), store.port(DeadLetterStore))
+                   store.port(DeliveryStore), store.port(DeadLetterStore),
+                   ToolHealthService(store.port(ToolHealthStore)))
 
     def close(self) -> None:
         self.store.close()

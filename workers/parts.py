@@ -25,10 +25,12 @@ from vancetope_brain.store import (
     JournalStore,
     LaneStore,
     SessionStore,
+    ToolHealthStore,
     UserInboxStore,
 )
 from vancetope_brain.tools import ToolSource
 from vancetope_brain.tools.client import ClientToolBridge
+from vancetope_brain.tools.health import HealthPolicy, OnAmbiguous, ToolHealthService
 from vancetope_brain.tools.mcp import McpRegistry
 
 CLIENT_TOOL_TIMEOUT = 30.0
@@ -40,6 +42,7 @@ class Worker(Core):
     runner: LaneRunner
     outbox: EventOutbox
     mcp: McpRegistry
+    tool_health: ToolHealthService
 
     def sweep(self) -> int:
         """The sweep job (every worker schedules it, ``SweepSchedule``): re-wake orphaned
@@ -53,9 +56,11 @@ class Worker(Core):
 
     def housekeeping(self) -> int:
         """The slower beat job: finish inbox answers a crash cut short (their processes are
-        then woken by the sweeper), send e-mail batches that are due, archive old items."""
+        then woken by the sweeper), send e-mail batches that are due, archive old items,
+        probe MCP servers and tools whose health record is due (never in a user's turn)."""
         return self.store.port(UserInboxStore).redeliver_inbox_messages() + \
-            self.notifications.flush(utcnow()) + self.inbox.auto_archive()
+            self.notifications.flush(utcnow()) + self.inbox.auto_archive() + \
+            self.tool_health.probe_due(self.mcp)
 
     def close(self) -> None:
         self.mcp.close()
@@ -64,17 +69,26 @@ class Worker(Core):
 
 def build_worker(config: Config, enqueue: Enqueue, *, model_for: ModelFor | None = None,
                  store: Backend | None = None, engines: EngineRegistry = ENGINES,
-                 worker_name: str | None = None) -> Worker:
+                 worker_name: str | None = None,
+                 on_ambiguous: OnAmbiguous | None = None) -> Worker:
+    """``on_ambiguous``: called with each MCP failure the health checker cannot classify
+    (default: nothing; see ``vancetope_brain.tools.health``)."""
     core = Core.parts(config, enqueue, store=store, engines=engines)
     store, events = core["store"], core["events"]
     if model_for is None:  # per process: its recipe, the settings cascade, the profiles
         model_for = ModelRouter.from_config(config, core["settings"])
     client_tools = ClientToolBridge(core["redis"], events)
     mcp = McpRegistry.from_file(config.mcp_servers_file)
+    policy = HealthPolicy(config.tool_probe_backoff, config.tool_probe_backoff_max,
+                          config.show_down_tools)
+    tool_health = ToolHealthService(store.port(ToolHealthStore), policy)
+    if on_ambiguous is not None:
+        tool_health.on_ambiguous = on_ambiguous
 
     def tool_sources(process: ThinkProcess) -> list[ToolSource]:
         return [client_tools.source(process.session_id, process.id,
-                                    timeout=CLIENT_TOOL_TIMEOUT), mcp]
+                                    timeout=CLIENT_TOOL_TIMEOUT),
+                tool_health.source(mcp, process)]
 
     lanes, processes = store.port(LaneStore), store.port(SessionStore)
     outbox = EventOutbox(store.port(EventOutboxStore), events)
@@ -89,4 +103,4 @@ def build_worker(config: Config, enqueue: Enqueue, *, model_for: ModelFor | None
                         waker=core["waker"], engines=engines, contexts=contexts,
                         max_attempts=config.max_attempts,
                         max_engine_failures=config.max_engine_failures, worker_name=worker_name)
-    return Worker(**core, runner=runner, outbox=outbox, mcp=mcp)
+    return Worker(**core, runner=runner, outbox=outbox, mcp=mcp, tool_health=tool_health)

@@ -31,10 +31,11 @@ from __future__ import annotations
 import fnmatch
 import functools
 import logging
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import redis
 
@@ -93,6 +94,14 @@ class ToolOutcome:
 class ToolSource(Protocol):
     def manifests(self) -> list[ToolManifest]: ...
     def call(self, name: str, params: dict[str, Any]) -> ToolOutcome: ...
+
+
+@runtime_checkable
+class KnowsUnavailable(Protocol):
+    """A source that can say why one of its tools is not offered (``health.CheckedMcp``: its
+    server is DOWN), so a call to it fails with that reason."""
+
+    def unavailable(self, name: str) -> str | None: ...
 
 
 class ToolJournal(Protocol):
@@ -202,10 +211,14 @@ class ToolDispatcher:
                         f"tool {name!r} needs the engine role(s) {', '.join(sorted(missing))}, "
                         "which this process's recipe does not grant")
                 break
-            run = functools.partial(_call, source, name, params)
+            run = functools.partial(_call, source, manifest, params)
             return run() if self.journal is None else self.journal.call(manifest, params, run)
         if not self._pooled(name):
             return ToolOutcome.failed(f"tool {name!r} is not in this process's tool pool")
+        for source in self.sources:
+            reason = source.unavailable(name) if isinstance(source, KnowsUnavailable) else None
+            if reason is not None:
+                return ToolOutcome.failed(f"tool {name!r} is not available: {reason}")
         return ToolOutcome.failed(
             f"tool {name!r} is not available: no server tool, connected client or MCP server "
             "offers it (a client-side tool needs the user's client to be connected)")
@@ -230,11 +243,19 @@ class ToolDispatcher:
         return listed
 
 
-def _call(source: ToolSource, name: str, params: dict[str, Any]) -> ToolOutcome:
+def _call(source: ToolSource, manifest: ToolManifest, params: dict[str, Any]) -> ToolOutcome:
+    """Call one tool; an error is logged with the tool, its transport and the seconds it took
+    (an MCP source logs its own, with the server and the step)."""
+    name, started = manifest.name, time.monotonic()
     try:
-        return source.call(name, params)
+        outcome = source.call(name, params)
     except _NOT_THE_TOOLS:
         raise
     except Exception as e:  # a tool's failure is the model's business, not the turn's
-        log.exception("tool %s failed", name)
+        log.exception("tool %s (%s): call failed after %.2f s", name, manifest.transport,
+                      time.monotonic() - started)
         return ToolOutcome.failed(f"{type(e).__name__}: {e}")
+    if outcome.status is not ToolCallStatus.SUCCESS and manifest.transport != "mcp":
+        log.info("tool %s (%s): call ended %s after %.2f s", name, manifest.transport,
+                 outcome.status.value, time.monotonic() - started)
+    return outcome
