@@ -174,3 +174,34 @@ def test_a_client_tool_is_idempotent_only_when_its_registration_says_so():
     manifests = bridge.source("ses_1", "proc_1", timeout=1).manifests()
     assert {m.name: m.idempotent for m in manifests} == {
         "fs_write": False, "fs_touch": True, "fs_read": True}
+
+
+def test_a_probe_reaches_only_safe_probe_tools_whatever_the_pool():
+    from vancetope_brain.tools import ToolOutcome
+
+    called: list[str] = []
+
+    class Source:
+        def manifests(self):
+            return [ToolManifest(ToolSpec("srv__ping", "looks"), "mcp", Safety.SAFE_PROBE),
+                    ToolManifest(ToolSpec("srv__drop", "changes"), "mcp", Safety.MUTATING),
+                    ToolManifest(ToolSpec("srv__audit", "looks"), "mcp", Safety.SAFE_PROBE,
+                                 frozenset({"auditor"}))]
+
+        def call(self, name, params):
+            called.append(name)
+            return ToolOutcome(ToolCallStatus.SUCCESS, name)
+
+    agrajag = ToolDispatcher(frozenset({"srv__*"}), roles=frozenset({"tool-prober"}),
+                             sources=[Source()])
+    assert [m.name for m in agrajag.probes()] == ["srv__ping"]  # no role for srv__audit
+    outside = ToolDispatcher(frozenset(), sources=[Source()])  # nothing in its pool
+    assert outside.probe("srv__ping", {}).result == "srv__ping"
+    refused = outside.probe("srv__drop", {})
+    assert refused.status is ToolCallStatus.ERROR and "MUTATING" in refused.error
+    assert "cannot be probed" in outside.probe("srv__audit", {}).error
+    with agrajag.probing():
+        assert [s.name for s in agrajag.specs()] == ["srv__ping"]
+        assert "MUTATING and was not called" in agrajag.invoke("srv__drop", {}).error
+    assert agrajag.invoke("srv__drop", {}).result == "srv__drop"  # outside the probe turn
+    assert called == ["srv__ping", "srv__drop"]
