@@ -59,8 +59,8 @@ from pydantic import (
 
 from vancetope_brain.errors import ConfigError
 from vancetope_brain.llm import ToolSpec
-from vancetope_brain.recipes.model import Role
 from vancetope_brain.models.steer import ToolCallStatus
+from vancetope_brain.recipes.model import Role
 from vancetope_brain.tools import dispatcher  # the module, not its names: it may import this one
 
 if TYPE_CHECKING:
