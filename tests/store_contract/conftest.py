@@ -5,7 +5,7 @@ and a small data builder.
 backends on it (so a test can reopen it) and can write a raw field behind the
 ports' back. ``backend`` is the ``vancetope_brain.store.Backend`` under test;
 ``identity``, ``sessions``, ``lanes``, ``event_outbox``, ``journal``, ``dead_letters``,
-``user_inbox``, ``deliveries``, ``recipes`` and ``settings`` are its ports. ``world`` builds tenants,
+``user_inbox``, ``deliveries``, ``recipes``, ``settings`` and ``tool_health`` are its ports. ``world`` builds tenants,
 sessions, processes, messages, turn commits, user Inbox items and
 notification deliveries through the ports.
 """
@@ -58,6 +58,7 @@ from vancetope_brain.store import (
     RecipeStore,
     SessionStore,
     SettingStore,
+    ToolHealthStore,
     UserInboxStore,
 )
 from vancetope_brain.store.mongo import MongoBackend
@@ -179,6 +180,11 @@ def recipes(backend: Backend) -> RecipeStore:
 @pytest.fixture
 def settings(backend: Backend) -> SettingStore:
     return backend.port(SettingStore)
+
+
+@pytest.fixture
+def tool_health(backend: Backend) -> ToolHealthStore:
+    return backend.port(ToolHealthStore)
 
 
 class World:

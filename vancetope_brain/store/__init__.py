@@ -4,7 +4,7 @@ Rule: the only package that touches a database. Callers use a port's methods,
 never a connection, and take only the ports they use. Every method takes the
 tenant except the named system queries (``list_tenants``, ``token_by_hash``,
 ``stale_pending``, ``stale_event_processes``, ``redeliver_inbox_messages``,
-``queued_deliveries``).
+``queued_deliveries``, ``due_tool_health``).
 Every adapter passes its port's folder of ``tests/store_contract/`` unchanged.
 
 Layout: one module per port (its ABC, whose docstrings are the contract),
@@ -23,8 +23,9 @@ from vancetope_brain.store.lanes import LaneStore
 from vancetope_brain.store.recipes import RecipeStore
 from vancetope_brain.store.sessions import SessionStore
 from vancetope_brain.store.settings import SettingStore
+from vancetope_brain.store.tool_health import ToolHealthStore
 from vancetope_brain.store.user_inbox import UserInboxStore
 
 __all__ = ["Backend", "DeadLetterStore", "DeliveryStore", "EventOutboxStore", "IdentityStore",
            "JournalStore", "LaneStore", "Port", "RecipeStore", "SessionStore", "SettingStore",
-           "UserInboxStore", "open_store"]
+           "ToolHealthStore", "UserInboxStore", "open_store"]

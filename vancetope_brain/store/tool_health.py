@@ -1,0 +1,42 @@
+"""The tool-health port: what is known about MCP servers and their tools, per project."""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from datetime import datetime
+
+from vancetope_brain.models.tool_health import ToolHealth
+from vancetope_brain.store.backend import Port
+
+
+class ToolHealthStore(Port):
+    """``ToolHealth`` records keyed by (tenant, project, server, tool); ``tool`` None is the
+    whole server's record. Each call is one atomic read or write; concurrent ``put`` of one
+    key: the last write wins (the record is an observation, not a counter anyone relies on).
+    """
+
+    @abstractmethod
+    def get_tool_health(self, tenant_id: str, project_id: str, server: str,
+                        tool: str | None = None) -> ToolHealth | None:
+        """The record of the server (``tool`` None) or of one of its tools, or None."""
+
+    @abstractmethod
+    def list_tool_health(self, tenant_id: str, project_id: str | None = None) -> list[ToolHealth]:
+        """The tenant's records (of one project, or of all), by project, server, then tool
+        (the server's own record first)."""
+
+    @abstractmethod
+    def put_tool_health(self, health: ToolHealth) -> None:
+        """Insert or replace the record of ``health.key`` whole."""
+
+    @abstractmethod
+    def reset_tool_health(self, tenant_id: str, project_id: str | None = None,
+                          server: str | None = None, tool: str | None = None) -> int:
+        """Delete records of the tenant and return how many: of one project (or all); of one
+        server, its own record and its tools' (or every server); of one tool only when
+        ``tool`` is given (which needs ``server``)."""
+
+    @abstractmethod
+    def due_tool_health(self, now: datetime, limit: int = 100) -> list[ToolHealth]:
+        """A system query, across tenants: records not UP whose ``next_probe_at`` is at or
+        before ``now``, soonest first, at most ``limit`` (what the background probe runs)."""
