@@ -19,12 +19,15 @@ from vancetope_brain.lanes.waker import Enqueue
 from vancetope_brain.llm.profiles import ModelRouter
 from vancetope_brain.models import ThinkProcess, utcnow
 from vancetope_brain.runtime import Core
+from vancetope_brain.services import ServiceJobs, SystemSessions
+from vancetope_brain.services.jobs import EnqueueJob
 from vancetope_brain.store import (
     Backend,
     EventOutboxStore,
     JournalStore,
     LaneStore,
     SessionStore,
+    ToolHealthStore,
     UserInboxStore,
 )
 from vancetope_brain.tools import ToolSource
@@ -40,6 +43,7 @@ class Worker(Core):
     runner: LaneRunner
     outbox: EventOutbox
     mcp: McpRegistry
+    services: ServiceJobs
 
     def sweep(self) -> int:
         """The sweep job (every worker schedules it, ``SweepSchedule``): re-wake orphaned
@@ -62,7 +66,8 @@ class Worker(Core):
         super().close()
 
 
-def build_worker(config: Config, enqueue: Enqueue, *, model_for: ModelFor | None = None,
+def build_worker(config: Config, enqueue: Enqueue, enqueue_job: EnqueueJob, *,
+                 model_for: ModelFor | None = None,
                  store: Backend | None = None, engines: EngineRegistry = ENGINES,
                  worker_name: str | None = None) -> Worker:
     core = Core.parts(config, enqueue, store=store, engines=engines)
@@ -73,20 +78,27 @@ def build_worker(config: Config, enqueue: Enqueue, *, model_for: ModelFor | None
     mcp = McpRegistry.from_file(config.mcp_servers_file)
 
     def tool_sources(process: ThinkProcess) -> list[ToolSource]:
-        return [client_tools.source(process.session_id, process.id,
-                                    timeout=CLIENT_TOOL_TIMEOUT), mcp]
+        # A service process's session has no client; the user's (tool_probe_as_user) may.
+        session = process.originating_session_id or process.session_id
+        return [client_tools.source(session, process.id, timeout=CLIENT_TOOL_TIMEOUT), mcp]
 
     lanes, processes = store.port(LaneStore), store.port(SessionStore)
+    system_sessions = SystemSessions(store=processes, lifecycle=core["lifecycle"],
+                                     presence=core["presence"], client=core["redis"])
+    services = ServiceJobs(client=core["redis"], enqueue=enqueue_job, sessions=system_sessions,
+                           store=processes, factory=core["process_factory"],
+                           waker=core["waker"])
     outbox = EventOutbox(store.port(EventOutboxStore), events)
     contexts = ContextFactory(lanes=lanes, processes_store=processes,
                               journal=store.port(JournalStore), settings=core["settings"],
                               events=events, engines=engines,
                               processes=core["process_factory"], model_for=model_for,
-                              tool_sources=tool_sources, inbox=core["inbox"])
+                              tool_sources=tool_sources, inbox=core["inbox"],
+                              tool_health=store.port(ToolHealthStore).put_tool_health)
     runner = LaneRunner(lanes=lanes, processes=processes, items=store.port(UserInboxStore),
                         events=events, outbox=outbox,
                         leases=LeaseKeeper(core["redis"], ttl=config.lease_ttl),
                         waker=core["waker"], engines=engines, contexts=contexts,
                         max_attempts=config.max_attempts,
                         max_engine_failures=config.max_engine_failures, worker_name=worker_name)
-    return Worker(**core, runner=runner, outbox=outbox, mcp=mcp)
+    return Worker(**core, runner=runner, outbox=outbox, mcp=mcp, services=services)

@@ -18,6 +18,7 @@ log = logging.getLogger(__name__)
 LANE_TURN = "vancetope.lane_turn"
 SWEEP = "vancetope.sweep"
 HOUSEKEEPING = "vancetope.housekeeping"
+SERVICE_JOB = "vancetope.service_job"
 
 
 @shared_task(name=LANE_TURN, bind=True, acks_late=True, max_retries=5)
@@ -39,3 +40,16 @@ def sweep(self: Task) -> int:
 @shared_task(name=HOUSEKEEPING, bind=True)
 def housekeeping(self: Task) -> int:
     return self.app.vancetope_worker().housekeeping()
+
+
+@shared_task(name=SERVICE_JOB, bind=True, acks_late=True, max_retries=5)
+def service_job(self: Task, job: dict[str, object]) -> str | None:
+    """Start a service process (``ServiceJobs.run``); a store or Redis hiccup retries."""
+    from vancetope_brain.services import ServiceJob
+
+    try:
+        started = self.app.vancetope_worker().services.run(ServiceJob.model_validate(job))
+    except (RuntimeFailure, redis.RedisError) as e:
+        log.warning("service job %s failed (%s); retrying", job.get("subject"), e)
+        raise self.retry(exc=e, countdown=min(2 ** self.request.retries, 30)) from e
+    return started.id if started else None
