@@ -88,7 +88,7 @@ def _probe_seen(content: str) -> str:
     except ValueError:
         return f"the probe answered {content[:200]}"
     result = body.get("result") if isinstance(body, dict) else None
-    if isinstance(result, dict) and result.get("status") == "SUCCESS":
+    if isinstance(result, dict) and str(result.get("status")).upper() == "SUCCESS":
         return f"the probe {result.get('tool')} succeeded, so {ANSWERS}"
     error = (result or {}).get("error") if isinstance(result, dict) else body.get("error")
     return f"the probe failed ({str(error)[:200]}), so the server does not answer"

@@ -1,0 +1,142 @@
+"""agrajag in the embedded shape: a real in-process Celery worker, the real echo MCP server
+(stdio), the offline demo model or a scripted one. The checker's hook
+(``ServiceJobs.on_ambiguous``) is called directly here; the acceptance flow through a user's
+failing tool call, with worker processes, is tests/integration/test_agrajag_flow.py.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Embedded
+from tests.helpers import wait_for
+from vancetope_brain.errors import Conflict
+from vancetope_brain.llm import LlmResponse, ToolCall
+from vancetope_brain.llm.demo import DemoModel
+from vancetope_brain.llm.testing import FunctionModel
+from vancetope_brain.models import ChatRole, CloseReason, ProcessStatus
+from vancetope_brain.models.tool_health import HealthSource, HealthState
+from vancetope_brain.services import SYSTEM_USER, AmbiguousToolFailure
+from vancetope_brain.store import LaneStore, SessionStore, ToolHealthStore
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def emb(tmp_path_factory):
+    data = tmp_path_factory.mktemp("agrajag")
+    servers = data / "mcp.json"
+    servers.write_text(json.dumps([{"name": "echo", "transport": "stdio",
+                                    "command": sys.executable,
+                                    "args": ["-m", "tests.tools.mcp_echo_server"],
+                                    "cwd": str(ROOT)}]))
+    embedded = Embedded(data / "data", VANCETOPE_MCP_SERVERS=str(servers))
+    yield embedded
+    embedded.stop()
+
+
+def failure(emb, session_id: str, tool: str) -> AmbiguousToolFailure:
+    return AmbiguousToolFailure(tenant_id="acme", project_id="default", user_id="ada",
+                                session_id=session_id, process_id="proc_x", server="echo",
+                                tool=tool, step="call", error="echo: something odd happened")
+
+
+def agrajags(emb, tool: str):
+    sessions = emb.brain.store.port(SessionStore)
+    return [p for s in sessions.list_sessions("acme", SYSTEM_USER)
+            for p in sessions.list_processes("acme", s.id) if p.engine_params.get("tool") == tool]
+
+
+def closed(emb, process_id: str):
+    return wait_for(lambda: (p := emb.brain.store.port(SessionStore).get_process(
+        "acme", process_id)).status is ProcessStatus.CLOSED and p, timeout=60,
+        what="agrajag closed")
+
+
+def test_the_demo_model_diagnoses_once_however_many_failures_come_at_once(emb):
+    emb.model = DemoModel()
+    user_session = emb.brain.sessions.create(emb.who)
+    hits = [threading.Thread(target=emb.worker_parts.services.on_ambiguous,
+                             args=(failure(emb, user_session.id, "echo__fail"),))
+            for _ in range(8)]
+    for hit in hits:
+        hit.start()
+    for hit in hits:
+        hit.join()
+    process = wait_for(lambda: agrajags(emb, "echo__fail"), what="an agrajag process")[0]
+    done = closed(emb, process.id)
+    assert len(agrajags(emb, "echo__fail")) == 1  # the other seven folded into it
+    assert (done.close_reason, done.user_id, done.originating_user_id,
+            done.originating_session_id) == (CloseReason.DONE, SYSTEM_USER, "ada",
+                                             user_session.id)
+    health = emb.brain.store.port(ToolHealthStore).get_tool_health(
+        "acme", "default", "echo", "echo__fail")
+    assert health is not None
+    assert (health.state, health.source) == (HealthState.DEGRADED, HealthSource.AGRAJAG)
+    assert "answers probes" in health.reason
+    chat = emb.brain.store.port(LaneStore).chat_history("acme", done.id)
+    assert any(line.role is ChatRole.TOOL and line.content.startswith("tool_probe(")
+               and "echo__echo" in line.content and line.meta["status"] == "success" for line in chat)
+
+    # The system session: hidden from the user, listed for operators, the lifecycle of the
+    # recipe's systemSession.
+    system = emb.brain.store.port(SessionStore).get_session("acme", done.session_id)
+    assert (system.system, system.user_id, system.title, system.idle_timeout_sec) == (
+        True, SYSTEM_USER, "_agrajag", 300)
+    assert system.id not in {s.id for s in emb.brain.sessions.list_sessions(emb.who)}
+    # A failure after the diagnosis closed starts the next one, in the same session.
+    emb.worker_parts.services.on_ambiguous(failure(emb, user_session.id, "echo__fail"))
+    again = wait_for(lambda: len(agrajags(emb, "echo__fail")) == 2 and agrajags(emb, "echo__fail"))
+    assert {p.session_id for p in again} == {system.id}
+    closed(emb, again[-1].id)
+
+
+def test_a_mutating_probe_is_refused_by_the_dispatcher_not_by_the_prompt(emb):
+    steps: list[list[str]] = []
+
+    def agrajag(messages, tools):
+        steps.append(sorted(t.name for t in tools))
+        names = {t.name for t in tools}
+        if "tool_health_write" in names:
+            return LlmResponse("", (ToolCall("v", "tool_health_write", json.dumps({
+                "server": "echo", "tool": "echo__add", "state": "DOWN",
+                "reason": "scripted verdict", "recheckAfterSec": 60})),))
+        done = [m for m in messages if m.role == "tool"]
+        if not done:  # echo__add is MUTATING on the test server: refused
+            return LlmResponse("", (ToolCall("p1", "tool_probe", json.dumps(
+                {"tool": "echo__add", "arguments": {"a": 1, "b": 2}})),))
+        if len(done) == 1:  # a direct call of it, past tool_probe, is refused as well
+            return LlmResponse("", (ToolCall("p2", "echo__add", json.dumps({"a": 1, "b": 2})),))
+        return LlmResponse("", (ToolCall("r", "respond", json.dumps(
+            {"message": "add refused, as it should be"})),))
+
+    emb.model = FunctionModel(agrajag)
+    user_session = emb.brain.sessions.create(emb.who)
+    emb.worker_parts.services.on_ambiguous(failure(emb, user_session.id, "echo__add"))
+    done = closed(emb, wait_for(lambda: agrajags(emb, "echo__add"))[0].id)
+    assert done.close_reason is CloseReason.DONE
+    tool_lines = [line for line in emb.brain.store.port(LaneStore).chat_history(
+        "acme", done.id) if line.role is ChatRole.TOOL]
+    assert [line.meta["status"] for line in tool_lines] == ["error", "error"]
+    assert "MUTATING and was not called" in tool_lines[0].content
+    assert "MUTATING and was not called" in tool_lines[1].content
+    # While probing, only SAFE_PROBE tools are offered (no tool_health_write, no echo__add).
+    assert steps[0] == ["respond", "tool_probe", "tool_probe_as_user"]
+    health = emb.brain.store.port(ToolHealthStore).get_tool_health(
+        "acme", "default", "echo", "echo__add")
+    assert health is not None and (health.state, health.reason) == (HealthState.DOWN,
+                                                                     "scripted verdict")
+
+
+def test_a_user_cannot_start_a_service_recipe_and_never_lists_service_processes(emb):
+    session = emb.brain.sessions.create(emb.who)
+    with pytest.raises(Conflict, match="service recipe; only the system starts it"):
+        emb.brain.sessions.create_process(emb.who, session.id, recipe="agrajag")
+    process = agrajags(emb, "echo__fail")[0]
+    with pytest.raises(Exception, match="no process"):
+        emb.brain.sessions.process(emb.who, process.id)
