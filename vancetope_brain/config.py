@@ -69,6 +69,9 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "VANCETOPE_DEMO_TOKEN_DELAY": ("0.02", "Seconds the offline demo model pauses between the words it streams, so a newcomer sees streaming; `0` streams at once."),
     "VANCETOPE_LOG_LEVEL": ("INFO", "Python log level."),
     "VANCETOPE_MCP_SERVERS": ("(unset: no MCP servers)", "Path of a YAML or JSON file listing the MCP servers whose tools engines may call (see docs/configuration.md)."),
+    "VANCETOPE_TOOL_PROBE_BACKOFF": ("30", "Seconds after an MCP server or tool is marked DOWN or DEGRADED until the background probe (housekeeping) tries it; doubled after each failed probe."),
+    "VANCETOPE_TOOL_PROBE_BACKOFF_MAX": ("600", "Longest wait, in seconds, between two probes of an unhealthy MCP server or tool."),
+    "VANCETOPE_DOWN_TOOLS": ("hide", "What the model sees of a DOWN MCP server's or tool's tools: `hide` leaves them out of the manifest, `show` offers them with their status; calls fail at once either way."),
     "VANCETOPE_PUBLIC_URL": ("http://<host>:<port>", "Base URL clients reach the gateway at; used in e-mailed links and signed attachment URLs."),
     "VANCETOPE_SECRET_KEY": ("(unset: generated once into `<data dir>/secret.key`)", "Key that signs attachment URLs; set the same value on every gateway and worker of a cluster."),
     "VANCETOPE_ATTACHMENTS_DIR": ("<data dir>/attachments", "Where inbox attachments (OUTPUT_IMAGE, OUTPUT_DOCUMENT) are stored; shared by all pods."),
@@ -142,6 +145,9 @@ class Config:
     token_recheck: float = 5.0
     header_timeout: float = 10.0
     demo_token_delay: float = 0.0
+    tool_probe_backoff: float = 30.0
+    tool_probe_backoff_max: float = 600.0
+    show_down_tools: bool = False
 
     @property
     def embedded(self) -> bool:
@@ -203,11 +209,21 @@ class Config:
             token_recheck=_number(env, "VANCETOPE_TOKEN_RECHECK", float, 0.1),
             header_timeout=_number(env, "VANCETOPE_HEADER_TIMEOUT", float, 0.1),
             demo_token_delay=_number(env, "VANCETOPE_DEMO_TOKEN_DELAY", float, 0.0),
+            tool_probe_backoff=_number(env, "VANCETOPE_TOOL_PROBE_BACKOFF", float, 0.1),
+            tool_probe_backoff_max=_number(env, "VANCETOPE_TOOL_PROBE_BACKOFF_MAX", float, 0.1),
+            show_down_tools=_down_tools(env),
         )
 
     def base_url(self) -> str:
         """Where clients reach this deployment (``VANCETOPE_PUBLIC_URL`` or host and port)."""
         return self.public_url or f"http://{self.host}:{self.port}"
+
+
+def _down_tools(env: Mapping[str, str]) -> bool:
+    mode = (env.get("VANCETOPE_DOWN_TOOLS") or "hide").lower()
+    if mode not in ("hide", "show"):
+        raise ConfigError(f"VANCETOPE_DOWN_TOOLS={mode!r} must be hide or show")
+    return mode == "show"
 
 
 def _smtp(env: Mapping[str, str]) -> SmtpConfig | None:

@@ -32,6 +32,7 @@ from vancetope_brain.store import (
 )
 from vancetope_brain.tools import ToolSource
 from vancetope_brain.tools.client import ClientToolBridge
+from vancetope_brain.tools.health import HealthPolicy, ToolHealthService
 from vancetope_brain.tools.mcp import McpRegistry
 
 CLIENT_TOOL_TIMEOUT = 30.0
@@ -44,6 +45,7 @@ class Worker(Core):
     outbox: EventOutbox
     mcp: McpRegistry
     services: ServiceJobs
+    tool_health: ToolHealthService
 
     def sweep(self) -> int:
         """The sweep job (every worker schedules it, ``SweepSchedule``): re-wake orphaned
@@ -57,9 +59,11 @@ class Worker(Core):
 
     def housekeeping(self) -> int:
         """The slower beat job: finish inbox answers a crash cut short (their processes are
-        then woken by the sweeper), send e-mail batches that are due, archive old items."""
+        then woken by the sweeper), send e-mail batches that are due, archive old items,
+        probe MCP servers and tools whose health record is due (never in a user's turn)."""
         return self.store.port(UserInboxStore).redeliver_inbox_messages() + \
-            self.notifications.flush(utcnow()) + self.inbox.auto_archive()
+            self.notifications.flush(utcnow()) + self.inbox.auto_archive() + \
+            self.tool_health.probe_due(self.mcp)
 
     def close(self) -> None:
         self.mcp.close()
@@ -70,17 +74,23 @@ def build_worker(config: Config, enqueue: Enqueue, enqueue_job: EnqueueJob, *,
                  model_for: ModelFor | None = None,
                  store: Backend | None = None, engines: EngineRegistry = ENGINES,
                  worker_name: str | None = None) -> Worker:
+    """``enqueue_job`` queues service jobs (``ServiceJobs``): each MCP failure the health
+    checker cannot classify becomes an agrajag job (``ServiceJobs.on_ambiguous``)."""
     core = Core.parts(config, enqueue, store=store, engines=engines)
     store, events = core["store"], core["events"]
     if model_for is None:  # per process: its recipe, the settings cascade, the profiles
         model_for = ModelRouter.from_config(config, core["settings"])
     client_tools = ClientToolBridge(core["redis"], events)
     mcp = McpRegistry.from_file(config.mcp_servers_file)
+    policy = HealthPolicy(config.tool_probe_backoff, config.tool_probe_backoff_max,
+                          config.show_down_tools)
+    tool_health = ToolHealthService(store.port(ToolHealthStore), policy)
 
     def tool_sources(process: ThinkProcess) -> list[ToolSource]:
         # A service process's session has no client; the user's (tool_probe_as_user) may.
         session = process.originating_session_id or process.session_id
-        return [client_tools.source(session, process.id, timeout=CLIENT_TOOL_TIMEOUT), mcp]
+        return [client_tools.source(session, process.id, timeout=CLIENT_TOOL_TIMEOUT),
+                tool_health.source(mcp, process)]
 
     lanes, processes = store.port(LaneStore), store.port(SessionStore)
     system_sessions = SystemSessions(store=processes, lifecycle=core["lifecycle"],
@@ -88,17 +98,19 @@ def build_worker(config: Config, enqueue: Enqueue, enqueue_job: EnqueueJob, *,
     services = ServiceJobs(client=core["redis"], enqueue=enqueue_job, sessions=system_sessions,
                            store=processes, factory=core["process_factory"],
                            waker=core["waker"])
+    tool_health.on_ambiguous = services.on_ambiguous
     outbox = EventOutbox(store.port(EventOutboxStore), events)
     contexts = ContextFactory(lanes=lanes, processes_store=processes,
                               journal=store.port(JournalStore), settings=core["settings"],
                               events=events, engines=engines,
                               processes=core["process_factory"], model_for=model_for,
                               tool_sources=tool_sources, inbox=core["inbox"],
-                              tool_health=store.port(ToolHealthStore).put_tool_health)
+                              tool_health=tool_health.write)
     runner = LaneRunner(lanes=lanes, processes=processes, items=store.port(UserInboxStore),
                         events=events, outbox=outbox,
                         leases=LeaseKeeper(core["redis"], ttl=config.lease_ttl),
                         waker=core["waker"], engines=engines, contexts=contexts,
                         max_attempts=config.max_attempts,
                         max_engine_failures=config.max_engine_failures, worker_name=worker_name)
-    return Worker(**core, runner=runner, outbox=outbox, mcp=mcp, services=services)
+    return Worker(**core, runner=runner, outbox=outbox, mcp=mcp, services=services,
+                  tool_health=tool_health)

@@ -19,10 +19,11 @@ from vancetope_brain.errors import Conflict
 from vancetope_brain.llm import LlmResponse, ToolCall
 from vancetope_brain.llm.demo import DemoModel
 from vancetope_brain.llm.testing import FunctionModel
-from vancetope_brain.models import ChatRole, CloseReason, ProcessStatus
+from vancetope_brain.models import ChatRole, CloseReason, ProcessStatus, utcnow
 from vancetope_brain.models.tool_health import HealthSource, HealthState
-from vancetope_brain.services import SYSTEM_USER, AmbiguousToolFailure
+from vancetope_brain.services import SYSTEM_USER
 from vancetope_brain.store import LaneStore, SessionStore, ToolHealthStore
+from vancetope_brain.tools.health import AmbiguousToolError
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -40,10 +41,11 @@ def emb(tmp_path_factory):
     embedded.stop()
 
 
-def failure(emb, session_id: str, tool: str) -> AmbiguousToolFailure:
-    return AmbiguousToolFailure(tenant_id="acme", project_id="default", user_id="ada",
-                                session_id=session_id, process_id="proc_x", server="echo",
-                                tool=tool, step="call", error="echo: something odd happened")
+def failure(emb, session_id: str, tool: str) -> AmbiguousToolError:
+    return AmbiguousToolError(tenant_id="acme", project_id="default", user_id="ada",
+                              session_id=session_id, process_id="proc_x", server="echo",
+                              tool=tool, step="call", error="echo: something odd happened",
+                              at=utcnow())
 
 
 def agrajags(emb, tool: str):

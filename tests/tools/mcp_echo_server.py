@@ -3,9 +3,16 @@
     python -m tests.tools.mcp_echo_server              # stdio
     python -m tests.tools.mcp_echo_server --http       # streamable HTTP on 127.0.0.1:<ephemeral>
 
-In HTTP mode the bound port is printed as ``PORT <n>`` on stdout before serving.
-When ``MCP_ECHO_LIST_LOG`` names a file, every ``tools/list`` appends ``list <pid>`` to
-it (the side channel the tests count, and find the server process by).
+In HTTP mode the bound port is printed as ``PORT <n>`` on stdout before serving
+(``--port N`` binds that port instead, so a test can stop the server and start it again
+at the same URL). When ``MCP_ECHO_LIST_LOG`` names a file, every ``tools/list`` appends
+``list <pid>`` to it (the side channel the tests count, and find the server process by).
+
+When ``MCP_ECHO_MODE_FILE`` names a file, its content sets the mode of every
+``tools/list`` and ``tools/call`` at the time it arrives: ``hang`` never answers (the
+handshake and pings still do: a server whose work is stuck), anything else (or no file)
+answers normally — so a test hangs and heals a running server. The tool ``fail`` is the
+unclassifiable failure: an ``isError`` result whose text names no known cause.
 """
 
 from __future__ import annotations
@@ -13,6 +20,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+from typing import Any
 
 import anyio
 from mcp.server.mcpserver import MCPServer
@@ -20,13 +28,27 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import Tool, ToolAnnotations
 
 
+async def _hang_if_told() -> None:
+    mode_file = os.environ.get("MCP_ECHO_MODE_FILE")
+    if mode_file and os.path.exists(mode_file):
+        with open(mode_file) as f:
+            if f.read().strip() == "hang":
+                await anyio.sleep_forever()
+
+
 class _CountingServer(MCPServer):
     async def list_tools(self) -> list[Tool]:
+        await _hang_if_told()
         log = os.environ.get("MCP_ECHO_LIST_LOG")
         if log:
             with open(log, "a") as f:
                 f.write(f"list {os.getpid()}\n")
         return await super().list_tools()
+
+    async def call_tool(self, name: str, arguments: dict[str, Any],
+                        context: Any = None) -> Any:
+        await _hang_if_told()
+        return await super().call_tool(name, arguments, context)
 
 
 server = _CountingServer("echo", log_level="WARNING")
@@ -62,7 +84,8 @@ def _serve_http() -> None:
 
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
+    port = int(sys.argv[sys.argv.index("--port") + 1]) if "--port" in sys.argv else 0
+    sock.bind(("127.0.0.1", port))
     sock.listen(64)  # connections queue from now on, even before uvicorn accepts them
     print(f"PORT {sock.getsockname()[1]}", flush=True)
     config = uvicorn.Config(server.streamable_http_app(), log_level="warning")

@@ -10,7 +10,7 @@ moves sessions only through ``SessionLifecycle``; it imports no Flask and no Cel
 queue is a callable it is given).
 """
 
-from vancetope_brain.services.jobs import AmbiguousToolFailure, ServiceJob, ServiceJobs
+from vancetope_brain.services.jobs import ServiceJob, ServiceJobs
 from vancetope_brain.services.system_sessions import SYSTEM_USER, SystemSessions
 
-__all__ = ["SYSTEM_USER", "AmbiguousToolFailure", "ServiceJob", "ServiceJobs", "SystemSessions"]
+__all__ = ["SYSTEM_USER", "ServiceJob", "ServiceJobs", "SystemSessions"]

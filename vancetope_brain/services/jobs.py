@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import redis
@@ -30,6 +29,7 @@ from vancetope_brain.models.base import Wire
 from vancetope_brain.recipes.model import Name, SystemSessionSpec
 from vancetope_brain.services.system_sessions import SYSTEM_USER, SystemSessions
 from vancetope_brain.store import SessionStore
+from vancetope_brain.tools.health import AmbiguousToolError
 
 log = logging.getLogger(__name__)
 
@@ -67,22 +67,6 @@ class ServiceJob(Wire):
     params: dict[str, Any] = Field(default_factory=dict)
     originating_user_id: str | None = None
     originating_session_id: str | None = None
-
-
-@dataclass(frozen=True)
-class AmbiguousToolFailure:
-    """A tool failure the programmatic checker could not classify (think-engines §7
-    "agrajag"): what ``on_ambiguous`` is given."""
-
-    tenant_id: str
-    project_id: str
-    user_id: str
-    session_id: str
-    process_id: str
-    server: str
-    tool: str | None
-    step: str
-    error: str
 
 
 class ServiceJobs:
@@ -146,7 +130,7 @@ class ServiceJobs:
         self._waker.wake(job.tenant_id, process.id)
         return process
 
-    def on_ambiguous(self, failure: AmbiguousToolFailure) -> None:
+    def on_ambiguous(self, failure: AmbiguousToolError) -> None:
         """The checker's hook: a diagnosis job for the tool (agrajag). Never raises: a job
         that cannot be queued is logged, and the user's turn goes on."""
         job = ServiceJob(

@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import redis
 
@@ -94,6 +94,14 @@ class ToolOutcome:
 class ToolSource(Protocol):
     def manifests(self) -> list[ToolManifest]: ...
     def call(self, name: str, params: dict[str, Any]) -> ToolOutcome: ...
+
+
+@runtime_checkable
+class KnowsUnavailable(Protocol):
+    """A source that can say why one of its tools is not offered (``health.CheckedMcp``: its
+    server is DOWN), so a call to it fails with that reason."""
+
+    def unavailable(self, name: str) -> str | None: ...
 
 
 class ToolJournal(Protocol):
@@ -230,6 +238,10 @@ class ToolDispatcher:
             return run() if self.journal is None else self.journal.call(manifest, params, run)
         if not self._pooled(name):
             return ToolOutcome.failed(f"tool {name!r} is not in this process's tool pool")
+        for source in self.sources:
+            reason = source.unavailable(name) if isinstance(source, KnowsUnavailable) else None
+            if reason is not None:
+                return ToolOutcome.failed(f"tool {name!r} is not available: {reason}")
         return ToolOutcome.failed(
             f"tool {name!r} is not available: no server tool, connected client or MCP server "
             "offers it (a client-side tool needs the user's client to be connected)")

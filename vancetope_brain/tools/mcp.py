@@ -11,7 +11,14 @@ a private event loop thread and shared by every worker thread (MCP multiplexes
 requests by id). A fresh session per call costs ~850 ms for a Python stdio
 server (process start and imports) and ~45 ms over HTTP; a shared session costs
 ~5 ms per call for either. A session that breaks is dropped and reopened on the
-next use; a timed-out call keeps it (the SDK cancels the request on the server).
+next use, and one whose transport has closed (a killed stdio server) is reopened
+before it is used; a timed-out call keeps it (the SDK cancels the request on the server).
+
+Every failure is classified (``health.classify``) and logged with the server, the
+tool, the step (connect / list / call) and how long it took; ``survey`` and
+``attempt`` return it to the caller (``health.CheckedMcp``, which records it). A
+failed listing is not cached: what keeps turns from waiting on a broken server is its
+DOWN record in ``tool_health``, which ``survey(skip=…)`` honours.
 After ``fork`` (Celery prefork) the child starts its own loop and sessions and
 never touches the parent's.
 
@@ -62,6 +69,7 @@ from vancetope_brain.llm import ToolSpec
 from vancetope_brain.models.steer import ToolCallStatus
 from vancetope_brain.recipes.model import Role
 from vancetope_brain.tools import dispatcher  # the module, not its names: it may import this one
+from vancetope_brain.tools.health import Failure, Step, classify, classify_text
 
 if TYPE_CHECKING:
     from mcp import ClientSession, types
@@ -70,9 +78,6 @@ log = logging.getLogger(__name__)
 
 SEPARATOR = "__"
 """Between the server name and the tool name in the name the model sees."""
-
-FAILED_LIST_RETRY = 30.0
-"""Seconds a server that failed to list is left alone before it is tried again (at most its TTL)."""
 
 PING_AFTER_IDLE = 10.0
 """Seconds after which a session is pinged before use; one that fails is replaced."""
@@ -207,41 +212,63 @@ class McpRegistry:
 
     def tools(self) -> list[ToolSpec]:
         """Every reachable server's tools, prefixed; lists older than a server's TTL are refreshed."""
-        return [spec for listing in self._listings() for spec in listing.specs]
+        return [m.spec for m in self.manifests()]
 
     def manifests(self) -> list[dispatcher.ToolManifest]:
-        """``tools()`` as dispatcher manifests: transport ``mcp``, SAFE_PROBE for the tools the
-        server marks ``readOnlyHint``, else MUTATING; idempotent for those and the ones it
-        marks ``idempotentHint`` (hints from the server, not guarantees), else not."""
-        return [dispatcher.ToolManifest(spec, "mcp", dispatcher.Safety.SAFE_PROBE
-                                        if spec.name in listing.read_only
-                                        else dispatcher.Safety.MUTATING,
-                                        requires_engine_roles=listing.roles.get(
-                                            spec.name, frozenset()),
-                                        idempotent=spec.name in listing.idempotent)
-                for listing in self._listings() for spec in listing.specs]
+        """``tools()`` as dispatcher manifests (see ``_manifests``)."""
+        return [m for survey in self.survey() for m in survey.manifests]
+
+    def survey(self, skip: Iterable[str] = ()) -> list[Survey]:
+        """Each configured server but those in ``skip``, listed (from cache within its TTL)
+        side by side: its manifests, or why it has none. Waits at most for the slowest
+        server's bounds (``connect_timeout`` + ``timeout``)."""
+        wanted = [name for name in self._configs if name not in set(skip)]
+        if not wanted:
+            return []
+        try:
+            loop = self._running()
+            return loop.portal.call(loop.list_all, wanted)
+        except Exception:
+            log.exception("listing MCP tools failed")
+            return []
+
+    def known_manifests(self, server: str) -> list[dispatcher.ToolManifest]:
+        """The manifests of the last listing this process got from ``server`` (none if never)."""
+        loop = self._loop
+        if loop is None or loop.pid != os.getpid() or server not in loop.servers:
+            return []
+        cached = loop.servers[server].cached
+        return [] if cached is None else _manifests(cached)
+
+    def probe(self, server: str) -> tuple[Failure | None, frozenset[str]]:
+        """Connect to ``server`` if need be and list its tools now, whatever the cache: the
+        failure (None when it answered) and the names it lists."""
+        try:
+            loop = self._running()
+            listing, failure = loop.portal.call(loop.servers[server].probe, loop.tg)
+        except Exception as e:
+            log.exception("probing MCP server %r failed", server)
+            return Failure(server, None, "list", classify(e), _describe(e), 0.0), frozenset()
+        return failure, frozenset(listing.names) if listing is not None else frozenset()
 
     def call(self, name: str, params: Mapping[str, Any]) -> dispatcher.ToolOutcome:
         """Call the tool the model knows as ``name``; SUCCESS, ERROR or TIMEOUT, never an exception."""
+        return self.attempt(name, params)[0]
+
+    def attempt(self, name: str, params: Mapping[str, Any]
+                ) -> tuple[dispatcher.ToolOutcome, Failure | None]:
+        """``call``, and the classified failure when the server or the tool failed (None when
+        it succeeded, or the name is unknown)."""
         if not self.owns(name):
-            return _error(f"{name!r} is not a tool of a configured MCP server")
+            return _error(f"{name!r} is not a tool of a configured MCP server"), None
         server = name.partition(SEPARATOR)[0]
         try:
             loop = self._running()
             return loop.portal.call(loop.servers[server].call, name, dict(params), loop.tg)
         except Exception as e:
             log.exception("MCP call %s failed", name)
-            return _error(f"MCP server {server!r}, tool {name!r}: {_describe(e)}")
-
-    def _listings(self) -> list[_Listing]:
-        if not self._configs:
-            return []
-        try:
-            loop = self._running()
-            return loop.portal.call(loop.list_all)
-        except Exception:
-            log.exception("listing MCP tools failed")
-            return []
+            return (_error(f"MCP server {server!r}, tool {name!r}: {_describe(e)}"),
+                    Failure(server, name, "call", classify(e), _describe(e), 0.0))
 
     def close(self) -> None:
         with self._guard:
@@ -290,11 +317,18 @@ class _Loop:
         self.servers = self.portal.call(lambda: {c.name: _Server(c) for c in configs})
         self._supervisor, (self.tg, self._stopping) = self.portal.start_task(_supervise)
 
-    async def list_all(self) -> list[_Listing]:
+    async def list_all(self, names: list[str]) -> list[Survey]:
+        found: dict[str, Survey] = {}
+
+        async def one(server: _Server) -> None:
+            listing, failure = await server.listing(self.tg)
+            found[server.config.name] = Survey(
+                server.config.name, _manifests(listing) if listing is not None else [], failure)
+
         async with anyio.create_task_group() as tg:
-            for server in self.servers.values():
-                tg.start_soon(server.listing, self.tg)
-        return [s.cached for s in self.servers.values() if s.cached is not None]
+            for name in names:
+                tg.start_soon(one, self.servers[name])
+        return [found[name] for name in names]
 
     def close(self) -> None:
         try:
@@ -339,12 +373,20 @@ async def _supervise(*, task_status: TaskStatus[tuple[TaskGroup, anyio.Event]]) 
         tg.cancel_scope.cancel()
 
 
+@dataclass(frozen=True)
+class Survey:
+    """One server's part of a listing: its manifests, or the failure that left it without."""
+
+    server: str
+    manifests: list[dispatcher.ToolManifest]
+    failure: Failure | None = None
+
+
 @dataclass
 class _Listing:
     specs: list[ToolSpec]
     names: dict[str, str]  # prefixed name -> the server's tool name
     expires: float
-    error: str | None = None
     read_only: frozenset[str] = frozenset()  # prefixed names the server marks readOnlyHint
     idempotent: frozenset[str] = frozenset()  # … and idempotentHint
     roles: dict[str, frozenset[str]] = field(default_factory=dict)  # prefixed name -> roles
@@ -363,47 +405,76 @@ class _Server:
     _connect_lock: anyio.Lock = field(default_factory=anyio.Lock)
     _list_lock: anyio.Lock = field(default_factory=anyio.Lock)
 
-    async def listing(self, tg: TaskGroup) -> _Listing:
-        """The tool list, from cache within the TTL; a failure is logged and lists nothing."""
+    async def listing(self, tg: TaskGroup) -> tuple[_Listing | None, Failure | None]:
+        """The tool list, from cache within the TTL; or the failure (logged, not cached)."""
         async with self._list_lock:
-            now = time.monotonic()
-            if self.cached is not None and now < self.cached.expires:
-                return self.cached
-            cfg = self.config
-            try:
-                session = await self._open(tg)
-                with anyio.fail_after(cfg.timeout):
-                    tools = await _list_tools(session)
-                self.cached = _listing_of(cfg, tools, now + cfg.tools_ttl)
-            except Exception as e:
-                self._after_failure(e)
-                log.warning("MCP server %r contributes no tools: %s", cfg.name, _describe(e))
-                retry = now + min(cfg.tools_ttl, FAILED_LIST_RETRY)
-                self.cached = _Listing([], {}, retry, error=_describe(e))
-            return self.cached
+            if self.cached is not None and time.monotonic() < self.cached.expires:
+                return self.cached, None
+            return await self._list(tg)
 
-    async def call(self, name: str, params: dict[str, Any], tg: TaskGroup) -> dispatcher.ToolOutcome:
+    async def probe(self, tg: TaskGroup) -> tuple[_Listing | None, Failure | None]:
+        """List now, whatever the cache."""
+        async with self._list_lock:
+            return await self._list(tg)
+
+    async def _list(self, tg: TaskGroup) -> tuple[_Listing | None, Failure | None]:
+        cfg, started = self.config, time.monotonic()
+        step: Step = "connect"
+        try:
+            session = await self._open(tg)
+            step = "list"
+            with anyio.fail_after(cfg.timeout):
+                tools = await _list_tools(session)
+        except Exception as e:
+            self._after_failure(e)
+            return None, self._failed(step, None, e, started)
+        self.cached = _listing_of(cfg, tools, time.monotonic() + cfg.tools_ttl)
+        return self.cached, None
+
+    async def call(self, name: str, params: dict[str, Any], tg: TaskGroup
+                   ) -> tuple[dispatcher.ToolOutcome, Failure | None]:
         where = f"MCP server {self.config.name!r}, tool {name!r}"
         known = self.cached
         if known is None or (name not in known.names and time.monotonic() >= known.expires):
-            known = await self.listing(tg)
+            known, failure = await self.listing(tg)
+            if failure is not None:
+                return _error(f"{where}: server unavailable: {failure.step}: "
+                              f"{failure.summary}"), failure
+        assert known is not None
         if name not in known.names:
-            if known.error is not None:
-                return _error(f"{where}: server unavailable: {known.error}")
-            return _error(f"{where}: no such tool on this server")
-        session = None
+            return _error(f"{where}: no such tool on this server"), None
+        started = time.monotonic()
+        step: Step = "connect"
         try:
             session = await self._open(tg)
+            step = "call"
             with anyio.fail_after(self.config.timeout):
                 result = await session.call_tool(known.names[name], params)
-        except TimeoutError:
-            if session is None:
-                return _timeout(f"{where}: connecting timed out after {self.config.connect_timeout:g} s")
-            return _timeout(f"{where}: timed out after {self.config.timeout:g} s")
+        except TimeoutError as e:
+            failure = self._failed(step, name, e, started)
+            if step == "connect":
+                return _timeout(f"{where}: connecting timed out after "
+                                f"{self.config.connect_timeout:g} s"), failure
+            return _timeout(f"{where}: timed out after {self.config.timeout:g} s"), failure
         except Exception as e:
             self._after_failure(e)
-            return _error(f"{where}: {_describe(e)}")
-        return _outcome(result, where)
+            return _error(f"{where}: {_describe(e)}"), self._failed(step, name, e, started)
+        outcome = _outcome(result, where)
+        if not result.is_error:
+            return outcome, None
+        text = "\n".join(_text_of(block) for block in result.content) or "isError without text"
+        seconds = time.monotonic() - started
+        failure = Failure(self.config.name, name, "call", classify_text(text), text, seconds)
+        log.info("MCP server %r, tool %s: call answered isError after %.2f s (%s)",
+                 self.config.name, name, seconds, failure.cause)
+        return outcome, failure
+
+    def _failed(self, step: Step, tool: str | None, e: Exception, started: float) -> Failure:
+        seconds = time.monotonic() - started
+        failure = Failure(self.config.name, tool, step, classify(e), _describe(e), seconds)
+        log.warning("MCP server %r, tool %s: %s failed after %.2f s (%s): %s", self.config.name,
+                    tool or "-", step, seconds, failure.cause, failure.summary)
+        return failure
 
     def drop(self) -> None:
         """Forget the session; its task closes it (a later use opens a new one)."""
@@ -422,6 +493,10 @@ class _Server:
 
     async def _open(self, tg: TaskGroup) -> ClientSession:
         async with self._connect_lock:
+            if self._session is not None and _transport_closed(self._session):
+                log.info("MCP server %r: its connection has closed, reconnecting",
+                         self.config.name)
+                self.drop()
             if self._session is not None and time.monotonic() - self._used > PING_AFTER_IDLE:
                 # A stdio server may have died, an HTTP server may have expired the session.
                 try:
@@ -521,6 +596,28 @@ def _listing_of(config: McpServerConfig, tools: Iterable[types.Tool],
             idempotent.add(name)
     return _Listing(specs, names, expires, read_only=frozenset(read_only),
                     idempotent=frozenset(idempotent), roles=roles)
+
+
+def _manifests(listing: _Listing) -> list[dispatcher.ToolManifest]:
+    """Dispatcher manifests: transport ``mcp``, SAFE_PROBE for the tools the server marks
+    ``readOnlyHint``, else MUTATING; idempotent for those and the ones it marks
+    ``idempotentHint`` (hints from the server, not guarantees), else not; the engine roles of
+    the server's config (``McpServerConfig.roles_of``)."""
+    return [dispatcher.ToolManifest(spec, "mcp", dispatcher.Safety.SAFE_PROBE
+                                    if spec.name in listing.read_only
+                                    else dispatcher.Safety.MUTATING,
+                                    requires_engine_roles=listing.roles.get(
+                                        spec.name, frozenset()),
+                                    idempotent=spec.name in listing.idempotent)
+            for spec in listing.specs]
+
+
+def _transport_closed(session: ClientSession) -> bool:
+    """Whether the session's transport has closed (a stdio server that exited, a dropped
+    HTTP stream). The SDK's dispatcher sets ``_closed`` at EOF and then refuses every send
+    with CONNECTION_CLOSED before writing it, so such a session is dropped unused rather
+    than failing the next call (tests/tools/test_mcp.py kills a server to hold this)."""
+    return bool(getattr(getattr(session, "_dispatcher", None), "_closed", False))
 
 
 def prefixed_name(server: str, tool: str) -> str:

@@ -1,0 +1,411 @@
+"""Tool health: the checker in the MCP dispatch path, and what follows from it (think-engines §7).
+
+Every failure of an MCP server or tool is classified here without an LLM
+(``classify``, ``classify_text``) and recorded in ``tool_health`` for the turn's
+project: the whole server DOWN when it cannot be reached, hangs, refuses the
+credentials or breaks the protocol while connecting or listing; DEGRADED when it
+rate-limits; one tool DEGRADED when a call meets a server error or a protocol
+error. A caller's bad parameters change nothing. What fits no rule is
+*ambiguous*: the ``on_ambiguous`` hook gets it (a service engine diagnoses it and
+writes a verdict with ``ToolHealthService.write``); the checker writes nothing.
+
+What follows: a DOWN server is not listed (so no turn waits on it) and its tools
+are left out of the manifest, or offered with their status (``VANCETOPE_DOWN_TOOLS``);
+a call to one fails at once naming the server and the cause. The background probe
+(``ToolHealthService.probe_due``, run by the housekeeping beat, never in a turn)
+connects and lists again when a record's ``next_probe_at`` is due, with back-off,
+and marks it UP when the server answers. A change of state is logged at WARNING
+(``tool health: …``).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Literal
+
+from vancetope_brain.models import ThinkProcess, utcnow
+from vancetope_brain.models.steer import ToolCallStatus
+from vancetope_brain.models.tool_health import (
+    REASON_LIMIT,
+    HealthCause,
+    HealthSource,
+    HealthState,
+    ToolHealth,
+)
+from vancetope_brain.store.tool_health import ToolHealthStore
+from vancetope_brain.tools import dispatcher
+
+if TYPE_CHECKING:
+    from vancetope_brain.tools.mcp import McpRegistry
+
+log = logging.getLogger(__name__)
+
+Step = Literal["connect", "list", "call"]
+
+MAX_PROBES = 100
+"""Records one probe run looks at (the soonest due; the rest wait for the next run)."""
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One classified failure: of ``server`` (``tool`` None: connecting or listing) or of a call."""
+
+    server: str
+    tool: str | None
+    step: Step
+    cause: HealthCause
+    summary: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class AmbiguousToolError:
+    """What the ``on_ambiguous`` hook gets: a failure no rule classifies, and who met it."""
+
+    tenant_id: str
+    project_id: str
+    user_id: str
+    session_id: str
+    process_id: str
+    server: str
+    tool: str | None
+    step: Step
+    error: str
+    at: datetime
+
+
+OnAmbiguous = Callable[[AmbiguousToolError], None]
+
+
+def _ignore(event: AmbiguousToolError) -> None:
+    """The default hook: nothing diagnoses ambiguous failures."""
+
+
+# ── classification ──────────────────────────────────────────────────────────
+
+_AUTH = re.compile(r"\b(401|403)\b|unauthori[sz]ed|forbidden|authenticat|invalid (api[ _-]?)?"
+                   r"(key|token|credentials)|permission denied", re.I)
+_RATE = re.compile(r"\b429\b|rate[ _-]?limit|too many requests|quota exceeded", re.I)
+_SERVER = re.compile(r"\b50[0-4]\b|internal server error|service unavailable|bad gateway", re.I)
+_CALLER = re.compile(r"validation error|field required|input should be|not a valid|missing "
+                     r"(required )?(argument|param)|unknown (argument|param)|invalid (argument|"
+                     r"param|input|value)|\binvalid [a-z_ ]{1,30}:", re.I)
+
+
+def classify_text(text: str) -> HealthCause:
+    """The cause a tool's own error text (an ``isError`` result) shows, else AMBIGUOUS. The
+    SDKs report arguments that fail the tool's schema this way too (``bad_params``)."""
+    for pattern, cause in ((_AUTH, HealthCause.AUTH), (_RATE, HealthCause.RATE_LIMITED),
+                           (_SERVER, HealthCause.SERVER_ERROR), (_CALLER, HealthCause.BAD_PARAMS)):
+        if pattern.search(text):
+            return cause
+    return HealthCause.AMBIGUOUS
+
+
+def classify(error: BaseException) -> HealthCause:
+    """The cause of an exception met while connecting, listing or calling."""
+    import anyio
+    import httpx2
+    from mcp import MCPError
+    from pydantic import ValidationError
+
+    for e in _chain(error):
+        if isinstance(e, TimeoutError | httpx2.TimeoutException):
+            return HealthCause.TIMEOUT
+        if isinstance(e, httpx2.HTTPStatusError):
+            status = e.response.status_code
+            if status in (401, 403):
+                return HealthCause.AUTH
+            if status == 429:
+                return HealthCause.RATE_LIMITED
+            return HealthCause.SERVER_ERROR if status >= 500 else HealthCause.PROTOCOL_ERROR
+        if isinstance(e, MCPError):
+            return _mcp_codes().get(e.code) or classify_text(str(e))
+        if isinstance(e, httpx2.ConnectError | OSError | anyio.BrokenResourceError
+                      | anyio.ClosedResourceError | anyio.EndOfStream):
+            return HealthCause.UNREACHABLE
+        if isinstance(e, httpx2.RemoteProtocolError | httpx2.DecodingError | ValidationError
+                      | ValueError):
+            return HealthCause.PROTOCOL_ERROR
+    return HealthCause.AMBIGUOUS
+
+
+def _mcp_codes() -> dict[int, HealthCause]:
+    from mcp import types
+
+    return {types.INVALID_PARAMS: HealthCause.BAD_PARAMS,
+            types.CONNECTION_CLOSED: HealthCause.UNREACHABLE,
+            types.REQUEST_TIMEOUT: HealthCause.TIMEOUT,
+            types.INTERNAL_ERROR: HealthCause.SERVER_ERROR,
+            types.PARSE_ERROR: HealthCause.PROTOCOL_ERROR,
+            types.INVALID_REQUEST: HealthCause.PROTOCOL_ERROR,
+            types.METHOD_NOT_FOUND: HealthCause.PROTOCOL_ERROR,
+            types.UNSUPPORTED_PROTOCOL_VERSION: HealthCause.PROTOCOL_ERROR,
+            types.HEADER_MISMATCH: HealthCause.PROTOCOL_ERROR}
+
+
+def _chain(error: BaseException) -> Iterable[BaseException]:
+    """The exception, then what it wraps: a group's members (depth first), causes, contexts."""
+    seen: set[int] = set()
+    todo = [error]
+    while todo:
+        e = todo.pop(0)
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, BaseExceptionGroup):
+            todo[:0] = list(e.exceptions)
+            continue
+        yield e
+        todo.extend(x for x in (e.__cause__, e.__context__) if x is not None)
+
+
+def _verdict(failure: Failure) -> tuple[str | None, HealthState] | None:
+    """(tool or None for the server, state) a failure sets, or None when it sets nothing."""
+    cause, whole = failure.cause, failure.step != "call" or failure.tool is None
+    if cause in (HealthCause.BAD_PARAMS, HealthCause.AMBIGUOUS):
+        return None
+    if cause in (HealthCause.UNREACHABLE, HealthCause.TIMEOUT):
+        return None, HealthState.DOWN
+    if cause is HealthCause.RATE_LIMITED:
+        return None, HealthState.DEGRADED
+    if whole:  # auth, server or protocol error while connecting or listing
+        return None, HealthState.DOWN
+    return failure.tool, HealthState.DEGRADED
+
+
+# ── the service ─────────────────────────────────────────────────────────────
+
+@dataclass(frozen=True)
+class HealthPolicy:
+    """``backoff``: seconds until the first probe, doubled per failed probe up to
+    ``backoff_max``; ``show_down``: offer a DOWN server's tools with their status
+    instead of leaving them out."""
+
+    backoff: float = 30.0
+    backoff_max: float = 600.0
+    show_down: bool = False
+
+
+@dataclass
+class ToolHealthService:
+    """Records failures and recoveries, answers what is DOWN, runs the background probe."""
+
+    store: ToolHealthStore
+    policy: HealthPolicy = field(default_factory=HealthPolicy)
+    on_ambiguous: OnAmbiguous = _ignore
+
+    def source(self, registry: McpRegistry, process: ThinkProcess) -> CheckedMcp:
+        """The MCP tools of ``registry`` for one turn of ``process``, health applied."""
+        return CheckedMcp(registry, self, process)
+
+    def write(self, health: ToolHealth) -> None:
+        """Store a record (a verdict, a probe's finding) and announce a change of state."""
+        before = self.store.get_tool_health(*health.key)
+        self.store.put_tool_health(health)
+        self._announce(before, health)
+
+    def failed(self, process: ThinkProcess, failure: Failure,
+               known: ToolHealth | None) -> ToolHealth | None:
+        """Record what ``failure`` means for the process's project; the record written, if any.
+        ``known`` is the current record of the key the failure sets."""
+        if failure.cause is HealthCause.AMBIGUOUS:
+            self._ambiguous(process, failure)
+            return None
+        verdict = _verdict(failure)
+        if verdict is None:
+            return None
+        tool, state = verdict
+        now = utcnow()
+        failures = (known.failures if known is not None and known.state is not HealthState.UP
+                    else 0) + 1
+        same = known is not None and known.state is state
+        record = ToolHealth(
+            tenant_id=process.tenant_id, project_id=process.project_id, server=failure.server,
+            tool=tool, state=state, cause=failure.cause, reason=_reason(failure),
+            since=known.since if same and known is not None else now, checked_at=now,
+            next_probe_at=now + self._backoff(failures), failures=failures)
+        self.store.put_tool_health(record)
+        self._announce(known, record)
+        return record
+
+    def recovered(self, known: ToolHealth) -> ToolHealth:
+        """Mark ``known`` UP (the server answered, or the tool succeeded)."""
+        now = utcnow()
+        record = replace_health(known, state=HealthState.UP, cause=None,
+                                reason="answered again", since=now, checked_at=now,
+                                next_probe_at=None, failures=0, source=HealthSource.CHECKER)
+        self.store.put_tool_health(record)
+        self._announce(known, record)
+        return record
+
+    def probe_due(self, registry: McpRegistry, now: datetime | None = None) -> int:
+        """The beat's part: probe each server with a due record once (connect and list) and
+        update its records; returns how many records it looked at."""
+        due = self.store.due_tool_health(now or utcnow(), MAX_PROBES)
+        by_server: dict[str, list[ToolHealth]] = {}
+        for record in due:
+            by_server.setdefault(record.server, []).append(record)
+        for server, records in by_server.items():
+            if server not in registry.servers:
+                for record in records:  # no longer configured: look again much later
+                    self.store.put_tool_health(replace_health(
+                        record, next_probe_at=utcnow() + timedelta(seconds=self.policy.backoff_max)))
+                continue
+            failure, listed = registry.probe(server)
+            for record in records:
+                if failure is None and (record.tool is None or record.tool in listed):
+                    self.recovered(record)
+                    continue
+                failures = record.failures + 1
+                reason = (_reason(failure) if failure is not None
+                          else f"probe: the server no longer lists {record.tool}")
+                self.store.put_tool_health(replace_health(
+                    record, reason=reason, checked_at=utcnow(), failures=failures,
+                    next_probe_at=utcnow() + self._backoff(failures)))
+        return len(due)
+
+    def _backoff(self, failures: int) -> timedelta:
+        seconds = self.policy.backoff * 2 ** min(max(failures - 1, 0), 30)
+        return timedelta(seconds=min(seconds, self.policy.backoff_max))
+
+    def _ambiguous(self, process: ThinkProcess, failure: Failure) -> None:
+        event = AmbiguousToolError(
+            tenant_id=process.tenant_id, project_id=process.project_id,
+            user_id=process.user_id, session_id=process.session_id, process_id=process.id,
+            server=failure.server, tool=failure.tool, step=failure.step,
+            error=failure.summary[:REASON_LIMIT], at=utcnow())
+        try:
+            self.on_ambiguous(event)
+        except Exception:  # a diagnosis that cannot start must not fail the turn
+            log.exception("the ambiguous-tool-error hook failed for server %r, tool %s",
+                          failure.server, failure.tool)
+
+    @staticmethod
+    def _announce(before: ToolHealth | None, after: ToolHealth) -> None:
+        was = before.state if before is not None else HealthState.UP
+        if was is after.state:
+            return
+        what = f"server {after.server!r}" + (f", tool {after.tool}" if after.tool else "")
+        log.warning("tool health: %s (tenant %s, project %s) %s -> %s%s%s", what,
+                    after.tenant_id, after.project_id, was, after.state,
+                    f" ({after.cause}: {after.reason})" if after.cause else "",
+                    f" [{after.source}]" if after.source is not HealthSource.CHECKER else "")
+
+
+def replace_health(record: ToolHealth, **changes: Any) -> ToolHealth:
+    """A copy of ``record`` with ``changes``, validated."""
+    return ToolHealth.model_validate({**record.model_dump(), **changes})
+
+
+def _reason(failure: Failure) -> str:
+    text = f"{failure.step}: {failure.summary} (after {failure.seconds:.1f} s)"
+    return text if len(text) <= REASON_LIMIT else text[:REASON_LIMIT - 1] + "…"
+
+
+def describe_down(record: ToolHealth) -> str:
+    """How a refused call names the server (or tool), its state and cause."""
+    what = (f"tool {record.tool!r} of MCP server {record.server!r}" if record.tool
+            else f"MCP server {record.server!r}")
+    since = record.since.strftime("%Y-%m-%d %H:%M:%SZ")
+    retry = (f"; the next probe is due {record.next_probe_at.strftime('%H:%M:%SZ')}"
+             if record.next_probe_at is not None else "")
+    return (f"{what} is {record.state} ({record.cause or 'unknown'} since {since}: "
+            f"{record.reason}){retry}. Do not retry now: tell the user, or use another tool. "
+            "Operators: `vancetope admin tool-health list`.")
+
+
+# ── the per-turn source ─────────────────────────────────────────────────────
+
+class CheckedMcp:
+    """The dispatcher's MCP source for one turn: the project's health read once, DOWN servers
+    not listed, DOWN tools hidden (or shown with their status), calls to them refused at
+    once, and every failure recorded."""
+
+    def __init__(self, registry: McpRegistry, service: ToolHealthService,
+                 process: ThinkProcess) -> None:
+        self._registry = registry
+        self._service = service
+        self._process = process
+        self._known: dict[tuple[str, str | None], ToolHealth] | None = None
+
+    def manifests(self) -> list[dispatcher.ToolManifest]:
+        if not self._registry.servers:
+            return []
+        down = {s for s in self._registry.servers if self._down(s, None) is not None}
+        shown: list[dispatcher.ToolManifest] = []
+        for survey in self._registry.survey(skip=down):
+            if survey.failure is not None:
+                self._failed(survey.failure)
+                continue
+            self._answered(survey.server, None)
+            shown += self._with_health(survey.manifests)
+        if self._service.policy.show_down:
+            for server in sorted(down):
+                shown += self._with_health(self._registry.known_manifests(server))
+        return shown
+
+    def call(self, name: str, params: dict[str, Any]) -> dispatcher.ToolOutcome:
+        refused = self.unavailable(name)
+        if refused is not None:
+            return dispatcher.ToolOutcome.failed(refused)
+        outcome, failure = self._registry.attempt(name, params)
+        server = name.partition("__")[0]
+        if failure is not None:
+            self._failed(failure)
+        elif outcome.status is ToolCallStatus.SUCCESS:
+            self._answered(server, name)
+        return outcome
+
+    def unavailable(self, name: str) -> str | None:
+        """Why ``name`` cannot be called now (its server or it is DOWN), or None."""
+        if not self._registry.owns(name):
+            return None
+        server = name.partition("__")[0]
+        record = self._down(server, None) or self._down(server, name)
+        return None if record is None else describe_down(record)
+
+    def _with_health(self, manifests: list[dispatcher.ToolManifest]
+                     ) -> list[dispatcher.ToolManifest]:
+        kept = []
+        for manifest in manifests:
+            server = manifest.name.partition("__")[0]
+            record = self._down(server, None) or self._down(server, manifest.name)
+            if record is None:
+                kept.append(manifest)
+            elif self._service.policy.show_down:
+                note = f"[UNAVAILABLE: {record.state}, {record.cause}; calls fail until it recovers] "
+                kept.append(replace(manifest, spec=replace(
+                    manifest.spec, description=note + manifest.spec.description)))
+        return kept
+
+    def _health(self) -> dict[tuple[str, str | None], ToolHealth]:
+        if self._known is None:
+            p = self._process
+            self._known = {(r.server, r.tool): r for r in
+                           self._service.store.list_tool_health(p.tenant_id, p.project_id)}
+        return self._known
+
+    def _down(self, server: str, tool: str | None) -> ToolHealth | None:
+        record = self._health().get((server, tool))
+        return record if record is not None and record.state is HealthState.DOWN else None
+
+    def _failed(self, failure: Failure) -> None:
+        verdict = _verdict(failure)
+        key = (failure.server, verdict[0] if verdict is not None else None)
+        written = self._service.failed(self._process, failure, self._health().get(key))
+        if written is not None:
+            self._health()[key] = written
+
+    def _answered(self, server: str, tool: str | None) -> None:
+        """The server listed (``tool`` None) or the tool's call succeeded: their DEGRADED
+        records are UP again."""
+        for key in ((server, None), (server, tool)) if tool else ((server, None),):
+            record = self._health().get(key)
+            if record is not None and record.state is HealthState.DEGRADED:
+                self._health()[key] = self._service.recovered(record)
+
