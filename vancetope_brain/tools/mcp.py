@@ -40,6 +40,7 @@ import json
 import logging
 import os
 import re
+import sys
 import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -547,7 +548,10 @@ async def _transport(config: McpServerConfig, stack: AsyncExitStack) -> tuple[An
         assert config.command is not None
         params = StdioServerParameters(command=config.command, args=config.args,
                                        env=config.env or None, cwd=config.cwd)
-        return await stack.enter_async_context(stdio_client(params))
+        # The process's real stderr: a Celery worker replaces sys.stderr with a LoggingProxy,
+        # which has no file descriptor for the server's stderr (every connect failed).
+        return await stack.enter_async_context(
+            stdio_client(params, errlog=sys.__stderr__ or sys.stderr))
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
 
