@@ -129,7 +129,8 @@ class Core:
 @dataclass(frozen=True)
 class Administration:
     """The admin CLI's composition root: what an operator changes, through services (and the
-    delivery log, which it only reads, and the dead letters, which it lists and puts back)."""
+    delivery log, which it only reads, the dead letters, which it lists and puts back, and the
+    system sessions, which it lists)."""
 
     store: Backend
     identity: IdentityService
@@ -138,6 +139,8 @@ class Administration:
     recipe_admin: RecipeAdmin
     deliveries: DeliveryStore
     dead_letters: DeadLetterStore
+    sessions: SessionStore
+    """Read only: the system sessions of service engines and their processes."""
 
     @classmethod
     def open(cls, config: Config) -> Administration:
@@ -147,7 +150,8 @@ class Administration:
                    SettingsService(store.port(SettingStore), store.port(IdentityStore)),
                    RecipeResolver(store.port(RecipeStore)),
                    RecipeAdmin.on(store, config.max_definitions),
-                   store.port(DeliveryStore), store.port(DeadLetterStore))
+                   store.port(DeliveryStore), store.port(DeadLetterStore),
+                   store.port(SessionStore))
 
     def close(self) -> None:
         self.store.close()
