@@ -7,6 +7,10 @@ arguments built from its schema; once the probe's result is in, it responds with
 saw. Verdict phase (offered ``tool_health_write``): the server answered the probe → the
 failing tool is DEGRADED (the server works, the tool failed in a way no rule explains); it
 did not → the server is DOWN; nothing to probe → DEGRADED, with that reason.
+
+To let a demo user meet a failing tool at all, a worker (offered ``respond``, not
+``process_create``) whose goal says ``call <tool>`` of a tool it is offered calls it once
+with sample arguments and then reports the outcome (``named_tool_call``).
 """
 
 from __future__ import annotations
@@ -15,10 +19,11 @@ import json
 import re
 from typing import Any
 
-from vancetope_brain.llm.base import LlmMessage, ToolCall
+from vancetope_brain.llm.base import LlmMessage, ToolCall, ToolSpec
 
 PROBE = "tool_probe"
 VERDICT = "tool_health_write"
+_CALL = re.compile(r"\bcall ([A-Za-z0-9_-]+)")
 _JOB = re.compile(r"<job>(.*?)</job>", re.DOTALL)
 _PROBES = re.compile(r"<probes>(.*?)</probes>", re.DOTALL)
 NOTHING = "there was nothing to probe"
@@ -42,6 +47,24 @@ def agrajag_call(messages: list[LlmMessage], tools: set[str]) -> ToolCall | None
     seen = _probe_seen(results[-1].content) if results else NOTHING
     return ToolCall("demo_respond", "respond", json.dumps(
         {"message": f"Offline demo model: {seen}.", "awaiting_user_input": False}))
+
+
+def named_tool_call(messages: list[LlmMessage], tools: list[ToolSpec]) -> ToolCall | None:
+    """A demo worker's call of the tool its goal names, or its report once the call is done."""
+    names = {t.name for t in tools}
+    if "respond" not in names or "process_create" in names:
+        return None
+    goal = next((m.content for m in messages if m.role == "user"), "")
+    wanted = _CALL.search(goal)
+    spec = next((t for t in tools if wanted and t.name == wanted.group(1)), None)
+    if spec is None:
+        return None
+    results = [m for m in messages if m.role == "tool"]
+    if not results:
+        return ToolCall("demo_call", spec.name, json.dumps(sample_arguments(spec.parameters)))
+    return ToolCall("demo_respond", "respond", json.dumps(
+        {"message": f"Offline demo model: {spec.name} answered {results[-1].content[:300]}",
+         "awaiting_user_input": False}))
 
 
 def sample_arguments(schema: Any) -> dict[str, Any]:
