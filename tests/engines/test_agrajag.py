@@ -142,3 +142,52 @@ def test_a_user_cannot_start_a_service_recipe_and_never_lists_service_processes(
     process = agrajags(emb, "echo__fail")[0]
     with pytest.raises(Exception, match="no process"):
         emb.brain.sessions.process(emb.who, process.id)
+
+
+def test_the_demo_user_worker_meets_the_failure_and_agrajag_follows(emb):
+    """What `vancetope serve` without an API key does: a demo worker told to call the
+    unclassifiable tool fails through the health checker, whose hook starts agrajag."""
+    from vancetope_brain.recipes.loader import parse_recipe
+
+    emb.model = DemoModel()
+    emb.brain.recipe_admin.put("acme", None, parse_recipe(
+        "name: echo-worker\nengine: ford\ncategory: worker\ndescription: echo tools\n"
+        "allowedToolsAdd: ['echo__*']\n", "echo-worker"))
+    before = {p.id for p in agrajags(emb, "echo__fail")}
+    session = emb.brain.sessions.create(emb.who)
+    user = emb.brain.sessions.create_process(emb.who, session.id, recipe="echo-worker",
+                                             goal="call echo__fail")
+    assert "this tool always fails" in closed(emb, user.id).engine_state["lastReply"]
+    new = wait_for(lambda: [p for p in agrajags(emb, "echo__fail") if p.id not in before],
+                   what="agrajag for the demo's failure")
+    assert closed(emb, new[0].id).close_reason is CloseReason.DONE
+    assert new[0].originating_session_id == session.id
+
+
+def test_agrajag_on_the_openai_client_against_the_fake_server(emb):
+    from tests.llm.fake_openai_server import Call, FakeOpenAiServer, ToolCalls
+    from vancetope_brain.llm.openai_provider import OpenAiChatModel
+
+    probe = json.dumps({"tool": "echo__echo", "arguments": {"text": "ping"}})
+    verdict = json.dumps({"server": "echo", "tool": "echo__sleep", "state": "UP",
+                          "reason": "echo answers; the failure was passing"})
+    with FakeOpenAiServer() as server:
+        server.script(ToolCalls((Call("c1", "tool_probe", probe),)),
+                      ToolCalls((Call("c2", "respond", json.dumps(
+                          {"message": "echo answers"})),)),
+                      ToolCalls((Call("c3", "tool_health_write", verdict),)))
+        emb.model = OpenAiChatModel("fake-model", api_key="sk-fake-0123456789",
+                                    base_url=server.base_url, max_retries=0, timeout=10)
+        user_session = emb.brain.sessions.create(emb.who)
+        emb.worker_parts.services.on_ambiguous(failure(emb, user_session.id, "echo__sleep"))
+        done = closed(emb, wait_for(lambda: agrajags(emb, "echo__sleep"))[0].id)
+        requests = [r.body for r in server.requests]
+    assert done.close_reason is CloseReason.DONE
+    offered = [sorted(t["function"]["name"] for t in body.get("tools", [])) for body in requests]
+    assert offered[0] == ["respond", "tool_probe", "tool_probe_as_user"]  # probing: no writer
+    assert offered[2] == ["tool_health_write"]  # the structured verdict
+    assert any("ping" in json.dumps(m) for m in requests[1]["messages"] if m["role"] == "tool")
+    health = emb.brain.store.port(ToolHealthStore).get_tool_health(
+        "acme", "default", "echo", "echo__sleep")
+    assert health is not None and (health.state, health.source) == (HealthState.UP,
+                                                                    HealthSource.AGRAJAG)
