@@ -97,7 +97,7 @@ def build_worker(config: Config, enqueue: Enqueue, enqueue_job: EnqueueJob, *,
                                      presence=core["presence"], client=core["redis"])
     services = ServiceJobs(client=core["redis"], enqueue=enqueue_job, sessions=system_sessions,
                            store=processes, factory=core["process_factory"],
-                           waker=core["waker"])
+                           waker=core["waker"], health=store.port(ToolHealthStore))
     tool_health.on_ambiguous = services.on_ambiguous
     outbox = EventOutbox(store.port(EventOutboxStore), events)
     contexts = ContextFactory(lanes=lanes, processes_store=processes,

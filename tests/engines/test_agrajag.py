@@ -15,6 +15,7 @@ import pytest
 
 from tests.conftest import Embedded
 from tests.helpers import wait_for
+from vancetope_brain import keys
 from vancetope_brain.errors import Conflict
 from vancetope_brain.llm import LlmResponse, ToolCall
 from vancetope_brain.llm.demo import DemoModel
@@ -91,7 +92,15 @@ def test_the_demo_model_diagnoses_once_however_many_failures_come_at_once(emb):
     assert (system.system, system.user_id, system.title, system.idle_timeout_sec) == (
         True, SYSTEM_USER, "_agrajag", 300)
     assert system.id not in {s.id for s in emb.brain.sessions.list_sessions(emb.who)}
-    # A failure after the diagnosis closed starts the next one, in the same session.
+    # While the verdict holds (its nextProbeAt is ahead), the same failure is not diagnosed
+    # again; once it is gone (an operator reset it), the next failure is, in the same session.
+    assert health.next_probe_at is not None and health.next_probe_at > utcnow()
+    emb.worker_parts.services.on_ambiguous(failure(emb, user_session.id, "echo__fail"))
+    claim = emb.worker_parts.redis.get(keys.service_job("acme", "default", "agrajag",
+                                                        "echo__fail"))
+    assert claim in (None, done.id.encode())  # nothing was queued: no "queued", no new id
+    emb.brain.store.port(ToolHealthStore).reset_tool_health("acme", "default", "echo",
+                                                            "echo__fail")
     emb.worker_parts.services.on_ambiguous(failure(emb, user_session.id, "echo__fail"))
     again = wait_for(lambda: len(agrajags(emb, "echo__fail")) == 2 and agrajags(emb, "echo__fail"))
     assert {p.session_id for p in again} == {system.id}
@@ -154,6 +163,8 @@ def test_the_demo_user_worker_meets_the_failure_and_agrajag_follows(emb):
         "name: echo-worker\nengine: ford\ncategory: worker\ndescription: echo tools\n"
         "allowedToolsAdd: ['echo__*']\n", "echo-worker"))
     before = {p.id for p in agrajags(emb, "echo__fail")}
+    emb.brain.store.port(ToolHealthStore).reset_tool_health("acme", "default", "echo",
+                                                            "echo__fail")  # earlier verdicts
     session = emb.brain.sessions.create(emb.who)
     user = emb.brain.sessions.create_process(emb.who, session.id, recipe="echo-worker",
                                              goal="call echo__fail")

@@ -6,7 +6,8 @@ it won the claim, puts the job on the queue (the worker's Celery task
 service's system session and leaves the process id in the claim. While the claim names
 a process that is not CLOSED (or the job is still queued), a job for the same subject
 folds into it: one diagnosis per tool at a time, however many turns hit the failure at
-once. Once that process is CLOSED, the next job replaces the claim atomically and runs.
+once. Once that process is CLOSED, the next job replaces the claim atomically and runs;
+for agrajag, not while its last verdict on the tool holds (``on_ambiguous``).
 The claim expires after ``JOB_TTL`` seconds whatever happens, so a job lost with its
 broker message blocks its subject for at most that long.
 """
@@ -24,11 +25,12 @@ from vancetope_brain import keys
 from vancetope_brain.engines.spawning import ProcessFactory
 from vancetope_brain.errors import NotFound
 from vancetope_brain.lanes import Waker
-from vancetope_brain.models import ProcessStatus, ThinkProcess
+from vancetope_brain.models import ProcessStatus, ThinkProcess, utcnow
 from vancetope_brain.models.base import Wire
+from vancetope_brain.models.tool_health import HealthSource
 from vancetope_brain.recipes.model import Name, SystemSessionSpec
 from vancetope_brain.services.system_sessions import SYSTEM_USER, SystemSessions
-from vancetope_brain.store import SessionStore
+from vancetope_brain.store import SessionStore, ToolHealthStore
 from vancetope_brain.tools.health import AmbiguousToolError
 
 log = logging.getLogger(__name__)
@@ -72,13 +74,14 @@ class ServiceJob(Wire):
 class ServiceJobs:
     def __init__(self, *, client: redis.Redis, enqueue: EnqueueJob, sessions: SystemSessions,
                  store: SessionStore, factory: ProcessFactory, waker: Waker,
-                 ttl: int = JOB_TTL) -> None:
+                 health: ToolHealthStore, ttl: int = JOB_TTL) -> None:
         self._redis = client
         self._enqueue = enqueue
         self._sessions = sessions
         self._store = store
         self._factory = factory
         self._waker = waker
+        self._health = health
         self._ttl = ttl
         self._swap = client.register_script(_SWAP)
 
@@ -86,15 +89,22 @@ class ServiceJobs:
         """Queue ``job`` unless a job for its subject is queued or running; True when queued.
         Raises what the broker or Redis raise (the claim is then given back)."""
         key = _claim(job)
-        if not self._redis.set(key, QUEUED, nx=True, ex=self._ttl):
+        for _ in range(2):  # the claim may expire between SET NX and GET: claim again
+            if self._redis.set(key, QUEUED, nx=True, ex=self._ttl):
+                break
             held = self._redis.get(key)
-            holder = held.decode() if isinstance(held, bytes) else held
-            if holder is None or holder == QUEUED or not self._closed(job.tenant_id, holder) \
+            if held is None:
+                continue
+            holder = held.decode() if isinstance(held, bytes) else str(held)
+            if holder == QUEUED or not self._closed(job.tenant_id, holder) \
                     or not self._swap(keys=[key], args=[holder, QUEUED, self._ttl]):
                 log.info("service %s: a job for %r is %s; this one folds into it",
                          job.service, job.subject, "queued" if holder == QUEUED else
                          f"running ({holder})")
                 return False
+            break
+        else:
+            return False
         try:
             self._enqueue(job.dump())
         except BaseException:
@@ -131,8 +141,17 @@ class ServiceJobs:
         return process
 
     def on_ambiguous(self, failure: AmbiguousToolError) -> None:
-        """The checker's hook: a diagnosis job for the tool (agrajag). Never raises: a job
-        that cannot be queued is logged, and the user's turn goes on."""
+        """The checker's hook: a diagnosis job for the tool (agrajag), unless agrajag's last
+        verdict on it still holds (its ``nextProbeAt`` is ahead: the failure was diagnosed
+        already). Never raises: a job that cannot be queued is logged, and the turn goes on."""
+        try:
+            if self._verdict_holds(failure):
+                log.info("agrajag's verdict on %s still holds; no new diagnosis",
+                         failure.tool or failure.server)
+                return
+        except Exception:
+            log.exception("could not read the tool health of %s", failure.tool or failure.server)
+            return
         job = ServiceJob(
             service=AGRAJAG, tenant_id=failure.tenant_id, project_id=failure.project_id,
             subject=failure.tool or failure.server,
@@ -146,6 +165,12 @@ class ServiceJobs:
         except Exception:
             log.exception("could not queue the diagnosis of %s (MCP server %s)",
                           failure.tool, failure.server)
+
+    def _verdict_holds(self, failure: AmbiguousToolError) -> bool:
+        known = self._health.get_tool_health(failure.tenant_id, failure.project_id,
+                                             failure.server, failure.tool)
+        return known is not None and known.source is HealthSource.AGRAJAG and \
+            known.next_probe_at is not None and known.next_probe_at > utcnow()
 
     def _closed(self, tenant_id: str, process_id: str) -> bool:
         try:

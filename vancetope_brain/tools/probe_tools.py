@@ -56,8 +56,9 @@ class Verdict(Wire):
     reason: str = Field(min_length=1, max_length=REASON_LIMIT,
                         description="what the probes showed, for operators and models")
     recheck_after_sec: int = Field(default=300, ge=30, le=86_400,
-                                   description="how long the verdict holds before the "
-                                               "background probe looks again")
+                                   description="how long the verdict holds: no new "
+                                               "diagnosis of the tool before, and the "
+                                               "background probe looks again then")
 
     @model_validator(mode="after")
     def _tool_of_the_server(self) -> Verdict:
@@ -116,8 +117,9 @@ def tool_health_write(context: Any, **params: Any) -> Any:
         tool=verdict.tool, state=verdict.state,
         cause=None if verdict.state is HealthState.UP else HealthCause.PROBE_VERDICT,
         reason=verdict.reason, source=HealthSource.AGRAJAG,
-        next_probe_at=None if verdict.state is HealthState.UP
-        else utcnow() + timedelta(seconds=verdict.recheck_after_sec))
+        # Also on UP: until then the verdict holds (no new diagnosis of the same failure);
+        # the background probe looks only at records that are not UP.
+        next_probe_at=utcnow() + timedelta(seconds=verdict.recheck_after_sec))
     context.tool_health()(record)
     return {"written": True, "server": record.server, "tool": record.tool,
             "state": record.state.value}
