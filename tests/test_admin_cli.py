@@ -387,3 +387,39 @@ def test_dead_letters_are_listed_and_requeued(admin, store: Backend) -> None:
     again = admin("dead-letter", "requeue", "--tenant", "acme", "msg_proc_1")
     assert again.code == 2 and "no dead letter msg_proc_1" in again.err
     assert admin("dead-letter", "list", "--tenant", "nope").code == 2
+
+
+def test_tool_health_is_listed_and_reset(admin, store: Backend,
+                                         caplog: pytest.LogCaptureFixture) -> None:
+    from vancetope_brain.models.tool_health import HealthCause, HealthState, ToolHealth
+    from vancetope_brain.store import ToolHealthStore
+
+    assert admin("tenant", "create", "Acme", "--id", "acme").code == 0
+    health = store.port(ToolHealthStore)
+    for project, server, tool in (("default", "echo", None), ("default", "echo", "echo__add"),
+                                  ("p2", "web", None)):
+        health.put_tool_health(ToolHealth(
+            tenant_id="acme", project_id=project, server=server, tool=tool,
+            state=HealthState.DOWN, cause=HealthCause.UNREACHABLE,
+            reason="connect: ConnectError: All connection attempts failed"))
+    listed = admin("tool-health", "list", "--tenant", "acme")
+    assert listed.out.split()[:10] == ["PROJECT", "SERVER", "TOOL", "STATE", "CAUSE", "SINCE",
+                                       "NEXT_PROBE", "FAILURES", "SOURCE", "REASON"]
+    assert [r[:5] for r in listed.rows] == [
+        ["default", "echo", "-", "DOWN", "unreachable"],
+        ["default", "echo", "echo__add", "DOWN", "unreachable"],
+        ["p2", "web", "-", "DOWN", "unreachable"]]
+    assert [r[1] for r in admin("tool-health", "list", "--tenant", "acme", "--project",
+                                "p2").rows] == ["web"]
+    refused = admin("tool-health", "reset", "--tenant", "acme", "--tool", "echo__add")
+    assert refused.code == 2 and "--tool needs --server" in refused.err
+    one = admin("tool-health", "reset", "--tenant", "acme", "--server", "echo", "--tool",
+                "echo__add")
+    assert (one.code, one.out.strip()) == (0, "1") and "reset 1 tool-health" in one.err
+    assert any("operator reset 1 record" in r.message for r in caplog.records)
+    assert admin("tool-health", "reset", "--tenant", "acme", "--project", "p2").out.strip() == "1"
+    assert [r[1:3] for r in admin("tool-health", "list", "--tenant", "acme").rows] == [
+        ["echo", "-"]]
+    assert admin("tool-health", "reset", "-q", "--tenant", "acme").out.strip() == "1"
+    assert admin("tool-health", "list", "--tenant", "acme").rows == []
+    assert admin("tool-health", "list", "--tenant", "nope").code == 2

@@ -44,9 +44,11 @@ from vancetope_brain.store import (
     RecipeStore,
     SessionStore,
     SettingStore,
+    ToolHealthStore,
     UserInboxStore,
     open_store,
 )
+from vancetope_brain.tools.health import ToolHealthService
 
 _embedded_server: fakeredis.FakeServer | None = None
 _embedded_guard = threading.Lock()
@@ -129,8 +131,8 @@ class Core:
 @dataclass(frozen=True)
 class Administration:
     """The admin CLI's composition root: what an operator changes, through services (and the
-    delivery log, which it only reads, the dead letters, which it lists and puts back, and the
-    system sessions, which it lists)."""
+    delivery log, which it only reads, the dead letters, which it lists and puts back, tool
+    health, which it lists and resets, and the system sessions, which it lists)."""
 
     store: Backend
     identity: IdentityService
@@ -139,6 +141,7 @@ class Administration:
     recipe_admin: RecipeAdmin
     deliveries: DeliveryStore
     dead_letters: DeadLetterStore
+    tool_health: ToolHealthService
     sessions: SessionStore
     """Read only: the system sessions of service engines and their processes."""
 
@@ -151,7 +154,7 @@ class Administration:
                    RecipeResolver(store.port(RecipeStore)),
                    RecipeAdmin.on(store, config.max_definitions),
                    store.port(DeliveryStore), store.port(DeadLetterStore),
-                   store.port(SessionStore))
+                   ToolHealthService(store.port(ToolHealthStore)), store.port(SessionStore))
 
     def close(self) -> None:
         self.store.close()

@@ -1,5 +1,5 @@
 """``vancetope admin …``: tenants, projects, users, API tokens, recipes, settings, the
-delivery log and dead letters, on the configured store.
+delivery log, dead letters and tool health, on the configured store.
 
 Output is made to be scripted: the result (a new id, a token's secret, a
 table whose first column is the id) goes to stdout, notes for people go to
@@ -33,7 +33,7 @@ DEFINITION_KINDS = ("strategy", "template")
 
 _DESCRIPTION = (
     "Administer tenants, projects, users, API tokens, recipes and settings, and read the delivery "
-    "log, dead letters and system sessions, in the store named by VANCETOPE_STORE_URL (default: the SQLite file in VANCETOPE_DATA_DIR). Results go to "
+    "log, dead letters, tool health and system sessions, in the store named by VANCETOPE_STORE_URL (default: the SQLite file in VANCETOPE_DATA_DIR). Results go to "
     "stdout (a new id, a token's secret, a table whose first column is the id), notes to "
     "stderr; errors exit with code 2."
 )
@@ -41,7 +41,7 @@ _DESCRIPTION = (
 
 def add_admin_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     admin = sub.add_parser("admin", help="tenants, projects, users, tokens, recipes, settings, "
-                           "deliveries, dead letters, system sessions",
+                           "deliveries, dead letters, tool health, system sessions",
                            description=_DESCRIPTION)
     kinds = admin.add_subparsers(dest="admin_kind", required=True, metavar="KIND")
     quiet = argparse.ArgumentParser(add_help=False)
@@ -135,6 +135,18 @@ def add_admin_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
                              "the sweeper wakes the process")
     p.add_argument("--tenant", required=True)
     p.add_argument("message_id")
+
+    health = verbs("tool-health", "MCP servers and tools known not to be UP (no record: UP)")
+    p = health.add_parser("list", help="the tenant's records: state, cause, since, next probe")
+    p.add_argument("--tenant", required=True)
+    p.add_argument("--project", help="only this project's")
+    p = health.add_parser("reset", parents=[quiet],
+                          help="forget records (all of the tenant, or of --project / --server / "
+                               "--tool): UP at once, the next turn lists and calls again")
+    p.add_argument("--tenant", required=True)
+    p.add_argument("--project", help="only this project's")
+    p.add_argument("--server", help="only this server's (its own record and its tools')")
+    p.add_argument("--tool", help="only this tool's record (needs --server), e.g. echo__add")
 
     system = verbs("system-session", "service engines' hidden sessions (agrajag's, …) and "
                                      "their processes")
@@ -291,6 +303,28 @@ def _dead_letter_requeue(admin: Administration, args: argparse.Namespace) -> Non
     _note(args, f"requeued {message.id} into process {message.target_process_id}; the sweeper "
                 "wakes it within VANCETOPE_SWEEP_INTERVAL (unless it is PAUSED or SUSPENDED)")
     print(message.id)
+
+
+def _tool_health_list(admin: Administration, args: argparse.Namespace) -> None:
+    admin.identity.require_tenant(args.tenant)
+    _table(("PROJECT", "SERVER", "TOOL", "STATE", "CAUSE", "SINCE", "NEXT_PROBE", "FAILURES",
+            "SOURCE", "REASON"),
+           [(r.project_id, r.server, r.tool or "-", r.state.value,
+             r.cause.value if r.cause else "-", _when(r.since),
+             _when(r.next_probe_at) if r.next_probe_at else "-", str(r.failures),
+             r.source.value, _short(r.reason, 60) or "-")
+            for r in admin.tool_health.store.list_tool_health(args.tenant, args.project)])
+
+
+def _tool_health_reset(admin: Administration, args: argparse.Namespace) -> None:
+    admin.identity.require_tenant(args.tenant)
+    if args.tool is not None and args.server is None:
+        from vancetope_brain.errors import InvalidInput
+
+        raise InvalidInput("--tool needs --server (the tool's MCP server)")
+    count = admin.tool_health.reset(args.tenant, args.project, args.server, args.tool)
+    _note(args, f"reset {count} tool-health record(s); those servers and tools count as UP now")
+    print(count)
 
 
 def _system_session_list(admin: Administration, args: argparse.Namespace) -> None:
@@ -484,6 +518,8 @@ _COMMANDS: dict[tuple[str, str], _Command] = {
     ("delivery", "list"): _delivery_list,
     ("dead-letter", "list"): _dead_letter_list,
     ("dead-letter", "requeue"): _dead_letter_requeue,
+    ("tool-health", "list"): _tool_health_list,
+    ("tool-health", "reset"): _tool_health_reset,
     ("setting", "get"): _setting_get,
     ("setting", "list"): _setting_list,
     ("setting", "set"): _setting_set,

@@ -16,6 +16,9 @@ with the worker's configuration in ``VANCETOPE_*`` variables and these:
     ``journal-flow`` a worker whose side-effecting tool kills it (``scripts_journal``);
     ``agrajag-flow`` user workers failing on an MCP tool and agrajag (``scripts_agrajag``).
     ``poison`` echoes, but SIGKILLs its worker on a user message ``POISON``.
+    ``tool-flow`` (Arthur) calls the tool a user message ``call <tool> <json args>`` names
+    and responds ``tool said: <result>``, else responds ``echo: <message>``; it logs the
+    MCP tools it was offered (``tools <names>``).
 ``VT_TEST_LOG``
     Lines ``<kind> <pid> <unix time> [detail]`` are appended here: ``ready``
     when the consumer is up, ``start``/``end`` around every model call,
@@ -144,6 +147,8 @@ def build_model(mode: str) -> ChatModel:
     if mode == "journal-flow":  # importing it registers its server tools
         from tests.integration.scripts_journal import journal_flow
         return FunctionModel(journal_flow, name="test-journal-flow")
+    if mode == "tool-flow":
+        return FunctionModel(tool_flow, name="test-tool-flow")
     if mode not in ("echo", "block", "slow", "stream"):
         raise SystemExit(f"VT_TEST_MODEL={mode!r}: use echo, block, slow, stream, arthur-flow "
                          f"or inbox-flow")
@@ -169,6 +174,19 @@ def build_model(mode: str) -> ChatModel:
 def _respond(message: str, awaiting: bool = False) -> LlmResponse:
     return LlmResponse("", (ToolCall("r", "respond", json.dumps(
         {"message": message, "awaiting_user_input": awaiting})),))
+
+
+def tool_flow(messages: list[LlmMessage], tools: list[ToolSpec]) -> LlmResponse:
+    """See ``tool-flow`` in the module docstring."""
+    last = messages[-1]
+    if last.role == "tool":
+        return _respond(f"tool said: {last.content}")
+    log("tools", ",".join(sorted(t.name for t in tools if "__" in t.name)))
+    text = _last_user(messages)
+    if text.startswith("call "):
+        name, _, args = text.removeprefix("call ").partition(" ")
+        return LlmResponse("", (ToolCall("t", name, args or "{}"),))
+    return _respond(f"echo: {text}")
 
 
 def arthur_flow(messages: list[LlmMessage], tools: list[ToolSpec]) -> LlmResponse:

@@ -33,6 +33,7 @@ from __future__ import annotations
 import fnmatch
 import functools
 import logging
+import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -272,10 +273,11 @@ def _refused_mutating(name: str) -> ToolOutcome:
 
 
 def _call(source: ToolSource, name: str, params: dict[str, Any]) -> ToolOutcome:
+    started = time.monotonic()
     try:
         return source.call(name, params)
     except _NOT_THE_TOOLS:
         raise
     except Exception as e:  # a tool's failure is the model's business, not the turn's
-        log.exception("tool %s failed", name)
+        log.exception("tool %s: call failed after %.2f s", name, time.monotonic() - started)
         return ToolOutcome.failed(f"{type(e).__name__}: {e}")

@@ -209,6 +209,17 @@ class ToolHealthService:
         self.store.put_tool_health(health)
         self._announce(before, health)
 
+    def reset(self, tenant_id: str, project_id: str | None = None, server: str | None = None,
+              tool: str | None = None) -> int:
+        """An operator's reset: delete the matching records (UP at once: the next turn lists
+        and calls again) and log it; returns how many."""
+        count = self.store.reset_tool_health(tenant_id, project_id, server, tool)
+        if count:
+            log.warning("tool health: operator reset %d record(s) of tenant %s (project %s, "
+                        "server %s, tool %s) -> UP", count, tenant_id, project_id or "*",
+                        server or "*", tool or "*")
+        return count
+
     def failed(self, process: ThinkProcess, failure: Failure,
                known: ToolHealth | None) -> ToolHealth | None:
         """Record what ``failure`` means for the process's project; the record written, if any.

@@ -548,10 +548,12 @@ async def _transport(config: McpServerConfig, stack: AsyncExitStack) -> tuple[An
         assert config.command is not None
         params = StdioServerParameters(command=config.command, args=config.args,
                                        env=config.env or None, cwd=config.cwd)
-        # The process's real stderr: a Celery worker replaces sys.stderr with a LoggingProxy,
-        # which has no file descriptor for the server's stderr (every connect failed).
-        return await stack.enter_async_context(
-            stdio_client(params, errlog=sys.__stderr__ or sys.stderr))
+        # Celery replaces sys.stderr by a proxy without a file descriptor; the server's stderr
+        # goes to the worker process's own.
+        errlog = sys.stderr
+        if not _has_fileno(errlog) and sys.__stderr__ is not None:
+            errlog = sys.__stderr__
+        return await stack.enter_async_context(stdio_client(params, errlog=errlog))
     import httpx2
     from mcp.client.streamable_http import streamable_http_client
 
@@ -614,6 +616,14 @@ def _manifests(listing: _Listing) -> list[dispatcher.ToolManifest]:
                                         spec.name, frozenset()),
                                     idempotent=spec.name in listing.idempotent)
             for spec in listing.specs]
+
+
+def _has_fileno(stream: Any) -> bool:
+    try:
+        stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False
+    return True
 
 
 def _transport_closed(session: ClientSession) -> bool:
