@@ -3,6 +3,7 @@ results, while signals and runtime failures end the turn."""
 
 from __future__ import annotations
 
+import re
 import time
 
 import fakeredis
@@ -53,12 +54,17 @@ def test_pool_decides_what_is_offered_and_callable():
         outside.error
 
 
-def test_failures_are_results_not_exceptions():
+def test_failures_are_results_not_exceptions(caplog):
+    caplog.set_level("INFO", logger="vancetope_brain.tools.dispatcher")
     dispatcher = ToolDispatcher(frozenset({"test_add", "test_fail"}), sources=[ServerTools(None)])
     broke = dispatcher.invoke("test_fail", {})
     assert broke.status is ToolCallStatus.ERROR and "tool broke" in broke.error
+    assert re.search(r"tool test_fail \(server\): call failed after \d+\.\d\d s",
+                     caplog.text)
     bad = dispatcher.invoke("test_add", {"a": 1})
     assert bad.status is ToolCallStatus.ERROR and "bad parameters" in bad.error
+    assert re.search(r"tool test_add \(server\): call ended error after \d+\.\d\d s",
+                     caplog.text)
 
 
 @pytest.mark.parametrize(("raised", "error"), [

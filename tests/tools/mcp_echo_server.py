@@ -12,7 +12,9 @@ When ``MCP_ECHO_MODE_FILE`` names a file, its content sets the mode of every
 ``tools/list`` and ``tools/call`` at the time it arrives: ``hang`` never answers (the
 handshake and pings still do: a server whose work is stuck), anything else (or no file)
 answers normally — so a test hangs and heals a running server. The tool ``fail`` is the
-unclassifiable failure: an ``isError`` result whose text names no known cause.
+unclassifiable failure: an ``isError`` result whose text names no known cause. With
+``MCP_ECHO_TOKEN`` set, the HTTP server answers 401 unless a request carries
+``Authorization: Bearer <token>``.
 """
 
 from __future__ import annotations
@@ -79,6 +81,21 @@ async def sleep(seconds: float) -> str:
     return f"slept {seconds}"
 
 
+def _bearer_only(app: Any, token: str) -> Any:
+    """Answer 401 to any HTTP request without ``Authorization: Bearer <token>``."""
+    expected = f"Bearer {token}".encode()
+
+    async def guarded(scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] == "http" and dict(scope["headers"]).get(b"authorization") != expected:
+            await send({"type": "http.response.start", "status": 401,
+                        "headers": [(b"content-type", b"text/plain")]})
+            await send({"type": "http.response.body", "body": b"unauthorized"})
+            return
+        await app(scope, receive, send)
+
+    return guarded
+
+
 def _serve_http() -> None:
     import uvicorn
 
@@ -88,7 +105,11 @@ def _serve_http() -> None:
     sock.bind(("127.0.0.1", port))
     sock.listen(64)  # connections queue from now on, even before uvicorn accepts them
     print(f"PORT {sock.getsockname()[1]}", flush=True)
-    config = uvicorn.Config(server.streamable_http_app(), log_level="warning")
+    app: Any = server.streamable_http_app()
+    token = os.environ.get("MCP_ECHO_TOKEN")
+    if token:
+        app = _bearer_only(app, token)
+    config = uvicorn.Config(app, log_level="warning")
     anyio.run(lambda: uvicorn.Server(config).serve(sockets=[sock]))
 
 

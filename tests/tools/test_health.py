@@ -8,6 +8,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from datetime import timedelta
@@ -48,14 +49,15 @@ def free_port() -> int:
 class HttpEcho:
     """The echo server over HTTP on a fixed port, stopped and started at will."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, env: dict[str, str] | None = None) -> None:
         self.port = port
+        self.env = {**os.environ, **(env or {})}
         self.url = f"http://127.0.0.1:{port}/mcp"
         self.proc: subprocess.Popen[str] | None = None
 
     def start(self) -> None:
         self.proc = subprocess.Popen([sys.executable, SERVER, "--http", "--port", str(self.port)],
-                                     stdout=subprocess.PIPE, text=True)
+                                     stdout=subprocess.PIPE, text=True, env=self.env)
         assert self.proc.stdout is not None
         assert self.proc.stdout.readline().startswith("PORT ")
 
@@ -210,6 +212,31 @@ def test_a_call_that_finds_its_server_gone_marks_it_down(service: ToolHealthServ
         echo.stop()
 
 
+def test_refused_credentials_are_auth_and_never_logged(
+        service: ToolHealthService, caplog: pytest.LogCaptureFixture) -> None:
+    token = "tok-" + os.urandom(8).hex()
+    echo = HttpEcho(free_port(), {"MCP_ECHO_TOKEN": token})
+    echo.start()
+    try:
+        wrong = McpServerConfig(name="web", transport="http", url=echo.url + "?k=" + token,
+                                headers={"Authorization": "Bearer wrong-" + token},
+                                timeout=TIMEOUT)
+        with McpRegistry([wrong]) as registry:
+            assert turn(service, registry).manifests() == []
+        down = record(service, "web")
+        assert down is not None and (down.state, down.cause) == (
+            HealthState.DOWN, HealthCause.AUTH)
+        assert "HTTP 401" in down.reason and token not in down.reason
+        assert token not in caplog.text
+        right = McpServerConfig(name="web", transport="http", url=echo.url,
+                                headers={"Authorization": f"Bearer {token}"}, timeout=TIMEOUT)
+        with McpRegistry([right]) as registry:
+            assert probe_now(service, registry) == 1
+            assert record(service, "web").state is HealthState.UP  # type: ignore[union-attr]
+    finally:
+        echo.stop()
+
+
 # ── a hanging server ────────────────────────────────────────────────────────
 
 def test_a_hanging_server_costs_one_bounded_wait_until_probed_healthy(
@@ -348,3 +375,34 @@ def test_no_stdio_command_is_unreachable(service: ToolHealthService) -> None:
     down = record(service, "gone")
     assert down is not None and down.cause is HealthCause.UNREACHABLE
     assert os.path.basename("/nonexistent/mcp-server") in down.reason
+
+
+def test_an_unknown_tool_of_a_healthy_server_is_named_as_such(
+        service: ToolHealthService, echo_and_time: McpRegistry) -> None:
+    missing = turn(service, echo_and_time).invoke("echo__nope", {})
+    assert missing.error == "tool 'echo__nope' is not available: MCP server 'echo' lists no " \
+                            "tool 'echo__nope'"
+
+
+def test_turns_that_list_a_hung_server_at_once_share_one_wait(tmp_path: Path) -> None:
+    mode = tmp_path / "mode"
+    mode.write_text("hang")
+    config = McpServerConfig(name="stuck", transport="stdio", command=sys.executable,
+                             args=[SERVER], timeout=TIMEOUT, tools_ttl=0,
+                             env={"MCP_ECHO_MODE_FILE": str(mode)})
+    with McpRegistry([config]) as registry:
+        registry.probe("stuck")  # connected (the handshake answers), listing hangs
+        failures: list[object] = []
+
+        def one_turn() -> None:
+            failures.extend(s.failure for s in registry.survey())
+
+        threads = [threading.Thread(target=one_turn) for _ in range(4)]
+        started = time.monotonic()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        elapsed = time.monotonic() - started
+    assert len(failures) == 4 and all(f is not None for f in failures)
+    assert TIMEOUT <= elapsed < 2 * TIMEOUT, elapsed  # not four waits one after another

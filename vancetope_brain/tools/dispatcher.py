@@ -216,7 +216,7 @@ class ToolDispatcher:
                 continue
             if manifest.safety is not Safety.SAFE_PROBE:
                 return _refused_mutating(name)
-            run = functools.partial(_call, source, name, params)
+            run = functools.partial(_call, source, manifest, params)
             return run() if self.journal is None else self.journal.call(manifest, params, run)
         return ToolOutcome.failed(f"tool {name!r} cannot be probed: no tool source offers it "
                                   "to this engine")
@@ -235,7 +235,7 @@ class ToolDispatcher:
                         f"tool {name!r} needs the engine role(s) {', '.join(sorted(missing))}, "
                         "which this process's recipe does not grant")
                 break
-            run = functools.partial(_call, source, name, params)
+            run = functools.partial(_call, source, manifest, params)
             return run() if self.journal is None else self.journal.call(manifest, params, run)
         if not self._pooled(name):
             return ToolOutcome.failed(f"tool {name!r} is not in this process's tool pool")
@@ -272,12 +272,19 @@ def _refused_mutating(name: str) -> ToolOutcome:
                               "only SAFE_PROBE tools (ones that change nothing)")
 
 
-def _call(source: ToolSource, name: str, params: dict[str, Any]) -> ToolOutcome:
-    started = time.monotonic()
+def _call(source: ToolSource, manifest: ToolManifest, params: dict[str, Any]) -> ToolOutcome:
+    """Call one tool; an error is logged with the tool, its transport and the seconds it took
+    (an MCP source logs its own, with the server and the step)."""
+    name, started = manifest.name, time.monotonic()
     try:
-        return source.call(name, params)
+        outcome = source.call(name, params)
     except _NOT_THE_TOOLS:
         raise
     except Exception as e:  # a tool's failure is the model's business, not the turn's
-        log.exception("tool %s: call failed after %.2f s", name, time.monotonic() - started)
+        log.exception("tool %s (%s): call failed after %.2f s", name, manifest.transport,
+                      time.monotonic() - started)
         return ToolOutcome.failed(f"{type(e).__name__}: {e}")
+    if outcome.status is not ToolCallStatus.SUCCESS and manifest.transport != "mcp":
+        log.info("tool %s (%s): call ended %s after %.2f s", name, manifest.transport,
+                 outcome.status.value, time.monotonic() - started)
+    return outcome

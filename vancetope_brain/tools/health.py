@@ -52,7 +52,9 @@ MAX_PROBES = 100
 
 @dataclass(frozen=True)
 class Failure:
-    """One classified failure: of ``server`` (``tool`` None: connecting or listing) or of a call."""
+    """One classified failure: of ``server`` (``tool`` None: connecting or listing) or of a
+    call; ``answered``: the tool itself answered with an error (``isError``), so the server
+    is reachable and speaks the protocol."""
 
     server: str
     tool: str | None
@@ -60,6 +62,7 @@ class Failure:
     cause: HealthCause
     summary: str
     seconds: float
+    answered: bool = False
 
 
 @dataclass(frozen=True)
@@ -117,12 +120,7 @@ def classify(error: BaseException) -> HealthCause:
         if isinstance(e, TimeoutError | httpx2.TimeoutException):
             return HealthCause.TIMEOUT
         if isinstance(e, httpx2.HTTPStatusError):
-            status = e.response.status_code
-            if status in (401, 403):
-                return HealthCause.AUTH
-            if status == 429:
-                return HealthCause.RATE_LIMITED
-            return HealthCause.SERVER_ERROR if status >= 500 else HealthCause.PROTOCOL_ERROR
+            return status_cause(e.response.status_code)
         if isinstance(e, MCPError):
             return _mcp_codes().get(e.code) or classify_text(str(e))
         if isinstance(e, httpx2.ConnectError | OSError | anyio.BrokenResourceError
@@ -132,6 +130,15 @@ def classify(error: BaseException) -> HealthCause:
                       | ValueError):
             return HealthCause.PROTOCOL_ERROR
     return HealthCause.AMBIGUOUS
+
+
+def status_cause(status: int) -> HealthCause:
+    """The cause an HTTP error status shows."""
+    if status in (401, 403, 407):
+        return HealthCause.AUTH
+    if status == 429:
+        return HealthCause.RATE_LIMITED
+    return HealthCause.SERVER_ERROR if status >= 500 else HealthCause.PROTOCOL_ERROR
 
 
 def _mcp_codes() -> dict[int, HealthCause]:
@@ -166,16 +173,17 @@ def _chain(error: BaseException) -> Iterable[BaseException]:
 
 def _verdict(failure: Failure) -> tuple[str | None, HealthState] | None:
     """(tool or None for the server, state) a failure sets, or None when it sets nothing."""
-    cause, whole = failure.cause, failure.step != "call" or failure.tool is None
+    cause = failure.cause
     if cause in (HealthCause.BAD_PARAMS, HealthCause.AMBIGUOUS):
         return None
-    if cause in (HealthCause.UNREACHABLE, HealthCause.TIMEOUT):
-        return None, HealthState.DOWN
     if cause is HealthCause.RATE_LIMITED:
         return None, HealthState.DEGRADED
-    if whole:  # auth, server or protocol error while connecting or listing
+    if failure.answered:  # the tool's own error: the server is fine, the tool is not
+        return failure.tool, HealthState.DEGRADED
+    if cause in (HealthCause.UNREACHABLE, HealthCause.TIMEOUT, HealthCause.AUTH) or \
+            failure.step != "call" or failure.tool is None:
         return None, HealthState.DOWN
-    return failure.tool, HealthState.DEGRADED
+    return failure.tool, HealthState.DEGRADED  # a server or protocol error in one call
 
 
 # ── the service ─────────────────────────────────────────────────────────────
@@ -313,6 +321,14 @@ def replace_health(record: ToolHealth, **changes: Any) -> ToolHealth:
     return ToolHealth.model_validate({**record.model_dump(), **changes})
 
 
+_QUERY = re.compile(r"(https?://[^\s'\"?]+)\?[^\s'\"]*")
+
+
+def scrub(text: str) -> str:
+    """``text`` without URL query strings (where a careless server config keeps a key)."""
+    return _QUERY.sub(r"\1?…", text)
+
+
 def _reason(failure: Failure) -> str:
     text = f"{failure.step}: {failure.summary} (after {failure.seconds:.1f} s)"
     return text if len(text) <= REASON_LIMIT else text[:REASON_LIMIT - 1] + "…"
@@ -343,6 +359,7 @@ class CheckedMcp:
         self._service = service
         self._process = process
         self._known: dict[tuple[str, str | None], ToolHealth] | None = None
+        self._unlisted: dict[str, Failure] = {}  # servers whose listing failed this turn
 
     def manifests(self) -> list[dispatcher.ToolManifest]:
         if not self._registry.servers:
@@ -351,6 +368,7 @@ class CheckedMcp:
         shown: list[dispatcher.ToolManifest] = []
         for survey in self._registry.survey(skip=down):
             if survey.failure is not None:
+                self._unlisted[survey.server] = survey.failure
                 self._failed(survey.failure)
                 continue
             self._answered(survey.server, None)
@@ -361,9 +379,9 @@ class CheckedMcp:
         return shown
 
     def call(self, name: str, params: dict[str, Any]) -> dispatcher.ToolOutcome:
-        refused = self.unavailable(name)
+        refused = self._down_record(name)
         if refused is not None:
-            return dispatcher.ToolOutcome.failed(refused)
+            return dispatcher.ToolOutcome.failed(describe_down(refused))
         outcome, failure = self._registry.attempt(name, params)
         server = name.partition("__")[0]
         if failure is not None:
@@ -373,19 +391,31 @@ class CheckedMcp:
         return outcome
 
     def unavailable(self, name: str) -> str | None:
-        """Why ``name`` cannot be called now (its server or it is DOWN), or None."""
+        """Why ``name`` (not offered this turn) cannot be called: its server or it is DOWN,
+        its server could not list its tools, or does not list this one; None when ``name``
+        is no MCP tool's name."""
         if not self._registry.owns(name):
             return None
+        record = self._down_record(name)
+        if record is not None:
+            return describe_down(record)
         server = name.partition("__")[0]
-        record = self._down(server, None) or self._down(server, name)
-        return None if record is None else describe_down(record)
+        failure = self._unlisted.get(server)
+        if failure is not None:
+            return (f"MCP server {server!r} could not list its tools ({failure.cause}: "
+                    f"{failure.step}: {failure.summary})")
+        return f"MCP server {server!r} lists no tool {name!r}"
+
+    def _down_record(self, name: str) -> ToolHealth | None:
+        """The DOWN record of the tool ``name`` or of its server."""
+        server = name.partition("__")[0]
+        return self._down(server, None) or self._down(server, name)
 
     def _with_health(self, manifests: list[dispatcher.ToolManifest]
                      ) -> list[dispatcher.ToolManifest]:
         kept = []
         for manifest in manifests:
-            server = manifest.name.partition("__")[0]
-            record = self._down(server, None) or self._down(server, manifest.name)
+            record = self._down_record(manifest.name)
             if record is None:
                 kept.append(manifest)
             elif self._service.policy.show_down:

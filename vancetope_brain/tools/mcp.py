@@ -43,7 +43,7 @@ import re
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from contextlib import AsyncExitStack
 from dataclasses import dataclass, field
@@ -68,9 +68,17 @@ from pydantic import (
 from vancetope_brain.errors import ConfigError
 from vancetope_brain.llm import ToolSpec
 from vancetope_brain.models.steer import ToolCallStatus
+from vancetope_brain.models.tool_health import HealthCause
 from vancetope_brain.recipes.model import Role
 from vancetope_brain.tools import dispatcher  # the module, not its names: it may import this one
-from vancetope_brain.tools.health import Failure, Step, classify, classify_text
+from vancetope_brain.tools.health import (
+    Failure,
+    Step,
+    classify,
+    classify_text,
+    scrub,
+    status_cause,
+)
 
 if TYPE_CHECKING:
     from mcp import ClientSession, types
@@ -403,14 +411,21 @@ class _Server:
     _session: ClientSession | None = None
     _closing: anyio.Event | None = None
     _used: float = 0.0
+    _error_status: tuple[int, float] | None = None  # the last HTTP error status, and when
+    _list_failed: tuple[float, Failure] | None = None  # when the last listing failed, and how
     _connect_lock: anyio.Lock = field(default_factory=anyio.Lock)
     _list_lock: anyio.Lock = field(default_factory=anyio.Lock)
 
     async def listing(self, tg: TaskGroup) -> tuple[_Listing | None, Failure | None]:
-        """The tool list, from cache within the TTL; or the failure (logged, not cached)."""
+        """The tool list, from cache within the TTL; or the failure (logged, not cached —
+        but callers that queued behind the failed attempt share it rather than each waiting
+        for one of their own)."""
+        asked = time.monotonic()
         async with self._list_lock:
             if self.cached is not None and time.monotonic() < self.cached.expires:
                 return self.cached, None
+            if self._list_failed is not None and self._list_failed[0] >= asked:
+                return None, self._list_failed[1]
             return await self._list(tg)
 
     async def probe(self, tg: TaskGroup) -> tuple[_Listing | None, Failure | None]:
@@ -428,8 +443,11 @@ class _Server:
                 tools = await _list_tools(session)
         except Exception as e:
             self._after_failure(e)
-            return None, self._failed(step, None, e, started)
+            failure = self._failed(step, None, e, started)
+            self._list_failed = (time.monotonic(), failure)
+            return None, failure
         self.cached = _listing_of(cfg, tools, time.monotonic() + cfg.tools_ttl)
+        self._list_failed = None
         return self.cached, None
 
     async def call(self, name: str, params: dict[str, Any], tg: TaskGroup
@@ -465,14 +483,24 @@ class _Server:
             return outcome, None
         text = "\n".join(_text_of(block) for block in result.content) or "isError without text"
         seconds = time.monotonic() - started
-        failure = Failure(self.config.name, name, "call", classify_text(text), text, seconds)
+        failure = Failure(self.config.name, name, "call", classify_text(text), scrub(text),
+                          seconds, answered=True)
         log.info("MCP server %r, tool %s: call answered isError after %.2f s (%s)",
                  self.config.name, name, seconds, failure.cause)
         return outcome, failure
 
+    def _saw_status(self, status: int) -> None:
+        self._error_status = (status, time.monotonic())
+
     def _failed(self, step: Step, tool: str | None, e: Exception, started: float) -> Failure:
         seconds = time.monotonic() - started
-        failure = Failure(self.config.name, tool, step, classify(e), _describe(e), seconds)
+        cause = classify(e)
+        summary = scrub(_describe(e))
+        if self._error_status is not None and self._error_status[1] >= started and cause in (
+                HealthCause.SERVER_ERROR, HealthCause.PROTOCOL_ERROR, HealthCause.AMBIGUOUS):
+            cause = status_cause(self._error_status[0])  # what the SDK's message hides
+            summary = f"{summary} (HTTP {self._error_status[0]})"
+        failure = Failure(self.config.name, tool, step, cause, summary, seconds)
         log.warning("MCP server %r, tool %s: %s failed after %.2f s (%s): %s", self.config.name,
                     tool or "-", step, seconds, failure.cause, failure.summary)
         return failure
@@ -524,7 +552,7 @@ class _Server:
         started = False
         try:
             async with AsyncExitStack() as stack:
-                read, write = await _transport(self.config, stack)
+                read, write = await _transport(self.config, stack, self._saw_status)
                 session = await stack.enter_async_context(ClientSession(read, write))
                 await session.initialize()
                 task_status.started(session)
@@ -541,7 +569,10 @@ class _Server:
             done.set()
 
 
-async def _transport(config: McpServerConfig, stack: AsyncExitStack) -> tuple[Any, Any]:
+async def _transport(config: McpServerConfig, stack: AsyncExitStack,
+                     on_error_status: Callable[[int], None]) -> tuple[Any, Any]:
+    """The streams of a new connection; over HTTP, every error status is reported to
+    ``on_error_status`` (the SDK turns a 401 or a 503 into the same "error response")."""
     if config.transport == "stdio":
         from mcp import StdioServerParameters, stdio_client
 
@@ -558,8 +589,13 @@ async def _transport(config: McpServerConfig, stack: AsyncExitStack) -> tuple[An
     from mcp.client.streamable_http import streamable_http_client
 
     assert config.url is not None
+    async def status(response: Any) -> None:
+        if response.status_code >= 400:
+            on_error_status(response.status_code)
+
     http = await stack.enter_async_context(httpx2.AsyncClient(
-        headers=config.headers, timeout=httpx2.Timeout(config.timeout, read=300.0)))
+        headers=config.headers, timeout=httpx2.Timeout(config.timeout, read=300.0),
+        event_hooks={"response": [status]}))
     return await stack.enter_async_context(streamable_http_client(config.url, http_client=http))
 
 
