@@ -20,7 +20,7 @@ from vancetope_brain.errors import Conflict
 from vancetope_brain.llm import LlmResponse, ToolCall
 from vancetope_brain.llm.demo import DemoModel
 from vancetope_brain.llm.testing import FunctionModel
-from vancetope_brain.models import ChatRole, CloseReason, ProcessStatus, utcnow
+from vancetope_brain.models import ChatRole, CloseReason, ProcessStatus, SessionStatus, utcnow
 from vancetope_brain.models.tool_health import HealthSource, HealthState
 from vancetope_brain.services import SYSTEM_USER
 from vancetope_brain.store import LaneStore, SessionStore, ToolHealthStore
@@ -202,3 +202,19 @@ def test_agrajag_on_the_openai_client_against_the_fake_server(emb):
         "acme", "default", "echo", "echo__sleep")
     assert health is not None and (health.state, health.source) == (HealthState.UP,
                                                                     HealthSource.AGRAJAG)
+
+
+def test_an_idle_system_session_is_suspended_and_the_next_job_resumes_it(emb):
+    emb.model = DemoModel()
+    user_session = emb.brain.sessions.create(emb.who)
+    sessions = emb.brain.store.port(SessionStore)
+    [system] = [s for s in sessions.list_sessions("acme", SYSTEM_USER)
+                if s.status is SessionStatus.OPEN]
+    # Its idle deadline passes (the recipe's 300 s, moved to now); the session sweep suspends it.
+    emb.worker_parts.presence.touch("acme", system.id, -1)
+    emb.worker_parts.lifecycle.sweep()
+    assert sessions.get_session("acme", system.id).status is SessionStatus.SUSPENDED
+    emb.worker_parts.services.on_ambiguous(failure(emb, user_session.id, "echo__idle"))
+    resumed = closed(emb, wait_for(lambda: agrajags(emb, "echo__idle"))[0].id)
+    assert resumed.session_id == system.id and resumed.close_reason is CloseReason.DONE
+    assert sessions.get_session("acme", system.id).status is SessionStatus.OPEN
