@@ -208,8 +208,9 @@ def test_an_idle_system_session_is_suspended_and_the_next_job_resumes_it(emb):
     emb.model = DemoModel()
     user_session = emb.brain.sessions.create(emb.who)
     sessions = emb.brain.store.port(SessionStore)
-    [system] = [s for s in sessions.list_sessions("acme", SYSTEM_USER)
-                if s.status is SessionStatus.OPEN]
+    emb.worker_parts.services.on_ambiguous(failure(emb, user_session.id, "echo__first"))
+    system = sessions.get_session("acme", closed(
+        emb, wait_for(lambda: agrajags(emb, "echo__first"))[0].id).session_id)
     # Its idle deadline passes (the recipe's 300 s, moved to now); the session sweep suspends it.
     emb.worker_parts.presence.touch("acme", system.id, -1)
     emb.worker_parts.lifecycle.sweep()
