@@ -88,7 +88,10 @@ def probe_until_up(cluster: Cluster) -> None:
         record = health(cluster)
         return record is not None and record.state is HealthState.UP
 
-    wait_for(up, timeout=60, interval=0.3, what="the probe to mark echo UP")
+    try:
+        wait_for(up, timeout=60, interval=0.3, what="the probe to mark echo UP")
+    finally:
+        beat.mcp.close()  # its stdio servers end with the test, not the test run
 
 
 def test_an_unreachable_server_is_down_at_its_first_failure_and_probed_back(
