@@ -180,3 +180,64 @@ def test_a_client_tool_is_idempotent_only_when_its_registration_says_so():
     manifests = bridge.source("ses_1", "proc_1", timeout=1).manifests()
     assert {m.name: m.idempotent for m in manifests} == {
         "fs_write": False, "fs_touch": True, "fs_read": True}
+
+
+def test_a_probe_reaches_only_safe_probe_tools_whatever_the_pool():
+    from vancetope_brain.tools import ToolOutcome
+
+    called: list[str] = []
+
+    class Source:
+        def manifests(self):
+            return [ToolManifest(ToolSpec("srv__ping", "looks"), "mcp", Safety.SAFE_PROBE),
+                    ToolManifest(ToolSpec("srv__drop", "changes"), "mcp", Safety.MUTATING),
+                    ToolManifest(ToolSpec("srv__audit", "looks"), "mcp", Safety.SAFE_PROBE,
+                                 frozenset({"auditor"}))]
+
+        def call(self, name, params):
+            called.append(name)
+            return ToolOutcome(ToolCallStatus.SUCCESS, name)
+
+    agrajag = ToolDispatcher(frozenset({"srv__*"}), roles=frozenset({"tool-prober"}),
+                             sources=[Source()])
+    assert [m.name for m in agrajag.probes()] == ["srv__ping"]  # no role for srv__audit
+    outside = ToolDispatcher(frozenset(), sources=[Source()])  # nothing in its pool
+    assert outside.probe("srv__ping", {}).result == "srv__ping"
+    refused = outside.probe("srv__drop", {})
+    assert refused.status is ToolCallStatus.ERROR and "MUTATING" in refused.error
+    assert "cannot be probed" in outside.probe("srv__audit", {}).error
+    with agrajag.probing():
+        assert [s.name for s in agrajag.specs()] == ["srv__ping"]
+        assert "MUTATING and was not called" in agrajag.invoke("srv__drop", {}).error
+    assert agrajag.invoke("srv__drop", {}).result == "srv__drop"  # outside the probe turn
+    assert called == ["srv__ping", "srv__drop"]
+
+
+def test_a_client_tool_with_engine_roles_is_only_for_engines_with_them():
+    client = fakeredis.FakeRedis()
+    bridge = ClientToolBridge(client, EventBus(client, max_len=10, ttl=60))
+    client.zadd(keys.presence("ses_1"), {"conn_1": time.time() + 60})
+    bridge.register("ses_1", "conn_1", [
+        {"name": "fs_read", "safety": "SAFE_PROBE"},
+        {"name": "fs_audit", "safety": "SAFE_PROBE", "requiresEngineRoles": ["auditor"]}])
+    source = bridge.source("ses_1", "proc_1", timeout=1)
+    plain = ToolDispatcher(frozenset({"fs_*"}), sources=[source])
+    auditor = ToolDispatcher(frozenset({"fs_*"}), roles=frozenset({"auditor"}),
+                             sources=[source])
+    assert [s.name for s in plain.specs()] == ["fs_read"]
+    assert "needs the engine role(s) auditor" in plain.invoke("fs_audit", {}).error
+    assert [s.name for s in auditor.specs()] == ["fs_audit", "fs_read"]
+
+
+def test_the_tool_health_tools_exist_only_for_engines_with_their_roles():
+    everything = ToolDispatcher(frozenset({"*"}), sources=[ServerTools(None)])
+    names = {s.name for s in everything.specs()}
+    assert not names & {"tool_probe", "tool_probe_as_user", "tool_health_write"}
+    assert "needs the engine role(s) tool-health-writer" in everything.invoke(
+        "tool_health_write", {}).error
+    prober = ToolDispatcher(frozenset({"*"}), roles=frozenset({"tool-prober"}),
+                            sources=[ServerTools(None)])
+    assert {"tool_probe", "tool_probe_as_user"} <= {s.name for s in prober.specs()}
+    assert "tool_health_write" not in {s.name for s in prober.specs()}
+    assert SERVER_TOOLS["tool_health_write"].manifest.safety is Safety.MUTATING
+    assert SERVER_TOOLS["tool_probe"].manifest.safety is Safety.SAFE_PROBE

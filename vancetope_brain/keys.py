@@ -20,6 +20,8 @@
 | ``vt:tool-call:{call}``     | string | 5 min                   | a client tool call's caller once it timed out: a late result goes to its inbox |
 | ``vt:user-presence:{t}/{u}``| zset   | presence TTL, renewed   | a user's connections ``id:notifyMode`` → expiry |
 | ``vt:evseq|evorigin|events:user.{t}.{u}`` | as above | event log TTL | the user's feed (inbox pushes), a log like a session's |
+| ``vt:service-job:{t}/{p}/{svc}/{subject}`` | string | service job TTL | the one job of a service for a subject (``queued``, then its process id): later jobs fold into it |
+| ``vt:system-session-lock:{t}/{p}/{svc}`` | string | 10 s  | serializes finding or creating a system session |
 
 Nothing else is written by Vancetope (Celery's broker keys are Celery's:
 ``lanes.*``, ``maintenance``, ``_kombu.*``, ``unacked*``).
@@ -99,3 +101,12 @@ def user_feed(tenant_id: str, user_id: str) -> str:
     """The id of a user's event log (inbox pushes), used where a session id goes: session ids
     start with ``ses_``, so the two never meet."""
     return f"user.{tenant_id}.{user_id}"
+
+
+def service_job(tenant_id: str, project_id: str, service: str, subject: str) -> str:
+    """The coalescing claim of a service's job for one subject (e.g. agrajag and a tool)."""
+    return f"{PREFIX}service-job:{tenant_id}/{project_id}/{service}/{subject}"
+
+
+def system_session_lock(tenant_id: str, project_id: str, service: str) -> str:
+    return f"{PREFIX}system-session-lock:{tenant_id}/{project_id}/{service}"

@@ -131,8 +131,8 @@ class Core:
 @dataclass(frozen=True)
 class Administration:
     """The admin CLI's composition root: what an operator changes, through services (and the
-    delivery log, which it only reads, the dead letters, which it lists and puts back, and
-    tool health, which it lists and resets)."""
+    delivery log, which it only reads, the dead letters, which it lists and puts back, tool
+    health, which it lists and resets, and the system sessions, which it lists)."""
 
     store: Backend
     identity: IdentityService
@@ -142,6 +142,8 @@ class Administration:
     deliveries: DeliveryStore
     dead_letters: DeadLetterStore
     tool_health: ToolHealthService
+    sessions: SessionStore
+    """Read only: the system sessions of service engines and their processes."""
 
     @classmethod
     def open(cls, config: Config) -> Administration:
@@ -152,7 +154,7 @@ class Administration:
                    RecipeResolver(store.port(RecipeStore)),
                    RecipeAdmin.on(store, config.max_definitions),
                    store.port(DeliveryStore), store.port(DeadLetterStore),
-                   ToolHealthService(store.port(ToolHealthStore)))
+                   ToolHealthService(store.port(ToolHealthStore)), store.port(SessionStore))
 
     def close(self) -> None:
         self.store.close()

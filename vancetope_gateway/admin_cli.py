@@ -33,7 +33,7 @@ DEFINITION_KINDS = ("strategy", "template")
 
 _DESCRIPTION = (
     "Administer tenants, projects, users, API tokens, recipes and settings, and read the delivery "
-    "log, dead letters and tool health, in the store named by VANCETOPE_STORE_URL (default: the SQLite file in VANCETOPE_DATA_DIR). Results go to "
+    "log, dead letters, tool health and system sessions, in the store named by VANCETOPE_STORE_URL (default: the SQLite file in VANCETOPE_DATA_DIR). Results go to "
     "stdout (a new id, a token's secret, a table whose first column is the id), notes to "
     "stderr; errors exit with code 2."
 )
@@ -41,7 +41,7 @@ _DESCRIPTION = (
 
 def add_admin_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     admin = sub.add_parser("admin", help="tenants, projects, users, tokens, recipes, settings, "
-                           "deliveries, dead letters, tool health",
+                           "deliveries, dead letters, tool health, system sessions",
                            description=_DESCRIPTION)
     kinds = admin.add_subparsers(dest="admin_kind", required=True, metavar="KIND")
     quiet = argparse.ArgumentParser(add_help=False)
@@ -147,6 +147,13 @@ def add_admin_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     p.add_argument("--project", help="only this project's")
     p.add_argument("--server", help="only this server's (its own record and its tools')")
     p.add_argument("--tool", help="only this tool's record (needs --server), e.g. echo__add")
+
+    system = verbs("system-session", "service engines' hidden sessions (agrajag's, …) and "
+                                     "their processes")
+    p = system.add_parser("list", help="every system session of the tenant with its processes, "
+                                       "newest session first")
+    p.add_argument("--tenant", required=True)
+    p.add_argument("--project", help="only this project's")
 
     setting = verbs("setting", "settings: user → project → tenant → default, innermost wins")
     cascade = argparse.ArgumentParser(add_help=False)
@@ -320,6 +327,25 @@ def _tool_health_reset(admin: Administration, args: argparse.Namespace) -> None:
     print(count)
 
 
+def _system_session_list(admin: Administration, args: argparse.Namespace) -> None:
+    from vancetope_brain.services import SYSTEM_USER
+
+    admin.identity.require_tenant(args.tenant)
+    rows: list[Sequence[str]] = []
+    for session in admin.sessions.list_sessions(args.tenant, SYSTEM_USER):
+        if not session.system or args.project not in (None, session.project_id):
+            continue
+        processes = admin.sessions.list_processes(args.tenant, session.id)
+        rows += [(session.id, session.project_id, session.title, session.status.value,
+                  p.id, p.name, p.status.value + (f"/{p.close_reason.value}"
+                                                  if p.close_reason else ""),
+                  p.originating_user_id or "-", _when(p.created_at))
+                 for p in processes] or [(session.id, session.project_id, session.title,
+                                          session.status.value, "-", "-", "-", "-", "-")]
+    _table(("SESSION", "PROJECT", "SERVICE", "SESSION_STATUS", "PROCESS", "NAME", "STATUS",
+            "FOR_USER", "CREATED"), rows)
+
+
 def _recipe_list(admin: Administration, args: argparse.Namespace) -> None:
     admin.identity.require_tenant(args.tenant)
     _table(("NAME", "ENGINE", "CATEGORY", "SOURCE", "DESCRIPTION"),
@@ -472,6 +498,7 @@ def _setting_unset(admin: Administration, args: argparse.Namespace) -> None:
 
 
 _COMMANDS: dict[tuple[str, str], _Command] = {
+    ("system-session", "list"): _system_session_list,
     ("tenant", "create"): _tenant_create,
     ("tenant", "list"): _tenant_list,
     ("project", "create"): _project_create,

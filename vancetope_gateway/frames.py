@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, cast
 
-from pydantic import Field, create_model
+from pydantic import Field, StringConstraints, create_model
 
 from vancetope_brain.models import Fingerprint, OnDisconnect, SessionStatus, SessionType
 from vancetope_brain.models.base import Wire
 from vancetope_brain.models.inbox import Criticality, ItemStatus, Outcome
 from vancetope_brain.recipes.kinds import KINDS
+from vancetope_brain.recipes.model import KEBAB
 
 Id = Field(min_length=1, max_length=64)
 NotifyMode = Literal["all", "critical-only", "none"]
@@ -139,7 +140,7 @@ class ClientToolDef(Wire):
     """A tool the client executes on its machine (arthur-engine §2.2: transparent to engines).
     ``idempotent``: calling it again with the same arguments after a server crash repeats no
     effect (a ``SAFE_PROBE`` always is); a call of any other tool that a crash cut short is
-    not repeated without the user's approval."""
+    not repeated without the user's approval. ``requiresEngineRoles``: see the field."""
 
     name: str = Field(pattern=r"^[a-zA-Z0-9_-]{1,64}$")
     description: str = Field(default="", max_length=4000)
@@ -147,6 +148,10 @@ class ClientToolDef(Wire):
                                                                 "properties": {}})
     safety: Literal["SAFE_PROBE", "MUTATING"] = "MUTATING"
     idempotent: bool = False
+    requires_engine_roles: list[Annotated[str, StringConstraints(pattern=KEBAB, max_length=64)]] \
+        = Field(default_factory=list, max_length=20)
+    """Engine roles a process's recipe must carry to see and call the tool (think-engines
+    §7b); none: every engine whose pool holds it."""
 
 
 class ClientToolsRegister(Wire):

@@ -15,8 +15,9 @@ from vancetope_brain import keys
 from vancetope_brain.config import Config
 from vancetope_brain.lanes.waker import Enqueue
 from vancetope_brain.runtime import redis_client
+from vancetope_brain.services.jobs import EnqueueJob
 from workers import broker
-from workers.tasks import HOUSEKEEPING, LANE_TURN, SWEEP
+from workers.tasks import HOUSEKEEPING, LANE_TURN, SERVICE_JOB, SWEEP
 
 if TYPE_CHECKING:
     from celery.worker import WorkController
@@ -63,7 +64,8 @@ def create_celery(config: Config, *, model_for: ModelFor | None = None,
         + [Queue(MAINTENANCE_QUEUE)],
         task_default_queue=MAINTENANCE_QUEUE,
         task_routes={SWEEP: {"queue": MAINTENANCE_QUEUE},
-                     HOUSEKEEPING: {"queue": MAINTENANCE_QUEUE}},
+                     HOUSEKEEPING: {"queue": MAINTENANCE_QUEUE},
+                     SERVICE_JOB: {"queue": MAINTENANCE_QUEUE}},
         broker_transport_options=transport_options,
         broker_connection_retry_on_startup=True,
         worker_hijack_root_logger=False,
@@ -78,7 +80,7 @@ def create_celery(config: Config, *, model_for: ModelFor | None = None,
             },
         },
     )
-    holder = _WorkerHolder(config, enqueue_on(app), model_for, store)
+    holder = _WorkerHolder(config, enqueue_on(app), enqueue_job_on(app), model_for, store)
     app.vancetope_worker = holder.get  # type: ignore[attr-defined]
     app.vancetope_config = config  # type: ignore[attr-defined]
     app.steps["worker"].add(SweepSchedule)
@@ -118,6 +120,14 @@ class SweepSchedule(bootsteps.StartStopStep):
             self._timer.cancel()
 
 
+def enqueue_job_on(app: Celery) -> EnqueueJob:
+    """The Celery producer of service jobs (``ServiceJobs``), on the maintenance queue."""
+    def enqueue_job(job: dict[str, Any]) -> None:
+        app.send_task(SERVICE_JOB, args=[job], queue=MAINTENANCE_QUEUE)
+
+    return enqueue_job
+
+
 def enqueue_on(app: Celery) -> Enqueue:
     """The Celery producer of lane turns: ``enqueue(tenant, process, shard, delay)`` for
     ``Waker``."""
@@ -132,9 +142,10 @@ class _WorkerHolder:
     """Builds the worker's parts on first use, once per OS process (after a prefork fork,
     in the child)."""
 
-    def __init__(self, config: Config, enqueue: Enqueue, model_for: ModelFor | None,
-                 store: Backend | None) -> None:
+    def __init__(self, config: Config, enqueue: Enqueue, enqueue_job: EnqueueJob,
+                 model_for: ModelFor | None, store: Backend | None) -> None:
         self._config, self._enqueue, self._model_for = config, enqueue, model_for
+        self._enqueue_job = enqueue_job
         self._store, self._pid = store, os.getpid()
         self._worker: Worker | None = None
         self._lock = threading.Lock()
@@ -146,7 +157,7 @@ class _WorkerHolder:
 
                 # A store opened before a fork is the parent's: open one of our own.
                 shared = self._store if self._pid == os.getpid() else None
-                self._worker = build_worker(self._config, self._enqueue,
+                self._worker = build_worker(self._config, self._enqueue, self._enqueue_job,
                                             model_for=self._model_for, store=shared)
                 self._pid = os.getpid()
             return self._worker

@@ -19,6 +19,8 @@ from vancetope_brain.lanes.waker import Enqueue
 from vancetope_brain.llm.profiles import ModelRouter
 from vancetope_brain.models import ThinkProcess, utcnow
 from vancetope_brain.runtime import Core
+from vancetope_brain.services import ServiceJobs, SystemSessions
+from vancetope_brain.services.jobs import EnqueueJob
 from vancetope_brain.store import (
     Backend,
     EventOutboxStore,
@@ -30,7 +32,7 @@ from vancetope_brain.store import (
 )
 from vancetope_brain.tools import ToolSource
 from vancetope_brain.tools.client import ClientToolBridge
-from vancetope_brain.tools.health import HealthPolicy, OnAmbiguous, ToolHealthService
+from vancetope_brain.tools.health import HealthPolicy, ToolHealthService
 from vancetope_brain.tools.mcp import McpRegistry
 
 CLIENT_TOOL_TIMEOUT = 30.0
@@ -42,6 +44,7 @@ class Worker(Core):
     runner: LaneRunner
     outbox: EventOutbox
     mcp: McpRegistry
+    services: ServiceJobs
     tool_health: ToolHealthService
 
     def sweep(self) -> int:
@@ -67,12 +70,12 @@ class Worker(Core):
         super().close()
 
 
-def build_worker(config: Config, enqueue: Enqueue, *, model_for: ModelFor | None = None,
+def build_worker(config: Config, enqueue: Enqueue, enqueue_job: EnqueueJob, *,
+                 model_for: ModelFor | None = None,
                  store: Backend | None = None, engines: EngineRegistry = ENGINES,
-                 worker_name: str | None = None,
-                 on_ambiguous: OnAmbiguous | None = None) -> Worker:
-    """``on_ambiguous``: called with each MCP failure the health checker cannot classify
-    (default: nothing; see ``vancetope_brain.tools.health``)."""
+                 worker_name: str | None = None) -> Worker:
+    """``enqueue_job`` queues service jobs (``ServiceJobs``): each MCP failure the health
+    checker cannot classify becomes an agrajag job (``ServiceJobs.on_ambiguous``)."""
     core = Core.parts(config, enqueue, store=store, engines=engines)
     store, events = core["store"], core["events"]
     if model_for is None:  # per process: its recipe, the settings cascade, the profiles
@@ -82,25 +85,32 @@ def build_worker(config: Config, enqueue: Enqueue, *, model_for: ModelFor | None
     policy = HealthPolicy(config.tool_probe_backoff, config.tool_probe_backoff_max,
                           config.show_down_tools)
     tool_health = ToolHealthService(store.port(ToolHealthStore), policy)
-    if on_ambiguous is not None:
-        tool_health.on_ambiguous = on_ambiguous
 
     def tool_sources(process: ThinkProcess) -> list[ToolSource]:
-        return [client_tools.source(process.session_id, process.id,
-                                    timeout=CLIENT_TOOL_TIMEOUT),
+        # A service process's session has no client; the user's (tool_probe_as_user) may.
+        session = process.originating_session_id or process.session_id
+        return [client_tools.source(session, process.id, timeout=CLIENT_TOOL_TIMEOUT),
                 tool_health.source(mcp, process)]
 
     lanes, processes = store.port(LaneStore), store.port(SessionStore)
+    system_sessions = SystemSessions(store=processes, lifecycle=core["lifecycle"],
+                                     presence=core["presence"], client=core["redis"])
+    services = ServiceJobs(client=core["redis"], enqueue=enqueue_job, sessions=system_sessions,
+                           store=processes, factory=core["process_factory"],
+                           waker=core["waker"], health=store.port(ToolHealthStore))
+    tool_health.on_ambiguous = services.on_ambiguous
     outbox = EventOutbox(store.port(EventOutboxStore), events)
     contexts = ContextFactory(lanes=lanes, processes_store=processes,
                               journal=store.port(JournalStore), settings=core["settings"],
                               events=events, engines=engines,
                               processes=core["process_factory"], model_for=model_for,
-                              tool_sources=tool_sources, inbox=core["inbox"])
+                              tool_sources=tool_sources, inbox=core["inbox"],
+                              tool_health=tool_health.write)
     runner = LaneRunner(lanes=lanes, processes=processes, items=store.port(UserInboxStore),
                         events=events, outbox=outbox,
                         leases=LeaseKeeper(core["redis"], ttl=config.lease_ttl),
                         waker=core["waker"], engines=engines, contexts=contexts,
                         max_attempts=config.max_attempts,
                         max_engine_failures=config.max_engine_failures, worker_name=worker_name)
-    return Worker(**core, runner=runner, outbox=outbox, mcp=mcp, tool_health=tool_health)
+    return Worker(**core, runner=runner, outbox=outbox, mcp=mcp, services=services,
+                  tool_health=tool_health)

@@ -11,13 +11,14 @@ import logging
 import redis
 from celery import Task, shared_task
 
-from vancetope_brain.errors import RuntimeFailure
+from vancetope_brain.errors import RuntimeFailure, UserError
 
 log = logging.getLogger(__name__)
 
 LANE_TURN = "vancetope.lane_turn"
 SWEEP = "vancetope.sweep"
 HOUSEKEEPING = "vancetope.housekeeping"
+SERVICE_JOB = "vancetope.service_job"
 
 
 @shared_task(name=LANE_TURN, bind=True, acks_late=True, max_retries=5)
@@ -39,3 +40,22 @@ def sweep(self: Task) -> int:
 @shared_task(name=HOUSEKEEPING, bind=True)
 def housekeeping(self: Task) -> int:
     return self.app.vancetope_worker().housekeeping()
+
+
+@shared_task(name=SERVICE_JOB, bind=True, acks_late=True, max_retries=5)
+def service_job(self: Task, job: dict[str, object]) -> str | None:
+    """Start a service process (``ServiceJobs.run``); a store or Redis hiccup retries, a
+    refused job (e.g. the system session holds as many open processes as it may) is logged
+    and dropped (its claim was given back: the next failure submits it again)."""
+    from vancetope_brain.services import ServiceJob
+
+    try:
+        started = self.app.vancetope_worker().services.run(ServiceJob.model_validate(job))
+    except UserError as e:
+        log.warning("service job %s of %s refused: %s", job.get("subject"), job.get("service"),
+                    e)
+        return None
+    except (RuntimeFailure, redis.RedisError) as e:
+        log.warning("service job %s failed (%s); retrying", job.get("subject"), e)
+        raise self.retry(exc=e, countdown=min(2 ** self.request.retries, 30)) from e
+    return started.id if started else None

@@ -10,6 +10,7 @@ import json
 import pytest
 from simple_websocket import Client, ConnectionClosed
 
+from tests.gateway.wire import Client as FramesClient
 from tests.gateway.wire import http_get
 from tests.helpers import wait_for
 from vancetope_brain.errors import StoreError
@@ -104,6 +105,31 @@ def test_rest_read_endpoints(server, embedded):
     assert [m["content"] for m in body["messages"]] == ["ok"]
     status, body = http_get(f"http://{host}/processes/{pid}/chat?beforeSeq=3", token)
     assert [m["content"] for m in body["messages"]][-1] == "hello"
+
+
+def test_a_service_process_is_in_no_user_list_rest_or_frame(server, embedded):
+    """A process of a ``service`` recipe never shows in a user's lists (think-engines §7b),
+    even in the user's own session (written straight to the store: the spawner refuses it)."""
+    host, token = server
+    embedded.model = FunctionModel(lambda m, t: "ok")
+    session = embedded.brain.sessions.create_interactive(embedded.who, "hidden")
+    service = embedded.brain.store.port(SessionStore).get_process(
+        "acme", session.chat_process_id).model_copy(update={
+            "id": "proc_service_in_user_session", "name": "agrajag",
+            "recipe": {"name": "agrajag", "engine": "agrajag", "category": "service",
+                       "source": "bundled"}})
+    embedded.brain.store.port(SessionStore).create_process(service)
+    for path in (f"/sessions/{session.id}/processes?all=true", f"/sessions/{session.id}"):
+        status, body = http_get(f"http://{host}{path}", token)
+        assert status == 200 and [p["id"] for p in body["processes"]] == [
+            session.chat_process_id]
+    # The frames: process-list answers from the same SessionService.processes.
+    client = FramesClient(embedded, embedded.who)
+    try:
+        assert [p["id"] for p in client.ok("process-list", sessionId=session.id, all=True)[
+            "processes"]] == [session.chat_process_id]
+    finally:
+        client.close()
 
 
 @pytest.mark.parametrize(("path", "status", "code"), [

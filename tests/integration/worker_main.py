@@ -13,7 +13,8 @@ with the worker's configuration in ``VANCETOPE_*`` variables and these:
     (with ``VT_TEST_STREAM_HOLD=N`` it stops after the N-th word until ``VT_TEST_RELEASE``
     exists, so the reply is surely still streaming while the test acts);
     ``arthur-flow`` and ``inbox-flow`` script Arthur and one worker (see their functions);
-    ``journal-flow`` a worker whose side-effecting tool kills it (``scripts_journal``).
+    ``journal-flow`` a worker whose side-effecting tool kills it (``scripts_journal``);
+    ``agrajag-flow`` user workers failing on an MCP tool and agrajag (``scripts_agrajag``).
     ``poison`` echoes, but SIGKILLs its worker on a user message ``POISON``.
     ``tool-flow`` (Arthur) calls the tool a user message ``call <tool> <json args>`` names
     and responds ``tool said: <result>``, else responds ``echo: <message>``; it logs the
@@ -140,6 +141,9 @@ def build_model(mode: str) -> ChatModel:
     if mode == "vogon-flow":
         from tests.integration.scripts_vogon import vogon_flow
         return FunctionModel(vogon_flow, name="test-vogon-flow")
+    if mode == "agrajag-flow":
+        from tests.integration.scripts_agrajag import agrajag_flow
+        return FunctionModel(agrajag_flow, name="test-agrajag-flow")
     if mode == "journal-flow":  # importing it registers its server tools
         from tests.integration.scripts_journal import journal_flow
         return FunctionModel(journal_flow, name="test-journal-flow")

@@ -43,7 +43,7 @@ class Lanes:
             self.tasks.append((tenant_id, process_id))
 
         self.brain = build_gateway(config, enqueue, store=store)
-        self.worker = build_worker(config, enqueue, model_for=lambda process: model,
+        self.worker = build_worker(config, enqueue, lambda job: None, model_for=lambda process: model,
                                    store=store)
         self.brain.identity.create_tenant("acme", "acme")
         self.brain.identity.create_user("acme", "ada", "ada")

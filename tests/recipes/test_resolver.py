@@ -110,7 +110,7 @@ def test_without_a_recipe_name_the_recipe_named_like_the_engine_applies(
 def test_an_unknown_recipe_suggests_the_closest_name(resolver: RecipeResolver) -> None:
     with pytest.raises(UnknownRecipe, match="no recipe named 'analyse'; did you mean 'analyze'"):
         resolver.resolve("acme", "p1", recipe="analyse")
-    with pytest.raises(UnknownRecipe, match="known recipes: analyze, arthur, arthur-sub, ford, ford-chat"):
+    with pytest.raises(UnknownRecipe, match="known recipes: agrajag, analyze, arthur, arthur-sub, ford, ford-chat"):
         resolver.get("acme", "p1", "xyzzy")
 
 
@@ -130,7 +130,8 @@ def test_list_is_the_effective_catalogue(acme_store: Backend, resolver: RecipeRe
                                                     category=RecipeCategory.WORKER)]
     assert "arthur" not in workers and "triage" in workers
     assert [e.recipe.name for e in resolver.list("acme", None,
-                                                 category=RecipeCategory.SERVICE)] == ["triage"]
+                                                 category=RecipeCategory.SERVICE)] == [
+        "agrajag", "triage"]
     described = resolver.describe("acme", "p1", "analyze")
     assert (described["source"], described["shadows"], described["description"]) == (
         "tenant", ["bundled"], "tenant's")

@@ -289,6 +289,9 @@ def test_yaml_and_json_files_load(tmp_path: Path):
     ("- {name: a, transport: stdio, command: x, timeout: 0}", "timeout"),
     ("- {name: a, transport: stdio, command: x, connect_timeout: 0}", "connect_timeout"),
     ("- {name: a, transport: stdio, command: x, colour: red}", "colour"),
+    ("- {name: a, transport: stdio, command: x, requires_engine_roles: [Bad_Role]}",
+     "requires_engine_roles"),
+    ("- {name: a, transport: stdio, command: x, tool_roles: {t: [no spaces]}}", r"tool_roles\.t"),
     ("- {name: a, transport: stdio, command: x, env: {K: '${UNSET_VAR}'}}", r"env.*UNSET_VAR"),
     ("- {name: a, transport: stdio, command: x}\n- {name: a, transport: stdio, command: y}",
      "used twice"),
@@ -304,3 +307,11 @@ def test_bad_files_name_the_file_and_the_field(tmp_path: Path, content: str, exp
 def test_a_missing_file_is_a_config_error(tmp_path: Path):
     with pytest.raises(ConfigError, match="cannot read"):
         McpRegistry.from_file(tmp_path / "absent.yaml")
+
+
+def test_a_server_config_names_the_engine_roles_of_its_tools():
+    config = McpServerConfig(name="files", transport="stdio", command="x",
+                             requires_engine_roles=["file-reader"],
+                             tool_roles={"write_file": ["file-writer"]})
+    assert config.roles_of("read_file") == {"file-reader"}
+    assert config.roles_of("write_file") == {"file-reader", "file-writer"}

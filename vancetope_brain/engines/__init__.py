@@ -6,7 +6,7 @@ effect goes out through that context (never a client, a store or Redis).
 """
 
 # Importing an engine module registers it.
-from vancetope_brain.engines import arthur, ford, marvin, vogon, zaphod  # noqa: E402,F401,I001
+from vancetope_brain.engines import agrajag, arthur, ford, marvin, vogon, zaphod  # noqa: E402,F401,I001
 from vancetope_brain.engines.base import (
     ENGINES,
     EngineRegistry,

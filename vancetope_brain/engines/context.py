@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from vancetope_brain.engines.recipes_api import RecipesApi
     from vancetope_brain.inbox.service import InboxService, NewItem
     from vancetope_brain.models.inbox import InboxItem
+    from vancetope_brain.models.tool_health import ToolHealth
 
 RESET_MARK = "reset"
 """``meta`` key of the chat line a reset leaves; history before it is not the engine's memory."""
@@ -52,10 +53,20 @@ turn whose history held it."""
 
 @dataclass(frozen=True)
 class Scope:
+    """Where a turn runs. ``originating_user_id`` / ``originating_session_id``: for a service
+    process, the user and session whose turn caused its job (else None)."""
+
     tenant_id: str
     session_id: str
     process_id: str
     user_id: str
+    project_id: str = "default"
+    originating_user_id: str | None = None
+    originating_session_id: str | None = None
+
+
+HealthWriter = Callable[["ToolHealth"], None]
+"""Records a tool-health verdict (``ToolHealthService.write``: stored, logged, published)."""
 
 
 @dataclass
@@ -315,10 +326,13 @@ class ThinkEngineContext:
                  tool_pool: frozenset[str], roles: frozenset[str] = frozenset(),
                  tool_sources: list[ToolSource] | None = None,
                  spawner: Spawner | None = None, recipes: RecipesApi | None = None,
-                 inbox: InboxService | None = None,
+                 inbox: InboxService | None = None, tool_health: HealthWriter | None = None,
                  pending: list[InboxMessage] | None = None) -> None:
         self.process = process
-        self.scope = Scope(process.tenant_id, process.session_id, process.id, process.user_id)
+        self.scope = Scope(process.tenant_id, process.session_id, process.id, process.user_id,
+                           process.project_id, process.originating_user_id,
+                           process.originating_session_id)
+        self._tool_health = tool_health
         self.turn = TurnState()
         self._lanes = lanes
         self._processes = processes
@@ -339,6 +353,18 @@ class ThinkEngineContext:
     @property
     def user(self) -> str:
         return self.scope.user_id
+
+    @property
+    def originating_user(self) -> str | None:
+        """The user whose turn caused this service process's job (think-engines §7b)."""
+        return self.scope.originating_user_id
+
+    def tool_health(self) -> HealthWriter:
+        """Where tool-health verdicts go; only the ``tool_health_write`` tool (role
+        ``tool-health-writer``) should write through it."""
+        if self._tool_health is None:
+            raise Conflict("this process has no tool-health access")
+        return self._tool_health
 
     def chat(self) -> ChatApi:
         return ChatApi(self)

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from vancetope_brain.engines.base import EngineRegistry, ThinkEngine
-from vancetope_brain.engines.context import SpawnRequest, ThinkEngineContext
+from vancetope_brain.engines.context import HealthWriter, SpawnRequest, ThinkEngineContext
 from vancetope_brain.engines.recipes_api import RecipesApi, tool_pool
 from vancetope_brain.engines.spawning import ProcessFactory
 from vancetope_brain.events import EventBus
@@ -34,6 +34,7 @@ class ContextFactory:
     model_for: ModelFor
     tool_sources: ToolSourcesFor
     inbox: InboxService | None = None
+    tool_health: HealthWriter | None = None
 
     def __call__(self, process: ThinkProcess, lease_lost: threading.Event,
                  engine: ThinkEngine | None, pending: list[InboxMessage]) -> ThinkEngineContext:
@@ -55,4 +56,4 @@ class ContextFactory:
             model=self.model_for(process), lease_lost=lease_lost,
             settings=SettingsApi.for_process(self.settings, process), tool_pool=pool,
             roles=recipes.roles, tool_sources=self.tool_sources(process), spawner=spawn,
-            recipes=recipes, inbox=self.inbox, pending=pending)
+            recipes=recipes, inbox=self.inbox, tool_health=self.tool_health, pending=pending)

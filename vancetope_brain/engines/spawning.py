@@ -6,8 +6,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from vancetope_brain.engines.base import EngineRegistry, canonical
-from vancetope_brain.errors import LimitExceeded
+from vancetope_brain.errors import Conflict, LimitExceeded
 from vancetope_brain.models import ProcessStatus, ThinkProcess, new_id
+from vancetope_brain.recipes.model import RecipeCategory
 from vancetope_brain.recipes.resolver import RecipeResolver
 
 TOP_LEVEL_VARIANT = "chat"
@@ -29,6 +30,10 @@ class ProcessFactory:
     session's processes so far (stored and spawned earlier in the same turn) and refuses
     one more than ``max_open_per_session`` that are not CLOSED. Creations racing each other
     (in different lanes of one session) may each pass it.
+
+    A ``service`` recipe (think-engines §7b) is started only by the system
+    (``vancetope_brain.services``, which passes ``service=True``); a client or an engine
+    naming one is refused, as is the system naming anything else.
     """
 
     def __init__(self, resolver: RecipeResolver, engines: EngineRegistry, *,
@@ -41,9 +46,12 @@ class ProcessFactory:
               siblings: Iterable[ThinkProcess], recipe: str | None = None,
               engine: str | None = None, name: str = "", goal: str = "",
               params: dict[str, Any] | None = None,
-              parent: ThinkProcess | None = None) -> ThinkProcess:
+              parent: ThinkProcess | None = None, service: bool = False,
+              originating_user_id: str | None = None,
+              originating_session_id: str | None = None) -> ThinkProcess:
         """A new process of the session, whose processes so far are ``siblings``; raises
-        ``LimitExceeded`` when ``max_open_per_session`` of them are not CLOSED."""
+        ``LimitExceeded`` when ``max_open_per_session`` of them are not CLOSED, and
+        ``Conflict`` when ``service`` and the recipe's category disagree."""
         open_now = sum(1 for p in siblings if p.status is not ProcessStatus.CLOSED)
         if open_now >= self.max_open_per_session:
             raise LimitExceeded(f"session {session_id!r} has {open_now} open processes, the "
@@ -55,6 +63,12 @@ class ProcessFactory:
                                            SUB_VARIANT if parent else TOP_LEVEL_VARIANT)
         applied = self.resolver.resolve(tenant_id, project_id, recipe=recipe, engine=engine,
                                         caller_params=params)
+        if (applied.category is RecipeCategory.SERVICE) != service:
+            raise Conflict(
+                f"recipe {applied.name!r} is a service recipe; only the system starts it "
+                "(in a hidden system session)" if not service else
+                f"recipe {applied.name!r} is no service recipe (category "
+                f"{applied.category.value!r}); the system starts only 'service' recipes")
         found = self._engines.get(applied.engine)
         return ThinkProcess(
             id=new_id("proc"), tenant_id=tenant_id, session_id=session_id, user_id=user_id,
@@ -62,7 +76,8 @@ class ProcessFactory:
             name=name or applied.name, goal=goal, engine=found.name,
             engine_version=found.version, recipe_name=applied.name,
             recipe=applied.model_dump(mode="json", by_alias=True),
-            engine_params=dict(applied.params))
+            engine_params=dict(applied.params), originating_user_id=originating_user_id,
+            originating_session_id=originating_session_id)
 
     def child(self, parent: ThinkProcess, *, siblings: Iterable[ThinkProcess],
               recipe: str | None, engine: str | None, name: str, goal: str,

@@ -12,7 +12,9 @@ Offered only ``respond`` (a worker), it answers its goal with a demo result, in
 its persona's voice when it is a council head; offered zaphod's synthesis tool,
 it sums up the heads' answers. Offered ``inbox_post``, it posts Inbox items when
 asked ("ask me for approval", "show me every kind of inbox item": ``demo_inbox``)
-and reports each answer in the chat.
+and reports each answer in the chat. Offered agrajag's ``tool_probe`` or
+``tool_health_write``, it probes and gives a verdict; a worker told to "call <tool>" calls
+it (``demo_agrajag``).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import time
 from xml.sax.saxutils import unescape
 
 from vancetope_brain.llm.base import LlmMessage, LlmResponse, TokenSink, ToolCall, ToolSpec
+from vancetope_brain.llm.demo_agrajag import agrajag_call, named_tool_call
 from vancetope_brain.llm.demo_inbox import answer_report, inbox_calls, posted_report
 
 _QUOTE_LIMIT = 80
@@ -73,6 +76,9 @@ class DemoModel:
     ) -> LlmResponse:
         """Answer with the demo text (through ``respond`` when offered); never fails."""
         names = {t.name for t in tools or ()}
+        if (probe := agrajag_call(messages, names) or named_tool_call(messages, tools or [])):
+            return LlmResponse(content="", tool_calls=(probe,), finish_reason="tool_calls",
+                               model=self.name)
         if COUNCIL_TOOL in names:
             return LlmResponse(content="", tool_calls=(council_synthesis(messages),),
                                finish_reason="tool_calls", model=self.name)

@@ -48,6 +48,9 @@ class ThinkProcess(Document):
     commit: above zero when a turn starts, the one before it never committed.
     ``engine_failures`` counts the consecutive committed turns whose engine raised; a turn
     that succeeds resets it.
+    ``originating_user_id`` / ``originating_session_id``: for a service process (whose
+    ``user_id`` is ``_system``), the user and session whose turn caused its job
+    (think-engines §7b "User Context Threading").
     """
 
     id: str
@@ -75,5 +78,12 @@ class ThinkProcess(Document):
     next_seq: int = 0
     turn_attempts: int = 0
     engine_failures: int = 0
+    originating_user_id: str | None = None
+    originating_session_id: str | None = None
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
+
+    @property
+    def is_service(self) -> bool:
+        """Spawned from a ``service`` recipe (think-engines §7b): never in a user's lists."""
+        return (self.recipe or {}).get("category") == "service"

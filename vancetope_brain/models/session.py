@@ -45,7 +45,9 @@ class Fingerprint(Wire):
 
 
 class Session(Document):
-    """A user's session. ``fingerprint`` is stored at the first bind that carries one."""
+    """A user's session. ``fingerprint`` is stored at the first bind that carries one.
+    ``system``: a service's session (think-engines §7b), owned by the user ``_system``,
+    never listed to a user (``vancetope_brain.services.system_sessions``)."""
 
     id: str
     tenant_id: str
@@ -59,5 +61,6 @@ class Session(Document):
     idle_timeout_sec: int = 1800
     suspend_cause: SuspendCause | None = None
     fingerprint: Fingerprint | None = None
+    system: bool = False
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import posixpath
 from enum import StrEnum
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field, StringConstraints, field_validator, model_validator
 from pydantic.alias_generators import to_camel
@@ -93,6 +93,17 @@ class Definition(Document):
             render_text(f"{self.KIND} {self.name!r}: {path}", source, variables, sample=True)
 
 
+class SystemSessionSpec(Wire):
+    """The lifecycle of a service recipe's system session (think-engines §7b): idle for
+    ``idleTimeoutSec`` without a job, it is SUSPENDED (``onIdle``); the next job resumes it."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid",
+                              frozen=True)
+
+    on_idle: Literal["SUSPEND"] = "SUSPEND"
+    idle_timeout_sec: int = Field(default=300, ge=10, le=86_400)
+
+
 class _RecipeFields(Wire):
     """The fields a recipe and its snapshot share."""
 
@@ -106,6 +117,7 @@ class _RecipeFields(Wire):
     allowed_tools_remove: list[ToolName] = Field(default_factory=list)
     category: RecipeCategory = RecipeCategory.WORKER
     roles: list[Role] = Field(default_factory=list)
+    system_session: SystemSessionSpec | None = None
     manual_paths: list[str] = Field(default_factory=list)
     model: ModelChoice | None = None
 
@@ -139,6 +151,13 @@ class Recipe(Definition, _RecipeFields):
         templates = [("promptPrefix", self.prompt_prefix), ("promptOverride", self.prompt_override)]
         return (sample_context(self.params).variables(self.name),
                 [(path, source) for path, source in templates if source is not None])
+
+    @model_validator(mode="after")
+    def _system_session_of_a_service(self) -> Recipe:
+        if self.system_session is not None and self.category is not RecipeCategory.SERVICE:
+            raise ValueError("systemSession: only a recipe of category 'service' runs in a "
+                             "system session")
+        return self
 
     @model_validator(mode="after")
     def _add_and_remove_are_disjoint(self) -> Recipe:

@@ -99,6 +99,11 @@ class SessionLifecycle:
                       skip={ProcessStatus.SUSPENDED, ProcessStatus.CLOSED})
         return session
 
+    def resume(self, who: Principal, session_id: str) -> Session:
+        """SUSPENDED → OPEN without a client, its suspended processes resumed: a system
+        session's next job (think-engines §7b). Raises ``Conflict`` unless SUSPENDED."""
+        return self._resume(who, self._sessions.get(who, session_id), drift=False)
+
     def close(self, who: Principal, session_id: str) -> Session:
         """→ CLOSED; every process is stopped (CLOSED / STOPPED) on its own lane."""
         self._sessions.get(who, session_id)

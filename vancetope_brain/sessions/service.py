@@ -121,15 +121,20 @@ class SessionService:
         return _owned(who, "session", session_id, self._sessions.get_session)
 
     def list_sessions(self, who: Principal) -> list[Session]:
-        return self._sessions.list_sessions(who.tenant_id, who.user_id)
+        """The caller's sessions; never a system session (its owner ``_system`` is no user)."""
+        return [s for s in self._sessions.list_sessions(who.tenant_id, who.user_id)
+                if not s.system]
 
     def process(self, who: Principal, process_id: str) -> ThinkProcess:
         """The process, if it belongs to one of the caller's sessions (else like a missing one)."""
         return _owned(who, "process", process_id, self._sessions.get_process)
 
     def processes(self, who: Principal, session_id: str) -> list[ThinkProcess]:
+        """The session's processes a user may see: service processes never are (they live in
+        system sessions, which only operators list)."""
         self.get(who, session_id)
-        return self._sessions.list_processes(who.tenant_id, session_id)
+        return [p for p in self._sessions.list_processes(who.tenant_id, session_id)
+                if not p.is_service]
 
     def steer(self, who: Principal, process_id: str, content: str,
               idempotency_key: str | None = None, *,

@@ -142,6 +142,7 @@ class ClientTools:
                 ToolSpec(tool["name"], tool.get("description", ""),
                          tool.get("parameters") or {"type": "object", "properties": {}}),
                 "client", Safety(tool.get("safety", Safety.MUTATING)),
+                requires_engine_roles=frozenset(tool.get("requiresEngineRoles") or ()),
                 idempotent=bool(tool.get("idempotent", False))))
         return list(seen.values())
 

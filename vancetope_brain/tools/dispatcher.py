@@ -4,7 +4,15 @@ A *source* offers tool manifests and executes calls: server-side tools
 (registered with ``@server_tool``), the connected client's tools, MCP servers'
 tools. The dispatcher shows an engine only the tools of its effective pool
 (names or ``fnmatch`` patterns) whose ``requires_engine_roles`` the engine's
-recipe carries; anything else cannot be called.
+recipe carries; anything else cannot be called. A tool source states a tool's roles in
+its manifest: a server tool in ``@server_tool(roles=…)``, an MCP tool in its server's config
+(``tools/mcp.py``), a client tool in its registration (``requiresEngineRoles``).
+
+A *probe* (``ToolDispatcher.probe``, and every call while ``probing()``) may reach only
+SAFE_PROBE tools: a MUTATING one is refused here, whatever the model or the prompt says
+(think-engines §7b: agrajag's probe turn). ``probe`` looks past the pool (a service engine
+probes the tool a user's turn failed on, which is in no pool of its own) but never past the
+engine's roles.
 
 What a tool raises becomes an ERROR result for the model (a ``ToolError``, a
 refused request, bad parameters, its own timeout), except what is not the
@@ -32,7 +40,8 @@ import fnmatch
 import functools
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, Protocol, runtime_checkable
@@ -172,6 +181,8 @@ class ToolDispatcher:
     roles: frozenset[str] = frozenset()
     sources: list[ToolSource] = field(default_factory=list)
     journal: ToolJournal | None = None
+    probe_only: bool = False
+    """While set (``probing``), a MUTATING tool is neither offered nor callable."""
     _lists: dict[int, list[ToolManifest]] = field(default_factory=dict, init=False, repr=False)
 
     def manifests(self) -> list[ToolManifest]:
@@ -184,8 +195,46 @@ class ToolDispatcher:
         return [seen[name] for name in sorted(seen)]
 
     def specs(self) -> list[ToolSpec]:
-        """What the model is offered."""
-        return [m.spec for m in self.manifests()]
+        """What the model is offered (only SAFE_PROBE tools while ``probing``)."""
+        return [m.spec for m in self.manifests()
+                if not self.probe_only or m.safety is Safety.SAFE_PROBE]
+
+    @contextmanager
+    def probing(self) -> Iterator[None]:
+        """A probe turn: inside, only SAFE_PROBE tools are offered and callable."""
+        before, self.probe_only = self.probe_only, True
+        try:
+            yield
+        finally:
+            self.probe_only = before
+
+    def probes(self, *, transports: frozenset[str] | None = None) -> list[ToolManifest]:
+        """The SAFE_PROBE tools this engine's roles let it probe, in or out of its pool
+        (of the given transports, else all)."""
+        seen: dict[str, ToolManifest] = {}
+        for source in self.sources:
+            for m in self._listed(source):
+                if m.safety is Safety.SAFE_PROBE and m.requires_engine_roles <= self.roles \
+                        and (transports is None or m.transport in transports):
+                    seen.setdefault(m.name, m)
+        return [seen[name] for name in sorted(seen)]
+
+    def probe(self, name: str, params: dict[str, Any], *,
+              transports: frozenset[str] | None = None) -> ToolOutcome:
+        """Call ``name`` as a probe: any tool this engine's roles let it see (of the given
+        transports), in its pool or not, but only a SAFE_PROBE one; a MUTATING tool is
+        refused without being called."""
+        for source in self.sources:
+            manifest = next((m for m in self._listed(source) if m.name == name
+                             and (transports is None or m.transport in transports)), None)
+            if manifest is None or not manifest.requires_engine_roles <= self.roles:
+                continue
+            if manifest.safety is not Safety.SAFE_PROBE:
+                return _refused_mutating(name)
+            run = functools.partial(_call, source, manifest, params)
+            return run() if self.journal is None else self.journal.call(manifest, params, run)
+        return ToolOutcome.failed(f"tool {name!r} cannot be probed: no tool source offers it "
+                                  "to this engine")
 
     def prepare(self, name: str, params: dict[str, Any]) -> dict[str, Any]:
         """The call of ``name`` as it is announced, journaled and run: what the tool that
@@ -204,6 +253,8 @@ class ToolDispatcher:
             manifest = next((m for m in self._listed(source) if m.name == name), None)
             if manifest is None:
                 continue
+            if self.probe_only and manifest.safety is not Safety.SAFE_PROBE:
+                return _refused_mutating(name)
             if not self._visible(manifest):
                 missing = manifest.requires_engine_roles - self.roles
                 if missing and self._pooled(name):  # in the pool, but not for this engine
@@ -241,6 +292,11 @@ class ToolDispatcher:
                 listed = []
             self._lists[id(source)] = listed
         return listed
+
+
+def _refused_mutating(name: str) -> ToolOutcome:
+    return ToolOutcome.failed(f"tool {name!r} is MUTATING and was not called: a probe may call "
+                              "only SAFE_PROBE tools (ones that change nothing)")
 
 
 def _call(source: ToolSource, manifest: ToolManifest, params: dict[str, Any]) -> ToolOutcome:

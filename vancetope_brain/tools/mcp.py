@@ -27,6 +27,10 @@ worker (the SDK's safe default) plus the configured ``env``; nothing else is
 inherited, so secrets reach a server only when named, e.g. ``TOKEN: ${TOKEN}``
 (``${NAME}`` in ``env`` and ``headers`` values is read from the environment at
 load; unset is a ``ConfigError``). Its stderr goes to the worker's stderr.
+
+Engine roles (think-engines §7b): ``requires_engine_roles`` of a server applies to each of
+its tools, ``tool_roles`` (the server's tool name → roles) adds roles for single tools; an
+engine whose recipe lacks one of a tool's roles neither sees nor can call it.
 """
 
 from __future__ import annotations
@@ -65,6 +69,7 @@ from vancetope_brain.errors import ConfigError
 from vancetope_brain.llm import ToolSpec
 from vancetope_brain.models.steer import ToolCallStatus
 from vancetope_brain.models.tool_health import HealthCause
+from vancetope_brain.recipes.model import Role
 from vancetope_brain.tools import dispatcher  # the module, not its names: it may import this one
 from vancetope_brain.tools.health import (
     Failure,
@@ -113,6 +118,14 @@ class McpServerConfig(BaseModel):
     CPU for its imports, several seconds of wall time on a loaded worker."""
     tools_ttl: float = Field(default=300.0, ge=0)
     """Seconds the server's tool list is cached."""
+    requires_engine_roles: list[Role] = Field(default_factory=list, max_length=20)
+    """Engine roles an engine needs to see any tool of this server."""
+    tool_roles: dict[str, list[Role]] = Field(default_factory=dict, max_length=500)
+    """More roles for single tools, by the server's own tool name (not the prefixed one)."""
+
+    def roles_of(self, tool: str) -> frozenset[str]:
+        """The engine roles the server's tool ``tool`` requires."""
+        return frozenset(self.requires_engine_roles) | frozenset(self.tool_roles.get(tool, ()))
 
     @field_validator("env", "headers")
     @classmethod
@@ -385,6 +398,7 @@ class _Listing:
     expires: float
     read_only: frozenset[str] = frozenset()  # prefixed names the server marks readOnlyHint
     idempotent: frozenset[str] = frozenset()  # … and idempotentHint
+    roles: dict[str, frozenset[str]] = field(default_factory=dict)  # prefixed name -> roles
 
 
 @dataclass
@@ -432,7 +446,7 @@ class _Server:
             failure = self._failed(step, None, e, started)
             self._list_failed = (time.monotonic(), failure)
             return None, failure
-        self.cached = _listing_of(cfg.name, tools, time.monotonic() + cfg.tools_ttl)
+        self.cached = _listing_of(cfg, tools, time.monotonic() + cfg.tools_ttl)
         self._list_failed = None
         return self.cached, None
 
@@ -600,11 +614,14 @@ async def _list_tools(session: ClientSession) -> list[types.Tool]:
     return tools
 
 
-def _listing_of(server: str, tools: Iterable[types.Tool], expires: float) -> _Listing:
+def _listing_of(config: McpServerConfig, tools: Iterable[types.Tool],
+                expires: float) -> _Listing:
+    server = config.name
     specs: list[ToolSpec] = []
     names: dict[str, str] = {}
     read_only: set[str] = set()
     idempotent: set[str] = set()
+    roles: dict[str, frozenset[str]] = {}
     for tool in tools:
         name = prefixed_name(server, tool.name)
         if name in names:
@@ -612,22 +629,27 @@ def _listing_of(server: str, tools: Iterable[types.Tool], expires: float) -> _Li
                         server, names[name], tool.name, name, tool.name)
             continue
         names[name] = tool.name
+        if required := config.roles_of(tool.name):
+            roles[name] = required
         specs.append(ToolSpec(name, tool.description or tool.title or "", dict(tool.input_schema)))
         if tool.annotations is not None and tool.annotations.read_only_hint:
             read_only.add(name)
         if tool.annotations is not None and tool.annotations.idempotent_hint:
             idempotent.add(name)
     return _Listing(specs, names, expires, read_only=frozenset(read_only),
-                    idempotent=frozenset(idempotent))
+                    idempotent=frozenset(idempotent), roles=roles)
 
 
 def _manifests(listing: _Listing) -> list[dispatcher.ToolManifest]:
     """Dispatcher manifests: transport ``mcp``, SAFE_PROBE for the tools the server marks
     ``readOnlyHint``, else MUTATING; idempotent for those and the ones it marks
-    ``idempotentHint`` (hints from the server, not guarantees), else not."""
+    ``idempotentHint`` (hints from the server, not guarantees), else not; the engine roles of
+    the server's config (``McpServerConfig.roles_of``)."""
     return [dispatcher.ToolManifest(spec, "mcp", dispatcher.Safety.SAFE_PROBE
                                     if spec.name in listing.read_only
                                     else dispatcher.Safety.MUTATING,
+                                    requires_engine_roles=listing.roles.get(
+                                        spec.name, frozenset()),
                                     idempotent=spec.name in listing.idempotent)
             for spec in listing.specs]
 

@@ -1,0 +1,16 @@
+"""Service engines' side of the runtime (think-engines §7b): system sessions and the job queue.
+
+A service process is spawned by the system, never by a user or an engine: a job
+(``ServiceJob``) is submitted with a coalescing claim, queued (a Celery task in the
+worker's composition root) and run into a new process of the service's recipe in the
+hidden system session of its (tenant, project, service).
+
+Rule: this package builds processes only through ``ProcessFactory`` (``service=True``) and
+moves sessions only through ``SessionLifecycle``; it imports no Flask and no Celery (the
+queue is a callable it is given).
+"""
+
+from vancetope_brain.services.jobs import ServiceJob, ServiceJobs
+from vancetope_brain.services.system_sessions import SYSTEM_USER, SystemSessions
+
+__all__ = ["SYSTEM_USER", "ServiceJob", "ServiceJobs", "SystemSessions"]
