@@ -68,6 +68,11 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "VANCETOPE_LLM_MAX_RETRIES": ("2", "Retries of a failed LLM request (connection errors, 429, 5xx)."),
     "VANCETOPE_DEMO_TOKEN_DELAY": ("0.02", "Seconds the offline demo model pauses between the words it streams, so a newcomer sees streaming; `0` streams at once."),
     "VANCETOPE_LOG_LEVEL": ("INFO", "Python log level."),
+    "VANCETOPE_LOG_FORMAT": ("text", "`text` (one line: time, level, logger, message, and the turn's ids) or `json` (JSON lines with the same fields; the Procfile sets it) for every process's log (docs/operations.md \"Logs\")."),
+    "VANCETOPE_METRICS_PORT": ("(unset: no endpoint)", "Port a worker pod serves Prometheus metrics on (`/metrics`, from its main process; the Procfile sets 9540). The gateway serves `/metrics` on its own port."),
+    "VANCETOPE_METRICS_TOKEN": ("(unset: open)", "Bearer token the gateway's `/metrics` asks for; unset, it answers anyone (it holds no tenant data: keep it to the cluster network)."),
+    "PROMETHEUS_MULTIPROC_DIR": ("(unset: each process counts alone)", "An empty directory where forked processes (gunicorn workers, Celery prefork children) write their metrics so one scrape sums them; the Procfile makes a fresh one per start (prometheus-client's own variable)."),
+    "OTEL_EXPORTER_OTLP_ENDPOINT": ("(unset: tracing off)", "OpenTelemetry collector traces are exported to (OTLP over HTTP, e.g. `http://otel-collector:4318`); the exporter's other `OTEL_*` variables apply (`OTEL_SERVICE_NAME`, `OTEL_EXPORTER_OTLP_HEADERS` …)."),
     "VANCETOPE_MCP_SERVERS": ("(unset: no MCP servers)", "Path of a YAML or JSON file listing the MCP servers whose tools engines may call (see docs/configuration.md)."),
     "VANCETOPE_PUBLIC_URL": ("http://<host>:<port>", "Base URL clients reach the gateway at; used in e-mailed links and signed attachment URLs."),
     "VANCETOPE_SECRET_KEY": ("(unset: generated once into `<data dir>/secret.key`)", "Key that signs attachment URLs; set the same value on every gateway and worker of a cluster."),
@@ -142,6 +147,9 @@ class Config:
     token_recheck: float = 5.0
     header_timeout: float = 10.0
     demo_token_delay: float = 0.0
+    log_format: str = "text"
+    metrics_port: int | None = None
+    metrics_token: str | None = field(default=None, repr=False)
 
     @property
     def embedded(self) -> bool:
@@ -203,6 +211,10 @@ class Config:
             token_recheck=_number(env, "VANCETOPE_TOKEN_RECHECK", float, 0.1),
             header_timeout=_number(env, "VANCETOPE_HEADER_TIMEOUT", float, 0.1),
             demo_token_delay=_number(env, "VANCETOPE_DEMO_TOKEN_DELAY", float, 0.0),
+            log_format=_choice(env, "VANCETOPE_LOG_FORMAT", ("text", "json")),
+            metrics_port=_number(env, "VANCETOPE_METRICS_PORT", int, 0)
+            if env.get("VANCETOPE_METRICS_PORT") else None,
+            metrics_token=env.get("VANCETOPE_METRICS_TOKEN") or None,
         )
 
     def base_url(self) -> str:
@@ -222,6 +234,13 @@ def _smtp(env: Mapping[str, str]) -> SmtpConfig | None:
                       password=env.get("VANCETOPE_SMTP_PASSWORD") or None,
                       sender=env.get("VANCETOPE_SMTP_FROM") or "vancetope@localhost",
                       timeout=_number(env, "VANCETOPE_SMTP_TIMEOUT", float, 0.1))
+
+
+def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str:
+    value = (env.get(name) or VARIABLES[name][0]).lower()
+    if value not in choices:
+        raise ConfigError(f"{name}={value!r} must be one of {', '.join(choices)}")
+    return value
 
 
 def _number(env: Mapping[str, str], name: str, kind: type, minimum: float) -> Any:

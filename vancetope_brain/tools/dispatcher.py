@@ -35,6 +35,7 @@ import redis
 from vancetope_brain.errors import RuntimeFailure, Signal, ToolError
 from vancetope_brain.llm import ToolSpec
 from vancetope_brain.models.steer import ToolCallStatus
+from vancetope_brain.observability import metrics, tracing
 
 log = logging.getLogger(__name__)
 
@@ -175,7 +176,7 @@ class ToolDispatcher:
                         f"tool {name!r} needs the engine role(s) {', '.join(sorted(missing))}, "
                         "which this process's recipe does not grant")
                 break
-            run = functools.partial(_call, source, name, params)
+            run = functools.partial(_call, source, manifest, params)
             return run() if self.journal is None else self.journal.call(manifest, params, run)
         if not self._pooled(name):
             return ToolOutcome.failed(f"tool {name!r} is not in this process's tool pool")
@@ -203,11 +204,15 @@ class ToolDispatcher:
         return listed
 
 
-def _call(source: ToolSource, name: str, params: dict[str, Any]) -> ToolOutcome:
-    try:
-        return source.call(name, params)
-    except _NOT_THE_TOOLS:
-        raise
-    except Exception as e:  # a tool's failure is the model's business, not the turn's
-        log.exception("tool %s failed", name)
-        return ToolOutcome.failed(f"{type(e).__name__}: {e}")
+def _call(source: ToolSource, manifest: ToolManifest, params: dict[str, Any]) -> ToolOutcome:
+    name = manifest.name
+    with tracing.span(f"tool {name}", tool=name, transport=manifest.transport):
+        try:
+            outcome = source.call(name, params)
+        except _NOT_THE_TOOLS:
+            raise
+        except Exception as e:  # a tool's failure is the model's business, not the turn's
+            log.exception("tool %s failed", name)
+            outcome = ToolOutcome.failed(f"{type(e).__name__}: {e}")
+    metrics.tool_called(name, manifest.transport, outcome.status.value)
+    return outcome
