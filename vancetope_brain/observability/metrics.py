@@ -35,6 +35,7 @@ from prometheus_client import (
     Counter,
     Gauge,
     Histogram,
+    disable_created_metrics,
     generate_latest,
     multiprocess,
     start_http_server,
@@ -49,6 +50,8 @@ if TYPE_CHECKING:
     from vancetope_brain.store import Backend, LaneStore, UserInboxStore
 
 log = logging.getLogger(__name__)
+
+disable_created_metrics()  # a ``*_created`` series per counter tells an operator nothing
 
 _SECONDS = (0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
