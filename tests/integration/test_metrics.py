@@ -5,6 +5,8 @@ and a prefork worker pod's ``VANCETOPE_METRICS_PORT``, each in multiprocess mode
 from __future__ import annotations
 
 import http.client
+import json
+import re
 import socket
 import time
 import uuid
@@ -100,7 +102,8 @@ def test_metrics_move_by_the_right_amounts_over_50_turns(stack: Stack, tmp_path:
     metrics_port = free_port()
     worker = Worker("w1", cluster.tmp / "w1",
                     {**cluster.env, "PROMETHEUS_MULTIPROC_DIR": str(worker_dir),
-                     "VANCETOPE_METRICS_PORT": str(metrics_port)},
+                     "VANCETOPE_METRICS_PORT": str(metrics_port),
+                     "VANCETOPE_LOG_FORMAT": "json"},
                     "echo", hold_commit=False, sweeping=False, pool="prefork")
     cluster.workers.append(worker)
     worker.wait_ready()
@@ -154,6 +157,16 @@ def test_metrics_move_by_the_right_amounts_over_50_turns(stack: Stack, tmp_path:
     client.close()
     wait_for(lambda: value(gateway(), "vancetope_open_websockets") == 0, timeout=15,
              what="the sockets counted closed")
+    # The pod logged JSON lines only, its pool children too (Celery's start banner is
+    # printed, not logged); the lane turns' own lines (Celery's, outside the turn) name
+    # their task.
+    output = worker.output_path.read_text().splitlines()
+    assert not [line for line in output if re.match(r"\d{4}-\d\d-\d\d[ T]\d\d:", line)
+                or re.match(r"\[\d{4}-", line)]
+    lines = [json.loads(line) for line in output if line.startswith("{")]
+    done = [r for r in lines if r["logger"] == "celery.app.trace"
+            and r["data"]["name"] == "vancetope.lane_turn"]
+    assert len(done) >= TURNS and all(r["level"] == "INFO" for r in done)
     # No label carries a tenant, user, session or process id.
     text = scrape(web.port, "scrape-me")[1] + scrape(metrics_port)[1]
     for secret in ("acme", "ada", pid, created["session"]["id"]):

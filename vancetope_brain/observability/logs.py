@@ -126,6 +126,7 @@ def configure(level: str, fmt: str, *, also: tuple[str, ...] = ()) -> None:
     handler.addFilter(TurnIds())
     root.addHandler(handler)
     root.setLevel(level)
+    logging.captureWarnings(True)  # a Python warning is a log line too, in the same format
     for name in QUIETED_LOGGERS:
         logger = logging.getLogger(name)
         if not any(isinstance(f, QuietMaintenance) for f in logger.filters):
