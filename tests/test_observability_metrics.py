@@ -52,3 +52,17 @@ def test_tool_calls_count_by_tool_and_result_and_client_tools_as_one() -> None:
     assert _count("vancetope_tool_calls_total", tool="mcp_tool", result="error") == server + 1
     assert _count("vancetope_tool_calls_total", tool="client", result="success") == client + 1
     assert _count("vancetope_tool_calls_total", tool="client_tool", result="success") == 0
+
+
+def test_model_labels_are_capped(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(metrics, "_models", set())
+    monkeypatch.setattr(metrics, "MAX_MODEL_LABELS", 2)
+    for name in ("a", "b", "c", "a"):
+        with metrics.llm_request(f"cap-{name}") as finished:
+            finished(LlmResponse("x"))
+    assert _count("vancetope_llm_request_duration_seconds_count", model="cap-a",
+                  result="success") == 2
+    assert _count("vancetope_llm_request_duration_seconds_count", model="cap-c",
+                  result="success") == 0
+    assert _count("vancetope_llm_request_duration_seconds_count", model="other",
+                  result="success") >= 1

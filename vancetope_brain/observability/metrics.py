@@ -11,8 +11,9 @@
 - **Labels** never carry a tenant, user, session or process id: one scrape serves all
   tenants, and per-id series would grow without bound. Every label has a small closed set
   of values (outcomes, lifecycle calls, statuses, channels) or one the operator configures
-  (model names, server-side and MCP tool names); client-side tools, whose names a
-  client declares, all count as ``client``.
+  (server-side and MCP tool names); client-side tools, whose names a client declares, all
+  count as ``client``; model names (recipes and settings may name them) are capped at
+  ``MAX_MODEL_LABELS`` per process, the rest count as ``other``.
 - **Cluster gauges** (queue depth, oldest pending message, open Inbox items) are read
   at scrape time from Redis and the store by ``ClusterCollector``, which only the gateway
   mounts: every gateway reports the same cluster-wide value (aggregate with ``max``).
@@ -23,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING
@@ -87,11 +89,26 @@ NOTIFICATIONS = Counter("vancetope_notifications", "Inbox-item deliveries, by ch
                         "status (SENT, FAILED, SKIPPED, QUEUED).", ["channel", "status"])
 
 
+MAX_MODEL_LABELS = 50
+"""Distinct ``model`` label values one process reports; later names count as ``other``
+(recipes and tenant settings may name models, so the set is not the operator's alone)."""
+_models: set[str] = set()
+_models_lock = threading.Lock()
+
+
+def _model_label(model: str) -> str:
+    with _models_lock:
+        if model in _models or len(_models) < MAX_MODEL_LABELS:
+            _models.add(model)
+            return model
+    return "other"
+
+
 @contextlib.contextmanager
 def llm_request(model: str) -> Iterator[Callable[[LlmResponse], LlmResponse]]:
     """Times the LLM request in the block (result ``error`` unless the yielded function is
     handed its response, whose reported token usage it counts)."""
-    started, result = time.monotonic(), "error"
+    started, result, model = time.monotonic(), "error", _model_label(model)
 
     def finished(response: LlmResponse) -> LlmResponse:
         nonlocal result
