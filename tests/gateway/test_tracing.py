@@ -5,7 +5,9 @@ exporter. Off (no endpoint configured), nothing is recorded."""
 
 from __future__ import annotations
 
+import http.server
 import json
+import threading
 from collections.abc import Iterator
 
 import pytest
@@ -87,3 +89,41 @@ def test_tracing_is_off_without_an_endpoint(monkeypatch):
     assert not tracing.enabled()
     with tracing.span("nothing", a=1):
         pass
+
+
+class _Collector(http.server.BaseHTTPRequestHandler):
+    """An OTLP/HTTP collector that keeps what it was sent."""
+
+    received: list[tuple[str, str, bytes]] = []
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        body = self.rfile.read(int(self.headers["Content-Length"]))
+        self.received.append((self.path, self.headers["Content-Type"], body))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def test_with_an_endpoint_spans_are_exported_by_otlp_http(monkeypatch):
+    server = http.server.HTTPServer(("127.0.0.1", 0), _Collector)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT",
+                           f"http://127.0.0.1:{server.server_address[1]}")
+        monkeypatch.setenv("OTEL_SERVICE_NAME", "vt-otlp-test")
+        assert tracing.configure("vancetope-test")
+        with tracing.span("exported-span", frame="ping"):
+            pass
+        tracing.disable()  # flushes the batch
+    finally:
+        server.shutdown()
+        thread.join(timeout=10)
+        server.server_close()
+    (path, content_type, body), = _Collector.received
+    assert path == "/v1/traces" and content_type == "application/x-protobuf"
+    assert b"exported-span" in body and b"vt-otlp-test" in body
