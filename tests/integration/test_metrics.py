@@ -114,14 +114,19 @@ def test_metrics_move_by_the_right_amounts_over_50_turns(stack: Stack, tmp_path:
         assert status == 200, body
         return parse(body)
 
-    def settled() -> Samples | None:
-        """The pod's scrape once it counted every lane-turn task the worker logged as ended
-        (``postrun`` is logged after the task returned, so after it counted)."""
+    def settled(committed: int) -> Samples | None:
+        """The pod's scrape once the worker logged ``committed`` committed turns and the pod
+        counted every lane-turn task the worker logged as ended (``postrun`` is logged after
+        the task returned, so after it counted; a turn's chat line shows before that)."""
+        if worker.outcomes().count("committed") < committed:
+            return None
         samples = pod()
         return samples if total(samples, "vancetope_turns_total") == len(worker.outcomes()) \
             else None
 
-    before, web_before = wait_for(settled, timeout=10, what="a settled scrape"), gateway()
+    # Committed so far: the chat's start, then the turn that answered "first".
+    before = wait_for(lambda: settled(2), timeout=30, what="a settled scrape")
+    web_before = gateway()
     ran = len(worker.outcomes())
     assert total(web_before, "vancetope_lane_queue_depth") == 0
     assert value(web_before, "vancetope_oldest_pending_message_age_seconds") == 0
@@ -131,7 +136,7 @@ def test_metrics_move_by_the_right_amounts_over_50_turns(stack: Stack, tmp_path:
         client.request("process-steer", targetThinkProcessId=pid, content=content)
         cluster.wait_reply(pid, content, timeout=60)
     time.sleep(0.5)  # a task that found the last turn's lease taken ends meanwhile
-    after = wait_for(settled, timeout=30, what="the turns counted")
+    after = wait_for(lambda: settled(2 + TURNS), timeout=30, what="the turns counted")
     web_after = gateway()
     def moved(name: str, **labels: str) -> float:
         return value(after, name, **labels) - value(before, name, **labels)
