@@ -68,6 +68,11 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "VANCETOPE_LLM_MAX_RETRIES": ("2", "Retries of a failed LLM request (connection errors, 429, 5xx)."),
     "VANCETOPE_DEMO_TOKEN_DELAY": ("0.02", "Seconds the offline demo model pauses between the words it streams, so a newcomer sees streaming; `0` streams at once."),
     "VANCETOPE_LOG_LEVEL": ("INFO", "Python log level."),
+    "VANCETOPE_LOG_FORMAT": ("text", "`text` (one line: time, level, logger, message, and the turn's ids) or `json` (JSON lines with the same fields; the Procfile sets it) for every process's log (docs/operations.md \"Logs\")."),
+    "VANCETOPE_METRICS_PORT": ("(unset: no endpoint)", "Port a worker pod serves Prometheus metrics on (`/metrics`, from its main process; the Procfile sets 9540). The gateway serves `/metrics` on its own port."),
+    "VANCETOPE_METRICS_TOKEN": ("(unset: open)", "Bearer token the gateway's `/metrics` asks for; unset, it answers anyone (it holds no tenant data: keep it to the cluster network)."),
+    "PROMETHEUS_MULTIPROC_DIR": ("(unset: each process counts alone)", "An empty directory where forked processes (gunicorn workers, Celery prefork children) write their metrics so one scrape sums them; the Procfile makes a fresh one per start (prometheus-client's own variable)."),
+    "OTEL_EXPORTER_OTLP_ENDPOINT": ("(unset: tracing off)", "OpenTelemetry collector traces are exported to (OTLP over HTTP, e.g. `http://otel-collector:4318`); the exporter's other `OTEL_*` variables apply (`OTEL_SERVICE_NAME`, `OTEL_EXPORTER_OTLP_HEADERS` …)."),
     "VANCETOPE_MCP_SERVERS": ("(unset: no MCP servers)", "Path of a YAML or JSON file listing the MCP servers whose tools engines may call (see docs/configuration.md)."),
     "VANCETOPE_TOOL_PROBE_BACKOFF": ("30", "Seconds after an MCP server or tool is marked DOWN or DEGRADED until the background probe (housekeeping) tries it; doubled after each failed probe."),
     "VANCETOPE_TOOL_PROBE_BACKOFF_MAX": ("600", "Longest wait, in seconds, between two probes of an unhealthy MCP server or tool."),
@@ -148,6 +153,9 @@ class Config:
     tool_probe_backoff: float = 30.0
     tool_probe_backoff_max: float = 600.0
     show_down_tools: bool = False
+    log_format: str = "text"
+    metrics_port: int | None = None
+    metrics_token: str | None = field(default=None, repr=False)
 
     @property
     def embedded(self) -> bool:
@@ -212,6 +220,10 @@ class Config:
             tool_probe_backoff=_number(env, "VANCETOPE_TOOL_PROBE_BACKOFF", float, 0.1),
             tool_probe_backoff_max=_number(env, "VANCETOPE_TOOL_PROBE_BACKOFF_MAX", float, 0.1),
             show_down_tools=_down_tools(env),
+            log_format=_choice(env, "VANCETOPE_LOG_FORMAT", ("text", "json")),
+            metrics_port=_number(env, "VANCETOPE_METRICS_PORT", int, 0)
+            if env.get("VANCETOPE_METRICS_PORT") else None,
+            metrics_token=env.get("VANCETOPE_METRICS_TOKEN") or None,
         )
 
     def base_url(self) -> str:
@@ -238,6 +250,13 @@ def _smtp(env: Mapping[str, str]) -> SmtpConfig | None:
                       password=env.get("VANCETOPE_SMTP_PASSWORD") or None,
                       sender=env.get("VANCETOPE_SMTP_FROM") or "vancetope@localhost",
                       timeout=_number(env, "VANCETOPE_SMTP_TIMEOUT", float, 0.1))
+
+
+def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str:
+    value = (env.get(name) or VARIABLES[name][0]).lower()
+    if value not in choices:
+        raise ConfigError(f"{name}={value!r} must be one of {', '.join(choices)}")
+    return value
 
 
 def _number(env: Mapping[str, str], name: str, kind: type, minimum: float) -> Any:

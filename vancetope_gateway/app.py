@@ -31,9 +31,11 @@ from vancetope_brain.identity import Principal
 from vancetope_brain.identity.service import hash_token
 from vancetope_brain.inbox.attachments import AttachmentStore
 from vancetope_brain.models import ProcessStatus
+from vancetope_brain.observability import metrics, tracing
 from vancetope_gateway.frames import NotifyMode
 from vancetope_gateway.limits import ConnectionSlots
 from vancetope_gateway.logs import redact_access_logs
+from vancetope_gateway.observe import add_metrics_route
 from vancetope_gateway.parts import Gateway
 from vancetope_gateway.protocol import Connection
 from vancetope_gateway.tokens import TokenWatch
@@ -268,6 +270,8 @@ def create_app(gateway: Gateway, *, llm_description: str) -> Flask:
     app.extensions["vancetope.listener"] = listener
     app.register_blueprint(rest)
     add_attachment_route(app, gateway.attachments)
+    add_metrics_route(app, gateway)
+    tracing.instrument_flask(app)
     add_web_client(app)
     sock = Sock(app)
 
@@ -347,9 +351,11 @@ def create_app(gateway: Gateway, *, llm_description: str) -> Flask:
                                 authorized=functools.partial(tokens.valid, g.token_hash))
         renewer.add(connection)
         tokens.watch(connection, g.token_hash)
+        metrics.OPEN_SOCKETS.inc()
         try:
             connection.run()
         finally:
+            metrics.OPEN_SOCKETS.dec()
             tokens.forget(connection)
             renewer.discard(connection)
             if ws.mode == "werkzeug":

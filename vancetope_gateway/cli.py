@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import signal
 import sys
@@ -78,8 +77,10 @@ def _override(config: Config, args: argparse.Namespace) -> Config:
 
 
 def _setup_logging(config: Config) -> None:
-    logging.basicConfig(level=config.log_level,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from vancetope_brain.observability import logs, tracing
+
+    logs.configure(config.log_level, config.log_format)
+    tracing.configure("vancetope")
 
 
 def _serve(config: Config) -> int:

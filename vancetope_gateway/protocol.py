@@ -40,6 +40,7 @@ from vancetope_brain.models import Fingerprint, ProcessStatus, Session, SessionS
 from vancetope_brain.models.inbox import Criticality, InboxItem
 from vancetope_brain.models.steer import ToolCallStatus, ToolResult
 from vancetope_brain.notifications import admits
+from vancetope_brain.observability import metrics, tracing
 from vancetope_brain.recipes import Recipe, RecipeAdmin
 from vancetope_brain.recipes.kinds import kind_named
 from vancetope_brain.recipes.loader import definition_from_mapping, recipe_from_mapping
@@ -324,7 +325,8 @@ class Connection:
             if envelope.id is None:
                 raise InvalidInput("requests need an 'id' so the reply can name it")
             data = model.model_validate(envelope.data)
-            reply = self._handlers[envelope.type](data)
+            with tracing.span(f"ws {envelope.type}", frame=envelope.type):
+                reply = self._handlers[envelope.type](data)
             self._send(frames.Envelope(type=envelope.type, reply_to=envelope.id,
                                        data=reply.dump()))
             if envelope.type in _STARTS_EVENTS:
@@ -660,6 +662,7 @@ class Connection:
     def _drop(self) -> None:
         log.info("dropping connection %s of user %s: it does not keep up with its frames",
                  self.connection_id, self._who.user_id)
+        metrics.EVENTS_DROPPED.labels("slow-client").inc()
         self.close(TOO_SLOW, TOO_SLOW_MESSAGE)
 
 

@@ -8,12 +8,13 @@ import threading
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from celery import Celery, bootsteps
+from celery import Celery, bootsteps, signals
 from kombu import Queue
 
 from vancetope_brain import keys
 from vancetope_brain.config import Config
 from vancetope_brain.lanes.waker import Enqueue
+from vancetope_brain.observability import logs, metrics, tracing
 from vancetope_brain.runtime import redis_client
 from vancetope_brain.services.jobs import EnqueueJob
 from workers import broker
@@ -84,7 +85,29 @@ def create_celery(config: Config, *, model_for: ModelFor | None = None,
     app.vancetope_worker = holder.get  # type: ignore[attr-defined]
     app.vancetope_config = config  # type: ignore[attr-defined]
     app.steps["worker"].add(SweepSchedule)
+    app.steps["worker"].add(MetricsServer)
+    tracing.instrument_celery()
     return app
+
+
+@signals.setup_logging.connect
+def _setup_logging(**_: Any) -> None:
+    """A worker or beat logs as every Vancetope process does (``VANCETOPE_LOG_LEVEL``,
+    ``VANCETOPE_LOG_FORMAT``), not as Celery's ``--loglevel`` would set it up."""
+    config = Config.from_env()
+    logs.configure(config.log_level, config.log_format)
+
+
+class MetricsServer(bootsteps.StartStopStep):
+    """A worker pod's ``/metrics`` on ``VANCETOPE_METRICS_PORT``, served from the main
+    process for the whole pod (its prefork children's samples through
+    ``PROMETHEUS_MULTIPROC_DIR``), so a pod is one scrape target whatever its pool."""
+
+    def start(self, parent: WorkController) -> None:
+        port = parent.app.vancetope_config.metrics_port
+        if port is not None:
+            pool = str(getattr(parent.pool_cls, "__module__", parent.pool_cls))
+            metrics.serve_worker_metrics(port, forks=pool.endswith("prefork"))
 
 
 class SweepSchedule(bootsteps.StartStopStep):

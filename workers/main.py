@@ -2,6 +2,8 @@
 
 import workers.parts  # noqa: F401 - a worker loads its runtime when it starts, not on its first task
 from vancetope_brain.config import Config
+from vancetope_brain.observability import tracing
 from workers.celery_app import create_celery
 
+tracing.configure("vancetope-worker")
 app = create_celery(Config.from_env())

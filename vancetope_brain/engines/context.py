@@ -33,6 +33,7 @@ from vancetope_brain.models import (
     new_id,
     utcnow,
 )
+from vancetope_brain.observability import metrics, tracing
 from vancetope_brain.settings import SettingsApi
 from vancetope_brain.store import JournalStore, LaneStore, SessionStore
 from vancetope_brain.tools import ServerTools, ToolDispatcher, ToolSource
@@ -146,11 +147,14 @@ class FencedModel:
                 self._check()
                 sink(text)
 
-        try:
-            response = self._model.complete(messages, tools=tools, on_token=on_token)
-        except LlmRejected as e:
-            self._on_rejected(e)
-            raise
+        with metrics.llm_request(self.name) as request, tracing.span("llm.complete",
+                                                                    model=self.name):
+            try:
+                response = request(self._model.complete(messages, tools=tools,
+                                                        on_token=on_token))
+            except LlmRejected as e:
+                self._on_rejected(e)
+                raise
         self._check()
         return response
 

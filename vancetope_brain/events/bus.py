@@ -15,6 +15,7 @@ import redis
 from vancetope_brain import keys
 from vancetope_brain.events.model import EventType, StreamEvent
 from vancetope_brain.models.base import utcnow
+from vancetope_brain.observability import metrics
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,7 @@ class EventBus:
         """
         body = json.dumps({"processId": process_id, "type": type.value, "data": data or {},
                            "at": utcnow().isoformat()}, separators=(",", ":"))
+        metrics.EVENTS_PUBLISHED.labels(type.value).inc()
         return int(self._publish(
             keys=[keys.event_seq(session_id), keys.events(session_id),
                   keys.event_origin(session_id), keys.event_published(session_id)],
@@ -268,6 +270,7 @@ class EventListener:
 
     def _gap(self, follower: _Follower, first_available: int) -> None:
         gap = Gap(follower.session_id, follower.last, first_available)
+        metrics.EVENTS_DROPPED.labels("gap").inc()
         log.info("events of %s after seq %s are gone (next: %s)", gap.session_id,
                  gap.requested_after, first_available or "a new log")
         if follower.on_gap is None:

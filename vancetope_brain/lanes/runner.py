@@ -36,6 +36,7 @@ from vancetope_brain.models import (
 )
 from vancetope_brain.models.inbox import InboxQuery, ItemStatus
 from vancetope_brain.models.steer import ProcessEventType
+from vancetope_brain.observability import logs, metrics, tracing
 from vancetope_brain.store import LaneStore, SessionStore, UserInboxStore
 
 if TYPE_CHECKING:
@@ -95,6 +96,13 @@ class LaneRunner:
 
     def run(self, tenant_id: str, process_id: str) -> TurnOutcome:
         """Run at most one turn of the process; wake it again if messages remain."""
+        with logs.turn_context(tenant_id=tenant_id, process_id=process_id), \
+                tracing.span("lane.turn", process_id=process_id):
+            outcome = self._run(tenant_id, process_id)
+        metrics.TURNS.labels(outcome.value).inc()
+        return outcome
+
+    def _run(self, tenant_id: str, process_id: str) -> TurnOutcome:
         self._waker.clear(process_id)
         lease = self._leases.try_acquire(process_id)
         if lease is None:
@@ -179,6 +187,8 @@ class LaneRunner:
         started = utcnow()
         counted = [] if plan.without_engine else [m.id for m in plan.batch]
         process = self._lanes.acquire_epoch(tenant_id, process_id, counted)
+        turn_id = new_id("turn")
+        logs.bind(session_id=process.session_id, turn_id=turn_id, epoch=process.epoch)
         if plan.restart and process.pending_control is None:
             process = process.model_copy(update={"status": ProcessStatus.INIT})
         before = process.status
@@ -187,6 +197,7 @@ class LaneRunner:
                                  {"from": before.value, "to": ProcessStatus.RUNNING.value})
         if current.status is ProcessStatus.RUNNING:
             # The last attempt died: what it streamed is void; the journal replays its steps.
+            metrics.LEASE_TAKEOVERS.inc()
             self._events.publish(process.session_id, process_id, EventType.TURN_RESTARTED,
                                  {"epoch": process.epoch})
         engine = self._engines.find(process.engine)
@@ -203,6 +214,7 @@ class LaneRunner:
                                                            context, call)
         except Fenced:
             log.warning("turn of %s (epoch %s) fenced; writing nothing", process_id, process.epoch)
+            metrics.FENCED_COMMITS.inc()
             return TurnOutcome.FENCED, None, False, False
         except (StoreError, redis.RedisError):
             # The store or Redis failed under the turn: not the engine's fault. The turn is
@@ -210,9 +222,11 @@ class LaneRunner:
             # retries; a turn that finds its lane RUNNING runs again (``died`` above).
             log.warning("turn of %s (epoch %s) abandoned: the store or Redis failed",
                         process_id, process.epoch)
+            metrics.TURNS.labels("abandoned").inc()
             raise
         except Exception as e:
             log.exception("engine %s failed in %s of %s", process.engine, lifecycle, process_id)
+            metrics.ENGINE_FAILURES.inc()
             error = f"{type(e).__name__}: {e}"[:2000]
             status, reason, failures = faults.failed_turn(
                 context, error, lifecycle=lifecycle, call=call,
@@ -221,7 +235,7 @@ class LaneRunner:
         if call is None and self._awaits_user(process, status, reason):
             status, reason = ProcessStatus.BLOCKED, None
         turn = context.turn
-        record = TurnRecord(id=new_id("turn"), tenant_id=tenant_id, process_id=process_id,
+        record = TurnRecord(id=turn_id, tenant_id=tenant_id, process_id=process_id,
                             epoch=process.epoch, worker=self._worker, lifecycle=lifecycle,
                             drained_ids=[m.id for m in turn.drained], started_at=started,
                             status_after=status)
@@ -246,7 +260,10 @@ class LaneRunner:
             self._lanes.commit_turn(tenant_id, process_id, process.epoch, commit)
         if written is None:
             log.warning("commit of %s (epoch %s) fenced; nothing written", process_id, process.epoch)
+            metrics.FENCED_COMMITS.inc()
             return TurnOutcome.FENCED, None, False, False
+        metrics.TURN_SECONDS.labels(lifecycle).observe((utcnow() - started).total_seconds())
+        metrics.DEAD_LETTERS.inc(len(commit.dead_letters))
         self._publish_committed(tenant_id, process_id)
         self._after_commit(process, commit, turn.stops, stopped=call is LifecycleCall.STOP)
         if call is LifecycleCall.PAUSE and status is ProcessStatus.PAUSED:

@@ -14,6 +14,7 @@ from vancetope_brain.notifications.channels import MobileChannel, WsChannel
 from vancetope_brain.notifications.mail import EmailChannel
 from vancetope_brain.notifications.model import BatchChannel, Channel, NotifyEvent
 from vancetope_brain.notifications.prefs import NotificationPrefs
+from vancetope_brain.observability import metrics
 from vancetope_brain.sessions.presence import Presence
 from vancetope_brain.settings import SettingsApi, SettingsService
 from vancetope_brain.store import DeliveryStore, UserInboxStore
@@ -55,6 +56,7 @@ class NotificationDispatcher:
                 criticality=event.criticality, created_at=now,
                 sent_at=now if status is DeliveryStatus.SENT else None)
             self._store.add_delivery(delivery)
+            metrics.NOTIFICATIONS.labels(channel.name, status.value).inc()
 
     def flush(self, now: datetime) -> int:
         """The beat job: send what batching channels have queued and is due at ``now``;

@@ -52,3 +52,9 @@ class UserInboxStore(Port):
                              user_id: str) -> tuple[dict[str, int], datetime | None]:
         """PENDING items assigned to the user: a count per criticality (only those with at
         least one item) and the oldest one's ``createdAt`` (None when there are none)."""
+
+    @abstractmethod
+    def open_items_by_criticality(self) -> dict[str, int]:
+        """PENDING items of every tenant, a count per criticality (only those with at least
+        one item). The one query across tenants, for the operator's metrics
+        (``observability.metrics.ClusterCollector``): it returns no id."""

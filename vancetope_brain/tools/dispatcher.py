@@ -51,6 +51,7 @@ import redis
 from vancetope_brain.errors import RuntimeFailure, Signal, ToolError
 from vancetope_brain.llm import ToolSpec
 from vancetope_brain.models.steer import ToolCallStatus
+from vancetope_brain.observability import metrics, tracing
 
 log = logging.getLogger(__name__)
 
@@ -303,15 +304,17 @@ def _call(source: ToolSource, manifest: ToolManifest, params: dict[str, Any]) ->
     """Call one tool; an error is logged with the tool, its transport and the seconds it took
     (an MCP source logs its own, with the server and the step)."""
     name, started = manifest.name, time.monotonic()
-    try:
-        outcome = source.call(name, params)
-    except _NOT_THE_TOOLS:
-        raise
-    except Exception as e:  # a tool's failure is the model's business, not the turn's
-        log.exception("tool %s (%s): call failed after %.2f s", name, manifest.transport,
-                      time.monotonic() - started)
-        return ToolOutcome.failed(f"{type(e).__name__}: {e}")
+    with tracing.span(f"tool {name}", tool=name, transport=manifest.transport):
+        try:
+            outcome = source.call(name, params)
+        except _NOT_THE_TOOLS:
+            raise
+        except Exception as e:  # a tool's failure is the model's business, not the turn's
+            log.exception("tool %s (%s): call failed after %.2f s", name, manifest.transport,
+                          time.monotonic() - started)
+            outcome = ToolOutcome.failed(f"{type(e).__name__}: {e}")
     if outcome.status is not ToolCallStatus.SUCCESS and manifest.transport != "mcp":
         log.info("tool %s (%s): call ended %s after %.2f s", name, manifest.transport,
                  outcome.status.value, time.monotonic() - started)
+    metrics.tool_called(name, manifest.transport, outcome.status.value)
     return outcome

@@ -148,3 +148,14 @@ def test_pending_counts_per_criticality_and_the_oldest(
     assert since is not None and since.utcoffset() == timedelta(0)
     assert user_inbox.inbox_pending_counts("ten_1", "usr_2")[0] == {"CRITICAL": 1}
     assert user_inbox.inbox_pending_counts("ten_1", "usr_3") == ({}, None)
+
+
+def test_open_items_are_counted_per_criticality_across_tenants(
+    user_inbox: UserInboxStore, world: World
+) -> None:
+    assert user_inbox.open_items_by_criticality() == {}
+    world.add_item("ten_1", criticality=C.LOW)
+    world.add_item("ten_1", criticality=C.LOW, assigned_to="usr_2")
+    world.add_item("ten_2", criticality=C.CRITICAL)
+    world.add_item("ten_2", criticality=C.NORMAL, status=S.ANSWERED)
+    assert user_inbox.open_items_by_criticality() == {"LOW": 2, "CRITICAL": 1}

@@ -167,3 +167,10 @@ class MongoUserInbox(MongoAdapter, UserInboxStore):
         counts = {group["_id"]: group["count"] for group in groups}
         oldest = min((naive_utc(group["oldest"]) for group in groups), default=None)
         return counts, None if oldest is None else oldest.replace(tzinfo=UTC)
+
+    def open_items_by_criticality(self) -> dict[str, int]:
+        groups = self._items.aggregate([
+            {"$match": {"status": ItemStatus.PENDING.value}},
+            {"$group": {"_id": "$criticality", "count": {"$sum": 1}}},
+        ])
+        return {group["_id"]: group["count"] for group in groups}

@@ -140,3 +140,8 @@ class SqliteUserInbox(SqliteAdapter, UserInboxStore):
             (tenant_id, user_id, ItemStatus.PENDING.value))
         counts = {criticality: count for criticality, count, _ in rows}
         return counts, from_ms(min((oldest for _, _, oldest in rows), default=None))
+
+    def open_items_by_criticality(self) -> dict[str, int]:
+        rows = self.db.read("SELECT criticality, COUNT(*) FROM inbox_items WHERE status = ? "
+                            "GROUP BY criticality", (ItemStatus.PENDING.value,))
+        return {criticality: count for criticality, count in rows}
