@@ -15,6 +15,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from prometheus_client import REGISTRY
 
 from vancetope_brain.errors import ConfigError
 from vancetope_brain.models import ThinkProcess, utcnow
@@ -156,6 +157,13 @@ def test_an_unreachable_server_is_down_at_once_refused_named_and_probed_back_up(
         service: ToolHealthService, caplog: pytest.LogCaptureFixture) -> None:
     echo = HttpEcho(free_port())
     config = McpServerConfig(name="web", transport="http", url=echo.url, timeout=TIMEOUT)
+
+    def changes(state: str, cause: str) -> float:
+        value = REGISTRY.get_sample_value("vancetope_tool_health_changes_total", {
+            "server": "web", "state": state, "cause": cause, "source": "checker"})
+        return value or 0.0
+
+    went_down, came_up = changes("DOWN", "unreachable"), changes("UP", "")
     with McpRegistry([config]) as registry:
         first = turn(service, registry)
         assert first.manifests() == []  # connect refused: no tools, no wait
@@ -166,6 +174,7 @@ def test_an_unreachable_server_is_down_at_once_refused_named_and_probed_back_up(
         assert any("tool health: server 'web'" in r.message and "UP -> DOWN" in r.message
                    and r.levelname == "WARNING" for r in caplog.records)
         assert any("'web', tool -: connect failed after" in r.message for r in caplog.records)
+        assert changes("DOWN", "unreachable") == went_down + 1  # operators see it as a metric
 
         later = turn(service, registry)
         started = time.monotonic()
@@ -186,6 +195,8 @@ def test_an_unreachable_server_is_down_at_once_refused_named_and_probed_back_up(
             up = record(service, "web")
             assert up is not None and (up.state, up.failures, up.next_probe_at) == (
                 HealthState.UP, 0, None)
+            assert changes("DOWN", "unreachable") == went_down + 1  # still down: no change
+            assert changes("UP", "") == came_up + 1
             back = turn(service, registry)
             assert "web__echo" in {m.name for m in back.manifests()}
             assert back.invoke("web__echo", {"text": "back"}).result == {"result": "back"}

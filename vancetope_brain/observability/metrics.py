@@ -85,6 +85,10 @@ EVENTS_PUBLISHED = Counter("vancetope_events_published", "Stream events publishe
 EVENTS_DROPPED = Counter("vancetope_events_dropped", "Live events a client did not get in "
                          "stream: slow-client (dropped with 1013, it resumes), gap (an "
                          "events-gap told it to reload).", ["reason"])
+TOOL_HEALTH_CHANGES = Counter("vancetope_tool_health_changes", "Changes of an MCP server's "
+                              "or tool's health, by server (operator-configured names), new "
+                              "state, cause and source (checker, agrajag, operator).",
+                              ["server", "state", "cause", "source"])
 NOTIFICATIONS = Counter("vancetope_notifications", "Inbox-item deliveries, by channel and "
                         "status (SENT, FAILED, SKIPPED, QUEUED).", ["channel", "status"])
 

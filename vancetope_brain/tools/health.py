@@ -36,6 +36,7 @@ from vancetope_brain.models.tool_health import (
     HealthState,
     ToolHealth,
 )
+from vancetope_brain.observability import metrics
 from vancetope_brain.store.tool_health import ToolHealthStore
 from vancetope_brain.tools import dispatcher
 
@@ -309,6 +310,9 @@ class ToolHealthService:
         was = before.state if before is not None else HealthState.UP
         if was is after.state:
             return
+        metrics.TOOL_HEALTH_CHANGES.labels(after.server, after.state.value,
+                                           after.cause.value if after.cause else "",
+                                           after.source.value).inc()
         what = f"server {after.server!r}" + (f", tool {after.tool}" if after.tool else "")
         log.warning("tool health: %s (tenant %s, project %s) %s -> %s%s%s", what,
                     after.tenant_id, after.project_id, was, after.state,
