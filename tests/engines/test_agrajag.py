@@ -22,7 +22,8 @@ from vancetope_brain.llm.demo import DemoModel
 from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.models import ChatRole, CloseReason, ProcessStatus, SessionStatus, utcnow
 from vancetope_brain.models.tool_health import HealthSource, HealthState
-from vancetope_brain.services import SYSTEM_USER
+from vancetope_brain.services import SYSTEM_USER, ServiceJob
+from vancetope_brain.services.jobs import QUEUED
 from vancetope_brain.store import LaneStore, SessionStore, ToolHealthStore
 from vancetope_brain.tools.health import AmbiguousToolError
 
@@ -219,3 +220,46 @@ def test_an_idle_system_session_is_suspended_and_the_next_job_resumes_it(emb):
     resumed = closed(emb, wait_for(lambda: agrajags(emb, "echo__idle"))[0].id)
     assert resumed.session_id == system.id and resumed.close_reason is CloseReason.DONE
     assert sessions.get_session("acme", system.id).status is SessionStatus.OPEN
+
+
+class _Died(BaseException):
+    """A worker killed mid-job: nothing after this point of the job runs."""
+
+
+def test_a_job_redelivered_after_its_worker_died_starts_no_second_diagnosis(emb, monkeypatch):
+    emb.model = DemoModel()
+    user_session = emb.brain.sessions.create(emb.who)
+    job = ServiceJob(service="agrajag", tenant_id="acme", project_id="default",
+                     subject="echo__crash", goal="Diagnose echo__crash",
+                     params={"server": "echo", "tool": "echo__crash", "step": "call",
+                             "error": "echo: something odd happened"},
+                     originating_user_id="ada", originating_session_id=user_session.id)
+    claim = keys.service_job("acme", "default", "agrajag", "echo__crash")
+    client = emb.worker_parts.redis
+    client.set(claim, QUEUED, ex=600)  # what submit left for the queued job
+    real_set = client.set
+
+    def dies_recording_the_process(name, value, *args, **kwargs):
+        if name == claim and kwargs.get("xx"):
+            raise _Died  # the process was created; its id never reaches the claim
+        return real_set(name, value, *args, **kwargs)
+
+    monkeypatch.setattr(client, "set", dies_recording_the_process)
+    with pytest.raises(_Died):
+        emb.worker_parts.services.run(job)
+    assert [p.id for p in agrajags(emb, "echo__crash")] == [job.process_id]
+    assert client.get(claim) == QUEUED.encode()
+    monkeypatch.setattr(client, "set", real_set)
+
+    # The broker redelivers the same job (same token): it finds the process and goes on.
+    redelivered = ServiceJob.model_validate(job.dump())
+    started = emb.worker_parts.services.run(redelivered)
+    assert started is not None and started.id == job.process_id
+    assert client.get(claim) == job.process_id.encode()
+    assert emb.worker_parts.services.run(redelivered) is None  # ran already
+    done = closed(emb, job.process_id)
+    assert done.close_reason is CloseReason.DONE
+    assert [p.id for p in agrajags(emb, "echo__crash")] == [job.process_id]
+    # A new job for the subject draws a new token, so a new process id.
+    fresh = {k: v for k, v in job.dump().items() if k != "token"}
+    assert ServiceJob.model_validate(fresh).process_id != job.process_id
