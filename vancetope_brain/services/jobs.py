@@ -164,7 +164,7 @@ class ServiceJobs:
         process = self._factory.build(
             tenant_id=job.tenant_id, project_id=job.project_id, session_id=session.id,
             user_id=SYSTEM_USER, process_id=job.process_id,
-            siblings=self._store.list_processes(job.tenant_id, session.id),
+            siblings=self._store.list_processes(job.tenant_id, session.id, open_only=True),
             recipe=job.service, name=f"{job.service} {job.subject}"[:200], goal=job.goal,
             params=job.params, service=True, originating_user_id=job.originating_user_id,
             originating_session_id=job.originating_session_id)
