@@ -37,7 +37,7 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "VANCETOPE_LANE_SHARDS": ("8", "Number of lane queues `lanes.0 … lanes.N-1`; a process always maps to the same one."),
     "VANCETOPE_LEASE_TTL": ("10", "Seconds a lane lease lives without a heartbeat (renewed every TTL/3)."),
     "VANCETOPE_SWEEP_INTERVAL": ("5", "Seconds between sweeper runs (scheduled by the workers, one per interval across the cluster)."),
-    "VANCETOPE_HOUSEKEEPING_INTERVAL": ("30", "Seconds between housekeeping runs (beat): due e-mail batches, inbox auto-archive, probes of unhealthy MCP servers."),
+    "VANCETOPE_HOUSEKEEPING_INTERVAL": ("30", "Seconds between housekeeping runs (beat): due e-mail batches, inbox auto-archive, probes of unhealthy MCP servers, deletion of service processes closed past `VANCETOPE_SERVICE_RETENTION`."),
     "VANCETOPE_SWEEP_AGE": ("3", "A pending message older than this many seconds with no live lease is re-woken; committed events still unpublished after it are published by the sweeper."),
     "VANCETOPE_MAX_ATTEMPTS": ("3", "Turns a message may be in that never complete (its worker dies or freezes) before it is set aside as a dead letter; also bounds a start or lifecycle call that never completes."),
     "VANCETOPE_MAX_ENGINE_FAILURES": ("3", "Consecutive turns whose engine raises before the process is closed FAILED; a turn that succeeds resets the count."),
@@ -76,6 +76,7 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "VANCETOPE_MCP_SERVERS": ("(unset: no MCP servers)", "Path of a YAML or JSON file listing the MCP servers whose tools engines may call (see docs/configuration.md)."),
     "VANCETOPE_TOOL_PROBE_BACKOFF": ("30", "Seconds after an MCP server or tool is marked DOWN or DEGRADED until the background probe (housekeeping) tries it; doubled after each failed probe."),
     "VANCETOPE_TOOL_PROBE_BACKOFF_MAX": ("600", "Longest wait, in seconds, between two probes of an unhealthy MCP server or tool."),
+    "VANCETOPE_SERVICE_RETENTION": ("604800", "Seconds a CLOSED service process (agrajag's diagnoses, in the hidden system sessions) is kept, with its chat, before housekeeping deletes it; default 7 days."),
     "VANCETOPE_DOWN_TOOLS": ("hide", "What the model sees of a DOWN MCP server's or tool's tools: `hide` leaves them out of the manifest, `show` offers them with their status; calls fail at once either way."),
     "VANCETOPE_PUBLIC_URL": ("http://<host>:<port>", "Base URL clients reach the gateway at; used in e-mailed links and signed attachment URLs."),
     "VANCETOPE_SECRET_KEY": ("(unset: generated once into `<data dir>/secret.key`)", "Key that signs attachment URLs; set the same value on every gateway and worker of a cluster."),
@@ -156,6 +157,7 @@ class Config:
     log_format: str = "text"
     metrics_port: int | None = None
     metrics_token: str | None = field(default=None, repr=False)
+    service_retention: float = 604800.0
 
     @property
     def embedded(self) -> bool:
@@ -224,6 +226,7 @@ class Config:
             metrics_port=_number(env, "VANCETOPE_METRICS_PORT", int, 0)
             if env.get("VANCETOPE_METRICS_PORT") else None,
             metrics_token=env.get("VANCETOPE_METRICS_TOKEN") or None,
+            service_retention=_number(env, "VANCETOPE_SERVICE_RETENTION", float, 1.0),
         )
 
     def base_url(self) -> str:

@@ -45,6 +45,7 @@ class Worker(Core):
     outbox: EventOutbox
     mcp: McpRegistry
     services: ServiceJobs
+    system_sessions: SystemSessions
     tool_health: ToolHealthService
 
     def sweep(self) -> int:
@@ -60,10 +61,12 @@ class Worker(Core):
     def housekeeping(self) -> int:
         """The slower beat job: finish inbox answers a crash cut short (their processes are
         then woken by the sweeper), send e-mail batches that are due, archive old items,
-        probe MCP servers and tools whose health record is due (never in a user's turn)."""
+        probe MCP servers and tools whose health record is due (never in a user's turn),
+        delete service processes closed longer than ``VANCETOPE_SERVICE_RETENTION``."""
+        now = utcnow()
         return self.store.port(UserInboxStore).redeliver_inbox_messages() + \
-            self.notifications.flush(utcnow()) + self.inbox.auto_archive() + \
-            self.tool_health.probe_due(self.mcp)
+            self.notifications.flush(now) + self.inbox.auto_archive() + \
+            self.tool_health.probe_due(self.mcp) + self.system_sessions.purge(now)
 
     def close(self) -> None:
         self.mcp.close()
@@ -94,7 +97,8 @@ def build_worker(config: Config, enqueue: Enqueue, enqueue_job: EnqueueJob, *,
 
     lanes, processes = store.port(LaneStore), store.port(SessionStore)
     system_sessions = SystemSessions(store=processes, lifecycle=core["lifecycle"],
-                                     presence=core["presence"], client=core["redis"])
+                                     presence=core["presence"], client=core["redis"],
+                                     retention=config.service_retention)
     services = ServiceJobs(client=core["redis"], enqueue=enqueue_job, sessions=system_sessions,
                            store=processes, factory=core["process_factory"],
                            waker=core["waker"], health=store.port(ToolHealthStore))
@@ -113,4 +117,5 @@ def build_worker(config: Config, enqueue: Enqueue, enqueue_job: EnqueueJob, *,
                         max_attempts=config.max_attempts,
                         max_engine_failures=config.max_engine_failures, worker_name=worker_name)
     return Worker(**core, runner=runner, outbox=outbox, mcp=mcp, services=services,
+                  system_sessions=system_sessions,
                   tool_health=tool_health)

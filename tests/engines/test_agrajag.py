@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import sys
 import threading
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -16,13 +17,14 @@ import pytest
 from tests.conftest import Embedded
 from tests.helpers import wait_for
 from vancetope_brain import keys
-from vancetope_brain.errors import Conflict
+from vancetope_brain.errors import Conflict, LimitExceeded, NotFound
 from vancetope_brain.llm import LlmResponse, ToolCall
 from vancetope_brain.llm.demo import DemoModel
 from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.models import ChatRole, CloseReason, ProcessStatus, SessionStatus, utcnow
 from vancetope_brain.models.tool_health import HealthSource, HealthState
-from vancetope_brain.services import SYSTEM_USER
+from vancetope_brain.services import SYSTEM_USER, ServiceJob
+from vancetope_brain.services.jobs import QUEUED
 from vancetope_brain.store import LaneStore, SessionStore, ToolHealthStore
 from vancetope_brain.tools.health import AmbiguousToolError
 
@@ -219,3 +221,100 @@ def test_an_idle_system_session_is_suspended_and_the_next_job_resumes_it(emb):
     resumed = closed(emb, wait_for(lambda: agrajags(emb, "echo__idle"))[0].id)
     assert resumed.session_id == system.id and resumed.close_reason is CloseReason.DONE
     assert sessions.get_session("acme", system.id).status is SessionStatus.OPEN
+
+
+class _Died(BaseException):
+    """A worker killed mid-job: nothing after this point of the job runs."""
+
+
+def queued_job(emb, subject: str, session_id: str) -> ServiceJob:
+    """A diagnosis job as ``submit`` leaves it: claimed (``queued``), not yet run."""
+    job = ServiceJob(service="agrajag", tenant_id="acme", project_id="default",
+                     subject=subject, goal=f"Diagnose {subject}",
+                     params={"server": "echo", "tool": subject, "step": "call",
+                             "error": "echo: something odd happened"},
+                     originating_user_id="ada", originating_session_id=session_id)
+    emb.worker_parts.redis.set(claim_of(job), QUEUED, ex=600)
+    return job
+
+
+def claim_of(job: ServiceJob) -> str:
+    return keys.service_job(job.tenant_id, job.project_id, job.service, job.subject)
+
+
+def run_dying_after_create(emb, monkeypatch, job: ServiceJob) -> None:
+    """Run ``job`` with its worker killed right after it created the process, before the
+    process id reached the claim."""
+    client = emb.worker_parts.redis
+    real_set = client.set
+
+    def dies_recording_the_process(name, value, *args, **kwargs):
+        if name == claim_of(job) and kwargs.get("xx"):
+            raise _Died
+        return real_set(name, value, *args, **kwargs)
+
+    monkeypatch.setattr(client, "set", dies_recording_the_process)
+    try:
+        with pytest.raises(_Died):
+            emb.worker_parts.services.run(job)
+    finally:
+        monkeypatch.setattr(client, "set", real_set)
+
+
+def test_a_job_redelivered_after_its_worker_died_starts_no_second_diagnosis(emb, monkeypatch):
+    emb.model = DemoModel()
+    job = queued_job(emb, "echo__crash", emb.brain.sessions.create(emb.who).id)
+    client = emb.worker_parts.redis
+    run_dying_after_create(emb, monkeypatch, job)
+    assert [p.id for p in agrajags(emb, "echo__crash")] == [job.process_id]
+    assert client.get(claim_of(job)) == QUEUED.encode()
+
+    # The broker redelivers the same job (same token): it finds the process and goes on.
+    redelivered = ServiceJob.model_validate(job.dump())
+    started = emb.worker_parts.services.run(redelivered)
+    assert started is not None and started.id == job.process_id
+    assert client.get(claim_of(job)) == job.process_id.encode()
+    assert emb.worker_parts.services.run(redelivered) is None  # ran already
+    done = closed(emb, job.process_id)
+    assert done.close_reason is CloseReason.DONE
+    assert [p.id for p in agrajags(emb, "echo__crash")] == [job.process_id]
+    # A new job for the subject draws a new token, so a new process id.
+    fresh = {k: v for k, v in job.dump().items() if k != "token"}
+    assert ServiceJob.model_validate(fresh).process_id != job.process_id
+
+
+def test_the_cap_counts_open_service_processes_only_and_closed_ones_expire(emb, monkeypatch):
+    emb.model = DemoModel()
+    services, session_id = emb.worker_parts.services, emb.brain.sessions.create(emb.who).id
+    first = queued_job(emb, "echo__old", session_id)
+    services.run(first)
+    closed(emb, first.process_id)
+    lanes = emb.brain.store.port(LaneStore)
+    assert lanes.chat_history("acme", first.process_id)
+
+    # One open process at most: the CLOSED ones in the system session do not count ...
+    monkeypatch.setattr(emb.worker_parts.process_factory, "max_open_per_session", 1)
+    held = queued_job(emb, "echo__held", session_id)
+    run_dying_after_create(emb, monkeypatch, held)  # leaves its process open (INIT)
+    # ... an open one does: the next job is refused and gives its claim back.
+    refused = queued_job(emb, "echo__refused", session_id)
+    with pytest.raises(LimitExceeded):
+        services.run(refused)
+    assert emb.worker_parts.redis.get(claim_of(refused)) is None
+    monkeypatch.undo()
+    services.run(held)
+    closed(emb, held.process_id)
+
+    # Retention: kept while younger than VANCETOPE_SERVICE_RETENTION (7 days), then the
+    # housekeeping beat's purge deletes them with their chat (a user's process: the store
+    # contract test).
+    system = emb.worker_parts.system_sessions
+    assert emb.worker_parts.housekeeping() >= 0
+    assert emb.brain.store.port(SessionStore).get_process("acme", first.process_id)
+    assert system.purge(utcnow()) == 0
+    assert system.purge(utcnow() + timedelta(days=7, seconds=1)) >= 2
+    for gone in (first, held):
+        with pytest.raises(NotFound):
+            emb.brain.store.port(SessionStore).get_process("acme", gone.process_id)
+        assert lanes.chat_history("acme", gone.process_id) == []
+    assert agrajags(emb, "echo__old") == [] and agrajags(emb, "echo__held") == []

@@ -48,8 +48,10 @@ class ProcessFactory:
               params: dict[str, Any] | None = None,
               parent: ThinkProcess | None = None, service: bool = False,
               originating_user_id: str | None = None,
-              originating_session_id: str | None = None) -> ThinkProcess:
-        """A new process of the session, whose processes so far are ``siblings``; raises
+              originating_session_id: str | None = None,
+              process_id: str | None = None) -> ThinkProcess:
+        """A new process of the session (its id ``process_id``, else a new one), whose
+        processes so far are ``siblings``; raises
         ``LimitExceeded`` when ``max_open_per_session`` of them are not CLOSED, and
         ``Conflict`` when ``service`` and the recipe's category disagree."""
         open_now = sum(1 for p in siblings if p.status is not ProcessStatus.CLOSED)
@@ -71,7 +73,8 @@ class ProcessFactory:
                 f"{applied.category.value!r}); the system starts only 'service' recipes")
         found = self._engines.get(applied.engine)
         return ThinkProcess(
-            id=new_id("proc"), tenant_id=tenant_id, session_id=session_id, user_id=user_id,
+            id=process_id or new_id("proc"), tenant_id=tenant_id, session_id=session_id,
+            user_id=user_id,
             project_id=project_id, parent_process_id=parent.id if parent else None,
             name=name or applied.name, goal=goal, engine=found.name,
             engine_version=found.version, recipe_name=applied.name,

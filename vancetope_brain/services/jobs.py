@@ -10,11 +10,16 @@ once. Once that process is CLOSED, the next job replaces the claim atomically an
 for agrajag, not while its last verdict on the tool holds (``on_ambiguous``).
 The claim expires after ``JOB_TTL`` seconds whatever happens, so a job lost with its
 broker message blocks its subject for at most that long.
+
+A job's process id follows from the job's ``token`` (drawn when the job is made, carried
+by every delivery), so a job redelivered after its worker died between creating the
+process and recording it in the claim finds that process: one diagnosis, not two.
 """
 
 from __future__ import annotations
 
 import logging
+import secrets
 from collections.abc import Callable
 from typing import Any
 
@@ -23,7 +28,7 @@ from pydantic import Field
 
 from vancetope_brain import keys
 from vancetope_brain.engines.spawning import ProcessFactory
-from vancetope_brain.errors import NotFound
+from vancetope_brain.errors import Conflict, NotFound, UserError
 from vancetope_brain.lanes import Waker
 from vancetope_brain.models import ProcessStatus, ThinkProcess, utcnow
 from vancetope_brain.models.base import Wire
@@ -69,6 +74,13 @@ class ServiceJob(Wire):
     params: dict[str, Any] = Field(default_factory=dict)
     originating_user_id: str | None = None
     originating_session_id: str | None = None
+    token: str = Field(default_factory=lambda: secrets.token_hex(8), pattern=r"^[0-9a-f]{16}$")
+    """Drawn when the job is made; every delivery of the job carries it."""
+
+    @property
+    def process_id(self) -> str:
+        """The id of the job's process: one per job, however often it is delivered."""
+        return f"proc_{self.token}"
 
 
 class ServiceJobs:
@@ -114,30 +126,52 @@ class ServiceJobs:
 
     def run(self, job: ServiceJob) -> ThinkProcess | None:
         """Start the job's process in its system session and wake it; None when the job ran
-        already (a broker message delivered twice). The claim then names the process."""
+        already (a broker message delivered twice). The claim then names the process.
+
+        Idempotent: the process id follows from the job's ``token`` (``process_id``), so a
+        job redelivered after its worker died between creating the process and recording it
+        in the claim finds that process instead of starting a second diagnosis. A refused
+        job (``UserError``) gives its claim back; any other failure keeps it for the retry."""
         key = _claim(job)
         held = self._redis.get(key)
         if held is not None and (held.decode() if isinstance(held, bytes) else held) != QUEUED:
             log.info("service %s: the job for %r ran already", job.service, job.subject)
             return None
         try:
-            recipe = self._factory.resolver.resolve(job.tenant_id, job.project_id,
-                                                    recipe=job.service)
-            session = self._sessions.open_for(job.tenant_id, job.project_id, job.service,
-                                              recipe.system_session or SystemSessionSpec())
-            process = self._factory.build(
-                tenant_id=job.tenant_id, project_id=job.project_id, session_id=session.id,
-                user_id=SYSTEM_USER,
-                siblings=self._store.list_processes(job.tenant_id, session.id),
-                recipe=job.service, name=f"{job.service} {job.subject}"[:200], goal=job.goal,
-                params=job.params, service=True, originating_user_id=job.originating_user_id,
-                originating_session_id=job.originating_session_id)
-            self._store.create_process(process)
-        except BaseException:
+            process = self._made(job) or self._make(job)
+        except UserError:
             self._swap(keys=[key], args=[QUEUED, "", self._ttl])
             raise
         self._redis.set(key, process.id, xx=True, ex=self._ttl)
         self._waker.wake(job.tenant_id, process.id)
+        return process
+
+    def _made(self, job: ServiceJob) -> ThinkProcess | None:
+        """The job's process, if an earlier delivery of the job created it."""
+        try:
+            found = self._store.get_process(job.tenant_id, job.process_id)
+        except NotFound:
+            return None
+        log.info("service %s: the job for %r made %s already; resuming it", job.service,
+                 job.subject, found.id)
+        return found
+
+    def _make(self, job: ServiceJob) -> ThinkProcess:
+        recipe = self._factory.resolver.resolve(job.tenant_id, job.project_id,
+                                                recipe=job.service)
+        session = self._sessions.open_for(job.tenant_id, job.project_id, job.service,
+                                          recipe.system_session or SystemSessionSpec())
+        process = self._factory.build(
+            tenant_id=job.tenant_id, project_id=job.project_id, session_id=session.id,
+            user_id=SYSTEM_USER, process_id=job.process_id,
+            siblings=self._store.list_processes(job.tenant_id, session.id, open_only=True),
+            recipe=job.service, name=f"{job.service} {job.subject}"[:200], goal=job.goal,
+            params=job.params, service=True, originating_user_id=job.originating_user_id,
+            originating_session_id=job.originating_session_id)
+        try:
+            self._store.create_process(process)
+        except Conflict:  # a concurrent delivery of the same job created it first
+            return self._store.get_process(job.tenant_id, job.process_id)
         return process
 
     def on_ambiguous(self, failure: AmbiguousToolError) -> None:

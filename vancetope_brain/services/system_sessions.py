@@ -6,9 +6,16 @@ Created lazily by the service's first job, with the lifecycle of the service rec
 ``systemSession``: every job counts as activity, and a session idle past its
 ``idleTimeoutSec`` is SUSPENDED by the session sweep like any other; the next job
 resumes it. A CLOSED one (an operator closed it) is replaced by a new one.
+
+Retention: the housekeeping beat deletes ``_system``'s processes CLOSED for longer than
+``retention`` seconds (``VANCETOPE_SERVICE_RETENTION``), with their chat and what else
+their lanes own (``purge``), so closed diagnoses do not pile up.
 """
 
 from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
 
 import redis
 
@@ -20,14 +27,17 @@ from vancetope_brain.sessions.lifecycle import SessionLifecycle
 from vancetope_brain.sessions.presence import Presence
 from vancetope_brain.store import SessionStore
 
+log = logging.getLogger(__name__)
+
 SYSTEM_USER = "_system"
 """The owner of every system session and its processes."""
 
 
 class SystemSessions:
     def __init__(self, *, store: SessionStore, lifecycle: SessionLifecycle, presence: Presence,
-                 client: redis.Redis) -> None:
+                 client: redis.Redis, retention: float = 604800.0) -> None:
         self._store = store
+        self._retention = timedelta(seconds=retention)
         self._lifecycle = lifecycle
         self._presence = presence
         self._redis = client
@@ -56,6 +66,16 @@ class SystemSessions:
         return next((s for s in self._store.list_sessions(tenant_id, SYSTEM_USER)
                      if s.system and s.project_id == project_id and s.title == f"_{service}"
                      and s.status is not SessionStatus.CLOSED), None)
+
+    def purge(self, now: datetime, *, limit: int = 100) -> int:
+        """Delete up to ``limit`` service processes CLOSED longer than the retention, across
+        tenants (housekeeping); the number deleted."""
+        gone = self._store.purge_closed_processes(SYSTEM_USER, now - self._retention,
+                                                  limit=limit)
+        if gone:
+            log.info("deleted %d service process(es) closed for over %s", len(gone),
+                     self._retention)
+        return len(gone)
 
     def list(self, tenant_id: str) -> list[Session]:
         """Every system session of the tenant, newest first (operators only)."""

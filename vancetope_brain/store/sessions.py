@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import abstractmethod
+from datetime import datetime
 
 from vancetope_brain.models import Fingerprint, Session, SessionStatus, SuspendCause, ThinkProcess
 from vancetope_brain.store.backend import Port
@@ -57,8 +58,18 @@ class SessionStore(Port):
         """The process. Raises ``NotFound``."""
 
     @abstractmethod
-    def list_processes(self, tenant_id: str, session_id: str) -> list[ThinkProcess]:
-        """The session's processes, oldest first."""
+    def list_processes(self, tenant_id: str, session_id: str, *,
+                       open_only: bool = False) -> list[ThinkProcess]:
+        """The session's processes, oldest first; with ``open_only`` those not CLOSED (the
+        query skips CLOSED ones: a session's cap check reads only what it counts)."""
+
+    @abstractmethod
+    def purge_closed_processes(self, user_id: str, closed_before: datetime, *,
+                               limit: int = 100) -> list[ThinkProcess]:
+        """SYSTEM query across tenants (housekeeping): delete up to ``limit`` of the
+        ``user_id``'s CLOSED processes last changed (``updatedAt``, the closing commit)
+        before ``closed_before``, with what their lanes own (inbox messages, chat, turn
+        records, timers, journal, event outbox); returns the deleted processes."""
 
     @abstractmethod
     def set_context_drift(self, tenant_id: str, process_id: str, drift: bool) -> None:

@@ -13,6 +13,7 @@ Atomicity: each call is one single-document operation.
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from pymongo import ASCENDING, DESCENDING, ReturnDocument
@@ -20,6 +21,7 @@ from pymongo import ASCENDING, DESCENDING, ReturnDocument
 from vancetope_brain.errors import Conflict, NotFound
 from vancetope_brain.models import (
     Fingerprint,
+    ProcessStatus,
     Session,
     SessionStatus,
     SuspendCause,
@@ -32,6 +34,11 @@ from vancetope_brain.store.sessions import SessionStore
 
 PROCESSES = "think_processes"
 """The collection of process documents."""
+_PROCESS_OWNED = ("chat_messages", "turn_records", "process_timers", "turn_journal",
+                  "event_outbox")
+"""The collections whose documents a process owns by ``processId`` (deleted with it)."""
+_MESSAGES = "engine_messages"
+"""Its inbox messages (by ``targetProcessId``); ``mongo.lanes.MESSAGES``."""
 
 
 def insert_process(database: Any, process: ThinkProcess) -> None:
@@ -114,9 +121,30 @@ class MongoSessions(MongoAdapter, SessionStore):
         return load_one(ThinkProcess, raw, f"process {process_id} not found")
 
     @translated
-    def list_processes(self, tenant_id: str, session_id: str) -> list[ThinkProcess]:
-        cursor = self._processes.find({"tenantId": tenant_id, "sessionId": session_id})
+    def list_processes(self, tenant_id: str, session_id: str, *,
+                       open_only: bool = False) -> list[ThinkProcess]:
+        query: dict[str, Any] = {"tenantId": tenant_id, "sessionId": session_id}
+        if open_only:
+            query["status"] = {"$ne": ProcessStatus.CLOSED.value}
+        cursor = self._processes.find(query)
         return [from_bson(ThinkProcess, raw) for raw in cursor.sort("createdAt", ASCENDING)]
+
+    @translated
+    def purge_closed_processes(self, user_id: str, closed_before: datetime, *,
+                               limit: int = 100) -> list[ThinkProcess]:
+        cursor = self._processes.find({"userId": user_id, "status": ProcessStatus.CLOSED.value,
+                                       "updatedAt": {"$lt": naive_utc(closed_before)}})
+        gone = [from_bson(ThinkProcess, raw)
+                for raw in cursor.sort("updatedAt", ASCENDING).limit(limit)]
+        database = self.db.database
+        for process in gone:
+            mine = {"tenantId": process.tenant_id, "processId": process.id}
+            database[_MESSAGES].delete_many({"tenantId": process.tenant_id,
+                                            "targetProcessId": process.id})
+            for collection in _PROCESS_OWNED:
+                database[collection].delete_many(mine)
+            self._processes.delete_one({"_id": process.id, "tenantId": process.tenant_id})
+        return gone
 
     @translated
     def set_context_drift(self, tenant_id: str, process_id: str, drift: bool) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from datetime import datetime
 
 from vancetope_brain.errors import Conflict, NotFound
 from vancetope_brain.models import (
@@ -69,6 +70,9 @@ _PROCESS_SELECT = (
     "l.turn_attempts FROM lanes l JOIN processes p ON p.id = l.process_id"
 )
 _PROCESS_BY_ID = f"{_PROCESS_SELECT} WHERE l.process_id = ? AND l.tenant_id = ?"
+
+_PROCESS_OWNED = ("chat", "turns", "timers", "journal", "event_outbox", "lanes")
+"""The tables whose rows a process owns by ``process_id`` (deleted with it)."""
 
 ProcessRow = tuple[str, str, int, int, str | None, int | None, int]
 """What ``load_process`` reads: doc, status, epoch, next_seq, pending_control,
@@ -178,13 +182,35 @@ class SqliteSessions(SqliteAdapter, SessionStore):
             raise NotFound(f"process {process_id} not found")
         return load_process(rows[0])
 
-    def list_processes(self, tenant_id: str, session_id: str) -> list[ThinkProcess]:
+    def list_processes(self, tenant_id: str, session_id: str, *,
+                       open_only: bool = False) -> list[ThinkProcess]:
+        still_open = "AND l.status != 'CLOSED' " if open_only else ""
         rows = self.db.read(
-            f"{_PROCESS_SELECT} WHERE p.tenant_id = ? AND p.session_id = ? "
+            f"{_PROCESS_SELECT} WHERE p.tenant_id = ? AND p.session_id = ? {still_open}"
             "ORDER BY p.created_ms, p.rowid",
             (tenant_id, session_id),
         )
         return [load_process(row) for row in rows]
+
+    def purge_closed_processes(self, user_id: str, closed_before: datetime, *,
+                               limit: int = 100) -> list[ThinkProcess]:
+        # A process last changed before the cutoff was created before it: the created_ms
+        # bound keeps the scan on old rows; updatedAt is checked on the loaded documents.
+        with self.db.write() as conn:
+            rows = conn.execute(
+                f"{_PROCESS_SELECT} WHERE l.status = 'CLOSED' AND p.created_ms < ? "
+                "AND json_extract(p.doc, '$.userId') = ? ORDER BY p.created_ms LIMIT ?",
+                (to_ms(closed_before), user_id, limit)).fetchall()
+            gone = [p for p in map(load_process, rows) if p.updated_at < closed_before]
+            for process in gone:
+                key = (process.id, process.tenant_id)
+                conn.execute("DELETE FROM messages WHERE target_process_id = ? "
+                             "AND tenant_id = ?", key)
+                for table in _PROCESS_OWNED:
+                    conn.execute(f"DELETE FROM {table} WHERE process_id = ? AND tenant_id = ?",
+                                 key)
+                conn.execute("DELETE FROM processes WHERE id = ? AND tenant_id = ?", key)
+        return gone
 
     def set_context_drift(self, tenant_id: str, process_id: str, drift: bool) -> None:
         cursor = self.db.execute(
