@@ -20,6 +20,7 @@
 | ``vt:tool-call:{call}``     | string | 5 min                   | a client tool call's caller once it timed out: a late result goes to its inbox |
 | ``vt:user-presence:{t}/{u}``| zset   | presence TTL, renewed   | a user's connections ``id:notifyMode`` → expiry |
 | ``vt:evseq|evorigin|events:user.{t}.{u}`` | as above | event log TTL | the user's feed (inbox pushes), a log like a session's |
+| ``vt:workers``              | hash   | 16 s, renewed           | worker name → JSON ``{queues, until}``: the heartbeat of each consuming worker (``lanes/consumers.py``) |
 
 Nothing else is written by Vancetope (Celery's broker keys are Celery's:
 ``lanes.*``, ``maintenance``, ``_kombu.*``, ``unacked*``).
@@ -43,6 +44,7 @@ def wake_later(process_id: str) -> str:
 
 
 SWEEP_SLOT = f"{PREFIX}sweep-slot"
+WORKERS = f"{PREFIX}workers"
 
 
 def recheck(process_id: str) -> str:

@@ -4,8 +4,9 @@ from vancetope_brain.config import Config
 from vancetope_brain.llm.factory import describe
 from vancetope_gateway.app import create_app
 from vancetope_gateway.parts import build_gateway
-from workers.celery_app import create_celery, enqueue_on
+from workers.celery_app import broker_ping, create_celery, enqueue_on
 
 _config = Config.from_env()
-app = create_app(build_gateway(_config, enqueue_on(create_celery(_config))),
-                 llm_description=describe(_config))
+_celery = create_celery(_config)
+app = create_app(build_gateway(_config, enqueue_on(_celery)), llm_description=describe(_config),
+                 ping_broker=broker_ping(_celery))

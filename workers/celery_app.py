@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -13,9 +14,11 @@ from kombu import Queue
 
 from vancetope_brain import keys
 from vancetope_brain.config import Config
+from vancetope_brain.lanes import consumers
 from vancetope_brain.lanes.waker import Enqueue
 from vancetope_brain.runtime import redis_client
 from workers import broker
+from workers.health import Heartbeat
 from workers.tasks import HOUSEKEEPING, LANE_TURN, SWEEP
 
 if TYPE_CHECKING:
@@ -70,6 +73,10 @@ def create_celery(config: Config, *, model_for: ModelFor | None = None,
         # Flower switches task events on when it connects; off, they cost each turn ~0.3 ms.
         worker_send_task_events=False,
         task_send_sent_event=False,
+        # Beat's schedule file lives in the data directory, never a shared /tmp.
+        beat_scheduler="workers.health:Scheduler",
+        beat_schedule_filename=str(config.data_dir / "celerybeat-schedule"),
+        beat_max_loop_interval=consumers.HEARTBEAT_INTERVAL,
         beat_schedule={
             "housekeeping": {
                 "task": HOUSEKEEPING,
@@ -82,6 +89,7 @@ def create_celery(config: Config, *, model_for: ModelFor | None = None,
     app.vancetope_worker = holder.get  # type: ignore[attr-defined]
     app.vancetope_config = config  # type: ignore[attr-defined]
     app.steps["worker"].add(SweepSchedule)
+    app.steps["consumer"].add(Heartbeat)
     return app
 
 
@@ -116,6 +124,16 @@ class SweepSchedule(bootsteps.StartStopStep):
     def stop(self, parent: WorkController) -> None:
         if self._timer is not None:
             self._timer.cancel()
+
+
+def broker_ping(app: Celery) -> Callable[[], None]:
+    """A check that raises when ``app``'s broker cannot be reached now (a gateway's
+    ``/readyz``): it opens a connection of its own, as an enqueue would."""
+    def ping() -> None:
+        with app.connection_for_write() as connection:
+            connection.ensure_connection(max_retries=1, interval_start=0.1, timeout=2)
+
+    return ping
 
 
 def enqueue_on(app: Celery) -> Enqueue:

@@ -79,8 +79,9 @@ class Gateway(Proc):
             return int(found.group(1)) if found else None
 
         self.port = wait_for(listening, timeout=60, interval=0.05, what=f"{self.name} to listen")
-        wait_for(lambda: self.alive() and self.get("/readyz")[0] == 200, timeout=60,
-                 interval=0.05, what=f"{self.name} /readyz")
+        # /healthz, not /readyz: a test may start its workers after its gateways.
+        wait_for(lambda: self.alive() and self.get("/healthz")[0] == 200, timeout=60,
+                 interval=0.05, what=f"{self.name} /healthz")
 
     @property
     def url(self) -> str:
