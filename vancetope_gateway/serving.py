@@ -63,6 +63,14 @@ class GatewayWorker(ThreadWorker):
             threading.Thread(target=going_away, args=(self.wsgi,), daemon=True).start()
         super().handle_exit(sig, frame)
 
+    def handle_quit(self, sig: int, frame: Any) -> None:
+        """SIGINT/SIGQUIT (Ctrl-C in a terminal): gunicorn exits at once, but its threads
+        serving WebSockets would hold the process until the arbiter SIGKILLs it; closing
+        the sockets first ends them."""
+        going_away(self.wsgi)
+        time.sleep(0.5)  # the writers send the close frames
+        super().handle_quit(sig, frame)
+
     def handle(self, conn: Any) -> Any:
         with self._reading_lock:
             self._reading[conn] = time.monotonic() + self._header_timeout

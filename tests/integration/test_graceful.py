@@ -50,7 +50,7 @@ def test_sigterm_on_a_gateway_closes_its_sockets_with_going_away(tmp_path, redis
         client.request("process-steer", targetThinkProcessId=pid, content="before")
         client.until(turn_done(pid, "echo: before"))
         web_a.popen.send_signal(signal.SIGTERM)  # gunicorn's arbiter, as a platform does
-        client.until(lambda _: False if not client.closed else True, timeout=30)
+        client.until(lambda _: client.closed, timeout=30)
         assert client.chat._closed_with == (1001, "going away")
         assert web_a.popen.wait(timeout=30) == 0
 
