@@ -190,8 +190,10 @@ class Stack:
             gateway.wait_ready()
         return started
 
-    def client(self, gateway: Gateway, token: str | None = None) -> Client:
-        client = Client(gateway.url, token or self.token)
+    def client(self, gateway: Gateway | str, token: str | None = None) -> Client:
+        """A client of ``gateway`` (or of the WebSocket URL given, e.g. a load balancer's)."""
+        client = Client(gateway if isinstance(gateway, str) else gateway.url,
+                        token or self.token)
         self.clients.append(client)
         return client
 
