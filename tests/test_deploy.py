@@ -34,6 +34,12 @@ def procfile() -> dict[str, str]:
     return entries
 
 
+def as_pid_1(entry: str) -> str:
+    """A Procfile entry as a container runs it: ``exec``-ed, so that the process itself is
+    PID 1 and gets the platform's SIGTERM (a shell as PID 1 would not pass it on)."""
+    return entry if " exec " in entry else f"exec {entry}"
+
+
 def compose() -> dict:
     return yaml.safe_load(COMPOSE.read_text())
 
@@ -75,7 +81,7 @@ def test_compose_services_run_the_procfile_entries():
         entry = services[name]["labels"]["vancetope.procfile"]
         shell, flag, command = services[name]["command"]
         # $$ keeps compose from substituting what the shell is to expand
-        assert (shell, flag, command.replace("$$", "$")) == ("sh", "-c", entries[entry]), name
+        assert (shell, flag, command.replace("$$", "$")) == ("sh", "-c", as_pid_1(entries[entry]))
         ran.add(entry)
     assert ran == set(entries)
     assert services["beat"].get("deploy", {}).get("replicas", 1) == 1  # exactly one beat
@@ -174,7 +180,7 @@ def _containers() -> dict[str, dict]:
 def test_kubernetes_deployments_run_the_procfile_with_probes_wired():
     containers, entries = _containers(), procfile()
     for entry, command in entries.items():
-        assert containers[entry]["command"] == ["sh", "-c", command], entry
+        assert containers[entry]["command"] == ["sh", "-c", as_pid_1(command)], entry
     web = containers["web"]
     assert web["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert web["readinessProbe"]["httpGet"]["path"] == "/readyz"

@@ -217,3 +217,45 @@ def test_a_rolling_restart_of_the_workers_under_load(chaos: Stack, round: int) -
     oracle.check()
     report("a rolling restart of the workers (SIGTERM, one after another) under load",
            answered_after_last_restart_s=recovered)
+
+
+@pytest.mark.parametrize("round", range(ROUNDS))
+def test_a_rolling_sigterm_of_every_gateway_and_worker_under_load(chaos: Stack,
+                                                                  round: int) -> None:
+    """As a platform rolls a deployment: each gateway replaced (a new one started, the old
+    one SIGTERMed: its clients get 1001 and resume on another), then each worker."""
+    cluster = chaos.cluster
+    cluster.start_workers("stream", "stream", sweeping=True, pool="prefork")
+    pids, clients = _sessions(chaos, 4, with_clients=4)  # two on each gateway
+    on = {pid: chaos.gateways[i % 2] for i, pid in enumerate(pids)}
+    oracle = Oracle(cluster)
+    sender = _load(oracle, pids, per_process=12, pause=0.5, tag=f"rs{round}")
+    for old in list(chaos.gateways):
+        (new,) = chaos.start_gateways(1)
+        old.popen.send_signal(signal.SIGTERM)
+        for pid in [p for p, gateway in on.items() if gateway is old]:
+            gone = clients[pid]
+            gone.until(lambda _, c=gone: c.closed, timeout=30)
+            assert gone.chat._closed_with == (1001, "going away")
+            again = chaos.client(new)
+            session_id = cluster.brain.sessions.process(cluster.who, pid).session_id
+            last = gone.events[-1]["seq"] if gone.events else 0
+            again.request("session-resume", sessionId=session_id, lastSeq=last)
+            again.events, again.gaps = gone.events, gone.gaps  # one client's view
+            clients[pid], on[pid] = again, new
+        assert old.popen.wait(timeout=30) == 0
+    for worker in list(cluster.workers):
+        cluster.start_workers("stream", sweeping=True, pool="prefork")
+        stop_process(worker.popen, graceful=True)  # SIGTERM: a warm shutdown ends its turns
+        assert worker.popen.returncode == 0
+    last_restart = time.monotonic()
+    assert sender.is_alive(), "the load ended before the roll did: make it longer"
+    sender.join(timeout=120)
+    wait_for(oracle.answered, timeout=60, interval=0.2, what="every message answered")
+    recovered = since(last_restart)
+    for client in clients.values():
+        client.drain()
+    oracle.check(clients)
+    report("a rolling SIGTERM of every gateway (clients resume) and every worker under load",
+           answered_after_last_restart_s=recovered,
+           clients_with_gap=sum(bool(c.gaps) for c in clients.values()))
