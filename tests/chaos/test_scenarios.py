@@ -57,6 +57,26 @@ def _load(oracle: Oracle, pids: list[str], per_process: int, pause: float,
     return thread
 
 
+def _load_until(oracle: Oracle, pids: list[str], done: threading.Event,
+                tag: str) -> threading.Thread:
+    """A sender thread: one message to each process every 0.5 s until ``done`` is set (at
+    most 400 rounds), then one round more — so what happens before ``done`` is under load,
+    however long it takes on a busy machine."""
+    def run() -> None:
+        n = 0
+        while not done.is_set() and n < 400:
+            for pid in pids:
+                oracle.send(pid, f"{tag}-{n}")
+            n += 1
+            time.sleep(0.5)
+        for pid in pids:
+            oracle.send(pid, f"{tag}-last")
+
+    thread = threading.Thread(target=run, name="chaos-sender", daemon=True)
+    thread.start()
+    return thread
+
+
 @pytest.mark.parametrize("round", range(ROUNDS))
 def test_redis_killed_and_restarted_empty_while_replies_stream(
         chaos: Stack, own_redis: OwnRedis, round: int) -> None:
@@ -205,13 +225,15 @@ def test_a_rolling_restart_of_the_workers_under_load(chaos: Stack, round: int) -
     cluster.start_workers("slow", "slow", sweeping=True, pool="prefork")
     pids, _ = _sessions(chaos, 8, with_clients=0)
     oracle = Oracle(cluster)
-    sender = _load(oracle, pids, per_process=20, pause=0.5, tag=f"roll{round}")  # ~10 s
+    restarted = threading.Event()
+    sender = _load_until(oracle, pids, restarted, tag=f"roll{round}")
     for old in list(cluster.workers):
         cluster.start_workers("slow", sweeping=True, pool="prefork")
         stop_process(old.popen, graceful=True)  # SIGTERM: a warm shutdown ends its turns
     last_restart = time.monotonic()
-    assert sender.is_alive(), "the load ended before the restart did: make it longer"
+    restarted.set()
     sender.join(timeout=120)
+    assert min(map(len, oracle.sent.values())) >= 4  # the restart ran under load
     wait_for(oracle.answered, timeout=60, interval=0.2, what="every message answered")
     recovered = since(last_restart)
     oracle.check()
@@ -230,19 +252,7 @@ def test_a_rolling_sigterm_of_every_gateway_and_worker_under_load(chaos: Stack,
     on = {pid: chaos.gateways[i % 2] for i, pid in enumerate(pids)}
     oracle = Oracle(cluster)
     rolled = threading.Event()
-
-    def load() -> None:  # until the roll is over, and one round after it
-        n = 0
-        while not rolled.is_set() and n < 400:
-            for pid in pids:
-                oracle.send(pid, f"rs{round}-{n}")
-            n += 1
-            time.sleep(0.5)
-        for pid in pids:
-            oracle.send(pid, f"rs{round}-last")
-
-    sender = threading.Thread(target=load, name="chaos-sender", daemon=True)
-    sender.start()
+    sender = _load_until(oracle, pids, rolled, tag=f"rs{round}")
     for old in list(chaos.gateways):
         (new,) = chaos.start_gateways(1)
         old.popen.send_signal(signal.SIGTERM)
