@@ -165,8 +165,10 @@ def _serve(config: Config) -> int:
 
     def _stop(signum: int, frame: object) -> None:
         def stop() -> None:
-            going_away(app)  # clients resume elsewhere, or once this server is back
-            server.shutdown()
+            try:
+                going_away(app)  # clients resume elsewhere, or once this server is back
+            finally:
+                server.shutdown()
 
         threading.Thread(target=stop, daemon=True).start()
 
