@@ -77,7 +77,9 @@ class Nginx:
         (self.prefix / "nginx.conf").write_text(MAIN.format(prefix=self.prefix, user=user))
         check = subprocess.run([binary, "-t", "-p", str(self.prefix), "-c",
                                 str(self.prefix / "nginx.conf")], capture_output=True, text=True)
-        assert check.returncode == 0, check.stderr
+        if check.returncode != 0:
+            self.remove()
+            raise AssertionError(f"nginx refused the configuration:\n{check.stderr}")
         self.popen = subprocess.Popen(
             [binary, "-p", str(self.prefix), "-c", str(self.prefix / "nginx.conf"),
              "-g", "daemon off;"], stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
