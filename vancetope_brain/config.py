@@ -44,7 +44,7 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "VANCETOPE_PRESENCE_TTL": ("30", "Seconds a client connection counts as present without renewal; a gateway that dies takes this long to count as gone."),
     "VANCETOPE_WORKER_CONCURRENCY": ("4", "Worker threads of the embedded in-process Celery worker."),
     "VANCETOPE_HOST": ("127.0.0.1", "Address `vancetope serve` binds."),
-    "VANCETOPE_PORT": ("8765", "Port `vancetope serve` binds."),
+    "VANCETOPE_PORT": ("8765", "Port `vancetope serve` binds (1–65535; 0: any free port, printed at start)."),
     "VANCETOPE_URL": ("(unset)", "The server `vancetope chat` connects to, e.g. `ws://127.0.0.1:8801/ws`; by default the URL `vancetope serve` recorded (docs/configuration.md \"Finding the server\"), else `ws://VANCETOPE_HOST:VANCETOPE_PORT/ws`."),
     "VANCETOPE_TOKEN": ("(unset)", "The API token `vancetope chat` signs in with (never logged); by default the one in `DATA_DIR/token`."),
     "VANCETOPE_TOKEN_RECHECK": ("5", "Seconds within which a revoked token stops working on sockets already open: a gateway re-reads a connection's token at most this often (on its next frame, and in the background for idle sockets), then refuses the frame and closes the socket with 1008."),
@@ -67,6 +67,7 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "VANCETOPE_LLM_TIMEOUT": ("60", "Seconds before one LLM request times out."),
     "VANCETOPE_LLM_MAX_RETRIES": ("2", "Retries of a failed LLM request (connection errors, 429, 5xx)."),
     "VANCETOPE_DEMO_TOKEN_DELAY": ("0.02", "Seconds the offline demo model pauses between the words it streams, so a newcomer sees streaming; `0` streams at once."),
+    "VANCETOPE_HEALTH_FILE": ("(unset: none)", "A file a worker touches every 5 s while it consumes, and beat on every tick (at least every 5 s): a liveness probe for their platform, `vancetope health FILE`."),
     "VANCETOPE_LOG_LEVEL": ("INFO", "Python log level."),
     "VANCETOPE_LOG_FORMAT": ("text", "`text` (one line: time, level, logger, message, and the turn's ids) or `json` (JSON lines with the same fields; the Procfile sets it) for every process's log (docs/operations.md \"Logs\")."),
     "VANCETOPE_METRICS_PORT": ("(unset: no endpoint)", "Port a worker pod serves Prometheus metrics on (`/metrics`, from its main process; the Procfile sets 9540). The gateway serves `/metrics` on its own port."),
@@ -158,6 +159,7 @@ class Config:
     metrics_port: int | None = None
     metrics_token: str | None = field(default=None, repr=False)
     service_retention: float = 604800.0
+    health_file: Path | None = None
 
     @property
     def embedded(self) -> bool:
@@ -190,7 +192,7 @@ class Config:
             presence_ttl=_number(env, "VANCETOPE_PRESENCE_TTL", float, 1.0),
             worker_concurrency=_number(env, "VANCETOPE_WORKER_CONCURRENCY", int, 1),
             host=env.get("VANCETOPE_HOST", "127.0.0.1"),
-            port=_number(env, "VANCETOPE_PORT", int, 0),
+            port=_number(env, "VANCETOPE_PORT", int, 0, MAX_PORT),
             max_frame_bytes=_number(env, "VANCETOPE_MAX_FRAME_BYTES", int, 1024),
             max_definitions=_number(env, "VANCETOPE_MAX_DEFINITIONS", int, 1),
             event_log_max=_number(env, "VANCETOPE_EVENT_LOG_MAX", int, 10),
@@ -227,6 +229,7 @@ class Config:
             if env.get("VANCETOPE_METRICS_PORT") else None,
             metrics_token=env.get("VANCETOPE_METRICS_TOKEN") or None,
             service_retention=_number(env, "VANCETOPE_SERVICE_RETENTION", float, 1.0),
+            health_file=Path(h) if (h := env.get("VANCETOPE_HEALTH_FILE")) else None,
         )
 
     def base_url(self) -> str:
@@ -262,7 +265,11 @@ def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str:
     return value
 
 
-def _number(env: Mapping[str, str], name: str, kind: type, minimum: float) -> Any:
+MAX_PORT = 65535
+
+
+def _number(env: Mapping[str, str], name: str, kind: type, minimum: float,
+            maximum: float | None = None) -> Any:
     raw = env.get(name) or VARIABLES[name][0]
     try:
         value = kind(raw)
@@ -270,4 +277,6 @@ def _number(env: Mapping[str, str], name: str, kind: type, minimum: float) -> An
         raise ConfigError(f"{name}={raw!r} is not a valid {kind.__name__}") from e
     if value < minimum:
         raise ConfigError(f"{name}={raw!r} must be at least {minimum}")
+    if maximum is not None and value > maximum:
+        raise ConfigError(f"{name}={raw!r} must be at most {maximum}")
     return value

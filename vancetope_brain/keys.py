@@ -22,6 +22,7 @@
 | ``vt:evseq|evorigin|events:user.{t}.{u}`` | as above | event log TTL | the user's feed (inbox pushes), a log like a session's |
 | ``vt:service-job:{t}/{p}/{svc}/{subject}`` | string | service job TTL | the one job of a service for a subject (``queued``, then its process id): later jobs fold into it |
 | ``vt:system-session-lock:{t}/{p}/{svc}`` | string | 10 s  | serializes finding or creating a system session |
+| ``vt:workers``              | hash   | 16 s, renewed           | worker name → JSON ``{queues, until}``: the heartbeat of each consuming worker (``lanes/consumers.py``) |
 
 Nothing else is written by Vancetope (Celery's broker keys are Celery's:
 ``lanes.*``, ``maintenance``, ``_kombu.*``, ``unacked*``).
@@ -45,6 +46,7 @@ def wake_later(process_id: str) -> str:
 
 
 SWEEP_SLOT = f"{PREFIX}sweep-slot"
+WORKERS = f"{PREFIX}workers"
 
 
 def recheck(process_id: str) -> str:

@@ -10,6 +10,7 @@ import threading
 import time
 import uuid
 import weakref
+from collections.abc import Callable
 from typing import get_args
 
 import redis
@@ -30,6 +31,7 @@ from vancetope_brain.events import EventListener
 from vancetope_brain.identity import Principal
 from vancetope_brain.identity.service import hash_token
 from vancetope_brain.inbox.attachments import AttachmentStore
+from vancetope_brain.lanes import consumers
 from vancetope_brain.models import ProcessStatus
 from vancetope_brain.observability import metrics, tracing
 from vancetope_gateway.frames import NotifyMode
@@ -40,6 +42,7 @@ from vancetope_gateway.parts import Gateway
 from vancetope_gateway.protocol import Connection
 from vancetope_gateway.tokens import TokenWatch
 from vancetope_gateway.webapp import add_web_client
+from workers.celery_app import lane_queue
 
 log = logging.getLogger(__name__)
 
@@ -85,20 +88,39 @@ def healthz() -> Response:
 
 @rest.get("/readyz")
 def readyz() -> tuple[Response, int]:
-    """Readiness: the store and Redis answer, else 503 naming what failed."""
+    """Readiness: can this gateway enqueue a lane turn, and does a worker take it? The
+    store, Redis and the broker answer, and a live worker consumes every lane queue
+    (``vancetope_brain.lanes.consumers``); else 503 naming each failure and what to do."""
     gateway: Gateway = current_app.extensions["vancetope"]
-    failures = {}
+    failures: dict[str, str] = {}
     try:
         gateway.store.ping()
     except StoreError as e:
         failures["store"] = str(e)
     try:
         gateway.redis.ping()
+        workers = consumers.live(gateway.redis)
     except Exception as e:
         failures["redis"] = type(e).__name__
+        workers = {}
+    ping_broker = current_app.extensions["vancetope.ping_broker"]
+    if ping_broker is not None:
+        try:
+            ping_broker()
+        except Exception as e:
+            failures["broker"] = f"the Celery broker does not answer ({type(e).__name__}); " \
+                "check VANCETOPE_BROKER_URL (default: VANCETOPE_REDIS_URL)"
+    if "redis" not in failures:
+        lanes = [lane_queue(shard) for shard in range(gateway.config.lane_shards)]
+        if missing := consumers.uncovered(workers, lanes):
+            which = "any lane queue" if len(missing) == len(lanes) else ", ".join(missing)
+            failures["workers"] = (
+                f"no worker consumes {which} (no worker heartbeat in the last "
+                f"{consumers.HEARTBEAT_TTL:g} s): start a worker (the Procfile's `worker`) "
+                f"with the same VANCETOPE_REDIS_URL and VANCETOPE_LANE_SHARDS")
     if failures:
-        return jsonify(status="unavailable", failures=failures), 503
-    return jsonify(status="ready"), 200
+        return jsonify(status="unavailable", failures=failures, workers=sorted(workers)), 503
+    return jsonify(status="ready", workers=sorted(workers)), 200
 
 
 @rest.get("/think-engines")
@@ -112,8 +134,14 @@ def think_engines() -> Response:
 NOTIFY_MODES = get_args(NotifyMode)
 
 
+GOING_AWAY = 1001
+"""The close code of every socket of a gateway process that is stopping (SIGTERM): 1001
+"going away" (RFC 6455); the client resumes on another gateway."""
+
+
 class PresenceRenewer:
-    """One thread per gateway process keeping its bound connections counted as present."""
+    """The open connections of one gateway process, and one thread keeping them counted as
+    present."""
 
     def __init__(self, interval: float) -> None:
         self._connections: weakref.WeakSet[Connection] = weakref.WeakSet()
@@ -128,6 +156,14 @@ class PresenceRenewer:
     def discard(self, connection: Connection) -> None:
         with self._lock:
             self._connections.discard(connection)
+
+    def close_all(self, code: int, message: str) -> int:
+        """Close every open connection (without blocking); returns how many."""
+        with self._lock:
+            connections = list(self._connections)
+        for connection in connections:
+            connection.close(code, message)
+        return len(connections)
 
     def _run(self) -> None:
         while True:
@@ -161,6 +197,15 @@ class WebSocket:
         # the socket's reader thread alike.
         with contextlib.suppress(OSError):
             self._ws.sock.shutdown(socket.SHUT_RDWR)
+
+
+def going_away(app: Flask) -> int:
+    """The gateway process is stopping: close its WebSockets with 1001 "going away" so that
+    their clients resume on another gateway; returns how many."""
+    closed: int = app.extensions["vancetope.renewer"].close_all(GOING_AWAY, "going away")
+    if closed:
+        log.info("stopping: closed %d WebSocket(s) with %d going away", closed, GOING_AWAY)
+    return closed
 
 
 def _gateway() -> Gateway:
@@ -256,8 +301,10 @@ def add_attachment_route(app: Flask, attachments: AttachmentStore) -> None:
         return response
 
 
-def create_app(gateway: Gateway, *, llm_description: str) -> Flask:
-    """The gateway for one OS process. Starts the process's event listener thread."""
+def create_app(gateway: Gateway, *, llm_description: str,
+               ping_broker: Callable[[], None] | None = None) -> Flask:
+    """The gateway for one OS process. Starts the process's event listener thread.
+    ``ping_broker`` (raises when the Celery broker cannot be reached) is for ``/readyz``."""
     redact_access_logs()
     app = Flask(__name__, static_folder=None)
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
@@ -266,6 +313,7 @@ def create_app(gateway: Gateway, *, llm_description: str) -> Flask:
     app.config["SOCK_SERVER_OPTIONS"] = {"max_message_size": gateway.config.max_frame_bytes,
                                          "ping_interval": 25, "subprotocols": [SUBPROTOCOL]}
     app.extensions["vancetope"] = gateway
+    app.extensions["vancetope.ping_broker"] = ping_broker
     listener = EventListener(gateway.redis)
     app.extensions["vancetope.listener"] = listener
     app.register_blueprint(rest)

@@ -20,7 +20,8 @@ def main(argv: list[str] | None = None) -> int:
 
     serve = sub.add_parser("serve", help="run the embedded server (gateway + worker in one process)")
     serve.add_argument("--host", help="bind address (VANCETOPE_HOST)")
-    serve.add_argument("--port", type=int, help="port (VANCETOPE_PORT)")
+    serve.add_argument("--port", type=_port, help="port, 1-65535, or 0 for any free one "
+                       "(VANCETOPE_PORT)")
     serve.add_argument("--data-dir", help="data directory (VANCETOPE_DATA_DIR)")
 
     worker = sub.add_parser("worker", help="run a Celery worker for the distributed shape")
@@ -38,7 +39,17 @@ def main(argv: list[str] | None = None) -> int:
 
     schemas = sub.add_parser("schemas", help="regenerate docs/protocol.md's frame table and "
                              "docs/schemas/*.json from the frame models")
-    schemas.add_argument("--docs", default="docs", help="the docs directory (default: docs)")
+    schemas.add_argument("--docs", default="docs", help="the repository's docs directory to "
+                         "update (default: ./docs)")
+    schemas.add_argument("--out", help="write only the JSON Schemas, into this directory "
+                         "(any folder; docs/protocol.md is left alone)")
+
+    health = sub.add_parser("health", help="liveness probe of a worker or beat: exit 0 if "
+                            "FILE (their VANCETOPE_HEALTH_FILE) was touched recently")
+    health.add_argument("file", help="the process's VANCETOPE_HEALTH_FILE")
+    health.add_argument("--max-age", type=float, default=30.0,
+                        help="seconds since the last touch that still count as alive "
+                        "(default: 30)")
 
     add_admin_parser(sub)
 
@@ -57,15 +68,46 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "schemas":
             from pathlib import Path
 
-            from vancetope_gateway.schemas import write
+            from vancetope_gateway.schemas import write, write_schemas
 
-            for path in write(Path(args.docs)):
+            written = write_schemas(Path(args.out)) if args.out else write(Path(args.docs))
+            for path in written:
                 print(path)
             return 0
+        if args.command == "health":
+            return _health(args.file, args.max_age)
         return run_admin(config, args)
     except VancetopeError as e:
         print(f"vancetope: {e}", file=sys.stderr)
         return 2
+
+
+def _port(raw: str) -> int:
+    try:
+        port = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a port number") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{port} is not a port: use 1-65535 (0: any free port)")
+    return port
+
+
+def _health(file: str, max_age: float) -> int:
+    """Exit 0 when ``file`` was touched within ``max_age`` seconds, else 1 saying why."""
+    import time
+
+    try:
+        age = time.time() - os.stat(file).st_mtime
+    except FileNotFoundError:
+        print(f"vancetope health: {file} does not exist (is VANCETOPE_HEALTH_FILE set for the "
+              f"worker or beat, and has it started?)", file=sys.stderr)
+        return 1
+    if age > max_age:
+        print(f"vancetope health: {file} was last touched {age:.0f} s ago (more than "
+              f"{max_age:g} s): the process is stuck or gone", file=sys.stderr)
+        return 1
+    print(f"alive: {file} touched {age:.0f} s ago")
+    return 0
 
 
 def _override(config: Config, args: argparse.Namespace) -> Config:
@@ -86,11 +128,11 @@ def _setup_logging(config: Config) -> None:
 def _serve(config: Config) -> int:
     from vancetope_brain.llm.factory import describe
     from vancetope_brain.runtime import open_store
-    from vancetope_gateway.app import create_app
+    from vancetope_gateway.app import create_app, going_away
     from vancetope_gateway.discovery import record_server
     from vancetope_gateway.parts import build_gateway
     from vancetope_gateway.serving import make_embedded_server
-    from workers.celery_app import create_celery, enqueue_on
+    from workers.celery_app import broker_ping, create_celery, enqueue_on
     from workers.embedded import EmbeddedWorker
 
     _setup_logging(config)
@@ -103,7 +145,7 @@ def _serve(config: Config) -> int:
     secret, created = gateway.identity.bootstrap_local(config.data_dir / "token")
     worker = EmbeddedWorker(celery, concurrency=config.worker_concurrency)
     worker.start()
-    app = create_app(gateway, llm_description=describe(config))
+    app = create_app(gateway, llm_description=describe(config), ping_broker=broker_ping(celery))
     server = make_embedded_server(app, config.host, config.port, config.header_timeout)
     shape = "embedded" if config.embedded else f"Redis at {_redact(config.redis_url)}"
     host = _client_host(config.host)
@@ -111,7 +153,13 @@ def _serve(config: Config) -> int:
     record_server(config, ws_url, os.environ)
 
     def _stop(signum: int, frame: object) -> None:
-        threading.Thread(target=server.shutdown, daemon=True).start()
+        def stop() -> None:
+            try:
+                going_away(app)  # clients resume elsewhere, or once this server is back
+            finally:
+                server.shutdown()
+
+        threading.Thread(target=stop, daemon=True).start()
 
     # Before the banner: a Ctrl-C as soon as the addresses show stops the server cleanly.
     signal.signal(signal.SIGTERM, _stop)

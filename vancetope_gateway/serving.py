@@ -13,7 +13,8 @@ the threads that serve everybody.
   reads the line and headers with no bound, in one of its ``--threads``. ``GatewayWorker``
   adds that bound. (``--timeout 0`` only disables the arbiter's kill of a worker whose
   main loop stops beating, which gthread's loop never does while threads serve
-  WebSockets; it bounds no socket.)
+  WebSockets; it bounds no socket.) On SIGTERM it closes every WebSocket with 1001
+  "going away" (``app.going_away``) so that its clients resume on another gateway.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from gunicorn.workers.gthread import ThreadWorker
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
 from vancetope_brain.config import Config
+from vancetope_gateway.app import going_away
 
 
 def make_embedded_server(app: Flask, host: str, port: int,
@@ -51,6 +53,23 @@ class GatewayWorker(ThreadWorker):
         self._header_timeout = Config.from_env().header_timeout
         self._reading: dict[Any, float] = {}  # connection → deadline of its headers
         self._reading_lock = threading.Lock()
+
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        """SIGTERM: stop accepting (gunicorn), and close every WebSocket with 1001 "going
+        away", so that gunicorn's graceful wait ends once they are closed and their clients
+        resume on another gateway instead of being cut at ``--graceful-timeout``."""
+        if self.alive:
+            # Not in the signal handler: closing takes the connections' locks.
+            threading.Thread(target=going_away, args=(self.wsgi,), daemon=True).start()
+        super().handle_exit(sig, frame)
+
+    def handle_quit(self, sig: int, frame: Any) -> None:
+        """SIGINT/SIGQUIT (Ctrl-C in a terminal): gunicorn exits at once, but its threads
+        serving WebSockets would hold the process until the arbiter SIGKILLs it; closing
+        the sockets first ends them."""
+        going_away(self.wsgi)
+        time.sleep(0.5)  # the writers send the close frames
+        super().handle_quit(sig, frame)
 
     def handle(self, conn: Any) -> Any:
         with self._reading_lock:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -13,11 +14,13 @@ from kombu import Queue
 
 from vancetope_brain import keys
 from vancetope_brain.config import Config
+from vancetope_brain.lanes import consumers
 from vancetope_brain.lanes.waker import Enqueue
 from vancetope_brain.observability import logs, metrics, tracing
 from vancetope_brain.runtime import redis_client
 from vancetope_brain.services.jobs import EnqueueJob
 from workers import broker
+from workers.health import Heartbeat
 from workers.tasks import HOUSEKEEPING, LANE_TURN, SERVICE_JOB, SWEEP
 
 if TYPE_CHECKING:
@@ -73,6 +76,10 @@ def create_celery(config: Config, *, model_for: ModelFor | None = None,
         # Flower switches task events on when it connects; off, they cost each turn ~0.3 ms.
         worker_send_task_events=False,
         task_send_sent_event=False,
+        # Beat's schedule file lives in the data directory, never a shared /tmp.
+        beat_scheduler="workers.health:Scheduler",
+        beat_schedule_filename=str(config.data_dir / "celerybeat-schedule"),
+        beat_max_loop_interval=consumers.HEARTBEAT_INTERVAL,
         beat_schedule={
             "housekeeping": {
                 "task": HOUSEKEEPING,
@@ -87,6 +94,7 @@ def create_celery(config: Config, *, model_for: ModelFor | None = None,
     app.steps["worker"].add(SweepSchedule)
     app.steps["worker"].add(MetricsServer)
     tracing.instrument_celery()
+    app.steps["consumer"].add(Heartbeat)
     return app
 
 
@@ -149,6 +157,16 @@ def enqueue_job_on(app: Celery) -> EnqueueJob:
         app.send_task(SERVICE_JOB, args=[job], queue=MAINTENANCE_QUEUE)
 
     return enqueue_job
+
+
+def broker_ping(app: Celery) -> Callable[[], None]:
+    """A check that raises when ``app``'s broker cannot be reached now (a gateway's
+    ``/readyz``): it opens a connection of its own, as an enqueue would."""
+    def ping() -> None:
+        with app.connection_for_write() as connection:
+            connection.ensure_connection(max_retries=1, interval_start=0.1, timeout=2)
+
+    return ping
 
 
 def enqueue_on(app: Celery) -> Enqueue:

@@ -57,6 +57,26 @@ def _load(oracle: Oracle, pids: list[str], per_process: int, pause: float,
     return thread
 
 
+def _load_until(oracle: Oracle, pids: list[str], done: threading.Event,
+                tag: str) -> threading.Thread:
+    """A sender thread: one message to each process every 0.5 s until ``done`` is set (at
+    most 400 rounds), then one round more — so what happens before ``done`` is under load,
+    however long it takes on a busy machine."""
+    def run() -> None:
+        n = 0
+        while not done.is_set() and n < 400:
+            for pid in pids:
+                oracle.send(pid, f"{tag}-{n}")
+            n += 1
+            time.sleep(0.5)
+        for pid in pids:
+            oracle.send(pid, f"{tag}-last")
+
+    thread = threading.Thread(target=run, name="chaos-sender", daemon=True)
+    thread.start()
+    return thread
+
+
 @pytest.mark.parametrize("round", range(ROUNDS))
 def test_redis_killed_and_restarted_empty_while_replies_stream(
         chaos: Stack, own_redis: OwnRedis, round: int) -> None:
@@ -205,15 +225,62 @@ def test_a_rolling_restart_of_the_workers_under_load(chaos: Stack, round: int) -
     cluster.start_workers("slow", "slow", sweeping=True, pool="prefork")
     pids, _ = _sessions(chaos, 8, with_clients=0)
     oracle = Oracle(cluster)
-    sender = _load(oracle, pids, per_process=20, pause=0.5, tag=f"roll{round}")  # ~10 s
+    restarted = threading.Event()
+    sender = _load_until(oracle, pids, restarted, tag=f"roll{round}")
     for old in list(cluster.workers):
         cluster.start_workers("slow", sweeping=True, pool="prefork")
         stop_process(old.popen, graceful=True)  # SIGTERM: a warm shutdown ends its turns
     last_restart = time.monotonic()
-    assert sender.is_alive(), "the load ended before the restart did: make it longer"
+    restarted.set()
     sender.join(timeout=120)
+    assert min(map(len, oracle.sent.values())) >= 4  # the restart ran under load
     wait_for(oracle.answered, timeout=60, interval=0.2, what="every message answered")
     recovered = since(last_restart)
     oracle.check()
     report("a rolling restart of the workers (SIGTERM, one after another) under load",
            answered_after_last_restart_s=recovered)
+
+
+@pytest.mark.parametrize("round", range(ROUNDS))
+def test_a_rolling_sigterm_of_every_gateway_and_worker_under_load(chaos: Stack,
+                                                                  round: int) -> None:
+    """As a platform rolls a deployment: each gateway replaced (a new one started, the old
+    one SIGTERMed: its clients get 1001 and resume on another), then each worker."""
+    cluster = chaos.cluster
+    cluster.start_workers("stream", "stream", sweeping=True, pool="prefork")
+    pids, clients = _sessions(chaos, 4, with_clients=4)  # two on each gateway
+    on = {pid: chaos.gateways[i % 2] for i, pid in enumerate(pids)}
+    oracle = Oracle(cluster)
+    rolled = threading.Event()
+    sender = _load_until(oracle, pids, rolled, tag=f"rs{round}")
+    for old in list(chaos.gateways):
+        (new,) = chaos.start_gateways(1)
+        old.popen.send_signal(signal.SIGTERM)
+        for pid in [p for p, gateway in on.items() if gateway is old]:
+            gone = clients[pid]
+            gone.until(lambda _, c=gone: c.closed, timeout=30)
+            assert gone.chat._closed_with == (1001, "going away")
+            again = chaos.client(new)
+            session_id = cluster.brain.sessions.process(cluster.who, pid).session_id
+            last = gone.events[-1]["seq"] if gone.events else 0
+            again.request("session-resume", sessionId=session_id, lastSeq=last)
+            again.events, again.gaps = gone.events, gone.gaps  # one client's view
+            clients[pid], on[pid] = again, new
+        assert old.popen.wait(timeout=30) == 0
+    for worker in list(cluster.workers):
+        cluster.start_workers("stream", sweeping=True, pool="prefork")
+        worker.signal(signal.SIGTERM)  # to the main process, as a platform does to PID 1:
+        assert worker.popen.wait(timeout=60) == 0  # a warm shutdown ends its turns
+    last_restart = time.monotonic()
+    rolled.set()
+    sender.join(timeout=120)
+    assert min(map(len, oracle.sent.values())) >= 4  # the roll ran under load
+    wait_for(oracle.answered, timeout=60, interval=0.2, what="every message answered")
+    recovered = since(last_restart)
+    for client in clients.values():
+        client.drain()
+    oracle.check(clients)
+    report("a rolling SIGTERM of every gateway (clients resume) and every worker under load",
+           answered_after_last_restart_s=recovered,
+           messages=sum(map(len, oracle.sent.values())),
+           clients_with_gap=sum(bool(c.gaps) for c in clients.values()))

@@ -26,7 +26,9 @@ def server(embedded, served):
 def test_health_ready_and_engines(server, embedded, monkeypatch):
     host, token = server
     assert http_get(f"http://{host}/healthz") == (200, {"status": "ok"})
-    assert http_get(f"http://{host}/readyz") == (200, {"status": "ready"})
+    # The embedded worker consumes every lane queue (its heartbeat: lanes/consumers.py).
+    assert http_get(f"http://{host}/readyz") == (200, {"status": "ready",
+                                                       "workers": ["embedded@localhost"]})
     status, body = http_get(f"http://{host}/think-engines")
     assert (status, body["code"]) == (401, "unauthorized")
     status, body = http_get(f"http://{host}/think-engines", token)

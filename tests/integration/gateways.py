@@ -79,8 +79,9 @@ class Gateway(Proc):
             return int(found.group(1)) if found else None
 
         self.port = wait_for(listening, timeout=60, interval=0.05, what=f"{self.name} to listen")
-        wait_for(lambda: self.alive() and self.get("/readyz")[0] == 200, timeout=60,
-                 interval=0.05, what=f"{self.name} /readyz")
+        # /healthz, not /readyz: a test may start its workers after its gateways.
+        wait_for(lambda: self.alive() and self.get("/healthz")[0] == 200, timeout=60,
+                 interval=0.05, what=f"{self.name} /healthz")
 
     @property
     def url(self) -> str:
@@ -189,8 +190,10 @@ class Stack:
             gateway.wait_ready()
         return started
 
-    def client(self, gateway: Gateway, token: str | None = None) -> Client:
-        client = Client(gateway.url, token or self.token)
+    def client(self, gateway: Gateway | str, token: str | None = None) -> Client:
+        """A client of ``gateway`` (or of the WebSocket URL given, e.g. a load balancer's)."""
+        client = Client(gateway if isinstance(gateway, str) else gateway.url,
+                        token or self.token)
         self.clients.append(client)
         return client
 

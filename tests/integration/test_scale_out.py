@@ -1,7 +1,9 @@
 """Scale-out (issue 3 §6): two gateway processes (gunicorn), two Celery worker processes,
 one Redis and one SQLite file. Stream events reach whichever gateway holds a session's
 socket, wherever the turn ran; a client that reconnects to the other gateway with its last
-``seq`` gets exactly what it missed, then live events.
+``seq`` gets exactly what it missed, then live events — connected directly, and through
+Debian's nginx running ``deploy/nginx/vancetope.conf`` (sticky-free round robin), where the
+access log shows that the client came back on the other gateway.
 
 The workers run ``worker_main``'s ``stream`` model: ``echo: <message>``, one token event
 per word, 0.1 s apart, so a reply to a 20-word message streams for about 2 s; in
@@ -18,7 +20,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.gateways import Events, Stack, running_stack, transcript, turn_done
+from tests.helpers import wait_for
+from tests.integration.gateways import (
+    Events,
+    Gateway,
+    Stack,
+    running_stack,
+    transcript,
+    turn_done,
+)
+from tests.integration.nginx import Nginx, nginx_binary
 from vancetope_brain.store import LaneStore
 
 TOKEN_DELAY = 0.1
@@ -39,10 +50,21 @@ def stack(tmp_path: Path, redis_url: str) -> Iterator[Stack]:
         yield s
 
 
-@pytest.fixture
-def held_stack(tmp_path: Path, redis_url: str) -> Iterator[Stack]:
+@pytest.fixture(params=["direct", "nginx"])
+def held_stack(request: pytest.FixtureRequest, tmp_path: Path,
+               redis_url: str) -> Iterator[tuple[Stack, Nginx | None]]:
+    if request.param == "nginx":
+        nginx_binary()  # before anything starts: fail (CI) or skip without nginx
     with _stack(tmp_path, redis_url, VT_TEST_STREAM_HOLD=str(HELD_AFTER)) as s:
-        yield s
+        if request.param == "direct":
+            yield s, None
+            return
+        proxy = Nginx([gateway.port for gateway in s.gateways])
+        try:
+            yield s, proxy
+        finally:
+            proxy.stop()
+            proxy.remove()
 
 
 def _words(label: str, count: int = 20) -> str:
@@ -108,12 +130,17 @@ def test_client_on_gateway_a_receives_the_stream_of_a_message_sent_through_gatew
 @pytest.mark.timeout(180)
 def test_client_dropped_mid_stream_resumes_on_the_other_gateway_with_the_same_transcript(
         held_stack):
-    stack = held_stack
+    stack, nginx = held_stack
     web_a, web_b = stack.gateways
-    watcher = stack.client(web_a)  # never drops
+    # Direct: watcher and dropper on A, the dropper back on B. Through nginx (round robin):
+    # watcher on A, dropper on B, back on A — the access log says so below.
+    def url(gateway: Gateway, tag: str) -> Gateway | str:
+        return gateway if nginx is None else nginx.url(tag)
+
+    watcher = stack.client(url(web_a, "watcher"))  # never drops
     created = watcher.request("session-create", title="drop and resume")
     sid, pid = created["session"]["id"], created["chatProcessId"]
-    dropper = stack.client(web_a)
+    dropper = stack.client(url(web_a, "dropper"))
     dropper.request("session-resume", sessionId=sid, lastSeq=0)  # everything, like the watcher
 
     first = _words("a")
@@ -123,7 +150,7 @@ def test_client_dropped_mid_stream_resumes_on_the_other_gateway_with_the_same_tr
     before = dropper.drain()  # every frame that did arrive before the drop
     last_seq = before[-1]["seq"]
 
-    again = stack.client(web_b)  # the same client, reconnected to the other gateway
+    again = stack.client(url(web_b, "again"))  # the same client, back on the other gateway
     resumed = again.request("session-resume", sessionId=sid, lastSeq=last_seq)
     for worker in stack.cluster.workers:  # the reply goes on streaming
         worker.release()
@@ -155,3 +182,10 @@ def test_client_dropped_mid_stream_resumes_on_the_other_gateway_with_the_same_tr
     assert [(m["role"], m["content"]) for m in history] == [
         ("user", first), ("assistant", first_answer), ("user", second),
         ("assistant", second_answer)]
+    if nginx is not None:  # which gateway nginx sent each connection to
+        again.close()
+        served = wait_for(lambda: (u := nginx.upstreams()).keys() >= {"dropper", "again"} and u,
+                          timeout=15, what="nginx's access log of both connections")
+        ports = {web_a.port, web_b.port}
+        assert len(served["dropper"]) == len(served["again"]) == 1
+        assert {served["dropper"][0], served["again"][0]} == ports  # back on the other one
