@@ -67,8 +67,6 @@ export interface State {
   tab: Tab;
   /** The user's Inbox items by id (inbox.ts loads them on welcome; pushes merge). */
   inbox: Record<string, InboxItem>;
-  /** The `nextCursor` of the last Inbox page loaded: more items follow. */
-  inboxCursor: string | null;
   inboxSelected: string | null;
   /** The last `inbox-pending-summary` (right after each welcome). */
   pendingSummary: PendingSummary | null;
@@ -86,7 +84,6 @@ export const useStore = create<State>(() => ({
   sessions: [],
   tab: "chat",
   inbox: {},
-  inboxCursor: null,
   inboxSelected: null,
   pendingSummary: null,
   ...unbound,

@@ -3,7 +3,6 @@ import { useDisclosure, useMediaQuery } from "@mantine/hooks";
 import type React from "react";
 
 import { signOut } from "../client";
-import { loadInbox } from "../inbox";
 import { set, useStore, type ConnectionStatus, type Tab } from "../store";
 import { Chat } from "./Chat";
 import { Inbox, usePendingCount } from "./inbox/Inbox";
@@ -59,10 +58,7 @@ function Middle({ wide, pending }: { wide: boolean; pending: number }) {
   const shown = !wide || tab !== "workers" ? tab : "chat";
   return (
     <Tabs value={shown} keepMounted={false}
-      onChange={(next) => {
-        if (next === "inbox") void loadInbox();
-        set({ tab: (next ?? "chat") as Tab });
-      }}>
+      onChange={(next) => set({ tab: (next ?? "chat") as Tab })}>
       <Tabs.List grow={!wide} mb="sm">
         <Tabs.Tab value="chat">Chat</Tabs.Tab>
         <Tabs.Tab value="inbox" rightSection={pending > 0 &&
