@@ -219,7 +219,9 @@ export function applyEvent(event: StreamEvent): void {
         if (d.role === "assistant" || d.role === "error") {
           after.transcripts = withTranscript(get(), pid, () => ({ streaming: "" }));
         }
-        if (pid === s.chatProcessId && s.focus !== null && d.role !== "user") {
+        // Arthur's lines while his chat is out of sight (a worker focused, another tab).
+        if (pid === s.chatProcessId && (s.focus !== null || s.tab !== "chat")
+            && d.role !== "user") {
           after.unread = get().unread + 1;
         }
         set(after);
