@@ -88,7 +88,7 @@ def test_a_conversation_in_a_terminal(tmp_path):
         child.expect_exact("I started a worker (demo-research)")
         # The worker's report and Arthur's relay of it arrive without typing.
         child.expect_exact("◆ worker demo-research DONE: Report on “please research green tea”")
-        child.expect_exact("The worker ")
+        child.expect_exact("The worker demo-research is done.")  # Arthur names it
         seen += child.before
 
         # A worker asks for approval in the Inbox: shown as it arrives, answered here.

@@ -25,7 +25,8 @@ from rich.text import Text
 
 SHORT = 100
 """Characters of a summary, argument or result shown on a tool or worker line."""
-_EVENT = re.compile(r'<process-event sourceProcessId="([^"]*)" type="([a-z_-]+)">(.*?)'
+_EVENT = re.compile(r'<process-event sourceProcessId="([^"]*)"'
+                    r"""(?: sourceName=("[^"]*"|'[^']*'))? type="([a-z_-]+)">(.*?)"""
                     r"(?:<payload>.*)?</process-event>", re.DOTALL)
 _ATTR = re.compile(r"""(\w+)=("[^"]*"|'[^']*')""")  # as quoteattr writes them
 _TAG = re.compile(r"""<([a-z-]+)((?:\s+\w+=(?:"[^"]*"|'[^']*'))*)>(.*?)</\1>""", re.DOTALL)
@@ -169,8 +170,8 @@ def event_line(content: str, names: dict[str, str]) -> str:
     as one short line: ``◆ worker demo-research DONE: <first line>``; ``names``: process
     id → name."""
     if match := _EVENT.fullmatch(content.strip()):
-        source, kind, summary = match.groups()
-        who = names.get(source, source)
+        source, name, kind, summary = match.groups()
+        who = unescape(name[1:-1], _ENTITIES) if name else names.get(source, source)
         first = _first_line(unescape(summary))
         return f"◆ worker {who} {kind.upper()}" + (f": {first}" if first else "")
     if match := _TAG.fullmatch(content.strip()):

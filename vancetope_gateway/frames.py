@@ -325,6 +325,7 @@ REQUESTS: dict[str, type[Wire]] = {
     "inbox-dismiss": InboxDismiss,
     "inbox-archive": InboxItemRef,
     "inbox-revoke-auto-answer": InboxItemRef,
+    "inbox-summary": Empty,
     "user-list": UserList,
     "ping": Empty,
 }
@@ -433,6 +434,16 @@ class RecipeDeleted(Wire):
     name: str
 
 
+class InboxPendingSummary(Wire):
+    """Right after ``welcome``, and the reply to ``inbox-summary``: the caller's PENDING
+    items at a glance (user-interaction.txt §12.5). The Inbox is the truth; pushes only
+    speed things up."""
+
+    total_pending: int
+    by_criticality: dict[str, int]
+    oldest_pending_at: str | None = None
+
+
 class InboxListed(Wire):
     """Reply to ``inbox-list``: items as the user sees them; ``nextCursor`` when more
     follow."""
@@ -498,6 +509,7 @@ REPLIES: dict[str, type[Wire]] = {
     **{name: InboxItemReply for name in ("inbox-item", "inbox-answer", "inbox-delegate",
                                           "inbox-dismiss", "inbox-archive",
                                           "inbox-revoke-auto-answer")},
+    "inbox-summary": InboxPendingSummary,
     "user-list": UsersListed,
     "ping": Pong,
 }
@@ -555,15 +567,6 @@ class InboxPush(Wire):
     passes only CRITICAL additions; none passes no additions."""
 
     item: dict[str, Any]
-
-
-class InboxPendingSummary(Wire):
-    """Right after ``welcome``: the caller's PENDING items at a glance (user-interaction.txt
-    §12.5). The Inbox is the truth; pushes only speed things up."""
-
-    total_pending: int
-    by_criticality: dict[str, int]
-    oldest_pending_at: str | None = None
 
 
 PUSHES: dict[str, type[Wire]] = {

@@ -201,6 +201,8 @@ class Connection:
                 self._who, d.item_id)),
             "inbox-revoke-auto-answer": lambda d: self._item(
                 self._gateway.inbox.revoke_auto_answer(self._who, d.item_id)),
+            "inbox-summary": lambda _: frames.InboxPendingSummary.model_validate(
+                self._gateway.inbox.pending_summary(self._who)),
             "user-list": self._user_list,
             "ping": lambda _: frames.Pong(),
         }

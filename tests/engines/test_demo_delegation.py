@@ -32,6 +32,7 @@ def test_arthur_on_the_demo_model_delegates_and_relays(embedded):
     assistant = [m.content for m in embedded.brain.store.port(LaneStore).chat_history("acme", pid)
                  if m.role is ChatRole.ASSISTANT]
     assert assistant[1].startswith("I started a worker (demo-worker)")
+    assert assistant[2].startswith("The worker demo-worker is done.")  # named, not its id
     worker = next(p for p in embedded.brain.store.port(SessionStore).list_processes("acme", session.id)
                   if p.name == "demo-worker")
     assert worker.recipe_name == "analyze" and worker.close_reason is CloseReason.DONE
@@ -78,6 +79,10 @@ def test_the_demo_arthur_relays_an_escaped_report_and_a_question():
         "message": "The worker proc_3 put a question into your Inbox: Approve the draft? Answer "
                    "it there (in the terminal: /inbox); the answer goes straight to the worker.",
         "awaiting_user_input": False}
+    named = event_text(ProcessEvent(source_process_id="proc_4", source_name='the "tea" <w>',
+                                    type=ProcessEventType.DONE, human_summary="tea is good"))
+    assert 'sourceName=\'the "tea" &lt;w&gt;\'' in named  # escaped like every attribute
+    assert answer(named)["message"] == 'The worker the "tea" <w> is done. It reports: tea is good'
 
 
 def test_the_demo_arthur_says_when_a_worker_could_not_start():
@@ -133,7 +138,8 @@ def test_each_suggested_phrase_drives_its_engine_to_a_report_in_arthurs_chat(emb
 
     wait_for(done, timeout=60, what=f"the {worker.engine} worker done")
     assert sessions.get_process("acme", worker.id).close_reason is CloseReason.DONE
-    report = f'<process-event sourceProcessId="{worker.id}" type="done">'
+    report = (f'<process-event sourceProcessId="{worker.id}" sourceName="{worker.name}" '
+              'type="done">')
 
     def relayed() -> list[str]:
         lines = embedded.brain.store.port(LaneStore).chat_history("acme", pid)
@@ -143,4 +149,4 @@ def test_each_suggested_phrase_drives_its_engine_to_a_report_in_arthurs_chat(emb
                                       if m.role is ChatRole.ASSISTANT]
 
     [relay] = wait_for(relayed, timeout=20, what="Arthur relaying the report")
-    assert relay.startswith(f"The worker {worker.id} is done. It reports: ")
+    assert relay.startswith(f"The worker {worker.name} is done. It reports: ")

@@ -180,6 +180,41 @@ def test_a_retried_post_stores_its_attachment_once(embedded, monkeypatch):
     assert set(_stored_files(embedded)) - files == {stored}
 
 
+def test_a_post_run_again_after_a_crash_past_its_item_creates_it_once(embedded, monkeypatch):
+    """The worker dies inside inbox_post after the item was written, before the journal
+    recorded the result; the model gave no idempotency_key. The user approves running the
+    in-doubt call again, and that run gets the first item back (its default key is the
+    journaled call's), so there is one item, not two."""
+    inbox = embedded.worker_parts.inbox
+    create = inbox.create
+    crashes = []
+
+    def crash_after_once(*args, **kwargs):
+        made = create(*args, **kwargs)
+        if not crashes and made[0].type.value == "OUTPUT_IMAGE":
+            crashes.append(made[0].id)
+            raise redis.ConnectionError("simulated crash after the item was written")
+        return made
+
+    monkeypatch.setattr(inbox, "create", crash_after_once)
+    assert "idempotency_key" not in IMAGE
+    _, w = spawn_worker(embedded, _image_worker, recipe="asker", goal="plot it")
+    wait_for(lambda: embedded.brain.store.port(SessionStore).get_process("acme", w.id).status
+             is S.BLOCKED, timeout=15, what="the worker blocked by the in-doubt question")
+    inbox_items = embedded.brain.store.port(UserInboxStore)
+    [doubt] = [i for i in inbox_items.list_inbox_items("acme", InboxQuery(origin_process_id=w.id))
+               if i.tags == ["in-doubt"]]
+    embedded.brain.inbox.answer(embedded.who, doubt.id, Outcome.DECIDED,
+                                value={"approved": True})
+    wait_for(lambda: embedded.brain.store.port(SessionStore).get_process("acme", w.id).status
+             is S.CLOSED, timeout=15, what="the worker done")
+    items = inbox_items.list_inbox_items("acme", InboxQuery(origin_process_id=w.id))
+    assert [i.id for i in items if i.type.value == "OUTPUT_IMAGE"] == crashes
+    reported = [m.content for m in embedded.brain.store.port(LaneStore).chat_history("acme", w.id)
+                if m.role is ChatRole.TOOL][-1]
+    assert crashes[0] in reported and '"created": false' in reported
+
+
 def test_a_turn_replayed_after_the_post_stores_nothing_again(embedded):
     """The worker dies after the post was journaled, before its turn committed: the next
     attempt replays the completion and the post's recorded result — one item, one file."""

@@ -79,7 +79,7 @@ class Flow:
             return call("process_create", recipe="marvin", name="deep", goal=GOAL,
                         **({"params": self.params} if self.params else {}))
         if last.content.startswith("answer: "):
-            marvin = re.findall(r'sourceProcessId="([^"]+)" type="blocked"',
+            marvin = re.findall(r'sourceProcessId="([^"]+)"[^>]* type="blocked"',
                                 "".join(m.content for m in messages))[-1]
             return call("process_steer", processId=marvin,
                         message=last.content.removeprefix("answer: "))

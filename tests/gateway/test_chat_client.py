@@ -202,6 +202,8 @@ def test_a_tool_line_is_one_short_line(line, shown):
     (REPORT, "◆ worker w1 DONE: Report on “tea” (demo)."),
     ('<process-event sourceProcessId="proc_x" type="blocked">Which region?<payload>{}</payload>'
      '</process-event>', "◆ worker proc_x BLOCKED: Which region?"),
+    ('<process-event sourceProcessId="proc_y" sourceName=\'a "b" &amp; c\' type="done">ok'
+     '</process-event>', '◆ worker a "b" & c DONE: ok'),
     (f'<inbox-answer itemId="inb_1" type="APPROVAL" title={quoteattr(TITLE)}>{{"approved": '
      'true}</inbox-answer>', '✉ answered: Ship "it" & go? — {"approved": true}'),
     ('<inbox-answer itemId="inb_1" type="APPROVAL" title="Ship?">{"outcome": "DECIDED", '

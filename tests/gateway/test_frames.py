@@ -140,6 +140,7 @@ UNBOUND_REFUSALS = [
     ("events-resume", {"lastSeq": -1}, "invalid_input"),
     ("think-engines-list", {"name": "ford"}, "invalid_input"),  # it takes no data
     ("ping", {"pong": True}, "invalid_input"),
+    ("inbox-summary", {"status": "PENDING"}, "invalid_input"),  # it takes no data
 ]
 for _type, _data, _code in UNBOUND_REFUSALS:
     covers(_type, REFUSAL)(None)

@@ -299,6 +299,17 @@ def test_foreign_items_look_missing(emb, client, origin, people):
 
 
 # ── pushes and the pending summary ──────────────────────────────────────────
+@covers("inbox-summary", SUCCESS)
+def test_inbox_summary_counts_the_pending_items_as_they_are_now(emb, client, origin):
+    before = client.ok("inbox-summary")
+    item = _ask(emb, origin, criticality=Criticality.CRITICAL)
+    now = client.ok("inbox-summary")
+    assert now["totalPending"] == before["totalPending"] + 1
+    assert now["byCriticality"]["CRITICAL"] == before["byCriticality"]["CRITICAL"] + 1
+    client.ok("inbox-answer", itemId=item.id, outcome="DECIDED", value={"approved": True})
+    assert client.ok("inbox-summary") == before
+
+
 def test_an_offline_user_gets_the_pending_summary_on_reconnect(emb, people):
     bob = people["bob"]
     before = Client(emb, bob)

@@ -134,7 +134,7 @@ def _arthur(messages: list[LlmMessage]) -> LlmResponse:
         return _call("process_create", recipe="marvin", name="deep",
                      goal=CASES[last.content.removeprefix("go ")])
     if last.content.startswith("answer: "):
-        asked = re.findall(r'sourceProcessId="([^"]+)" type="blocked"',
+        asked = re.findall(r'sourceProcessId="([^"]+)"[^>]* type="blocked"',
                            "".join(m.content for m in messages))
         return _call("process_steer", processId=asked[-1],
                      message=last.content.removeprefix("answer: "))

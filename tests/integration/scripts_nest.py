@@ -66,7 +66,7 @@ def _arthur(messages: list[LlmMessage]) -> LlmResponse:
         return _call("process_create", recipe="vogon", name="v",
                      goal=last.content.removeprefix("plan "), params={"strategy": STRATEGY})
     if last.content.startswith("answer: "):  # forwarded to the vogon that relayed the question
-        asked = [re.search(r'sourceProcessId="([^"]+)" type="blocked"', m.content)
+        asked = [re.search(r'sourceProcessId="([^"]+)"[^>]* type="blocked"', m.content)
                  for m in messages]
         return _call("process_steer", processId=[m.group(1) for m in asked if m][-1],
                      message=last.content.removeprefix("answer: "))

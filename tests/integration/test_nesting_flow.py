@@ -104,7 +104,8 @@ def _assert_the_nest(nest: Nest) -> None:
     # The question went up level by level and reached Arthur's chat as a process-event ...
     assert sorted(p.id for p in nest.asked) == sorted([arthur.id, vogon.id, marvin.id])
     events = [c for r, c in nest.chat_at_question if r == "event"]
-    assert events[-1] == (f'<process-event sourceProcessId="{vogon.id}" type="blocked">'
+    assert events[-1] == (f'<process-event sourceProcessId="{vogon.id}" '
+                          f'sourceName="{vogon.name}" type="blocked">'
                           f'Phase think: a worker asks: {QUESTION}\n'
                           '<payload>{"phase": "think"}</payload></process-event>')
     assert nest.chat_at_question[-1] == ("assistant", QUESTION)

@@ -205,7 +205,7 @@ def arthur_flow(messages: list[LlmMessage], tools: list[ToolSpec]) -> LlmRespons
             {"recipe": "analyze", "name": "paper-diff",
              "goal": "Analyze 5 PDFs for contradictions"})),))
     if last.content == "Yes, do it.":
-        asked = [re.search(r'sourceProcessId="([^"]+)" type="blocked"', m.content)
+        asked = [re.search(r'sourceProcessId="([^"]+)"[^>]* type="blocked"', m.content)
                  for m in messages]
         worker = [m.group(1) for m in asked if m][-1]
         return LlmResponse("", (ToolCall("s", "process_steer", json.dumps(

@@ -145,6 +145,9 @@ class _Context:
     def inbox(self) -> _Inbox:
         return self.box
 
+    def running_call_key(self) -> None:  # called outside a journaled turn
+        return None
+
 
 DOCUMENT = {"filename": "r.md", "mime_type": "text/markdown", "content": "# hi"}
 

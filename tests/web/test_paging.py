@@ -95,7 +95,8 @@ def test_a_long_chat_loads_earlier_lines_and_keeps_the_scroll_position(server, p
     shoot(page, "chat-loaded-earlier")
 
 
-def test_the_inbox_list_loads_more_with_the_next_cursor(server, page, shoot):
+def test_the_inbox_list_loads_more_with_the_next_cursor_and_filters_on_the_server(
+        server, page, shoot):
     page.goto(f"{server.url}/#token={_pager(server)}")
     create_session(page, "many items")
     page.get_by_text("Hi, I'm Arthur").wait_for()
@@ -105,10 +106,25 @@ def test_the_inbox_list_loads_more_with_the_next_cursor(server, page, shoot):
         page.keyboard.press("Enter")
         transcript.locator("[data-role=assistant]").filter(has_text="I put 8 items into your Inbox") \
             .nth(n - 1).wait_for(timeout=60_000)  # eight posts a turn: slow on a loaded box
+    page.reload()  # the pushes of this page had loaded every item: start from none
     page.get_by_role("tab", name="Inbox").click()
-    page.locator("label").filter(has_text=re.compile(r"^all \(")).click()
     rows = page.get_by_test_id("inbox-row")
     more = page.get_by_role("button", name="Load more")
+    more.wait_for()
+    assert rows.count() == 50  # the newest page of the PENDING ones
+    # The counts are the server's, not the loaded page's; the first turn's CRITICAL item
+    # (each turn posts one) is older than the page, and the filter finds it.
+    assert page.get_by_text("pending (56)").count() == 1
+    critical = rows.filter(has_text="CRITICAL")
+    assert critical.count() == 6
+    page.get_by_text("critical (7)").click()
+    page.wait_for_function("() => document.querySelectorAll('[data-testid=inbox-row]')"
+                           ".length === 7")
+    assert critical.count() == 7
+    assert page.get_by_role("button", name="Load more").count() == 0  # all on one page
+    shoot(page, "inbox-filtered-on-the-server")
+    page.get_by_text("critical (7)").click()
+    page.locator("label").filter(has_text=re.compile(r"^all$")).click()
     more.wait_for()
     first = rows.count()
     assert 50 <= first < 56  # one page (and any late push), not all

@@ -376,6 +376,12 @@ class ThinkEngineContext:
     def llm(self) -> ChatModel:
         return self._model
 
+    def running_call_key(self) -> str | None:
+        """The key of the journaled tool call running now, the same in each attempt of its
+        turn and in the run the user approved after a crash (``TurnJournal.running``); None
+        outside such a call."""
+        return self._journal.running
+
     @property
     def journal_opened(self) -> bool:
         """Whether this turn read its journal (the commit then clears it)."""

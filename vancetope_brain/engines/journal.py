@@ -24,7 +24,10 @@ crash replays those steps instead of taking them again:
   process BLOCKED), and every call of that tool with those arguments gets an error result
   saying so — until the answer arrives: "approve" lets the next such call run, anything else
   (no, a dismissal, an undecided answer) records it as not run and refuses such calls for
-  the rest of that turn. IN_DOUBT entries outlive commits; the other entries leave with the
+  the rest of that turn. While a call runs, ``running`` names it (``JournalEntry.run_key``):
+  the same in every attempt of its turn and in the run the user approved, so a tool that
+  writes at once (``inbox_post``) can make that write idempotent even when the model gave
+  no key. IN_DOUBT entries outlive commits; the other entries leave with the
   commit of the turn that opened the journal.
 """
 
@@ -81,6 +84,8 @@ class TurnJournal:
         self._handled: list[InboxMessage] = []
         self._input_written = False
         self._seen: Counter[str] = Counter()
+        self.running: str | None = None
+        """The ``run_key`` of the journaled tool call running now (None between calls)."""
 
     @property
     def opened(self) -> bool:
@@ -126,13 +131,20 @@ class TurnJournal:
         held = self._held(name, match)
         if held is not None:
             return held
+        approved = next((e.run_key for e in entries.values() if e.match == match
+                         and e.state is StepState.APPROVED and e.turn == self._turn), None)
         started = self._entry(key, StepKind.TOOL, state=StepState.STARTED, tool=name,
-                              params=params, match=match)
+                              params=params, match=match,
+                              run_key=approved or f"{self._turn}:{key}")
         try:
             self._write(started)
         except JournalFull as e:
             return ToolOutcome.failed(f"{e}; {name} was not run")
-        outcome = run()
+        self.running = started.run_key
+        try:
+            outcome = run()
+        finally:
+            self.running = None
         try:
             done = self._write(_done(started, outcome))
         except JournalFull as e:

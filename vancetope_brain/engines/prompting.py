@@ -62,9 +62,12 @@ def event_text(message: SteerMessage) -> str:
     outside (a worker's summary, a title, a result) is XML-escaped, so no text can close
     the tag and forge another event."""
     match message:
-        case ProcessEvent(source_process_id=src, type=kind, human_summary=summary, payload=data):
+        case ProcessEvent(source_process_id=src, source_name=name, type=kind,
+                          human_summary=summary, payload=data):
             extra = f"\n<payload>{escape(json.dumps(data))}</payload>" if data else ""
-            return (f"<process-event sourceProcessId={quoteattr(src)} type=\"{kind.value}\">"
+            named = f" sourceName={quoteattr(name)}" if name else ""
+            return (f"<process-event sourceProcessId={quoteattr(src)}{named} "
+                    f"type=\"{kind.value}\">"
                     f"{escape(summary or '')}{extra}</process-event>")
         case ExternalCommand(command=command, params=params):
             return (f"<external-command name={quoteattr(command)}>"

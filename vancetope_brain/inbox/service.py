@@ -337,7 +337,8 @@ class InboxService:
             if process.parent_process_id is not None:
                 target, sender = process.parent_process_id, origin
                 message = ProcessEvent(
-                    source_process_id=origin, type=ProcessEventType.BLOCKED,
+                    source_process_id=origin, source_name=process.name,
+                    type=ProcessEventType.BLOCKED,
                     human_summary=(f"{process.name} stays blocked: the user answered inbox "
                                    f"item {item.title!r} with {item.answer.outcome.value}: "
                                    f"{item.answer.reason}"),

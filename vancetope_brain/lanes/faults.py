@@ -59,7 +59,8 @@ def dead_letter(context: ThinkEngineContext, message: InboxMessage) -> None:
             target_process_id=process.parent_process_id, sender_process_id=process.id,
             idempotency_key=f"{process.id}:{process.epoch}:dead-letter",
             message=ProcessEvent(
-                source_process_id=process.id, type=ProcessEventType.DEAD_LETTER,
+                source_process_id=process.id, source_name=process.name,
+                type=ProcessEventType.DEAD_LETTER,
                 human_summary=f"Process {process.name}: {notice}",
                 payload={"messageId": message.id, "attempts": mark.attempts,
                          "reason": mark.reason})))

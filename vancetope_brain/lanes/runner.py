@@ -358,7 +358,8 @@ class LaneRunner:
             id=new_id("msg"), tenant_id=process.tenant_id,
             target_process_id=process.parent_process_id, sender_process_id=process.id,
             idempotency_key=f"{process.id}:{process.epoch}:{kind.value}",
-            message=ProcessEvent(source_process_id=process.id, type=kind,
+            message=ProcessEvent(source_process_id=process.id, source_name=process.name,
+                                 type=kind,
                                  human_summary=summary.human_summary, payload=summary.payload))
 
     def _after_commit(self, process: ThinkProcess, commit: TurnCommit, stops: list[str], *,

@@ -114,7 +114,8 @@ _DELEGATION: list[tuple[re.Pattern[str], dict[str, object]]] = [
 ]
 """Keywords of a request → the worker the demo starts for it; the first match wins."""
 _SPAWN_ID = "demo_spawn"
-_EVENT = re.compile(r'<process-event sourceProcessId="([^"]*)" type="([a-z]+)">(.*?)'
+_EVENT = re.compile(r'<process-event sourceProcessId="([^"]*)"'
+                    r"""(?: sourceName=("[^"]*"|'[^']*'))? type="([a-z]+)">(.*?)"""
                     r"(?:<payload>|</process-event>)", re.DOTALL)
 _INBOX_ASK = re.compile(r'<payload>[^<]*"itemId"')
 """A blocked event whose payload names an Inbox item: the worker asked there."""
@@ -145,7 +146,9 @@ def _demo_call(messages: list[LlmMessage], tools: set[str]) -> ToolCall | None:
         return _started(last.content)
     event = _EVENT.search(last.content) if last.role == "user" else None
     if event:
-        source, kind, summary = event.groups()
+        source, name, kind, summary = event.groups()
+        if name:  # as quoteattr wrote it
+            source = unescape(name[1:-1], {"&quot;": '"'})
         summary = unescape(summary).strip()
         if kind == "blocked" and _INBOX_ASK.search(last.content):  # asked in the Inbox
             return _respond(f"The worker {source} put a question into your Inbox: {summary} "

@@ -50,4 +50,8 @@ class JournalEntry(Document):
     result: dict[str, Any] | None = None
     message_ids: list[str] = Field(default_factory=list)
     item_id: str | None = None
+    run_key: str | None = None
+    """A TOOL step's key of its run: its turn and ``key`` when first STARTED, kept by its
+    IN_DOUBT and APPROVED copies, so the run the user approves after a crash has the key of
+    the one cut short (``inbox_post`` defaults its idempotency key to it)."""
     at: datetime = Field(default_factory=utcnow)

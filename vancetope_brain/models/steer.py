@@ -49,6 +49,8 @@ class ProcessEvent(Wire):
 
     kind: Literal["ProcessEvent"] = "ProcessEvent"
     source_process_id: str
+    source_name: str | None = None
+    """The reporting process's name, so the parent (and the user) can tell it apart."""
     type: ProcessEventType
     human_summary: str | None = None
     payload: dict[str, Any] | None = None

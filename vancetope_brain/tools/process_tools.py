@@ -7,7 +7,9 @@ Idempotency (``ToolManifest.idempotent``): the probes are; ``process_create``,
 ``process_steer`` and ``process_stop`` are too, because their effect is part of the turn's
 commit — an attempt that died started, sent and stopped nothing, so the next attempt must
 call them again (a replayed result would name a child that was never stored). ``inbox_post``
-is not: it writes the item at once. Its inline file is stored when the call is prepared
+is not: it writes the item at once, with the model's ``idempotency_key`` or else the
+journaled call's key (``context.running_call_key``), so the run of a call the user approves
+after a crash in it returns the item that run wrote. Its inline file is stored when the call is prepared
 (``_store_inline``), before the call is announced, journaled or written to the chat, which
 carry a short reference instead of the bytes; the file's id derives from the process and the
 file, so a retried turn that makes the call again stores nothing new.
@@ -207,6 +209,10 @@ def inbox_post(context: Any, type: str, title: str, body: str | None = None,  # 
     if attachment is not None:
         stored = _store_inline(context, {"type": type, "attachment": attachment})["attachment"]
         payload = _attached(context, kind, payload or {}, stored)
+    if idempotency_key is None and (running := context.running_call_key()) is not None:
+        # A crash after the item was written, before the journal recorded the result: the
+        # run the user approves then has this key too and gets the first item back.
+        idempotency_key = f"call:{running}"
     item, created = context.inbox().post(NewItem(
         type=kind, title=title, body=body, payload=payload, criticality=level,
         tags=tuple(tags or ()), assigned_to=target_user, idempotency_key=idempotency_key))

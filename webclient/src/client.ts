@@ -267,24 +267,32 @@ export function focusProcess(processId: string | null): void {
 /** Start a process in the bound session (think-engines §8) and focus it. */
 export async function createProcess(
   how: { recipe: string } | { engine: string }, goal: string, name: string,
-  params?: Record<string, unknown>,
+  params?: Record<string, unknown>, template?: string,
 ): Promise<boolean> {
   const answer = await request<{ process: Process }>("process-create",
-    { ...how, goal, ...(name ? { name } : {}), ...(params ? { params } : {}) });
+    { ...how, goal, ...(name ? { name } : {}), ...(params ? { params } : {}),
+      ...(template ? { template } : {}) });
   if (!answer) return false;
   putProcesses([answer.process]);
   focusProcess(answer.process.id);
   return true;
 }
 
-/** What `process-create` can run: the tenant's recipes and the engines. */
-export async function processChoices(): Promise<{ recipes: string[]; engines: string[] }> {
-  const [recipes, engines] = await Promise.all([
-    request<{ recipes: { name: string }[] }>("recipe-list"),
+/** What `process-create` can run: the tenant's recipes (with their engines), the
+ * engines, and marvin's workflow templates (`template-list`). */
+export interface ProcessChoices {
+  recipes: { name: string; engine: string }[]; engines: string[]; templates: string[];
+}
+
+export async function processChoices(): Promise<ProcessChoices> {
+  const [recipes, engines, templates] = await Promise.all([
+    request<{ recipes: { name: string; engine: string }[] }>("recipe-list"),
     request<{ engines: { name: string }[] }>("think-engines-list"),
+    request<{ templates: { name: string }[] }>("template-list"),
   ]);
-  return { recipes: (recipes?.recipes ?? []).map((r) => r.name),
-    engines: (engines?.engines ?? []).map((e) => e.name) };
+  return { recipes: (recipes?.recipes ?? []).map((r) => ({ name: r.name, engine: r.engine })),
+    engines: (engines?.engines ?? []).map((e) => e.name),
+    templates: (templates?.templates ?? []).map((t) => t.name) };
 }
 
 /** Users of the tenant whose id or name contains `query` (the delegate dialog). */

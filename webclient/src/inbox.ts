@@ -4,11 +4,11 @@
 import { notifications } from "@mantine/notifications";
 
 import { request, tryRequest } from "./client";
-import type { Frame, InboxItem, Outcome, PendingSummary } from "./protocol";
-import { get, mergeItems, set } from "./store";
+import type { Frame, InboxItem, ItemStatus, Outcome, PendingSummary } from "./protocol";
+import { mergeItems, set } from "./store";
 
 /** Items loaded per `inbox-list` page (the server's cap is 200); *Load more* reads the
- * next page (`nextCursor`). */
+ * next page of the Inbox's filter (`nextCursor`). */
 export const INBOX_PAGE = 50;
 
 interface Page { items: InboxItem[]; nextCursor?: string | null }
@@ -18,34 +18,45 @@ interface Page { items: InboxItem[]; nextCursor?: string | null }
  * disconnected. */
 export async function loadInbox(): Promise<void> {
   const answer = await request<Page>("inbox-list", { limit: INBOX_PAGE });
-  if (answer) {
-    mergeItems(answer.items, true);
-    set({ inboxCursor: answer.nextCursor ?? null });
-  }
+  if (answer) mergeItems(answer.items, true);
 }
 
-/** The next page after the last one loaded. */
-export async function loadMoreInbox(): Promise<void> {
-  const cursor = get().inboxCursor;
-  if (!cursor) return;
-  const answer = await request<Page>("inbox-list", { limit: INBOX_PAGE, cursor });
-  if (answer) {
-    mergeItems(answer.items);
-    set({ inboxCursor: answer.nextCursor ?? null });
-  }
+/** What the Inbox shows: one status (or all), any of some criticalities, all of some tags.
+ * The server filters (`inbox-list`), so a filter finds old items no page has loaded yet. */
+export interface InboxFilter { status: ItemStatus | "ALL"; criticalities: string[]; tags: string[] }
+
+function query(filter: InboxFilter): object {
+  return {
+    status: filter.status === "ALL" ? ["PENDING", "ANSWERED", "DISMISSED", "ARCHIVED"]
+      : [filter.status],
+    ...(filter.criticalities.length ? { criticality: filter.criticalities } : {}),
+    tags: filter.tags,
+    limit: INBOX_PAGE,
+  };
+}
+
+/** The newest page of the items matching `filter` (merged into the loaded ones); the
+ * next page is read with the returned cursor (`null`: no more). */
+export async function loadInboxPage(
+  filter: InboxFilter, cursor: string | null = null,
+): Promise<string | null> {
+  const answer = await request<Page>("inbox-list", { ...query(filter), ...(cursor ? { cursor } : {}) });
+  if (!answer) return cursor;
+  mergeItems(answer.items);
+  return answer.nextCursor ?? null;
+}
+
+/** The user's PENDING items counted by criticality, as they are now (`inbox-summary`): the
+ * counts the Inbox shows, true however few items are loaded. */
+export async function refreshSummary(): Promise<void> {
+  const answer = await tryRequest<PendingSummary>("inbox-summary", {});
+  if (answer.ok) set({ pendingSummary: answer.value });
 }
 
 /** Show one item in the Inbox tab (a vogon checkpoint's link). */
 export function openItem(itemId: string): void {
   set({ tab: "inbox", inboxSelected: itemId });
   void refreshItem(itemId);
-}
-
-/** The ARCHIVED items, on demand (the default list leaves them out). */
-export async function loadArchived(): Promise<void> {
-  const answer = await request<{ items: InboxItem[] }>("inbox-list",
-    { status: ["ARCHIVED"], limit: INBOX_PAGE });
-  if (answer) mergeItems(answer.items);
 }
 
 /** Fetch one item again: a fresh signed URL for its attachment, its newest history. */
@@ -70,6 +81,7 @@ export function onInboxPush(frame: Frame): void {
   }
   const item = frame.data.item as InboxItem;
   mergeItems([item]);
+  void refreshSummary();
   // A delegated item may come as -updated before its -added; announce each addition (a
   // new history step) once.
   const step = `${item.id}#${item.history.length}`;
@@ -125,6 +137,7 @@ async function command(type: string, data: object): Promise<ItemResult> {
   const answer = await tryRequest<{ item: InboxItem }>(type, data);
   if (!answer.ok) return answer;
   mergeItems([answer.value.item]);
+  void refreshSummary();
   return { ok: true };
 }
 

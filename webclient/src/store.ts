@@ -67,8 +67,6 @@ export interface State {
   tab: Tab;
   /** The user's Inbox items by id (inbox.ts loads them on welcome; pushes merge). */
   inbox: Record<string, InboxItem>;
-  /** The `nextCursor` of the last Inbox page loaded: more items follow. */
-  inboxCursor: string | null;
   inboxSelected: string | null;
   /** The last `inbox-pending-summary` (right after each welcome). */
   pendingSummary: PendingSummary | null;
@@ -86,7 +84,6 @@ export const useStore = create<State>(() => ({
   sessions: [],
   tab: "chat",
   inbox: {},
-  inboxCursor: null,
   inboxSelected: null,
   pendingSummary: null,
   ...unbound,
@@ -222,7 +219,9 @@ export function applyEvent(event: StreamEvent): void {
         if (d.role === "assistant" || d.role === "error") {
           after.transcripts = withTranscript(get(), pid, () => ({ streaming: "" }));
         }
-        if (pid === s.chatProcessId && s.focus !== null && d.role !== "user") {
+        // Arthur's lines while his chat is out of sight (a worker focused, another tab).
+        if (pid === s.chatProcessId && (s.focus !== null || s.tab !== "chat")
+            && d.role !== "user") {
           after.unread = get().unread + 1;
         }
         set(after);

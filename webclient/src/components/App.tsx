@@ -3,7 +3,6 @@ import { useDisclosure, useMediaQuery } from "@mantine/hooks";
 import type React from "react";
 
 import { signOut } from "../client";
-import { loadInbox } from "../inbox";
 import { set, useStore, type ConnectionStatus, type Tab } from "../store";
 import { Chat } from "./Chat";
 import { Inbox, usePendingCount } from "./inbox/Inbox";
@@ -56,15 +55,18 @@ export function App() {
 
 function Middle({ wide, pending }: { wide: boolean; pending: number }) {
   const tab = useStore((s) => s.tab);
+  const unread = useStore((s) => s.unread);
+  const focused = useStore((s) => s.focus !== null);
   const shown = !wide || tab !== "workers" ? tab : "chat";
   return (
     <Tabs value={shown} keepMounted={false}
-      onChange={(next) => {
-        if (next === "inbox") void loadInbox();
-        set({ tab: (next ?? "chat") as Tab });
-      }}>
+      onChange={(next) => set({ tab: (next ?? "chat") as Tab,
+        // Arthur's chat is in view again: his new lines are read.
+        ...(next === "chat" && !focused ? { unread: 0 } : {}) })}>
       <Tabs.List grow={!wide} mb="sm">
-        <Tabs.Tab value="chat">Chat</Tabs.Tab>
+        <Tabs.Tab value="chat" rightSection={shown !== "chat" && unread > 0 &&
+          <Badge size="sm" circle data-testid="chat-unread" aria-label={`${unread} new from Arthur`}>
+            {unread}</Badge>}>Chat</Tabs.Tab>
         <Tabs.Tab value="inbox" rightSection={pending > 0 &&
           <Badge size="sm" circle data-testid="inbox-pending">{pending}</Badge>}>Inbox</Tabs.Tab>
         {!wide && <Tabs.Tab value="workers">Workers</Tabs.Tab>}

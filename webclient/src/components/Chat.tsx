@@ -75,7 +75,10 @@ export function Chat() {
               {chatProcessId ? "Back to Arthur" : "Close"}
             </Button>
           </Group>
-          <ScrollArea.Autosize mah="35dvh" mt="xs" type="auto" scrollbars="y">
+          {/* Mantine's autosize content is as wide as its widest line: held to the pane's
+              width, so a long goal in marvin's tree ends in an ellipsis. */}
+          <ScrollArea.Autosize mah="35dvh" mt="xs" type="auto" scrollbars="y"
+            styles={{ content: { minWidth: 0, display: "block" } }}>
             <EngineView process={focused} />
           </ScrollArea.Autosize>
         </Paper>

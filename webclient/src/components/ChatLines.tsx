@@ -139,7 +139,8 @@ function EventCard({ content }: { content: string }) {
   const processes = useStore((s) => s.processes);
   if (!tagged) return <Text size="sm" c="dimmed" data-role="event">{content}</Text>;
   const source = tagged.attrs.sourceProcessId;
-  const who = source ? processes[source]?.name ?? source : tagged.attrs.title ?? tagged.attrs.name;
+  const who = source ? tagged.attrs.sourceName ?? processes[source]?.name ?? source
+    : tagged.attrs.title ?? tagged.attrs.name;
   const kind = tagged.attrs.type ?? tagged.attrs.status ?? "";
   return (
     <Paper withBorder p="sm" radius="md" bg="gray.0" data-role="event">

@@ -138,7 +138,9 @@ function MarvinTree({ tree }: { tree: TaskTree }) {
   const renderNode = ({ node, expanded, hasChildren, elementProps }: RenderTreeNodePayload) => {
     const n = tree.nodes[node.value];
     return (
-      <Group gap={6} wrap="nowrap" {...elementProps} data-testid="task-node"
+      // minWidth 0 lets a long goal end in an ellipsis on a narrow screen.
+      <Group gap={6} wrap="nowrap" {...elementProps}
+        style={{ ...elementProps.style, minWidth: 0, overflow: "hidden" }} data-testid="task-node"
         data-node={n.id} data-status={n.status} data-kind={n.kind}>
         <Text size="xs" w={12} aria-hidden style={{ flexShrink: 0 }}>
           {hasChildren ? (expanded ? "▾" : "▸") : ""}</Text>

@@ -2,7 +2,7 @@ import { Button, JsonInput, Modal, Select, Stack, Textarea, TextInput } from "@m
 import { useDisclosure } from "@mantine/hooks";
 import { useEffect, useState } from "react";
 
-import { createProcess, processChoices } from "../client";
+import { createProcess, type ProcessChoices, processChoices } from "../client";
 import { useStore } from "../store";
 
 /** A JSON object, or `undefined` for an empty field; `null` when it is no object. */
@@ -19,35 +19,40 @@ function paramsOf(text: string): Record<string, unknown> | undefined | null {
 
 /** Start a process in the bound session (`process-create`): a recipe (`recipe-list`) or
  * an engine (`think-engines-list`), its goal, an optional name and engine params (a JSON
- * object, e.g. vogon's `{"strategy": "draft-review"}`). The new process is
+ * object, e.g. vogon's `{"strategy": "draft-review"}`), and for marvin a workflow template
+ * (`template-list`). The new process is
  * focused, so what is typed next goes to it. */
 export function NewProcess() {
   const sessionId = useStore((s) => s.sessionId);
   const [opened, { open, close }] = useDisclosure(false);
-  const [choices, setChoices] = useState<{ recipes: string[]; engines: string[] }>(
-    { recipes: [], engines: [] });
+  const [choices, setChoices] = useState<ProcessChoices>(
+    { recipes: [], engines: [], templates: [] });
   const [what, setWhat] = useState<string | null>(null);
   const [goal, setGoal] = useState("");
   const [name, setName] = useState("");
   const [params, setParams] = useState("");
+  const [template, setTemplate] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
   useEffect(() => {
     if (opened) void processChoices().then(setChoices);
   }, [opened]);
   if (!sessionId) return null;
+  const [kind, value] = what ? what.split(":", 2) : ["", ""];
+  const engine = kind === "engine" ? value : choices.recipes.find((r) => r.name === value)?.engine;
+  const marvin = engine === "marvin" || engine === "deep-think";
   const submit = async () => {
     const parsed = paramsOf(params);
     if (!what || !goal.trim() || parsed === null) return;
     setBusy(true);
-    const [kind, value] = what.split(":", 2);
     const ok = await createProcess(kind === "engine" ? { engine: value } : { recipe: value },
-      goal.trim(), name.trim(), parsed);
+      goal.trim(), name.trim(), parsed, (marvin && template) || undefined);
     setBusy(false);
     if (ok) {
       close();
       setGoal("");
       setName("");
       setParams("");
+      setTemplate(null);
     }
   };
   return (
@@ -58,9 +63,12 @@ export function NewProcess() {
           <Stack>
             <Select label="Recipe or engine" searchable required value={what} onChange={setWhat}
               placeholder="Pick one" data={[
-                { group: "Recipes", items: choices.recipes.map((r) => ({ value: `recipe:${r}`, label: r })) },
+                { group: "Recipes", items: choices.recipes.map((r) => ({ value: `recipe:${r.name}`, label: r.name })) },
                 { group: "Engines", items: choices.engines.map((e) => ({ value: `engine:${e}`, label: e })) },
               ]} />
+            {marvin && choices.templates.length > 0 && (
+              <Select label="Workflow template" placeholder="none: marvin plans the tree"
+                clearable value={template} onChange={setTemplate} data={choices.templates} />)}
             <Textarea label="Goal" required autosize minRows={2} maxRows={8} value={goal}
               onChange={(e) => setGoal(e.currentTarget.value)} />
             <TextInput label="Name" placeholder="optional" value={name}

@@ -3,26 +3,20 @@ import {
 } from "@mantine/core";
 import { useEffect, useMemo, useState } from "react";
 
-import { askNotificationPermission, loadArchived, loadMoreInbox, refreshItem } from "../../inbox";
-import type { Criticality, InboxItem, ItemStatus } from "../../protocol";
+import {
+  askNotificationPermission, type InboxFilter, loadInboxPage, refreshItem, refreshSummary,
+} from "../../inbox";
+import type { Criticality, ItemStatus } from "../../protocol";
 import { set, useStore } from "../../store";
 import { CRITICALITY_COLOR, ItemView, STATUS_COLOR } from "./ItemView";
 
 const STATUSES: ItemStatus[] = ["PENDING", "ANSWERED", "DISMISSED", "ARCHIVED"];
 const CRITICALITIES: Criticality[] = ["CRITICAL", "NORMAL", "LOW"];
 
-function count<T extends string>(items: InboxItem[], key: (i: InboxItem) => T[]): Map<T, number> {
-  const counts = new Map<T, number>();
-  for (const item of items) for (const k of key(item)) counts.set(k, (counts.get(k) ?? 0) + 1);
-  return counts;
-}
-
-/** The PENDING items of the user, for the tab's badge. */
+/** The PENDING items of the user, for the tab's badge: the server's count (the pending
+ * summary), not only the loaded ones. */
 export function usePendingCount(): number {
-  const me = useStore((s) => s.welcome?.userId);
-  const inbox = useStore((s) => s.inbox);
-  return Object.values(inbox).filter((i) => i.status === "PENDING" && i.assignedToUserId === me)
-    .length;
+  return useStore((s) => s.pendingSummary?.totalPending ?? 0);
 }
 
 function NotifyButton() {
@@ -38,34 +32,51 @@ function NotifyButton() {
   );
 }
 
-/** The Inbox: filters by status, criticality and tag (each with its count), the items
- * newest first, and the selected item's renderer. Items delegated away leave the list. */
+/** The Inbox: filters by status, criticality and tag, applied by the server and paged
+ * (*Load more*), the items newest first, and the selected item's renderer. The counts are
+ * the server's PENDING counts (`inbox-summary`); tags show no count, since only the
+ * loaded items' tags are known. Items delegated away leave the list. */
 export function Inbox() {
   const me = useStore((s) => s.welcome?.userId);
+  const welcome = useStore((s) => s.welcome);
   const inbox = useStore((s) => s.inbox);
+  const summary = useStore((s) => s.pendingSummary);
   const [status, setStatus] = useState<ItemStatus | "ALL">("PENDING");
   const [criticalities, setCriticalities] = useState<string[]>([]);
   const [tags, setTags] = useState<string[]>([]);
   const selected = useStore((s) => s.inboxSelected);
-  const more = useStore((s) => s.inboxCursor !== null);
+  const [cursor, setCursor] = useState<string | null>(null);
   const [loading, setLoading] = useState(false);
+  const filter: InboxFilter = useMemo(() => ({ status, criticalities, tags }),
+    [status, criticalities, tags]);
+
+  // The first page of each filter (again after each welcome, which reloads the Inbox).
+  useEffect(() => {
+    let current = true;
+    setLoading(true);
+    void loadInboxPage(filter).then((next) => { if (current) setCursor(next); })
+      .finally(() => { if (current) setLoading(false); });
+    void refreshSummary();
+    return () => { current = false; };
+  }, [filter, welcome]);
+  const loadMore = () => {
+    setLoading(true);
+    void loadInboxPage(filter, cursor).then(setCursor).finally(() => setLoading(false));
+  };
 
   const mine = useMemo(() => Object.values(inbox)
     .filter((i) => i.assignedToUserId === me)
     .sort((a, b) => b.createdAt.localeCompare(a.createdAt) || b.id.localeCompare(a.id)),
   [inbox, me]);
-  const byStatus = count(mine, (i) => [i.status]);
-  const inStatus = mine.filter((i) => status === "ALL" || i.status === status);
-  const byCriticality = count(inStatus, (i) => [i.criticality]);
-  const byTag = count(inStatus, (i) => i.tags);
-  const shown = inStatus.filter((i) =>
-    (criticalities.length === 0 || criticalities.includes(i.criticality))
+  const knownTags = [...new Set([...mine.flatMap((i) => i.tags), ...tags])].sort();
+  const shown = mine.filter((i) => (status === "ALL" || i.status === status)
+    && (criticalities.length === 0 || criticalities.includes(i.criticality))
     && tags.every((t) => i.tags.includes(t)));
   const item = selected ? inbox[selected] : undefined;
+  const pendingBy = (c: Criticality) =>
+    status === "PENDING" && tags.length === 0 && summary ? ` (${summary.byCriticality[c] ?? 0})`
+      : "";
 
-  useEffect(() => {
-    if (status === "ARCHIVED" || status === "ALL") void loadArchived();
-  }, [status]);
   const select = (id: string) => {
     set({ inboxSelected: id });
     void refreshItem(id); // a fresh signed URL and the newest history
@@ -79,21 +90,22 @@ export function Inbox() {
             <Group gap={4} aria-label="Status">
               {[...STATUSES, "ALL" as const].map((st) => (
                 <Chip key={st} value={st} size="xs" color={st === "ALL" ? "blue" : STATUS_COLOR[st]}>
-                  {st.toLowerCase()} ({st === "ALL" ? mine.length : byStatus.get(st) ?? 0})</Chip>))}
+                  {st.toLowerCase()}{st === "PENDING" && summary ? ` (${summary.totalPending})` : ""}
+                </Chip>))}
             </Group>
           </Chip.Group>
           <Chip.Group multiple value={criticalities} onChange={setCriticalities}>
             <Group gap={4} aria-label="Criticality">
               {CRITICALITIES.map((c) => (
                 <Chip key={c} value={c} size="xs" color={CRITICALITY_COLOR[c]}>
-                  {c.toLowerCase()} ({byCriticality.get(c) ?? 0})</Chip>))}
+                  {c.toLowerCase()}{pendingBy(c)}</Chip>))}
             </Group>
           </Chip.Group>
-          {byTag.size > 0 && (
+          {knownTags.length > 0 && (
             <Chip.Group multiple value={tags} onChange={setTags}>
               <Group gap={4} aria-label="Tags">
-                {[...byTag].sort().map(([t, n]) => (
-                  <Chip key={t} value={t} size="xs" variant="outline">#{t} ({n})</Chip>))}
+                {knownTags.map((t) => (
+                  <Chip key={t} value={t} size="xs" variant="outline">#{t}</Chip>))}
               </Group>
             </Chip.Group>
           )}
@@ -120,10 +132,9 @@ export function Inbox() {
                 </UnstyledButton>
               ))}
             </Stack>
-            {more && (
+            {cursor && (
               <Button variant="subtle" size="compact-sm" mt={4} loading={loading}
-                onClick={() => { setLoading(true); void loadMoreInbox().finally(() => setLoading(false)); }}>
-                Load more</Button>)}
+                onClick={loadMore}>Load more</Button>)}
           </ScrollArea.Autosize>
         </Stack>
       </Grid.Col>
