@@ -160,15 +160,23 @@ def test_the_procfile_of_a_plain_install_streams_a_reply_over_a_websocket(procfi
         created = client.request("session-create", title="plain install")
         pid = created["chatProcessId"]
         client.request("process-steer", targetThinkProcessId=pid, content="hello")
-        events = client.until(lambda ev: any(
-            e["type"] == "chat-message" and e["data"]["role"] == "assistant"
-            and DEMO in e["data"]["content"] for e in ev), timeout=60)
+
+        def lines(events: list[dict], role: str) -> list[dict]:
+            return [e for e in events if e["type"] == "chat-message" and e["data"]["role"] == role]
+
+        def answered(events: list[dict]) -> bool:  # the answer to "hello", after the welcome
+            said = [e["seq"] for e in lines(events, "user") if e["data"]["content"] == "hello"]
+            return bool(said) and any(e["seq"] > said[0] for e in lines(events, "assistant"))
+
+        events = client.until(answered, timeout=60)
     finally:
         client.close()
-    answer = next(e["data"]["content"] for e in events if e["type"] == "chat-message"
-                  and e["data"]["role"] == "assistant" and DEMO in e["data"]["content"])
-    tokens = [e["data"]["text"] for e in events if e["type"] == "token" and e["processId"] == pid]
+    welcome, reply = lines(events, "assistant")[0], lines(events, "assistant")[-1]
+    answer = reply["data"]["content"]
+    tokens = [e["data"]["text"] for e in events if e["type"] == "token"
+              and e["processId"] == pid and welcome["seq"] < e["seq"] < reply["seq"]]
     assert len(tokens) > 1 and answer in "".join(tokens)  # streamed word by word, then committed
+    assert DEMO in answer
     assert "hello" in answer
 
     # Flower: on, behind its basic auth (the HTML UI and the JSON API alike).
