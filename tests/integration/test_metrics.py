@@ -17,8 +17,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.helpers import wait_for
-from tests.integration.conftest import Cluster, Worker
-from tests.integration.gateways import Gateway, Stack
+from tests.integration.conftest import Worker
+from tests.integration.gateways import Gateway, Stack, running_stack
 
 TURNS = 50
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -56,15 +56,8 @@ def free_port() -> int:
 
 @pytest.fixture
 def stack(tmp_path: Path, redis_url: str) -> Iterator[Stack]:
-    cluster = Cluster(tmp_path, redis_url, VANCETOPE_METRICS_TOKEN="scrape-me")
-    try:
-        stack = Stack(cluster)
-        try:
-            yield stack
-        finally:
-            stack.stop()
-    finally:
-        cluster.close()
+    with running_stack(tmp_path, redis_url, VANCETOPE_METRICS_TOKEN="scrape-me") as stack:
+        yield stack
 
 
 @pytest.mark.redis

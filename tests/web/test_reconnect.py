@@ -13,28 +13,56 @@ from tests.web.ui import create_session
 LINES = "[data-testid=transcript] > [data-role]"
 
 
-def test_a_socket_cut_mid_stream_loses_nothing(server, page, browser, shoot):
-    cut = threading.Event()
-    cut_armed = threading.Event()
-    sockets: list[object] = []
+class Relay:
+    """Routes a page's ``/ws`` through the test (Playwright's WebSocket routing): every
+    frame down passes ``watch`` (which may ``cut``) and on to the page; ``cut`` closes the
+    tab's sockets and keeps new ones away until ``back``."""
 
-    def route(ws) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, page, watch=None) -> None:  # type: ignore[no-untyped-def]
+        self.connections = 0
+        self._open: list[tuple[object, object]] = []
+        self.away = threading.Event()
+        self._watch = watch or (lambda frame: None)
+        page.route_web_socket(re.compile(r"/ws$"), self._route)
+
+    def _route(self, ws) -> None:  # type: ignore[no-untyped-def]
+        if self.away.is_set():
+            ws.close(code=1011, reason="the test keeps this tab away")
+            return
         upstream = ws.connect_to_server()
-        sockets.append(ws)
+        self.connections += 1
+        self._open.append((ws, upstream))
 
         def down(message) -> None:  # type: ignore[no-untyped-def]
-            frame = json.loads(message)
             ws.send(message)
-            if (cut_armed.is_set() and not cut.is_set() and frame["type"] == "event"
-                    and frame["data"]["type"] == "token"):
-                cut.set()
-                ws.close(code=4000, reason="cut by the test")
-                upstream.close()
+            self._watch(json.loads(message))
 
         ws.on_message(lambda message: upstream.send(message))
         upstream.on_message(down)
 
-    page.route_web_socket(re.compile(r"/ws$"), route)
+    def cut(self, keep_away: bool = True) -> None:
+        if keep_away:
+            self.away.set()
+        cut, self._open = self._open, []
+        for ws, upstream in cut:
+            ws.close(code=4000, reason="cut by the test")
+            upstream.close()
+
+    def back(self) -> None:
+        self.away.clear()
+
+
+def test_a_socket_cut_mid_stream_loses_nothing(server, page, browser, shoot):
+    cut = threading.Event()
+    cut_armed = threading.Event()
+
+    def watch(frame: dict) -> None:
+        if (cut_armed.is_set() and not cut.is_set() and frame["type"] == "event"
+                and frame["data"]["type"] == "token"):
+            cut.set()
+            relay.cut(keep_away=False)
+
+    relay = Relay(page, watch)
     page.goto(server.sign_in_url)
     create_session(page, "reconnect")
     page.get_by_text("Hi, I'm Arthur").wait_for()
@@ -43,7 +71,7 @@ def test_a_socket_cut_mid_stream_loses_nothing(server, page, browser, shoot):
     page.get_by_label("Message to Arthur").fill("tell me something long")
     page.keyboard.press("Enter")
     page.locator("[data-role=assistant]").filter(has_text="You said").wait_for()
-    assert cut.is_set() and len(sockets) >= 2  # it was cut, and the client came back
+    assert cut.is_set() and relay.connections >= 2  # it was cut, and the client came back
     page.get_by_test_id("connection").get_by_text("connected").wait_for()
     page.get_by_label("Message to Arthur").fill("and one more")
     page.keyboard.press("Enter")
@@ -67,26 +95,9 @@ def test_a_tab_that_missed_trimmed_events_reloads_the_history(server, page, brow
     """The log keeps 200 events (conftest); while this tab is away another tab of the user
     gets three replies (≈250 events), so the resume answers ``events-gap`` and the tab
     reloads the chat history — and ends in step with the other tab."""
-    blocked = threading.Event()
-    open_sockets: list[tuple[object, object]] = []
     gaps: list[dict] = []
-
-    def route(ws) -> None:  # type: ignore[no-untyped-def]
-        if blocked.is_set():
-            ws.close(code=1011, reason="the test keeps this tab away")
-            return
-        upstream = ws.connect_to_server()
-        open_sockets.append((ws, upstream))
-
-        def down(message) -> None:  # type: ignore[no-untyped-def]
-            if json.loads(message)["type"] == "events-gap":
-                gaps.append(json.loads(message)["data"])
-            ws.send(message)
-
-        ws.on_message(lambda message: upstream.send(message))
-        upstream.on_message(down)
-
-    page.route_web_socket(re.compile(r"/ws$"), route)
+    relay = Relay(page, lambda frame: gaps.append(frame["data"])
+                  if frame["type"] == "events-gap" else None)
     page.goto(server.sign_in_url)
     create_session(page, "gap")
     page.get_by_text("Hi, I'm Arthur").wait_for()
@@ -97,16 +108,13 @@ def test_a_tab_that_missed_trimmed_events_reloads_the_history(server, page, brow
         busy.goto(server.sign_in_url)
         busy.get_by_role("button", name="gap").click()
         busy.get_by_text("Hi, I'm Arthur").wait_for()
-        blocked.set()
-        for ws, upstream in open_sockets:
-            ws.close(code=4000, reason="cut by the test")
-            upstream.close()
+        relay.cut()
         page.get_by_test_id("connection").get_by_text("reconnecting").wait_for()
         for n in range(3):
             busy.get_by_label("Message to Arthur").fill(f"message number {n}")
             busy.keyboard.press("Enter")
             busy.locator("[data-role=assistant]").filter(has_text=f"number {n}").wait_for()
-        blocked.clear()
+        relay.back()
         page.locator("[data-role=assistant]").filter(has_text="number 2").wait_for()
         assert gaps and gaps[0]["firstAvailable"] > gaps[0]["requestedAfter"] + 1, gaps
         assert page.locator(LINES).all_inner_texts() == busy.locator(LINES).all_inner_texts()
@@ -115,26 +123,11 @@ def test_a_tab_that_missed_trimmed_events_reloads_the_history(server, page, brow
 
 
 def test_a_session_closed_elsewhere_while_away_is_not_shown_as_live(server, page, browser):
-    sockets: list[tuple[object, object]] = []
-    blocked = threading.Event()
-
-    def route(ws) -> None:  # type: ignore[no-untyped-def]
-        if blocked.is_set():
-            ws.close(code=1011, reason="the test keeps this tab away")
-            return
-        upstream = ws.connect_to_server()
-        sockets.append((ws, upstream))
-        ws.on_message(lambda message: upstream.send(message))
-        upstream.on_message(lambda message: ws.send(message))
-
-    page.route_web_socket(re.compile(r"/ws$"), route)
+    relay = Relay(page)
     page.goto(server.sign_in_url)
     create_session(page, "closed elsewhere")
     page.get_by_text("Hi, I'm Arthur").wait_for()
-    blocked.set()
-    for ws, upstream in sockets:  # away…
-        ws.close(code=4000, reason="cut by the test")
-        upstream.close()
+    relay.cut()  # away…
     other = browser.new_context()
     try:
         closer = other.new_page()  # …while another tab closes it
@@ -145,7 +138,7 @@ def test_a_session_closed_elsewhere_while_away_is_not_shown_as_live(server, page
         closer.get_by_role("button", name="closed elsewhere").get_by_text("CLOSED", exact=True).wait_for()
     finally:
         other.close()
-    blocked.clear()
+    relay.back()
     page.get_by_text("Open a session on the left").wait_for()
     page.get_by_role("button", name="closed elsewhere").get_by_text("CLOSED", exact=True).wait_for()
 
@@ -156,33 +149,17 @@ def test_a_task_tree_drawn_before_a_gap_is_read_again_from_the_committed_state(
     while the tree finishes and another tab trims the event log; back, it gets
     ``events-gap``, reads the processes again, and draws the finished tree — as the other
     tab does."""
-    blocked = threading.Event()
     armed = threading.Event()
-    open_sockets: list[tuple[object, object]] = []
     gaps: list[dict] = []
 
-    def route(ws) -> None:  # type: ignore[no-untyped-def]
-        if blocked.is_set():
-            ws.close(code=1011, reason="the test keeps this tab away")
-            return
-        upstream = ws.connect_to_server()
-        open_sockets.append((ws, upstream))
+    def watch(frame: dict) -> None:
+        if frame["type"] == "events-gap":
+            gaps.append(frame["data"])
+        if armed.is_set() and not relay.away.is_set() and frame["type"] == "event" \
+                and frame["data"]["type"] == "task-node":
+            relay.cut()
 
-        def down(message) -> None:  # type: ignore[no-untyped-def]
-            frame = json.loads(message)
-            if frame["type"] == "events-gap":
-                gaps.append(frame["data"])
-            ws.send(message)
-            if armed.is_set() and not blocked.is_set() and frame["type"] == "event" \
-                    and frame["data"]["type"] == "task-node":
-                blocked.set()
-                ws.close(code=4000, reason="cut by the test")
-                upstream.close()
-
-        ws.on_message(lambda message: upstream.send(message))
-        upstream.on_message(down)
-
-    page.route_web_socket(re.compile(r"/ws$"), route)
+    relay = Relay(page, watch)
     page.goto(server.sign_in_url)
     create_session(page, "tree gap")
     page.get_by_text("Hi, I'm Arthur").wait_for()
@@ -204,7 +181,7 @@ def test_a_task_tree_drawn_before_a_gap_is_read_again_from_the_committed_state(
             busy.get_by_label("Message to Arthur").fill(f"message number {n}")
             busy.keyboard.press("Enter")
             busy.locator("[data-role=assistant]").filter(has_text=f"number {n}").wait_for()
-        blocked.clear()
+        relay.back()
         page.locator("[data-role=assistant]").filter(has_text="number 2").wait_for()
         assert gaps, "the tab was not told of the gap"
         page.locator(card).get_by_role("button", name="open demo-research").click()
