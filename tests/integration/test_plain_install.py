@@ -179,6 +179,12 @@ def test_the_procfile_of_a_plain_install_streams_a_reply_over_a_websocket(procfi
     assert DEMO in answer
     assert "hello" in answer
 
+    # The web client ships inside the package: the plain install serves it, script and all.
+    status, page = http_get(where["web"], "/")
+    assert status == 200 and b'<div id="root">' in page, page[:200]
+    script = re.search(rb'src="(/assets/index-[^"]+\.js)"', page)
+    assert script and http_get(where["web"], script.group(1).decode())[0] == 200
+
     # Flower: on, behind its basic auth (the HTML UI and the JSON API alike).
     wait_for(lambda: honcho.alive() and http_get(where["flower"], "/")[0] == 401, timeout=60,
              interval=0.2, what="Flower to refuse a request without credentials")
