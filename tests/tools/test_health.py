@@ -4,6 +4,7 @@ LLM, DOWN servers not listed and refused at once, the probe bringing them back."
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import subprocess
@@ -225,6 +226,7 @@ def test_a_call_that_finds_its_server_gone_marks_it_down(service: ToolHealthServ
 
 def test_refused_credentials_are_auth_and_never_logged(
         service: ToolHealthService, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, logger="httpx2")  # its line per request names the URL
     token = "tok-" + os.urandom(8).hex()
     echo = HttpEcho(free_port(), {"MCP_ECHO_TOKEN": token})
     echo.start()
@@ -239,6 +241,7 @@ def test_refused_credentials_are_auth_and_never_logged(
             HealthState.DOWN, HealthCause.AUTH)
         assert "HTTP 401" in down.reason and token not in down.reason
         assert token not in caplog.text
+        assert any(r.name == "httpx2" and "/mcp?…" in r.getMessage() for r in caplog.records)
         right = McpServerConfig(name="web", transport="http", url=echo.url,
                                 headers={"Authorization": f"Bearer {token}"}, timeout=TIMEOUT)
         with McpRegistry([right]) as registry:

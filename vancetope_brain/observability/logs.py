@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import sys
 from collections.abc import Iterator
 from contextvars import ContextVar
@@ -98,6 +99,38 @@ class QuietMaintenance(logging.Filter):
 
 QUIETED_LOGGERS = ("celery.app.trace", "celery.worker.strategy", "celery.beat")
 """Where ``QuietMaintenance`` sits."""
+
+
+_QUERY = re.compile(r"(https?://[^\s'\"?]+)\?[^\s'\"]*")
+
+HTTP_CLIENT_LOGGERS = ("httpx", "httpx2")
+"""The HTTP clients' loggers (the openai client's, the MCP SDK's): their INFO line per
+request carries the URL, whose query string may hold a key (``?api-key=``, ``?k=``)."""
+
+
+def scrub(text: str) -> str:
+    """``text`` without URL query strings (where a careless server config keeps a key)."""
+    return _QUERY.sub(r"\1?…", text)
+
+
+class ScrubUrlQueries(logging.Filter):
+    """Renders a record's message with every URL's query string cut off."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.msg, record.args = scrub(record.getMessage()), None
+        return True
+
+
+def scrub_http_client_logs() -> None:
+    """Install ``ScrubUrlQueries`` on the HTTP clients' loggers (idempotent); on the
+    loggers themselves, so every handler — a test's capture too — gets the scrubbed line."""
+    for name in HTTP_CLIENT_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, ScrubUrlQueries) for f in logger.filters):
+            logger.addFilter(ScrubUrlQueries())
+
+
+scrub_http_client_logs()  # on import: whatever configures logging, no query string leaks
 
 
 def json_formatter() -> logging.Formatter:

@@ -325,14 +325,6 @@ def replace_health(record: ToolHealth, **changes: Any) -> ToolHealth:
     return ToolHealth.model_validate({**record.model_dump(), **changes})
 
 
-_QUERY = re.compile(r"(https?://[^\s'\"?]+)\?[^\s'\"]*")
-
-
-def scrub(text: str) -> str:
-    """``text`` without URL query strings (where a careless server config keeps a key)."""
-    return _QUERY.sub(r"\1?…", text)
-
-
 def _reason(failure: Failure) -> str:
     text = f"{failure.step}: {failure.summary} (after {failure.seconds:.1f} s)"
     return text if len(text) <= REASON_LIMIT else text[:REASON_LIMIT - 1] + "…"

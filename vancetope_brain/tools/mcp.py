@@ -69,6 +69,7 @@ from vancetope_brain.errors import ConfigError
 from vancetope_brain.llm import ToolSpec
 from vancetope_brain.models.steer import ToolCallStatus
 from vancetope_brain.models.tool_health import HealthCause
+from vancetope_brain.observability.logs import scrub
 from vancetope_brain.recipes.model import Role
 from vancetope_brain.tools import dispatcher  # the module, not its names: it may import this one
 from vancetope_brain.tools.health import (
@@ -76,7 +77,6 @@ from vancetope_brain.tools.health import (
     Step,
     classify,
     classify_text,
-    scrub,
     status_cause,
 )
 
