@@ -223,7 +223,7 @@ class Config:
             demo_token_delay=_number(env, "VANCETOPE_DEMO_TOKEN_DELAY", float, 0.0),
             tool_probe_backoff=_number(env, "VANCETOPE_TOOL_PROBE_BACKOFF", float, 0.1),
             tool_probe_backoff_max=_number(env, "VANCETOPE_TOOL_PROBE_BACKOFF_MAX", float, 0.1),
-            show_down_tools=_down_tools(env),
+            show_down_tools=_choice(env, "VANCETOPE_DOWN_TOOLS", ("hide", "show")) == "show",
             log_format=_choice(env, "VANCETOPE_LOG_FORMAT", ("text", "json")),
             metrics_port=_number(env, "VANCETOPE_METRICS_PORT", int, 0)
             if env.get("VANCETOPE_METRICS_PORT") else None,
@@ -235,13 +235,6 @@ class Config:
     def base_url(self) -> str:
         """Where clients reach this deployment (``VANCETOPE_PUBLIC_URL`` or host and port)."""
         return self.public_url or f"http://{self.host}:{self.port}"
-
-
-def _down_tools(env: Mapping[str, str]) -> bool:
-    mode = (env.get("VANCETOPE_DOWN_TOOLS") or "hide").lower()
-    if mode not in ("hide", "show"):
-        raise ConfigError(f"VANCETOPE_DOWN_TOOLS={mode!r} must be hide or show")
-    return mode == "show"
 
 
 def _smtp(env: Mapping[str, str]) -> SmtpConfig | None:
