@@ -8,7 +8,10 @@ Configuration comes from the environment exactly as for a worker pod
 
 The worker is ``create_celery(Config.from_env(), model_for=…)`` + ``app.worker_main``,
 i.e. the same tasks, queues, acks and prefetch as production; only the model differs
-(``ZeroLatencyModel``: answers at once, streams its answer as one token).
+(``ZeroLatencyModel``: answers at once, streams its answer as one token). With
+``BENCH_MODEL=paced:TOKENS:SECONDS`` in the environment (``llm_load.py`` sets it) the model
+is ``vancetope_brain.llm.testing.PacedModel``: TOKENS numbered, time-stamped tokens streamed
+over SECONDS, waiting between them like a network read.
 
 Instrumentation (cheap, outside the product code): Celery's ``task_prerun`` /
 ``task_postrun`` signals count lane-turn outcomes (committed, busy, nothing, …) and
@@ -33,13 +36,25 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from _timing import Timer, instrument_worker  # noqa: E402
 
-from vancetope_brain.llm.base import LlmMessage, LlmResponse, TokenSink, ToolSpec  # noqa: E402
+from vancetope_brain.llm.base import (  # noqa: E402
+    ChatModel,
+    LlmMessage,
+    LlmResponse,
+    TokenSink,
+    ToolCall,
+    ToolSpec,
+)
 
 REPLY = "pong"
+RESPOND_CALL = ToolCall("bench-1", "respond",
+                        json.dumps({"message": REPLY, "awaiting_user_input": False}))
 
 
 class ZeroLatencyModel:
-    """A ChatModel that answers immediately with a fixed text, streamed as one token."""
+    """A ChatModel that answers immediately with a fixed reply, streamed as one token: through
+    the ``respond`` tool when it is offered (a chat engine's turn requires it; a plain-text
+    answer would be sent back once and cost a second model step and a stream-reset event),
+    else as text."""
 
     name = "bench-zero-latency"
 
@@ -47,10 +62,27 @@ class ZeroLatencyModel:
                  on_token: TokenSink | None = None) -> LlmResponse:
         if on_token is not None:
             on_token(REPLY)
+        if any(t.name == RESPOND_CALL.name for t in tools or ()):
+            return LlmResponse(content="", tool_calls=(RESPOND_CALL,),
+                               finish_reason="tool_calls", model=self.name)
         return LlmResponse(content=REPLY, model=self.name)
 
 
 MODEL = ZeroLatencyModel()
+
+
+def _model() -> ChatModel:
+    """The model of this worker: ``BENCH_MODEL`` = ``zero`` (default) or
+    ``paced:TOKENS:SECONDS``."""
+    spec = os.environ.get("BENCH_MODEL", "zero")
+    if spec == "zero":
+        return MODEL
+    kind, _, shape = spec.partition(":")
+    tokens, _, seconds = shape.partition(":")
+    if kind != "paced" or not tokens.isdigit():
+        raise SystemExit(f"BENCH_MODEL={spec!r}: expected zero or paced:TOKENS:SECONDS")
+    from vancetope_brain.llm.testing import PacedModel
+    return PacedModel(int(tokens), float(seconds or 2.0), name="bench-paced")
 
 
 class _Stats:
@@ -73,7 +105,8 @@ def _install_instrumentation(app, redis_url: str, parts: bool) -> None:  # type:
     import redis
     from celery import signals
 
-    from workers.tasks import LANE_TURN
+    # By name, not imported: ``--source`` may run a checkout from before the shard task.
+    lane_tasks = {"vancetope.lane_shard", "vancetope.lane_turn"}
 
     def flush_loop(key: str) -> None:
         client = redis.Redis.from_url(redis_url)
@@ -95,7 +128,7 @@ def _install_instrumentation(app, redis_url: str, parts: bool) -> None:  # type:
 
     @signals.task_prerun.connect(weak=False)
     def _prerun(task_id=None, task=None, **_):  # type: ignore[no-untyped-def]
-        if task is not None and task.name == LANE_TURN:
+        if task is not None and task.name in lane_tasks:
             ensure_started()
             now = time.perf_counter_ns()
             with STATS.lock:
@@ -105,11 +138,16 @@ def _install_instrumentation(app, redis_url: str, parts: bool) -> None:  # type:
 
     @signals.task_postrun.connect(weak=False)
     def _postrun(task_id=None, task=None, retval=None, state=None, **_):  # type: ignore[no-untyped-def]
-        if task is not None and task.name == LANE_TURN:
+        if task is not None and task.name in lane_tasks:
             end = time.perf_counter_ns()
             with STATS.lock:
                 start = STATS.started.pop(task_id, None)
-                STATS.outcomes[str(retval) if state == "SUCCESS" else f"state:{state}"] += 1
+                if state != "SUCCESS":
+                    STATS.outcomes[f"state:{state}"] += 1
+                else:  # a shard task returns the outcomes of its turns
+                    for outcome in retval if isinstance(retval, list) else [retval]:
+                        STATS.outcomes[str(outcome)] += 1
+                STATS.outcomes["(lane tasks)"] += 1
                 STATS.last_end = end
             if start is not None:
                 STATS.timer.record("(lane task body)", end - start)
@@ -138,7 +176,8 @@ def main(argv: list[str] | None = None) -> int:
     from workers.celery_app import create_celery
 
     config = Config.from_env()
-    app = create_celery(config, model_for=lambda process: MODEL)
+    model = _model()
+    app = create_celery(config, model_for=lambda process: model)
     if args.no_task_events:
         app.conf.worker_send_task_events = False
     _NAME[0] = args.name

@@ -4,11 +4,12 @@
 
 What runs (all on 127.0.0.1, nothing else is contacted):
 
-- Redis: the one at ``--redis-url`` (default ``redis://127.0.0.1:6379/8``; the database is
-  FLUSHED at start and at the end — tests use db 9, which is refused).
-- Store: a fresh SQLite file in a temporary directory.
-- Gateway: ``vancetope_gateway.wsgi:app`` in its own OS process, under gunicorn
-  ``gthread`` (1 worker, ``--processes + 16`` threads: flask-sock holds one thread per open
+- Redis: a database of 127.0.0.1:6379 claimed for this run like a test run's (see
+  ``benchmarks/_redis.py``; ``--redis-url`` pins one); it is FLUSHED at start and at the end.
+- Store: a fresh SQLite file in a temporary directory (``--store-from FILE``: a copy of FILE).
+- Gateway: ``vancetope_gateway.wsgi:app`` in its own OS process, under gunicorn with the
+  Procfile's ``GatewayWorker`` (gthread; 1 worker, ``--processes + 16`` threads, which a
+  checkout from before the socket hub needs: there flask-sock held one thread per open
   WebSocket) on a listening socket this script binds to an ephemeral port and hands over
   as ``fd://N``; ``--server werkzeug`` uses werkzeug's threaded ``make_server`` instead.
 - Workers: ``--workers`` Celery worker OS processes started by ``benchmarks/bench_worker.py``
@@ -22,16 +23,21 @@ What runs (all on 127.0.0.1, nothing else is contacted):
 - Client: this process, one thread, a selector over ``--processes`` WebSocket connections
   (wsproto frames on plain sockets, so the client's own cost stays small and measurable).
   One connection per session, because a connection is bound to one session at a time.
-  Each connection sends ``session-create`` (one session = one chat process, engine
-  ``ford``) and waits until the process's INIT turn has ended.
+  Each connection sends ``session-create`` (one session = one chat process, of the
+  ``session.defaultChatEngine``: ``arthur`` today, which answers through the ``respond``
+  tool and sees its chat up to ``arthur.maxContextTokens``) and waits until the process's
+  INIT turn has ended.
 
 The zero-latency model answers "pong" at once and streams it as one token, so a turn
 publishes 5 events: status-changed INIT/IDLE→RUNNING, token, chat-message (user),
 chat-message (assistant), status-changed RUNNING→IDLE.
 
-Phases (each session has at most one message in flight in phases 1–3):
+Phases (each session has at most one message in flight in phases seq and 1–2):
 
 0. warm-up: ``--warmup`` closed-loop messages per session; excluded from every figure.
+seq. sequential: one session sends ``--seq-messages`` messages, each as soon as the previous
+   turn ended, the others idle: the unloaded latency (target: first event p50 ≤ 2 ms,
+   p99 ≤ 3.5 ms, turn ended p50 ≤ 4 ms).
 1. closed: each session sends its next ``process-steer`` as soon as its previous turn has
    ended (zero think time), ``--messages`` per session. This saturates the system with
    ``--processes`` concurrent turns: **turns/s** is the capacity; the latency is latency
@@ -68,6 +74,12 @@ proxies from ``_timing.py``) and prints the table per phase; ``--cprofile DIR`` 
 CPU-time pstats of the gateway (all threads) and of each worker; ``--no-task-events`` and
 ``--pool`` try other worker settings; ``--source DIR`` runs another checkout (A/B).
 
+Comparison (``benchmarks/_compare.py``): after the phases, with the gateway and workers
+stopped, the bare Celery round trip (a no-op task to ``--workers`` Celery workers of the same
+pool shape, through the same Redis database) and the LangGraph peer (``run.sh``, poll10ms)
+are measured and printed next to ours as ratios: seq latency, closed-loop turns/s with
+``--processes`` in flight, CPU per turn. ``--no-peer``/``--peer-quick``/``--no-celery``.
+
 Stops by itself: every phase has a deadline (``--phase-timeout``), the run one
 (``--timeout``); all child processes are killed on exit, error, Ctrl-C or SIGTERM.
 """
@@ -79,7 +91,6 @@ import contextlib
 import heapq
 import json
 import os
-import resource
 import selectors
 import shutil
 import signal
@@ -89,8 +100,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -111,13 +124,12 @@ from wsproto.events import (
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
+PHASES = ("seq", "closed", "paced", "burst")
 sys.path.insert(0, str(HERE))
+import _compare  # noqa: E402
+from _proc import cpu_seconds, machine_busy, own_cpu, pct, tree  # noqa: E402
+from _redis import check_url, claimed_db, reset  # noqa: E402
 from _timing import delta, format_tree  # noqa: E402
-
-DEFAULT_REDIS = "redis://127.0.0.1:6379/8"
-TEST_REDIS_DB = 9
-CLK_TCK = os.sysconf("SC_CLK_TCK")
-
 
 # ── child processes ─────────────────────────────────────────────────────────────────────
 
@@ -160,8 +172,11 @@ class Cluster:
             if a.cprofile:
                 self.env = dict(self.env, BENCH_CPROFILE_OUT=str(Path(a.cprofile) /
                                                                  "gateway.pstats"))
-            cmd = [sys.executable, "-m", "gunicorn", "--worker-class", "gthread",
+            cmd = [sys.executable, "-m", "gunicorn", "--worker-class",
+                   "vancetope_gateway.serving.GatewayWorker",  # the Procfile's
                    "--workers", "1", "--threads", str(threads), "--bind", f"fd://{fd}",
+                   # gthread serves at most this many connections (default 1000) at once.
+                   "--worker-connections", str(max(1000, 2 * threads)),
                    "--timeout", "0", "--graceful-timeout", "2", "--log-level", "warning",
                    "vancetope_gateway.wsgi:app"]
             if a.cprofile:
@@ -206,7 +221,7 @@ class Cluster:
 
     def pids(self, name: str) -> list[int]:
         """The OS process and all its descendants (gunicorn worker, prefork children)."""
-        return _tree(self.procs[name].pid)
+        return tree(self.procs[name].pid)
 
     def stop(self) -> None:
         for proc in self.procs.values():
@@ -237,50 +252,6 @@ def _http_ok(port: int, path: str) -> bool:
             return s.recv(64).startswith(b"HTTP/1.1 200")
     except OSError:
         return False
-
-
-def _stat(pid: int) -> list[str] | None:
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return raw[raw.rindex(")") + 2:].split()
-
-
-def _tree(root: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            st = _stat(int(entry))
-            if st:
-                children.setdefault(int(st[1]), []).append(int(entry))
-    out, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo.extend(children.get(pid, []))
-    return out
-
-
-def cpu_seconds(pids: list[int]) -> float:
-    total = 0
-    for pid in pids:
-        st = _stat(pid)
-        if st:
-            total += int(st[11]) + int(st[12])
-    return total / CLK_TCK
-
-
-def machine_busy() -> float:
-    """CPU seconds all processors spent busy since boot (/proc/stat, all but idle and iowait)."""
-    fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
-    values = [int(v) for v in fields[:8]]
-    return (sum(values) - values[3] - values[4]) / CLK_TCK
-
-
-def own_cpu() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
 
 
 # ── the WebSocket client ────────────────────────────────────────────────────────────────
@@ -418,6 +389,7 @@ class Bench:
         self.quota = 0
         self.timers: list[tuple[float, int, Session]] = []
         self.all_stats: list[PhaseStats] = []
+        self.active = 0                # sessions taking part in the current phase
 
     # ── set-up ────────────────────────────────────────────────────────────
     def connect(self) -> None:
@@ -476,7 +448,7 @@ class Bench:
         return True
 
     def phase_total(self) -> int:
-        return self.quota * len(self.sessions)
+        return self.quota * self.active
 
     # ── frames ────────────────────────────────────────────────────────────
     def on_frame(self, s: Session, raw: str, t_ns: int) -> None:
@@ -606,12 +578,16 @@ class Bench:
         self.phase = None
         self.mode = "idle"
 
-    def run_closed(self, name: str, quota: int, *, paced: bool = False) -> PhaseStats:
+    def run_closed(self, name: str, quota: int, *, paced: bool = False,
+                   sessions: list[Session] | None = None) -> PhaseStats:
+        """Closed loop over ``sessions`` (default all; the ``seq`` phase passes one)."""
         ph = self._begin(name, "paced" if paced else ("warmup" if name == "warmup" else
                                                       "closed"), quota)
         t0 = time.perf_counter()
-        n = len(self.sessions)
-        for s in self.sessions:
+        sessions = self.sessions if sessions is None else sessions
+        self.active = len(sessions)
+        n = len(sessions)
+        for s in sessions:
             if paced:
                 s.next_due = t0 + s.index / self.args.rate
                 heapq.heappush(self.timers, (s.next_due, id(s), s))
@@ -623,6 +599,7 @@ class Bench:
 
     def run_burst(self, quota: int) -> PhaseStats:
         ph = self._begin("burst", "burst", quota)
+        self.active = len(self.sessions)
         for s in self.sessions:
             for k in range(quota):
                 content = f"burst s{s.index} m{k + 1}"
@@ -675,14 +652,6 @@ def _wall(at: str | None) -> float | None:
 
 
 # ── reporting ───────────────────────────────────────────────────────────────────────────
-
-def pct(values: list[float], p: float) -> float:
-    if not values:
-        return float("nan")
-    values = sorted(values)
-    k = min(len(values) - 1, max(0, round(p / 100 * (len(values) - 1))))
-    return values[k]
-
 
 def summarize(ph: PhaseStats) -> dict[str, Any]:
     wall = max(ph.end - ph.start, 1e-9)
@@ -782,6 +751,20 @@ def print_report(args: argparse.Namespace, results: list[dict[str, Any]]) -> Non
             print(r["parts_table"])
 
 
+def ours_figures(results: list[dict[str, Any]]) -> _compare.Ours:
+    """The comparison's figures: latency of the ``seq`` phase, capacity and CPU per turn
+    (our processes: workers, gateway, Redis, client) of the ``closed`` phase."""
+    by = {r["phase"]: r for r in results}
+    seq, closed = by.get("seq", {}), by.get("closed", {})
+    cpu = closed.get("cpu_ms_per_turn")
+    return _compare.Ours(
+        first_event_p50_ms=seq.get("latency_ms", {}).get("p50"),
+        first_event_p99_ms=seq.get("latency_ms", {}).get("p99"),
+        done_p50_ms=seq.get("turn_ms_p50"),
+        throughput=closed.get("turns_per_s"),
+        cpu_ms=round(cpu["total"] - cpu.get("other processes", 0.0), 3) if cpu else None)
+
+
 def _redact(url: str) -> str:
     p = urlparse(url)
     return url if not p.password else url.replace(p.password, "***")
@@ -801,8 +784,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--warmup", type=int, default=3, help="warm-up messages per process")
     p.add_argument("--rate", type=float, default=500.0,
                    help="offered turns/s of the paced phase (default 500)")
-    p.add_argument("--phases", default="closed,paced,burst",
-                   help="comma list of closed, paced, burst (default all)")
+    p.add_argument("--phases", default="seq,closed,paced,burst",
+                   help="comma list of seq, closed, paced, burst (default all)")
+    p.add_argument("--seq-messages", type=int, default=200,
+                   help="messages of the seq phase (one session, one at a time; default 200)")
     p.add_argument("--server", default="gunicorn", choices=["gunicorn", "werkzeug"])
     p.add_argument("--gateway-threads", type=int, default=0,
                    help="gunicorn threads (default processes + 16)")
@@ -814,19 +799,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--cprofile", metavar="DIR",
                    help="write cProfile stats of the gateway (every thread; gunicorn only) and "
                         "of each worker's main thread to DIR/*.pstats (slows them ~2×)")
-    p.add_argument("--redis-url", default=os.environ.get("VANCETOPE_REDIS_URL", DEFAULT_REDIS))
+    p.add_argument("--redis-url", help="pin the Redis database (default: claim a free one)")
     p.add_argument("--timeout", type=float, default=240, help="whole run, seconds")
     p.add_argument("--phase-timeout", type=float, default=60, help="per phase, seconds")
     p.add_argument("--source", help="run the product code from this directory instead of the "
                    "installed one (e.g. `git archive HEAD | tar -x -C DIR` for an A/B run)")
+    p.add_argument("--store-from", metavar="FILE", help="start from a copy of this SQLite "
+                   "store instead of an empty one (a seeded store: see history.py)")
     p.add_argument("--json", help="also write the results as JSON to this file")
     p.add_argument("--keep", action="store_true", help="keep the temp dir (logs, SQLite)")
+    p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                   help="a setting for the gateway and the workers (repeatable), e.g. "
+                   "VANCETOPE_CHAT_CACHE_LINES=0")
+    _compare.add_arguments(p)
     args = p.parse_args(argv)
-    url = urlparse(args.redis_url)
-    if url.scheme != "redis" or url.hostname not in ("127.0.0.1", "localhost"):
-        p.error("--redis-url must be redis://127.0.0.1:PORT/DB (loopback only)")
-    if (url.path.strip("/") or "0") == str(TEST_REDIS_DB):
-        p.error(f"db {TEST_REDIS_DB} belongs to the tests; pick another (default db 8)")
+    if (problem := check_url(args.redis_url)):
+        p.error(problem)
     if args.cprofile:
         args.cprofile = os.path.abspath(args.cprofile)
         os.makedirs(args.cprofile, exist_ok=True)
@@ -834,7 +822,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.source = os.path.abspath(args.source)
         if not os.path.isdir(os.path.join(args.source, "vancetope_brain")):
             p.error(f"--source {args.source} has no vancetope_brain package")
-    unknown = set(args.phases.split(",")) - {"closed", "paced", "burst"}
+    unknown = set(args.phases.split(",")) - set(PHASES)
     if unknown:
         p.error(f"unknown phases {unknown}")
     return args
@@ -842,47 +830,67 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    started = time.monotonic()
-    deadline = started + args.timeout
-    tmp = Path(tempfile.mkdtemp(prefix="vt-bench-"))
-    db_path = tmp / "bench.db"
+    with claimed_db(args.redis_url) as args.redis_url:
+        return run(args)
+
+
+def bench_env(args: argparse.Namespace, tmp: Path, db_path: Path,
+              settings: Sequence[str] = ()) -> dict[str, str]:
+    """The environment of the gateway and the workers: this run's Redis database and SQLite
+    file, the caps of the one user who holds every socket and session lifted, and
+    ``settings`` (``NAME=VALUE``, ``--env``)."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("VANCETOPE_", "OPENAI_", "CELERY_"))}
     env.update(VANCETOPE_REDIS_URL=args.redis_url, VANCETOPE_STORE_URL=f"sqlite:///{db_path}",
                VANCETOPE_DATA_DIR=str(tmp), VANCETOPE_LOG_LEVEL="WARNING",
-               # One user holds every socket and session of the run: lift its caps.
                VANCETOPE_MAX_CONNECTIONS_PER_USER=str(2 * args.processes),
                VANCETOPE_MAX_SESSIONS_PER_USER=str(2 * args.processes),
+               VANCETOPE_MAX_CONNECTIONS_PER_IP=str(2 * args.processes),
                PYTHONPATH=os.pathsep.join(filter(None, [args.source, str(ROOT),
                                                         env.get("PYTHONPATH")])))
+    for setting in settings:
+        name, _, value = setting.partition("=")
+        env[name] = value
+    return env
+
+
+def bench_token(env: dict[str, str]) -> str:
+    """The run's user and its token, through the brain's own services, before anyone else
+    opens the store."""
+    from vancetope_brain.config import Config
+    from vancetope_gateway.parts import build_gateway
+
+    brain = build_gateway(Config.from_env(env), lambda *a: None)
+    brain.identity.create_tenant("bench", "bench")
+    brain.identity.create_user("bench", "bencher", "bencher")
+    token = brain.identity.issue_token("bench", "bencher", label="benchmark")
+    brain.close()
+    return token
+
+
+def run(args: argparse.Namespace,
+        after_connect: Callable[[Path, list[tuple[str, str]]], None] | None = None) -> int:
+    """One benchmark run. ``after_connect(db_path, [(session id, process id), …])`` runs
+    once every session's INIT turn ended, before the warm-up (``history.py`` gives the
+    processes a long history there)."""
+    started = time.monotonic()
+    deadline = started + args.timeout
+    tmp = Path(tempfile.mkdtemp(prefix="vt-bench-"))
+    db_path = tmp / "bench.db"
+    env = bench_env(args, tmp, db_path, args.env)
     if args.source:
         sys.path.insert(0, args.source)
+    if args.store_from:
+        shutil.copyfile(args.store_from, db_path)
     rclient = redis.Redis.from_url(args.redis_url)
-    rclient.flushdb()
+    reset(args.redis_url)
 
-    # SIGTERM behaves like Ctrl-C: the finally below kills the children.
-    def _on_term(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, _on_term)
-    # Ctrl-C even when started from a shell that ignores SIGINT for background jobs.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-
+    trap_signals()
     cluster = Cluster(args, env, tmp)
     bench: Bench | None = None
     ok = False
     try:
-        # The user and token, through the brain's own services, before anyone else opens
-        # the file.
-        from vancetope_brain.config import Config
-        from vancetope_gateway.parts import build_gateway
-
-        brain = build_gateway(Config.from_env(env), lambda *a: None)
-        brain.identity.create_tenant("bench", "bench")
-        brain.identity.create_user("bench", "bencher", "bencher")
-        token = brain.identity.issue_token("bench", "bencher", label="lane_turns benchmark")
-        brain.close()
-
+        token = bench_token(env)
         print(f"starting gateway ({args.server}) and {args.workers} worker(s) "
               f"[logs in {tmp}]", flush=True)
         cluster.start()
@@ -891,21 +899,45 @@ def main(argv: list[str] | None = None) -> int:
               f"{cluster.port}; opening {args.processes} sessions", flush=True)
         bench = Bench(args, cluster, token, db_path, rclient, deadline)
         bench.connect()
+        if after_connect is not None:
+            # In a thread: the client keeps answering the gateway's pings meanwhile (a socket
+            # that misses them is closed).
+            failed: list[BaseException] = []
+
+            def prepare() -> None:
+                try:
+                    after_connect(db_path, [(s.session_id, s.pid) for s in bench.sessions])
+                except BaseException as e:
+                    failed.append(e)
+
+            preparing = threading.Thread(target=prepare, name="after-connect", daemon=True)
+            preparing.start()
+            bench.loop(lambda: not preparing.is_alive(), "after connect",
+                       deadline - time.monotonic())
+            if preparing.is_alive() or failed:
+                raise RuntimeError(f"after_connect did not finish: {failed or 'deadline'}")
         if args.warmup:
             print(f"warm-up: {args.warmup} closed-loop messages per process", flush=True)
             if not bench.run_closed("warmup", args.warmup).completed:
                 raise RuntimeError("the warm-up did not complete in time")
             bench.all_stats.clear()
         phases = args.phases.split(",")
-        for name in ("closed", "paced", "burst"):
+        for name in PHASES:
             if name not in phases:
                 continue
             if time.monotonic() > deadline:
                 print("run deadline reached; skipping the remaining phases")
                 break
-            print(f"phase {name}: {args.processes} × {args.messages} messages"
-                  + (f" at {args.rate:g}/s offered" if name == "paced" else ""), flush=True)
-            if name == "burst":
+            if name == "seq":
+                print(f"phase seq: 1 process × {args.seq_messages} messages, one at a time "
+                      f"(the other {args.processes - 1} idle)", flush=True)
+            else:
+                print(f"phase {name}: {args.processes} × {args.messages} messages"
+                      + (f" at {args.rate:g}/s offered" if name == "paced" else ""),
+                      flush=True)
+            if name == "seq":
+                ph = bench.run_closed("seq", args.seq_messages, sessions=bench.sessions[:1])
+            elif name == "burst":
                 ph = bench.run_burst(args.messages)
             else:
                 ph = bench.run_closed(name, args.messages, paced=name == "paced")
@@ -913,34 +945,67 @@ def main(argv: list[str] | None = None) -> int:
                 print("phase incomplete; skipping the remaining phases", flush=True)
                 break
         results = [summarize(ph) for ph in bench.all_stats]
+        # The baselines run on the same machine once our processes are gone.
+        bench.close()
+        cluster.stop()
+        base = _compare.measure(args, args.redis_url, tmp, _compare.Shape(
+            workers=args.workers, pool=args.pool, concurrency=args.concurrency,
+            in_flight=args.processes))
         print_report(args, results)
+        ours = ours_figures(results)
+        _compare.print_table(base, ours)
         if args.json:
             Path(args.json).write_text(json.dumps(
                 {"config": {k: v for k, v in vars(args).items() if k != "redis_url"},
                  "cpus": os.cpu_count(), "results": results,
+                 "comparison": _compare.as_dict(base, ours),
                  "date": datetime.now().isoformat(timespec="seconds")}, indent=2))
         ok = all(r["completed"] for r in results)
         return 0 if ok else 1
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, Exception) as e:
+        return failed(cluster, e)
+    finally:
+        clean_up(args, tmp, ok, bench, cluster)
+        with contextlib.suppress(redis.RedisError):
+            reset(args.redis_url)
+
+
+def trap_signals() -> None:
+    """SIGTERM behaves like Ctrl-C (``KeyboardInterrupt``, so the run's ``finally`` stops the
+    children), and Ctrl-C works even when started from a shell that ignores SIGINT for
+    background jobs."""
+    def _on_term(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, _on_term)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def failed(cluster: Cluster, e: BaseException) -> int:
+    """A benchmark run that stopped early: says why (with the tail of every child's log on
+    a failure) and gives the exit code (130 for Ctrl-C/SIGTERM, else 1)."""
+    if isinstance(e, KeyboardInterrupt):
         print("\ninterrupted; cleaning up", file=sys.stderr)
         return 130
-    except Exception as e:
-        print(f"\nbenchmark failed: {e}", file=sys.stderr)
-        for name in cluster.procs:
-            print(f"--- {name} log tail ---\n{cluster.log_tail(name, 15)}", file=sys.stderr)
-        return 1
-    finally:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not stop cleanup
-        if bench is not None:
-            bench.close()
-        cluster.stop()
-        with contextlib.suppress(redis.RedisError):
-            rclient.flushdb()
-        if args.keep or not ok:
-            print(f"(kept {tmp})", file=sys.stderr)
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
+    print(f"\nbenchmark failed: {e}", file=sys.stderr)
+    for name in cluster.procs:
+        print(f"--- {name} log tail ---\n{cluster.log_tail(name, 15)}", file=sys.stderr)
+    return 1
+
+
+def clean_up(args: argparse.Namespace, tmp: Path, ok: bool, bench: Any,
+             cluster: Cluster) -> None:
+    """The end of every benchmark run, however it ended: close the clients, stop every
+    child, keep the temp dir (logs, SQLite) with ``--keep`` or after a failure."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not stop cleanup
+    if bench is not None:
+        bench.close()
+    cluster.stop()
+    if args.keep or not ok:
+        print(f"(kept {tmp})", file=sys.stderr)
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

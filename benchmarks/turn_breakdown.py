@@ -2,8 +2,8 @@
 
     python benchmarks/turn_breakdown.py [--iterations 2000] [--processes 100] [--cprofile]
 
-Runs against the real Redis (``--redis-url``, default ``redis://127.0.0.1:6379/8``,
-FLUSHED at start and end) and a fresh SQLite file, with the product's own objects:
+Runs against the real Redis (a database claimed for the run, see ``benchmarks/_redis.py``;
+``--redis-url`` pins one; FLUSHED at start and end) and a fresh SQLite file, with the product's own objects:
 ``create_celery(config, model_for=<zero-latency model>)``'s worker parts and a gateway's on one store — so ``wake``
 really publishes a Celery task to Redis (nobody consumes it; the queues are dropped at the
 end) — and the gateway's ``Connection`` on a fake socket.
@@ -30,6 +30,12 @@ proxies (no product code is changed); nested calls are listed under their caller
 "(own)" is a caller's time not spent in a timed callee (pydantic models, context, …).
 Not included: the Celery worker's own overhead (receive, ack, task events) and the
 network hops between OS processes — ``lane_turns.py`` measures the whole path.
+
+Comparison (``benchmarks/_compare.py``), measured after the iterations: our CPU and wall time
+per turn (steer + turn + fan-out, in this thread) next to the bare Celery round trip (a no-op
+task to 2 solo Celery workers through the same Redis database: CPU per task, round trip p50)
+and the LangGraph peer (CPU per run, the server's own execution time of a run), as ratios.
+``--no-peer``/``--peer-quick``/``--no-celery``.
 """
 
 from __future__ import annotations
@@ -47,16 +53,13 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
-
-import redis
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
+import _compare  # noqa: E402
+from _redis import check_url, claimed_db, reset  # noqa: E402
 from _timing import Timed, Timer, format_tree, instrument_worker  # noqa: E402
-
-DEFAULT_REDIS = "redis://127.0.0.1:6379/8"
 
 
 class FakeSocket:
@@ -75,7 +78,8 @@ class FakeSocket:
 class NoListener:
     """The gateway's EventListener without its thread (fan-out is timed separately)."""
 
-    def follow(self, session_id: str, after_seq: int, callback: Any) -> int:
+    def follow(self, session_id: str, after_seq: int, callback: Any,
+               on_gap: Any = None) -> int:
         return 1
 
     def unfollow(self, handle: int) -> None:
@@ -87,18 +91,25 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--iterations", type=int, default=2000)
     p.add_argument("--processes", type=int, default=100)
     p.add_argument("--warmup", type=int, default=200)
-    p.add_argument("--redis-url", default=os.environ.get("VANCETOPE_REDIS_URL", DEFAULT_REDIS))
+    p.add_argument("--redis-url", help="pin the Redis database (default: claim a free one)")
     p.add_argument("--cprofile", action="store_true",
                    help="also print the top functions (cumulative) of the timed iterations")
+    p.add_argument("--cprofile-out", metavar="FILE",
+                   help="with --cprofile, also write the stats to FILE (pstats format)")
     p.add_argument("--source", help="import the product code from this directory instead of "
                    "the installed one (A/B runs)")
     p.add_argument("--no-extras", action="store_true",
                    help="skip the comparison micro-benchmarks after the table")
     p.add_argument("--json", help="also write the results as JSON to this file")
+    _compare.add_arguments(p)
     args = p.parse_args(argv)
-    url = urlparse(args.redis_url)
-    if url.hostname not in ("127.0.0.1", "localhost") or (url.path.strip("/") or "0") == "9":
-        p.error("--redis-url must be loopback and not db 9 (the tests' database)")
+    if (problem := check_url(args.redis_url)):
+        p.error(problem)
+    with claimed_db(args.redis_url) as args.redis_url:
+        return _main(args)
+
+
+def _main(args: argparse.Namespace) -> int:
 
     if args.source:
         sys.path.insert(0, os.path.abspath(args.source))
@@ -108,16 +119,15 @@ def main(argv: list[str] | None = None) -> int:
                VANCETOPE_STORE_URL=f"sqlite:///{tmp / 'bench.db'}", VANCETOPE_DATA_DIR=str(tmp),
                # One user holds every session of the run: lift its cap.
                VANCETOPE_MAX_SESSIONS_PER_USER=str(2 * args.processes))
-    rclient = redis.Redis.from_url(args.redis_url)
-    rclient.flushdb()
+    reset(args.redis_url)
     try:
-        return run(args, env)
+        return run(args, env, tmp)
     finally:
-        rclient.flushdb()
+        reset(args.redis_url)
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def run(args: argparse.Namespace, env: dict[str, str]) -> int:
+def run(args: argparse.Namespace, env: dict[str, str], tmp: Path) -> int:
     # Imported here, after --source went onto sys.path: bench_worker imports the product.
     from bench_worker import MODEL
 
@@ -189,16 +199,30 @@ def run(args: argparse.Namespace, env: dict[str, str]) -> int:
 
     report(timer, args.iterations)
     extras = {} if args.no_extras else measure_extras(brain, app, config, conns)
+    # The in-process turn against the distributed baselines: our CPU and wall time per turn
+    # (steer + turn + fan-out, in this thread) next to a whole bare Celery round trip and the
+    # peer's server-side execution of a run.
+    top = ("steer", "turn", "fanout")
+    ours = _compare.Ours(cpu_ms=sum(timer.cpu_ns[k] for k in top) / args.iterations / 1e6)
+    wall_ms = sum(sum(timer.samples[k]) for k in top) / args.iterations / 1e6
+    base = _compare.measure(args, args.redis_url, tmp, _compare.Shape(in_flight=args.processes))
+    extra = [_compare.Row("in-process steer+turn+fan-out ms (Celery: round trip p50, "
+                          "peer: server exec p50)", wall_ms, base.celery.seq_p50_ms,
+                          base.peer.exec_p50_ms)]
+    _compare.print_table(base, ours, extra)
     if args.json:
         Path(args.json).write_text(json.dumps({"parts": {
             path: {"calls_per_turn": len(v) / args.iterations,
                    "p50_us": statistics.median(v) / 1000,
                    "mean_per_turn_us": sum(v) / 1000 / args.iterations}
-            for path, v in timer.samples.items()}, "extras": extras}, indent=2))
+            for path, v in timer.samples.items()}, "extras": extras,
+            "comparison": _compare.as_dict(base, ours, extra)}, indent=2))
     if profiler is not None:
         print("\ncProfile (CPU time of this thread) of the timed iterations, top 35 by own time:")
         stats = pstats.Stats(profiler)
         stats.sort_stats("tottime").print_stats(35)
+        if args.cprofile_out:
+            stats.dump_stats(args.cprofile_out)
     worker.close()
     return 0
 
@@ -256,7 +280,7 @@ def measure_extras(brain: Any, app: Any, config: Any, conns: list[Any]) -> dict[
     def three_publishes_pipelined() -> None:
         # The bus's own publish() builds keys and args; only the round trips are batched.
         captured: list[tuple[list[Any], list[Any]]] = []
-        bus._publish = lambda keys, args: captured.append((keys, args)) or 0
+        bus._publish = lambda keys, args: captured.append((keys, args)) or [0]
         try:
             for _ in range(3):
                 bus.publish("bench", "p", EventType.TOKEN, {"text": "x"})
@@ -270,7 +294,8 @@ def measure_extras(brain: Any, app: Any, config: Any, conns: list[Any]) -> dict[
     row("3 × events.publish, one after the other (as after commit_turn)", three_publishes)
     row("the same 3 publishes as EVALSHAs in one pipeline (one round trip)",
         three_publishes_pipelined)
-    # The gateway listener: one XREAD over every followed session's stream.
+    # An XREAD over every followed session's stream: what the gateway listener did on
+    # every round before it read only the logs named in news.
     for n in (1, 100, 1000):
         streams = {keys.events(f"bench{i}"): "0-0" for i in range(n)}
         client.xadd(keys.events("bench0"), {"e": "{}"}, maxlen=1)

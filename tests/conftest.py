@@ -1,8 +1,8 @@
 """Shared fixtures. Real Redis for anything that runs lanes or events across OS processes;
 fakeredis only for the embedded shape.
 
-Each test run claims its own Redis database (``tests/redis_claim.py``) the first time a
-test asks for ``redis_url``: one of 1..15 at 127.0.0.1:6379 that no client is connected
+Each test run — each pytest-xdist worker — claims its own Redis database
+(``tests/redis_claim.py``) the first time a test asks for ``redis_url``: one of 1..15 at 127.0.0.1:6379 that no client is connected
 to and no other run holds, or the one ``VANCETOPE_TEST_REDIS_URL`` pins. Every test gets
 it empty; the run flushes no other database and releases its own at exit.
 """
@@ -21,6 +21,7 @@ import redis
 
 from tests.helpers import server_env
 from tests.redis_claim import SERVER, NoFreeDatabase, RunDatabase
+from vancetope_brain import keys
 from vancetope_brain.config import Config
 from vancetope_brain.identity import Principal
 from vancetope_brain.llm import ChatModel
@@ -31,7 +32,8 @@ from workers.celery_app import create_celery, enqueue_on
 from workers.embedded import EmbeddedWorker
 from workers.parts import Worker
 
-pytest_plugins = ["vancetope_brain.llm.pytest_plugin", "tests.log_secrets", "pytester"]
+pytest_plugins = ["vancetope_brain.llm.pytest_plugin", "tests.log_secrets", "tests.run_report",
+                  "tests.scheduling", "pytester"]
 
 # ``vancetope serve`` records where it listens in the user's state directory
 # (vancetope_gateway/discovery.py), and ``vancetope chat`` reads it: a test run neither writes
@@ -45,6 +47,9 @@ atexit.register(shutil.rmtree, _STATE_HOME, ignore_errors=True)
 def run_database() -> Iterator[RunDatabase]:
     """The Redis database this test run claimed."""
     pinned = os.environ.get("VANCETOPE_TEST_REDIS_URL")
+    if pinned and int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+        pytest.fail(f"VANCETOPE_TEST_REDIS_URL pins one database ({pinned}), which one "
+                    "process holds: run the tests in one process (-n0 or -n1)")
     try:
         database = RunDatabase.claim(pinned)
     except redis.ConnectionError as e:
@@ -77,6 +82,11 @@ class Embedded:
         store = open_store(config.store_url)
         app = create_celery(config, model_for=lambda process: self.model, store=store)
         self.brain: Gateway = build_gateway(config, enqueue_on(app), store=store)
+        # The in-memory Redis is the test run's, shared by every app: a shard's queued flag
+        # that another app set (its task in that app's broker, or nowhere) would hold this
+        # app's wakes of the shard back until it expires.
+        for flag in self.brain.redis.scan_iter(match=keys.shard_queued("*")):
+            self.brain.redis.delete(flag)
         self.worker_parts: Worker = app.vancetope_worker()
         self.worker = EmbeddedWorker(app, concurrency=4)
         self.worker.start()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import importlib
 import pkgutil
 import time
@@ -56,3 +58,17 @@ def shipped_subclasses(base: type) -> Iterator[type]:
         if cls.__module__.split(".")[0] in SHIPPED_PACKAGES:
             yield cls
         yield from shipped_subclasses(cls)
+
+
+@contextlib.contextmanager
+def without_gc() -> Iterator[None]:
+    """No garbage collection inside (one before): a CPU bound on what a template costs must
+    not count a full collection of the test process's heap, which the render budget does
+    not count either (``sandbox._count_gc``) and which alone took 250 ms or more in a
+    test worker late in the suite."""
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()

@@ -10,6 +10,9 @@
   the output of gateway, worker, Redis and MCP subprocesses (``*.log``, ``*.txt``,
   ``*.out``) — is scanned line by line.
 - A finding fails the session, naming the logger or the file and line.
+- Under pytest-xdist each worker does all of this for its own records and its own base
+  temp directory (``popen-gwN`` under the controller's) and hands its findings to the
+  controller (``workeroutput``), which reports them and fails the session.
 
 Loaded by ``tests/conftest.py``; ``tests/test_log_secrets_plugin.py`` shows it fails.
 
@@ -25,6 +28,7 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -42,6 +46,7 @@ KNOWN_SECRETS = (
 OWN_LOGGERS = ("vancetope_brain", "vancetope_gateway", "workers", "tests")
 LOG_SUFFIXES = (".log", ".txt", ".out")
 MAX_FINDINGS = 50
+WORKEROUTPUT_KEY = "vancetope-log-secrets"
 
 
 @dataclass(frozen=True)
@@ -124,15 +129,24 @@ class LogSecrets:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        findings = list(self.scanner.findings)
+        findings = self.findings + self.scanner.findings  # a controller's: its workers' first
         if self.base is not None:
             for finding in scan_files(self.base):
                 findings.append(finding)
                 if len(findings) >= MAX_FINDINGS:
                     break
         self.findings = findings
-        if findings and session.exitstatus == pytest.ExitCode.OK:
+        workeroutput = getattr(session.config, "workeroutput", None)
+        if workeroutput is not None:  # an xdist worker: the controller reports and fails
+            workeroutput[WORKEROUTPUT_KEY] = [(f.where, f.excerpt) for f in findings]
+        elif findings and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: object) -> None:
+        """On the xdist controller: take a finished worker's findings."""
+        found = getattr(node, "workeroutput", {}).get(WORKEROUTPUT_KEY, [])
+        self.findings.extend(Finding(where, excerpt) for where, excerpt in found)
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         if not self.findings:

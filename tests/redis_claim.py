@@ -24,6 +24,8 @@ import uuid
 
 import redis
 
+from vancetope_brain.events.bus import database
+
 SERVER = "redis://127.0.0.1:6379"
 DATABASES = range(1, 16)
 CLAIM_KEY = "vancetope:test-run"
@@ -81,7 +83,7 @@ class RunDatabase:
             connected = {int(c["db"]) for c in probe.client_list() if int(c["id"]) != me}
         for url in urls:
             client = redis.Redis.from_url(url)
-            if (client.connection_pool.connection_kwargs.get("db", 0) not in connected
+            if (database(client) not in connected
                     and client.eval(_TAKE, 2, CLAIM_KEY, MARKER_KEY, run_id, CLAIM_TTL)):
                 return cls(url, client, run_id)
             client.close()

@@ -149,28 +149,22 @@ def test_a_log_lost_before_the_listener_saw_it_is_a_gap_for_a_follower_with_a_po
 
 
 def test_a_reset_log_seen_first_through_its_new_events_is_one_gap():
-    """The log is lost and a new one started while the follower is blocked in a read: it
-    gets one gap, from its last seq to the new log's first event, then the new events."""
+    """The log is lost and a new one started between two checks of the logs: the follower
+    sees it first in the news of the new log's events (their origin changed) and gets one
+    gap, from its last seq to the new log's first event, then the new events."""
     client = fakeredis.FakeRedis()
     bus = EventBus(client, max_len=100, ttl=60)
     old = bus.publish("s", "p", EventType.TOKEN)
-    reads = HeldReads(client)
-    listener = EventListener(reads, block_ms=20)  # type: ignore[arg-type]
+    listener = EventListener(client, block_ms=5000)  # no check of the logs meanwhile
     followed = Followed()
     try:
         listener.follow("s", 0, followed.event, followed.gap)
-        reads.go.set()
         wait_for(lambda: followed.got == [old], what="the old log")
-        reads.go.clear()
-        reads.reading.clear()
-        assert reads.reading.wait(10)
         _lose_log(client, "s")
         fresh = [bus.publish("s", "p", EventType.TOKEN) for _ in range(2)]
-        reads.go.set()
         wait_for(lambda: fresh[-1] in followed.got, what="the new log")
         assert followed.got == [old, Gap("s", old, fresh[0]), *fresh]
     finally:
-        reads.go.set()
         listener.close()
 
 
@@ -246,3 +240,110 @@ def test_a_publish_repeated_with_its_dedupe_id_adds_nothing():
     marks = [m.decode() for m in client.zrange(keys.event_published("s"), 0, -1)]
     assert marks == ["chat:4", "chat:5", "chat:6"]
     assert 0 < client.ttl(keys.event_published("s")) <= 60
+
+
+class RecordedReads:
+    """A Redis client that records the streams each XREAD names."""
+
+    def __init__(self, client: fakeredis.FakeRedis) -> None:
+        self._client = client
+        self.reads: list[set[str]] = []
+
+    def __getattr__(self, name: str):  # type: ignore[no-untyped-def]
+        return getattr(self._client, name)
+
+    def xread(self, streams, *args, **kwargs):  # type: ignore[no-untyped-def]
+        self.reads.append({k.removeprefix(keys.events("")) for k in streams})
+        return self._client.xread(streams, *args, **kwargs)
+
+
+def test_live_events_come_with_their_news_and_a_follower_behind_reads_the_log():
+    """Of 50 followed sessions, an event in one reaches its follower from the session's news
+    alone: no log is read. A follower that is behind that event (it joined from further
+    back) has that one log read from its position."""
+    client = fakeredis.FakeRedis()
+    bus = EventBus(client, max_len=100, ttl=60)
+    reads = RecordedReads(client)
+    listener = EventListener(reads, block_ms=5000)  # type: ignore[arg-type]
+    followed = {f"s{i}": Followed() for i in range(50)}
+    try:
+        for session_id, f in followed.items():
+            listener.follow(session_id, 0, f.event, f.gap)
+        wait_for(lambda: set().union(*reads.reads) == set(followed), what="the first reads")
+        before = len(reads.reads)
+        first = bus.publish("s7", "p", EventType.TOKEN)  # the log's first event
+        second = bus.publish("s7", "p", EventType.TOKEN)
+        wait_for(lambda: followed["s7"].got == [first, second], what="the events")
+        assert reads.reads[before:] == []
+        assert all(not f.got for s, f in followed.items() if s != "s7")
+        late = Followed()  # joins from the start while the listener waits for news
+        listener.follow("s7", 0, late.event, late.gap)
+        wait_for(lambda: late.got == [first, second], what="the late follower's catch-up")
+        third = bus.publish("s7", "p", EventType.TOKEN)
+        wait_for(lambda: late.got[-1:] == [third] and followed["s7"].got[-1:] == [third],
+                 what="the next event for both")
+        assert reads.reads[before:] == [{"s7"}]  # the late follower's catch-up, only
+        assert not late.gaps() and not followed["s7"].gaps()
+    finally:
+        listener.close()
+
+
+def test_an_event_whose_news_was_lost_is_still_delivered():
+    """News is a hint: an event appended while nobody heard its news (here: written without
+    it) reaches its follower at the listener's next check of the logs."""
+    client = fakeredis.FakeRedis()
+    bus = EventBus(client, max_len=100, ttl=60)
+    listener = EventListener(client, block_ms=50)
+    followed = Followed()
+    try:
+        listener.follow("s", 0, followed.event, followed.gap)
+        first = bus.publish("s", "p", EventType.TOKEN)
+        wait_for(lambda: followed.got == [first], what="the first event")
+        unheard = client.incr(keys.event_seq("s"))
+        client.xadd(keys.events("s"), {"e": client.xrange(keys.events("s"))[0][1][b"e"],
+                                       "o": client.get(keys.event_origin("s"))},
+                    id=f"{unheard}-0")
+        wait_for(lambda: followed.got == [first, unheard], what="the unheard event")
+    finally:
+        listener.close()
+
+
+def test_news_of_a_session_unfollowed_meanwhile_is_ignored(caplog):
+    client = fakeredis.FakeRedis()
+    bus = EventBus(client, max_len=100, ttl=60)
+    reads = RecordedReads(client)
+    listener = EventListener(reads, block_ms=5000)  # type: ignore[arg-type]
+    gone, kept = Followed(), Followed()
+    try:
+        handle = listener.follow("gone", 0, gone.event, gone.gap)
+        listener.follow("kept", 0, kept.event, kept.gap)
+        wait_for(lambda: set().union(*reads.reads) == {"gone", "kept"}, what="the first reads")
+        listener.unfollow(handle)  # the listener, waiting for news, still holds its channel
+        bus.publish("gone", "p", EventType.TOKEN)
+        seq = bus.publish("kept", "p", EventType.TOKEN)
+        wait_for(lambda: kept.got == [seq], what="the followed session's event")
+        assert gone.got == []
+        assert not [r for r in caplog.records if r.levelname == "ERROR"], caplog.text
+    finally:
+        listener.close()
+
+
+def test_a_listener_hears_only_the_events_of_its_own_redis_database():
+    """Redis's pub/sub channels are shared by every database of a server: two deployments or
+    test runs, each in a database of its own, with a session (or user feed) of the same
+    name, must not get each other's events."""
+    server = fakeredis.FakeServer()
+    mine, theirs = (fakeredis.FakeRedis(server=server, db=db) for db in (1, 2))
+    listener = EventListener(mine, block_ms=50)
+    followed = Followed()
+    try:
+        listener.follow("user.acme.ada", 0, followed.event, followed.gap)
+        wait_for(lambda: mine.pubsub_numsub(keys.event_news(1, "user.acme.ada"))
+                 [0][1] == 1, what="the listener's subscription")
+        EventBus(theirs, max_len=100, ttl=60).publish("user.acme.ada", "p", EventType.TOKEN)
+        seq = EventBus(mine, max_len=100, ttl=60).publish("user.acme.ada", "p", EventType.TOKEN)
+        # Published first: heard on the same channel, it would have come first.
+        wait_for(lambda: followed.got == [seq], what="its own database's event")
+        assert followed.got == [seq]
+    finally:
+        listener.close()

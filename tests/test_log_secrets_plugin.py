@@ -56,8 +56,11 @@ def test_log_files_are_scanned_line_by_line(tmp_path):
     assert token not in found[0].excerpt  # the report does not leak it either
 
 
+@pytest.mark.parametrize("workers", ["0", "2"])
 @pytest.mark.parametrize("where", ["record", "file"])
-def test_a_planted_token_fails_the_session(pytester, monkeypatch, where):
+def test_a_planted_token_fails_the_session(pytester, monkeypatch, where, workers):
+    """In the pytest process itself (``-n0``) and on pytest-xdist workers, whose findings
+    the controller reports."""
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     pytester.makepyfile(test_planted=f'''
         import logging, secrets
@@ -71,7 +74,7 @@ def test_a_planted_token_fails_the_session(pytester, monkeypatch, where):
     ''')
     try:
         result = pytester.runpytest_subprocess("-p", "tests.log_secrets", "-p", "no:randomly",
-                                               "-p", "no:cacheprovider")
+                                               "-p", "no:cacheprovider", "-n", workers)
     finally:  # the planted file would fail this session too
         for inner in pytester.path.glob("runpytest-*"):
             if not inner.is_symlink():
@@ -80,5 +83,5 @@ def test_a_planted_token_fails_the_session(pytester, monkeypatch, where):
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["*secrets in logs*", "*1 log line(s) hold a token*",
                                  "*vancetope_gateway.leaky*" if where == "record" else "*server.log:1*"])
-    print(f"\nplanted token in a {where}: session exit {result.ret}, reported:\n"
+    print(f"\nplanted token in a {where} (-n {workers}): session exit {result.ret}, reported:\n"
           + "\n".join(line for line in result.outlines if "vt_" in line))

@@ -33,6 +33,7 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "VANCETOPE_DATA_DIR": ("./.vancetope", "Where the embedded shape keeps its SQLite file, token and attachments."),
     "VANCETOPE_STORE_URL": ("sqlite:///<data dir>/vancetope.db", "`sqlite:///PATH` or `mongodb://HOST/DB`."),
     "VANCETOPE_REDIS_URL": ("(unset: in-process fakeredis)", "Redis for lane leases, wake coalescing and stream events."),
+    "VANCETOPE_REDIS_MAX_CONNECTIONS": ("500", "Connections to `VANCETOPE_REDIS_URL` one OS process opens at most (the Celery broker's are kombu's own); its threads share them, and a command that would need one more fails as if Redis were down (redis-py's own cap is 100). Keep it above a worker's pool threads when turns wait on client tools (each waiting call holds one)."),
     "VANCETOPE_BROKER_URL": ("the Redis URL, or `memory://` when embedded", "Celery broker."),
     "VANCETOPE_LANE_SHARDS": ("8", "Number of lane queues `lanes.0 … lanes.N-1`; a process always maps to the same one."),
     "VANCETOPE_LEASE_TTL": ("10", "Seconds a lane lease lives without a heartbeat (renewed every TTL/3)."),
@@ -48,6 +49,8 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "VANCETOPE_URL": ("(unset)", "The server `vancetope chat` connects to, e.g. `ws://127.0.0.1:8801/ws`; by default the URL `vancetope serve` recorded (docs/configuration.md \"Finding the server\"), else `ws://VANCETOPE_HOST:VANCETOPE_PORT/ws`."),
     "VANCETOPE_TOKEN": ("(unset)", "The API token `vancetope chat` signs in with (never logged); by default the one in `DATA_DIR/token`."),
     "VANCETOPE_TOKEN_RECHECK": ("5", "Seconds within which a revoked token stops working on sockets already open: a gateway re-reads a connection's token at most this often (on its next frame, and in the background for idle sockets), then refuses the frame and closes the socket with 1008."),
+    "VANCETOPE_MAX_SOCKETS": ("10000", "Open WebSockets one gateway process holds (its socket hub; an idle one costs memory, no thread); one more is refused with HTTP 503 `unavailable` before the upgrade, for a load balancer to retry elsewhere."),
+    "VANCETOPE_FRAME_THREADS": ("32", "Threads of one gateway process that serve WebSocket frames (each socket's frames one at a time, in order): how many frames it can be waiting on the store, Redis or the broker for at once."),
     "VANCETOPE_HEADER_TIMEOUT": ("10", "Seconds a client may take to send a request's line and headers (and, on `vancetope serve`, each read of a body) before the gateway closes the connection, so half-sent requests cannot hold its threads."),
     "VANCETOPE_MAX_FRAME_BYTES": ("65536", "Largest WebSocket frame accepted; larger closes the socket with 1009."),
     "VANCETOPE_FRAME_RATE": ("50", "Frames per second one connection may send, sustained; every frame counts, before it is parsed (over it: `rate_limited`)."),
@@ -60,6 +63,8 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "VANCETOPE_MAX_DEFINITIONS": ("100", "Recipes a tenant may store across its tenant and project levels (likewise strategies, and templates); one more is refused with `limit_exceeded`."),
     "VANCETOPE_EVENT_LOG_MAX": ("10000", "Events kept per session for reconnecting clients."),
     "VANCETOPE_EVENT_LOG_TTL": ("86400", "Seconds a session's event log outlives its last event."),
+    "VANCETOPE_CHAT_CACHE_LINES": ("50000", "Committed chat lines a worker process keeps in memory (`engines/chat_cache.py`), of the processes whose turns it ran most recently, so a turn reads from the store only the lines committed since (about 1–2 KB each); `0` reads every turn's history from the store."),
+    "VANCETOPE_TOKEN_FLUSH_MS": ("5", "Milliseconds a worker process gathers the tokens its turns stream before it publishes them, all in one Redis pipeline, a process's tokens since the last flush merged into one `token` event (at most 10,000 chunks wait; a turn that streams one more publishes them itself); `0` publishes each token at once."),
     "OPENAI_API_KEY": ("(unset)", "API key of the OpenAI-compatible endpoint; unset with no base URL means the offline demo model."),
     "OPENAI_BASE_URL": ("(unset)", "Base URL of any OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp, Azure …)."),
     "VANCETOPE_LLM_MODEL": ("gpt-4o-mini", "Model name sent to the endpoint."),
@@ -150,8 +155,13 @@ class Config:
     max_processes_per_session: int = 64
     max_pending_items_per_process: int = 100
     token_recheck: float = 5.0
+    max_sockets: int = 10000
+    frame_threads: int = 32
     header_timeout: float = 10.0
     demo_token_delay: float = 0.0
+    token_flush: float = 0.005
+    chat_cache_lines: int = 50_000
+    redis_max_connections: int = 500
     tool_probe_backoff: float = 30.0
     tool_probe_backoff_max: float = 600.0
     show_down_tools: bool = False
@@ -219,8 +229,13 @@ class Config:
             max_pending_items_per_process=_number(
                 env, "VANCETOPE_MAX_PENDING_ITEMS_PER_PROCESS", int, 1),
             token_recheck=_number(env, "VANCETOPE_TOKEN_RECHECK", float, 0.1),
+            max_sockets=_number(env, "VANCETOPE_MAX_SOCKETS", int, 1),
+            frame_threads=_number(env, "VANCETOPE_FRAME_THREADS", int, 1),
             header_timeout=_number(env, "VANCETOPE_HEADER_TIMEOUT", float, 0.1),
             demo_token_delay=_number(env, "VANCETOPE_DEMO_TOKEN_DELAY", float, 0.0),
+            redis_max_connections=_number(env, "VANCETOPE_REDIS_MAX_CONNECTIONS", int, 2),
+            token_flush=_number(env, "VANCETOPE_TOKEN_FLUSH_MS", float, 0.0, 1000.0) / 1000,
+            chat_cache_lines=_number(env, "VANCETOPE_CHAT_CACHE_LINES", int, 0),
             tool_probe_backoff=_number(env, "VANCETOPE_TOOL_PROBE_BACKOFF", float, 0.1),
             tool_probe_backoff_max=_number(env, "VANCETOPE_TOOL_PROBE_BACKOFF_MAX", float, 0.1),
             show_down_tools=_choice(env, "VANCETOPE_DOWN_TOOLS", ("hide", "show")) == "show",

@@ -3,7 +3,8 @@
 | key                         | type   | TTL                     | meaning                                        |
 |-----------------------------|--------|-------------------------|------------------------------------------------|
 | ``vt:lease:{pid}``          | string | lease TTL, renewed      | lane lease (redis-py Lock token) of a process  |
-| ``vt:wake:{pid}``           | string | 2 × lease TTL           | a lane-turn task for the process is queued     |
+| ``vt:ready:{shard}``        | zset   | none (≤ one member per process of the shard) | ``tenant/pid`` of woken processes → wake time (µs): the shard's tasks run them, oldest first |
+| ``vt:shard-queued:{shard}`` | string | 2 × lease TTL           | a shard task for the shard is queued and has not started |
 | ``vt:recheck:{pid}``        | string | lease TTL               | a task found the lease taken: holder, look again |
 | ``vt:wake-later:{pid}``     | string | until the task is due   | a delayed lane-turn task (lease take-over) is queued |
 | ``vt:sweep-slot``           | string | sweep interval          | a sweep ran this interval (one per cluster)    |
@@ -28,6 +29,10 @@ Nothing else is written by Vancetope (Celery's broker keys are Celery's:
 ``lanes.*``, ``maintenance``, ``_kombu.*``, ``unacked*``).
 ``tests/lanes/test_redis_keys.py`` connects a client, runs turns and disconnects on the real
 Redis, and asserts the exact key set, while connected and left behind.
+
+Pub/sub channels (they hold nothing): ``vt:news:{db}:{sid}`` (``event_news``: the events just
+appended to a session's log) and ``vt:doorbell:{listener}`` (``listener_doorbell``: wakes one gateway
+listener).
 """
 
 PREFIX = "vt:"
@@ -37,8 +42,14 @@ def lease(process_id: str) -> str:
     return f"{PREFIX}lease:{process_id}"
 
 
-def wake(process_id: str) -> str:
-    return f"{PREFIX}wake:{process_id}"
+def ready(shard: int | str) -> str:
+    """A shard's ready set; ``"*"`` gives the pattern of every shard's."""
+    return f"{PREFIX}ready:{shard}"
+
+
+def shard_queued(shard: int | str) -> str:
+    """A shard's queued flag; ``"*"`` gives the pattern of every shard's."""
+    return f"{PREFIX}shard-queued:{shard}"
 
 
 def wake_later(process_id: str) -> str:
@@ -93,6 +104,21 @@ def tool_call(call_id: str) -> str:
 
 def events(session_id: str) -> str:
     return f"{PREFIX}events:{session_id}"
+
+
+def event_news(db: int, session_id: str) -> str:
+    """Pub/sub channel (not a key): the events appended to the session's log in Redis
+    database ``db``, each time (``events/bus.py``); gateway listeners subscribe to the logs
+    they follow. Redis's channels are not per database, so the name holds it (as kombu's
+    fanout prefix does): deployments or test runs on one server, each in a database of its
+    own, never hear each other's events."""
+    return f"{PREFIX}news:{db}:{session_id}"
+
+
+def listener_doorbell(listener_id: str) -> str:
+    """Pub/sub channel (not a key) of one gateway listener: a message there ends its wait,
+    so it takes up a newly followed session at once."""
+    return f"{PREFIX}doorbell:{listener_id}"
 
 
 def user_presence(tenant_id: str, user_id: str) -> str:

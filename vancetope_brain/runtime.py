@@ -58,7 +58,9 @@ def redis_client(config: Config) -> redis.Redis:
     """Real Redis when configured; else the process-wide in-memory server (fakeredis)."""
     global _embedded_server
     if config.redis_url:
-        return redis.Redis.from_url(config.redis_url, health_check_interval=30)
+        # redis-py's pool refuses a command past its cap (its default: 100 connections).
+        return redis.Redis.from_url(config.redis_url, health_check_interval=30,
+                                    max_connections=config.redis_max_connections)
     with _embedded_guard:
         if _embedded_server is None:
             _embedded_server = fakeredis.FakeServer()

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import logging
-import socket
 import threading
 import time
 import uuid
@@ -34,8 +32,10 @@ from vancetope_brain.inbox.attachments import AttachmentStore
 from vancetope_brain.lanes import consumers
 from vancetope_brain.models import ProcessStatus
 from vancetope_brain.observability import metrics, tracing
+from vancetope_brain.sessions.presence import Presence
 from vancetope_gateway.frames import NotifyMode
-from vancetope_gateway.limits import ConnectionSlots
+from vancetope_gateway.hub import Hub, NoThread
+from vancetope_gateway.limits import ConnectionSlots, Slot
 from vancetope_gateway.logs import redact_access_logs
 from vancetope_gateway.observe import add_metrics_route
 from vancetope_gateway.parts import Gateway
@@ -134,6 +134,10 @@ def think_engines() -> Response:
 NOTIFY_MODES = get_args(NotifyMode)
 
 
+PING_INTERVAL = 25.0
+"""Seconds between the gateway's pings of a client; one unanswered by the next is closed
+with 1008."""
+
 GOING_AWAY = 1001
 """The close code of every socket of a gateway process that is stopping (SIGTERM): 1001
 "going away" (RFC 6455); the client resumes on another gateway."""
@@ -141,11 +145,14 @@ GOING_AWAY = 1001
 
 class PresenceRenewer:
     """The open connections of one gateway process, and one thread keeping them counted as
-    present."""
+    present: every ``interval`` seconds, all of them in pipelines of ``BATCH``."""
 
-    def __init__(self, interval: float) -> None:
+    BATCH = 500
+
+    def __init__(self, presence: Presence, interval: float) -> None:
         self._connections: weakref.WeakSet[Connection] = weakref.WeakSet()
         self._lock = threading.Lock()
+        self._presence = presence
         self._interval = interval
         threading.Thread(target=self._run, name="vt-presence", daemon=True).start()
 
@@ -170,33 +177,14 @@ class PresenceRenewer:
             time.sleep(self._interval)
             with self._lock:
                 connections = list(self._connections)
-            for connection in connections:
+            for at in range(0, len(connections), self.BATCH):
+                entries = [e for c in connections[at:at + self.BATCH]
+                           if (e := c.presence()) is not None]
                 try:
-                    connection.renew()
+                    self._presence.renew_all([user for user, _ in entries],
+                                             [bound for _, bound in entries if bound])
                 except Exception:
                     log.exception("presence renewal failed; retrying next round")
-
-
-class WebSocket:
-    """flask-sock's socket as the protocol's ``Socket``."""
-
-    def __init__(self, ws: Server) -> None:
-        self._ws = ws
-
-    def receive(self, timeout: float | None = None) -> str | bytes | None:
-        return self._ws.receive(timeout)
-
-    def send(self, data: str) -> None:
-        self._ws.send(data)
-
-    def close(self, reason: int, message: str) -> None:
-        self._ws.close(reason=reason, message=message)
-
-    def abort(self) -> None:
-        # Shutting the TCP socket down wakes a send blocked on a full buffer (EPIPE) and
-        # the socket's reader thread alike.
-        with contextlib.suppress(OSError):
-            self._ws.sock.shutdown(socket.SHUT_RDWR)
 
 
 def going_away(app: Flask) -> int:
@@ -309,9 +297,14 @@ def create_app(gateway: Gateway, *, llm_description: str,
     app = Flask(__name__, static_folder=None)
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
     # simple_websocket selects the first subprotocol offered that is listed here, so a
-    # ``bearer.<token>`` offered beside ``vancetope`` is never echoed in the reply.
-    app.config["SOCK_SERVER_OPTIONS"] = {"max_message_size": gateway.config.max_frame_bytes,
-                                         "ping_interval": 25, "subprotocols": [SUBPROTOCOL]}
+    # ``bearer.<token>`` offered beside ``vancetope`` is never echoed in the reply. It only
+    # answers the handshake: the hub reads, writes and pings the socket (``hub.py``).
+    app.config["SOCK_SERVER_OPTIONS"] = {"subprotocols": [SUBPROTOCOL],
+                                         "thread_class": NoThread}
+    hub = Hub(frame_threads=gateway.config.frame_threads,
+              max_sockets=gateway.config.max_sockets,
+              max_message_bytes=gateway.config.max_frame_bytes, ping_interval=PING_INTERVAL)
+    app.extensions["vancetope.hub"] = hub
     app.extensions["vancetope"] = gateway
     app.extensions["vancetope.ping_broker"] = ping_broker
     listener = EventListener(gateway.redis)
@@ -323,7 +316,7 @@ def create_app(gateway: Gateway, *, llm_description: str,
     add_web_client(app)
     sock = Sock(app)
 
-    renewer = PresenceRenewer(gateway.config.presence_ttl / 3)
+    renewer = PresenceRenewer(gateway.presence, gateway.config.presence_ttl / 3)
     app.extensions["vancetope.renewer"] = renewer
     tokens = TokenWatch(gateway.identity, gateway.config.token_recheck)
     app.extensions["vancetope.tokens"] = tokens
@@ -365,9 +358,13 @@ def create_app(gateway: Gateway, *, llm_description: str,
         return None
 
     @app.before_request
-    def _take_connection_slot() -> None:
+    def _take_connection_slot() -> tuple[Response, int] | None:
         # After authentication, before the upgrade: a refused client never gets a socket.
         if request.path == "/ws":
+            if hub.full():
+                return jsonify(code="unavailable", message=f"this gateway process holds "
+                               f"{hub.max_sockets} WebSockets, its most "
+                               f"(VANCETOPE_MAX_SOCKETS); try another"), 503
             g.connection_slot = slots.take(g.principal, request.remote_addr or "",
                                            uuid.uuid4().hex, g.notify_mode)
             # Admitted: the header timeout of ``vancetope serve`` must
@@ -375,44 +372,57 @@ def create_app(gateway: Gateway, *, llm_description: str,
             upgraded = request.environ.get("werkzeug.socket")
             if upgraded is not None:
                 upgraded.settimeout(None)
+        return None
+
+    def give_back(slot: Slot) -> None:
+        try:
+            slots.give_back(slot)
+        except Exception:  # its presence entry expires on its own
+            log.exception("freeing the connection slot of user %s failed", slot.who.user_id)
 
     @app.teardown_request
     def _give_back_connection_slot(_: BaseException | None) -> None:
-        # After the socket's whole life (flask-sock serves it inside the request), or after
-        # a handshake that failed.
+        # After a handshake that failed; an upgraded socket's slot goes back when it ends.
         slot = g.pop("connection_slot", None)
         if slot is not None:
-            try:
-                slots.give_back(slot)
-            except Exception:  # its presence entry expires on its own
-                log.exception("freeing the connection slot of user %s failed", slot.who.user_id)
+            give_back(slot)
 
     @sock.route("/ws")
     def ws(ws: Server) -> None:
-        connection = Connection(WebSocket(ws), g.principal, gateway, listener,
+        # The hub owns the socket from here: flask-sock's close after this route must not
+        # send a close frame of its own.
+        ws.connected = False
+        entry = hub.take(ws.sock, ws.ws, owned=ws.mode == "gunicorn")
+        slot = g.pop("connection_slot")
+        connection = Connection(entry, g.principal, gateway, listener,
                                 llm=llm_description,
                                 max_frame_bytes=gateway.config.max_frame_bytes,
                                 notify_mode=g.notify_mode,
                                 frame_rate=gateway.config.frame_rate,
                                 frame_burst=gateway.config.frame_burst,
-                                connection_id=g.connection_slot.connection_id,
-                                authorized=functools.partial(tokens.valid, g.token_hash))
+                                connection_id=slot.connection_id,
+                                authorized=functools.partial(tokens.valid, g.token_hash),
+                                pump=entry.pump)
         renewer.add(connection)
         tokens.watch(connection, g.token_hash)
         metrics.OPEN_SOCKETS.inc()
-        try:
-            connection.run()
-        finally:
+
+        def done() -> None:
             metrics.OPEN_SOCKETS.dec()
             tokens.forget(connection)
             renewer.discard(connection)
-            if ws.mode == "werkzeug":
-                # flask-sock lets werkzeug's server write an HTTP response after the close
-                # frame; a browser reads it as a broken frame ("Invalid frame header") and
-                # reports 1006 instead of our close code. Ending the stream here (after the
-                # close frame) leaves werkzeug nothing to write to.
-                with contextlib.suppress(OSError):
-                    ws.sock.shutdown(socket.SHUT_WR)
+            give_back(slot)
+
+        try:
+            connection.open()
+        except Exception:
+            log.exception("greeting a new connection failed; closing it")
+            connection.close(1011, "internal error")
+        hub.start(entry, connection, done)
+        if ws.mode != "gunicorn" or not app.extensions.get("vancetope.detach"):
+            # werkzeug (and gunicorn's own workers) write a response and close the socket
+            # once this returns; ``GatewayWorker`` leaves it to the hub.
+            entry.gone.wait()
 
     @app.errorhandler(VancetopeError)
     def _domain_error(e: VancetopeError) -> tuple[Response, int]:

@@ -55,10 +55,12 @@ LOST = {"type": "error", "data": {"code": "connection_lost",
                                   "message": "the connection to the server was lost"}}
 
 
-class _Client(Client):
+class WebSocketClient(Client):
     """simple_websocket's client, closing its socket when the handshake is refused, and
     handling frames that arrived in the same read as the 101 response (simple_websocket
-    1.1 leaves them buffered until the next read returns — the server's ping, 25 s later).
+    1.1 leaves them buffered until the next read returns — the server's ping, 25 s later;
+    the gateway greets a client as soon as it is upgraded, so on a busy machine the
+    welcome often comes in that read). Every Python client of the gateway uses this one.
     """
 
     def handshake(self) -> None:
@@ -86,7 +88,7 @@ class ChatClient:
 
     def __init__(self, url: str, token: str) -> None:
         try:
-            self._ws = _Client.connect(url, headers={"Authorization": f"Bearer {token}"})
+            self._ws = WebSocketClient.connect(url, headers={"Authorization": f"Bearer {token}"})
         except HandshakeRefused as e:
             if e.status_code in (401, 403):
                 raise Unauthorized(f"the server at {url} refused the token "

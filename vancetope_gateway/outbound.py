@@ -1,6 +1,7 @@
-"""A connection's outbound side: a bounded queue of frames drained in order by the
-connection's own writer thread, so a client that reads slowly delays nobody but itself
-(ARCHITECTURE §5).
+"""A connection's outbound side: a bounded queue of frames drained in order — by the
+gateway's socket hub (``hub.py``, what the server runs) or by a writer thread of the
+connection's own (a ``Connection`` on a blocking ``Socket``, as tests drive it) — so a
+client that reads slowly delays nobody but itself (ARCHITECTURE §5).
 """
 
 from __future__ import annotations
@@ -20,29 +21,35 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class _Close:
+class CloseItem:
     code: int | None  # None: end without a close frame (the socket is gone or closes itself)
     message: str
 
 
 class Outbound:
-    """The frames of one connection, sent in order by one writer thread.
+    """The frames of one connection, sent in order by one drainer.
 
     ``put``, ``wait_for_room`` and ``close`` are called with ``lock`` held (the
     Connection's, which also guards its state); ``put`` and ``close`` never block, so
-    the event listener may call them. The writer starts with the first frame and ends
-    after the close item: it sends the close frame if ``close`` got a code, then calls
-    ``on_closed``. A send that fails calls ``on_failure``, which must lead to ``close``.
-    A writer still blocked in a send ``grace`` seconds after ``close`` (its client
-    stopped reading) gets the socket aborted, which fails that send: the thread always
-    ends.
+    the event listener may call them. With ``pump`` (the hub's wake-up for this
+    socket), ``pump()`` is called whenever a frame is added and the hub drains the queue
+    with ``take`` and, after the close item, calls ``finish``. Without it a writer
+    thread starts with the first frame, sends each with ``sock.send`` and ends after
+    the close item: it sends the close frame if ``close`` got a code, then finishes.
+    Finishing calls ``on_closed``. A send that fails calls ``on_failure``, which must
+    lead to ``close``. A drainer not finished ``grace`` seconds after ``close`` (its
+    client stopped reading, a send is blocked) gets the socket aborted, which fails that
+    send: it always finishes.
     """
 
     def __init__(self, sock: Socket, lock: threading.Lock, *, limit: int, grace: float,
-                 on_failure: Callable[[], None], on_closed: Callable[[], None]) -> None:
+                 on_failure: Callable[[], None], on_closed: Callable[[], None],
+                 pump: Callable[[], None] | None = None) -> None:
         self._sock = sock
+        self._pump = pump
+        self._finished = threading.Event()
         self._changed = threading.Condition(lock)  # notified when a frame is added or taken
-        self._frames: deque[str | _Close] = deque()
+        self._frames: deque[str | CloseItem] = deque()
         self._limit = limit
         self._grace = grace
         self._on_failure = on_failure
@@ -76,21 +83,39 @@ class Outbound:
         self._deadline.name = "vt-writer-deadline"
         self._deadline.daemon = True
         self._deadline.start()
-        self._add(_Close(code, message))
+        self._add(CloseItem(code, message))
 
     def join(self) -> None:
-        """Wait for the writer to end (at most about ``grace`` seconds after ``close``)."""
-        if self._writer is not None:
-            self._writer.join()
+        """Wait until finished (at most about ``grace`` seconds after ``close``)."""
+        if self._writer is not None or self._pump is not None:
+            self._finished.wait()
 
-    def _add(self, item: str | _Close) -> None:
+    def take(self) -> str | CloseItem | None:
+        """The next item for the hub, None when none waits (``lock`` not held)."""
+        with self._changed:
+            if not self._frames:
+                return None
+            item = self._frames.popleft()
+            self._changed.notify_all()
+            return item
+
+    def finish(self) -> None:
+        """The close item was handled (its close frame sent, or the socket is gone)."""
+        assert self._deadline is not None
+        self._deadline.cancel()
+        self._finished.set()
+        self._on_closed()
+
+    def _add(self, item: str | CloseItem) -> None:
         self._frames.append(item)
         self._changed.notify_all()
-        if self._writer is None:
+        if self._pump is not None:
+            self._pump()
+        elif self._writer is None:
             self._writer = threading.Thread(target=self._write, name="vt-writer", daemon=True)
             self._writer.start()
 
-    def _take(self) -> str | _Close:
+    def _take(self) -> str | CloseItem:
         with self._changed:
             self._changed.wait_for(lambda: self._frames)
             item = self._frames.popleft()
@@ -98,7 +123,7 @@ class Outbound:
             return item
 
     def _write(self) -> None:
-        while not isinstance(item := self._take(), _Close):
+        while not isinstance(item := self._take(), CloseItem):
             try:
                 self._sock.send(item)
             except Exception:
@@ -107,12 +132,11 @@ class Outbound:
         if item.code is not None:
             with contextlib.suppress(Exception):  # the client may be gone already
                 self._sock.close(item.code, item.message)
-        assert self._deadline is not None
-        self._deadline.cancel()
-        self._on_closed()
+        self.finish()
 
     def _abort(self) -> None:
-        if self._writer is not None and self._writer.is_alive():
+        if (self._writer is not None or self._pump is not None) and \
+                not self._finished.is_set():
             log.info("a closed connection's writer was still blocked after %gs; aborting",
                      self._grace)
             self._sock.abort()

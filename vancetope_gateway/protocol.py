@@ -106,9 +106,11 @@ class TokenBucket:
 class Connection:
     """One authenticated client connection: requests in, replies and events out.
 
-    Threads: the reader (``run``, ``handle``; it also replays missed events), the
-    gateway's event listener (live events and feed pushes), the connection's writer
-    (``Outbound``: every frame goes out there, in order) and the presence renewer.
+    Threads: the one serving its frames (``handle``, one frame at a time; it also
+    replays missed events: a thread of the hub's pool, or ``run``'s caller), the
+    gateway's event listener (live events and feed pushes), the one draining
+    ``Outbound`` (every frame goes out there, in order: the hub, or a writer thread of
+    its own) and the presence renewer.
     ``_lock`` guards ``state``, ``session``, the follow handles and the outbound queue,
     and is held only for steps in memory, never across I/O, so the listener never waits
     for anybody's Redis, store or socket. ``_bind`` and ``_start_events`` do their I/O
@@ -130,12 +132,14 @@ class Connection:
                  listener: EventListener, *, llm: str, max_frame_bytes: int,
                  notify_mode: frames.NotifyMode = "all", frame_rate: float = 50.0,
                  frame_burst: int = 200, connection_id: str | None = None,
-                 authorized: Callable[[], bool] = lambda: True) -> None:
+                 authorized: Callable[[], bool] = lambda: True,
+                 pump: Callable[[], None] | None = None) -> None:
         """``frame_rate`` / ``frame_burst``: ``VANCETOPE_FRAME_RATE`` / ``_BURST``.
         ``connection_id``: the id the gateway already counted the connection under (its
         per-user slot in presence); a new one by default. ``authorized`` says whether
         the socket's token still holds (``TokenWatch``); it is asked before each request
-        is served."""
+        is served. ``pump``: the socket hub drains ``outbound`` (see ``Outbound``); None:
+        a writer thread of the connection's own sends with ``sock.send``."""
         self.connection_id = connection_id or uuid.uuid4().hex
         self._sock = sock
         self._who = principal
@@ -146,9 +150,9 @@ class Connection:
         self._notify_mode = notify_mode
         self._authorized = authorized
         self._lock = threading.Lock()
-        self._out = Outbound(sock, self._lock, limit=self.OUTBOUND_QUEUE_MAX,
-                             grace=self.STALL_GRACE_SEC, on_failure=self.close,
-                             on_closed=self._release)
+        self.outbound = Outbound(sock, self._lock, limit=self.OUTBOUND_QUEUE_MAX,
+                                 grace=self.STALL_GRACE_SEC, on_failure=self.close,
+                                 on_closed=self._release, pump=pump)
         self._rate = frame_rate
         self._bucket = TokenBucket(frame_rate, frame_burst)
         # Refusals have a bucket too: a client that ignores them as long again is closed.
@@ -209,18 +213,10 @@ class Connection:
 
     # ── loop ────────────────────────────────────────────────────────────
     def run(self) -> None:
-        """Serve until the client goes away; returns once the writer has ended."""
+        """Serve a blocking ``Socket`` until the client goes away; returns once the writer
+        has ended. (The server's hub calls ``open`` and then ``handle`` per frame.)"""
         try:
-            sessions = self._gateway.sessions.list_sessions(self._who)
-            self.push("welcome", frames.Welcome(
-                server_version=__version__, tenant_id=self._who.tenant_id,
-                user_id=self._who.user_id, llm=self._llm,
-                max_frame_bytes=self._max_frame_bytes, notify_mode=self._notify_mode,
-                sessions={status.value: sum(1 for s in sessions if s.status is status)
-                          for status in SessionStatus}))
-            self._follow_feed()
-            self.push("inbox-pending-summary", frames.InboxPendingSummary.model_validate(
-                self._gateway.inbox.pending_summary(self._who)))
+            self.open()
             while self.state is not ConnState.CLOSED:
                 raw = self._sock.receive()
                 if raw is None:
@@ -228,7 +224,20 @@ class Connection:
                 self.handle(raw)
         finally:
             self.close()
-            self._out.join()
+            self.outbound.join()
+
+    def open(self) -> None:
+        """Greet the client (``welcome``, the Inbox summary) and follow the user's feed."""
+        sessions = self._gateway.sessions.list_sessions(self._who)
+        self.push("welcome", frames.Welcome(
+            server_version=__version__, tenant_id=self._who.tenant_id,
+            user_id=self._who.user_id, llm=self._llm,
+            max_frame_bytes=self._max_frame_bytes, notify_mode=self._notify_mode,
+            sessions={status.value: sum(1 for s in sessions if s.status is status)
+                      for status in SessionStatus}))
+        self._follow_feed()
+        self.push("inbox-pending-summary", frames.InboxPendingSummary.model_validate(
+            self._gateway.inbox.pending_summary(self._who)))
 
     def close(self, code: int | None = None, message: str = "", *,
               last_frame: str | None = None) -> None:
@@ -243,14 +252,14 @@ class Connection:
                 if handle is not None:
                     self._listener.unfollow(handle)
             self._follow = self._feed = None
-            self._out.close(code, message, last_frame)
+            self.outbound.close(code, message, last_frame)
 
     def revoked(self, request_id: str | None = None) -> None:
         """The token was revoked: close with 1008, answering the request being served (if
         any) with ``unauthorized`` first. From any thread."""
-        error = None if request_id is None else self._encode(frames.Envelope(
-            type="error", reply_to=request_id,
-            data=frames.ErrorData(code=Unauthorized.code, message=REVOKED_MESSAGE).dump()))
+        error = None if request_id is None else _encode(
+            "error", frames.ErrorData(code=Unauthorized.code, message=REVOKED_MESSAGE).dump(),
+            request_id)
         log.info("closing connection %s of user %s: its token was revoked",
                  self.connection_id, self._who.user_id)
         self.close(REVOKED, REVOKED_MESSAGE, last_frame=error)
@@ -269,8 +278,20 @@ class Connection:
             log.exception("forgetting connection %s of user %s failed",
                           self.connection_id, self._who.user_id)
 
+    def presence(self) -> tuple[tuple[str, str, str, str], tuple[str, str, str] | None] | None:
+        """What keeps this connection counted as present (``Presence.renew_all``: the user's
+        entry, and the bound session's), None once closed."""
+        with self._lock:
+            if self.state is ConnState.CLOSED:
+                return None
+            session = self.session
+        user = (self._who.tenant_id, self._who.user_id, self.connection_id, self._notify_mode)
+        return user, None if session is None else \
+            (self._who.tenant_id, session.id, self.connection_id)
+
     def renew(self) -> None:
-        """Keep this connection counted as present (called by the gateway's renewer)."""
+        """Keep this connection counted as present (when it starts; then the gateway's
+        renewer renews every connection at once)."""
         with self._lock:
             if self.state is ConnState.CLOSED:
                 return
@@ -296,7 +317,9 @@ class Connection:
                 return
             if isinstance(raw, bytes):
                 raise InvalidInput("binary frames are not part of the protocol; send JSON text")
-            if len(raw.encode()) > self._max_frame_bytes:
+            # A character is at most 4 bytes of UTF-8: most frames need no encoding to tell.
+            if len(raw) * 4 > self._max_frame_bytes and \
+                    len(raw.encode()) > self._max_frame_bytes:
                 # The socket layer counts what it received; the limit is in UTF-8 bytes.
                 self._close_too_big()
                 return
@@ -306,12 +329,15 @@ class Connection:
                 raise BadJson(f"frame is not valid JSON: {e}") from e
             except RecursionError as e:
                 raise InvalidInput(f"frame is nested more than {MAX_NESTING} deep") from e
-            if nested_deeper(body, MAX_NESTING):
+            # Nesting takes an opening bracket per level: most frames need no walk to tell.
+            if raw.count("[") + raw.count("{") > MAX_NESTING and \
+                    nested_deeper(body, MAX_NESTING):
                 # pydantic's serializer gives up far below what json.loads accepts (a
                 # 900-deep ``params`` failed in ``model_dump`` and answered ``internal``).
                 request_id = _request_id(body)
                 raise InvalidInput(f"frame is nested more than {MAX_NESTING} deep")
-            if not _valid_unicode(body):
+            # A lone surrogate comes from a \\u escape (or a str that holds one).
+            if ("\\u" in raw or not raw.isascii()) and not _valid_unicode(body):
                 raise BadJson("frame contains invalid Unicode (a lone surrogate escape such as "
                               "\\ud800)")
             request_id = _request_id(body)
@@ -329,8 +355,7 @@ class Connection:
             data = model.model_validate(envelope.data)
             with tracing.span(f"ws {envelope.type}", frame=envelope.type):
                 reply = self._handlers[envelope.type](data)
-            self._send(frames.Envelope(type=envelope.type, reply_to=envelope.id,
-                                       data=reply.dump()))
+            self._send(envelope.type, reply.dump(), envelope.id)
             if envelope.type in _STARTS_EVENTS:
                 self._start_events()
         except RecursionError:
@@ -603,7 +628,7 @@ class Connection:
         page = max(1, self.OUTBOUND_QUEUE_MAX // 4)
         while events := self._gateway.events.read(session_id, after, count=page):
             with self._lock:
-                room = self._out.wait_for_room(page, self.STALL_GRACE_SEC)
+                room = self.outbound.wait_for_room(page, self.STALL_GRACE_SEC)
                 if self.state is ConnState.CLOSED:
                     return after
             if not room:
@@ -632,7 +657,7 @@ class Connection:
                     tool_call_id=event.data["toolCallId"], tool_name=event.data["toolName"],
                     params=event.data["params"], timeout_sec=event.data["timeoutSec"]))
             return
-        self._send(frames.Envelope(type="event", data=event.dump()))
+        self._send("event", event.dump())
 
     def _require_session(self) -> Session:
         if self.session is None:
@@ -641,31 +666,33 @@ class Connection:
 
     # ── output ──────────────────────────────────────────────────────────
     def push(self, type: str, data: frames.Wire) -> None:
-        self._send(frames.Envelope(type=type, data=data.dump()))
+        self._send(type, data.dump())
 
     def _error(self, reply_to: str | None, code: str, message: str) -> None:
-        self._send(frames.Envelope(type="error", reply_to=reply_to,
-                                   data=frames.ErrorData(code=code, message=message).dump()))
+        self._send("error", frames.ErrorData(code=code, message=message).dump(), reply_to)
 
-    def _send(self, envelope: frames.Envelope) -> None:
+    def _send(self, type: str, data: dict[str, Any], reply_to: str | None = None) -> None:
         """Queue a frame for the writer; never blocks. A client with ``OUTBOUND_QUEUE_MAX``
         frames waiting cannot keep up: it is dropped and resumes from its last seq."""
-        text = self._encode(envelope)
+        text = _encode(type, data, reply_to)
         with self._lock:
-            if self.state is ConnState.CLOSED or self._out.put(text):
+            if self.state is ConnState.CLOSED or self.outbound.put(text):
                 return
         self._drop()
-
-    @staticmethod
-    def _encode(envelope: frames.Envelope) -> str:
-        return json.dumps(envelope.model_dump(mode="json", by_alias=True, exclude_none=True),
-                          separators=(",", ":"))
 
     def _drop(self) -> None:
         log.info("dropping connection %s of user %s: it does not keep up with its frames",
                  self.connection_id, self._who.user_id)
         metrics.EVENTS_DROPPED.labels("slow-client").inc()
         self.close(TOO_SLOW, TOO_SLOW_MESSAGE)
+
+
+def _encode(type: str, data: dict[str, Any], reply_to: str | None = None) -> str:
+    """An outgoing frame: ``frames.Envelope``'s JSON (``data`` is JSON-ready already: a
+    model's ``dump``), written without building the model."""
+    frame: dict[str, Any] = {"type": type, "data": data} if reply_to is None else \
+        {"type": type, "replyTo": reply_to, "data": data}
+    return json.dumps(frame, separators=(",", ":"))
 
 
 def _parse_cursor(cursor: str | None) -> tuple[datetime, str] | None:

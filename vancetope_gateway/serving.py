@@ -31,6 +31,7 @@ from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
 from vancetope_brain.config import Config
 from vancetope_gateway.app import going_away
+from vancetope_gateway.hub import Hub
 
 
 def make_embedded_server(app: Flask, host: str, port: int,
@@ -70,6 +71,32 @@ class GatewayWorker(ThreadWorker):
         going_away(self.wsgi)
         time.sleep(0.5)  # the writers send the close frames
         super().handle_quit(sig, frame)
+
+    def load_wsgi(self) -> None:
+        """The app's WebSocket route may hand its socket to the hub and return: this
+        worker does not close it then (``finish_request``); gunicorn's own would."""
+        super().load_wsgi()
+        if (extensions := getattr(self.wsgi, "extensions", None)) is not None:
+            extensions["vancetope.detach"] = True
+
+    def run(self) -> None:
+        """gunicorn's loop, then (stopping) the wait for the hub's sockets to close: they
+        are not gunicorn's connections any more, so its graceful wait does not count them."""
+        super().run()
+        if (hub := self._hub()) is not None:
+            hub.wait_empty(self.cfg.graceful_timeout)
+
+    def finish_request(self, conn: Any, fs: Any) -> None:
+        """A WebSocket's request ended with its socket handed to the hub: the connection is
+        no longer gunicorn's to close (or to count against ``--worker-connections``)."""
+        if (hub := self._hub()) is not None and hub.owns(conn.sock):
+            self.nr_conns -= 1
+            return
+        super().finish_request(conn, fs)
+
+    def _hub(self) -> Hub | None:
+        """The gateway app's socket hub (None: another WSGI app, e.g. in a test)."""
+        return getattr(self.wsgi, "extensions", {}).get("vancetope.hub")
 
     def handle(self, conn: Any) -> Any:
         with self._reading_lock:

@@ -1,4 +1,4 @@
-"""kombu's Redis transport, with its reconnect crash worked around.
+"""kombu's Redis transport, with its reconnect crash worked around and one client per channel.
 
 When the broker connection drops, Celery closes the hub, which runs the acks of
 tasks that finished meanwhile on channels whose connection is already closed;
@@ -20,6 +20,22 @@ from kombu.transport import redis as kombu_redis
 
 
 class Channel(kombu_redis.Channel):
+    """kombu builds a fresh ``redis.Redis`` around the channel's pool for every publish,
+    ack and restore (``conn_or_acquire``): ~65 µs of CPU each with redis-py 8, a third of a
+    task's enqueue. One client per pool does the same (a client holds no connection of
+    its own; the pool hands one out per command), and a reconnect's new pool gets a new
+    client."""
+
+    _client: Any = None
+
+    def _create_client(self, asynchronous: bool = False) -> Any:
+        if asynchronous:
+            return super()._create_client(asynchronous=True)
+        pool = self.pool
+        if self._client is None or self._client.connection_pool is not pool:
+            self._client = super()._create_client()
+        return self._client
+
     def _connparams(self, asynchronous: bool = False) -> Any:
         if self.connection is None or self.connection.client is None:
             raise redis.ConnectionError("the broker connection of this channel is closed")

@@ -21,7 +21,7 @@ from vancetope_brain.runtime import redis_client
 from vancetope_brain.services.jobs import EnqueueJob
 from workers import broker
 from workers.health import Heartbeat
-from workers.tasks import HOUSEKEEPING, LANE_TURN, SERVICE_JOB, SWEEP
+from workers.tasks import HOUSEKEEPING, LANE_SHARD, LANE_TURN, SERVICE_JOB, SWEEP
 
 if TYPE_CHECKING:
     from celery.worker import WorkController
@@ -58,7 +58,9 @@ def create_celery(config: Config, *, model_for: ModelFor | None = None,
         # Correctness never waits for this: the sweeper re-wakes orphaned work.
         transport_options["visibility_timeout"] = 3600
     if config.broker_url.startswith(("redis://", "rediss://")):
-        app.conf.broker_transport = broker.Transport  # survives a broker restart under load
+        # Survives a broker restart under load. By name, not the class: workers send their
+        # connection's settings in control replies (Flower's `stats`), as JSON.
+        app.conf.broker_transport = f"{broker.__name__}:{broker.Transport.__name__}"
     app.conf.update(
         task_acks_late=True,
         task_reject_on_worker_lost=True,
@@ -170,11 +172,14 @@ def broker_ping(app: Celery) -> Callable[[], None]:
 
 
 def enqueue_on(app: Celery) -> Enqueue:
-    """The Celery producer of lane turns: ``enqueue(tenant, process, shard, delay)`` for
-    ``Waker``."""
-    def enqueue(tenant_id: str, process_id: str, shard: int, delay: float = 0.0) -> None:
-        app.send_task(LANE_TURN, args=[tenant_id, process_id], queue=lane_queue(shard),
-                      countdown=delay or None)
+    """The Celery producer of lane tasks for ``Waker``: ``enqueue(shard)`` a shard task,
+    ``enqueue(shard, (tenant, process), delay)`` the turn of one process."""
+    def enqueue(shard: int, process: tuple[str, str] | None = None, delay: float = 0.0) -> None:
+        if process is None:
+            app.send_task(LANE_SHARD, args=[shard], queue=lane_queue(shard))
+        else:
+            app.send_task(LANE_TURN, args=list(process), queue=lane_queue(shard),
+                          countdown=delay or None)
 
     return enqueue
 

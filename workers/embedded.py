@@ -6,16 +6,21 @@ import logging
 import threading
 import time
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 from celery import Celery
 from celery.worker import WorkController, state
 from kombu.transport.virtual import Channel
 
 from vancetope_brain import keys
+from vancetope_brain.errors import NotFound
 from vancetope_brain.models import utcnow
-from vancetope_brain.store import LaneStore
+from vancetope_brain.store import LaneStore, SessionStore
 from workers.celery_app import MAINTENANCE_QUEUE
-from workers.tasks import LANE_TURN
+from workers.tasks import LANE_SHARD, LANE_TURN
+
+if TYPE_CHECKING:
+    from workers.parts import Worker
 
 log = logging.getLogger(__name__)
 
@@ -81,16 +86,16 @@ class EmbeddedWorker:
 
     def _busy(self, channel: Channel) -> list[str]:
         """What still moves, or nothing. The checks are one snapshot when no task was accepted
-        meanwhile: only a running task wakes lanes, and a woken one keeps its wake flag until
-        it runs."""
+        meanwhile: only a running task wakes lanes, and a woken one waits in its shard's
+        ready set until a task takes it."""
         accepted = state.all_total_count[0]
         worker = self._app.vancetope_worker()
-        lane_turn = self._app.tasks[LANE_TURN]
+        lane_tasks = {self._app.tasks[LANE_TURN], self._app.tasks[LANE_SHARD]}
         busy = []
-        if running := sum(r.task is lane_turn for r in tuple(state.requests.values())):
-            busy.append(f"{running} lane turn(s) received or running")
-        if flags := [k.decode() for k in worker.redis.scan_iter(match=keys.wake("*"))]:
-            busy.append(f"wake flags {flags}")
+        if running := sum(r.task in lane_tasks for r in tuple(state.requests.values())):
+            busy.append(f"{running} lane turn task(s) received or running")
+        if ready := self._ready(worker):
+            busy.append(f"processes ready, not taken yet {ready}")
         if queued := sum(channel.queue_declare(name, passive=True).message_count
                          for name in self._lane_queues):
             busy.append(f"{queued} lane task(s) queued")
@@ -102,6 +107,22 @@ class EmbeddedWorker:
         if state.all_total_count[0] != accepted:
             busy.append("a task started meanwhile")
         return busy
+
+    def _ready(self, worker: Worker) -> list[str]:
+        """The processes of this store waiting in a shard's ready set (one Redis may serve
+        several stores, as the in-memory one of a test run does)."""
+        sessions = worker.store.port(SessionStore)
+        found = []
+        for key in worker.redis.scan_iter(match=keys.ready("*")):
+            members: list[bytes] = worker.redis.zrange(key, 0, -1)  # type: ignore[assignment]
+            for member in members:
+                tenant_id, _, process_id = member.decode().rpartition("/")
+                try:
+                    sessions.get_process(tenant_id, process_id)
+                except NotFound:
+                    continue
+                found.append(process_id)
+        return found
 
     def _beat(self) -> None:
         entries = [(e["task"], e["schedule"].total_seconds())

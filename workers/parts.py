@@ -11,8 +11,10 @@ from datetime import timedelta
 
 from vancetope_brain.config import Config
 from vancetope_brain.engines import ENGINES, EngineRegistry
+from vancetope_brain.engines.chat_cache import ChatCache
 from vancetope_brain.engines.contexts import ContextFactory, ModelFor
 from vancetope_brain.events import EventOutbox
+from vancetope_brain.events.tokens import TokenCoalescer
 from vancetope_brain.lanes import LaneRunner, LeaseKeeper
 from vancetope_brain.lanes.sweeper import fire_timers, sweep
 from vancetope_brain.lanes.waker import Enqueue
@@ -109,7 +111,10 @@ def build_worker(config: Config, enqueue: Enqueue, enqueue_job: EnqueueJob, *,
                               events=events, engines=engines,
                               processes=core["process_factory"], model_for=model_for,
                               tool_sources=tool_sources, inbox=core["inbox"],
-                              tool_health=tool_health.write)
+                              tool_health=tool_health.write,
+                              tokens=TokenCoalescer(events, interval=config.token_flush)
+                              if config.token_flush else None,
+                              chat=ChatCache(lanes, config.chat_cache_lines))
     runner = LaneRunner(lanes=lanes, processes=processes, items=store.port(UserInboxStore),
                         events=events, outbox=outbox,
                         leases=LeaseKeeper(core["redis"], ttl=config.lease_ttl),

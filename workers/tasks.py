@@ -15,16 +15,34 @@ from vancetope_brain.errors import RuntimeFailure, UserError
 
 log = logging.getLogger(__name__)
 
+LANE_SHARD = "vancetope.lane_shard"
 LANE_TURN = "vancetope.lane_turn"
 SWEEP = "vancetope.sweep"
 HOUSEKEEPING = "vancetope.housekeeping"
 SERVICE_JOB = "vancetope.service_job"
 
 
+@shared_task(name=LANE_SHARD, bind=True, acks_late=True, max_retries=5)
+def lane_shard(self: Task, shard: int) -> list[str]:
+    """The turns of a shard's ready processes (``LaneRunner.drain``); returns their
+    outcomes."""
+    try:
+        return [outcome.value for outcome in self.app.vancetope_worker().runner.drain(shard)]
+    except (RuntimeFailure, redis.RedisError) as e:
+        # Redis failed between turns: what still waits in the ready set is this task's
+        # again once it retries (and if the broker cannot take the retry either, the
+        # sweeper finds the lanes afterwards).
+        log.warning("lane shard %s failed (%s); retrying", shard, e)
+        raise self.retry(exc=e, countdown=min(2 ** self.request.retries, 30)) from e
+
+
 @shared_task(name=LANE_TURN, bind=True, acks_late=True, max_retries=5)
 def lane_turn(self: Task, tenant_id: str, process_id: str) -> str:
+    worker = self.app.vancetope_worker()
     try:
-        return self.app.vancetope_worker().runner.run(tenant_id, process_id).value
+        # The turn runs here: a wait of the process in its shard's ready set is moot.
+        worker.waker.clear(tenant_id, process_id)
+        return worker.runner.run(tenant_id, process_id).value
     except (RuntimeFailure, redis.RedisError) as e:
         # A store or Redis hiccup: the messages are still pending; try again soon (and if
         # the broker cannot take the retry either, the sweeper finds the lane afterwards).

@@ -8,7 +8,6 @@ Short form (one round of each scenario, the default; what ``.ci/run`` runs as pa
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import signal
@@ -22,6 +21,7 @@ from typing import Any
 import pytest
 import redis
 
+from tests import run_report
 from tests.helpers import wait_for
 from tests.integration.gateways import Stack, running_stack
 
@@ -35,24 +35,13 @@ DEFAULTS = {  # the shipped defaults (vancetope_brain/config.py), not the tests'
 }
 LEASE_TTL = float(DEFAULTS["VANCETOPE_LEASE_TTL"])
 
-_REPORT: list[dict[str, Any]] = []
-
 
 def report(scenario: str, **figures: Any) -> None:
-    """Record a scenario's figures (recovery time in seconds, counts) for the summary."""
-    _REPORT.append({"scenario": scenario, **figures})
-
-
-def pytest_terminal_summary(terminalreporter: Any) -> None:
-    if not _REPORT:
-        return
-    terminalreporter.section("chaos: recovery")
-    for row in _REPORT:
-        figures = ", ".join(f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}"
-                            for k, v in row.items() if k != "scenario")
-        terminalreporter.line(f"{row['scenario']}: {figures}")
-    if path := os.environ.get("VANCETOPE_CHAOS_REPORT"):
-        Path(path).write_text(json.dumps(_REPORT, indent=2))
+    """Record a scenario's figures (recovery time in seconds, counts) for the run's
+    "chaos: recovery" summary (and ``VANCETOPE_CHAOS_REPORT``, see ``tests/run_report.py``)."""
+    shown = ", ".join(f"{k}={v:.2f}" if isinstance(v, float) else f"{k}={v}"
+                      for k, v in figures.items())
+    run_report.add("chaos: recovery", f"{scenario}: {shown}", {"scenario": scenario, **figures})
 
 
 def _free_port() -> int:

@@ -287,3 +287,53 @@ def test_a_stop_reaches_the_levels_beneath_a_middle_level_that_already_failed(em
     assert [(found[n].status, found[n].close_reason) for n in "abc"] == [
         (ProcessStatus.CLOSED, CloseReason.STOPPED), (ProcessStatus.CLOSED, CloseReason.FAILED),
         (ProcessStatus.CLOSED, CloseReason.STOPPED)]
+
+
+def test_a_long_chat_is_read_back_only_as_far_as_the_budget_reaches(embedded, monkeypatch):
+    from vancetope_brain.engines.arthur import TRUNCATED
+    from vancetope_brain.engines.context import HISTORY_PAGE
+    from vancetope_brain.engines.prompting import conversation
+    from vancetope_brain.llm import LlmMessage, budget
+    from vancetope_brain.store.sqlite.lanes import SqliteLanes
+
+    calls = []
+
+    def arthur(messages, tools):
+        calls.append((messages, tools))
+        return respond("ok")
+
+    embedded.model = FunctionModel(Script(arthur, None))
+    session = arthur_session(embedded)
+    pid = session.chat_process_id
+    lanes = embedded.brain.store.port(LaneStore)
+    sent = 3 * HISTORY_PAGE // 2  # a chat of more than one page of lines
+    for i in range(sent):
+        embedded.brain.sessions.steer(embedded.who, pid, f"m{i} " + "x" * 100)
+    wait_for(lambda: sum(line.role is ChatRole.USER for line in lanes.chat_history(
+        "acme", pid, limit=10_000)) == sent and embedded.brain.store.port(
+        SessionStore).get_process("acme", pid).status is ProcessStatus.IDLE, timeout=120)
+    _set(embedded, "arthur.maxContextTokens", 4096)
+    reads = []
+    read = SqliteLanes.chat_history
+
+    def counted(self, *args, **kwargs):
+        lines = read(self, *args, **kwargs)
+        reads.append(len(lines))
+        return lines
+
+    monkeypatch.setattr(SqliteLanes, "chat_history", counted)
+    turns = len(calls)
+    embedded.brain.sessions.steer(embedded.who, pid, "last one")
+    wait_for(lambda: [line.content for line in lanes.chat_history("acme", pid, limit=2)]
+             == ["last one", "ok"], timeout=60)  # the turn committed
+    monkeypatch.undo()
+    assert len(calls) == turns + 1
+    messages, tools = calls[-1]
+    # What the model saw is what the whole chat gives under the budget …
+    before_reply = lanes.chat_history("acme", pid, limit=10_000)[:-1]
+    expected = budget.fit(messages[:1], conversation(before_reply), tools, 4096,
+                          LlmMessage("system", TRUNCATED))
+    assert [m.content for m in messages] == [m.content for m in expected]
+    assert messages[1].content == TRUNCATED and messages[-1].content == "last one"
+    # … but the turn read one page of it, not the whole chat.
+    assert reads and max(reads) <= HISTORY_PAGE and sum(reads) < sent

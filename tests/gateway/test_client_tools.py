@@ -8,13 +8,13 @@ import json
 import threading
 
 import pytest
-from simple_websocket import Client
 
 from tests.helpers import wait_for
 from vancetope_brain.engines import ENGINES, ThinkEngine
 from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.models import ChatRole
 from vancetope_brain.store import LaneStore, SessionStore
+from vancetope_gateway.chat_client import WebSocketClient
 
 
 class ToolCaller(ThinkEngine):
@@ -47,7 +47,7 @@ class Peer:
     """A WebSocket client that answers tool calls with a function."""
 
     def __init__(self, url: str, answer) -> None:
-        self.ws = Client.connect(url)
+        self.ws = WebSocketClient.connect(url)
         self.answer = answer
         self.replies: dict[str, dict] = {}
         self.calls: list[dict] = []

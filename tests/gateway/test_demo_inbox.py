@@ -11,20 +11,21 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from simple_websocket import Client, ConnectionClosed
+from simple_websocket import ConnectionClosed
 
 from tests.helpers import wait_for
 from vancetope_brain.inbox.payloads import validate_payload
 from vancetope_brain.llm.demo import DemoModel
 from vancetope_brain.llm.demo_inbox import ALL_TYPES, DOCUMENT_MARKDOWN, demo_png
 from vancetope_brain.models.inbox import ItemType
+from vancetope_gateway.chat_client import WebSocketClient
 
 
 class Socket:
     """A WebSocket client of the embedded user whose frames a thread collects."""
 
     def __init__(self, host: str, token: str) -> None:
-        self.ws = Client.connect(f"ws://{host}/ws?token={token}")
+        self.ws = WebSocketClient.connect(f"ws://{host}/ws?token={token}")
         self.frames: list[dict[str, Any]] = []
         self._n = 0
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -142,7 +143,10 @@ def test_every_kind_of_item_is_posted_valid_and_its_files_open(ws, served):
         ws.request("inbox-dismiss", itemId=items[kind]["id"])
 
 
-def test_a_demo_answer_streams_as_many_token_events(ws):
+def test_a_demo_answer_streams_as_many_token_events(ws, embedded):
+    # Paced like the server's default demo (VANCETOPE_DEMO_TOKEN_DELAY), slower than the
+    # worker's token flush (VANCETOPE_TOKEN_FLUSH_MS): words arrive as they are streamed.
+    embedded.model = DemoModel(token_delay=0.015)
     pid = _chat(ws, "hello")
     said = ws.said("You said: “hello”.")
     tokens = [e["data"]["data"]["text"] for e in list(ws.frames) if e["type"] == "event"

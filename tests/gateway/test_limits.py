@@ -15,7 +15,6 @@ import time
 from collections import Counter
 
 import pytest
-from simple_websocket import Client as WsClient
 from simple_websocket import ConnectionClosed
 from werkzeug.serving import make_server
 
@@ -31,6 +30,7 @@ from vancetope_brain.models import ProcessStatus, SessionStatus
 from vancetope_brain.models.inbox import ItemType
 from vancetope_brain.store import SessionStore
 from vancetope_gateway.app import MAX_BODY_BYTES, create_app
+from vancetope_gateway.chat_client import WebSocketClient
 from vancetope_gateway.protocol import MAX_NESTING
 
 CAPS = {"VANCETOPE_MAX_CONNECTIONS_PER_USER": "3", "VANCETOPE_MAX_CONNECTIONS_PER_IP": "5",
@@ -87,8 +87,8 @@ def handshake(host: str, token: str, body: bytes | None = None) -> tuple[int, di
         connection.close()
 
 
-def open_socket(host: str, token: str) -> WsClient:
-    ws = WsClient.connect(f"ws://{host}/ws", headers={"Authorization": f"Bearer {token}"})
+def open_socket(host: str, token: str) -> WebSocketClient:
+    ws = WebSocketClient.connect(f"ws://{host}/ws", headers={"Authorization": f"Bearer {token}"})
     assert json.loads(ws.receive(timeout=5))["type"] == "welcome"
     return ws
 
@@ -98,8 +98,10 @@ def held(app, address: str = "127.0.0.1") -> int:
 
 
 def settled(gateways) -> None:
-    """Every socket of earlier tests has been released by its gateway."""
-    wait_for(lambda: all(held(app) == 0 for _, app in gateways), what="released sockets")
+    """Every socket of earlier tests has been released by its gateway (its slot, and by the
+    hub, which drains a closed socket for a moment after its close frame)."""
+    wait_for(lambda: all(held(app) == 0 and app.extensions["vancetope.hub"].wait_empty(0)
+                         for _, app in gateways), what="released sockets")
 
 
 def freed(emb, who: Principal, left: int) -> float:
@@ -406,3 +408,23 @@ def test_pending_inbox_items_per_process(emb):
     assert (again.id, created) == (first.id, False)
     inbox.dismiss(who, first.id)
     post("c")  # a resolved item frees its place
+
+
+def test_a_gateway_process_holding_its_most_sockets_refuses_the_upgrade(
+        embedded, gateways, monkeypatch):
+    """``VANCETOPE_MAX_SOCKETS``: one more upgrade is refused with 503 ``unavailable``
+    before it becomes a socket; a socket that ends makes room again."""
+    settled(gateways)
+    (host, app), _ = gateways
+    hub = app.extensions["vancetope.hub"]
+    monkeypatch.setattr(hub, "max_sockets", 1)
+    _, token = new_user(embedded)
+    ws = open_socket(host, token)
+    try:
+        status, body = handshake(host, token)
+        assert (status, body["code"]) == (503, "unavailable"), body
+        assert "VANCETOPE_MAX_SOCKETS" in body["message"]
+    finally:
+        ws.close()
+    wait_for(lambda: not hub.full(), what="the hub to let go of the closed socket")
+    open_socket(host, token).close()

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from simple_websocket import Client, ConnectionClosed
+from simple_websocket import ConnectionClosed
 
 from tests.conftest import Embedded
 from tests.gateway.wire import FakeSocket, echo
@@ -25,7 +25,7 @@ from tests.helpers import wait_for
 from vancetope_brain.errors import VancetopeError
 from vancetope_brain.events import EventListener
 from vancetope_brain.identity.service import hash_token
-from vancetope_gateway.chat_client import ChatClient
+from vancetope_gateway.chat_client import ChatClient, WebSocketClient
 from vancetope_gateway.protocol import REVOKED, REVOKED_MESSAGE, Connection
 from vancetope_gateway.tokens import TokenWatch
 
@@ -41,17 +41,19 @@ def embedded(tmp_path_factory):
     emb.stop()
 
 
-def _connect(host: str, token: str, how: str) -> Client:
+def _connect(host: str, token: str, how: str) -> WebSocketClient:
     if how == "header":
-        ws = Client.connect(f"ws://{host}/ws", headers={"Authorization": f"Bearer {token}"})
+        ws = WebSocketClient.connect(f"ws://{host}/ws",
+                                     headers={"Authorization": f"Bearer {token}"})
     else:
-        ws = Client.connect(f"ws://{host}/ws", subprotocols=["vancetope", f"bearer.{token}"])
+        ws = WebSocketClient.connect(f"ws://{host}/ws",
+                                     subprotocols=["vancetope", f"bearer.{token}"])
     assert json.loads(ws.receive(timeout=5))["type"] == "welcome"
     assert json.loads(ws.receive(timeout=5))["type"] == "inbox-pending-summary"
     return ws
 
 
-def _request(ws: Client, frame_type: str, rid: str, **data) -> dict:
+def _request(ws: WebSocketClient, frame_type: str, rid: str, **data) -> dict:
     ws.send(json.dumps({"type": frame_type, "id": rid, "data": data}))
     while True:
         frame = json.loads(ws.receive(timeout=5))
@@ -59,7 +61,7 @@ def _request(ws: Client, frame_type: str, rid: str, **data) -> dict:
             return frame
 
 
-def _closed_by_server(ws: Client, timeout: float = 5) -> int:
+def _closed_by_server(ws: WebSocketClient, timeout: float = 5) -> int:
     """Read until the server closes; the close code."""
     try:
         while True:
@@ -225,7 +227,7 @@ def test_the_bearer_subprotocol_authenticates_and_the_reply_never_carries_the_to
     # The header and the query string still work; the header wins over an offer.
     assert _handshake(served, {"Authorization": f"Bearer {secret}",
                                "Sec-WebSocket-Protocol": "vancetope"}).startswith(b"HTTP/1.1 101")
-    ws = Client.connect(f"ws://{served}/ws?token={secret}")
+    ws = WebSocketClient.connect(f"ws://{served}/ws?token={secret}")
     try:
         assert json.loads(ws.receive(timeout=5))["type"] == "welcome"
     finally:

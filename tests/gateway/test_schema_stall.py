@@ -11,21 +11,20 @@ import statistics
 import threading
 import time
 
-from simple_websocket import Client
-
 from vancetope_brain.inbox.service import NewItem
 from vancetope_brain.models.inbox import ItemType
+from vancetope_gateway.chat_client import WebSocketClient
 
 ROUNDS = 20
 
 
-def _connect(host: str, token: str) -> Client:
-    ws = Client.connect(f"ws://{host}/ws?token={token}")
+def _connect(host: str, token: str) -> WebSocketClient:
+    ws = WebSocketClient.connect(f"ws://{host}/ws?token={token}")
     assert json.loads(ws.receive(timeout=5))["type"] == "welcome"
     return ws
 
 
-def _request(ws: Client, frame_id: str, frame_type: str, **data) -> dict:
+def _request(ws: WebSocketClient, frame_id: str, frame_type: str, **data) -> dict:
     ws.send(json.dumps({"type": frame_type, "id": frame_id, "data": data}))
     while True:  # pushes (the pending summary, new items) may come first
         frame = json.loads(ws.receive(timeout=5))

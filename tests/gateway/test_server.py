@@ -8,7 +8,7 @@ import http.client
 import json
 
 import pytest
-from simple_websocket import Client, ConnectionClosed
+from simple_websocket import ConnectionClosed
 
 from tests.gateway.wire import Client as FramesClient
 from tests.gateway.wire import http_get
@@ -16,6 +16,7 @@ from tests.helpers import wait_for
 from vancetope_brain.errors import StoreError
 from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.store import LaneStore, SessionStore
+from vancetope_gateway.chat_client import WebSocketClient
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +63,7 @@ def test_websocket_refused_before_upgrade_without_a_valid_token(server, token):
 def test_oversized_frame_closes_with_1009_and_stores_nothing(server, embedded):
     host, token = server
     embedded.model = FunctionModel(lambda m, t: "ok")
-    ws = Client.connect(f"ws://{host}/ws?token={token}")
+    ws = WebSocketClient.connect(f"ws://{host}/ws?token={token}")
     try:
         welcome = json.loads(ws.receive(timeout=5))
         limit = welcome["data"]["maxFrameBytes"]

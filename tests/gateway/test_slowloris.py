@@ -15,11 +15,11 @@ import time
 from pathlib import Path
 
 import pytest
-from simple_websocket import Client
 
 from tests.conftest import Embedded
 from tests.gateway.wire import http_get
 from tests.helpers import wait_for
+from vancetope_gateway.chat_client import WebSocketClient
 
 HEADER_TIMEOUT = 1.0
 SLOW_CLIENTS = 12
@@ -64,7 +64,7 @@ def _seconds_until_closed(socks: list[socket.socket], started: float) -> list[fl
 def test_the_embedded_server_closes_half_sent_requests_and_keeps_serving(embedded, served):
     port = int(served.rsplit(":", 1)[1])
     token = embedded.brain.identity.issue_token("acme", "ada")
-    ws = Client.connect(f"ws://{served}/ws", headers={"Authorization": f"Bearer {token}"})
+    ws = WebSocketClient.connect(f"ws://{served}/ws", headers={"Authorization": f"Bearer {token}"})
     try:
         started = time.monotonic()
         socks = _half_requests(port)

@@ -10,11 +10,21 @@ import time
 
 import pytest
 
+from tests.conftest import Embedded
 from tests.llm.fake_openai_server import Call, FakeOpenAiServer, Text, ToolCalls
 from vancetope_brain.llm.openai_provider import OpenAiChatModel
 from vancetope_gateway.chat_client import ChatClient
 
 MESSAGE = "Hello Ada — here is a reply that streams: \"quoted\", and a second line.\nDone."
+
+
+@pytest.fixture(scope="module")
+def embedded(tmp_path_factory):
+    """Tokens published one by one (``VANCETOPE_TOKEN_FLUSH_MS=0``): the fake server sends
+    its chunks within a few ms, which the worker would otherwise merge into fewer events."""
+    emb = Embedded(tmp_path_factory.mktemp("embedded"), VANCETOPE_TOKEN_FLUSH_MS="0")
+    yield emb
+    emb.stop()
 
 
 @pytest.fixture

@@ -60,17 +60,18 @@ def test_one_steer_gives_connected_spans_from_frame_to_llm_and_tool(emb, client,
     wait_process(emb, emb.who, pid, ProcessStatus.IDLE)
     emb.worker.join()
 
-    found = spans.get_finished_spans()
-    frame = _by_name(found, "ws process-steer")
-    publish = _by_name(found, "apply_async/vancetope.lane_turn")
-    run = _by_name(found, "run/vancetope.lane_turn")
+    finished = spans.get_finished_spans()
+    frame = _by_name(finished, "ws process-steer")
+    # The steer's trace: a sweep meanwhile (its own trace) may schedule a turn for when the
+    # running turn's lease runs out, which finds nothing to do.
+    found = [s for s in finished if s.context.trace_id == frame.context.trace_id]
+    publish = _by_name(found, "apply_async/vancetope.lane_shard")
+    run = _by_name(found, "run/vancetope.lane_shard")
     turn = _by_name(found, "lane.turn")
     tool = _by_name(found, "tool process_list")
     llm = [s for s in found if s.name == "llm.complete"]
     assert len(llm) == 2  # the tool call, then the answer
     assert frame.parent is None
-    assert {s.context.trace_id for s in (frame, publish, run, turn, tool, *llm)} == \
-        {frame.context.trace_id}
     assert _parent(publish) == frame.context.span_id
     assert _parent(run) == publish.context.span_id  # across the broker, in the headers
     assert _parent(turn) == run.context.span_id

@@ -61,7 +61,10 @@ class Distributed:
 
 @pytest.fixture
 def dist(tmp_path: Path, redis_url: str) -> Iterator[Distributed]:
-    cluster = Cluster(tmp_path, redis_url, VANCETOPE_MAX_FRAME_BYTES=str(MAX_FRAME_BYTES))
+    # The demo pauses between words longer than the worker's token flush, as `serve`'s
+    # does, so the reply arrives as several token events.
+    cluster = Cluster(tmp_path, redis_url, VANCETOPE_MAX_FRAME_BYTES=str(MAX_FRAME_BYTES),
+                      VANCETOPE_DEMO_TOKEN_DELAY="0.01")
     try:
         d = Distributed(cluster)
         try:

@@ -22,8 +22,8 @@ with the worker's configuration in ``VANCETOPE_*`` variables and these:
 ``VT_TEST_LOG``
     Lines ``<kind> <pid> <unix time> [detail]`` are appended here: ``ready``
     when the consumer is up, ``start``/``end`` around every model call,
-    ``committed`` (see below) and ``postrun <outcome>`` after every lane-turn
-    task (``committed``, ``busy``, ``fenced``, ...).
+    ``committed`` (see below) and ``postrun <outcome>`` after every lane turn
+    (``committed``, ``busy``, ``fenced``, ...; a shard task's turns, one line each).
 ``VT_TEST_ECHO_ALL``
     Set: the echoing models answer every user message since their last answer, one
     ``echo: <message>`` line each (see ``_echo``).
@@ -61,7 +61,7 @@ from vancetope_brain.models import ChatMessage, TurnCommit
 from vancetope_brain.store import LaneStore
 from vancetope_brain.store.sqlite import SqliteBackend
 from workers.celery_app import create_celery
-from workers.tasks import LANE_TURN
+from workers.tasks import LANE_SHARD, LANE_TURN
 
 BLOCK_LIMIT = 120.0  # a forgotten release file must not hang a worker forever
 
@@ -269,6 +269,9 @@ def _ready(**_: object) -> None:
 def _postrun(task=None, retval=None, **_: object) -> None:  # type: ignore[no-untyped-def]
     if task is not None and task.name == LANE_TURN:
         log("postrun", retval)
+    elif task is not None and task.name == LANE_SHARD and isinstance(retval, list):
+        for outcome in retval:  # one line per turn the shard task ran
+            log("postrun", outcome)
 
 
 def main(argv: list[str]) -> None:

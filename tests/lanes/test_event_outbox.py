@@ -61,8 +61,9 @@ def _published_once_in_order(emb, session_id: str, pid: str, last: str) -> list:
 
 
 def _chat_line_published(session_id: str):
-    def when(sid, pid, type, data=None, **kw):
-        return sid == session_id and type is EventType.CHAT_MESSAGE
+    """The outbox's publish (``publish_many``) of a chat line into ``session_id``."""
+    def when(sid, pid, events):
+        return sid == session_id and any(e.type is EventType.CHAT_MESSAGE for e in events)
     return when
 
 
@@ -71,7 +72,7 @@ def test_a_worker_dead_after_its_commit_has_its_lines_published_by_the_next_turn
     session, pid = _chat_session(emb)
     # Leave it to the next turn: the sweeper publishes nothing during this test.
     monkeypatch.setattr(emb.worker_parts.outbox, "sweep", lambda older_than: 0)
-    died = _die_once(monkeypatch, emb.worker_parts.events, "publish",
+    died = _die_once(monkeypatch, emb.worker_parts.events, "publish_many",
                      _chat_line_published(session.id))
     emb.brain.sessions.steer(emb.who, pid, "one")
     wait_for(lambda: died, what="the worker to die after its commit")
@@ -96,7 +97,7 @@ def test_a_worker_dead_after_its_commit_has_its_lines_published_by_the_next_turn
 
 def test_the_sweeper_publishes_what_a_dead_worker_left_once_it_is_old(emb, monkeypatch):
     session, pid = _chat_session(emb)
-    died = _die_once(monkeypatch, emb.worker_parts.events, "publish",
+    died = _die_once(monkeypatch, emb.worker_parts.events, "publish_many",
                      _chat_line_published(session.id))
     emb.brain.sessions.steer(emb.who, pid, "alone")
     wait_for(lambda: died, what="the worker to die after its commit")

@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import pytest
 
 from tests.gateway.wire import Client, echo
-from tests.helpers import server_env
+from tests.helpers import server_env, wait_for
 from tests.redis_claim import CLAIM_KEY, MARKER_KEY
 from vancetope_brain import keys
 from vancetope_brain.config import Config
@@ -28,19 +28,20 @@ from workers.parts import build_worker
 
 
 class Lanes:
-    """A gateway and a worker whose lane-turn tasks queue up here until ``run_until_idle``
-    runs them."""
+    """A gateway and a worker whose lane tasks (a shard's, or one process's) queue up here
+    until ``run_until_idle`` runs them."""
 
     def __init__(self, tmp_path: Path, redis_url: str) -> None:
-        self.tasks: list[tuple[str, str]] = []
+        self.tasks: list[int | tuple[str, str]] = []
         config = Config.from_env(server_env(
             tmp_path / "data", VANCETOPE_REDIS_URL=redis_url,
             VANCETOPE_STORE_URL=f"sqlite:///{tmp_path / 'v.db'}"))
         model = echo()
         store = open_store(config.store_url)
 
-        def enqueue(tenant_id: str, process_id: str, shard: int) -> None:
-            self.tasks.append((tenant_id, process_id))
+        def enqueue(shard: int, process: tuple[str, str] | None = None,
+                    delay: float = 0.0) -> None:
+            self.tasks.append(shard if process is None else process)
 
         self.brain = build_gateway(config, enqueue, store=store)
         self.worker = build_worker(config, enqueue, lambda job: None, model_for=lambda process: model,
@@ -50,7 +51,11 @@ class Lanes:
 
     def run_until_idle(self) -> None:
         while self.tasks:
-            self.worker.runner.run(*self.tasks.pop(0))
+            task = self.tasks.pop(0)
+            if isinstance(task, int):
+                self.worker.runner.drain(task)
+            else:
+                self.worker.runner.run(*task)
 
 
 @pytest.fixture
@@ -84,7 +89,10 @@ def test_connect_turn_disconnect_leaves_exactly_the_documented_keys(lanes):
             keys.user_presence("acme", "ada")}
     finally:
         client.close()
-    lanes.run_until_idle()  # the suspend the last client's leaving asked for (onDisconnect)
+    # The connection is released after its writer ends (``Outbound.finish``): the last
+    # client's leaving asks for the session's suspend (onDisconnect), a lane task.
+    wait_for(lambda: lanes.tasks, what="the suspend's lane task")
+    lanes.run_until_idle()
     assert brain.store.port(SessionStore).get_session("acme", sid).status is SessionStatus.SUSPENDED
     assert brain.store.port(SessionStore).get_process("acme", pid).status is ProcessStatus.SUSPENDED
 

@@ -1,5 +1,7 @@
-"""Wake coalescing on the real Redis: while a lane-turn task is queued, more wakes enqueue
-nothing; once the task clears the flag (or the flag expires), a wake enqueues again."""
+"""Wake coalescing on the real Redis: a woken process waits in its shard's ready set; while
+a shard task is queued (not started), more wakes of the shard enqueue nothing; once the
+task starts (or the flag expires), a wake enqueues again. Takes are oldest-first, and a
+take that leaves processes waiting with no task queued queues one."""
 
 from __future__ import annotations
 
@@ -17,28 +19,51 @@ from vancetope_brain.lanes.waker import Waker, shard_for
 def client(redis_url: str) -> Iterator[redis.Redis]:
     opened = redis.Redis.from_url(redis_url)
     yield opened
+    opened.delete(*(keys.ready(i) for i in range(4)), *(keys.shard_queued(i) for i in range(4)))
     opened.close()
 
 
-def test_wakes_of_a_queued_process_coalesce_until_the_flag_clears(client):
-    queued: list[tuple[str, str, int]] = []
-    waker = Waker(client, lambda *task: queued.append(task), shards=4, flag_ttl=60)
-    assert [waker.wake("acme", "proc_a") for _ in range(5)] == [True] + [False] * 4
-    assert waker.wake("acme", "proc_b")  # another process has its own flag
-    assert queued == [("acme", "proc_a", shard_for("proc_a", 4)),
-                      ("acme", "proc_b", shard_for("proc_b", 4))]
-    assert 0 < client.pttl(keys.wake("proc_a")) <= 60_000
+def _two_on(shard: int, shards: int) -> tuple[str, str]:
+    """Two process ids of ``shard``."""
+    found = [p for p in (f"proc_{i}" for i in range(200)) if shard_for(p, shards) == shard]
+    return found[0], found[1]
 
-    waker.clear("proc_a")  # what the lane-turn task does first
-    assert waker.wake("acme", "proc_a") and not waker.wake("acme", "proc_a")
-    assert [task[1] for task in queued] == ["proc_a", "proc_b", "proc_a"]
+
+def test_wakes_of_a_shard_coalesce_until_its_task_starts(client):
+    queued: list[tuple[object, ...]] = []
+    waker = Waker(client, lambda *task: queued.append(task), shards=4, flag_ttl=60)
+    a, b = _two_on(1, 4)
+    assert [waker.wake("acme", a) for _ in range(3)] == [True, False, False]
+    assert not waker.wake("acme", b)  # same shard: the queued task takes it too
+    assert queued == [(1,)]
+    assert 0 < client.pttl(keys.shard_queued(1)) <= 60_000
+
+    assert waker.next_ready(1, first=True) == ("acme", a)  # the task starts: flag cleared
+    assert queued == [(1,), (1,)]  # b still waits: a second task is queued for it
+    assert not waker.wake("acme", a)  # ... which takes a again too
+    assert waker.next_ready(1, first=False) == ("acme", b)
+    assert waker.next_ready(1, first=False) == ("acme", a)
+    assert waker.next_ready(1, first=False) is None
+    assert len(queued) == 2
+
+
+def test_takes_are_oldest_wake_first_and_a_rewake_keeps_its_place(client):
+    queued: list[tuple[object, ...]] = []
+    waker = Waker(client, lambda *task: queued.append(task), shards=1, flag_ttl=60)
+    for pid in ("proc_a", "proc_b", "proc_c"):
+        waker.wake("acme", pid)
+    waker.wake("acme", "proc_a")  # already waiting: stays first
+    assert waker.next_ready(0, first=True) == ("acme", "proc_a")
+    waker.wake("globex", "proc_a")  # woken again while its turn runs: behind the others
+    assert [waker.next_ready(0, first=False) for _ in range(4)] == [
+        ("acme", "proc_b"), ("acme", "proc_c"), ("globex", "proc_a"), None]
 
 
 def test_an_expired_flag_no_longer_holds_wakes_back(client):
-    queued: list[tuple[str, str, int]] = []
+    queued: list[tuple[object, ...]] = []
     waker = Waker(client, lambda *task: queued.append(task), shards=1, flag_ttl=0.2)
     assert waker.wake("acme", "proc_a") and not waker.wake("acme", "proc_a")
-    wait_for(lambda: not client.exists(keys.wake("proc_a")), what="the wake flag to expire")
+    wait_for(lambda: not client.exists(keys.shard_queued(0)), what="the queued flag to expire")
     assert waker.wake("acme", "proc_a")
     assert len(queued) == 2
 
@@ -49,7 +74,7 @@ def test_a_failed_enqueue_leaves_no_flag_behind(client):
 
     with pytest.raises(ConnectionError):
         Waker(client, broken, shards=1, flag_ttl=60).wake("acme", "proc_a")
-    assert not client.exists(keys.wake("proc_a"))
+    assert not client.exists(keys.shard_queued(0))
 
 
 def test_a_forced_wake_enqueues_past_a_queued_flag(client):
@@ -57,7 +82,7 @@ def test_a_forced_wake_enqueues_past_a_queued_flag(client):
     waker = Waker(client, lambda *task: queued.append(task), shards=1, flag_ttl=60)
     assert waker.wake("acme", "proc_a") and not waker.wake("acme", "proc_a")
     assert waker.wake("acme", "proc_a", force=True)  # the sweeper's: that task may be lost
-    assert len(queued) == 2 and client.exists(keys.wake("proc_a"))
+    assert len(queued) == 2 and client.exists(keys.shard_queued(0))
 
 
 def test_a_delayed_wake_carries_its_delay_and_coalesces_until_it_is_due(client):
@@ -66,7 +91,7 @@ def test_a_delayed_wake_carries_its_delay_and_coalesces_until_it_is_due(client):
     assert waker.wake_after("acme", "proc_a", 0.3)
     assert not waker.wake_after("acme", "proc_a", 0.3)
     assert waker.wake("acme", "proc_a")  # a wake now is not held back by a later one
-    assert queued == [("acme", "proc_a", 0, 0.3), ("acme", "proc_a", 0)]
+    assert queued == [(0, ("acme", "proc_a"), 0.3), (0,)]
     wait_for(lambda: not client.exists(keys.wake_later("proc_a")),
              what="the delayed wake to fall due")
     assert waker.wake_after("acme", "proc_a", 0.3)

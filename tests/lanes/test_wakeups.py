@@ -13,6 +13,7 @@ from tests.conftest import Embedded
 from tests.helpers import wait_for
 from vancetope_brain import keys
 from vancetope_brain.engines.lifecycle import LifecycleCall
+from vancetope_brain.lanes import shard_for
 from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.models import ProcessStatus, ThinkProcess
 from vancetope_brain.store import LaneStore
@@ -101,8 +102,11 @@ def test_the_sweeper_finds_work_whose_task_sits_with_a_dead_worker(
     pid = emb.brain.sessions.create_interactive(emb.who).chat_process_id
     assert pid is not None
     wait_for(lambda: emb.brain.sessions.process(emb.who, pid).status is ProcessStatus.IDLE)
-    # A lane task queued with a worker that then died: its wake flag holds every wake back.
-    emb.brain.redis.set(keys.wake(pid), 1, px=60_000)
+    emb.worker.join()  # no shard task runs on that could take the process in passing
+    # A shard task queued with a worker that then died: its flag holds every wake back (of
+    # the process-wide fakeredis, which later tests share: taken away at the end).
+    flag = keys.shard_queued(shard_for(pid, emb.brain.config.lane_shards))
+    emb.brain.redis.set(flag, 1, px=60_000)
     if leased:  # ... and that worker held the lane when it died
         emb.brain.redis.set(keys.lease(pid), "a-dead-worker's-token", px=1500)
     emb.brain.sessions.steer(emb.who, pid, "hello")
@@ -112,6 +116,7 @@ def test_the_sweeper_finds_work_whose_task_sits_with_a_dead_worker(
     wait_for(lambda: any(line.content == "re: hello" for line in
                          emb.brain.store.port(LaneStore).chat_history("acme", pid)),
              timeout=20, what="the reply")
+    emb.brain.redis.delete(flag)
 
 
 def test_workers_schedule_the_sweeper_themselves(tmp_path: Path) -> None:
@@ -122,11 +127,15 @@ def test_workers_schedule_the_sweeper_themselves(tmp_path: Path) -> None:
         pid = emb.brain.sessions.create_interactive(emb.who).chat_process_id
         assert pid is not None
         wait_for(lambda: emb.brain.sessions.process(emb.who, pid).status is ProcessStatus.IDLE)
-        emb.brain.redis.set(keys.wake(pid), 1, px=60_000)  # its task sits with a dead worker
+        emb.worker.join()  # no shard task runs on that could take the process in passing
+        # Its shard's queued task sits with a dead worker.
+        flag = keys.shard_queued(shard_for(pid, emb.brain.config.lane_shards))
+        emb.brain.redis.set(flag, 1, px=60_000)
         emb.brain.sessions.steer(emb.who, pid, "hello")
         wait_for(lambda: any(line.content == "re: hello" for line in
                              emb.brain.store.port(LaneStore).chat_history("acme", pid)),
                  timeout=20, what="the reply, found by a sweep")
         assert emb.brain.redis.exists(keys.SWEEP_SLOT)
+        emb.brain.redis.delete(flag)
     finally:
         emb.stop()

@@ -12,7 +12,8 @@ import pytest
 
 from vancetope_brain.errors import LlmError, LlmRejected
 from vancetope_brain.llm.base import LlmMessage, ToolCall, ToolSpec
-from vancetope_brain.llm.openai_provider import OpenAiChatModel, safe_url
+from vancetope_brain.llm.endpoint import safe_url
+from vancetope_brain.llm.openai_provider import OpenAiChatModel
 
 from .fake_openai_server import Call, FakeOpenAiServer, HttpError, Raw, Stall, Text, ToolCalls
 

@@ -30,8 +30,10 @@ from pathlib import Path
 
 import pytest
 
+from tests import run_report
+
 CHROMIUM = "/usr/bin/chromium"
-STARTUP_SECONDS = 30
+STARTUP_SECONDS = 60  # as the multi-process tests wait for a gunicorn (a loaded machine: imports)
 
 
 @dataclass
@@ -155,9 +157,6 @@ def axe_violations():  # type: ignore[no-untyped-def]
     return check
 
 
-ARTIFACTS: list[Path] = []
-
-
 @pytest.fixture(scope="session")
 def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
     chosen = os.environ.get("VANCETOPE_TEST_ARTIFACTS")
@@ -172,13 +171,6 @@ def shoot(artifacts: Path):  # type: ignore[no-untyped-def]
     def take(target, name: str) -> Path:  # type: ignore[no-untyped-def]
         path = artifacts / f"{name}.png"
         target.screenshot(path=str(path))
-        ARTIFACTS.append(path)
+        run_report.add("browser test screenshots", str(path))
         return path
     return take
-
-
-def pytest_terminal_summary(terminalreporter) -> None:  # type: ignore[no-untyped-def]
-    if ARTIFACTS:
-        terminalreporter.write_sep("-", "browser test screenshots")
-        for path in ARTIFACTS:
-            terminalreporter.write_line(str(path))

@@ -5,7 +5,7 @@ marvin with a workflow template."""
 
 from __future__ import annotations
 
-from tests.web.ui import create_session
+from tests.web.ui import ask_from_another_tab, create_session
 
 
 def test_a_phone_sized_screen_has_the_chat_and_the_workers_as_tabs(server, browser, shoot):
@@ -15,21 +15,23 @@ def test_a_phone_sized_screen_has_the_chat_and_the_workers_as_tabs(server, brows
         page = context.new_page()
         page.goto(server.sign_in_url)
         page.get_by_role("button", name="Sessions").click()  # the burger menu
-        create_session(page, "phone")
+        create_session(page, "phone layout")
         page.get_by_text("Hi, I'm Arthur").wait_for()  # the menu folded away
         page.get_by_label("Message to Arthur").fill("please research tea")
         page.get_by_role("button", name="Send").click()
         page.locator("[data-role=assistant]").filter(has_text="I started a worker").wait_for()
-        # Arthur's report of the worker arrives while the Workers tab is shown: counted.
+        page.locator("[data-role=assistant]").filter(
+            has_text="The worker demo-research is done").wait_for()
+        # Arthur answers the user's other tab while the Workers tab is shown: counted.
         page.get_by_role("tab", name="Workers").click()
         page.locator("[data-testid=worker-card][data-status=CLOSED]").first.wait_for()
+        ask_from_another_tab(browser, server, "phone layout", "hello from the other tab")
         chat_tab = page.get_by_role("tab", name="Chat")
         chat_tab.get_by_test_id("chat-unread").wait_for()
         assert int(chat_tab.get_by_test_id("chat-unread").inner_text()) >= 1
         shoot(page, "phone-workers")
         chat_tab.click()
-        page.locator("[data-role=assistant]").filter(
-            has_text="The worker demo-research is done").wait_for()
+        page.locator("[data-role=assistant]").filter(has_text="hello from the other tab").wait_for()
         assert chat_tab.get_by_test_id("chat-unread").count() == 0  # read now
         assert page.get_by_role("button", name="Send").is_visible()
         shoot(page, "phone-chat")

@@ -9,9 +9,8 @@ import re
 import time
 import uuid
 
-from simple_websocket import Client
-
 from tests.web.ui import create_session
+from vancetope_gateway.chat_client import WebSocketClient
 
 LINES = 210  # user lines: more than one page of 200 with Arthur's replies besides
 
@@ -30,7 +29,7 @@ class Wire:
     """A second client of the same user, over the socket (to fill a chat quickly)."""
 
     def __init__(self, url: str, token: str) -> None:
-        self.ws = Client.connect(url.replace("http://", "ws://") + f"/ws?token={token}")
+        self.ws = WebSocketClient.connect(url.replace("http://", "ws://") + f"/ws?token={token}")
         self.n = 0
 
     def ask(self, frame_type: str, **data):  # type: ignore[no-untyped-def]

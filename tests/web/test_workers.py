@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from tests.web.ui import create_session
+from tests.web.ui import ask_from_another_tab, create_session
 
 WORKER = "[data-testid=worker-card]"
 
@@ -63,16 +63,7 @@ def test_focus_a_marvin_worker_its_tree_grows_live_and_arthur_counts_new_lines(
     assert transcript.get_by_text("Hi, I'm Arthur").count() == 0
     assert transcript.locator("[data-role=assistant]").first.get_by_text("demo-research").count() == 1
     # Arthur goes on meanwhile — here answering the user's other tab: counted, not shown.
-    other = browser.new_context()
-    try:
-        second = other.new_page()
-        second.goto(server.sign_in_url)
-        second.get_by_role("button", name="focus marvin").click()
-        second.get_by_label("Message to Arthur").fill("hello from the other tab")
-        second.keyboard.press("Enter")
-        second.locator("[data-role=assistant]").filter(has_text="hello from the other tab").wait_for()
-    finally:
-        other.close()
+    ask_from_another_tab(browser, server, "focus marvin", "hello from the other tab")
     unread = focused.get_by_test_id("unread")
     unread.wait_for()
     assert int(unread.inner_text()) >= 1

@@ -10,3 +10,18 @@ def create_session(page, title: str, autonomous: bool = False) -> None:  # type:
     if autonomous:
         page.get_by_text("Autonomous", exact=True).click()
     page.get_by_role("button", name="Create").click()
+
+
+def ask_from_another_tab(browser, server, session: str, text: str) -> None:  # type: ignore[no-untyped-def]
+    """The same user, in a browser tab of their own, opens ``session`` and asks Arthur
+    ``text``; returns once Arthur's answer is shown there."""
+    other = browser.new_context()
+    try:
+        second = other.new_page()
+        second.goto(server.sign_in_url)
+        second.get_by_role("button", name=session).click()
+        second.get_by_label("Message to Arthur").fill(text)
+        second.keyboard.press("Enter")
+        second.locator("[data-role=assistant]").filter(has_text=text).wait_for()
+    finally:
+        other.close()

@@ -28,6 +28,7 @@ from vancetope_brain.errors import UserError
 from vancetope_brain.llm import LlmMessage, budget
 from vancetope_brain.llm.demo import DemoModel, welcome_hint
 from vancetope_brain.models import (
+    ChatMessage,
     ChatRole,
     CloseReason,
     ExternalCommand,
@@ -42,6 +43,8 @@ log = logging.getLogger(__name__)
 FALLBACK_PROMPT = "You are Arthur, the user's coordinator: talk with them and delegate work."
 WELCOME = "Hi, I'm Arthur. How can I help?"
 TRUNCATED = "Earlier conversation was truncated."
+HISTORY_LINES = 10_000
+"""The most chat lines a turn looks back over (the token budget usually stops it sooner)."""
 
 
 @register_engine
@@ -103,7 +106,21 @@ class ArthurEngine(RespondingEngine):
         tools = context.tools().specs() + [RESPOND]
         limit = context.settings().get("arthur.maxContextTokens")
         fixed = [LlmMessage("system", system_prompt(process, context, FALLBACK_PROMPT))]
-        history = conversation(context.chat().history(limit=10_000))
+        # Only the newest lines that fit the budget reach the model: read no further back
+        # than the first page that does not fit any more (a long chat costs a turn its
+        # budget's worth of lines, not HISTORY_LINES).
+        room = [limit - budget.estimate(fixed, tools)]
+        converted: dict[str, list[LlmMessage]] = {}  # line id → its model messages
+
+        def more(older: list[ChatMessage]) -> bool:
+            for line in older:
+                converted[line.id] = conversation([line])
+                room[0] -= sum(map(budget.message_tokens, converted[line.id]))
+            return room[0] >= 0
+
+        lines = context.chat().history(limit=HISTORY_LINES, more=more)
+        history = [m for line in lines for m in (
+            converted[line.id] if line.id in converted else conversation([line]))]
         messages = budget.fit(fixed, history, tools, limit, LlmMessage("system", TRUNCATED))
         reply = ToolLoop(context, tools).run(messages)
         if reply is None:

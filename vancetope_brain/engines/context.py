@@ -16,9 +16,11 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from vancetope_brain.engines.chat_cache import Reader, store_reader
 from vancetope_brain.engines.journal import JournaledModel, TurnJournal
 from vancetope_brain.errors import Conflict, Fenced, LlmRejected, NotFound
 from vancetope_brain.events import EventBus, EventType
+from vancetope_brain.events.tokens import TokenCoalescer, TokenStream
 from vancetope_brain.llm import ChatModel, LlmMessage, LlmResponse, TokenSink, ToolSpec
 from vancetope_brain.models import (
     ChatMessage,
@@ -46,6 +48,8 @@ if TYPE_CHECKING:
 
 RESET_MARK = "reset"
 """``meta`` key of the chat line a reset leaves; history before it is not the engine's memory."""
+HISTORY_PAGE = 200
+"""Lines per read of ``ChatApi.history(more=…)``."""
 EXCLUDED = "excludedFromContext"
 """``meta`` key of an input line the model is never shown again (its value says why): the
 provider refused the turn that brought it (``LlmRejected``), and would refuse every later
@@ -86,6 +90,12 @@ class TurnState:
     dead_letters: dict[str, DeadLetter] = field(default_factory=dict)
 
 
+def _last_reset(lines: list[ChatMessage]) -> int | None:
+    """The index of the last line a reset left, if any."""
+    return next((i for i in range(len(lines) - 1, -1, -1)
+                 if lines[i].meta.get(RESET_MARK)), None)
+
+
 class ChatApi:
     """The process's chat: committed history plus this turn's buffered lines."""
 
@@ -102,13 +112,29 @@ class ChatApi:
         self._ctx.turn.chat.append(line)
         return line
 
-    def history(self, limit: int = 200) -> list[ChatMessage]:
-        """The last ``limit`` lines since the last reset, committed ones first, then this turn's."""
-        s = self._ctx.scope
-        committed = self._ctx._lanes.chat_history(s.tenant_id, s.process_id, limit=limit)
-        lines = (committed + self._ctx.turn.chat)[-limit:]
-        resets = [i for i, line in enumerate(lines) if line.meta.get(RESET_MARK)]
-        return lines[resets[-1] + 1:] if resets else lines
+    def history(self, limit: int = 200, *,
+                more: Callable[[list[ChatMessage]], bool] | None = None) -> list[ChatMessage]:
+        """The last ``limit`` lines since the last reset, committed ones first, then this turn's.
+
+        With ``more``, the committed lines are read newest first in pages of ``HISTORY_PAGE``,
+        and ``more(page)`` after each says whether older lines may still be needed: a caller
+        that keeps only what fits a budget stops the reading there instead of loading
+        ``limit`` lines (the result is then the newest part of what ``history(limit)``
+        returns, and holds every line of it that such a caller keeps)."""
+        lines = self._ctx.turn.chat[-limit:]
+        if (reset := _last_reset(lines)) is not None:
+            return lines[reset + 1:]
+        before: int | None = None
+        while len(lines) < limit:
+            want = limit - len(lines) if more is None else min(HISTORY_PAGE, limit - len(lines))
+            older = self._ctx._read_chat(before, want)
+            lines = older + lines
+            if (reset := _last_reset(older)) is not None:  # the newest one: older is the head
+                return lines[reset + 1:]
+            if len(older) < want or (more is not None and not more(older)):
+                break
+            before = older[0].seq
+        return lines
 
 
 class EventPublisher:
@@ -119,10 +145,42 @@ class EventPublisher:
 
     def emit(self, type: EventType, data: dict[str, Any]) -> int:
         s = self._ctx.scope
+        if self._ctx._stream is not None:
+            self._ctx._stream.flush()  # the tokens streamed so far come first
         return self._ctx._events.publish(s.session_id, s.process_id, type, data)
 
     def token(self, text: str) -> None:
-        self.emit(EventType.TOKEN, {"text": text})
+        """A chunk of the reply. While a completion streams and the worker coalesces tokens
+        (``events/tokens.py``), it is queued and goes out within a few ms, merged with the
+        process's other queued tokens; else it is published at once."""
+        if self._ctx._stream is not None:
+            self._ctx._stream.put(text)
+        else:
+            self.emit(EventType.TOKEN, {"text": text})
+
+
+class StreamingModel:
+    """Wraps the turn's model: while a completion runs, the process's tokens go through a
+    ``TokenStream`` of the worker's ``TokenCoalescer`` (if it has one), flushed when the
+    completion returns, so everything the turn publishes after it follows them. (Text the
+    journal replays does not call the model: it is published at once, as one token.)"""
+
+    def __init__(self, model: ChatModel, ctx: ThinkEngineContext) -> None:
+        self.name = model.name
+        self._model = model
+        self._ctx = ctx
+
+    def complete(self, messages: list[LlmMessage], *, tools: list[ToolSpec] | None = None,
+                 on_token: TokenSink | None = None) -> LlmResponse:
+        ctx = self._ctx
+        if on_token is None or ctx._tokens is None or ctx._stream is not None:
+            return self._model.complete(messages, tools=tools, on_token=on_token)
+        stream = ctx._stream = ctx._tokens.stream(ctx.scope.session_id, ctx.scope.process_id)
+        try:
+            return self._model.complete(messages, tools=tools, on_token=on_token)
+        finally:
+            ctx._stream = None
+            stream.flush()
 
 
 class FencedModel:
@@ -331,7 +389,9 @@ class ThinkEngineContext:
                  tool_sources: list[ToolSource] | None = None,
                  spawner: Spawner | None = None, recipes: RecipesApi | None = None,
                  inbox: InboxService | None = None, tool_health: HealthWriter | None = None,
-                 pending: list[InboxMessage] | None = None) -> None:
+                 pending: list[InboxMessage] | None = None,
+                 tokens: TokenCoalescer | None = None,
+                 read_chat: Reader | None = None) -> None:
         self.process = process
         self.scope = Scope(process.tenant_id, process.session_id, process.id, process.user_id,
                            process.project_id, process.originating_user_id,
@@ -339,11 +399,18 @@ class ThinkEngineContext:
         self._tool_health = tool_health
         self.turn = TurnState()
         self._lanes = lanes
+        # The committed chat, a page at a time (``ChatCache``; by default: from the store).
+        self._read_chat: Reader = read_chat or store_reader(lanes, process.tenant_id,
+                                                            process.id)
         self._processes = processes
         self._events = events
         self._journal = TurnJournal(journal, process, self._given, self._ask)
-        self._model = JournaledModel(FencedModel(model, lease_lost, self._exclude_input),
-                                     self._journal)
+        self._tokens = tokens
+        self._stream: TokenStream | None = None  # while a completion streams, if coalescing
+        # Streaming inside the journal: a completion whose tokens did not get out (Redis
+        # failed) is not recorded, so the turn's next attempt asks the model again.
+        self._model = JournaledModel(StreamingModel(
+            FencedModel(model, lease_lost, self._exclude_input), self), self._journal)
         self._settings = settings
         self._tools = ToolDispatcher(tool_pool, roles,
                                      sources=[ServerTools(self), *(tool_sources or [])],

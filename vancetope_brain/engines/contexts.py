@@ -7,10 +7,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from vancetope_brain.engines.base import EngineRegistry, ThinkEngine
+from vancetope_brain.engines.chat_cache import ChatCache
 from vancetope_brain.engines.context import HealthWriter, SpawnRequest, ThinkEngineContext
 from vancetope_brain.engines.recipes_api import RecipesApi, tool_pool
 from vancetope_brain.engines.spawning import ProcessFactory
 from vancetope_brain.events import EventBus
+from vancetope_brain.events.tokens import TokenCoalescer
 from vancetope_brain.inbox.service import InboxService
 from vancetope_brain.llm import ChatModel
 from vancetope_brain.models import InboxMessage, ThinkProcess
@@ -35,6 +37,10 @@ class ContextFactory:
     tool_sources: ToolSourcesFor
     inbox: InboxService | None = None
     tool_health: HealthWriter | None = None
+    tokens: TokenCoalescer | None = None
+    """Coalesces the tokens of this process's turns (None: each is published at once)."""
+    chat: ChatCache | None = None
+    """The chat lines this worker process holds (None: every turn reads them)."""
 
     def __call__(self, process: ThinkProcess, lease_lost: threading.Event,
                  engine: ThinkEngine | None, pending: list[InboxMessage]) -> ThinkEngineContext:
@@ -56,4 +62,6 @@ class ContextFactory:
             model=self.model_for(process), lease_lost=lease_lost,
             settings=SettingsApi.for_process(self.settings, process), tool_pool=pool,
             roles=recipes.roles, tool_sources=self.tool_sources(process), spawner=spawn,
-            recipes=recipes, inbox=self.inbox, tool_health=self.tool_health, pending=pending)
+            recipes=recipes, inbox=self.inbox, tool_health=self.tool_health, pending=pending,
+            tokens=self.tokens,
+            read_chat=self.chat.reader(process.tenant_id, process.id) if self.chat else None)

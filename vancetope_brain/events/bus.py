@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,30 +26,54 @@ log = logging.getLogger(__name__)
 # expiry) starts again above every earlier seq: at the current time in microseconds,
 # remembered as the log's origin (its first seq) so "nothing was ever trimmed" stays
 # knowable; every entry carries the origin too ('o'), so a reader notices a reset.
-# With a dedupe id (ARGV[5]), an id already in KEYS[4] publishes nothing and returns
-# the seq it got; the mark is made in the same script as the XADD, so a publisher
-# that dies leaves either both or neither.
+# ARGV: max len, TTL, now (µs), the session's news channel, then a (body, dedupe id) pair
+# per event, appended in order; returns their seqs. With a dedupe id, an id already in
+# KEYS[4] publishes nothing and gives the seq it got; the mark is made in the same script
+# as the XADD, so a publisher that dies leaves either both or neither. What it appended
+# it also PUBLISHes on the news channel, as "{origin}\n{seq} {body}\n{seq} {body}…" (a
+# body is JSON: no raw newline), so a gateway's listener gets the events of the logs it
+# follows without reading them (``EventListener``; news is never the record).
 _PUBLISH = """
-if ARGV[5] ~= '' then
-  local seen = redis.call('ZSCORE', KEYS[4], ARGV[5])
-  if seen then return seen end
+local seqs = {}
+local news = {}
+local origin
+for i = 5, #ARGV, 2 do
+  local body, dedupe = ARGV[i], ARGV[i + 1]
+  local seen = false
+  if dedupe ~= '' then seen = redis.call('ZSCORE', KEYS[4], dedupe) end
+  if seen then
+    seqs[#seqs + 1] = tonumber(seen)
+  else
+    if redis.call('EXISTS', KEYS[1]) == 0 then
+      redis.call('SET', KEYS[1], ARGV[3])
+      redis.call('SET', KEYS[3], ARGV[3] + 1)
+    end
+    local seq = redis.call('INCR', KEYS[1])
+    origin = redis.call('GET', KEYS[3]) or string.format('%d', seq)
+    redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], string.format('%d-0', seq),
+               'e', body, 'o', origin)
+    news[#news + 1] = string.format('%d', seq) .. ' ' .. body
+    if dedupe ~= '' then
+      redis.call('ZADD', KEYS[4], seq, dedupe)
+      redis.call('ZREMRANGEBYRANK', KEYS[4], 0, -1 - ARGV[1])
+    end
+    seqs[#seqs + 1] = seq
+  end
 end
-if redis.call('EXISTS', KEYS[1]) == 0 then
-  redis.call('SET', KEYS[1], ARGV[4])
-  redis.call('SET', KEYS[3], ARGV[4] + 1)
-end
-local seq = redis.call('INCR', KEYS[1])
-local origin = redis.call('GET', KEYS[3]) or seq
-redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], string.format('%d-0', seq),
-           'e', ARGV[1], 'o', origin)
-for i = 1, 3 do redis.call('EXPIRE', KEYS[i], ARGV[3]) end
-if ARGV[5] ~= '' then
-  redis.call('ZADD', KEYS[4], seq, ARGV[5])
-  redis.call('ZREMRANGEBYRANK', KEYS[4], 0, -1 - ARGV[2])
-  redis.call('EXPIRE', KEYS[4], ARGV[3])
-end
-return seq
+for i = 1, 3 do redis.call('EXPIRE', KEYS[i], ARGV[2]) end
+if #news > 0 then redis.call('PUBLISH', ARGV[4], origin .. '\\n' .. table.concat(news, '\\n')) end
+if redis.call('EXISTS', KEYS[4]) == 1 then redis.call('EXPIRE', KEYS[4], ARGV[2]) end
+return seqs
 """
+
+
+@dataclass(frozen=True)
+class Publish:
+    """One event for ``EventBus.publish_many``: as ``publish``'s arguments."""
+
+    type: EventType
+    data: dict[str, Any] | None = None
+    dedupe: str | None = None
 
 
 class EventBus:
@@ -57,6 +83,7 @@ class EventBus:
         self._redis = client
         self._max_len = max_len
         self._ttl = ttl
+        self._db = database(client)
         self._publish = client.register_script(_PUBLISH)
 
     def publish(self, session_id: str, process_id: str, type: EventType,
@@ -68,13 +95,57 @@ class EventBus:
         the log's last ``max_len`` marked events; a log that Redis lost forgets its marks
         with it.
         """
-        body = json.dumps({"processId": process_id, "type": type.value, "data": data or {},
-                           "at": utcnow().isoformat()}, separators=(",", ":"))
-        metrics.EVENTS_PUBLISHED.labels(type.value).inc()
-        return int(self._publish(
-            keys=[keys.event_seq(session_id), keys.events(session_id),
-                  keys.event_origin(session_id), keys.event_published(session_id)],
-            args=[body, self._max_len, self._ttl, time.time_ns() // 1000, dedupe or ""]))
+        return self.publish_many(session_id, process_id, [Publish(type, data, dedupe)])[0]
+
+    def publish_many(self, session_id: str, process_id: str,
+                     events: Sequence[Publish]) -> list[int]:
+        """Append ``events`` of one process to the session's log in order, in one round trip
+        (as ``publish`` each, one after the other); returns their sequence numbers."""
+        if not events:
+            return []
+        return [int(seq) for seq in self._publish(*self._call(session_id, process_id, events))]
+
+    def publish_batches(self, batches: Sequence[tuple[str, str, Sequence[Publish]]]
+                        ) -> list[list[int]]:
+        """Append each ``(session_id, process_id, events)`` batch as ``publish_many`` would,
+        all in one pipeline (one round trip; each batch atomic, the whole not); returns
+        each batch's seqs. On a ``RedisError`` some batches may have been appended."""
+        calls = [self._call(session_id, process_id, events)
+                 for session_id, process_id, events in batches]
+        results: list[Any] = [None] * len(calls)
+        todo = list(range(len(calls)))
+        for loaded in (False, True):
+            pipe = self._redis.pipeline(transaction=False)
+            for i in todo:
+                call_keys, args = calls[i]
+                pipe.evalsha(self._publish.sha, len(call_keys), *call_keys, *args)
+            for i, result in zip(todo, pipe.execute(raise_on_error=False), strict=True):
+                results[i] = result
+            # The script cache was empty (first use, or Redis restarted): load the script,
+            # then append what was refused, still in order.
+            todo = [i for i in todo if isinstance(results[i], redis.exceptions.NoScriptError)]
+            if not todo or loaded:
+                break
+            self._redis.script_load(_PUBLISH)
+        for result in results:
+            if isinstance(result, Exception):
+                raise result
+        return [[int(seq) for seq in seqs] for seqs in results]
+
+    def _call(self, session_id: str, process_id: str, events: Sequence[Publish]
+              ) -> tuple[list[str], list[Any]]:
+        """The publish script's keys and arguments for ``events``."""
+        at = utcnow().isoformat()
+        args: list[Any] = [self._max_len, self._ttl, time.time_ns() // 1000,
+                           keys.event_news(self._db, session_id)]
+        for event in events:
+            args.append(json.dumps({"processId": process_id, "type": event.type.value,
+                                    "data": event.data or {}, "at": at},
+                                   separators=(",", ":")))
+            args.append(event.dedupe or "")
+            metrics.EVENTS_PUBLISHED.labels(event.type.value).inc()
+        return ([keys.event_seq(session_id), keys.events(session_id),
+                 keys.event_origin(session_id), keys.event_published(session_id)], args)
 
     def read(self, session_id: str, after_seq: int, count: int = 1000) -> list[StreamEvent]:
         """Events with seq > ``after_seq``, in order (at most ``count``)."""
@@ -102,6 +173,11 @@ class EventBus:
     def last_seq(self, session_id: str) -> int:
         """The last sequence number handed out (0 if none)."""
         return int(self._redis.get(keys.event_seq(session_id)) or 0)
+
+
+def database(client: redis.Redis) -> int:
+    """The Redis database number of ``client`` (``keys.event_news`` names channels by it)."""
+    return int(client.connection_pool.connection_kwargs.get("db") or 0)
 
 
 def _seq(stream_id: bytes | str) -> int:
@@ -162,21 +238,43 @@ class EventListener:
     the follower should have had are gone — a hole in the seqs (the log was trimmed past
     its position), or its log reset (Redis restarted empty, or the log expired: its
     origin changed or it vanished) — it gets a ``Gap`` first (``on_gap``), then goes on
-    with what the log holds; never a silent jump. The thread uses XREAD BLOCK over all
-    followed streams, after one MGET of their origins; a newly followed session is
-    picked up within ``block_ms`` (nothing is missed: reads resume from the last
-    delivered id, not from "now"). Callbacks must not block: they run on the one thread.
+    with what the log holds; never a silent jump.
+
+    The thread reads no log that has nothing new: it subscribes to the news channel of
+    every followed session (``keys.event_news``), on which the publish script sends the
+    events it appended. Events that follow on from a follower's position are delivered
+    from the news; a follower they do not follow on from (it is behind, or joined from
+    further back) has the log XREAD from its position instead. A session is read at once
+    when it is first followed (after its channel is subscribed, so nothing falls between)
+    or gets another follower; ``follow`` does no I/O but rings the listener's doorbell
+    channel from a thread of its own. News is never the record: at most once per
+    ``block_ms`` the thread MGETs the followed logs' origins and last seqs, so a reset is
+    noticed and a log whose news was lost (the pub/sub connection dropped, Redis
+    restarted) is read within about ``block_ms``; after a failed read everything followed
+    is read again. Idle, that is one MGET per ``block_ms``. Callbacks must not block: they
+    run on the one thread.
     """
 
-    def __init__(self, client: redis.Redis, *, block_ms: int = 100) -> None:
+    READ_COUNT = 500
+    """Most entries one XREAD takes from a log; a log with more left is read again at once."""
+    CONFIRM_SECONDS = 5.0
+    """How long a new subscription may take to be confirmed before the listener gives up on
+    its pub/sub connection (and, after a pause, subscribes everything again)."""
+
+    def __init__(self, client: redis.Redis, *, block_ms: int = 1000) -> None:
         self._redis = client
+        self._db = database(client)
         self._block_ms = block_ms
         self._lock = threading.Lock()
         self._follows: dict[int, _Follower] = {}
         self._next_handle = 0
         self._stop = threading.Event()
+        self._doorbell = keys.listener_doorbell(uuid.uuid4().hex)
+        self._ring = threading.Event()  # for the ringer
+        self._followed = threading.Event()  # for the reader, while it follows nothing
         self._thread = threading.Thread(target=self._run, name="vt-event-listener", daemon=True)
         self._thread.start()
+        threading.Thread(target=self._ringer, name="vt-event-doorbell", daemon=True).start()
 
     def follow(self, session_id: str, after_seq: int, callback: Callback,
                on_gap: GapCallback | None = None) -> int:
@@ -186,6 +284,8 @@ class EventListener:
             self._next_handle += 1
             self._follows[self._next_handle] = _Follower(session_id, callback, on_gap,
                                                          after_seq)
+            self._ring.set()
+            self._followed.set()
             return self._next_handle
 
     def unfollow(self, handle: int) -> None:
@@ -194,44 +294,173 @@ class EventListener:
 
     def close(self) -> None:
         self._stop.set()
+        self._ring.set()
+        self._followed.set()
         self._thread.join(timeout=5)
 
+    def _ringer(self) -> None:
+        while True:
+            self._ring.wait()
+            self._ring.clear()
+            try:
+                self._redis.publish(self._doorbell, 1)
+            except redis.RedisError:
+                # The listener's own wait fails too, and it rounds again after it.
+                log.warning("event listener: ringing its doorbell failed")
+            if self._stop.is_set():  # that ring ended the listener's wait, to see it
+                return
+
     def _run(self) -> None:
+        news: Any = None  # the pub/sub connection (None: to be opened)
+        subscribed: set[str] = set()  # sessions whose news channel it holds
+        seen: set[int] = set()  # follower handles read for since they were followed
+        due: set[str] = set()  # sessions to read this round
+        next_check = 0.0
         while not self._stop.is_set():
             with self._lock:
-                follows = list(self._follows.values())
+                follows = dict(self._follows)
             if not follows:
-                self._stop.wait(self._block_ms / 1000)
+                self._followed.wait(self._block_ms / 1000)
+                self._followed.clear()
                 continue
             try:
-                self._check_logs(follows)
-                streams: dict[Any, Any] = {}
-                for follower in follows:
-                    key = keys.events(follower.session_id)
-                    # Several followers of one session: read from the lowest position.
-                    if key not in streams or _seq(streams[key]) > follower.last:
-                        streams[key] = f"{follower.last}-0"
-                result: list[tuple[bytes, _Rows]] | None = self._redis.xread(  # type: ignore[assignment]
-                    streams, block=self._block_ms, count=500)
-            except redis.RedisError:
-                # After a reconnect the next round's _check_logs finds the logs Redis lost.
-                log.exception("event listener: Redis read failed; retrying")
+                if news is None:
+                    news = self._redis.pubsub(ignore_subscribe_messages=True)
+                    news.subscribe(self._doorbell)
+                    subscribed, seen = set(), set()
+                sessions = {f.session_id for f in follows.values()}
+                if gone := subscribed - sessions:
+                    news.unsubscribe(*(keys.event_news(self._db, s) for s in gone))
+                if new := sessions - subscribed:
+                    due |= self._subscribe(news, new)
+                subscribed = sessions
+                due |= {f.session_id for handle, f in follows.items() if handle not in seen}
+                seen = set(follows)
+                if time.monotonic() >= next_check:
+                    next_check = time.monotonic() + self._block_ms / 1000
+                    due |= self._check_logs(list(follows.values()))
+                due &= sessions  # (news of a session unfollowed meanwhile is nobody's)
+                if not due:
+                    due = self._wait(news, next_check)
+                    continue  # the followers may have changed meanwhile
+                due = self._read(due, list(follows.values()))
+            except Exception:  # Redis failed (or a bug): the one event thread must go on
+                # After a reconnect everything followed is read again and the next round's
+                # _check_logs finds the logs Redis lost.
+                log.exception("event listener: reading failed; retrying")
+                if news is not None:
+                    with contextlib.suppress(Exception):
+                        news.close()
+                news = None
+                next_check = 0.0
                 self._stop.wait(0.5)
-                continue
-            for raw_key, rows in result or []:
-                key = raw_key.decode() if isinstance(raw_key, bytes) else raw_key
-                session_id = key.removeprefix(keys.events(""))
-                self._dispatch(session_id, _seq(streams[key]), rows)
+        if news is not None:  # closed: its pub/sub connection goes too
+            with contextlib.suppress(Exception):
+                news.close()
 
-    def _check_logs(self, follows: list[_Follower]) -> None:
+    def _subscribe(self, news: Any, sessions: set[str]) -> set[str]:
+        """Subscribe to the sessions' news and wait until Redis confirmed it (a PING after
+        the SUBSCRIBE, answered in order), so the read that follows cannot miss an event
+        published meanwhile; returns the sessions whose news came meanwhile and must be
+        read (``_take``)."""
+        news.subscribe(*(keys.event_news(self._db, s) for s in sessions))
+        news.ping()
+        named: set[str] = set()
+        deadline = time.monotonic() + self.CONFIRM_SECONDS
+        while (left := deadline - time.monotonic()) > 0:
+            message = news.get_message(timeout=left)
+            if message is not None and message.get("type") == "pong":
+                return named
+            if message is not None:
+                self._take(message, named)
+        raise redis.TimeoutError("the news subscription was not confirmed")
+
+    def _wait(self, news: Any, until: float) -> set[str]:
+        """Wait for news until ``until`` (or the doorbell), delivering the events it
+        carries; returns, once any came (with whatever else is already there), the
+        sessions whose log must be read (``_take``)."""
+        named: set[str] = set()
+        heard = False
+        timeout = until - time.monotonic()
+        while timeout > 0 and not self._stop.is_set():
+            message = news.get_message(timeout=timeout)
+            while message is not None:
+                rang = self._take(message, named)
+                if rang:
+                    return named
+                heard = heard or message.get("type") == "message"
+                message = news.get_message(timeout=0)
+            if heard:
+                return named
+            timeout = until - time.monotonic()
+        return named
+
+    def _take(self, message: dict[str, Any], named: set[str]) -> bool:
+        """Handle one pub/sub message: news is delivered, or its session added to ``named``
+        when its log must be read (a follower could not take it); True for the doorbell."""
+        if message.get("type") != "message":  # a pong
+            return False
+        channel = message["channel"]
+        channel = channel.decode() if isinstance(channel, bytes) else channel
+        if channel == self._doorbell:
+            return True
+        session_id = channel.removeprefix(keys.event_news(self._db, ""))
+        if not self._deliver_news(session_id, message["data"]):
+            named.add(session_id)
+        return False
+
+    def _deliver_news(self, session_id: str, data: bytes | str) -> bool:
+        """Deliver the events of one news message to the followers they follow on from;
+        False when the log must be read (a follower is behind them, or the news holds no
+        events)."""
+        text = data.decode() if isinstance(data, bytes) else data
+        origin, _, entries = text.partition("\n")
+        if not entries:
+            return False
+        rows: list[Any] = []  # as XREAD gives them
+        for entry in entries.split("\n"):
+            seq, _, body = entry.partition(" ")
+            rows.append((f"{seq}-0", {"e": body, "o": origin}))
+        first = _seq(rows[0][0])
+        # A log's first event follows on from any position in the log before it.
+        return not self._dispatch(session_id, 0 if str(first) == origin else first - 1, rows)
+
+    def _read(self, due: set[str], follows: list[_Follower]) -> set[str]:
+        """Read the ``due`` sessions' logs from their lowest follower positions and deliver
+        what came; returns the sessions to read again at once (more entries left, or a
+        follower that joined from further back during the read)."""
+        streams: dict[Any, Any] = {}
+        for follower in follows:
+            if follower.session_id not in due:
+                continue
+            key = keys.events(follower.session_id)
+            # Several followers of one session: read from the lowest position.
+            if key not in streams or _seq(streams[key]) > follower.last:
+                streams[key] = f"{follower.last}-0"
+        result: list[tuple[bytes, _Rows]] | None = self._redis.xread(  # type: ignore[assignment]
+            streams, count=self.READ_COUNT)
+        again: set[str] = set()
+        for raw_key, rows in result or []:
+            key = raw_key.decode() if isinstance(raw_key, bytes) else raw_key
+            session_id = key.removeprefix(keys.events(""))
+            if self._dispatch(session_id, _seq(streams[key]), rows) or \
+                    len(rows) >= self.READ_COUNT:
+                again.add(session_id)
+        return again
+
+    def _check_logs(self, follows: list[_Follower]) -> set[str]:
         """Notice logs that were reset under their followers — Redis restarted empty (with
         or without a connection error on the way) or the log expired — though no new event
-        shows it: such a follower gets a gap now and reads the new log from its start."""
+        shows it: such a follower gets a gap now and reads the new log from its start.
+        Returns the sessions whose log holds events past a follower's position (their news
+        may have been lost)."""
         sessions = list(dict.fromkeys(f.session_id for f in follows))
         raw: list[bytes | None] = self._redis.mget(  # type: ignore[assignment]
-            [keys.event_origin(s) for s in sessions])
+            [k for s in sessions for k in (keys.event_origin(s), keys.event_seq(s))])
         origins = {s: None if value is None else int(value) for s, value in zip(
-            sessions, raw, strict=True)}
+            sessions, raw[::2], strict=True)}
+        lasts = {s: int(value or 0) for s, value in zip(sessions, raw[1::2], strict=True)}
+        behind: set[str] = set()
         for follower in follows:
             now = origins[follower.session_id]
             # A follower that has not seen its log yet but holds a position in it (it was
@@ -242,16 +471,22 @@ class EventListener:
                 self._gap(follower, now or 0)
                 follower.last = 0
             follower.origin = now
+            if lasts[follower.session_id] > follower.last:
+                behind.add(follower.session_id)
+        return behind
 
-    def _dispatch(self, session_id: str, read_after: int, rows: _Rows) -> None:
-        """Deliver ``rows``, read from after seq ``read_after``, to the session's followers."""
+    def _dispatch(self, session_id: str, read_after: int, rows: _Rows) -> bool:
+        """Deliver ``rows``, read from after seq ``read_after``, to the session's followers;
+        True if one was left out, to be read for again."""
         events = [(_decode(session_id, sid, fields), _origin(fields)) for sid, fields in rows]
         with self._lock:
             targets = [f for f in self._follows.values() if f.session_id == session_id]
+        skipped = False
         for follower in targets:
             if follower.last < read_after:
                 # Followed from further back while this read ran: delivering would skip what
                 # lies between. The next read starts at its position.
+                skipped = True
                 continue
             for event, origin in events:
                 if event.seq <= follower.last:
@@ -267,6 +502,7 @@ class EventListener:
                     follower.callback(event)
                 except Exception:
                     log.exception("event callback failed for session %s", session_id)
+        return skipped
 
     def _gap(self, follower: _Follower, first_available: int) -> None:
         gap = Gap(follower.session_id, follower.last, first_available)

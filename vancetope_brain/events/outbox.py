@@ -9,8 +9,9 @@ sweep for events left longer than ``VANCETOPE_SWEEP_AGE`` (a worker died in betw
 from __future__ import annotations
 
 from datetime import datetime
+from itertools import groupby
 
-from vancetope_brain.events.bus import EventBus
+from vancetope_brain.events.bus import EventBus, Publish
 from vancetope_brain.events.model import EventType
 from vancetope_brain.store import EventOutboxStore
 
@@ -41,9 +42,11 @@ class EventOutbox:
         while limit is None or done < limit:
             page = FLUSH_PAGE if limit is None else min(FLUSH_PAGE, limit - done)
             events = self._store.pending_events(tenant_id, process_id, limit=page)
-            for event in events:
-                self._bus.publish(event.session_id, event.process_id, EventType(event.type),
-                                  event.data, dedupe=event.id)
+            # One round trip per run of events of one session (a turn's all go to one).
+            for (session_id, pid), run in groupby(events, lambda e: (e.session_id,
+                                                                     e.process_id)):
+                self._bus.publish_many(session_id, pid, [
+                    Publish(EventType(e.type), e.data, dedupe=e.id) for e in run])
             self._store.remove_events(tenant_id, [event.id for event in events])
             done += len(events)
             if len(events) < page:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import time
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -15,7 +16,7 @@ from vancetope_brain.engines import lifecycle
 from vancetope_brain.engines.base import EngineRegistry, ParentReport, ThinkEngine
 from vancetope_brain.engines.context import RESET_MARK, ThinkEngineContext
 from vancetope_brain.engines.lifecycle import LifecycleCall
-from vancetope_brain.errors import Conflict, Fenced, NotFound, StoreError
+from vancetope_brain.errors import Conflict, Fenced, NotFound, RuntimeFailure, StoreError
 from vancetope_brain.events import EventBus, EventOutbox, EventType
 from vancetope_brain.lanes import faults
 from vancetope_brain.lanes.lease import TAKE_OVER_MARGIN, Lease, LeaseKeeper
@@ -46,6 +47,16 @@ log = logging.getLogger(__name__)
 
 PENDING_PER_TURN = 1000
 """Most inbox messages one turn reads; more wait for the next turn, which starts at once."""
+TURNS_PER_TASK = 50
+"""Most turns one shard task runs (``LaneRunner.drain``); what waits longer is another
+task's, which is queued whenever processes wait (``Waker.next_ready``)."""
+TASK_SECONDS = 0.5
+"""A shard task takes no further process once it has run this long: a worker's warm
+shutdown waits for one more turn at most, and turns that wait on the network (an LLM)
+run one per task, side by side in the pool, as the queued task takes the next."""
+RETRY_DELAY = 1.0
+"""Seconds after which a turn that the store or Redis failed under in a shard task runs
+again, as a lane-turn task of its own (which retries with back-off from there)."""
 
 # The turns that run no engine call (``TurnRecord.lifecycle`` names them).
 DEAD_LETTER = "dead-letter"  # sets the first pending message aside (``faults.dead_letter``)
@@ -94,6 +105,28 @@ class LaneRunner:
         self._max_engine_failures = max_engine_failures
         self._worker = worker_name or f"{socket.gethostname()}:{os.getpid()}"
 
+    def drain(self, shard: int) -> list[TurnOutcome]:
+        """The shard task: run the turns of ``shard``'s ready processes, one at a time,
+        longest-waiting first, at most ``TURNS_PER_TASK`` and none begun after
+        ``TASK_SECONDS``; returns their outcomes. Each
+        turn runs under its own lease and epoch, as a lone one would. One that the store or
+        Redis failed under runs again ``RETRY_DELAY`` seconds later in a task of its own."""
+        outcomes: list[TurnOutcome] = []
+        until = time.monotonic() + TASK_SECONDS
+        for taken in range(TURNS_PER_TASK):
+            if taken and time.monotonic() >= until:
+                break
+            ready = self._waker.next_ready(shard, first=taken == 0)
+            if ready is None:
+                break
+            try:
+                outcomes.append(self.run(*ready))
+            except (RuntimeFailure, redis.RedisError) as e:
+                log.warning("lane turn of %s failed (%s); retrying in %ss", ready[1], e,
+                            RETRY_DELAY)
+                self._waker.wake_after(*ready, RETRY_DELAY)
+        return outcomes
+
     def run(self, tenant_id: str, process_id: str) -> TurnOutcome:
         """Run at most one turn of the process; wake it again if messages remain."""
         with logs.turn_context(tenant_id=tenant_id, process_id=process_id), \
@@ -103,7 +136,6 @@ class LaneRunner:
         return outcome
 
     def _run(self, tenant_id: str, process_id: str) -> TurnOutcome:
-        self._waker.clear(process_id)
         lease = self._leases.try_acquire(process_id)
         if lease is None:
             # A live holder looks again when it releases; a dead or frozen one never does,

@@ -1,7 +1,10 @@
-"""Coalesced wake-ups: at most one queued lane-turn task per process."""
+"""Coalesced wake-ups: a woken process waits in its shard's ready set, and at most one
+queued (not yet started) shard task per shard runs what waits there."""
 
 from __future__ import annotations
 
+import logging
+import time
 import zlib
 from typing import Protocol
 
@@ -9,10 +12,15 @@ import redis
 
 from vancetope_brain import keys
 
+log = logging.getLogger(__name__)
+
 
 class Enqueue(Protocol):
-    def __call__(self, tenant_id: str, process_id: str, shard: int, delay: float = 0.0) -> None:
-        """Put one lane-turn task on queue ``lanes.{shard}``, to run ``delay`` seconds from now."""
+    def __call__(self, shard: int, process: tuple[str, str] | None = None,
+                 delay: float = 0.0) -> None:
+        """Put a lane task on queue ``lanes.{shard}``: a shard task, which runs the turns of
+        the shard's ready processes (``LaneRunner.drain``), or with ``process`` (tenant id,
+        process id) the turn of that one process, to run ``delay`` seconds from now."""
 
 
 def shard_for(process_id: str, shards: int) -> int:
@@ -20,15 +28,46 @@ def shard_for(process_id: str, shards: int) -> int:
     return zlib.crc32(process_id.encode()) % shards
 
 
-class Waker:
-    """``wake`` enqueues a lane turn unless one is already queued for the process;
-    ``wake_after`` enqueues one to run later (a lease that must run out first).
+# KEYS: ready set, queued flag. ARGV: member, now (µs), flag TTL (ms), force.
+# A process already waiting keeps its place (NX); returns 1 if a shard task must be queued.
+_WAKE = """
+redis.call('ZADD', KEYS[1], 'NX', ARGV[2], ARGV[1])
+if ARGV[4] == '1' then
+  redis.call('SET', KEYS[2], 1, 'PX', ARGV[3])
+  return 1
+end
+if redis.call('SET', KEYS[2], 1, 'NX', 'PX', ARGV[3]) then return 1 end
+return 0
+"""
 
-    The queued-flag is set with SET NX before enqueueing and cleared by the
-    task as its first act (``clear``), so a message persisted after the task
-    cleared the flag always enqueues a new task. The flag expires after
-    ``flag_ttl`` seconds so a lost broker message cannot block wake-ups for
-    longer than that; the sweeper covers the gap.
+# KEYS: ready set, queued flag. ARGV: first pop of a task ('1'), flag TTL (ms).
+# Returns nil (nothing waits) or {member, 1 if another shard task must be queued}: one is
+# whenever more wait and none is queued, so those never depend on this task's survival.
+_NEXT = """
+if ARGV[1] == '1' then redis.call('DEL', KEYS[2]) end
+local got = redis.call('ZPOPMIN', KEYS[1])
+if #got == 0 then return nil end
+local more = 0
+if redis.call('ZCARD', KEYS[1]) > 0 and
+   redis.call('SET', KEYS[2], 1, 'NX', 'PX', ARGV[2]) then more = 1 end
+return {got[1], more}
+"""
+
+
+class Waker:
+    """``wake`` puts a process into its shard's ready set (``vt:ready:{shard}``) and
+    enqueues a shard task unless one is queued already (``vt:shard-queued:{shard}``, set
+    with SET NX); ``wake_after`` enqueues the turn of one process to run later (a lease
+    that must run out first).
+
+    A shard task clears the queued flag as its first act, then takes ready processes one
+    at a time, oldest wake first (``next_ready``; a process woken again while its turn
+    runs waits behind the others). So a process woken after a task started always has a
+    queued task that will take it, and whenever processes remain after a take with no
+    task queued, the take queues one: a task that dies or freezes mid-batch strands only
+    the turn it was running (its lease and the sweeper cover that one, as for a lone
+    turn). The flag expires after ``flag_ttl`` seconds so a lost broker message cannot
+    block wake-ups for longer than that; the sweeper covers the gap.
     """
 
     def __init__(self, client: redis.Redis, enqueue: Enqueue, *, shards: int,
@@ -37,17 +76,24 @@ class Waker:
         self._enqueue = enqueue
         self._shards = shards
         self._flag_ttl_ms = int(flag_ttl * 1000)
+        self._wake = client.register_script(_WAKE)
+        self._next = client.register_script(_NEXT)
 
     def wake(self, tenant_id: str, process_id: str, *, force: bool = False) -> bool:
-        """Enqueue a lane turn; False when one was already queued (coalesced). ``force``
-        enqueues regardless: the sweeper's, which finds work that a queued task should have
-        done long ago (that task may sit with a frozen or dead worker)."""
-        if not self._redis.set(keys.wake(process_id), 1, nx=not force, px=self._flag_ttl_ms):
+        """Make the process ready and enqueue a shard task; False when one was already
+        queued (coalesced). ``force`` enqueues regardless: the sweeper's, which finds work
+        that a queued task should have done long ago (that task may sit with a frozen or
+        dead worker)."""
+        shard = shard_for(process_id, self._shards)
+        flag = keys.shard_queued(shard)
+        if not self._wake(keys=[keys.ready(shard), flag],
+                          args=[f"{tenant_id}/{process_id}", time.time_ns() // 1000,
+                                self._flag_ttl_ms, int(force)]):
             return False
         try:
-            self._enqueue(tenant_id, process_id, shard_for(process_id, self._shards))
+            self._enqueue(shard)
         except Exception:
-            self._redis.delete(keys.wake(process_id))
+            self._redis.delete(flag)
             raise
         return True
 
@@ -59,9 +105,29 @@ class Waker:
         if not self._redis.set(keys.wake_later(process_id), 1, nx=True,
                                px=max(1, int(delay * 1000))):
             return False
-        self._enqueue(tenant_id, process_id, shard_for(process_id, self._shards), delay)
+        self._enqueue(shard_for(process_id, self._shards), (tenant_id, process_id), delay)
         return True
 
-    def clear(self, process_id: str) -> None:
-        """Called by a lane-turn task before it looks at the inbox."""
-        self._redis.delete(keys.wake(process_id))
+    def clear(self, tenant_id: str, process_id: str) -> None:
+        """Take the process out of its shard's ready set: a lane-turn task of its own, about
+        to look at its inbox, runs the turn it waits for."""
+        self._redis.zrem(keys.ready(shard_for(process_id, self._shards)),
+                         f"{tenant_id}/{process_id}")
+
+    def next_ready(self, shard: int, *, first: bool) -> tuple[str, str] | None:
+        """Take the longest-waiting ready process of ``shard`` (tenant id, process id), or
+        None; ``first``: the shard task's first take, which clears its queued flag. Called
+        by a shard task before it looks at the process's inbox."""
+        got = self._next(keys=[keys.ready(shard), keys.shard_queued(shard)],
+                         args=[int(first), self._flag_ttl_ms])
+        if got is None:
+            return None
+        member, more = got
+        if more:
+            try:
+                self._enqueue(shard)
+            except Exception as e:  # this task takes the rest itself unless it dies first
+                self._redis.delete(keys.shard_queued(shard))
+                log.warning("could not queue a second task for lane shard %s (%s)", shard, e)
+        tenant_id, _, process_id = member.decode().rpartition("/")
+        return tenant_id, process_id

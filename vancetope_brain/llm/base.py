@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -23,6 +25,12 @@ class ToolSpec:
     description: str
     parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
     stream: str | None = None
+
+    @functools.cached_property
+    def json_size(self) -> int:
+        """Characters of ``[name, description, parameters]`` as JSON, what a token budget
+        counts; computed once (a spec, its parameters included, is never changed)."""
+        return len(json.dumps([self.name, self.description, self.parameters]))
 
 
 @dataclass(frozen=True)

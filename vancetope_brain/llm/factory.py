@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from vancetope_brain.config import Config
 from vancetope_brain.llm.base import ChatModel
-from vancetope_brain.llm.openai_provider import DEFAULT_BASE_URL, safe_url
+from vancetope_brain.llm.endpoint import DEFAULT_BASE_URL, safe_url
 from vancetope_brain.llm.profiles import DEFAULT, load_profiles
 
 

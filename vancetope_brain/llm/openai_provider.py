@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import re
-import urllib.parse
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -19,11 +18,10 @@ import openai
 
 from vancetope_brain.errors import LlmError, LlmRejected
 from vancetope_brain.llm.base import LlmMessage, LlmResponse, TokenSink, ToolCall, ToolSpec
+from vancetope_brain.llm.endpoint import DEFAULT_BASE_URL, safe_url
 
 if TYPE_CHECKING:
     from vancetope_brain.config import Config
-
-DEFAULT_BASE_URL = "https://api.openai.com/v1"
 
 # Local servers (vLLM, Ollama, llama.cpp) ignore the key, but the client refuses to
 # start without one.
@@ -149,17 +147,6 @@ class OpenAiChatModel:
         if self._api_key != _PLACEHOLDER_KEY:
             text = text.replace(self._api_key, "***")
         return _KEY_LIKE.sub("***", text)
-
-
-def safe_url(url: str) -> str:
-    """``url`` without user info or query string, either of which may hold a secret."""
-    parts = urllib.parse.urlsplit(url)
-    host = parts.hostname or ""
-    if ":" in host:  # IPv6 literal
-        host = f"[{host}]"
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    return urllib.parse.urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
 def to_openai_message(message: LlmMessage) -> dict[str, Any]:

@@ -46,7 +46,7 @@ from pydantic.alias_generators import to_camel
 from vancetope_brain.errors import ConfigError, UnknownLlmProfile
 from vancetope_brain.llm.base import ChatModel, LlmMessage, LlmResponse, TokenSink, ToolSpec
 from vancetope_brain.llm.demo import DemoModel
-from vancetope_brain.llm.openai_provider import DEFAULT_BASE_URL, OpenAiChatModel, safe_url
+from vancetope_brain.llm.endpoint import DEFAULT_BASE_URL, safe_url
 from vancetope_brain.models.base import Wire
 from vancetope_brain.recipes.model import ModelChoice
 from vancetope_brain.settings import SettingsApi
@@ -102,6 +102,9 @@ class Profile:
         ``OpenAiChatModel`` opens its client per call, so nothing is pooled or shared."""
         if self.base_url is None:
             return DemoModel(token_delay=self.demo_token_delay)
+        # Imported here: only a process that talks to an endpoint pays the openai import.
+        from vancetope_brain.llm.openai_provider import OpenAiChatModel
+
         return OpenAiChatModel(model or self.model, api_key=self.api_key,
                                base_url=self.base_url, timeout=self.timeout,
                                max_retries=self.max_retries)

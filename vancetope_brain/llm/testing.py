@@ -2,10 +2,12 @@
 
 - ``ScriptedModel`` returns scripted responses in order.
 - ``FunctionModel`` computes each response with a function.
+- ``PacedModel`` streams numbered, time-stamped tokens at a steady pace, waiting between
+  them like a network read (the shape of real LLM traffic, for load benchmarks).
 - ``block_network()`` refuses every non-loopback connection; the pytest plugin
   ``vancetope_brain.llm.pytest_plugin`` applies it to every test.
 
-Both models stream content to ``on_token`` in a few chunks, record every call
+The first two stream content to ``on_token`` in a few chunks, record every call
 in ``.calls`` and are thread-safe. Nothing here opens a connection. A ``str``
 answer is the text the model streams; when the call offers the ``respond`` tool
 (which Arthur and worker turns require) it is also sent as ``respond``'s message
@@ -19,6 +21,7 @@ import ipaddress
 import json
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -143,6 +146,58 @@ class FunctionModel(_RecordingModel):
         """Return ``fn(messages, tools)``, streaming its content."""
         self._record(messages, tools)
         return self._deliver(self.fn(list(messages), list(tools or ())), on_token, tools)
+
+
+class PacedModel:
+    """Streams ``tokens`` tokens over ``seconds``: token ``i`` goes to ``on_token`` at
+    ``start + (i + 1) · seconds / tokens`` (an absolute schedule, so a late token does not
+    delay the next ones), and the answer is their concatenation. Between tokens it sleeps,
+    which releases the GIL like a socket read would: a threads pool overlaps its turns the
+    way it overlaps turns waiting on an LLM endpoint. Each token is ``"<i> <µs>;"``, its
+    index and its emission time (``time.time_ns() // 1000``), so a receiver can check the
+    order and measure the delay (``paced_tokens`` parses them). Stateless, thread-safe.
+    """
+
+    def __init__(self, tokens: int = 100, seconds: float = 2.0, *, name: str = "paced") -> None:
+        if tokens < 1 or seconds < 0:
+            raise ValueError("PacedModel needs tokens >= 1 and seconds >= 0")
+        self.tokens = tokens
+        self.seconds = seconds
+        self.name = name
+
+    def complete(
+        self,
+        messages: list[LlmMessage],
+        *,
+        tools: list[ToolSpec] | None = None,
+        on_token: TokenSink | None = None,
+    ) -> LlmResponse:
+        """Stream the tokens on schedule; return them joined."""
+        step = self.seconds / self.tokens
+        start = time.monotonic()
+        chunks = []
+        for i in range(self.tokens):
+            delay = start + (i + 1) * step - time.monotonic()
+            if delay > 0:
+                time.sleep(delay)
+            chunk = f"{i} {time.time_ns() // 1000};"
+            chunks.append(chunk)
+            if on_token is not None:
+                on_token(chunk)
+        return LlmResponse(content="".join(chunks), model=self.name)
+
+
+def paced_tokens(text: str) -> list[tuple[int, int]]:
+    """The ``(index, emitted µs)`` pairs of ``PacedModel`` tokens in ``text`` (one token
+    event's text, which may hold several tokens), in order. Raises ``ValueError`` on text
+    that is not a run of whole tokens."""
+    if not text.endswith(";"):
+        raise ValueError(f"not whole PacedModel tokens: {text[-40:]!r}")
+    out = []
+    for part in text[:-1].split(";"):
+        index, _, stamp = part.partition(" ")
+        out.append((int(index), int(stamp)))
+    return out
 
 
 def stream_chunks(text: str, parts: int = 3) -> list[str]:

@@ -212,9 +212,11 @@ class ClusterCollector(Collector):
                             exc_info=True)
 
     def _depth(self) -> Metric:
-        depth = GaugeMetricFamily("vancetope_lane_queue_depth", "Lane-turn tasks waiting in "
+        depth = GaugeMetricFamily("vancetope_lane_queue_depth", "Lane tasks waiting in "
                                   "each lane queue of the broker (Redis only; a delayed "
-                                  "task waits in a worker, not here).", labels=["queue"])
+                                  "task waits in a worker, not here; one shard task stands "
+                                  "for every process waiting in its shard's ready set).",
+                                  labels=["queue"])
         if self._broker is not None:
             with self._broker.pipeline(transaction=False) as pipe:
                 for queue in self._queues:

@@ -16,7 +16,10 @@ The render context (what a template may use; anything else is an error at load):
 Templates are checked when a recipe loads (syntax, and that they use only
 these names), rendered once with sample values when one is saved, and rendered
 per turn from the process's snapshot, so a prompt can show the current date or
-tool pool. The sandbox is immutable: a template can neither reach dunder
+tool pool. A render is deterministic in its template and variables, so each OS process
+keeps its last ``RENDERED_KEPT`` renders (of at most ``RENDERED_MAX_CHARS`` characters each)
+and reuses one while both are the same (a template using ``random`` is rendered anew each
+time; a failed render is never kept). The sandbox is immutable: a template can neither reach dunder
 attributes (``''.__class__``) nor mutate ``params``; and it is bounded
 (``vancetope_brain.recipes.sandbox``): a render that would pass its CPU time,
 loop, call or size bounds fails with a ``RecipeError`` naming the bound.
@@ -25,6 +28,9 @@ loop, call or size bounds fails with a ``RecipeError`` naming the bound.
 from __future__ import annotations
 
 import functools
+import json
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -88,6 +94,14 @@ def _compiled(sample: bool, source: str) -> Template:
     return (_SAMPLE_ENV if sample else _ENV).from_string(source)
 
 
+RENDERED_KEPT = 256
+"""Renders kept for reuse (a chat turn renders its recipe's prompt each time)."""
+RENDERED_MAX_CHARS = 65_536
+"""Longer renders are not kept: at most ``RENDERED_KEPT`` × this many characters are held."""
+_rendered: OrderedDict[tuple[bool, str, str], str] = OrderedDict()
+_rendered_lock = threading.Lock()
+
+
 def render(recipe_name: str, field_name: str, source: str, variables: Mapping[str, Any]) -> str:
     """Render one template; an undefined variable or a sandbox violation raises ``RecipeError``
     naming the recipe and the field."""
@@ -99,12 +113,18 @@ def render_text(where: str, source: str, variables: Mapping[str, Any], *,
     """Render one template in the bounded sandbox; errors are ``RecipeError`` errors starting
     with ``where``. ``sample``: the check on save, with sample ``variables`` — what they lack
     renders empty, and a template that still needs it passes (only real data can tell)."""
+    key = _render_key(sample, source, variables)
+    if key is not None:
+        with _rendered_lock:
+            if key in _rendered:
+                _rendered.move_to_end(key)
+                return _rendered[key]
     try:
         with budget():
             text = _compiled(sample, source).render(**variables)
         if len(text) > MAX_TEXT:
             raise RenderBudgetExceeded(f"more than {MAX_TEXT:,} characters of output")
-        return text.strip()
+        text = text.strip()
     except RenderBudgetExceeded as e:
         raise RecipeError(f"{where}: template exceeded its render budget: {e}") from e
     except UndefinedError as e:
@@ -120,6 +140,24 @@ def render_text(where: str, source: str, variables: Mapping[str, Any], *,
                           ) from e
     except (TemplateError, ArithmeticError, LookupError, TypeError, ValueError) as e:
         raise RecipeError(f"{where}: {type(e).__name__}: {e}") from e
+    if key is not None and len(text) <= RENDERED_MAX_CHARS:
+        with _rendered_lock:
+            _rendered[key] = text
+            if len(_rendered) > RENDERED_KEPT:
+                _rendered.popitem(last=False)
+    return text
+
+
+def _render_key(sample: bool, source: str, variables: Mapping[str, Any]
+                ) -> tuple[bool, str, str] | None:
+    """What a kept render is found by; None: not to be kept (``random``, or variables that are
+    not plain JSON)."""
+    if "random" in source:
+        return None
+    try:
+        return sample, source, json.dumps(variables, sort_keys=True)
+    except (TypeError, ValueError):
+        return None
 
 
 @dataclass(frozen=True)

@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import math
 import re
 import string
+import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from contextvars import ContextVar
@@ -46,7 +48,8 @@ from jinja2.visitor import NodeTransformer
 from vancetope_brain.errors import RenderBudgetExceeded
 
 MAX_RENDER_SECONDS = 0.05
-"""CPU time one render may take (the rendering thread's CPU, ``time.thread_time``). CPU rather
+"""CPU time one render may take (the rendering thread's CPU, ``time.thread_time``, less what
+the garbage collector spent in that thread meanwhile). CPU rather
 than wall time: a busy server (other threads holding the GIL) must not fail a legitimate
 render, and what a runaway template burns is CPU. A bundled prompt renders in well under 1 ms;
 checked at every loop iteration, call, printed text and built value."""
@@ -97,12 +100,33 @@ finish long before."""
 _YIELD_SLEEP = 0.0001
 
 
+_gc = threading.local()
+
+
+def _gc_cpu() -> float:
+    """CPU seconds this thread has spent in the garbage collector (``gc.callbacks``)."""
+    return getattr(_gc, "spent", 0.0)
+
+
+def _count_gc(phase: str, info: dict[str, int]) -> None:
+    # A full collection can take tens of ms in a big process: it runs in whichever thread
+    # allocated last, so it is not the template's CPU.
+    if phase == "start":
+        _gc.started = time.thread_time()
+    elif hasattr(_gc, "started"):
+        _gc.spent = _gc_cpu() + time.thread_time() - _gc.started
+
+
+gc.callbacks.append(_count_gc)
+
+
 @dataclass
 class RenderBudget:
     """What one render has spent. ``tick`` checks the CPU deadline (and yields the GIL now
     and then)."""
 
     started: float = field(default_factory=time.thread_time)
+    gc_at_start: float = field(default_factory=_gc_cpu)
     iterations: int = 0
     calls: int = 0
     depth: int = 0
@@ -110,7 +134,7 @@ class RenderBudget:
     yielded: float = 0.0
 
     def tick(self) -> None:
-        spent = time.thread_time() - self.started
+        spent = time.thread_time() - self.started - (_gc_cpu() - self.gc_at_start)
         if spent > MAX_RENDER_SECONDS:
             raise RenderBudgetExceeded(f"more than {MAX_RENDER_SECONDS * 1000:.0f} ms of CPU")
         if spent - self.yielded > YIELD_EVERY_SECONDS:

@@ -114,11 +114,11 @@ class ClientToolBridge:
 
     def _offers(self, session_id: str) -> list[tuple[str, dict[str, Any]]]:
         """(connection id, tool) of live connections, oldest registration first."""
-        members: list[bytes] = self._redis.zrangebyscore(  # type: ignore[assignment]
-            keys.presence(session_id), time.time(), "+inf")
+        pipe = self._redis.pipeline(transaction=False)  # one round trip
+        pipe.zrangebyscore(keys.presence(session_id), time.time(), "+inf")
+        pipe.hgetall(keys.client_tools(session_id))
+        members, registered = pipe.execute()
         live = {m.decode() for m in members}
-        registered: dict[bytes, bytes] = self._redis.hgetall(  # type: ignore[assignment]
-            keys.client_tools(session_id))
         offers: list[tuple[str, dict[str, Any]]] = []
         for cid, raw in registered.items():
             if cid.decode() in live:
