@@ -107,20 +107,22 @@ def test_metrics_move_by_the_right_amounts_over_50_turns(stack: Stack, tmp_path:
         assert status == 200, body
         return parse(body)
 
-    def settled(committed: int) -> Samples | None:
-        """The pod's scrape once the worker logged ``committed`` committed turns and the pod
-        counted every lane-turn task the worker logged as ended (``postrun`` is logged after
-        the task returned, so after it counted; a turn's chat line shows before that)."""
-        if worker.outcomes().count("committed") < committed:
+    def settled(committed: int) -> tuple[Samples, list[str]] | None:
+        """The pod's scrape and the outcomes the worker logged, once it logged ``committed``
+        committed turns and the pod counted every lane-turn task it logged as ended. The
+        outcomes are read before the scrape: ``postrun`` is logged after the task returned,
+        so after it counted, and equal totals then mean the two hold the same tasks (a task
+        that ends later, say a wake that found nothing to do, is in neither)."""
+        outcomes = worker.outcomes()
+        if outcomes.count("committed") < committed:
             return None
         samples = pod()
-        return samples if total(samples, "vancetope_turns_total") == len(worker.outcomes()) \
-            else None
+        return (samples, outcomes) \
+            if total(samples, "vancetope_turns_total") == len(outcomes) else None
 
     # Committed so far: the chat's start, then the turn that answered "first".
-    before = wait_for(lambda: settled(2), timeout=30, what="a settled scrape")
+    before, ran_before = wait_for(lambda: settled(2), timeout=30, what="a settled scrape")
     web_before = gateway()
-    ran = len(worker.outcomes())
     assert total(web_before, "vancetope_lane_queue_depth") == 0
     assert value(web_before, "vancetope_oldest_pending_message_age_seconds") == 0
 
@@ -129,7 +131,8 @@ def test_metrics_move_by_the_right_amounts_over_50_turns(stack: Stack, tmp_path:
         client.request("process-steer", targetThinkProcessId=pid, content=content)
         cluster.wait_reply(pid, content, timeout=60)
     time.sleep(0.5)  # a task that found the last turn's lease taken ends meanwhile
-    after = wait_for(lambda: settled(2 + TURNS), timeout=30, what="the turns counted")
+    after, ran_after = wait_for(lambda: settled(2 + TURNS), timeout=30,
+                                what="the turns counted")
     web_after = gateway()
     def moved(name: str, **labels: str) -> float:
         return value(after, name, **labels) - value(before, name, **labels)
@@ -137,9 +140,9 @@ def test_metrics_move_by_the_right_amounts_over_50_turns(stack: Stack, tmp_path:
     # Turns ran in the pool's child processes; the pod's one port counts them all.
     assert moved("vancetope_turns_total", outcome="committed") == TURNS
     # Every other task (busy: it met the lease of a turn still running) counted as it ended.
-    for outcome in set(worker.outcomes()[ran:]):
-        assert moved("vancetope_turns_total", outcome=outcome) == \
-            worker.outcomes()[ran:].count(outcome), outcome
+    ran = ran_after[len(ran_before):]
+    for outcome in set(ran):
+        assert moved("vancetope_turns_total", outcome=outcome) == ran.count(outcome), outcome
     assert moved("vancetope_turn_duration_seconds_count", lifecycle="steer") == TURNS
     assert moved("vancetope_llm_request_duration_seconds_count", model="test-echo",
                  result="success") == TURNS
