@@ -270,7 +270,7 @@ class LaneRunner:
         record = TurnRecord(id=turn_id, tenant_id=tenant_id, process_id=process_id,
                             epoch=process.epoch, worker=self._worker, lifecycle=lifecycle,
                             drained_ids=[m.id for m in turn.drained], started_at=started,
-                            status_after=status)
+                            status_after=status, status_before=before)
         outbox = list(turn.outbox)
         report = None if plan.without_engine == ANSWER else \
             self._parent_report(engine, process, status, reason, turn.engine_state)
@@ -355,23 +355,25 @@ class LaneRunner:
     def _unstarted(self, process: ThinkProcess) -> bool:
         """Whether no turn committed since the process was created or last reset: the turn
         that died was its ``start``."""
-        records = self._lanes.turn_records(process.tenant_id, process.id)
-        return not records or records[-1].status_after is ProcessStatus.INIT
+        last = self._lanes.turn_records(process.tenant_id, process.id, last=1)
+        return not last or last[0].status_after is ProcessStatus.INIT
 
     def _resumed_status(self, process: ThinkProcess) -> ProcessStatus | None:
         """Where a resume out of SUSPENDED returns a process without calling its engine:
         INIT if it never started (it starts now), PAUSED if the suspend found it PAUSED
         (a user's pause outlives the session's suspend and resume); else None."""
-        records = self._lanes.turn_records(process.tenant_id, process.id)
-        if not any(t.lifecycle == "start" for t in records):
+        def last(call: str) -> TurnRecord | None:
+            found = self._lanes.turn_records(process.tenant_id, process.id, lifecycle=call,
+                                             last=1)
+            return found[0] if found else None
+
+        if last("start") is None:
             return ProcessStatus.INIT
         if process.status is not ProcessStatus.SUSPENDED:
             return None
-        suspends = [i for i, t in enumerate(records) if t.lifecycle == LifecycleCall.SUSPEND]
-        if suspends and suspends[-1] > 0 and \
-                records[suspends[-1] - 1].status_after is ProcessStatus.PAUSED:
-            return ProcessStatus.PAUSED
-        return None
+        suspend = last(LifecycleCall.SUSPEND.value)
+        return ProcessStatus.PAUSED if suspend is not None and \
+            suspend.status_before is ProcessStatus.PAUSED else None
 
     def _parent_report(self, engine: ThinkEngine | None, process: ThinkProcess,
                        status: ProcessStatus, reason: CloseReason | None,

@@ -31,6 +31,8 @@ class TurnRecord(Document):
     started_at: datetime
     ended_at: datetime = Field(default_factory=utcnow)
     status_after: ProcessStatus
+    #: The process's status when the turn took the lane (None in records older than it).
+    status_before: ProcessStatus | None = None
 
 
 class Timer(Document):

@@ -56,7 +56,7 @@ class SessionService:
         chat process (engine from ``session.defaultChatEngine``), started on its lane.
         """
         self._identity.get_project(who.tenant_id, project_id)
-        open_now = sum(1 for s in self.list_sessions(who) if s.status is not SessionStatus.CLOSED)
+        open_now = self._sessions.count_open_sessions(who.tenant_id, who.user_id)
         if open_now >= self.max_open_sessions:
             raise LimitExceeded(f"you have {open_now} sessions that are not CLOSED, the most "
                                 f"you may have; close one first (session-close)")

@@ -138,5 +138,8 @@ class LaneStore(Port):
         """The last ``limit`` chat lines of the process before ``before_seq``, oldest first."""
 
     @abstractmethod
-    def turn_records(self, tenant_id: str, process_id: str) -> list[TurnRecord]:
-        """The process's committed turns in epoch order."""
+    def turn_records(self, tenant_id: str, process_id: str, *, lifecycle: str | None = None,
+                     last: int | None = None) -> list[TurnRecord]:
+        """The process's committed turns in epoch order; with ``lifecycle``, only the turns
+        of that lifecycle call; with ``last``, only the last ``last`` of them (an indexed
+        read, however many turns the process ran)."""

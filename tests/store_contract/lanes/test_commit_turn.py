@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -170,6 +171,25 @@ def test_turn_records_are_in_epoch_order(lanes: LaneStore, world: World) -> None
         records.append(commit.record)
         assert None is not lanes.commit_turn("ten_1", process.id, epoch, commit)
     assert lanes.turn_records("ten_1", process.id) == records
+
+
+def test_turn_records_by_lifecycle_and_the_last_ones(lanes: LaneStore, world: World) -> None:
+    process = world.process("ten_1")
+    records = []
+    for lifecycle in ("start", "steer", "suspend", "steer", "suspend", "steer"):
+        epoch = lanes.acquire_epoch("ten_1", process.id).epoch
+        commit = world.turn(process, epoch)
+        commit = replace(commit, record=commit.record.model_copy(update={"lifecycle": lifecycle}))
+        records.append(commit.record)
+        assert None is not lanes.commit_turn("ten_1", process.id, epoch, commit)
+    assert lanes.turn_records("ten_1", process.id, last=2) == records[-2:]
+    assert lanes.turn_records("ten_1", process.id, last=10) == records
+    assert lanes.turn_records("ten_1", process.id, lifecycle="suspend") == \
+        [records[2], records[4]]
+    assert lanes.turn_records("ten_1", process.id, lifecycle="suspend", last=1) == [records[4]]
+    assert lanes.turn_records("ten_1", process.id, lifecycle="start", last=1) == [records[0]]
+    assert lanes.turn_records("ten_1", process.id, lifecycle="reset", last=1) == []
+    assert lanes.turn_records("ten_2", process.id, last=1) == []
 
 
 def test_commit_on_a_missing_process_is_not_found(lanes: LaneStore, world: World) -> None:

@@ -66,3 +66,19 @@ def test_context_drift_flag(sessions: SessionStore, lanes: LaneStore, world: Wor
     assert sessions.get_process("ten_1", process.id).context_drift is False
     with pytest.raises(NotFound):
         sessions.set_context_drift("ten_2", process.id, True)
+
+
+def test_count_open_sessions_counts_the_users_sessions_not_closed(
+    sessions: SessionStore, world: World
+) -> None:
+    mine = [world.session("ten_1", "usr_1") for _ in range(4)]
+    world.session("ten_1", "usr_2")
+    world.session("ten_2", "usr_1")
+    assert sessions.count_open_sessions("ten_1", "usr_1") == 4
+    sessions.update_session_status("ten_1", mine[0].id, SessionStatus.SUSPENDED,
+                                   allowed_from=OPEN_ONLY)
+    for session in mine[1:3]:
+        sessions.update_session_status("ten_1", session.id, SessionStatus.CLOSED,
+                                       allowed_from=OPEN_ONLY)
+    assert sessions.count_open_sessions("ten_1", "usr_1") == 2
+    assert sessions.count_open_sessions("ten_1", "usr_3") == 0

@@ -161,6 +161,10 @@ class MongoLanes(MongoAdapter, LaneStore):
         self._turns.create_index(
             [("tenantId", ASCENDING), ("processId", ASCENDING), ("epoch", ASCENDING)],
             name="by_process")
+        self._turns.create_index(
+            [("tenantId", ASCENDING), ("processId", ASCENDING), ("lifecycle", ASCENDING),
+             ("epoch", ASCENDING)],
+            name="by_lifecycle")
 
     @translated
     def append_message(self, message: InboxMessage) -> tuple[InboxMessage, bool]:
@@ -433,6 +437,13 @@ class MongoLanes(MongoAdapter, LaneStore):
         return [from_bson(ChatMessage, raw) for raw in reversed(list(cursor))]
 
     @translated
-    def turn_records(self, tenant_id: str, process_id: str) -> list[TurnRecord]:
-        cursor = self._turns.find({"tenantId": tenant_id, "processId": process_id})
-        return [from_bson(TurnRecord, raw) for raw in cursor.sort("epoch", ASCENDING)]
+    def turn_records(self, tenant_id: str, process_id: str, *, lifecycle: str | None = None,
+                     last: int | None = None) -> list[TurnRecord]:
+        query: dict[str, Any] = {"tenantId": tenant_id, "processId": process_id}
+        if lifecycle is not None:
+            query["lifecycle"] = lifecycle
+        if last is None:
+            cursor = self._turns.find(query).sort("epoch", ASCENDING)
+            return [from_bson(TurnRecord, raw) for raw in cursor]
+        cursor = self._turns.find(query).sort("epoch", DESCENDING)
+        return [from_bson(TurnRecord, raw) for raw in reversed(list(cursor.limit(last)))]

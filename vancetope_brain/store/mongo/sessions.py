@@ -59,6 +59,9 @@ class MongoSessions(MongoAdapter, SessionStore):
         self._sessions.create_index(
             [("tenantId", ASCENDING), ("userId", ASCENDING), ("createdAt", DESCENDING)],
             name="by_user")
+        self._sessions.create_index(
+            [("tenantId", ASCENDING), ("userId", ASCENDING), ("status", ASCENDING)],
+            name="by_user_status")
         self._processes.create_index(
             [("tenantId", ASCENDING), ("sessionId", ASCENDING), ("createdAt", ASCENDING)],
             name="by_session")
@@ -76,6 +79,12 @@ class MongoSessions(MongoAdapter, SessionStore):
     def list_sessions(self, tenant_id: str, user_id: str) -> list[Session]:
         cursor = self._sessions.find({"tenantId": tenant_id, "userId": user_id})
         return [from_bson(Session, raw) for raw in cursor.sort("createdAt", DESCENDING)]
+
+    @translated
+    def count_open_sessions(self, tenant_id: str, user_id: str) -> int:
+        return self._sessions.count_documents({
+            "tenantId": tenant_id, "userId": user_id,
+            "status": {"$in": [SessionStatus.OPEN.value, SessionStatus.SUSPENDED.value]}})
 
     @translated
     def set_chat_process(self, tenant_id: str, session_id: str, process_id: str) -> None:

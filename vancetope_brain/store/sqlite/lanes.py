@@ -75,6 +75,8 @@ CREATE TABLE IF NOT EXISTS turns (
     epoch INTEGER NOT NULL, doc TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS turns_by_process ON turns (tenant_id, process_id, epoch);
+CREATE INDEX IF NOT EXISTS turns_by_lifecycle
+    ON turns (tenant_id, process_id, json_extract(doc, '$.lifecycle'), epoch);
 CREATE TABLE IF NOT EXISTS timers (
     id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, process_id TEXT NOT NULL,
     due_ms INTEGER NOT NULL, doc TEXT NOT NULL
@@ -344,8 +346,14 @@ class SqliteLanes(SqliteAdapter, LaneStore):
         )
         return load_all(ChatMessage, reversed(rows))
 
-    def turn_records(self, tenant_id: str, process_id: str) -> list[TurnRecord]:
-        return load_all(TurnRecord, self.db.read(
-            "SELECT doc FROM turns WHERE tenant_id = ? AND process_id = ? ORDER BY epoch, rowid",
-            (tenant_id, process_id),
-        ))
+    def turn_records(self, tenant_id: str, process_id: str, *, lifecycle: str | None = None,
+                     last: int | None = None) -> list[TurnRecord]:
+        where, args = "tenant_id = ? AND process_id = ?", [tenant_id, process_id]
+        if lifecycle is not None:  # the expression of turns_by_lifecycle, word for word
+            where, args = where + " AND json_extract(doc, '$.lifecycle') = ?", [*args, lifecycle]
+        if last is None:
+            return load_all(TurnRecord, self.db.read(
+                f"SELECT doc FROM turns WHERE {where} ORDER BY epoch, rowid", tuple(args)))
+        return load_all(TurnRecord, reversed(self.db.read(
+            f"SELECT doc FROM turns WHERE {where} ORDER BY epoch DESC, rowid DESC LIMIT ?",
+            (*args, last))))

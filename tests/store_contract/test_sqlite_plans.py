@@ -1,0 +1,45 @@
+"""SQLite: the reads a turn or a request makes, whose cost must not grow with a process's
+or a user's history, are index lookups. A filter that drifts from its index's expression
+(they must match word for word) silently turns one into a scan of the whole history."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from vancetope_brain.store import LaneStore, SessionStore
+from vancetope_brain.store.sqlite import SqliteBackend
+
+READS: dict[str, tuple[str, Callable[[Any], object]]] = {
+    "the last turn": ("turns_by_process",
+                      lambda p: p(LaneStore).turn_records("ten_1", "proc_1", last=1)),
+    "the last turn of a lifecycle call": (
+        "turns_by_lifecycle",
+        lambda p: p(LaneStore).turn_records("ten_1", "proc_1", lifecycle="start", last=1)),
+    "the user's sessions not closed": (
+        "sessions_open", lambda p: p(SessionStore).count_open_sessions("ten_1", "usr_1")),
+}
+
+
+@pytest.mark.parametrize("read", sorted(READS))
+def test_a_bounded_read_searches_its_index(tmp_path: Path, read: str,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    index, call = READS[read]
+    backend = SqliteBackend(str(tmp_path / "vancetope.db"))
+    ran: list[tuple[str, tuple[Any, ...]]] = []
+    original = backend.read
+
+    def traced(sql: str, params: tuple[Any, ...]) -> list[Any]:
+        ran.append((sql, params))
+        return original(sql, params)
+
+    monkeypatch.setattr(backend, "read", traced)
+    call(backend.port)
+    assert ran, f"{read} made no read"
+    for sql, params in ran:
+        plan = " | ".join(row[3] for row in original(f"EXPLAIN QUERY PLAN {sql}", params))
+        assert f"INDEX {index}" in plan and "TEMP B-TREE" not in plan, (sql, plan)
+    backend.close()
