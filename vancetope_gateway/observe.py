@@ -20,7 +20,8 @@ from workers.celery_app import lane_queue
 def add_metrics_route(app: Flask, gateway: Gateway) -> None:
     config = gateway.config
     cluster = metrics.ClusterCollector.on(
-        gateway.store, config.broker_url, [lane_queue(i) for i in range(config.lane_shards)])
+        gateway.store, config.broker_url, [lane_queue(i) for i in range(config.lane_shards)],
+        gateway.redis)
 
     @app.get("/metrics")
     def _metrics() -> Response:

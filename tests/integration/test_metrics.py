@@ -90,6 +90,7 @@ def test_metrics_move_by_the_right_amounts_over_50_turns(stack: Stack, tmp_path:
     time.sleep(1.2)
     waiting = gateway()
     assert total(waiting, "vancetope_lane_queue_depth") == 1  # coalesced into one wake
+    assert total(waiting, "vancetope_lanes_ready") == 1  # one process waits for both
     assert value(waiting, "vancetope_oldest_pending_message_age_seconds") >= 1.0
 
     metrics_port = free_port()
@@ -149,6 +150,7 @@ def test_metrics_move_by_the_right_amounts_over_50_turns(stack: Stack, tmp_path:
     assert moved("vancetope_events_published_total", type="chat-message") == 2 * TURNS
     assert moved("vancetope_fenced_commits_total") == moved("vancetope_dead_letters_total") == 0
     assert total(web_after, "vancetope_lane_queue_depth") == 0
+    assert total(web_after, "vancetope_lanes_ready") == 0
     assert value(web_after, "vancetope_oldest_pending_message_age_seconds") == 0
     # The gateway counts its sockets, and holds no turn metrics of the workers.
     assert total(web_after, "vancetope_turns_total") == 0

@@ -45,6 +45,7 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from vancetope_brain import keys
 from vancetope_brain.models import utcnow
 
 if TYPE_CHECKING:
@@ -184,27 +185,31 @@ class _Process(Collector):
 
 
 class ClusterCollector(Collector):
-    """Cluster-wide gauges read at scrape time: Celery queue depth per lane shard (the Redis
-    broker's list lengths), the age of the oldest message waiting in a lane that may run,
-    and PENDING Inbox items by criticality. A failing read is logged and its gauge left
-    out of that scrape (the others still answer)."""
+    """Cluster-wide gauges read at scrape time, per lane shard: Celery queue depth (the Redis
+    broker's list lengths) and the processes ready to run (the shard's ready set); the age
+    of the oldest message waiting in a lane that may run, and PENDING Inbox items by
+    criticality. A failing read is logged and its gauge left out of that scrape (the
+    others still answer). ``queues[i]`` is the queue of shard ``i``."""
 
-    def __init__(self, *, broker: redis.Redis | None, queues: Sequence[str], lanes: LaneStore,
-                 items: UserInboxStore) -> None:
-        self._broker, self._queues, self._lanes, self._items = broker, list(queues), lanes, items
+    def __init__(self, *, broker: redis.Redis | None, queues: Sequence[str],
+                 lanes_redis: redis.Redis, lanes: LaneStore, items: UserInboxStore) -> None:
+        self._broker, self._queues, self._lanes_redis = broker, list(queues), lanes_redis
+        self._lanes, self._items = lanes, items
 
     @classmethod
-    def on(cls, store: Backend, broker_url: str, queues: Sequence[str]) -> ClusterCollector:
-        """The collector of a deployment: its store, and the broker if it is Redis."""
+    def on(cls, store: Backend, broker_url: str, queues: Sequence[str],
+           lanes_redis: redis.Redis) -> ClusterCollector:
+        """The collector of a deployment: its store, its lanes' Redis, and the broker if it
+        is Redis."""
         from vancetope_brain.store import LaneStore, UserInboxStore
 
         broker = redis.Redis.from_url(broker_url) \
             if broker_url.startswith(("redis://", "rediss://", "unix://")) else None
-        return cls(broker=broker, queues=queues, lanes=store.port(LaneStore),
-                   items=store.port(UserInboxStore))
+        return cls(broker=broker, queues=queues, lanes_redis=lanes_redis,
+                   lanes=store.port(LaneStore), items=store.port(UserInboxStore))
 
     def collect(self) -> Iterator[Metric]:
-        for read in (self._depth, self._oldest, self._open_items):
+        for read in (self._depth, self._ready, self._oldest, self._open_items):
             try:
                 yield read()
             except Exception:
@@ -227,6 +232,18 @@ class ClusterCollector(Collector):
             for i, queue in enumerate(self._queues):
                 depth.add_metric([queue], sum(lengths[i * per:(i + 1) * per]))
         return depth
+
+    def _ready(self) -> Metric:
+        ready = GaugeMetricFamily("vancetope_lanes_ready", "Processes woken and waiting for "
+                                  "a turn in each lane shard's ready set (a process whose "
+                                  "turn runs is out of it).", labels=["queue"])
+        with self._lanes_redis.pipeline(transaction=False) as pipe:
+            for shard in range(len(self._queues)):
+                pipe.zcard(keys.ready(shard))
+            sizes = pipe.execute()
+        for queue, size in zip(self._queues, sizes, strict=True):
+            ready.add_metric([queue], size)
+        return ready
 
     def _oldest(self) -> Metric:
         age = 0.0
