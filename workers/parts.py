@@ -56,7 +56,8 @@ class Worker(Core):
         timers, then apply session policies that are due."""
         lanes = self.store.port(LaneStore)
         age = self.config.sweep_age
-        return sweep(lanes, self.redis, self.waker, age=age) + \
+        return sweep(lanes, self.redis, self.waker, age=age,
+                     interval=self.config.sweep_interval) + \
             self.outbox.sweep(utcnow() - timedelta(seconds=age)) + \
             fire_timers(lanes, self.waker) + self.lifecycle.sweep()
 

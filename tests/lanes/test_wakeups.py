@@ -14,6 +14,7 @@ from tests.helpers import wait_for
 from vancetope_brain import keys
 from vancetope_brain.engines.lifecycle import LifecycleCall
 from vancetope_brain.lanes import shard_for
+from vancetope_brain.lanes.sweeper import sweep
 from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.models import ProcessStatus, ThinkProcess
 from vancetope_brain.store import LaneStore
@@ -117,6 +118,33 @@ def test_the_sweeper_finds_work_whose_task_sits_with_a_dead_worker(
                          emb.brain.store.port(LaneStore).chat_history("acme", pid)),
              timeout=20, what="the reply")
     emb.brain.redis.delete(flag)
+
+
+def test_the_sweeper_leaves_a_running_turn_alone_until_its_lease_nears_its_end(
+        without_beat: Embedded) -> None:
+    """A lease that outlives the next sweep is a live holder's as far as a sweep can tell:
+    no delayed turn for it (one per running turn per sweep, for nothing). Once a lease
+    runs out before the next sweep, its holder may be dead: a turn is due for then."""
+    emb = without_beat
+    emb.model = FunctionModel(lambda messages, tools: f"re: {messages[-1].content}")
+    pid = emb.brain.sessions.create_interactive(emb.who).chat_process_id
+    assert pid is not None
+    wait_for(lambda: emb.brain.sessions.process(emb.who, pid).status is ProcessStatus.IDLE)
+    emb.worker.join()
+    lanes, client, waker = emb.brain.store.port(LaneStore), emb.brain.redis, emb.brain.waker
+    # A shard task counted as queued: the steer wakes no task, only the sweep acts.
+    flag = keys.shard_queued(shard_for(pid, emb.brain.config.lane_shards))
+    client.set(flag, 1, px=60_000)
+    try:
+        emb.brain.sessions.steer(emb.who, pid, "hello")
+        client.set(keys.lease(pid), "a-running-turn's-token", px=60_000)
+        assert sweep(lanes, client, waker, age=0, interval=1.0) == 0
+        assert not client.exists(keys.wake_later(pid))
+        client.set(keys.lease(pid), "a-running-turn's-token", px=500)
+        assert sweep(lanes, client, waker, age=0, interval=1.0) == 1
+        assert client.exists(keys.wake_later(pid))
+    finally:
+        client.delete(keys.lease(pid), keys.wake_later(pid), flag)
 
 
 def test_workers_schedule_the_sweeper_themselves(tmp_path: Path) -> None:

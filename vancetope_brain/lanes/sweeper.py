@@ -21,13 +21,17 @@ TIMERS_PER_SWEEP = 500
 """Most timers one sweep delivers; the rest wait for the next sweep."""
 
 
-def sweep(store: LaneStore, client: redis.Redis, waker: Waker, *, age: float) -> int:
+def sweep(store: LaneStore, client: redis.Redis, waker: Waker, *, age: float,
+          interval: float) -> int:
     """Re-wake every wakeable process with a message pending longer than ``age`` seconds
     (a CLOSED/FAILED one too: it answers the message), and every INIT or RUNNING one (a
     lost start, a dead turn). One with no live lease is woken now, past any wake flag
-    (its queued task may sit with a dead or frozen worker); one whose lease is held gets
-    a turn for when that lease runs out (its holder may be dead). Returns how many were
-    woken.
+    (its queued task may sit with a dead or frozen worker). One whose lease runs out
+    before the next sweep (``interval`` seconds) gets a turn for that moment: its holder
+    may be dead. A lease that lives longer is left alone: a live holder renews it (so a
+    running turn is not re-woken every sweep) and re-checks its inbox on release, and a
+    dead holder's lease comes within ``interval`` of its end at a later sweep. Returns
+    how many were woken.
 
     Catches what a lost broker message, a killed worker or a frozen worker
     left behind; the bound on pending time is sweep interval + age, or the lease TTL.
@@ -36,6 +40,8 @@ def sweep(store: LaneStore, client: redis.Redis, waker: Waker, *, age: float) ->
     found = store.stale_pending(utcnow() - timedelta(seconds=age)) + store.unsettled()
     for tenant_id, process_id in dict.fromkeys(found):
         held = client.pttl(keys.lease(process_id))
+        if held > interval * 1000:
+            continue
         if held > 0:
             woken += waker.wake_after(tenant_id, process_id, held / 1000 + TAKE_OVER_MARGIN)
         else:
