@@ -10,6 +10,8 @@ worker of the module's ``embedded`` fixture (see tests/gateway/test_frames.py).
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from tests.gateway.wire import REFUSAL, SUCCESS, Client, covers, stays, wait_process, wait_session
@@ -260,6 +262,36 @@ def test_the_idle_sweep_suspends_a_session_without_clients_past_its_idle_timeout
     emb.worker_parts.lifecycle.sweep()  # past its deadline too, but a client is bound
     assert emb.brain.sessions.get(emb.who, kept.id).status is SessionStatus.OPEN
     emb.brain.lifecycle.unbind(emb.who, kept.id, f"conn-{kept.id}")
+
+
+def test_a_client_binding_while_the_idle_sweep_suspends_finds_the_session_open(
+        emb, monkeypatch):
+    """The idle sweep's "no client" and its suspend are one step against a bind: a bind
+    that comes in between waits, then resumes the session (no client bound to a
+    SUSPENDED session)."""
+    session = emb.brain.sessions.create(emb.who, on_disconnect=OnDisconnect.KEEP_OPEN,
+                                        idle_timeout_sec=1)
+    wait_process(emb, emb.who, session.chat_process_id, S.IDLE)
+    emb.brain.presence.touch("acme", session.id, 0)  # idle at once
+    presence = emb.worker_parts.lifecycle._presence
+    count, bound = presence.count, threading.Event()
+    binder: list[threading.Thread] = []
+
+    def count_then_a_client_binds(session_id: str) -> int:
+        seen = count(session_id)
+        if session_id == session.id and not binder:
+            binder.append(threading.Thread(target=lambda: (emb.brain.lifecycle.bind(
+                emb.who, session.id, "conn-late", None), bound.set())))
+            binder[0].start()
+            bound.wait(2)  # done here without the lock; with it, it waits for the sweep
+        return seen
+
+    monkeypatch.setattr(presence, "count", count_then_a_client_binds)
+    emb.worker_parts.lifecycle.sweep()
+    binder[0].join(10)
+    assert bound.is_set()
+    assert emb.brain.sessions.get(emb.who, session.id).status is SessionStatus.OPEN
+    emb.brain.lifecycle.unbind(emb.who, session.id, "conn-late")
 
 
 def test_the_sweep_passes_over_presence_of_a_session_the_store_does_not_have(emb):

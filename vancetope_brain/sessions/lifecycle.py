@@ -126,12 +126,15 @@ class SessionLifecycle:
                 if self._presence.count(session_id) == 0:
                     changed += self._last_client_gone(tenant_id, session_id)
         for tenant_id, session_id in list(self._presence.idle()):
-            if self._presence.count(session_id):
-                continue
-            self._presence.drop_activity(tenant_id, session_id)
-            session = self._stored(tenant_id, session_id)
-            if session is not None and session.status is SessionStatus.OPEN:
-                changed += self._suspend_quietly(session, SuspendCause.IDLE)
+            # Under the lock a bind takes: a client binding meanwhile either comes first
+            # (counted here) or after the suspend (and resumes the session).
+            with self._presence.lock(session_id):
+                if self._presence.count(session_id):
+                    continue
+                self._presence.drop_activity(tenant_id, session_id)
+                session = self._stored(tenant_id, session_id)
+                if session is not None and session.status is SessionStatus.OPEN:
+                    changed += self._suspend_quietly(session, SuspendCause.IDLE)
         return changed
 
     # ── internals ───────────────────────────────────────────────────────
