@@ -178,9 +178,7 @@ def test_an_unreachable_server_is_down_at_once_refused_named_and_probed_back_up(
         assert changes("DOWN", "unreachable") == went_down + 1  # operators see it as a metric
 
         later = turn(service, registry)
-        started = time.monotonic()
-        refused = later.invoke("web__echo", {"text": "x"})
-        assert time.monotonic() - started < 0.5
+        refused = later.invoke("web__echo", {"text": "x"})  # by the record: no connect
         assert refused.status is ToolCallStatus.ERROR and refused.error is not None
         assert "MCP server 'web' is DOWN (unreachable" in refused.error
         assert "client" not in refused.error
