@@ -159,7 +159,8 @@ def run(args: argparse.Namespace, env: dict[str, str], tmp: Path) -> int:
     conns, procs = [], []
     for i in range(args.processes):
         conn = Connection(FakeSocket(), who, brain, NoListener(), llm="bench",  # type: ignore[arg-type]
-                          max_frame_bytes=config.max_frame_bytes)
+                          max_frame_bytes=config.max_frame_bytes,
+                          frame_rate=1e9)  # steers as fast as the turns run
         conn.handle(json.dumps({"type": "session-create", "id": "c", "data": {"title": f"b{i}"}}))
         session = conn.session
         if session is None or not session.chat_process_id:
@@ -186,7 +187,7 @@ def run(args: argparse.Namespace, env: dict[str, str], tmp: Path) -> int:
         timer.call("steer", conn.handle, frame)
         outcome = runner.run("bench", pid)  # timed as "turn" by instrument_worker
         if outcome.value != "committed":
-            raise RuntimeError(f"turn {it}: {outcome}")
+            raise RuntimeError(f"turn {it}: {outcome}; the steer got {conn._sock.sent[-1:]}")
         events = timer.call("fanout", _fanout, brain, conn, sid, last_seq, timer)
         if events != 5:
             raise RuntimeError(f"turn {it}: {events} events, expected 5")

@@ -121,3 +121,20 @@ def test_concurrent_turns_of_many_processes_each_read_their_own_chat():
 def _store_reader(chats: Chats, process_id: str):
     return lambda before, limit: chats.chat_history("t", process_id, before_seq=before,
                                                     limit=limit)
+
+
+def test_any_page_read_gives_what_the_store_gives():
+    """Pages of any size, before any line (held or not, past either end), in any order."""
+    rng = random.Random(16)
+    chats = Chats()
+    cache = ChatCache(chats, max_lines=10_000)  # type: ignore[arg-type]
+    store = _store_reader(chats, "p")
+    for _ in range(40):
+        chats.commit("p", rng.choice((0, 1, 3, 40, 250)))
+        read = cache.reader("t", "p")
+        newest = len(chats.lines.get("p", []))
+        for _ in range(10):
+            before = rng.choice((None, rng.randint(1, newest + 2)))
+            limit = rng.choice((0, 1, 7, 200, 1000))
+            assert [m.seq for m in read(before, limit)] == \
+                [m.seq for m in store(before, limit)], (newest, before, limit)

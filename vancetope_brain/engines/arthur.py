@@ -21,6 +21,7 @@ from vancetope_brain.engines.prompting import (
     RespondingEngine,
     ToolLoop,
     conversation,
+    line_messages,
     record,
     system_prompt,
 )
@@ -113,9 +114,9 @@ class ArthurEngine(RespondingEngine):
         converted: dict[str, list[LlmMessage]] = {}  # line id → its model messages
 
         def more(older: list[ChatMessage]) -> bool:
-            for line in older:
-                converted[line.id] = conversation([line])
-                room[0] -= sum(map(budget.message_tokens, converted[line.id]))
+            for line, messages in zip(older, line_messages(older), strict=True):
+                converted[line.id] = messages
+                room[0] -= sum(map(budget.message_tokens, messages))
             return room[0] >= 0
 
         lines = context.chat().history(limit=HISTORY_LINES, more=more)

@@ -12,6 +12,7 @@ the least recently read process's lines go first.
 
 from __future__ import annotations
 
+import bisect
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
@@ -74,24 +75,29 @@ class ChatCache:
         def read(before: int | None, limit: int) -> list[ChatMessage]:
             nonlocal synced
             with held.lock:
-                if before is not None and held.lines and before < held.lines[0].seq:
-                    return store(before, limit)  # not a page reader's order: not held
                 size = len(held.lines)
                 if not synced:
                     _sync(held, store)
                     synced = True
-                lines = list(held.lines) if before is None else \
-                    [line for line in held.lines if line.seq < before]
-                if len(lines) < limit and not held.start:
-                    # Beyond the oldest line held: read it and hold it too.
-                    older = store(held.lines[0].seq if held.lines else before,
-                                  limit - len(lines))
-                    held.lines[:0] = older
-                    held.start = len(older) < limit - len(lines)
-                    lines = older + lines
+                if before is not None and (not held.lines or before < held.lines[0].seq):
+                    # Not a page reader's order (nothing held, or a page below a hole):
+                    # what it reads would not be the newest lines, so it is not held.
+                    lines = store(before, limit)
+                else:
+                    end = len(held.lines) if before is None else \
+                        bisect.bisect_left(held.lines, before, key=_seq)
+                    lines = held.lines[max(0, end - limit):end] if limit else []
+                    if len(lines) < limit and not held.start:
+                        # Beyond the oldest line held (all of them are in ``lines``): read
+                        # it and hold it too.
+                        older = store(held.lines[0].seq if held.lines else None,
+                                      limit - len(lines))
+                        held.lines[:0] = older
+                        held.start = len(older) < limit - len(lines)
+                        lines = older + lines
                 grown = len(held.lines) - size
             self._count_lines(key, held, grown)
-            return lines[-limit:] if limit else []
+            return lines
 
         return read
 
@@ -107,6 +113,10 @@ class ChatCache:
                 self._count -= len(dropped.lines)
                 if dropped is held:  # this turn still reads from it; nothing more is kept
                     break
+
+
+def _seq(line: ChatMessage) -> int:
+    return line.seq
 
 
 def _sync(held: _Held, store: Reader) -> None:

@@ -124,17 +124,20 @@ class ChatApi:
         lines = self._ctx.turn.chat[-limit:]
         if (reset := _last_reset(lines)) is not None:
             return lines[reset + 1:]
-        before: int | None = None
-        while len(lines) < limit:
-            want = limit - len(lines) if more is None else min(HISTORY_PAGE, limit - len(lines))
+        pages = [lines]  # newest first; joined once (a long chat reads many pages)
+        count, before = len(lines), None
+        while count < limit:
+            want = limit - count if more is None else min(HISTORY_PAGE, limit - count)
             older = self._ctx._read_chat(before, want)
-            lines = older + lines
             if (reset := _last_reset(older)) is not None:  # the newest one: older is the head
-                return lines[reset + 1:]
+                pages.append(older[reset + 1:])
+                break
+            pages.append(older)
+            count += len(older)
             if len(older) < want or (more is not None and not more(older)):
                 break
             before = older[0].seq
-        return lines
+        return [line for page in reversed(pages) for line in page]
 
 
 class EventPublisher:

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -104,18 +106,48 @@ def conversation(lines: list[ChatMessage]) -> list[LlmMessage]:
     and a line marked ``EXCLUDED`` is one the provider refused). An asynchronous tool result
     becomes the assistant's call plus the tool message answering it, the pair OpenAI-style
     endpoints require."""
-    out: list[LlmMessage] = []
-    for line in lines:
-        if line.meta.get(EXCLUDED):
-            continue
-        answered = line.meta.get(TOOL_RESULT) if line.role is ChatRole.EVENT else None
-        if answered:
-            call = ToolCall(answered["toolCallId"], answered["toolName"], "{}")
-            out += [LlmMessage("assistant", "", tool_calls=(call,)),
-                    LlmMessage("tool", line.content, tool_call_id=call.id)]
-        elif line.role in _ROLES:
-            out.append(LlmMessage(_ROLES[line.role], line.content))  # type: ignore[arg-type]
+    return [message for messages in line_messages(lines) for message in messages]
+
+
+CONVERTED_KEPT = 50_000
+"""Committed chat lines whose model messages a worker process keeps (the least recently
+used go first): a long chat's every turn converts only its new lines."""
+_converted: OrderedDict[str, list[LlmMessage]] = OrderedDict()
+_converted_lock = threading.Lock()
+
+
+def line_messages(lines: list[ChatMessage]) -> list[list[LlmMessage]]:
+    """The model messages of each line (``conversation``'s, line by line). A committed
+    line never changes, so its messages are converted once and kept (by line id, at most
+    ``CONVERTED_KEPT``); a line of this turn (not numbered yet: it may still be marked
+    ``EXCLUDED``) is converted anew."""
+    out: list[list[LlmMessage]] = []
+    with _converted_lock:
+        for line in lines:
+            if line.seq and (kept := _converted.get(line.id)) is not None:
+                _converted.move_to_end(line.id)
+                out.append(kept)
+                continue
+            messages = _line_messages(line)
+            if line.seq:
+                _converted[line.id] = messages
+                if len(_converted) > CONVERTED_KEPT:
+                    _converted.popitem(last=False)
+            out.append(messages)
     return out
+
+
+def _line_messages(line: ChatMessage) -> list[LlmMessage]:
+    if line.meta.get(EXCLUDED):
+        return []
+    answered = line.meta.get(TOOL_RESULT) if line.role is ChatRole.EVENT else None
+    if answered:
+        call = ToolCall(answered["toolCallId"], answered["toolName"], "{}")
+        return [LlmMessage("assistant", "", tool_calls=(call,)),
+                LlmMessage("tool", line.content, tool_call_id=call.id)]
+    if line.role in _ROLES:
+        return [LlmMessage(_ROLES[line.role], line.content)]  # type: ignore[arg-type]
+    return []
 
 
 def system_prompt(process: ThinkProcess, context: ThinkEngineContext, fallback: str) -> str:

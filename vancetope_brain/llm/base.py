@@ -51,6 +51,15 @@ class LlmMessage:
     tool_calls: tuple[ToolCall, ...] = ()
     tool_call_id: str | None = None
 
+    @functools.cached_property
+    def size(self) -> int:
+        """Characters of the content and the tool calls' names and arguments, what a token
+        budget counts; computed once (a message is never changed)."""
+        size = len(self.content)
+        for call in self.tool_calls:  # (a loop: most messages have none, and it is hot)
+            size += len(call.name) + len(call.arguments)
+        return size
+
 
 @dataclass(frozen=True)
 class LlmResponse:

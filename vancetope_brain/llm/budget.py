@@ -11,10 +11,7 @@ MESSAGE_OVERHEAD = 4
 
 
 def message_tokens(message: LlmMessage) -> int:
-    size = len(message.content)
-    for call in message.tool_calls:  # (a loop: most messages have none, and it is hot)
-        size += len(call.name) + len(call.arguments)
-    return MESSAGE_OVERHEAD + (size + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
+    return MESSAGE_OVERHEAD + (message.size + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
 
 
 def tools_tokens(tools: list[ToolSpec]) -> int:
