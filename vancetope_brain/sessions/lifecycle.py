@@ -86,10 +86,10 @@ class SessionLifecycle:
     def suspend(self, who: Principal, session_id: str,
                 cause: SuspendCause = SuspendCause.USER) -> Session:
         """OPEN → SUSPENDED; every process that is not CLOSED gets ``suspend`` on its own
-        lane (think-engines §6), PAUSED ones too: the lane remembers the pause (the turn
-        record before the suspend), and the session's resume returns them to PAUSED, so a
-        user's pause outlives the session's suspend and resume. A process not started yet
-        (INIT) goes SUSPENDED without an engine call and starts on resume.
+        lane (think-engines §6), PAUSED ones too: the lane remembers the pause (the suspend's
+        turn record keeps the status it found), and the session's resume returns them to
+        PAUSED, so a user's pause outlives the session's suspend and resume. A process not
+        started yet (INIT) goes SUSPENDED without an engine call and starts on resume.
         """
         self._sessions.get(who, session_id)
         session = self._store.update_session_status(
