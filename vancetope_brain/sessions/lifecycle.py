@@ -126,8 +126,10 @@ class SessionLifecycle:
                 if self._presence.count(session_id) == 0:
                     changed += self._last_client_gone(tenant_id, session_id)
         for tenant_id, session_id in list(self._presence.idle()):
-            # Under the lock a bind takes: a client binding meanwhile either comes first
-            # (counted here) or after the suspend (and resumes the session).
+            if self._presence.count(session_id):
+                continue  # a client is bound (no lock taken: that client's leaving decides)
+            # Checked again under the lock a bind takes: a client binding meanwhile either
+            # comes first (counted here) or after the suspend (and resumes the session).
             with self._presence.lock(session_id):
                 if self._presence.count(session_id):
                     continue
