@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
@@ -109,32 +107,24 @@ def conversation(lines: list[ChatMessage]) -> list[LlmMessage]:
     return [message for messages in line_messages(lines) for message in messages]
 
 
-CONVERTED_KEPT = 50_000
-"""Committed chat lines whose model messages a worker process keeps (the least recently
-used go first): a long chat's every turn converts only its new lines."""
-_converted: OrderedDict[str, list[LlmMessage]] = OrderedDict()
-_converted_lock = threading.Lock()
-
-
 def line_messages(lines: list[ChatMessage]) -> list[list[LlmMessage]]:
     """The model messages of each line (``conversation``'s, line by line). A committed
-    line never changes, so its messages are converted once and kept (by line id, at most
-    ``CONVERTED_KEPT``); a line of this turn (not numbered yet: it may still be marked
-    ``EXCLUDED``) is converted anew."""
+    line never changes, so its messages are converted once and kept with it
+    (``ChatMessage.derived``: as long as the worker's chat cache holds the line); a line
+    of this turn (not numbered yet: it may still be marked ``EXCLUDED``) is converted
+    anew."""
     out: list[list[LlmMessage]] = []
-    with _converted_lock:
-        for line in lines:
-            if line.seq and (kept := _converted.get(line.id)) is not None:
-                _converted.move_to_end(line.id)
-                out.append(kept)
-                continue
-            messages = _line_messages(line)
-            if line.seq:
-                _converted[line.id] = messages
-                if len(_converted) > CONVERTED_KEPT:
-                    _converted.popitem(last=False)
-            out.append(messages)
+    for line in lines:
+        if not line.seq:
+            out.append(_line_messages(line))
+        elif (kept := line.derived.get(_MESSAGES)) is not None:
+            out.append(kept)
+        else:
+            out.append(line.derived.setdefault(_MESSAGES, _line_messages(line)))
     return out
+
+
+_MESSAGES = "llmMessages"
 
 
 def _line_messages(line: ChatMessage) -> list[LlmMessage]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from datetime import datetime
 from enum import StrEnum
 from typing import Any
@@ -38,3 +39,11 @@ class ChatMessage(Document):
     source_message_id: str | None = None
     meta: dict[str, Any] = Field(default_factory=dict)
     created_at: datetime = Field(default_factory=utcnow)
+
+    @functools.cached_property
+    def derived(self) -> dict[str, Any]:
+        """What readers computed from this committed line, kept with this object (never
+        stored, dumped or compared): a committed line never changes, so whatever holds the
+        object (a worker's chat cache) holds with it what each turn would compute again,
+        and lets go of both together."""
+        return {}
