@@ -33,7 +33,7 @@ def lane_shard(self: Task, shard: int) -> list[str]:
         # again once it retries (and if the broker cannot take the retry either, the
         # sweeper finds the lanes afterwards).
         log.warning("lane shard %s failed (%s); retrying", shard, e)
-        raise self.retry(exc=e, countdown=min(2 ** self.request.retries, 30)) from e
+        raise _retry(self, e) from e
 
 
 @shared_task(name=LANE_TURN, bind=True, acks_late=True, max_retries=5)
@@ -47,7 +47,13 @@ def lane_turn(self: Task, tenant_id: str, process_id: str) -> str:
         # A store or Redis hiccup: the messages are still pending; try again soon (and if
         # the broker cannot take the retry either, the sweeper finds the lane afterwards).
         log.warning("lane turn of %s failed (%s); retrying", process_id, e)
-        raise self.retry(exc=e, countdown=min(2 ** self.request.retries, 30)) from e
+        raise _retry(self, e) from e
+
+
+def _retry(task: Task, error: Exception) -> Exception:
+    """The retry of a task that the store or Redis failed under: after 1, 2, 4 … at most
+    30 s, ``max_retries`` times (docs/operations.md)."""
+    return task.retry(exc=error, countdown=min(2 ** task.request.retries, 30))
 
 
 @shared_task(name=SWEEP, bind=True)
@@ -75,5 +81,5 @@ def service_job(self: Task, job: dict[str, object]) -> str | None:
         return None
     except (RuntimeFailure, redis.RedisError) as e:
         log.warning("service job %s failed (%s); retrying", job.get("subject"), e)
-        raise self.retry(exc=e, countdown=min(2 ** self.request.retries, 30)) from e
+        raise _retry(self, e) from e
     return started.id if started else None
