@@ -42,12 +42,21 @@ class Presence:
 
     def bind(self, tenant_id: str, session_id: str, connection_id: str) -> None:
         """Register (or renew) a connection bound to the session."""
-        expires = time.time() + self.ttl
         pipe = self._redis.pipeline()
+        self._bound_on(pipe, tenant_id, session_id, connection_id, time.time() + self.ttl)
+        pipe.execute()
+
+    def _bound_on(self, pipe: redis.client.Pipeline, tenant_id: str, session_id: str,
+                  connection_id: str, expires: float) -> None:
         pipe.zadd(keys.presence(session_id), {connection_id: expires})
         pipe.expire(keys.presence(session_id), int(self.ttl * 2))
         pipe.zadd(keys.PRESENCE_INDEX, {_member(tenant_id, session_id): expires})
-        pipe.execute()
+
+    def _user_on(self, pipe: redis.client.Pipeline, tenant_id: str, user_id: str,
+                 connection_id: str, notify_mode: str, expires: float) -> None:
+        key = keys.user_presence(tenant_id, user_id)
+        pipe.zadd(key, {_user_member(connection_id, notify_mode): expires})
+        pipe.expire(key, int(self.ttl * 2))
 
     def renew_all(self, users: list[tuple[str, str, str, str]],
                   bound: list[tuple[str, str, str]]) -> None:
@@ -57,14 +66,10 @@ class Presence:
         ``bind`` does (tenant, session, connection)."""
         expires = time.time() + self.ttl
         pipe = self._redis.pipeline(transaction=False)
-        for tenant_id, user_id, connection_id, notify_mode in users:
-            key = keys.user_presence(tenant_id, user_id)
-            pipe.zadd(key, {_user_member(connection_id, notify_mode): expires})
-            pipe.expire(key, int(self.ttl * 2))
-        for tenant_id, session_id, connection_id in bound:
-            pipe.zadd(keys.presence(session_id), {connection_id: expires})
-            pipe.expire(keys.presence(session_id), int(self.ttl * 2))
-            pipe.zadd(keys.PRESENCE_INDEX, {_member(tenant_id, session_id): expires})
+        for user in users:
+            self._user_on(pipe, *user, expires)
+        for connection in bound:
+            self._bound_on(pipe, *connection, expires)
         pipe.execute()
 
     def unbind(self, session_id: str, connection_id: str) -> None:
@@ -114,10 +119,9 @@ class Presence:
                      notify_mode: str) -> None:
         """Register (or renew) a connection of the user with its ``notifyMode``
         (``all`` / ``critical-only`` / ``none``)."""
-        key = keys.user_presence(tenant_id, user_id)
         pipe = self._redis.pipeline()
-        pipe.zadd(key, {_user_member(connection_id, notify_mode): time.time() + self.ttl})
-        pipe.expire(key, int(self.ttl * 2))
+        self._user_on(pipe, tenant_id, user_id, connection_id, notify_mode,
+                      time.time() + self.ttl)
         pipe.execute()
 
     def user_admit(self, tenant_id: str, user_id: str, connection_id: str, notify_mode: str,
@@ -129,8 +133,8 @@ class Presence:
         member = _user_member(connection_id, notify_mode)
         pipe = self._redis.pipeline()
         pipe.zremrangebyscore(key, "-inf", time.time())
-        pipe.zadd(key, {member: time.time() + self.ttl})
-        pipe.expire(key, int(self.ttl * 2))
+        self._user_on(pipe, tenant_id, user_id, connection_id, notify_mode,
+                      time.time() + self.ttl)
         pipe.zcard(key)
         if int(pipe.execute()[-1]) <= limit:
             return True
