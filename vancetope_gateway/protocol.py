@@ -289,18 +289,6 @@ class Connection:
         return user, None if session is None else \
             (self._who.tenant_id, session.id, self.connection_id)
 
-    def renew(self) -> None:
-        """Keep this connection counted as present (when it starts; then the gateway's
-        renewer renews every connection at once)."""
-        with self._lock:
-            if self.state is ConnState.CLOSED:
-                return
-            session = self.session
-        self._gateway.presence.user_connect(self._who.tenant_id, self._who.user_id,
-                                          self.connection_id, self._notify_mode)
-        if session is not None:
-            self._gateway.lifecycle.renew(self._who, session.id, self.connection_id)
-
     def handle(self, raw: str | bytes) -> None:
         """Answer one frame: exactly one reply or error; never raises for bad input.
 
@@ -529,7 +517,12 @@ class Connection:
     def _follow_feed(self) -> None:
         """Count this connection as the user's (for the WebSocket notification channel) and
         pass on what is pushed into the user's feed from now on."""
-        self.renew()
+        with self._lock:
+            if self.state is ConnState.CLOSED:
+                return
+        # (The gateway's renewer keeps it counted from then on, with every other connection.)
+        self._gateway.presence.user_connect(self._who.tenant_id, self._who.user_id,
+                                            self.connection_id, self._notify_mode)
         feed = keys.user_feed(self._who.tenant_id, self._who.user_id)
         after = self._gateway.events.last_seq(feed)
         with self._lock:

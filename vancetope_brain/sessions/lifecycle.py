@@ -78,10 +78,6 @@ class SessionLifecycle:
             if self._presence.count(session_id) == 0:
                 self._last_client_gone(who.tenant_id, session_id)
 
-    def renew(self, who: Principal, session_id: str, connection_id: str) -> None:
-        """Keep a live connection counted (gateways call this every presence TTL / 3)."""
-        self._presence.bind(who.tenant_id, session_id, connection_id)
-
     # ── explicit commands ───────────────────────────────────────────────
     def suspend(self, who: Principal, session_id: str,
                 cause: SuspendCause = SuspendCause.USER) -> Session:
