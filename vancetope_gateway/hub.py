@@ -409,17 +409,14 @@ class Hub:
 
     def _gone(self, entry: HubSocket) -> None:
         """The client closed (or its socket ended): end the connection, no close frame."""
-        entry.reading = False
-        if entry.connection is not None:
-            entry.connection.close()
-        else:  # not started yet: its route finds the connection closed
-            entry.broken = True
+        self._close_connection(entry, None, "")
 
-    def _close_connection(self, entry: HubSocket, code: int, message: str) -> None:
+    def _close_connection(self, entry: HubSocket, code: int | None, message: str) -> None:
+        """Read no more and close the connection (with ``code``'s close frame, if any)."""
         entry.reading = False
         if entry.connection is not None:
             entry.connection.close(code, message)
-        else:
+        else:  # not started yet: its route finds the connection closed
             entry.broken = True
 
     def _fail(self, entry: HubSocket) -> None:
