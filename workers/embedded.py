@@ -14,6 +14,7 @@ from kombu.transport.virtual import Channel
 
 from vancetope_brain import keys
 from vancetope_brain.errors import NotFound
+from vancetope_brain.lanes.waker import ready_process
 from vancetope_brain.models import utcnow
 from vancetope_brain.store import LaneStore, SessionStore
 from workers.celery_app import MAINTENANCE_QUEUE
@@ -116,7 +117,7 @@ class EmbeddedWorker:
         for key in worker.redis.scan_iter(match=keys.ready("*")):
             members: list[bytes] = worker.redis.zrange(key, 0, -1)  # type: ignore[assignment]
             for member in members:
-                tenant_id, _, process_id = member.decode().rpartition("/")
+                tenant_id, process_id = ready_process(member)
                 try:
                     sessions.get_process(tenant_id, process_id)
                 except NotFound:

@@ -23,6 +23,17 @@ class Enqueue(Protocol):
         process id) the turn of that one process, to run ``delay`` seconds from now."""
 
 
+def ready_member(tenant_id: str, process_id: str) -> str:
+    """A process's member in its shard's ready set."""
+    return f"{tenant_id}/{process_id}"
+
+
+def ready_process(member: bytes) -> tuple[str, str]:
+    """The (tenant id, process id) of a ready-set member."""
+    tenant_id, _, process_id = member.decode().rpartition("/")
+    return tenant_id, process_id
+
+
 def shard_for(process_id: str, shards: int) -> int:
     """The lane queue of a process: stable across processes and restarts (CRC-32, not hash())."""
     return zlib.crc32(process_id.encode()) % shards
@@ -87,7 +98,7 @@ class Waker:
         shard = shard_for(process_id, self._shards)
         flag = keys.shard_queued(shard)
         if not self._wake(keys=[keys.ready(shard), flag],
-                          args=[f"{tenant_id}/{process_id}", time.time_ns() // 1000,
+                          args=[ready_member(tenant_id, process_id), time.time_ns() // 1000,
                                 self._flag_ttl_ms, int(force)]):
             return False
         try:
@@ -112,7 +123,7 @@ class Waker:
         """Take the process out of its shard's ready set: a lane-turn task of its own, about
         to look at its inbox, runs the turn it waits for."""
         self._redis.zrem(keys.ready(shard_for(process_id, self._shards)),
-                         f"{tenant_id}/{process_id}")
+                         ready_member(tenant_id, process_id))
 
     def next_ready(self, shard: int, *, first: bool) -> tuple[str, str] | None:
         """Take the longest-waiting ready process of ``shard`` (tenant id, process id), or
@@ -129,5 +140,4 @@ class Waker:
             except Exception as e:  # this task takes the rest itself unless it dies first
                 self._redis.delete(keys.shard_queued(shard))
                 log.warning("could not queue a second task for lane shard %s (%s)", shard, e)
-        tenant_id, _, process_id = member.decode().rpartition("/")
-        return tenant_id, process_id
+        return ready_process(member)
