@@ -276,8 +276,9 @@ class SettingsService:
         """The value and the scope it came from (None: the default). A stored value that no
         longer fits its key (the key's type changed) is skipped with a warning."""
         spec = setting_key(key)
-        for scope in _cascade(project_id, user_id):
-            value = self._store.get_setting(tenant_id, scope, key)
+        scopes = _cascade(project_id, user_id)
+        for scope, value in zip(scopes, self._store.setting_values(tenant_id, scopes, key),
+                                strict=True):
             if value is None:
                 continue
             try:

@@ -231,7 +231,7 @@ def test_sqlite_migrates_a_version_3_file(tmp_path: Path) -> None:
         recipes.create_recipe("ten_1", None, Recipe(name="brief", engine="ford"))
         settings.set_setting("ten_1", SettingScope.tenant(), "llm.model", "m")
         assert recipes.get_recipe("ten_1", None, "brief").engine == "ford"
-        assert settings.get_setting("ten_1", SettingScope.tenant(), "llm.model") == "m"
+        assert settings.setting_values("ten_1", [SettingScope.tenant()], "llm.model")[0] == "m"
 
 
 def test_sqlite_migrates_a_version_4_file(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Sequence
 from typing import Any
 
 from vancetope_brain.settings import SettingScope
@@ -14,8 +15,10 @@ class SettingStore(Port):
     atomic write or read; validation is the caller's (``SettingsService``)."""
 
     @abstractmethod
-    def get_setting(self, tenant_id: str, scope: SettingScope, key: str) -> Any | None:
-        """The value stored for ``key`` at exactly this scope, or None."""
+    def setting_values(self, tenant_id: str, scopes: Sequence[SettingScope],
+                       key: str) -> list[Any | None]:
+        """The value stored for ``key`` at each of ``scopes`` (None where none is), in one
+        read: the cascade's lookup of one key."""
 
     @abstractmethod
     def set_setting(self, tenant_id: str, scope: SettingScope, key: str, value: Any) -> None:

@@ -2,11 +2,12 @@
 
 A ``StoredSetting`` with ``_id`` = ``{tenantId, level, scopeId, key}``.
 Atomicity: each call is one single-document operation (``set_setting`` one
-upserting ``replace_one``).
+upserting ``replace_one``; ``setting_values`` one ``find``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from pymongo import ASCENDING
@@ -31,9 +32,13 @@ class MongoSettings(MongoAdapter, SettingStore):
              ("key", ASCENDING)], name="by_scope")
 
     @translated
-    def get_setting(self, tenant_id: str, scope: SettingScope, key: str) -> Any | None:
-        raw = self._settings.find_one({"_id": _setting_key(tenant_id, scope, key)})
-        return None if raw is None else from_bson(StoredSetting, raw).value
+    def setting_values(self, tenant_id: str, scopes: Sequence[SettingScope],
+                       key: str) -> list[Any | None]:
+        ids = [_setting_key(tenant_id, scope, key) for scope in scopes]
+        found = {(raw["_id"]["level"], raw["_id"]["scopeId"]): raw
+                 for raw in self._settings.find({"_id": {"$in": ids}})} if ids else {}
+        raws = [found.get((scope.level.value, scope.id)) for scope in scopes]
+        return [None if raw is None else from_bson(StoredSetting, raw).value for raw in raws]
 
     @translated
     def set_setting(self, tenant_id: str, scope: SettingScope, key: str, value: Any) -> None:

@@ -2,12 +2,13 @@
 
 A row holds a ``StoredSetting`` under (tenant, level, scope id or ``''``, key).
 Atomicity: each call is one statement, a write in its own ``BEGIN IMMEDIATE``
-transaction (``set_setting`` is one upsert).
+transaction (``set_setting`` is one upsert; ``setting_values`` one query for all scopes).
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from vancetope_brain.errors import NotFound
@@ -27,11 +28,18 @@ CREATE TABLE IF NOT EXISTS settings (
 class SqliteSettings(SqliteAdapter, SettingStore):
     tables = _TABLES
 
-    def get_setting(self, tenant_id: str, scope: SettingScope, key: str) -> Any | None:
+    def setting_values(self, tenant_id: str, scopes: Sequence[SettingScope],
+                       key: str) -> list[Any | None]:
+        if not scopes:
+            return []
         rows = self.db.read(
-            "SELECT doc FROM settings WHERE tenant_id = ? AND level = ? AND scope_id = ? "
-            "AND key = ?", (tenant_id, scope.level.value, scope.id, key))
-        return StoredSetting.load(json.loads(rows[0][0])).value if rows else None
+            "SELECT level, scope_id, doc FROM settings WHERE tenant_id = ? AND key = ? AND "
+            f"(level, scope_id) IN (VALUES {', '.join(['(?, ?)'] * len(scopes))})",
+            (tenant_id, key, *(part for s in scopes for part in (s.level.value, s.id))))
+        found = {(level, scope_id): doc for level, scope_id, doc in rows}
+        docs = [found.get((s.level.value, s.id)) for s in scopes]
+        return [None if doc is None else StoredSetting.load(json.loads(doc)).value
+                for doc in docs]
 
     def set_setting(self, tenant_id: str, scope: SettingScope, key: str, value: Any) -> None:
         stored = StoredSetting(tenant_id=tenant_id, level=scope.level, scope_id=scope.id,
