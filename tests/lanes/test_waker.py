@@ -12,6 +12,7 @@ import redis
 
 from tests.helpers import wait_for
 from vancetope_brain import keys
+from vancetope_brain.lanes.lease import LeaseKeeper
 from vancetope_brain.lanes.waker import Waker, shard_for
 
 
@@ -20,7 +21,15 @@ def client(redis_url: str) -> Iterator[redis.Redis]:
     opened = redis.Redis.from_url(redis_url)
     yield opened
     opened.delete(*(keys.ready(i) for i in range(4)), *(keys.shard_queued(i) for i in range(4)))
+    if (held := opened.keys(keys.lease("*")) + opened.keys(keys.recheck("*"))):
+        opened.delete(*held)
     opened.close()
+
+
+def _take(waker: Waker, shard: int, *, first: bool) -> tuple[str, str] | None:
+    """The next ready process of ``shard``, its lease taken under a token of its own."""
+    ready = waker.next_ready(shard, first=first, token=LeaseKeeper.new_token(), lease_ttl=10)
+    return None if ready is None else (ready.tenant_id, ready.process_id)
 
 
 def _two_on(shard: int, shards: int) -> tuple[str, str]:
@@ -38,12 +47,12 @@ def test_wakes_of_a_shard_coalesce_until_its_task_starts(client):
     assert queued == [(1,)]
     assert 0 < client.pttl(keys.shard_queued(1)) <= 60_000
 
-    assert waker.next_ready(1, first=True) == ("acme", a)  # the task starts: flag cleared
+    assert _take(waker, 1, first=True) == ("acme", a)  # the task starts: flag cleared
     assert queued == [(1,), (1,)]  # b still waits: a second task is queued for it
     assert not waker.wake("acme", a)  # ... which takes a again too
-    assert waker.next_ready(1, first=False) == ("acme", b)
-    assert waker.next_ready(1, first=False) == ("acme", a)
-    assert waker.next_ready(1, first=False) is None
+    assert _take(waker, 1, first=False) == ("acme", b)
+    assert _take(waker, 1, first=False) == ("acme", a)
+    assert _take(waker, 1, first=False) is None
     assert len(queued) == 2
 
 
@@ -53,10 +62,27 @@ def test_takes_are_oldest_wake_first_and_a_rewake_keeps_its_place(client):
     for pid in ("proc_a", "proc_b", "proc_c"):
         waker.wake("acme", pid)
     waker.wake("acme", "proc_a")  # already waiting: stays first
-    assert waker.next_ready(0, first=True) == ("acme", "proc_a")
+    assert _take(waker, 0, first=True) == ("acme", "proc_a")
     waker.wake("globex", "proc_a")  # woken again while its turn runs: behind the others
-    assert [waker.next_ready(0, first=False) for _ in range(4)] == [
+    assert [_take(waker, 0, first=False) for _ in range(4)] == [
         ("acme", "proc_b"), ("acme", "proc_c"), ("globex", "proc_a"), None]
+
+
+def test_a_take_takes_the_lane_lease_or_asks_its_holder_for_a_re_check(client):
+    waker = Waker(client, lambda *task: None, shards=1, flag_ttl=60)
+    waker.wake("acme", "proc_a")
+    mine = LeaseKeeper.new_token()
+    assert waker.next_ready(0, first=True, token=mine, lease_ttl=10) == ("acme", "proc_a", None)
+    assert client.get(keys.lease("proc_a")) == mine
+    assert 9_000 < client.pttl(keys.lease("proc_a")) <= 10_000
+    assert not client.exists(keys.recheck("proc_a"))
+
+    waker.wake("acme", "proc_a")  # a message while the turn runs: taken, the lease is not
+    busy = waker.next_ready(0, first=True, token=LeaseKeeper.new_token(), lease_ttl=10)
+    assert busy is not None and busy[:2] == ("acme", "proc_a")
+    assert busy.busy_for is not None and 9 < busy.busy_for <= 10
+    assert client.get(keys.lease("proc_a")) == mine  # still the holder's ...
+    assert client.exists(keys.recheck("proc_a"))  # ... which re-checks when it releases
 
 
 def test_an_expired_flag_no_longer_holds_wakes_back(client):

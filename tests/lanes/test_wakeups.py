@@ -14,6 +14,9 @@ from tests.helpers import wait_for
 from vancetope_brain import keys
 from vancetope_brain.engines.lifecycle import LifecycleCall
 from vancetope_brain.lanes import shard_for
+from vancetope_brain.lanes.lease import TAKE_OVER_MARGIN, LeaseKeeper
+from vancetope_brain.lanes.runner import TurnOutcome
+from vancetope_brain.lanes.waker import ready_member
 from vancetope_brain.lanes.sweeper import sweep
 from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.models import ProcessStatus, ThinkProcess
@@ -167,3 +170,23 @@ def test_workers_schedule_the_sweeper_themselves(tmp_path: Path) -> None:
         emb.brain.redis.delete(flag)
     finally:
         emb.stop()
+
+
+def test_a_shard_task_that_finds_the_lease_held_asks_its_holder_to_look_again(
+        without_beat: Embedded) -> None:
+    """The shard task takes a ready process and its lease in one script; a lease another
+    worker holds leaves that worker a re-check request and this lane a turn due once the
+    lease would run out (a holder that died or froze never looks again)."""
+    emb = without_beat
+    emb.model = FunctionModel(lambda messages, tools: "hello")
+    pid = emb.brain.sessions.create_interactive(emb.who).chat_process_id
+    assert pid is not None
+    wait_for(lambda: emb.brain.sessions.process(emb.who, pid).status is ProcessStatus.IDLE)
+    holder = LeaseKeeper(emb.brain.redis, ttl=5)
+    lease = holder.try_acquire(pid)
+    assert lease is not None
+    shard = shard_for(pid, emb.brain.config.lane_shards)
+    emb.brain.redis.zadd(keys.ready(shard), {ready_member("acme", pid): 0})
+    assert emb.worker_parts.runner.drain(shard) == [TurnOutcome.BUSY]
+    assert 4_000 < emb.brain.redis.pttl(keys.wake_later(pid)) <= 5_000 + 1000 * TAKE_OVER_MARGIN
+    assert holder.release(lease) is True  # the request, read as the holder lets go

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import uuid
 
 import redis
 
@@ -59,17 +60,39 @@ class LeaseKeeper:
         self._thread: threading.Thread | None = None
         self._release = client.register_script(_RELEASE)
 
+    @property
+    def ttl(self) -> float:
+        return self._ttl
+
     def try_acquire(self, process_id: str) -> Lease | None:
         """The lease, or None at once if another worker holds it (which then re-checks the
         lane when it releases)."""
-        lock = self._redis.lock(keys.lease(process_id), timeout=self._ttl, thread_local=False)
+        lock = self._lock(process_id)
         if not lock.acquire(blocking=False):
             self._redis.set(keys.recheck(process_id), 1, px=int(self._ttl * 1000))
             if not lock.acquire(blocking=False):
                 return None
             # Ours after all: our turn reads the store from here on, which is the re-check.
             self._redis.delete(keys.recheck(process_id))
-        lease = Lease(lock, process_id)
+        return self._keep(Lease(lock, process_id))
+
+    @staticmethod
+    def new_token() -> bytes:
+        """A token to take a lease under elsewhere (``Waker.next_ready``), as redis-py's
+        ``Lock`` makes one."""
+        return uuid.uuid1().hex.encode()
+
+    def adopt(self, process_id: str, token: bytes) -> Lease:
+        """The lease of ``process_id`` that was taken under ``token`` (``Waker.next_ready``),
+        kept alive from now on like one ``try_acquire`` took."""
+        lock = self._lock(process_id)
+        lock.local.token = token
+        return self._keep(Lease(lock, process_id))
+
+    def _lock(self, process_id: str) -> redis.lock.Lock:
+        return self._redis.lock(keys.lease(process_id), timeout=self._ttl, thread_local=False)
+
+    def _keep(self, lease: Lease) -> Lease:
         with self._guard:
             self._held[id(lease)] = lease
             if self._thread is None or not self._thread.is_alive():

@@ -116,32 +116,42 @@ class LaneRunner:
         for taken in range(TURNS_PER_TASK):
             if taken and time.monotonic() >= until:
                 break
-            ready = self._waker.next_ready(shard, first=taken == 0)
+            token = self._leases.new_token()
+            ready = self._waker.next_ready(shard, first=taken == 0, token=token,
+                                           lease_ttl=self._leases.ttl)
             if ready is None:
                 break
+            lease = self._leases.adopt(ready.process_id, token) if ready.busy_for is None \
+                else ready.busy_for
             try:
-                outcomes.append(self.run(*ready))
+                outcomes.append(self.run(ready.tenant_id, ready.process_id, lease))
             except (RuntimeFailure, redis.RedisError) as e:
-                log.warning("lane turn of %s failed (%s); retrying in %ss", ready[1], e,
+                log.warning("lane turn of %s failed (%s); retrying in %ss", ready.process_id, e,
                             RETRY_DELAY)
-                self._waker.wake_after(*ready, RETRY_DELAY)
+                self._waker.wake_after(ready.tenant_id, ready.process_id, RETRY_DELAY)
         return outcomes
 
-    def run(self, tenant_id: str, process_id: str) -> TurnOutcome:
-        """Run at most one turn of the process; wake it again if messages remain."""
+    def run(self, tenant_id: str, process_id: str,
+            lease: Lease | float | None = None) -> TurnOutcome:
+        """Run at most one turn of the process; wake it again if messages remain.
+        ``lease``: the lane's lease if the caller took it (``drain``), or the seconds the
+        worker holding it holds it for still (the caller found it taken and asked for a
+        re-check); None: the turn takes it itself."""
         with logs.turn_context(tenant_id=tenant_id, process_id=process_id), \
                 tracing.span("lane.turn", process_id=process_id):
-            outcome = self._run(tenant_id, process_id)
+            outcome = self._run(tenant_id, process_id, lease)
         metrics.TURNS.labels(outcome.value).inc()
         return outcome
 
-    def _run(self, tenant_id: str, process_id: str) -> TurnOutcome:
-        lease = self._leases.try_acquire(process_id)
+    def _run(self, tenant_id: str, process_id: str, lease: Lease | float | None) -> TurnOutcome:
         if lease is None:
+            lease = self._leases.try_acquire(process_id)
+            if lease is None:
+                lease = self._leases.remaining(process_id)
+        if not isinstance(lease, Lease):
             # A live holder looks again when it releases; a dead or frozen one never does,
             # so a turn is also due once its lease runs out (no wait for the sweeper).
-            self._waker.wake_after(tenant_id, process_id,
-                                   self._leases.remaining(process_id) + TAKE_OVER_MARGIN)
+            self._waker.wake_after(tenant_id, process_id, lease + TAKE_OVER_MARGIN)
             return TurnOutcome.BUSY
         status: ProcessStatus | None = None
         again = look = False

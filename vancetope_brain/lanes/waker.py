@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import time
 import zlib
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 import redis
 
@@ -51,9 +51,13 @@ if redis.call('SET', KEYS[2], 1, 'NX', 'PX', ARGV[3]) then return 1 end
 return 0
 """
 
-# KEYS: ready set, queued flag. ARGV: first pop of a task ('1'), flag TTL (ms).
-# Returns nil (nothing waits) or {member, 1 if another shard task must be queued}: one is
+# KEYS: ready set, queued flag. ARGV: first pop of a task ('1'), flag TTL (ms), lease and
+# re-check key prefixes, lease token, lease TTL (ms).
+# Returns nil (nothing waits) or {member, 1 if another shard task must be queued, ms left
+# of the lease another worker holds or -1 if the lease is now ours}: another task is queued
 # whenever more wait and none is queued, so those never depend on this task's survival.
+# The lease key is the popped process's (not declared in KEYS: one Redis, no cluster); a
+# holder's re-check is asked for in the same script, so it sees the request on release.
 _NEXT = """
 if ARGV[1] == '1' then redis.call('DEL', KEYS[2]) end
 local got = redis.call('ZPOPMIN', KEYS[1])
@@ -61,8 +65,22 @@ if #got == 0 then return nil end
 local more = 0
 if redis.call('ZCARD', KEYS[1]) > 0 and
    redis.call('SET', KEYS[2], 1, 'NX', 'PX', ARGV[2]) then more = 1 end
-return {got[1], more}
+local process = string.match(got[1], '[^/]*$')
+local lease = ARGV[3] .. process
+if redis.call('SET', lease, ARGV[5], 'NX', 'PX', ARGV[6]) then return {got[1], more, -1} end
+redis.call('SET', ARGV[4] .. process, 1, 'PX', ARGV[6])
+return {got[1], more, math.max(0, redis.call('PTTL', lease))}
 """
+
+
+class Ready(NamedTuple):
+    """A ready process a shard task took (``Waker.next_ready``)."""
+
+    tenant_id: str
+    process_id: str
+    busy_for: float | None
+    """None: its lease is the taker's now (under the token it gave); else another worker
+    holds it for that many seconds more, and re-checks the lane when it releases."""
 
 
 class Waker:
@@ -72,8 +90,8 @@ class Waker:
     that must run out first).
 
     A shard task clears the queued flag as its first act, then takes ready processes one
-    at a time, oldest wake first (``next_ready``; a process woken again while its turn
-    runs waits behind the others). So a process woken after a task started always has a
+    at a time, oldest wake first, each with its lane lease (``next_ready``; a process
+    woken again while its turn runs waits behind the others). So a process woken after a task started always has a
     queued task that will take it, and whenever processes remain after a take with no
     task queued, the take queues one: a task that dies or freezes mid-batch strands only
     the turn it was running (its lease and the sweeper cover that one, as for a lone
@@ -125,19 +143,22 @@ class Waker:
         self._redis.zrem(keys.ready(shard_for(process_id, self._shards)),
                          ready_member(tenant_id, process_id))
 
-    def next_ready(self, shard: int, *, first: bool) -> tuple[str, str] | None:
-        """Take the longest-waiting ready process of ``shard`` (tenant id, process id), or
-        None; ``first``: the shard task's first take, which clears its queued flag. Called
-        by a shard task before it looks at the process's inbox."""
+    def next_ready(self, shard: int, *, first: bool, token: bytes,
+                   lease_ttl: float) -> Ready | None:
+        """Take the longest-waiting ready process of ``shard`` and its lane lease (under
+        ``token``, for ``lease_ttl`` seconds) in one round trip, or None; ``first``: the
+        shard task's first take, which clears its queued flag. Called by a shard task
+        before it looks at the process's inbox."""
         got = self._next(keys=[keys.ready(shard), keys.shard_queued(shard)],
-                         args=[int(first), self._flag_ttl_ms])
+                         args=[int(first), self._flag_ttl_ms, keys.lease(""), keys.recheck(""),
+                               token, int(lease_ttl * 1000)])
         if got is None:
             return None
-        member, more = got
+        member, more, left_ms = got
         if more:
             try:
                 self._enqueue(shard)
             except Exception as e:  # this task takes the rest itself unless it dies first
                 self._redis.delete(keys.shard_queued(shard))
                 log.warning("could not queue a second task for lane shard %s (%s)", shard, e)
-        return ready_process(member)
+        return Ready(*ready_process(member), None if left_ms < 0 else left_ms / 1000)
