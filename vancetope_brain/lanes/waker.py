@@ -91,9 +91,9 @@ class Waker:
 
     A shard task clears the queued flag as its first act, then takes ready processes one
     at a time, oldest wake first, each with its lane lease (``next_ready``; a process
-    woken again while its turn runs waits behind the others). So a process woken after a task started always has a
-    queued task that will take it, and whenever processes remain after a take with no
-    task queued, the take queues one: a task that dies or freezes mid-batch strands only
+    woken again while its turn runs waits behind the others). So a process woken after
+    a task started always has a queued task that will take it, and whenever processes
+    remain after a take with no task queued, the take queues one: a task that dies or freezes mid-batch strands only
     the turn it was running (its lease and the sweeper cover that one, as for a lone
     turn). The flag expires after ``flag_ttl`` seconds so a lost broker message cannot
     block wake-ups for longer than that; the sweeper covers the gap.
