@@ -837,8 +837,10 @@ def main(argv: list[str] | None = None) -> int:
 def bench_env(args: argparse.Namespace, tmp: Path, db_path: Path,
               settings: Sequence[str] = ()) -> dict[str, str]:
     """The environment of the gateway and the workers: this run's Redis database and SQLite
-    file, the caps of the one user who holds every socket and session lifted, and
-    ``settings`` (``NAME=VALUE``, ``--env``)."""
+    file, the caps of the one user who holds every socket and session lifted, the frame
+    rate of a connection too (a closed loop on one socket sends more than the 50 frames/s
+    a person's client is allowed: ``idle_sockets.py``'s active client), and ``settings``
+    (``NAME=VALUE``, ``--env``)."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("VANCETOPE_", "OPENAI_", "CELERY_"))}
     env.update(VANCETOPE_REDIS_URL=args.redis_url, VANCETOPE_STORE_URL=f"sqlite:///{db_path}",
@@ -846,6 +848,7 @@ def bench_env(args: argparse.Namespace, tmp: Path, db_path: Path,
                VANCETOPE_MAX_CONNECTIONS_PER_USER=str(2 * args.processes),
                VANCETOPE_MAX_SESSIONS_PER_USER=str(2 * args.processes),
                VANCETOPE_MAX_CONNECTIONS_PER_IP=str(2 * args.processes),
+               VANCETOPE_FRAME_RATE="100000",
                PYTHONPATH=os.pathsep.join(filter(None, [args.source, str(ROOT),
                                                         env.get("PYTHONPATH")])))
     for setting in settings:
