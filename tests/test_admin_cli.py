@@ -336,6 +336,7 @@ def test_delivery_list_answers_why_nobody_was_told(admin, store: Backend) -> Non
 
 def test_dead_letters_are_listed_and_requeued(admin, store: Backend) -> None:
     from vancetope_brain.models import (
+        Committed,
         DeadLetter,
         InboxMessage,
         ProcessStatus,
@@ -365,7 +366,7 @@ def test_dead_letters_are_listed_and_requeued(admin, store: Backend) -> None:
                             status_after=ProcessStatus.IDLE)
         assert lanes.commit_turn("acme", pid, epoch, TurnCommit(
             status=ProcessStatus.IDLE, record=record,
-            dead_letters={message.id: DeadLetter(reason="died", attempts=3)})) == []
+            dead_letters={message.id: DeadLetter(reason="died", attempts=3)})) == Committed([], [])
         dead[pid] = message.id
 
     listed = admin("dead-letter", "list", "--tenant", "acme")

@@ -57,7 +57,7 @@ from vancetope_brain.config import Config
 from vancetope_brain.llm import ChatModel, LlmMessage, LlmResponse, TokenSink, ToolCall, ToolSpec
 from vancetope_brain.llm.demo import split_words
 from vancetope_brain.llm.testing import FunctionModel
-from vancetope_brain.models import ChatMessage, TurnCommit
+from vancetope_brain.models import Committed, TurnCommit
 from vancetope_brain.store import LaneStore
 from vancetope_brain.store.sqlite import SqliteBackend
 from workers.celery_app import create_celery
@@ -250,7 +250,7 @@ def hold_commits(release: str) -> None:
     commit_turn = lanes.commit_turn
 
     def held(self: LaneStore, tenant_id: str, process_id: str, epoch: int,
-             commit: TurnCommit) -> list[ChatMessage] | None:
+             commit: TurnCommit) -> Committed | None:
         written = commit_turn(self, tenant_id, process_id, epoch, commit)
         if written is not None and commit.drained_ids and not os.path.exists(release):
             log("committed", epoch)

@@ -128,3 +128,27 @@ def test_a_worker_dead_after_publishing_but_before_removing_publishes_nothing_tw
                 if e.type is EventType.STATUS_CHANGED]
     assert statuses[-4:] == [("IDLE", "RUNNING"), ("RUNNING", "IDLE"),
                              ("IDLE", "RUNNING"), ("RUNNING", "IDLE")]
+
+
+def test_a_turn_publishes_what_its_commit_enqueued_without_reading_it_back(emb, monkeypatch):
+    """The commit returns its events; the outbox is read once per turn, before it (what an
+    earlier turn left), and found empty after: nothing is left behind by the shortcut."""
+    session, pid = _chat_session(emb)
+    store = emb.worker_parts.store.port(EventOutboxStore)
+    real, reads = store.pending_events, []
+
+    def counted(tenant_id, process_id, *args, **kwargs):
+        found = real(tenant_id, process_id, *args, **kwargs)
+        if process_id == pid:
+            reads.append(len(found))
+        return found
+    monkeypatch.setattr(store, "pending_events", counted)
+    emb.brain.sessions.steer(emb.who, pid, "one")
+    lines = _published_once_in_order(emb, session.id, pid, "echo: one")
+    emb.worker.join()
+    assert [line.content for line in lines][-2:] == ["one", "echo: one"]
+    assert reads == [0]  # the flush before the turn; none after its commit
+    assert real("acme", pid) == []
+    last = emb.brain.events.read(session.id, 0)[-1]
+    assert (last.type, last.data) == (EventType.STATUS_CHANGED, {"from": "RUNNING",
+                                                                 "to": "IDLE"})

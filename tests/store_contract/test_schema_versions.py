@@ -309,6 +309,7 @@ def test_sqlite_migrates_a_version_5_file(tmp_path: Path) -> None:
 def test_sqlite_migrates_a_version_6_file(tmp_path: Path) -> None:
     """Version 7 counts delivery attempts: older messages and lanes start at 0."""
     from vancetope_brain.models import (
+        Committed,
         DeadLetter,
         InboxMessage,
         TurnCommit,
@@ -343,6 +344,6 @@ def test_sqlite_migrates_a_version_6_file(tmp_path: Path) -> None:
                             status_after=ProcessStatus.IDLE)
         commit = TurnCommit(status=ProcessStatus.IDLE, record=record,
                             dead_letters={"msg_1": DeadLetter(reason="r", attempts=1)})
-        assert lanes.commit_turn("ten_1", "proc_1", 5, commit) == []
+        assert lanes.commit_turn("ten_1", "proc_1", 5, commit) == Committed([], [])
         assert [m.id for m in backend.port(DeadLetterStore).dead_letters("ten_1")] == ["msg_1"]
         assert sessions.get_process("ten_1", "proc_1").turn_attempts == 0

@@ -8,11 +8,13 @@ sweep for events left longer than ``VANCETOPE_SWEEP_AGE`` (a worker died in betw
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from itertools import groupby
 
 from vancetope_brain.events.bus import EventBus, Publish
 from vancetope_brain.events.model import EventType
+from vancetope_brain.models import OutboxEvent
 from vancetope_brain.store import EventOutboxStore
 
 FLUSH_PAGE = 500
@@ -42,16 +44,23 @@ class EventOutbox:
         while limit is None or done < limit:
             page = FLUSH_PAGE if limit is None else min(FLUSH_PAGE, limit - done)
             events = self._store.pending_events(tenant_id, process_id, limit=page)
-            # One round trip per run of events of one session (a turn's all go to one).
-            for (session_id, pid), run in groupby(events, lambda e: (e.session_id,
-                                                                     e.process_id)):
-                self._bus.publish_many(session_id, pid, [
-                    Publish(EventType(e.type), e.data, dedupe=e.id) for e in run])
-            self._store.remove_events(tenant_id, [event.id for event in events])
+            self.publish(tenant_id, events)
             done += len(events)
             if len(events) < page:
                 break
         return done
+
+    def publish(self, tenant_id: str, events: Sequence[OutboxEvent]) -> None:
+        """Publish these outbox events of the tenant in their order and remove them: a page
+        ``flush`` read, or what a commit just enqueued (``Committed.events``), which its
+        committer publishes without reading it back."""
+        if not events:
+            return
+        # One round trip per run of events of one session (a turn's all go to one).
+        for (session_id, pid), run in groupby(events, lambda e: (e.session_id, e.process_id)):
+            self._bus.publish_many(session_id, pid, [
+                Publish(EventType(e.type), e.data, dedupe=e.id) for e in run])
+        self._store.remove_events(tenant_id, [event.id for event in events])
 
     def sweep(self, older_than: datetime) -> int:
         """The beat job's part: publish the events of every process holding one enqueued

@@ -25,6 +25,7 @@ from vancetope_brain.models import (
     ChatRole,
     CloseReason,
     InboxMessage,
+    OutboxEvent,
     ProcessEvent,
     ProcessStatus,
     SessionStatus,
@@ -306,7 +307,7 @@ class LaneRunner:
             return TurnOutcome.FENCED, None, False, False
         metrics.TURN_SECONDS.labels(lifecycle).observe((utcnow() - started).total_seconds())
         metrics.DEAD_LETTERS.inc(len(commit.dead_letters))
-        self._publish_committed(tenant_id, process_id)
+        self._publish_committed(tenant_id, process_id, written.events)
         self._after_commit(process, commit, turn.stops, stopped=call is LifecycleCall.STOP)
         if call is LifecycleCall.PAUSE and status is ProcessStatus.PAUSED:
             self._suspend_if_session_is(process)
@@ -316,12 +317,14 @@ class LaneRunner:
         return TurnOutcome.COMMITTED, status, status is ProcessStatus.INIT or left, \
             not current.status.wakes_on_message and status.wakes_on_message
 
-    def _publish_committed(self, tenant_id: str, process_id: str) -> None:
-        """Publish the events the commit enqueued (its chat lines, then its status). The turn
-        is committed whatever happens here: events that Redis or the store fail to get out
-        stay in the outbox for the lane's next turn or the sweeper."""
+    def _publish_committed(self, tenant_id: str, process_id: str,
+                           events: list[OutboxEvent]) -> None:
+        """Publish the events the commit enqueued (its chat lines, then its status): all the
+        lane's outbox holds, as the turn flushed it before. The turn is committed whatever
+        happens here: events that Redis or the store fail to get out stay in the outbox for
+        the lane's next turn or the sweeper."""
         try:
-            self._outbox.flush(tenant_id, process_id)
+            self._outbox.publish(tenant_id, events)
         except (StoreError, redis.RedisError):
             log.warning("events of %s stay in the outbox: publishing them failed", process_id,
                         exc_info=True)

@@ -34,11 +34,18 @@ from vancetope_brain.models.steer import (
     decode_steer,
     encode_steer,
 )
-from vancetope_brain.models.turn import OutboxEvent, Timer, TurnCommit, TurnEvent, TurnRecord
+from vancetope_brain.models.turn import (
+    Committed,
+    OutboxEvent,
+    Timer,
+    TurnCommit,
+    TurnEvent,
+    TurnRecord,
+)
 
 __all__ = [
     "ApiToken", "ChatMessage", "DeadLetter", "Fingerprint", "OnDisconnect", "SuspendCause",
-    "ChatRole", "CloseReason", "Document", "ExternalCommand",
+    "ChatRole", "CloseReason", "Committed", "Document", "ExternalCommand",
     "InboxAnswer", "InboxMessage", "JournalEntry", "OutboxEvent", "ProcessEvent", "Project",
     "ProcessStatus", "Session", "SessionStatus", "SessionType", "StepKind", "StepState",
     "SteerMessage", "Tenant", "ThinkProcess", "Timer", "ToolResult", "TurnCommit", "TurnEvent",

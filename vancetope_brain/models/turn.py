@@ -113,3 +113,13 @@ class TurnCommit:
     engine_failures: int = 0
     """The process's ``engineFailures`` after this turn (0 after a turn whose engine
     succeeded)."""
+
+
+@dataclass(frozen=True)
+class Committed:
+    """What ``LaneStore.commit_turn`` wrote: the chat lines, with their ``seq``, and the
+    outbox events it enqueued, in publishing order (so its caller publishes them without
+    reading them back)."""
+
+    lines: list[ChatMessage]
+    events: list[OutboxEvent]

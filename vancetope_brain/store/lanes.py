@@ -8,6 +8,7 @@ from datetime import datetime
 
 from vancetope_brain.models import (
     ChatMessage,
+    Committed,
     InboxMessage,
     ProcessStatus,
     ThinkProcess,
@@ -93,7 +94,7 @@ class LaneStore(Port):
 
     @abstractmethod
     def commit_turn(self, tenant_id: str, process_id: str, epoch: int,
-                    commit: TurnCommit) -> list[ChatMessage] | None:
+                    commit: TurnCommit) -> Committed | None:
         """Apply a turn's effects all-or-nothing, only if ``epoch`` is still current.
 
         Effects: mark ``commit.drained_ids`` drained (with this epoch), append
@@ -111,7 +112,8 @@ class LaneStore(Port):
         ``commit.uncounted_ids`` still pending gets one ``attempts`` fewer (never below
         0). Sets ``engineFailures`` to ``commit.engine_failures`` and ``turnAttempts``
         to 0.
-        Returns the chat lines as written (with their ``seq``), or None, having
+        Returns what it wrote (``Committed``): the chat lines as written (with their
+        ``seq``) and the events it enqueued, in publishing order; or None, having
         written nothing, when the epoch moved on (fenced) or a listed message (or dead
         letter) was already drained. Chat lines whose (process, sourceMessageId, role)
         already exists are skipped and not returned.

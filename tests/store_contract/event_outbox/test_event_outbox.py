@@ -7,7 +7,14 @@ import time
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from vancetope_brain.models import ChatRole, ProcessStatus, ThinkProcess, TurnEvent, utcnow
+from vancetope_brain.models import (
+    ChatRole,
+    Committed,
+    ProcessStatus,
+    ThinkProcess,
+    TurnEvent,
+    utcnow,
+)
 from vancetope_brain.store import EventOutboxStore, LaneStore
 
 if TYPE_CHECKING:
@@ -17,15 +24,18 @@ STATUS = TurnEvent("status-changed", {"from": "RUNNING", "to": "IDLE"})
 
 
 def _commit(lanes: LaneStore, world: World, process: ThinkProcess, *contents: str,
-            events: list[TurnEvent] | None = None, epoch: int | None = None) -> int:
-    """Commit a turn writing one assistant line per content; returns its epoch."""
+            events: list[TurnEvent] | None = None, epoch: int | None = None
+            ) -> tuple[int, Committed]:
+    """Commit a turn writing one assistant line per content; returns its epoch and what it
+    wrote."""
     epoch = epoch or lanes.acquire_epoch(process.tenant_id, process.id).epoch
     message = world.append(process.tenant_id, process.id)
     chat = [world.line(process, text, source=message.id if i == 0 else None)
             for i, text in enumerate(contents)]
-    assert None is not lanes.commit_turn(process.tenant_id, process.id, epoch, world.turn(
+    written = lanes.commit_turn(process.tenant_id, process.id, epoch, world.turn(
         process, epoch, drained=[message.id], chat=chat, events=events or []))
-    return epoch
+    assert written is not None
+    return epoch, written
 
 
 def test_a_commit_enqueues_its_chat_lines_then_its_events(
@@ -33,9 +43,13 @@ def test_a_commit_enqueues_its_chat_lines_then_its_events(
 ) -> None:
     session = world.session("ten_1")
     process = world.process("ten_1", session.id)
-    epoch = _commit(lanes, world, process, "one", "two", events=[STATUS])
+    epoch, written = _commit(lanes, world, process, "one", "two", events=[STATUS])
     lines = lanes.chat_history("ten_1", process.id)
     events = event_outbox.pending_events("ten_1", process.id)
+    # What the commit returns is what it enqueued: its committer publishes that unread.
+    assert written.lines == lines
+    assert [(e.id, e.type, e.data) for e in written.events] == [
+        (e.id, e.type, e.data) for e in events]
     assert [(e.type, e.data) for e in events] == [
         ("chat-message", lines[0].dump()), ("chat-message", lines[1].dump()),
         ("status-changed", {"from": "RUNNING", "to": "IDLE"})]
@@ -92,12 +106,12 @@ def test_a_line_already_written_adds_no_second_event(
     epoch = lanes.acquire_epoch("ten_1", process.id).epoch
     first = world.line(process, "answer", source=message.id)
     assert lanes.commit_turn("ten_1", process.id, epoch, world.turn(
-        process, epoch, drained=[message.id], chat=[first])) == [
+        process, epoch, drained=[message.id], chat=[first])).lines == [
         first.model_copy(update={"seq": 1})]
     epoch = lanes.acquire_epoch("ten_1", process.id).epoch
     again = world.line(process, "answer, again", source=message.id)
     assert lanes.commit_turn("ten_1", process.id, epoch, world.turn(
-        process, epoch, chat=[again])) == []
+        process, epoch, chat=[again])).lines == []
     assert [e.id for e in event_outbox.pending_events("ten_1", process.id)] == [
         f"chat:{first.id}"]
 

@@ -98,8 +98,8 @@ def test_commit_dead_letters_a_message_with_its_mark(
     mark = DeadLetter(reason="its worker died each time", attempts=1)
     notice = world.line(process, "set aside", role=ChatRole.ERROR)
     commit = world.turn(process, epoch, chat=[notice], dead_letters={poison.id: mark})
-    assert [line.id for line in lanes.commit_turn("ten_1", process.id, epoch, commit) or []] == [
-        notice.id]
+    written = lanes.commit_turn("ten_1", process.id, epoch, commit)
+    assert written is not None and [line.id for line in written.lines] == [notice.id]
     assert [m.id for m in lanes.pending_messages("ten_1", process.id)] == [later.id]
     # Fenced like a drain: the same message cannot be dead-lettered (or drained) twice.
     epoch = lanes.acquire_epoch("ten_1", process.id).epoch

@@ -145,7 +145,8 @@ def test_line_with_existing_source_and_role_is_skipped(lanes: LaneStore, world: 
               world.line(process, "reply twice", role=ChatRole.ASSISTANT, source="msg_1"),
               world.line(process, "note")]
     written = lanes.commit_turn("ten_1", process.id, epoch, world.turn(process, epoch, chat=second))
-    assert [(c.seq, c.content) for c in written] == [(2, "reply"), (3, "note")]
+    assert written is not None
+    assert [(c.seq, c.content) for c in written.lines] == [(2, "reply"), (3, "note")]
     lines = lanes.chat_history("ten_1", process.id)
     assert [(c.seq, c.content) for c in lines] == [(1, "q"), (2, "reply"), (3, "note")]
 

@@ -65,6 +65,7 @@ from pymongo.errors import BulkWriteError, DuplicateKeyError
 from vancetope_brain.errors import Conflict, NotFound
 from vancetope_brain.models import (
     ChatMessage,
+    Committed,
     InboxMessage,
     ProcessStatus,
     ThinkProcess,
@@ -295,7 +296,7 @@ class MongoLanes(MongoAdapter, LaneStore):
 
     @translated
     def commit_turn(self, tenant_id: str, process_id: str, epoch: int,
-                    commit: TurnCommit) -> list[ChatMessage] | None:
+                    commit: TurnCommit) -> Committed | None:
         drained = list(dict.fromkeys(commit.drained_ids))
         mine = {"_id": {"$in": drained}, "tenantId": tenant_id, "targetProcessId": process_id,
                 "drainedAt": None}
@@ -346,8 +347,9 @@ class MongoLanes(MongoAdapter, LaneStore):
                 # A duplicate is a line an earlier attempt of this turn already wrote.
                 if any(err.get("code") != _DUPLICATE_KEY for err in e.details["writeErrors"]):
                     raise
-        enqueue_in(self.db.database, turn_events(tenant_id, claimed["sessionId"], process_id,
-                                                 epoch, stored + written, commit.events))
+        events = turn_events(tenant_id, claimed["sessionId"], process_id, epoch,
+                             stored + written, commit.events)
+        enqueue_in(self.db.database, events)
         for child in commit.spawned:
             with contextlib.suppress(DuplicateKeyError):  # a retried commit of the same turn
                 insert_process(self.db.database, child)
@@ -372,7 +374,7 @@ class MongoLanes(MongoAdapter, LaneStore):
             update={"tenant_id": tenant_id, "process_id": process_id, "epoch": epoch})
         with contextlib.suppress(DuplicateKeyError):  # a retried commit of the same turn
             self._turns.insert_one(to_bson(record))
-        return written
+        return Committed(written, events)
 
     def _require_process(self, tenant_id: str, process_id: str) -> None:
         """Tell a fenced commit (None) from one of a missing process (``NotFound``)."""

@@ -27,6 +27,7 @@ from pydantic_core import to_json
 from vancetope_brain.errors import Conflict, Fenced, NotFound
 from vancetope_brain.models import (
     ChatMessage,
+    Committed,
     InboxMessage,
     ProcessStatus,
     ThinkProcess,
@@ -146,7 +147,7 @@ def append_in(conn: sqlite3.Connection, message: InboxMessage) -> tuple[InboxMes
 
 
 def _commit_in(conn: sqlite3.Connection, tenant_id: str, process_id: str, epoch: int,
-               commit: TurnCommit) -> list[ChatMessage]:
+               commit: TurnCommit) -> Committed:
     """The body of ``commit_turn``; raises ``Fenced`` to roll everything back."""
     current_epoch, chat_seq = _lane_in(conn, tenant_id, process_id, "epoch, next_chat_seq")
     if current_epoch != epoch:
@@ -229,12 +230,13 @@ def _commit_in(conn: sqlite3.Connection, tenant_id: str, process_id: str, epoch:
         "INSERT INTO turns (id, tenant_id, process_id, epoch, doc) VALUES (?, ?, ?, ?, ?)",
         (record.id, tenant_id, process_id, record.epoch, record.model_dump_json(by_alias=True)),
     )
+    events = []
     if written or commit.events:
         (session_id,) = conn.execute("SELECT session_id FROM processes WHERE id = ?",
                                      (process_id,)).fetchone()
-        enqueue_in(conn, turn_events(tenant_id, session_id, process_id, epoch, written,
-                                     commit.events))
-    return written
+        events = turn_events(tenant_id, session_id, process_id, epoch, written, commit.events)
+        enqueue_in(conn, events)
+    return Committed(written, events)
 
 
 class SqliteLanes(SqliteAdapter, LaneStore):
@@ -314,7 +316,7 @@ class SqliteLanes(SqliteAdapter, LaneStore):
         return load_process((doc, status, epoch, next_seq, call, requested_ms, attempts))
 
     def commit_turn(self, tenant_id: str, process_id: str, epoch: int,
-                    commit: TurnCommit) -> list[ChatMessage] | None:
+                    commit: TurnCommit) -> Committed | None:
         try:
             with self.db.write() as conn:
                 return _commit_in(conn, tenant_id, process_id, epoch, commit)
