@@ -328,6 +328,35 @@ def test_news_of_a_session_unfollowed_meanwhile_is_ignored(caplog):
         listener.close()
 
 
+def test_each_event_reaches_the_followers_of_its_session_only_as_they_come_and_go():
+    """The listener finds a session's followers by session (not by walking them all): two
+    followers of one session, one of another; an unfollowed one gets nothing more, and a
+    session whose last follower left is delivered again once followed anew."""
+    client = fakeredis.FakeRedis()
+    bus = EventBus(client, max_len=100, ttl=60)
+    listener = EventListener(client, block_ms=20)
+    first, second, elsewhere, again = Followed(), Followed(), Followed(), Followed()
+    try:
+        one = listener.follow("s", 0, first.event, first.gap)
+        two = listener.follow("s", 0, second.event, second.gap)
+        listener.follow("t", 0, elsewhere.event, elsewhere.gap)
+        a = bus.publish("s", "p", EventType.TOKEN)
+        t = bus.publish("t", "p", EventType.TOKEN)
+        wait_for(lambda: first.got == second.got == [a] and elsewhere.got == [t],
+                 what="each session's event to its own followers")
+        listener.unfollow(one)
+        b = bus.publish("s", "p", EventType.TOKEN)
+        wait_for(lambda: second.got == [a, b], what="the second event to the one left")
+        listener.unfollow(two)  # "s" has no follower now
+        c = bus.publish("s", "p", EventType.TOKEN)
+        listener.follow("s", b, again.event, again.gap)
+        d = bus.publish("s", "p", EventType.TOKEN)
+        wait_for(lambda: again.got == [c, d], what="a new follower of the session")
+        assert (first.got, second.got, elsewhere.got) == ([a], [a, b], [t])
+    finally:
+        listener.close()
+
+
 def test_a_listener_hears_only_the_events_of_its_own_redis_database():
     """Redis's pub/sub channels are shared by every database of a server: two deployments or
     test runs, each in a database of its own, with a session (or user feed) of the same

@@ -267,7 +267,9 @@ class EventListener:
         self._block_ms = block_ms
         self._lock = threading.Lock()
         self._follows: dict[int, _Follower] = {}
+        self._by_session: dict[str, dict[int, _Follower]] = {}  # the same, by session
         self._next_handle = 0
+        self._changes = 0  # follows and unfollows so far
         self._stop = threading.Event()
         self._doorbell = keys.listener_doorbell(uuid.uuid4().hex)
         self._ring = threading.Event()  # for the ringer
@@ -282,15 +284,23 @@ class EventListener:
         its log); returns a handle. Does no I/O."""
         with self._lock:
             self._next_handle += 1
-            self._follows[self._next_handle] = _Follower(session_id, callback, on_gap,
-                                                         after_seq)
+            follower = _Follower(session_id, callback, on_gap, after_seq)
+            self._follows[self._next_handle] = follower
+            self._by_session.setdefault(session_id, {})[self._next_handle] = follower
+            self._changes += 1
             self._ring.set()
             self._followed.set()
             return self._next_handle
 
     def unfollow(self, handle: int) -> None:
         with self._lock:
-            self._follows.pop(handle, None)
+            follower = self._follows.pop(handle, None)
+            if follower is not None:
+                followers = self._by_session[follower.session_id]
+                del followers[handle]
+                if not followers:
+                    del self._by_session[follower.session_id]
+                self._changes += 1
 
     def close(self) -> None:
         self._stop.set()
@@ -316,9 +326,18 @@ class EventListener:
         seen: set[int] = set()  # follower handles read for since they were followed
         due: set[str] = set()  # sessions to read this round
         next_check = 0.0
+        # What is followed, taken afresh only when a follow or unfollow changed it: a round
+        # (one per batch of news under load) walks no follower that has no news.
+        follows: dict[int, _Follower] = {}
+        groups: dict[str, list[_Follower]] = {}  # the followers by session
+        taken = -1  # ``_changes`` when ``follows`` was taken
         while not self._stop.is_set():
             with self._lock:
-                follows = dict(self._follows)
+                changed = taken != self._changes
+                if changed:
+                    taken = self._changes
+                    follows = dict(self._follows)
+                    groups = {sid: list(f.values()) for sid, f in self._by_session.items()}
             if not follows:
                 self._followed.wait(self._block_ms / 1000)
                 self._followed.clear()
@@ -327,23 +346,24 @@ class EventListener:
                 if news is None:
                     news = self._redis.pubsub(ignore_subscribe_messages=True)
                     news.subscribe(self._doorbell)
-                    subscribed, seen = set(), set()
-                sessions = {f.session_id for f in follows.values()}
-                if gone := subscribed - sessions:
-                    news.unsubscribe(*(keys.event_news(self._db, s) for s in gone))
-                if new := sessions - subscribed:
-                    due |= self._subscribe(news, new)
-                subscribed = sessions
-                due |= {f.session_id for handle, f in follows.items() if handle not in seen}
-                seen = set(follows)
+                    subscribed, seen, changed = set(), set(), True
+                if changed:
+                    sessions = set(groups)
+                    if gone := subscribed - sessions:
+                        news.unsubscribe(*(keys.event_news(self._db, s) for s in gone))
+                    if new := sessions - subscribed:
+                        due |= self._subscribe(news, new)
+                    subscribed = sessions
+                    due |= {f.session_id for handle, f in follows.items() if handle not in seen}
+                    seen = set(follows)
                 if time.monotonic() >= next_check:
                     next_check = time.monotonic() + self._block_ms / 1000
                     due |= self._check_logs(list(follows.values()))
-                due &= sessions  # (news of a session unfollowed meanwhile is nobody's)
+                due &= subscribed  # (news of a session unfollowed meanwhile is nobody's)
                 if not due:
                     due = self._wait(news, next_check)
                     continue  # the followers may have changed meanwhile
-                due = self._read(due, list(follows.values()))
+                due = self._read(due, [f for sid in due for f in groups[sid]])
             except Exception:  # Redis failed (or a bug): the one event thread must go on
                 # After a reconnect everything followed is read again and the next round's
                 # _check_logs finds the logs Redis lost.
@@ -479,8 +499,8 @@ class EventListener:
         """Deliver ``rows``, read from after seq ``read_after``, to the session's followers;
         True if one was left out, to be read for again."""
         events = [(_decode(session_id, sid, fields), _origin(fields)) for sid, fields in rows]
-        with self._lock:
-            targets = [f for f in self._follows.values() if f.session_id == session_id]
+        with self._lock:  # the session's followers, not a walk over every follower
+            targets = list(self._by_session.get(session_id, {}).values())
         skipped = False
         for follower in targets:
             if follower.last < read_after:
