@@ -143,7 +143,7 @@ class EventBus:
                                     "data": event.data or {}, "at": at},
                                    separators=(",", ":")))
             args.append(event.dedupe or "")
-            metrics.EVENTS_PUBLISHED.labels(event.type.value).inc()
+            metrics.event_published(event.type.value).inc()
         return ([keys.event_seq(session_id), keys.events(session_id),
                  keys.event_origin(session_id), keys.event_published(session_id)], args)
 
