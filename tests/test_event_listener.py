@@ -376,3 +376,17 @@ def test_a_listener_hears_only_the_events_of_its_own_redis_database():
         assert followed.got == [seq]
     finally:
         listener.close()
+
+
+def test_an_event_read_back_is_the_event_published_with_its_types():
+    """Events from the log are built without validation (our own publish script wrote
+    them): they must still equal the validated event, field for field and type for type."""
+    client = fakeredis.FakeRedis()
+    bus = EventBus(client, max_len=100, ttl=60)
+    data = {"content": "héllo ✓", "n": 1.5, "nested": {"list": [1, None]}}
+    seq = bus.publish("s", "p", EventType.CHAT_MESSAGE, data)
+    (event,) = bus.read("s", 0)
+    assert event == StreamEvent(seq=seq, session_id="s", process_id="p",
+                                type=EventType.CHAT_MESSAGE, data=data, at=event.at)
+    assert isinstance(event.type, EventType) and event.at.tzinfo is not None
+    assert StreamEvent.model_validate_json(event.model_dump_json(by_alias=True)) == event

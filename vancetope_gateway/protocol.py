@@ -650,7 +650,7 @@ class Connection:
                     tool_call_id=event.data["toolCallId"], tool_name=event.data["toolName"],
                     params=event.data["params"], timeout_sec=event.data["timeoutSec"]))
             return
-        self._send("event", event.dump())
+        self._send("event", event.model_dump_json(by_alias=True))
 
     def _require_session(self) -> Session:
         if self.session is None:
@@ -664,7 +664,8 @@ class Connection:
     def _error(self, reply_to: str | None, code: str, message: str) -> None:
         self._send("error", frames.ErrorData(code=code, message=message).dump(), reply_to)
 
-    def _send(self, type: str, data: dict[str, Any], reply_to: str | None = None) -> None:
+    def _send(self, type: str, data: dict[str, Any] | str,
+              reply_to: str | None = None) -> None:
         """Queue a frame for the writer; never blocks. A client with ``OUTBOUND_QUEUE_MAX``
         frames waiting cannot keep up: it is dropped and resumes from its last seq."""
         text = _encode(type, data, reply_to)
@@ -680,11 +681,15 @@ class Connection:
         self.close(TOO_SLOW, TOO_SLOW_MESSAGE)
 
 
-def _encode(type: str, data: dict[str, Any], reply_to: str | None = None) -> str:
-    """An outgoing frame: ``frames.Envelope``'s JSON (``data`` is JSON-ready already: a
-    model's ``dump``), written without building the model."""
-    frame: dict[str, Any] = {"type": type, "data": data} if reply_to is None else \
-        {"type": type, "replyTo": reply_to, "data": data}
+def _encode(type: str, data: dict[str, Any] | str, reply_to: str | None = None) -> str:
+    """An outgoing frame: ``frames.Envelope``'s JSON, written without building the model.
+    ``data`` is JSON-ready already (a model's ``dump``), or JSON text (an event's
+    ``model_dump_json``: one encoding instead of a dict and a ``json.dumps``)."""
+    frame: dict[str, Any] = {"type": type} if reply_to is None else \
+        {"type": type, "replyTo": reply_to}
+    if isinstance(data, str):
+        return f'{json.dumps(frame, separators=(",", ":"))[:-1]},"data":{data}}}'
+    frame["data"] = data
     return json.dumps(frame, separators=(",", ":"))
 
 

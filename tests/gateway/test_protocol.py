@@ -210,3 +210,21 @@ def test_a_close_while_binding_leaves_no_binding_and_no_follow(emb, client, monk
     wait_session(emb, emb.who, sid, SessionStatus.SUSPENDED)  # its onDisconnect applied
     assert client.listener._follows == {}
     assert not client.sock.frames(reply_to="c")
+
+
+def test_an_event_frame_written_from_its_json_is_the_frame_of_its_dump():
+    """Events go out as ``model_dump_json`` text spliced into the frame, not as a dict
+    through ``json.dumps``: the client must read the same frame either way."""
+    from datetime import UTC, datetime
+
+    from vancetope_brain.events import StreamEvent
+    from vancetope_gateway.protocol import _encode
+
+    event = StreamEvent(seq=7, session_id="ses_1", process_id="proc_1",
+                        type=EventType.CHAT_MESSAGE, at=datetime(2026, 12, 3, 6, 0, tzinfo=UTC),
+                        data={"content": 'say "héllo" ✓\n', "n": 1.5, "none": None})
+    for reply_to in (None, "req-1"):
+        spliced = _encode("event", event.model_dump_json(by_alias=True), reply_to)
+        assert json.loads(spliced) == json.loads(_encode("event", event.dump(), reply_to))
+        keys_in_order = ["type", "data"] if reply_to is None else ["type", "replyTo", "data"]
+        assert list(json.loads(spliced)) == keys_in_order
