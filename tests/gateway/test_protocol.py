@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from datetime import UTC, datetime
 
 import pytest
 
@@ -11,11 +12,11 @@ from tests.gateway.wire import Client, wait_session
 from tests.helpers import wait_for
 from vancetope_brain import keys
 from vancetope_brain.engines.arthur import WELCOME
-from vancetope_brain.events import EventType
+from vancetope_brain.events import EventType, StreamEvent
 from vancetope_brain.identity import Principal
 from vancetope_brain.models import ProcessStatus, SessionStatus
 from vancetope_brain.store import LaneStore, SessionStore
-from vancetope_gateway.protocol import ConnState
+from vancetope_gateway.protocol import ConnState, _encode
 
 
 def _reply_done(client: Client, content: str) -> list[dict]:
@@ -215,11 +216,6 @@ def test_a_close_while_binding_leaves_no_binding_and_no_follow(emb, client, monk
 def test_an_event_frame_written_from_its_json_is_the_frame_of_its_dump():
     """Events go out as ``model_dump_json`` text spliced into the frame, not as a dict
     through ``json.dumps``: the client must read the same frame either way."""
-    from datetime import UTC, datetime
-
-    from vancetope_brain.events import StreamEvent
-    from vancetope_gateway.protocol import _encode
-
     event = StreamEvent(seq=7, session_id="ses_1", process_id="proc_1",
                         type=EventType.CHAT_MESSAGE, at=datetime(2026, 12, 3, 6, 0, tzinfo=UTC),
                         data={"content": 'say "héllo" ✓\n', "n": 1.5, "none": None})
