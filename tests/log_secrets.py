@@ -123,10 +123,6 @@ class LogSecrets:
         for name, level in self._levels.items():
             logging.getLogger(name).setLevel(level)
 
-    @pytest.fixture(scope="session", autouse=True)
-    def _log_secrets_base(self, tmp_path_factory: pytest.TempPathFactory) -> None:
-        self.base = tmp_path_factory.getbasetemp()
-
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         findings = self.findings + self.scanner.findings  # a controller's: its workers' first
@@ -158,5 +154,16 @@ class LogSecrets:
             terminalreporter.write_line(f"  {finding.where}: {finding.excerpt}")
 
 
+PLUGIN_NAME = "vancetope-log-secrets"
+
+
 def pytest_configure(config: pytest.Config) -> None:
-    config.pluginmanager.register(LogSecrets(), "vancetope-log-secrets")
+    config.pluginmanager.register(LogSecrets(), PLUGIN_NAME)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _log_secrets_base(request: pytest.FixtureRequest,
+                      tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Tells the plugin where this run's log files go (a module-level fixture: pytest 9
+    deprecates session fixtures that are methods of a plugin object)."""
+    request.config.pluginmanager.get_plugin(PLUGIN_NAME).base = tmp_path_factory.getbasetemp()
