@@ -1,6 +1,7 @@
 """The distributed shape from a plain install (issue 15): a copy of the repository's tracked
-files, ``pip install .`` (no dev extra) into a fresh venv, and the ``Procfile`` run by
-honcho from a folder that holds nothing but it — so nothing is imported from the checkout.
+files, ``pip install '.[distributed]'`` (the README's command; no dev extra) into a fresh
+venv, and the ``Procfile`` run by that venv's honcho from a folder that holds nothing but
+it — so nothing is imported from the checkout.
 Every process gets this test's Redis database and data directory through the environment.
 
 The venv is built once per test run (``plain_venv``); pip's own cache makes a second build
@@ -49,7 +50,8 @@ def plain_env(**extra: str) -> dict[str, str]:
 
 @pytest.fixture(scope="session")
 def plain_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The ``bin`` folder of a fresh venv holding ``pip install .`` of the tracked files."""
+    """The ``bin`` folder of a fresh venv holding ``pip install '.[distributed]'`` of the
+    tracked files."""
     root = tmp_path_factory.mktemp("plain-install")
     source = root / "source"
     # What a clone of this work tree would hold: tracked files and new ones git does not ignore.
@@ -63,10 +65,10 @@ def plain_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     subprocess.run([sys.executable, "-m", "venv", str(root / "v")], check=True, timeout=120)
     started = time.monotonic()
     pip = subprocess.run([str(root / "v" / "bin" / "pip"), "install", "--quiet",
-                          "--disable-pip-version-check", str(source)],
+                          "--disable-pip-version-check", f"{source}[distributed]"],
                          env=plain_env(), capture_output=True, text=True, timeout=PIP_TIMEOUT)
-    assert pip.returncode == 0, f"pip install . failed:\n{pip.stdout}\n{pip.stderr}"
-    print(f"pip install . took {time.monotonic() - started:.0f} s")
+    assert pip.returncode == 0, f"pip install failed:\n{pip.stdout}\n{pip.stderr}"
+    print(f"pip install '.[distributed]' took {time.monotonic() - started:.0f} s")
     return root / "v" / "bin"
 
 
@@ -74,14 +76,14 @@ class Honcho:
     """``honcho start`` of the Procfile in its own folder, ended (with every process it
     started) at teardown."""
 
-    def __init__(self, tmp: Path, env: dict[str, str]) -> None:
+    def __init__(self, bin_dir: Path, tmp: Path, env: dict[str, str]) -> None:
         self.app_root = tmp / "app"
         self.app_root.mkdir()
         shutil.copy2(REPO / "Procfile", self.app_root / "Procfile")
         self.output_path = tmp / "honcho.txt"
         self._output = open(self.output_path, "wb")  # noqa: SIM115 - closed in stop()
         self.popen = subprocess.Popen(
-            [sys.executable, "-m", "honcho", "start", "--no-colour", "-d", str(self.app_root),
+            [str(bin_dir / "honcho"), "start", "--no-colour", "-d", str(self.app_root),
              "-f", str(self.app_root / "Procfile")],
             cwd=self.app_root, env=env, stdout=self._output, stderr=subprocess.STDOUT,
             start_new_session=True)
@@ -139,7 +141,7 @@ def procfile(plain_venv: Path, tmp_path: Path, redis_url: str) -> Iterator[tuple
     token = subprocess.run(admin + ["token", "create", "--tenant", "local", "--user", "local",
                                     "--quiet"], env=env, cwd=tmp_path, check=True,
                            capture_output=True, text=True, timeout=120).stdout.strip()
-    honcho = Honcho(tmp_path, env)
+    honcho = Honcho(plain_venv, tmp_path, env)
     try:
         yield honcho, {"web": web, "flower": flower, "token": token, "data": tmp_path / "data"}
     finally:
