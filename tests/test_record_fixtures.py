@@ -145,6 +145,7 @@ def test_inbox_item_and_delivery_fields() -> None:
         HistoryAction.CREATE, HistoryAction.DELEGATE, HistoryAction.ANSWER]
     delivery = _load("notification_delivery.v1.json")
     assert (delivery.status, delivery.reason) == (DeliveryStatus.SKIPPED, "quiet hours")
+    assert delivery.project_id is None  # v1 records predate it: user → tenant settings
 
 
 def test_project_setting_and_recipe_fields() -> None:
