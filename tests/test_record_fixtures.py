@@ -161,6 +161,12 @@ def test_project_setting_and_recipe_fields() -> None:
         RecipeSource.PROJECT, 3, ["tool-prober"])
 
 
+def test_tool_health_fields() -> None:
+    health = _load("tool_health.v1.json")
+    assert (health.server, health.state, health.failures) == ("echo", "DOWN", 1)
+    assert health.revision == 0  # v1 records predate it: the first compare-and-set expects 0
+
+
 def test_stored_id_field_is_ignored() -> None:
     raw = _raw("user.v1.json") | {"_id": "usr_1c2d3e4f5a6b7c8d"}
     assert User.load(raw).id == "usr_1c2d3e4f5a6b7c8d"
