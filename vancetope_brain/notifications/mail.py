@@ -108,10 +108,10 @@ class EmailChannel:
 
         Each QUEUED delivery is read with the settings of its user in its item's project
         (as when it was queued) and waits while those settings' quiet hours hold it. The
-        rest are batched per user and address: items of several projects whose settings
-        name different addresses go out as one message per address; one address gets one
-        message. A batch goes out once one of its deliveries is ``batchIntervalSec`` old
-        (by its own settings), and takes every other delivery of the batch along."""
+        rest are batched per user and resolved address, so items of projects that name
+        different addresses go out as one message each. A batch goes out once one of its
+        deliveries is ``batchIntervalSec`` old (by its own settings), and takes the rest of
+        the batch along."""
         prefs: dict[tuple[str, str | None, str], NotificationPrefs] = {}
         batches: dict[tuple[str, str, str | None], list[_Queued]] = {}
         for delivery in self._store.queued_deliveries(self.name):
