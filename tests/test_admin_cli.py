@@ -402,7 +402,8 @@ def test_tool_health_is_listed_and_reset(admin, store: Backend,
         health.put_tool_health(ToolHealth(
             tenant_id="acme", project_id=project, server=server, tool=tool,
             state=HealthState.DOWN, cause=HealthCause.UNREACHABLE,
-            reason="connect: ConnectError: All connection attempts failed"))
+            reason="connect: ConnectError: All connection attempts failed"),
+            expected_revision=None)
     listed = admin("tool-health", "list", "--tenant", "acme")
     assert listed.out.split()[:10] == ["PROJECT", "SERVER", "TOOL", "STATE", "CAUSE", "SINCE",
                                        "NEXT_PROBE", "FAILURES", "SOURCE", "REASON"]

@@ -145,6 +145,7 @@ def test_inbox_item_and_delivery_fields() -> None:
         HistoryAction.CREATE, HistoryAction.DELEGATE, HistoryAction.ANSWER]
     delivery = _load("notification_delivery.v1.json")
     assert (delivery.status, delivery.reason) == (DeliveryStatus.SKIPPED, "quiet hours")
+    assert delivery.project_id is None  # v1 records predate it: user → tenant settings
 
 
 def test_project_setting_and_recipe_fields() -> None:
@@ -158,6 +159,12 @@ def test_project_setting_and_recipe_fields() -> None:
     applied = _load("applied_recipe.v1.json")
     assert (applied.source, applied.params["maxFindings"], applied.roles) == (
         RecipeSource.PROJECT, 3, ["tool-prober"])
+
+
+def test_tool_health_fields() -> None:
+    health = _load("tool_health.v1.json")
+    assert (health.server, health.state, health.failures) == ("echo", "DOWN", 1)
+    assert health.revision == 0  # v1 records predate it: the first compare-and-set expects 0
 
 
 def test_stored_id_field_is_ignored() -> None:

@@ -188,9 +188,11 @@ KEYS: dict[str, SettingKey] = {k.name: k for k in [
     _k("notify.email.minCriticality", str, "NORMAL",
        "Lowest inbox item criticality that is e-mailed.", choices=("LOW", "NORMAL", "CRITICAL")),
     _k("notify.email.batchIntervalSec", int, 300,
-       "Seconds e-mail notifications are collected into one message.", minimum=0),
+       "Seconds e-mail notifications are collected into one message (one per address).",
+       minimum=0),
     _k("notify.quietHours.start", str, None,
-       "Start of quiet hours, HH:MM local time (unset: no quiet hours).",
+       "Start of quiet hours, HH:MM local time (unset: no quiet hours); e-mail they hold "
+       "back is sent when they end.",
        pattern=_HH_MM, pattern_hint="HH:MM"),
     _k("notify.quietHours.end", str, None, "End of quiet hours, HH:MM local time.",
        pattern=_HH_MM, pattern_hint="HH:MM"),
@@ -198,7 +200,8 @@ KEYS: dict[str, SettingKey] = {k.name: k for k in [
        "The user's IANA time zone; quiet hours are read in it.",
        pattern=r"UTC|[A-Z][A-Za-z_]+(/[A-Za-z0-9_+-]+)+", pattern_hint="an IANA zone like Europe/Berlin"),
     _k("notify.quietHours.exceptCritical", bool, True,
-       "Whether CRITICAL items are delivered during quiet hours."),
+       "Whether CRITICAL items are e-mailed during quiet hours (else they wait for the end "
+       "too)."),
     _k("inbox.autoArchiveAfterDays", int, 30,
        "Days after which ANSWERED and DISMISSED inbox items are archived (PENDING never).",
        minimum=1),

@@ -1,6 +1,7 @@
-"""Tool health end to end (issue 14): a real Celery worker process runs Arthur turns that
+"""Tool health end to end (issues 14, 27): a real Celery worker process runs Arthur turns that
 call tools of real MCP servers — the project's echo server and the published
-``mcp-server-time`` — while the echo server becomes unreachable or hangs; the test process
+``mcp-server-time`` — while the echo server becomes unreachable, hangs or is slow to answer
+one call; the test process
 plays beat (``housekeeping``, which probes). Turn times are measured from the steer to
 the reply, with bounds generous for a loaded 2-core machine.
 """
@@ -161,3 +162,23 @@ def test_a_hanging_server_costs_one_bounded_wait_across_turns(
     probe_until_up(cluster)
     healed, _ = ask(cluster, pid, ECHO_CALL % "healed")
     assert "healed" in healed and "echo__echo" in offered(cluster)
+
+
+def test_one_call_past_its_timeout_leaves_the_servers_tools_offered(
+        tmp_path: Path, redis_url: str, clusters: list[Cluster]) -> None:
+    timeout = 2.0
+    cluster = start(tmp_path, redis_url, {
+        "name": "echo", "transport": "stdio", "command": sys.executable, "args": [SERVER],
+        "timeout": timeout})
+    clusters.append(cluster)
+    pid = cluster.new_chat()
+    slow, seconds = ask(cluster, pid, 'call echo__sleep {"seconds": 30}')
+    assert f"timed out after {timeout:g} s" in slow and seconds >= timeout, slow
+    degraded = health(cluster)
+    assert degraded is not None and (degraded.state, degraded.cause) == (
+        HealthState.DEGRADED, HealthCause.TIMEOUT)
+
+    back, _ = ask(cluster, pid, ECHO_CALL % "still here")  # no probe in between
+    assert "still here" in back and "echo__echo" in offered(cluster)
+    up = health(cluster)
+    assert up is not None and up.state is HealthState.UP

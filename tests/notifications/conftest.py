@@ -1,8 +1,10 @@
-"""Fixtures of the notification tests: a real SQLite store, a settable clock, fakeredis
-presence and events, and a real SMTP server on loopback (aiosmtpd)."""
+"""Fixtures of the notification tests: a real SQLite store (users ada and bob, projects lab and
+field), a settable clock, fakeredis presence and events, and a real SMTP server on loopback
+(aiosmtpd)."""
 
 from __future__ import annotations
 
+import contextlib
 import email
 import email.policy
 import socket
@@ -28,6 +30,7 @@ from vancetope_brain.settings import SettingScope, SettingsService
 from vancetope_brain.store import Backend, IdentityStore, SettingStore, UserInboxStore, open_store
 
 TENANT = "acme"
+PROJECTS = ("lab", "field")
 BASE_URL = "https://vt.example"
 SMTP_USER, SMTP_PASSWORD = "mailer", "pa55-w0rd-SECRET"
 
@@ -58,6 +61,8 @@ def store(tmp_path) -> Iterator[Backend]:
     identity.create_tenant(TENANT, TENANT)
     for user in ("ada", "bob"):
         identity.create_user(TENANT, user, user)
+    for project in PROJECTS:
+        identity.create_project(TENANT, project, project_id=project)
     yield store
     store.close()
 
@@ -67,29 +72,39 @@ def settings(store: Backend) -> SettingsService:
     return SettingsService(store.port(SettingStore), store.port(IdentityStore))
 
 
+_NAMES = {"email_address": "notify.email.address",
+          "min_criticality": "notify.email.minCriticality",
+          "batch_interval": "notify.email.batchIntervalSec",
+          "quiet_start": "notify.quietHours.start", "quiet_end": "notify.quietHours.end",
+          "except_critical": "notify.quietHours.exceptCritical",
+          "time_zone": "notify.timeZone"}
+
+
 def set_user(settings: SettingsService, user: str, **values: Any) -> None:
     """Store settings of a user; ``email_address="x"`` stands for ``notify.email.address``."""
-    names = {"email_address": "notify.email.address",
-             "min_criticality": "notify.email.minCriticality",
-             "batch_interval": "notify.email.batchIntervalSec",
-             "quiet_start": "notify.quietHours.start", "quiet_end": "notify.quietHours.end",
-             "except_critical": "notify.quietHours.exceptCritical",
-             "time_zone": "notify.timeZone"}
     for name, value in values.items():
-        settings.set(TENANT, SettingScope.user(user), names[name], value)
+        settings.set(TENANT, SettingScope.user(user), _NAMES[name], value)
+
+
+def set_project(settings: SettingsService, project: str, **values: Any) -> None:
+    """Store settings of a project, named as for ``set_user``."""
+    for name, value in values.items():
+        settings.set(TENANT, SettingScope.project(project), _NAMES[name], value)
 
 
 def new_item(store: Backend, user: str = "ada",
              criticality: Criticality = Criticality.NORMAL,
-             title: str = "Approve the budget") -> NotifyEvent:
-    """Store an inbox item for ``user`` and return the event announcing it."""
+             title: str = "Approve the budget", project: str | None = None) -> NotifyEvent:
+    """Store an inbox item for ``user`` and return the event announcing it (asked in
+    ``project``, when given)."""
     item, _ = store.port(UserInboxStore).create_inbox_item(InboxItem(
         id=new_id("item"), tenant_id=TENANT, originator_user_id=user,
         assigned_to_user_id=user, type=ItemType.APPROVAL, criticality=criticality,
         title=title, body="Details follow."))
     return NotifyEvent(tenant_id=TENANT, user_id=user, item_id=item.id,
                        criticality=criticality, title=item.title, body=item.body,
-                       deep_link=item_link(BASE_URL, item.id), item=item.dump())
+                       deep_link=item_link(BASE_URL, item.id), item=item.dump(),
+                       project_id=project)
 
 
 @pytest.fixture
@@ -139,13 +154,21 @@ def _authenticate(server: Any, session: Any, envelope: Any, mechanism: str,
     return AuthResult(success=ok, handled=False)
 
 
-@pytest.fixture
-def smtp_server() -> Iterator[SmtpServer]:
-    """Accepts mail without login, and offers AUTH (checked against SMTP_USER /
-    SMTP_PASSWORD) without TLS; it does not offer STARTTLS."""
+@contextlib.contextmanager
+def running_smtp() -> Iterator[SmtpServer]:
+    """An SMTP server that accepts mail without login, and offers AUTH (checked against
+    SMTP_USER / SMTP_PASSWORD) without TLS; it does not offer STARTTLS."""
     server = SmtpServer(free_port())
     controller = Controller(server, hostname="127.0.0.1", port=server.port,
                             authenticator=_authenticate, auth_require_tls=False)
     controller.start()
-    yield server
-    controller.stop()
+    try:
+        yield server
+    finally:
+        controller.stop()
+
+
+@pytest.fixture
+def smtp_server() -> Iterator[SmtpServer]:
+    with running_smtp() as server:
+        yield server

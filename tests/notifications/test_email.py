@@ -19,6 +19,7 @@ from tests.notifications.conftest import (
     SmtpServer,
     free_port,
     new_item,
+    set_project,
     set_user,
 )
 from vancetope_brain.config import SmtpConfig
@@ -83,24 +84,39 @@ def test_critical_is_sent_at_once_even_in_quiet_hours(store, settings, clock,
     assert delivery.sent_at == clock.now
 
 
+@pytest.mark.parametrize("batch_interval", [300, 0])
 @pytest.mark.usefixtures("night_owl")
-def test_normal_in_quiet_hours_is_skipped(store, settings, clock,
-                                          smtp_server: SmtpServer) -> None:
+def test_an_item_quiet_hours_hold_back_is_sent_when_they_end(
+        store, settings, clock, smtp_server: SmtpServer, batch_interval: int) -> None:
+    set_user(settings, "ada", batch_interval=batch_interval)
     notifications = dispatcher(store, settings, clock, smtp_server.config())
-    notifications.notify(new_item(store, criticality=Criticality.NORMAL))
-    assert notifications.flush(clock.advance(24 * 3600)) == 0
+    event = new_item(store, criticality=Criticality.NORMAL, title="Read the minutes")
+    notifications.notify(event)
     assert smtp_server.messages == []
-    assert log_of(store) == [(SKIPPED, "quiet hours")]
+    assert log_of(store) == [(QUEUED, "quiet hours")]  # held, not dropped
+
+    assert notifications.flush(datetime(2026, 1, 16, 6, 59, tzinfo=UTC)) == 0  # 07:59 Berlin
+    assert smtp_server.messages == []
+    assert notifications.flush(datetime(2026, 1, 16, 7, 0, tzinfo=UTC)) == 1   # 08:00
+    [message] = smtp_server.messages
+    assert (message["To"], message["Subject"]) == (
+        "ada@example.com", "[Vancetope] Read the minutes")
+    assert item_link(BASE_URL, event.item_id) in text_of(message)
+    assert log_of(store) == [(SENT, None)]
 
 
 @pytest.mark.usefixtures("night_owl")
-def test_critical_in_quiet_hours_is_skipped_without_except_critical(
+def test_critical_in_quiet_hours_waits_for_them_without_except_critical(
         store, settings, clock, smtp_server: SmtpServer) -> None:
     set_user(settings, "ada", except_critical=False)
-    dispatcher(store, settings, clock, smtp_server.config()).notify(
-        new_item(store, criticality=Criticality.CRITICAL))
+    notifications = dispatcher(store, settings, clock, smtp_server.config())
+    notifications.notify(new_item(store, criticality=Criticality.CRITICAL, title="Disk full"))
     assert smtp_server.messages == []
-    assert log_of(store) == [(SKIPPED, "quiet hours")]
+    assert log_of(store) == [(QUEUED, "quiet hours")]
+
+    assert notifications.flush(datetime(2026, 1, 16, 7, 0, tzinfo=UTC)) == 1   # 08:00 Berlin
+    assert [m["Subject"] for m in smtp_server.messages] == ["[Vancetope] CRITICAL: Disk full"]
+    assert log_of(store) == [(SENT, None)]
 
 
 def test_normal_items_go_out_as_one_message_per_interval(store, settings, clock,
@@ -151,6 +167,47 @@ def test_one_message_per_user(store, settings, clock, smtp_server: SmtpServer) -
     assert by_recipient["ada@example.com"].count("For ada") == 2
     assert "For bob" not in by_recipient["ada@example.com"]
     assert by_recipient["bob@example.com"].count("For bob") == 1
+
+
+def test_a_batch_is_sent_with_the_settings_of_each_items_project(
+        store, settings, clock, smtp_server: SmtpServer) -> None:
+    """Ada has no address of her own: items asked in a project go to that project's
+    address, on that project's interval, one message per address."""
+    set_project(settings, "lab", email_address="lab-team@example.com", batch_interval=60)
+    set_project(settings, "field", email_address="field-team@example.com")  # 300 s
+    notifications = dispatcher(store, settings, clock, smtp_server.config())
+    first = clock.now
+    for title, project in (("Lab 1", "lab"), ("Field 1", "field"), ("Lab 2", "lab"),
+                           ("Nowhere", None)):
+        notifications.notify(new_item(store, title=title, project=project))
+    assert log_of(store) == [(QUEUED, None)] * 3 + [(SKIPPED, "no notify.email.address")]
+
+    assert notifications.flush(first + timedelta(seconds=60)) == 1
+    [lab] = smtp_server.messages
+    assert (lab["To"], lab["Subject"]) == ("lab-team@example.com",
+                                           "[Vancetope] 2 new inbox items")
+    assert "Lab 1" in text_of(lab) and "Lab 2" in text_of(lab) and "Field" not in text_of(lab)
+
+    assert notifications.flush(first + timedelta(seconds=299)) == 0  # field's is not due yet
+    assert notifications.flush(first + timedelta(seconds=300)) == 1
+    field = smtp_server.messages[1]
+    assert (field["To"], field["Subject"]) == ("field-team@example.com", "[Vancetope] Field 1")
+    assert log_of(store) == [(SENT, None)] * 3 + [(SKIPPED, "no notify.email.address")]
+
+
+def test_the_users_own_address_beats_the_projects_and_gets_one_message(
+        store, settings, clock, smtp_server: SmtpServer) -> None:
+    set_user(settings, "ada", email_address="ada@example.com", batch_interval=60)
+    for project in ("lab", "field"):
+        set_project(settings, project, email_address=f"{project}-team@example.com")
+    notifications = dispatcher(store, settings, clock, smtp_server.config())
+    for project in ("lab", "field", None):
+        notifications.notify(new_item(store, title=f"From {project}", project=project))
+
+    assert notifications.flush(clock.advance(60)) == 1
+    [message] = smtp_server.messages
+    assert (message["To"], message["Subject"]) == ("ada@example.com",
+                                                   "[Vancetope] 3 new inbox items")
 
 
 @pytest.mark.usefixtures("night_owl")

@@ -77,6 +77,8 @@ class Storage:
     open: Callable[[], Backend]
     # (kind, record id, field, value): write one stored field, bypassing the ports.
     set_raw: Callable[[str, str, str, Any], None]
+    # (kind, record id, field): remove one stored field (a record older than the field).
+    drop_raw: Callable[[str, str, str], None]
     opened: list[Backend] = field(default_factory=list)
 
     def open_backend(self) -> Backend:
@@ -86,25 +88,41 @@ class Storage:
 
 
 def _sqlite_storage(path: str) -> Storage:
-    tables = {"process": "processes", "session": "sessions", "user": "users"}
+    # kind -> (table, the column a record id names; a tool-health record: its server)
+    tables = {"process": ("processes", "id"), "session": ("sessions", "id"),
+              "user": ("users", "id"), "tool_health": ("tool_health", "server")}
 
-    def set_raw(kind: str, record_id: str, name: str, value: Any) -> None:
+    def update(kind: str, record_id: str, change: str, params: tuple[Any, ...]) -> None:
+        table, column = tables[kind]
         with sqlite3.connect(path) as conn:
-            conn.execute(f"UPDATE {tables[kind]} SET doc = json_set(doc, '$.{name}', ?) "
-                         "WHERE id = ?", (value, record_id))
+            conn.execute(f"UPDATE {table} SET doc = {change} WHERE {column} = ?",
+                         (*params, record_id))
         conn.close()
 
-    return Storage("sqlite", lambda: SqliteBackend(path), set_raw)
+    def set_raw(kind: str, record_id: str, name: str, value: Any) -> None:
+        update(kind, record_id, f"json_set(doc, '$.{name}', ?)", (value,))
+
+    def drop_raw(kind: str, record_id: str, name: str) -> None:
+        update(kind, record_id, f"json_remove(doc, '$.{name}')", ())
+
+    return Storage("sqlite", lambda: SqliteBackend(path), set_raw, drop_raw)
 
 
 def _mongo_storage(name: str, client: Any, db_name: str) -> Storage:
-    collections = {"process": "think_processes", "session": "sessions", "user": "users"}
+    collections = {"process": ("think_processes", "_id"), "session": ("sessions", "_id"),
+                   "user": ("users", "_id"), "tool_health": ("tool_health", "server")}
+
+    def update(kind: str, record_id: str, change: dict[str, Any]) -> None:
+        collection, key = collections[kind]
+        client[db_name][collection].update_one({key: record_id}, change)
 
     def set_raw(kind: str, record_id: str, field_name: str, value: Any) -> None:
-        client[db_name][collections[kind]].update_one({"_id": record_id},
-                                                      {"$set": {field_name: value}})
+        update(kind, record_id, {"$set": {field_name: value}})
 
-    return Storage(name, lambda: MongoBackend.from_client(client, db_name), set_raw)
+    def drop_raw(kind: str, record_id: str, field_name: str) -> None:
+        update(kind, record_id, {"$unset": {field_name: ""}})
+
+    return Storage(name, lambda: MongoBackend.from_client(client, db_name), set_raw, drop_raw)
 
 
 @pytest.fixture(params=BACKENDS)

@@ -11,7 +11,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
 
@@ -30,7 +31,9 @@ from vancetope_brain.models.tool_health import (
 from vancetope_brain.store import Backend, ToolHealthStore, open_store
 from vancetope_brain.tools import ToolDispatcher
 from vancetope_brain.tools.health import (
+    TIMEOUTS_TO_DOWN,
     AmbiguousToolError,
+    Failure,
     HealthPolicy,
     ToolHealthService,
     classify,
@@ -285,6 +288,82 @@ def test_a_hanging_server_costs_one_bounded_wait_until_probed_healthy(
         assert back.invoke("stuck__echo", {"text": "healed"}).result == {"result": "healed"}
         now = back.invoke("time__get_current_time", {"timezone": "UTC"})
         assert now.status is ToolCallStatus.SUCCESS and now.result["timezone"] == "UTC"
+
+
+def test_a_call_past_its_timeout_degrades_its_server_and_only_timeouts_in_a_row_take_it_down(
+        service: ToolHealthService) -> None:
+    config = McpServerConfig(name="slow", transport="stdio", command=sys.executable,
+                             args=[SERVER], timeout=1.0)
+    past_timeout = {"seconds": 5.0}
+
+    def offered(tools: ToolDispatcher) -> set[str]:
+        return {m.name for m in tools.manifests()}
+
+    with McpRegistry([config]) as registry:
+        first = turn(service, registry)
+        assert "slow__sleep" in offered(first)
+        assert first.invoke("slow__sleep", past_timeout).status is ToolCallStatus.TIMEOUT
+        degraded = record(service, "slow")
+        assert degraded is not None and (degraded.state, degraded.cause, degraded.failures) == (
+            HealthState.DEGRADED, HealthCause.TIMEOUT, 1)
+
+        later = turn(service, registry)  # every tool of the server still offered, and answering
+        assert {"slow__echo", "slow__add", "slow__sleep"} <= offered(later)
+        assert later.invoke("slow__echo", {"text": "here"}).result == {"result": "here"}
+        assert record(service, "slow").state is HealthState.UP  # type: ignore[union-attr]
+
+        for n in range(1, TIMEOUTS_TO_DOWN + 1):  # timeouts in a row, one per turn
+            tools = turn(service, registry)
+            assert "slow__sleep" in offered(tools)
+            assert tools.invoke("slow__sleep", past_timeout).status is ToolCallStatus.TIMEOUT
+            now = record(service, "slow")
+            assert now is not None and (now.state, now.failures) == (
+                HealthState.DEGRADED if n < TIMEOUTS_TO_DOWN else HealthState.DOWN, n)
+
+        gone = turn(service, registry)
+        assert not any(name.startswith("slow__") for name in offered(gone))
+        refused = gone.invoke("slow__echo", {"text": "x"})
+        assert "MCP server 'slow' is DOWN (timeout" in (refused.error or "")
+
+
+class Lockstep(McpRegistry):
+    """One worker process's registry whose ``probe`` returns only once every prober has
+    probed: housekeeping runs that overlap (a probe outlasting the beat interval) and so
+    read the same due record."""
+
+    def __init__(self, configs: Sequence[McpServerConfig], barrier: threading.Barrier) -> None:
+        super().__init__(configs)
+        self._barrier = barrier
+
+    def probe(self, server: str) -> tuple[Failure | None, frozenset[str]]:
+        found = super().probe(server)
+        self._barrier.wait(timeout=60)
+        return found
+
+
+def test_a_recovery_that_overlapping_probes_find_is_logged_and_counted_once(
+        service: ToolHealthService, caplog: pytest.LogCaptureFixture) -> None:
+    config = McpServerConfig(name="clock", transport="stdio", command=sys.executable,
+                             args=["-m", "mcp_server_time"], timeout=30)
+    service.write(ToolHealth(tenant_id="acme", project_id="p1", server="clock",
+                             state=HealthState.DOWN, cause=HealthCause.UNREACHABLE,
+                             reason="connect: refused", next_probe_at=utcnow(), failures=1))
+
+    def came_up() -> float:
+        return REGISTRY.get_sample_value("vancetope_tool_health_changes_total", {
+            "server": "clock", "state": "UP", "cause": "", "source": "checker"}) or 0.0
+
+    before = came_up()
+    barrier = threading.Barrier(2)
+    with Lockstep([config], barrier) as one, Lockstep([config], barrier) as other, \
+            ThreadPoolExecutor(2) as beats:
+        runs = [beats.submit(probe_now, service, registry) for registry in (one, other)]
+        assert [run.result(timeout=120) for run in runs] == [1, 1]  # both saw it DOWN
+
+    assert record(service, "clock").state is HealthState.UP  # type: ignore[union-attr]
+    assert came_up() == before + 1
+    assert [r.getMessage() for r in caplog.records if "DOWN -> UP" in r.getMessage()] == [
+        "tool health: server 'clock' (tenant acme, project p1) DOWN -> UP"]
 
 
 # ── what changes nothing, what goes to the hook ─────────────────────────────

@@ -158,12 +158,18 @@ class DeliveryStatus(StrEnum):
 
 
 class NotificationDelivery(Document):
-    """One attempt of one channel to tell one user about one item (§12.6)."""
+    """One attempt of one channel to tell one user about one item (§12.6).
+
+    ``project_id``: the project the item was asked in, so a QUEUED delivery is sent with
+    the same settings cascade (user → project → tenant) it was taken with; None for an
+    item from outside any project (and in records written before it was kept).
+    """
 
     id: str
     tenant_id: str
     item_id: str
     user_id: str
+    project_id: str | None = None
     channel: str
     status: DeliveryStatus
     reason: str | None = None

@@ -54,7 +54,9 @@ class ToolHealth(Document):
 
     ``since``: when ``state`` began; ``checked_at``: the last observation;
     ``next_probe_at``: when the background probe looks again (None: never, e.g. UP);
-    ``failures``: failed observations in a row (0 once UP).
+    ``failures``: failed observations in a row (0 once UP); ``revision``: counts writes of
+    the record, each a compare-and-set on it (``ToolHealthStore.put_tool_health``), so a
+    change of state is recorded, logged and counted by one writer only.
     """
 
     tenant_id: str
@@ -69,6 +71,7 @@ class ToolHealth(Document):
     next_probe_at: datetime | None = None
     failures: int = Field(default=0, ge=0)
     source: HealthSource = HealthSource.CHECKER
+    revision: int = Field(default=0, ge=0)
 
     @property
     def key(self) -> tuple[str, str, str, str | None]:

@@ -52,7 +52,8 @@ class NotificationDispatcher:
             now = self._clock()
             delivery = NotificationDelivery(
                 id=new_id("dlv"), tenant_id=event.tenant_id, item_id=event.item_id,
-                user_id=event.user_id, channel=channel.name, status=status, reason=reason,
+                user_id=event.user_id, project_id=event.project_id, channel=channel.name,
+                status=status, reason=reason,
                 criticality=event.criticality, created_at=now,
                 sent_at=now if status is DeliveryStatus.SENT else None)
             self._store.add_delivery(delivery)

@@ -1,5 +1,6 @@
-"""The e-mail channel: CRITICAL items at once, the rest collected into one message per user
-and batch interval (``flush``, run by the beat job).
+"""The e-mail channel: CRITICAL items at once, the rest collected into one message per user,
+address and batch interval (``flush``, run by the beat job); what quiet hours hold back is
+queued and sent by the first ``flush`` after them.
 
 Not a module named ``email``: that is the standard library package this one uses.
 """
@@ -34,6 +35,8 @@ log = logging.getLogger(__name__)
 
 SUBJECT_PREFIX = "[Vancetope]"
 ITEM_GONE = "item no longer exists"
+QUIET_HOURS = "quiet hours"
+"""The reason of a delivery QUEUED because quiet hours hold it back (until they end)."""
 
 
 class _Entry(NamedTuple):
@@ -45,13 +48,28 @@ class _Entry(NamedTuple):
     link: str
 
 
+class _Queued(NamedTuple):
+    """A QUEUED delivery and the settings it is sent with (its project's cascade)."""
+
+    delivery: NotificationDelivery
+    prefs: NotificationPrefs
+
+    def due(self, now: datetime) -> bool:
+        interval = timedelta(seconds=self.prefs.email_batch_interval_sec)
+        return self.delivery.created_at + interval <= now
+
+
 class EmailChannel:
-    """Active when the user has ``notify.email.address``, the item reaches
-    ``notify.email.minCriticality`` and quiet hours allow it (§12.2).
+    """Active when the user has ``notify.email.address`` and the item reaches
+    ``notify.email.minCriticality`` (§12.2), both resolved over the cascade of the item's
+    project.
 
     CRITICAL items (and every item when ``batchIntervalSec`` is 0) are sent at
-    once; the others are logged QUEUED and ``flush`` sends them. ``flush`` must run
-    in one place only (the beat job): two concurrent runs could mail a batch twice.
+    once; the others are logged QUEUED and ``flush`` sends them. Quiet hours delay,
+    never drop: an item they hold back (CRITICAL passes while ``exceptCritical``) is
+    QUEUED with the reason "quiet hours" and goes out with the first batch after them.
+    ``flush`` must run in one place only (the beat job): two concurrent runs could mail
+    a batch twice.
     """
 
     name = "email"
@@ -67,16 +85,16 @@ class EmailChannel:
         self._clock = clock
 
     def can_handle(self, event: NotifyEvent, prefs: NotificationPrefs) -> str | None:
-        if reason := self._unreachable(prefs):
+        if reason := self._unreachable(prefs.email_address):
             return reason
         if event.criticality.rank < prefs.email_min_criticality.rank:
             return "below notify.email.minCriticality"
-        if prefs.quiet_for(event.criticality, self._clock()):
-            return "quiet hours"
         return None
 
     def deliver(self, event: NotifyEvent,
                 prefs: NotificationPrefs) -> tuple[DeliveryStatus, str | None]:
+        if prefs.quiet_for(event.criticality, self._clock()):
+            return DeliveryStatus.QUEUED, QUIET_HOURS
         if event.criticality is not Criticality.CRITICAL and \
                 prefs.email_batch_interval_sec > 0:
             return DeliveryStatus.QUEUED, None
@@ -86,29 +104,37 @@ class EmailChannel:
         return (DeliveryStatus.FAILED, error) if error else (DeliveryStatus.SENT, None)
 
     def flush(self, now: datetime) -> int:
-        """Send one message per user whose oldest QUEUED delivery is at least
-        ``batchIntervalSec`` old, unless the user is in quiet hours now (the batch waits for
-        them to end). Returns how many messages were sent."""
-        groups: dict[tuple[str, str], list[NotificationDelivery]] = {}
-        for delivery in self._store.queued_deliveries(self.name):
-            groups.setdefault((delivery.tenant_id, delivery.user_id), []).append(delivery)
-        sent = 0
-        for (tenant_id, user_id), deliveries in groups.items():
-            # The deliveries record no project, so the cascade here is user → tenant.
-            prefs = NotificationPrefs.from_settings(
-                SettingsApi(self._settings, tenant_id, None, user_id))
-            due = now - timedelta(seconds=prefs.email_batch_interval_sec)
-            if deliveries[0].created_at > due or prefs.quiet_for(Criticality.NORMAL, now):
-                continue
-            sent += self._send_batch(tenant_id, prefs, deliveries, now)
-        return sent
+        """Send what is due at ``now``; returns how many messages were sent.
 
-    def _send_batch(self, tenant_id: str, prefs: NotificationPrefs,
+        Each QUEUED delivery is read with the settings of its user in its item's project
+        (as when it was queued) and waits while those settings' quiet hours hold it. The
+        rest are batched per user and resolved address, so items of projects that name
+        different addresses go out as one message each. A batch goes out once one of its
+        deliveries is ``batchIntervalSec`` old (by its own settings), and takes the rest of
+        the batch along."""
+        prefs: dict[tuple[str, str | None, str], NotificationPrefs] = {}
+        batches: dict[tuple[str, str, str | None], list[_Queued]] = {}
+        for delivery in self._store.queued_deliveries(self.name):
+            scope = (delivery.tenant_id, delivery.project_id, delivery.user_id)
+            if scope not in prefs:
+                prefs[scope] = NotificationPrefs.from_settings(SettingsApi(self._settings, *scope))
+            queued = _Queued(delivery, prefs[scope])
+            if queued.prefs.quiet_for(delivery.criticality, now):
+                continue
+            batches.setdefault((delivery.tenant_id, delivery.user_id,
+                                queued.prefs.email_address), []).append(queued)
+        return sum(self._send_batch(tenant_id, address, [q.delivery for q in batch], now)
+                   for (tenant_id, _, address), batch in batches.items()
+                   if any(q.due(now) for q in batch))
+
+    def _send_batch(self, tenant_id: str, address: str | None,
                     deliveries: list[NotificationDelivery], now: datetime) -> int:
-        """Mail the batch's items and finish each delivery; 1 if a message went out."""
-        if reason := self._unreachable(prefs):  # settings or config changed since queued
+        """Mail the batch's items to ``address`` and finish each delivery; 1 if a message
+        went out."""
+        if reason := self._unreachable(address):  # settings or config changed since queued
             self._finish(deliveries, DeliveryStatus.SKIPPED, reason)
             return 0
+        assert address is not None  # _unreachable checked it
         entries: dict[str, _Entry] = {}
         listed: list[NotificationDelivery] = []
         for delivery in deliveries:
@@ -125,8 +151,7 @@ class EmailChannel:
             listed.append(delivery)
         if not listed:
             return 0
-        assert prefs.email_address is not None  # _unreachable checked it
-        error = self._send(prefs.email_address, list(entries.values()), now)
+        error = self._send(address, list(entries.values()), now)
         if error:
             self._finish(listed, DeliveryStatus.FAILED, error)
             return 0
@@ -139,10 +164,10 @@ class EmailChannel:
             self._store.finish_delivery(delivery.tenant_id, delivery.id, status,
                                         reason=reason, sent_at=sent_at)
 
-    def _unreachable(self, prefs: NotificationPrefs) -> str | None:
+    def _unreachable(self, address: str | None) -> str | None:
         if self._smtp is None:
             return "SMTP not configured"
-        if prefs.email_address is None:
+        if address is None:
             return "no notify.email.address"
         return None
 

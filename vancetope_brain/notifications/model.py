@@ -44,7 +44,7 @@ class Channel(Protocol):
 
     def can_handle(self, event: NotifyEvent, prefs: NotificationPrefs) -> str | None:
         """None when this channel takes the event; else why not (the SKIPPED reason in the
-        delivery log, e.g. ``"quiet hours"``)."""
+        delivery log, e.g. ``"no notify.email.address"``)."""
 
     def deliver(self, event: NotifyEvent,
                 prefs: NotificationPrefs) -> tuple[DeliveryStatus, str | None]:

@@ -11,8 +11,9 @@ from vancetope_brain.store.backend import Port
 
 class ToolHealthStore(Port):
     """``ToolHealth`` records keyed by (tenant, project, server, tool); ``tool`` None is the
-    whole server's record. Each call is one atomic read or write; concurrent ``put`` of one
-    key: the last write wins (the record is an observation, not a counter anyone relies on).
+    whole server's record. Each call is one atomic read or write; ``put`` is a
+    compare-and-set on the record's ``revision``, so of two writers that read the same
+    record (two probes, a probe and a turn) only one replaces it.
     """
 
     @abstractmethod
@@ -26,8 +27,12 @@ class ToolHealthStore(Port):
         (the server's own record first)."""
 
     @abstractmethod
-    def put_tool_health(self, health: ToolHealth) -> None:
-        """Insert or replace the record of ``health.key`` whole."""
+    def put_tool_health(self, health: ToolHealth, *,
+                        expected_revision: int | None) -> ToolHealth | None:
+        """Store ``health`` whole under its key if the stored record's ``revision`` still
+        equals ``expected_revision`` (None: if no record is stored); the stored (and
+        returned) record has ``revision`` = ``expected_revision + 1`` (1 for a new one).
+        Returns None, writing nothing, when the record moved on."""
 
     @abstractmethod
     def reset_tool_health(self, tenant_id: str, project_id: str | None = None,

@@ -4,7 +4,8 @@ Every failure of an MCP server or tool is classified here without an LLM
 (``classify``, ``classify_text``) and recorded in ``tool_health`` for the turn's
 project: the whole server DOWN when it cannot be reached, hangs, refuses the
 credentials or breaks the protocol while connecting or listing; DEGRADED when it
-rate-limits; one tool DEGRADED when a call meets a server error or a protocol
+rate-limits or one call times out (DOWN once ``TIMEOUTS_TO_DOWN`` failures in a row
+end in timeouts); one tool DEGRADED when a call meets a server error or a protocol
 error. A caller's bad parameters change nothing. What fits no rule is
 *ambiguous*: the ``on_ambiguous`` hook gets it (a service engine diagnoses it and
 writes a verdict with ``ToolHealthService.write``); the checker writes nothing.
@@ -15,7 +16,9 @@ a call to one fails at once naming the server and the cause. The background prob
 (``ToolHealthService.probe_due``, run by the housekeeping beat, never in a turn)
 connects and lists again when a record's ``next_probe_at`` is due, with back-off,
 and marks it UP when the server answers. A change of state is logged at WARNING
-(``tool health: …``).
+(``tool health: …``) and counted, once: every write is a compare-and-set on the
+record's revision, and only the writer that replaced the record announces it (two
+probes that overlap, or a probe and a turn, read the same DOWN record; one wins).
 """
 
 from __future__ import annotations
@@ -49,6 +52,11 @@ Step = Literal["connect", "list", "call"]
 
 MAX_PROBES = 100
 """Records one probe run looks at (the soonest due; the rest wait for the next run)."""
+
+TIMEOUTS_TO_DOWN = 3
+"""The failure in a row (no success, no answered listing between) at which a server whose
+calls time out is DOWN; before it, DEGRADED: one slow call is no hung server, and hiding all
+of its tools for it would cost more than a second wait."""
 
 
 @dataclass(frozen=True)
@@ -181,10 +189,24 @@ def _verdict(failure: Failure) -> tuple[str | None, HealthState] | None:
         return None, HealthState.DEGRADED
     if failure.answered:  # the tool's own error: the server is fine, the tool is not
         return failure.tool, HealthState.DEGRADED
-    if cause in (HealthCause.UNREACHABLE, HealthCause.TIMEOUT, HealthCause.AUTH) or \
-            failure.step != "call" or failure.tool is None:
+    if failure.step != "call" or failure.tool is None:
+        return None, HealthState.DOWN
+    if cause is HealthCause.TIMEOUT:  # one slow call; repeated ones: ``_escalated``
+        return None, HealthState.DEGRADED
+    if cause in (HealthCause.UNREACHABLE, HealthCause.AUTH):
         return None, HealthState.DOWN
     return failure.tool, HealthState.DEGRADED  # a server or protocol error in one call
+
+
+def _escalated(state: HealthState, failure: Failure, known: ToolHealth | None,
+               failures: int) -> HealthState:
+    """The state a failure sets, given the record it replaces (``known``) and the failures in
+    a row it makes: a call timeout after timeouts is DOWN at ``TIMEOUTS_TO_DOWN``."""
+    if state is HealthState.DEGRADED and failure.cause is HealthCause.TIMEOUT and \
+            known is not None and known.cause is HealthCause.TIMEOUT and \
+            failures >= TIMEOUTS_TO_DOWN:
+        return HealthState.DOWN
+    return state
 
 
 # ── the service ─────────────────────────────────────────────────────────────
@@ -213,10 +235,10 @@ class ToolHealthService:
         return CheckedMcp(registry, self, process)
 
     def write(self, health: ToolHealth) -> None:
-        """Store a record (a verdict, a probe's finding) and announce a change of state."""
-        before = self.store.get_tool_health(*health.key)
-        self.store.put_tool_health(health)
-        self._announce(before, health)
+        """Store a record (a verdict, a probe's finding) over whatever is stored, and announce
+        a change of state."""
+        while self._put(self.store.get_tool_health(*health.key), health) is None:
+            pass  # another writer came between the read and the write: read again
 
     def reset(self, tenant_id: str, project_id: str | None = None, server: str | None = None,
               tool: str | None = None) -> int:
@@ -240,28 +262,36 @@ class ToolHealthService:
         if verdict is None:
             return None
         tool, state = verdict
+        while (written := self._put(known, self._observed(process, failure, tool, state,
+                                                          known))) is None:
+            # Another writer came first: count this failure on top of what it wrote.
+            known = self.store.get_tool_health(process.tenant_id, process.project_id,
+                                               failure.server, tool)
+        return written
+
+    def _observed(self, process: ThinkProcess, failure: Failure, tool: str | None,
+                  state: HealthState, known: ToolHealth | None) -> ToolHealth:
+        """The record ``failure`` makes of ``known``."""
         now = utcnow()
         failures = (known.failures if known is not None and known.state is not HealthState.UP
                     else 0) + 1
+        state = _escalated(state, failure, known, failures)
         same = known is not None and known.state is state
-        record = ToolHealth(
+        return ToolHealth(
             tenant_id=process.tenant_id, project_id=process.project_id, server=failure.server,
             tool=tool, state=state, cause=failure.cause, reason=_reason(failure),
             since=known.since if same and known is not None else now, checked_at=now,
             next_probe_at=now + self._backoff(failures), failures=failures)
-        self.store.put_tool_health(record)
-        self._announce(known, record)
-        return record
 
-    def recovered(self, known: ToolHealth) -> ToolHealth:
-        """Mark ``known`` UP (the server answered, or the tool succeeded)."""
+    def recovered(self, known: ToolHealth) -> ToolHealth | None:
+        """Mark ``known`` UP (the server answered, or the tool succeeded) unless the record
+        changed since it was read: then the other writer's record stands (it may be this
+        very recovery, by an overlapping probe). Returns the record stored now (None: none)."""
         now = utcnow()
-        record = replace_health(known, state=HealthState.UP, cause=None,
-                                reason="answered again", since=now, checked_at=now,
-                                next_probe_at=None, failures=0, source=HealthSource.CHECKER)
-        self.store.put_tool_health(record)
-        self._announce(known, record)
-        return record
+        up = replace_health(known, state=HealthState.UP, cause=None, reason="answered again",
+                            since=now, checked_at=now, next_probe_at=None, failures=0,
+                            source=HealthSource.CHECKER)
+        return self._put(known, up) or self.store.get_tool_health(*known.key)
 
     def probe_due(self, registry: McpRegistry, now: datetime | None = None) -> int:
         """The beat's part: probe each server with a due record once (connect and list) and
@@ -273,7 +303,7 @@ class ToolHealthService:
         for server, records in by_server.items():
             if server not in registry.servers:
                 for record in records:  # no longer configured: look again much later
-                    self.store.put_tool_health(replace_health(
+                    self._put(record, replace_health(
                         record, next_probe_at=utcnow() + timedelta(seconds=self.policy.backoff_max)))
                 continue
             failure, listed = registry.probe(server)
@@ -284,10 +314,20 @@ class ToolHealthService:
                 failures = record.failures + 1
                 reason = (_reason(failure) if failure is not None
                           else f"probe: the server no longer lists {record.tool}")
-                self.store.put_tool_health(replace_health(
+                self._put(record, replace_health(  # lost to a newer observation: it stands
                     record, reason=reason, checked_at=utcnow(), failures=failures,
                     next_probe_at=utcnow() + self._backoff(failures)))
         return len(due)
+
+    def _put(self, known: ToolHealth | None, record: ToolHealth) -> ToolHealth | None:
+        """Write ``record`` over ``known`` — what the caller read, None: no record — if the
+        store still holds that, and announce the change of state; the record stored, or
+        None when another writer replaced ``known`` first (nothing written or announced)."""
+        stored = self.store.put_tool_health(
+            record, expected_revision=None if known is None else known.revision)
+        if stored is not None:
+            self._announce(known, stored)
+        return stored
 
     def _backoff(self, failures: int) -> timedelta:
         seconds = self.policy.backoff * 2 ** min(max(failures - 1, 0), 30)
@@ -367,7 +407,8 @@ class CheckedMcp:
                 self._unlisted[survey.server] = survey.failure
                 self._failed(survey.failure)
                 continue
-            self._answered(survey.server, None)
+            if survey.answered:  # a listing from the cache shows nothing about the server
+                self._answered(survey.server, None)
             shown += self._with_health(survey.manifests)
         if self._service.policy.show_down:
             for server in sorted(down):
@@ -444,5 +485,9 @@ class CheckedMcp:
         for key in ((server, None), (server, tool)) if tool else ((server, None),):
             record = self._health().get(key)
             if record is not None and record.state is HealthState.DEGRADED:
-                self._health()[key] = self._service.recovered(record)
+                now = self._service.recovered(record)
+                if now is None:
+                    del self._health()[key]
+                else:
+                    self._health()[key] = now
 

@@ -330,9 +330,11 @@ class _Loop:
         found: dict[str, Survey] = {}
 
         async def one(server: _Server) -> None:
+            cached = server.cached
             listing, failure = await server.listing(self.tg)
             found[server.config.name] = Survey(
-                server.config.name, _manifests(listing) if listing is not None else [], failure)
+                server.config.name, _manifests(listing) if listing is not None else [], failure,
+                answered=listing is not None and listing is not cached)
 
         async with anyio.create_task_group() as tg:
             for name in names:
@@ -384,11 +386,13 @@ async def _supervise(*, task_status: TaskStatus[tuple[TaskGroup, anyio.Event]]) 
 
 @dataclass(frozen=True)
 class Survey:
-    """One server's part of a listing: its manifests, or the failure that left it without."""
+    """One server's part of a listing: its manifests, or the failure that left it without;
+    ``answered``: the server listed them during this survey (not from the cache)."""
 
     server: str
     manifests: list[dispatcher.ToolManifest]
     failure: Failure | None = None
+    answered: bool = False
 
 
 @dataclass

@@ -28,7 +28,7 @@ def test_deliveries_round_trip_and_list_oldest_first(
 ) -> None:
     base = utcnow() - timedelta(minutes=5)
     late = world.delivery("ten_1", status=D.SENT, created_at=base + timedelta(seconds=2),
-                          sent_at=base + timedelta(seconds=3))
+                          sent_at=base + timedelta(seconds=3), project_id="prj_1")
     early = world.delivery("ten_1", status=D.SKIPPED, reason="quiet hours", created_at=base)
     for delivery in (late, early):
         deliveries.add_delivery(delivery)

@@ -3,7 +3,8 @@
 A ``ToolHealth`` with ``_id`` = ``{tenantId, projectId, server, tool}`` (``tool`` ``''``
 for the server's own record) and ``probeAt``, its ``nextProbeAt`` while it is not UP
 (absent otherwise), indexed for the probe's ``due_tool_health``. Atomicity: each call is
-one operation (``put`` one upserting ``replace_one``, ``reset`` one ``delete_many``).
+one operation (``put`` an ``insert_one`` of a new record or a ``replace_one`` whose filter
+holds the expected ``revision``, ``reset`` one ``delete_many``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from pymongo import ASCENDING
+from pymongo.errors import DuplicateKeyError
 
 from vancetope_brain.models.tool_health import HealthState, ToolHealth
 from vancetope_brain.store.mongo import MongoAdapter, MongoBackend
@@ -43,15 +45,28 @@ class MongoToolHealth(MongoAdapter, ToolHealthStore):
         return [_load(raw) for raw in self._health.find(query).sort(_SORT)]
 
     @translated
-    def put_tool_health(self, health: ToolHealth) -> None:
-        doc = health.dump()
+    def put_tool_health(self, health: ToolHealth, *,
+                        expected_revision: int | None) -> ToolHealth | None:
+        stored = health.model_copy(update={"revision": (expected_revision or 0) + 1})
+        doc = stored.dump()
         for name in ("since", "checkedAt", "nextProbeAt"):
             if doc[name] is not None:
                 doc[name] = naive_utc(datetime.fromisoformat(doc[name]))
         doc["_id"] = _key(*health.key)
         if health.state is not HealthState.UP and health.next_probe_at is not None:
             doc["probeAt"] = doc["nextProbeAt"]
-        self._health.replace_one({"_id": doc["_id"]}, doc, upsert=True)
+        if expected_revision is None:
+            try:
+                self._health.insert_one(doc)
+            except DuplicateKeyError:
+                return None
+            return stored
+        # A record stored before revisions were kept has none: it reads as revision 0.
+        revision: Any = expected_revision or {"$in": [0, None]}
+        if self._health.replace_one({"_id": doc["_id"], "revision": revision},
+                                    doc).matched_count == 0:
+            return None
+        return stored
 
     @translated
     def reset_tool_health(self, tenant_id: str, project_id: str | None = None,

@@ -3,11 +3,12 @@
 A row holds a ``ToolHealth`` under (tenant, project, server, tool or ``''`` for the
 server's own record); ``probe_ms`` is its ``next_probe_at`` while it is not UP (else
 NULL), indexed for the probe's ``due_tool_health``. Atomicity: each call is one
-statement in its own ``BEGIN IMMEDIATE`` transaction (``put`` is one upsert).
+``BEGIN IMMEDIATE`` transaction; ``put`` reads the stored revision and upserts inside it.
 """
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 
 from vancetope_brain.models.tool_health import HealthState, ToolHealth
@@ -41,15 +42,24 @@ class SqliteToolHealth(SqliteAdapter, ToolHealthStore):
             f"SELECT doc FROM tool_health WHERE {' AND '.join(clauses)} "
             "ORDER BY project_id, server, tool", tuple(params)))
 
-    def put_tool_health(self, health: ToolHealth) -> None:
+    def put_tool_health(self, health: ToolHealth, *,
+                        expected_revision: int | None) -> ToolHealth | None:
+        stored = health.model_copy(update={"revision": (expected_revision or 0) + 1})
+        key = (health.tenant_id, health.project_id, health.server, health.tool or "")
         probe = (to_ms(health.next_probe_at) if health.next_probe_at is not None
                  and health.state is not HealthState.UP else None)
-        self.db.execute(
-            "INSERT INTO tool_health (tenant_id, project_id, server, tool, probe_ms, doc) "
-            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id, project_id, server, tool) "
-            "DO UPDATE SET probe_ms = excluded.probe_ms, doc = excluded.doc",
-            (health.tenant_id, health.project_id, health.server, health.tool or "", probe,
-             health.model_dump_json(by_alias=True)))
+        with self.db.write() as conn:
+            row = conn.execute("SELECT doc FROM tool_health WHERE tenant_id = ? AND "
+                               "project_id = ? AND server = ? AND tool = ?", key).fetchone()
+            revision = None if row is None else ToolHealth.load(json.loads(row[0])).revision
+            if revision != expected_revision:
+                return None
+            conn.execute(
+                "INSERT INTO tool_health (tenant_id, project_id, server, tool, probe_ms, doc) "
+                "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id, project_id, server, tool) "
+                "DO UPDATE SET probe_ms = excluded.probe_ms, doc = excluded.doc",
+                (*key, probe, stored.model_dump_json(by_alias=True)))
+        return stored
 
     def reset_tool_health(self, tenant_id: str, project_id: str | None = None,
                           server: str | None = None, tool: str | None = None) -> int:
