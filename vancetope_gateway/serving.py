@@ -30,19 +30,49 @@ from typing import Any
 
 from flask import Flask
 from gunicorn.workers.gthread import ThreadWorker
-from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
+from werkzeug.serving import (
+    LISTEN_QUEUE,
+    BaseWSGIServer,
+    WSGIRequestHandler,
+    get_sockaddr,
+    make_server,
+    select_address_family,
+)
 
 from vancetope_brain.config import Config
+from vancetope_brain.errors import ConfigError
 from vancetope_gateway.app import going_away
 from vancetope_gateway.hub import Hub
 
 
-def make_embedded_server(app: Flask, host: str, port: int,
+def listen(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` (0: any free port) and listening, as werkzeug's own
+    would be; ``ConfigError`` saying why when it cannot be (a busy port, an address this
+    machine does not have). ``vancetope serve`` binds first, before it makes anything."""
+    family = select_address_family(host, port)
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(get_sockaddr(host, port, family))
+        sock.listen(LISTEN_QUEUE)
+    except OSError as e:
+        sock.close()
+        raise ConfigError(f"cannot listen on {host}:{port}: {e.strerror or e}; stop what uses "
+                          f"it, or choose another port (--port or VANCETOPE_PORT; 0 picks a "
+                          f"free one)") from e
+    return sock
+
+
+def make_embedded_server(app: Flask, listener: socket.socket,
                          header_timeout: float) -> BaseWSGIServer:
-    """werkzeug's threaded server that closes a connection whose request head is not in
-    within ``header_timeout`` of the request's start (and whose body reads stall as long)."""
+    """werkzeug's threaded server on ``listener`` (``listen``; the server takes it over) that
+    closes a connection whose request head is not in within ``header_timeout`` of the
+    request's start (and whose body reads stall as long)."""
     handler = type("TimedRequestHandler", (_HeadDeadlineHandler,), {"timeout": header_timeout})
-    return make_server(host, port, app, threaded=True, request_handler=handler)
+    host, port = listener.getsockname()[:2]
+    with listener:  # werkzeug serves a duplicate of its descriptor
+        return make_server(host, port, app, threaded=True, request_handler=handler,
+                           fd=listener.fileno())
 
 
 class _HeadDeadlineHandler(WSGIRequestHandler):
