@@ -134,13 +134,13 @@ def _serve(config: Config) -> int:
     # Nothing is made before the port is bound: a serve that cannot start leaves no data
     # directory behind (one that `chat` would then prefer to the running server's).
     lock = ServerLock(config.data_dir)
-    lock.take(create=False)  # a server already running here: refused before its port clashes
-    listener = listen(config.host, config.port)
     try:
-        lock.take(create=True)
-        return _run(config, listener)
+        # A server already running here is named before its port can clash with this one's.
+        lock.take(create=False)
+        with listen(config.host, config.port) as listener:
+            lock.take(create=True)
+            return _run(config, listener)
     finally:
-        listener.close()  # a no-op once the server took it over
         lock.release()
 
 
