@@ -167,9 +167,9 @@ def _celery_app(broker_url: str) -> Any:
 
     from workers import broker
 
+    broker.register()
     app = Celery("bench-noop", broker=broker_url)
     app.conf.update(
-        broker_transport=broker.Transport,
         broker_transport_options={"visibility_timeout": 3600},
         task_acks_late=True, task_reject_on_worker_lost=True, worker_prefetch_multiplier=1,
         task_ignore_result=True, worker_send_task_events=False, task_send_sent_event=False,

@@ -12,11 +12,25 @@ from vancetope_brain.errors import ConfigError
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_nothing_set_means_embedded():
+def test_nothing_set_means_embedded(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     config = Config.from_env({})
     assert config.embedded and not config.llm_configured
     assert config.broker_url.startswith("memory://")
-    assert config.store_url == f"sqlite:///{Path('.vancetope') / 'vancetope.db'}"
+    assert config.store_url == f"sqlite:///{tmp_path / '.vancetope' / 'vancetope.db'}"
+
+
+def test_the_data_dir_and_its_paths_are_absolute_from_the_start_folder(tmp_path, monkeypatch):
+    # Flask's send_file reads a relative path against the package's folder, not the
+    # folder the server started in (issue 27 item 5).
+    monkeypatch.chdir(tmp_path)
+    config = Config.from_env({"VANCETOPE_DATA_DIR": "data/../here"})
+    monkeypatch.chdir("/")
+    assert config.data_dir == tmp_path / "here"
+    assert config.attachments_dir == tmp_path / "here" / "attachments"
+    assert config.store_url == f"sqlite:///{tmp_path / 'here' / 'vancetope.db'}"
+    assert Config.from_env({"VANCETOPE_ATTACHMENTS_DIR": "files"}).attachments_dir == \
+        Path("/files")
 
 
 def test_redis_url_becomes_the_broker():

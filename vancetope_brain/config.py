@@ -30,7 +30,7 @@ def write_private(path: Path, text: str) -> None:
 
 VARIABLES: dict[str, tuple[str, str]] = {
     # name: (default, meaning)
-    "VANCETOPE_DATA_DIR": ("./.vancetope", "Where the embedded shape keeps its SQLite file, token and attachments."),
+    "VANCETOPE_DATA_DIR": ("./.vancetope", "Where the embedded shape keeps its SQLite file, token and attachments; a relative path is taken from the folder the process starts in, once, at start."),
     "VANCETOPE_STORE_URL": ("sqlite:///<data dir>/vancetope.db", "`sqlite:///PATH` or `mongodb://HOST/DB`."),
     "VANCETOPE_REDIS_URL": ("(unset: in-process fakeredis)", "Redis for lane leases, wake coalescing and stream events."),
     "VANCETOPE_REDIS_MAX_CONNECTIONS": ("500", "Connections to `VANCETOPE_REDIS_URL` one OS process opens at most (the Celery broker's are kombu's own); its threads share them, and a command that would need one more fails as if Redis were down (redis-py's own cap is 100). Keep it above a worker's pool threads when turns wait on client tools (each waiting call holds one)."),
@@ -185,7 +185,10 @@ class Config:
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
         """Read the configuration; raises ``ConfigError`` naming the bad variable."""
         env = os.environ if env is None else env
-        data_dir = Path(env.get("VANCETOPE_DATA_DIR", "./.vancetope"))
+        # Absolute once, here: every path derived from it (the SQLite file, the token, the
+        # secret key, attachments) then means the same file to every library, whatever it
+        # resolves a relative path against (Flask's send_file: the package's folder).
+        data_dir = Path(env.get("VANCETOPE_DATA_DIR", "./.vancetope")).resolve()
         redis_url = env.get("VANCETOPE_REDIS_URL") or None
         return cls(
             data_dir=data_dir,
@@ -217,7 +220,8 @@ class Config:
             llm_profiles_file=Path(p) if (p := env.get("VANCETOPE_LLM_PROFILES")) else None,
             public_url=(env.get("VANCETOPE_PUBLIC_URL") or "").rstrip("/"),
             secret_key=env.get("VANCETOPE_SECRET_KEY") or None,
-            attachments_dir=Path(env.get("VANCETOPE_ATTACHMENTS_DIR") or data_dir / "attachments"),
+            attachments_dir=Path(env.get("VANCETOPE_ATTACHMENTS_DIR")
+                                 or data_dir / "attachments").resolve(),
             attachment_url_ttl=_number(env, "VANCETOPE_ATTACHMENT_URL_TTL", int, 1),
             smtp=_smtp(env),
             frame_rate=_number(env, "VANCETOPE_FRAME_RATE", float, 0.1),

@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import socket
 import sys
 import threading
 from dataclasses import replace
 
-from vancetope_brain.config import PRIVATE_DIR, Config
+from vancetope_brain.config import Config
 from vancetope_brain.errors import VancetopeError
 from vancetope_gateway.admin_cli import add_admin_parser, run_admin
 
@@ -126,17 +127,34 @@ def _setup_logging(config: Config) -> None:
 
 
 def _serve(config: Config) -> int:
+    from vancetope_gateway.discovery import ServerLock
+    from vancetope_gateway.serving import listen
+
+    _setup_logging(config)
+    # Nothing is made before the port is bound: a serve that cannot start leaves no data
+    # directory behind (one that `chat` would then prefer to the running server's).
+    lock = ServerLock(config.data_dir)
+    try:
+        # A server already running here is named before its port can clash with this one's.
+        lock.take(create=False)
+        with listen(config.host, config.port) as listener:
+            lock.take(create=True)
+            return _run(config, listener)
+    finally:
+        lock.release()
+
+
+def _run(config: Config, listener: socket.socket) -> int:
+    """Build and run the embedded server on ``listener``, with the data directory's lock held."""
     from vancetope_brain.llm.factory import describe
     from vancetope_brain.runtime import open_store
     from vancetope_gateway.app import create_app, going_away
-    from vancetope_gateway.discovery import record_server
+    from vancetope_gateway.discovery import forget_server, record_server
     from vancetope_gateway.parts import build_gateway
     from vancetope_gateway.serving import make_embedded_server
     from workers.celery_app import broker_ping, create_celery, enqueue_on
     from workers.embedded import EmbeddedWorker
 
-    _setup_logging(config)
-    config.data_dir.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
     # One process plays both roles: each root builds its own parts on one opened store.
     store = open_store(config.store_url)
     celery = create_celery(config, store=store)
@@ -146,7 +164,7 @@ def _serve(config: Config) -> int:
     worker = EmbeddedWorker(celery, concurrency=config.worker_concurrency)
     worker.start()
     app = create_app(gateway, llm_description=describe(config), ping_broker=broker_ping(celery))
-    server = make_embedded_server(app, config.host, config.port, config.header_timeout)
+    server = make_embedded_server(app, listener, config.header_timeout)
     shape = "embedded" if config.embedded else f"Redis at {_redact(config.redis_url)}"
     host = _client_host(config.host)
     ws_url, web_url = f"ws://{host}:{server.port}/ws", f"http://{host}:{server.port}/"
@@ -180,6 +198,7 @@ def _serve(config: Config) -> int:
     try:
         server.serve_forever()
     finally:
+        forget_server(config)
         worker.stop()
         worker_parts.close()
         store.close()

@@ -1,9 +1,16 @@
-"""How ``vancetope chat`` finds the server ``vancetope serve`` started, from any folder.
+"""How ``vancetope chat`` finds the server ``vancetope serve`` started, from any folder, and
+how ``serve`` keeps to one server per data directory.
 
-``serve`` records its WebSocket URL in ``DATA_DIR/server.json`` and, so that a chat started
-in another folder finds it too, ``{url, dataDir}`` in the user's state file
-(``$XDG_STATE_HOME/vancetope/server.json``, by default ``~/.local/state/vancetope/``); both
-mode 0600 — they name no secret, but say where the token lies. ``chat`` then takes:
+``serve`` holds ``ServerLock`` — an exclusive ``flock`` on ``DATA_DIR/serve.lock`` — for its
+whole life: a second ``serve`` of the same data directory is refused (two would share the
+SQLite file with an in-memory Redis each, and split every session between them). The OS
+drops the lock with the process, however it ends, so a crash leaves no stale lock.
+
+``serve`` records its WebSocket URL and pid in ``DATA_DIR/server.json`` once it listens,
+and removes it when it stops; so that a chat started in another folder finds it too, it
+records ``{url, dataDir}`` in the user's state file (``$XDG_STATE_HOME/vancetope/server.json``,
+by default ``~/.local/state/vancetope/``); both mode 0600 — they name no secret, but say
+where the token lies. ``chat`` then takes:
 
 - the data directory: ``VANCETOPE_DATA_DIR`` if set, else ``./.vancetope`` if it exists,
   else the ``dataDir`` of the user's state file (the server started last);
@@ -15,14 +22,65 @@ mode 0600 — they name no secret, but say where the token lies. ``chat`` then t
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import replace
 from pathlib import Path
 
-from vancetope_brain.config import Config, write_private
+from vancetope_brain.config import PRIVATE_DIR, Config, write_private
+from vancetope_brain.errors import Conflict
 
 SERVER_FILE = "server.json"
+LOCK_FILE = "serve.lock"
+
+
+class ServerLock:
+    """The one ``serve`` of a data directory (see the module docstring)."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self._data_dir = data_dir
+        self._fd: int | None = None
+
+    def take(self, *, create: bool) -> None:
+        """Hold the lock, or raise ``Conflict`` naming the server that does. Without
+        ``create`` nothing is made: a data directory without a lock file is left for a
+        later ``take(create=True)`` (``serve`` makes nothing before its port is bound)."""
+        if self._fd is not None:
+            return
+        path = self._data_dir / LOCK_FILE
+        if create:
+            self._data_dir.mkdir(mode=PRIVATE_DIR, parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_RDWR | (os.O_CREAT if create else 0), 0o600)
+        except FileNotFoundError:
+            if create:
+                raise
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode(errors="replace").strip()
+            os.close(fd)
+            raise Conflict(_running(self._data_dir, holder)) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())  # who holds it, for the refusal above
+        self._fd = fd
+
+    def release(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)  # closing the descriptor drops the flock
+            self._fd = None
+
+
+def _running(data_dir: Path, pid: str) -> str:
+    record = _read(data_dir / SERVER_FILE)  # a crashed server's may be left: match the pid
+    where = f"at {record['url']}, pid {pid}" if record.get("url") and \
+        str(record.get("pid")) == pid else f"pid {pid or '?'}, still starting"
+    return (f"a Vancetope server already serves the data directory {data_dir} ({where}); "
+            f"connect to it with `vancetope chat`, stop it first, or start this one with "
+            f"another data directory (--data-dir or VANCETOPE_DATA_DIR)")
 
 
 def user_state_file(env: Mapping[str, str]) -> Path:
@@ -34,10 +92,15 @@ def user_state_file(env: Mapping[str, str]) -> Path:
 def record_server(config: Config, url: str, env: Mapping[str, str]) -> None:
     """Write where this server listens, for ``chat`` (see the module docstring). A state
     file that cannot be written (a read-only home) only costs the lookup from elsewhere."""
-    write_private(config.data_dir / SERVER_FILE, json.dumps({"url": url}))
+    write_private(config.data_dir / SERVER_FILE, json.dumps({"url": url, "pid": os.getpid()}))
     with contextlib.suppress(OSError):
         write_private(user_state_file(env),
-                      json.dumps({"url": url, "dataDir": str(config.data_dir.resolve())}))
+                      json.dumps({"url": url, "dataDir": str(config.data_dir)}))
+
+
+def forget_server(config: Config) -> None:
+    """This server stopped: ``DATA_DIR/server.json`` no longer names a port it listens on."""
+    (config.data_dir / SERVER_FILE).unlink(missing_ok=True)
 
 
 def chat_config(config: Config, env: Mapping[str, str]) -> Config:

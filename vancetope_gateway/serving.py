@@ -3,10 +3,12 @@ and headers (``VANCETOPE_HEADER_TIMEOUT``), so half-sent requests (slowloris) ca
 the threads that serve everybody.
 
 - ``vancetope serve``: werkzeug's threaded server, whose sockets otherwise have no timeout.
-  Here every accepted socket gets the timeout, which bounds each read of the request line,
-  the headers and a body, and an idle keep-alive connection; the gateway lifts it once a
-  ``/ws`` upgrade is authenticated (``app._authenticate_websocket``), so an idle WebSocket
-  is never cut (its liveness is the 25 s ping).
+  Here a request's line and headers together must arrive within the timeout of its start
+  (a deadline that every read of the head counts against: a client trickling a header
+  line at a time is closed like one that sends nothing), which also bounds an idle
+  keep-alive connection; each read of a body gets the timeout anew. The gateway lifts it
+  once a ``/ws`` upgrade is authenticated (``app._authenticate_websocket``), so an idle
+  WebSocket is never cut (its liveness is the 25 s ping).
 - gunicorn (the Procfile's ``web``): the ``gthread`` worker waits a bounded time for a
   connection's first byte (then parks it, closing it after ``--keep-alive`` seconds) and
   closes idle keep-alive connections after ``--keep-alive``; but once a byte arrived it
@@ -20,6 +22,7 @@ the threads that serve everybody.
 from __future__ import annotations
 
 import contextlib
+import io
 import socket
 import threading
 import time
@@ -27,18 +30,94 @@ from typing import Any
 
 from flask import Flask
 from gunicorn.workers.gthread import ThreadWorker
-from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
+from werkzeug.serving import (
+    LISTEN_QUEUE,
+    BaseWSGIServer,
+    WSGIRequestHandler,
+    get_sockaddr,
+    make_server,
+    select_address_family,
+)
 
 from vancetope_brain.config import Config
+from vancetope_brain.errors import ConfigError
 from vancetope_gateway.app import going_away
 from vancetope_gateway.hub import Hub
 
 
-def make_embedded_server(app: Flask, host: str, port: int,
+def listen(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` (0: any free port) and listening, as werkzeug's own
+    would be; ``ConfigError`` saying why when it cannot be (a busy port, an address this
+    machine does not have). ``vancetope serve`` binds first, before it makes anything."""
+    family = select_address_family(host, port)
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(get_sockaddr(host, port, family))
+        sock.listen(LISTEN_QUEUE)
+    except OSError as e:
+        sock.close()
+        raise ConfigError(f"cannot listen on {host}:{port}: {e.strerror or e}; stop what uses "
+                          f"it, or choose another port (--port or VANCETOPE_PORT; 0 picks a "
+                          f"free one)") from e
+    return sock
+
+
+def make_embedded_server(app: Flask, listener: socket.socket,
                          header_timeout: float) -> BaseWSGIServer:
-    """werkzeug's threaded server whose sockets time out reading after ``header_timeout``."""
-    handler = type("TimedRequestHandler", (WSGIRequestHandler,), {"timeout": header_timeout})
-    return make_server(host, port, app, threaded=True, request_handler=handler)
+    """werkzeug's threaded server on ``listener`` (``listen``; the server takes it over) that
+    closes a connection whose request head is not in within ``header_timeout`` of the
+    request's start (and whose body reads stall as long)."""
+    handler = type("TimedRequestHandler", (_HeadDeadlineHandler,), {"timeout": header_timeout})
+    host, port = listener.getsockname()[:2]
+    with listener:  # werkzeug serves a duplicate of its descriptor
+        return make_server(host, port, app, threaded=True, request_handler=handler,
+                           fd=listener.fileno())
+
+
+class _HeadDeadlineHandler(WSGIRequestHandler):
+    """werkzeug's handler, reading through ``_DeadlineReader``: from the start of each
+    request until its headers are parsed, every read waits only for what is left of
+    ``timeout``; after that (a body), each read waits ``timeout``."""
+
+    head_deadline: float | None = None
+
+    def setup(self) -> None:
+        super().setup()
+        self.rfile.close()  # the socket's own reader; the socket stays open
+        self.rfile = io.BufferedReader(_DeadlineReader(self))
+
+    def handle_one_request(self) -> None:
+        assert self.timeout is not None  # set by make_embedded_server
+        self.head_deadline = time.monotonic() + self.timeout
+        super().handle_one_request()
+
+    def parse_request(self) -> bool:
+        try:
+            return super().parse_request()
+        finally:
+            self.head_deadline = None
+            self.connection.settimeout(self.timeout)
+
+
+class _DeadlineReader(io.RawIOBase):
+    """A socket's reads, each bounded by what is left of its handler's ``head_deadline``."""
+
+    def __init__(self, handler: _HeadDeadlineHandler) -> None:
+        super().__init__()
+        self._handler = handler
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        sock = self._handler.connection
+        if (deadline := self._handler.head_deadline) is not None:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise TimeoutError("the request's line and headers took too long")
+            sock.settimeout(left)
+        return sock.recv_into(buffer)
 
 
 class GatewayWorker(ThreadWorker):

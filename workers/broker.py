@@ -9,6 +9,10 @@ restart under load). Raising the transport's own connection error instead makes
 Celery log "Couldn't ack" and carry on reconnecting; the unacked task is
 redelivered (a lane turn is idempotent) or, if the broker lost it, the sweeper
 finds its work in the store.
+
+``register()`` makes it the transport of ``redis://`` and ``rediss://`` URLs in the
+process, so that a broker URL still reads as Redis to every tool that looks at its scheme
+(Flower's broker view).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 import redis
+from kombu.transport import TRANSPORT_ALIASES, _transport_cache
 from kombu.transport import redis as kombu_redis
 
 
@@ -44,3 +49,20 @@ class Channel(kombu_redis.Channel):
 
 class Transport(kombu_redis.Transport):
     Channel = Channel
+
+
+SCHEMES = ("redis", "rediss")
+
+
+def register() -> None:
+    """Make kombu open ``redis://`` and ``rediss://`` broker URLs with ``Transport`` in this
+    process (idempotent).
+
+    Naming the class in Celery's ``broker_transport`` instead made its module path the
+    scheme of the connection's URL (``workers.broker:Transport://…``), and Flower, which
+    picks its broker view by that scheme, answered ``/broker`` with 404 "'redis' broker is
+    not supported". Through kombu's alias table the scheme stays ``redis``.
+    """
+    for scheme in SCHEMES:
+        TRANSPORT_ALIASES[scheme] = f"{__name__}:{Transport.__name__}"
+        _transport_cache.pop(scheme, None)  # a connection made before resolved kombu's own

@@ -57,10 +57,10 @@ def create_celery(config: Config, *, model_for: ModelFor | None = None,
     else:
         # Correctness never waits for this: the sweeper re-wakes orphaned work.
         transport_options["visibility_timeout"] = 3600
-    if config.broker_url.startswith(("redis://", "rediss://")):
-        # Survives a broker restart under load. By name, not the class: workers send their
-        # connection's settings in control replies (Flower's `stats`), as JSON.
-        app.conf.broker_transport = f"{broker.__name__}:{broker.Transport.__name__}"
+    # Survives a broker restart under load; a Redis URL keeps its scheme (Flower's broker
+    # view reads it). A name, not the class, is what the connection's settings then hold:
+    # workers send them in control replies (Flower's `stats`), as JSON.
+    broker.register()
     app.conf.update(
         task_acks_late=True,
         task_reject_on_worker_lost=True,

@@ -120,6 +120,7 @@ FOREIGN_FRAMES = [
     ("process-status", {"processId": "{chat}"}),
     ("process-steer", {"targetThinkProcessId": "{chat}", "content": "let me in"}),
     ("process-steer", {"targetThinkProcessId": "{paused}", "content": "let me in"}),
+    ("process-command", {"processId": "{chat}", "command": "approve"}),
     ("chat-history", {"processId": "{chat}"}),
 ]
 
@@ -213,6 +214,29 @@ def test_a_foreign_tool_call_id_looks_missing(embedded, world, before):
         assert outcome and outcome[0].result == "genuine"
     finally:
         owner.close()
+    assert _snapshot(embedded, world) == before
+
+
+@pytest.mark.parametrize("command", ["process-steer", "process-stop"])
+def test_a_command_naming_a_foreign_process_reads_like_a_missing_one(embedded, world, before,
+                                                                     command):
+    """Arthur carries out a client's ``process-steer`` / ``process-stop`` command on a process
+    its params name (arthur-engine §3.4); naming Ada's process must read exactly like naming
+    one that never existed."""
+    lanes = embedded.brain.store.port(LaneStore)
+    for name, client in world.clients.items():
+        tenant, chat = world.intruders[name].tenant_id, client.conn.session.chat_process_id
+        errors = []
+        for target in (world.chat, new_id("proc")):
+            seen = len(lanes.chat_history(tenant, chat))
+            client.ok("process-command", processId=chat, command=command,
+                      params={"targetProcessId": target, "content": "let me in"})
+            [line] = wait_for(lambda t=tenant, c=chat, n=seen: [
+                m.content for m in lanes.chat_history(t, c)[n:] if m.role.value == "error"],
+                what=f"{command}'s refusal")
+            assert target in line, line
+            errors.append(line.replace(target, "<id>"))
+        assert errors[0] == errors[1], f"{name} can tell Ada's id from a missing one: {errors}"
     assert _snapshot(embedded, world) == before
 
 

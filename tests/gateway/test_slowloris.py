@@ -1,13 +1,17 @@
 """Half-sent requests cannot hold a gateway (issue 12, slowloris): both servers close a
 connection whose request line and headers are not in within ``VANCETOPE_HEADER_TIMEOUT``,
-while normal clients keep being served — and a WebSocket, once upgraded, is not cut.
+while normal clients keep being served — and a WebSocket, once upgraded, is not cut. The
+bound is on the request head as a whole: a client that trickles one header line at a time,
+each well within the timeout, is closed all the same (issue 27 item 21).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import select
 import socket
 import subprocess
 import sys
@@ -42,6 +46,36 @@ def _half_requests(port: int) -> list[socket.socket]:
         s.sendall(b"GET /healthz HT")
         socks.append(s)
     return socks
+
+
+def _trickle(port: int, clients: int = 3) -> list[float]:
+    """Clients that send a request line, then one header line every half header timeout and
+    never the blank line that ends the head; seconds after the start until the server closed
+    each (at most 5 header timeouts: then it never would)."""
+    socks = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(clients)]
+    started = time.monotonic()
+    for s in socks:
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+    closed: dict[socket.socket, float] = {}
+    for n in range(10):
+        for s in [s for s in socks if s not in closed]:
+            try:
+                s.sendall(f"X-Trickle-{n}: 1\r\n".encode())
+            except OSError:  # reset or broken pipe: closed
+                closed[s] = time.monotonic() - started
+        readable, _, _ = select.select([s for s in socks if s not in closed], [], [],
+                                       HEADER_TIMEOUT / 2)
+        for s in readable:
+            with contextlib.suppress(OSError):
+                data = s.recv(1024)
+                assert data == b"" or data.startswith(b"HTTP/1."), data  # closed, maybe a 408
+            closed[s] = time.monotonic() - started
+        if len(closed) == len(socks):
+            break
+    for s in socks:
+        s.close()
+    assert len(closed) == len(socks), f"{len(socks) - len(closed)} trickling clients still open"
+    return sorted(closed.values())
 
 
 def _seconds_until_closed(socks: list[socket.socket], started: float) -> list[float]:
@@ -82,6 +116,15 @@ def test_the_embedded_server_closes_half_sent_requests_and_keeps_serving(embedde
         ws.close()
 
 
+def test_the_embedded_server_bounds_the_whole_head_of_a_trickled_request(embedded, served):
+    port = int(served.rsplit(":", 1)[1])
+    closed = _trickle(port)
+    print(f"\nembedded server, header timeout {HEADER_TIMEOUT}s: trickling clients closed "
+          f"after {closed[0]:.2f}–{closed[-1]:.2f} s")
+    assert closed[-1] < HEADER_TIMEOUT + 2
+    assert http_get(f"http://{served}/healthz") == (200, {"status": "ok"})
+
+
 WSGI = '''
 def app(environ, start_response):
     start_response("200 OK", [("Content-Type", "text/plain")])
@@ -116,6 +159,9 @@ def test_gunicorn_with_the_gateway_worker_closes_half_sent_requests(tmp_path):
               f"half-sent requests closed after {min(closed):.2f}–{max(closed):.2f} s")
         # The worker's loop looks once a second.
         assert min(closed) >= HEADER_TIMEOUT * 0.9 and max(closed) < HEADER_TIMEOUT + 2.5
+        trickled = _trickle(port)
+        print(f"trickling clients closed after {trickled[0]:.2f}–{trickled[-1]:.2f} s")
+        assert trickled[-1] < HEADER_TIMEOUT + 2.5
     finally:
         proc.terminate()
         proc.wait(10)

@@ -25,7 +25,7 @@ from vancetope_brain.store import SessionStore
 from vancetope_gateway import frames
 from vancetope_gateway.app import create_app
 from vancetope_gateway.protocol import Connection
-from vancetope_gateway.serving import make_embedded_server
+from vancetope_gateway.serving import listen, make_embedded_server
 
 SUCCESS, REFUSAL = "success", "refusal"
 COVERED: dict[str, set[str]] = {}
@@ -181,7 +181,7 @@ def serve_in_thread(brain, send_buffer: int | None = None) -> Iterator[str]:
     """The brain's gateway served from a thread: its ``host:port``. ``send_buffer`` caps
     the kernel's send buffer of every accepted socket (they inherit the listener's)."""
     app = create_app(brain, llm_description="test")
-    srv = make_embedded_server(app, "127.0.0.1", 0, brain.config.header_timeout)
+    srv = make_embedded_server(app, listen("127.0.0.1", 0), brain.config.header_timeout)
     if send_buffer is not None:
         srv.socket.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer)
     thread = threading.Thread(target=srv.serve_forever, daemon=True)

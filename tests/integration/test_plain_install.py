@@ -193,6 +193,8 @@ def test_the_procfile_of_a_plain_install_streams_a_reply_over_a_websocket(procfi
     assert http_get(where["flower"], "/api/workers", "ops:wrong")[0] == 401
     assert http_get(where["flower"], "/api/workers", "ops:flower-test")[0] == 200
     assert http_get(where["flower"], "/", "ops:flower-test")[0] == 200
+    status, broker = http_get(where["flower"], "/broker", "ops:flower-test")  # issue 27 item 13
+    assert status == 200 and b'<tr id="lanes.0">' in broker, broker[:300]
     # Beat keeps its schedule in the data directory given to it.
     wait_for(lambda: list(where["data"].glob("celerybeat-schedule*")), timeout=30,
              what="beat's schedule file in the data directory")

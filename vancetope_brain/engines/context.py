@@ -266,14 +266,19 @@ class ProcessesApi:
         return [p for p in mine if p.status is not ProcessStatus.CLOSED or p.id in unread]
 
     def get(self, process_id: str) -> ThinkProcess:
-        """A process of this session; another session's looks missing."""
+        """A process of this session; another session's (another user's too) reads exactly
+        like a missing one, so a command naming an id tells nobody whether it exists."""
         for child in self._ctx.turn.spawned:
             if child.id == process_id:
                 return child
         s = self._ctx.scope
-        process = self._ctx._processes.get_process(s.tenant_id, process_id)
-        if process.session_id != s.session_id:
-            raise NotFound(f"no process {process_id!r} in this session")
+        try:
+            process: ThinkProcess | None = self._ctx._processes.get_process(s.tenant_id,
+                                                                            process_id)
+        except NotFound:
+            process = None
+        if process is None or process.session_id != s.session_id:
+            raise NotFound(f"no process {process_id!r} in this session") from None
         return process
 
     def spawn(self, *, recipe: str | None = None, engine: str | None = None, name: str = "",

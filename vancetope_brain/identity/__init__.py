@@ -6,8 +6,9 @@ message that hands it out; the store keeps its SHA-256 hash.
 
 from vancetope_brain.identity.service import (
     DEFAULT_PROJECT,
+    TOKEN_PREFIX,
     IdentityService,
     Principal,
 )
 
-__all__ = ["DEFAULT_PROJECT", "IdentityService", "Principal"]
+__all__ = ["DEFAULT_PROJECT", "TOKEN_PREFIX", "IdentityService", "Principal"]
