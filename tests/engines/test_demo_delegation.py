@@ -105,14 +105,17 @@ ENGINE_OF = {"please research green tea": "marvin",
 def test_the_demo_welcome_suggests_a_phrase_for_each_engine_and_the_inbox(embedded):
     embedded.model = DemoModel()
     session = embedded.brain.sessions.create(embedded.who)
-    [welcome] = wait_for(lambda: [m.content for m in embedded.brain.store.port(LaneStore)
-                                  .chat_history("acme", session.chat_process_id)
-                                  if m.role is ChatRole.ASSISTANT], timeout=20)
+    [line] = wait_for(lambda: [m for m in embedded.brain.store.port(LaneStore)
+                               .chat_history("acme", session.chat_process_id)
+                               if m.role is ChatRole.ASSISTANT], timeout=20)
+    welcome = line.content
     assert welcome.startswith("Hi, I'm Arthur. How can I help?\n\nNo LLM is configured")
     for phrase, _ in demo.TRY:
         assert f"“{phrase}”" in welcome
     assert set(ENGINE_OF) <= {phrase for phrase, _ in demo.TRY}
     assert "ask me for approval" in welcome and "show me every kind of inbox item" in welcome
+    # The same phrases as data, for a client's buttons (the web client's suggestions).
+    assert line.meta["suggestions"] == [phrase for phrase, _ in demo.TRY]
 
 
 @pytest.mark.parametrize("phrase", list(ENGINE_OF))

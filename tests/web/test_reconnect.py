@@ -8,7 +8,7 @@ import json
 import re
 import threading
 
-from tests.web.ui import create_session
+from tests.web.ui import create_session, unfold
 
 LINES = "[data-testid=transcript] > [data-role]"
 
@@ -195,6 +195,8 @@ def test_a_task_tree_drawn_before_a_gap_is_read_again_from_the_committed_state(
             return [(n.get_attribute("data-node"), n.get_attribute("data-status"))
                     for n in tab.get_by_test_id("task-node").all()]
         assert tree(page) == tree(busy) and {s for _, s in tree(page)} == {"DONE"}
+        unfold(page.locator(card))
+        unfold(busy.locator(card))
         assert page.locator(card).get_by_test_id("engine-summary").inner_text() == \
             busy.locator(card).get_by_test_id("engine-summary").inner_text()
         shoot(page, "task-tree-after-gap")

@@ -8,7 +8,7 @@ import json
 import re
 import urllib.request
 
-from tests.web.ui import create_session
+from tests.web.ui import create_session, unfold
 
 WORKER = "[data-testid=worker-card]"
 STRATEGY = f'{WORKER}[aria-label="Worker demo-strategy"]'  # the demo's vogon process
@@ -67,6 +67,7 @@ def test_sign_in_from_the_fragment_stream_a_reply_and_follow_a_worker(server, pa
     card = page.locator(f"{WORKER}[data-status=CLOSED]").filter(has_text="demo-research") \
         .filter(has_not_text="demo-research-n").first
     card.wait_for()
+    unfold(card)  # finished: folded to a line
     trail = card.get_by_test_id("trail").inner_text()
     assert trail.startswith("INIT → RUNNING") and trail.endswith("CLOSED"), trail
     assert card.get_by_test_id("status-pill").inner_text() == "CLOSED"
@@ -139,4 +140,5 @@ def test_worker_card_buttons_pause_resume_and_stop_it(server, page, shoot):
     card.get_by_role("button", name="stop demo-strategy").click()
     page.locator(f"{STRATEGY}[data-status=CLOSED]").wait_for()
     assert pill.inner_text() == "CLOSED"
+    unfold(card)
     assert "PAUSED" in card.get_by_test_id("trail").inner_text()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 
-from tests.web.ui import ask_from_another_tab, create_session
+from tests.web.ui import ask_from_another_tab, create_session, unfold
 
 WORKER = "[data-testid=worker-card]"
 
@@ -55,6 +55,7 @@ def test_focus_a_marvin_worker_its_tree_grows_live_and_arthur_counts_new_lines(
     assert tree.get_by_role("tree").count() + tree.locator("[role=treeitem]").count() > 3
     grown = [re.match(r"task tree: (\d+)/(\d+)", t).groups() for t in page.evaluate("window.__trees")]
     assert any(done < total for done, total in grown), grown  # drawn step by step
+    unfold(card)  # finished: folded to a line
     summary = card.get_by_test_id("engine-summary").inner_text()
     assert re.match(r"task tree: (\d+)/\1 steps done", summary), summary
     # The worker's own chat, not Arthur's: its lines, under its name.
@@ -172,6 +173,7 @@ def test_an_autonomous_session_creates_a_council_and_draws_its_heads(server, pag
     assert sorted(h.inner_text() for h in heads.all()) == ["coffee: done", "tea: done"]
     council.get_by_test_id("synthesis").get_by_text("Conclusion:").wait_for()
     card = _card(page, "tea-council")
+    unfold(card)
     assert card.get_by_test_id("engine-summary").inner_text().startswith(
         "council round 1/"), card.get_by_test_id("engine-summary").inner_text()
     shoot(page, "worker-focused-zaphod-council")
@@ -185,3 +187,54 @@ def test_an_autonomous_session_creates_a_council_and_draws_its_heads(server, pag
     # No Arthur here: closing the focus leaves the session's empty chat pane.
     focused.get_by_role("button", name="Close").click()
     page.get_by_text("An autonomous session has no chat").wait_for()
+
+
+def test_a_welcome_suggestion_sends_itself_and_the_workers_nest_fold_and_report_once(
+        server, page, shoot, axe_violations):
+    """The demo welcome's phrases are buttons that send themselves; marvin's workers are
+    drawn under marvin, the finished branch folds to a line (its toggle opens it), a card
+    shows its statuses once, and the worker's report is read once: in Arthur's relay, the
+    report itself folded under its event card."""
+    page.goto(server.sign_in_url)
+    create_session(page, "nested workers")
+    transcript = page.get_by_test_id("transcript")
+    suggestions = transcript.get_by_test_id("suggestions")
+    suggestions.get_by_role("button", name="please research green tea").click()
+    transcript.locator("[data-role=user]").filter(has_text="please research green tea").wait_for()
+    assert page.get_by_label("Message to Arthur").input_value() == ""  # sent, not typed
+    card = _card(page, "demo-research")
+    page.locator(f'{WORKER}[aria-label="Worker demo-research"][data-status=CLOSED]').wait_for()
+    transcript.locator("[data-role=assistant]").filter(has_text="is done").wait_for()
+
+    # marvin's two workers are drawn under it, and folded with it once all are finished.
+    marvin = card.get_attribute("data-process-id")
+    branch = page.locator(f'[data-testid=worker-branch][data-process-id="{marvin}"]')
+    nested = branch.get_by_test_id("worker-children").locator(WORKER)
+    assert sorted(c.get_attribute("aria-label") for c in nested.all()) == [
+        "Worker demo-research-n2", "Worker demo-research-n3"]
+    assert page.locator(f"{WORKER}[aria-label^='Worker demo-research-n']").count() == 2
+    toggle = card.get_by_role("button", name="details of demo-research")
+    assert toggle.get_attribute("aria-expanded") == "false"
+    assert not nested.first.is_visible() and card.get_by_test_id("trail").count() == 0
+    assert "2 more workers" in card.get_by_test_id("folded").inner_text()
+    shoot(page.get_by_role("complementary"), "workers-folded")
+    toggle.click()
+    nested.first.wait_for()
+    card.get_by_test_id("trail").wait_for()
+    # Each card shows its statuses once (the trail), not again as its last event.
+    for shown in [card, *nested.all()]:
+        unfold(shown)
+        text = shown.inner_text()
+        assert text.count("→ CLOSED") == 1, text
+    shoot(page.get_by_role("complementary"), "workers-nested")
+
+    # The report: Arthur relays it; the worker's own event card keeps it folded.
+    report = "Demo result for “Gather the facts about: please research green tea”"
+    shown_text = transcript.evaluate("(e) => e.innerText")
+    assert shown_text.count(report) <= 1, shown_text
+    event = transcript.locator("[data-role=event]").filter(has_text="demo-research")
+    event.get_by_role("button").first.click()
+    event.get_by_text("Gather the facts about: please research green tea").first.wait_for()
+    shoot(page, "chat-report-once")
+    found = axe_violations(page)
+    assert found == [], "\n".join(found)

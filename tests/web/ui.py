@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 
 def create_session(page, title: str, autonomous: bool = False) -> None:  # type: ignore[no-untyped-def]
     """Create a session through the *New session* dialog (an empty title: untitled)."""
@@ -25,3 +27,10 @@ def ask_from_another_tab(browser, server, session: str, text: str) -> None:  # t
         second.locator("[data-role=assistant]").filter(has_text=text).wait_for()
     finally:
         other.close()
+
+
+def unfold(card) -> None:  # type: ignore[no-untyped-def]
+    """Show a worker card whole: a finished one is folded to a line (its toggle opens it)."""
+    toggle = card.get_by_role("button", name=re.compile("^details of "))
+    if toggle.get_attribute("aria-expanded") == "false":
+        toggle.click()

@@ -27,7 +27,7 @@ from vancetope_brain.engines.prompting import (
 )
 from vancetope_brain.errors import UserError
 from vancetope_brain.llm import LlmMessage, budget
-from vancetope_brain.llm.demo import DemoModel, welcome_hint
+from vancetope_brain.llm.demo import DemoModel, welcome_hint, welcome_suggestions
 from vancetope_brain.models import (
     ChatMessage,
     ChatRole,
@@ -68,9 +68,11 @@ class ArthurEngine(RespondingEngine):
             self._answer(process, context)
             return
         welcome = process.engine_params.get("welcome", WELCOME)
+        meta: dict[str, object] = {}
         if context.llm().name == DemoModel.name:  # tell a newcomer what the demo can show
             welcome += welcome_hint()
-        context.chat().append(ChatRole.ASSISTANT, welcome)
+            meta["suggestions"] = welcome_suggestions()
+        context.chat().append(ChatRole.ASSISTANT, welcome, meta=meta)
         if context.has_pending():
             self.steer(process, context)
 

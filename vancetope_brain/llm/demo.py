@@ -53,6 +53,12 @@ def welcome_hint() -> str:
             "with `/inbox` and `/answer ITEM VALUE`.")
 
 
+def welcome_suggestions() -> list[str]:
+    """The phrases ``welcome_hint`` suggests, as the welcome line's ``meta.suggestions``: a
+    client may offer each as a button that sends it."""
+    return [phrase for phrase, _ in TRY]
+
+
 class DemoModel:
     """A ChatModel that answers every conversation with a fixed, streamed explanation.
 

@@ -4,7 +4,7 @@ import "highlight.js/styles/github.css";
 import "./app.css";
 
 import {
-  createTheme, MantineProvider, Notification, type CSSVariablesResolver,
+  createTheme, MantineProvider, Notification, useMatches, type CSSVariablesResolver,
 } from "@mantine/core";
 import { Notifications } from "@mantine/notifications";
 import { StrictMode } from "react";
@@ -43,10 +43,18 @@ const contrast: CSSVariablesResolver = () => ({
   variables: {}, light: { "--mantine-color-dimmed": "var(--mantine-color-gray-7)" }, dark: {},
 });
 
+/** Toasts at the top right; on a phone, where the header is as wide as a toast and holds
+ * the menu button, at the bottom instead. */
+function Toasts() {
+  const position = useMatches({ base: "bottom-center", sm: "top-right" } as const,
+    { getInitialValueInEffect: false });
+  return <Notifications position={position} />;
+}
+
 createRoot(document.getElementById("root")!).render(
   <StrictMode>
     <MantineProvider theme={theme} cssVariablesResolver={contrast} defaultColorScheme="light">
-      <Notifications position="top-right" />
+      <Toasts />
       <App />
     </MantineProvider>
   </StrictMode>,

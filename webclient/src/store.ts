@@ -164,10 +164,10 @@ function withNode(tree: TaskTree | null, node: TaskNode): TaskTree | null {
   return { ...tree, nodes };
 }
 
+/** A card's last event in words; not a status change, which its trail shows already. */
 function describe(event: StreamEvent): string | null {
   const d = event.data;
   switch (event.type) {
-    case "status-changed": return `status ${d.from} → ${d.to}`;
     case "task-tree": return "planned its task tree";
     case "task-node": return `step ${d.node.id} (${d.node.kind.toLowerCase()}) ${d.node.status}`;
     case "process-spawned": return `started ${d.name ?? d.childProcessId}`;

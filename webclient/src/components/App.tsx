@@ -6,6 +6,7 @@ import { signOut } from "../client";
 import { set, useStore, type ConnectionStatus, type Tab } from "../store";
 import { Chat } from "./Chat";
 import { Inbox, usePendingCount } from "./inbox/Inbox";
+import { NoSession } from "./NoSession";
 import { SessionList } from "./SessionList";
 import { SignIn } from "./SignIn";
 import { Workers } from "./Workers";
@@ -18,12 +19,14 @@ const BADGE: Record<ConnectionStatus, [string, string]> = {
 };
 
 /** The layout: sessions on the left, the chat and the Inbox as tabs in the middle, worker
- * cards on the right. Narrower than Mantine's `md` breakpoint, the sessions fold into the
- * burger menu and the workers become a third tab in the middle. */
+ * cards on the right. Narrower than Mantine's `md` breakpoint the workers become a third
+ * tab in the middle; narrower than `sm` (a phone) the sessions fold into the burger menu,
+ * and the user and *Sign out* move into it too, so the header keeps room for the whole
+ * connection status. */
 export function App() {
   const connection = useStore((s) => s.connection);
   const user = useStore((s) => s.welcome?.userId);
-  const [navOpen, { toggle, close }] = useDisclosure();
+  const [navOpen, { toggle, open, close }] = useDisclosure();
   const wide = useMediaQuery("(min-width: 62em)", true);
   const pending = usePendingCount();
   if (connection === "signed-out") return <SignIn />;
@@ -38,23 +41,34 @@ export function App() {
             <Burger opened={navOpen} onClick={toggle} hiddenFrom="sm" size="sm"
               aria-label="Sessions" />
             <Title order={1} size="h3">Vancetope</Title>
-            <Badge color={color} variant="dot" data-testid="connection">{label}</Badge>
+            <Badge color={color} variant="dot" data-testid="connection" role="status"
+              style={{ flexShrink: 0 }}>{label}</Badge>
           </Group>
-          <Group>
-            {user && <Badge variant="outline" visibleFrom="sm">{user}</Badge>}
+          <Group visibleFrom="sm" wrap="nowrap">
+            {user && <Badge variant="outline">{user}</Badge>}
             <Button variant="subtle" onClick={() => signOut()}>Sign out</Button>
           </Group>
         </Group>
       </AppShell.Header>
-      <AppShell.Navbar p="md"><SessionList onPicked={close} /></AppShell.Navbar>
-      <AppShell.Main><Middle wide={wide} pending={pending} /></AppShell.Main>
+      <AppShell.Navbar p="md">
+        <SessionList onPicked={close} />
+        <Group hiddenFrom="sm" justify="space-between" mt="sm" wrap="nowrap">
+          {user && <Badge variant="outline">{user}</Badge>}
+          <Button variant="subtle" onClick={() => signOut()}>Sign out</Button>
+        </Group>
+      </AppShell.Navbar>
+      <AppShell.Main><Middle wide={wide} pending={pending} onSessions={open} /></AppShell.Main>
       {wide && <AppShell.Aside p="md"><Workers /></AppShell.Aside>}
     </AppShell>
   );
 }
 
-function Middle({ wide, pending }: { wide: boolean; pending: number }) {
+/** `onSessions` opens the sessions menu (a phone's empty chat points there). */
+function Middle({ wide, pending, onSessions }: {
+  wide: boolean; pending: number; onSessions(): void;
+}) {
   const tab = useStore((s) => s.tab);
+  const bound = useStore((s) => s.sessionId !== null);
   const unread = useStore((s) => s.unread);
   const focused = useStore((s) => s.focus !== null);
   const shown = !wide || tab !== "workers" ? tab : "chat";
@@ -73,7 +87,7 @@ function Middle({ wide, pending }: { wide: boolean; pending: number }) {
       </Tabs.List>
       {/* the tab list above takes this much of the height the chat fills */}
       <Tabs.Panel value="chat" style={{ "--chat-offset": "52px" } as React.CSSProperties}>
-        <Chat />
+        {bound ? <Chat /> : <NoSession onSessions={onSessions} />}
       </Tabs.Panel>
       <Tabs.Panel value="inbox"><Inbox /></Tabs.Panel>
       {!wide && <Tabs.Panel value="workers"><Workers /></Tabs.Panel>}

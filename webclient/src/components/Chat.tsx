@@ -13,9 +13,8 @@ import { STATUS_COLOR } from "./Workers";
 /** The chat of the process shown — the chat process (Arthur), or a focused worker — with
  * the worker's engine view, the transcript (*Load earlier* pages back), the reply being
  * streamed, and the composer addressed to that process (Enter sends, Shift+Enter breaks
- * the line). */
+ * the line). Shown once a session is bound (before, `NoSession`). */
 export function Chat() {
-  const sessionId = useStore((s) => s.sessionId);
   const chatProcessId = useStore((s) => s.chatProcessId);
   const viewed = useStore(viewedProcess);
   const focused = useStore((s) => (s.focus ? s.processes[s.focus] : undefined));
@@ -40,9 +39,6 @@ export function Chat() {
     }
   }, [lines]);
 
-  if (!sessionId) {
-    return <Text c="dimmed">Open a session on the left, or create a new one.</Text>;
-  }
   const speaker = focused ? focused.name || focused.id : "Arthur";
   const earlier = async () => {
     const v = viewport.current;

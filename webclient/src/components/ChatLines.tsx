@@ -3,6 +3,7 @@ import { Accordion, Alert, Badge, Code, Group, Paper, Text } from "@mantine/core
 import type { ChatLine } from "../protocol";
 import { useStore, type LiveToolCall } from "../store";
 import { Markdown } from "./Markdown";
+import { Suggestions } from "./Suggestions";
 
 /** One committed chat line, drawn by its role. */
 export function ChatItem({ line, speaker = "Arthur" }: { line: ChatLine; speaker?: string }) {
@@ -19,6 +20,7 @@ export function ChatItem({ line, speaker = "Arthur" }: { line: ChatLine; speaker
         <Paper p="sm" radius="md" withBorder maw={{ base: "100%", sm: "85%" }} data-role="assistant">
           <Text size="xs" c="dimmed">{speaker}</Text>
           <Markdown text={line.content} />
+          {Array.isArray(line.meta.suggestions) && <Suggestions phrases={line.meta.suggestions} />}
         </Paper>
       );
     case "error":
@@ -142,13 +144,15 @@ function EventCard({ content }: { content: string }) {
   const who = source ? tagged.attrs.sourceName ?? processes[source]?.name ?? source
     : tagged.attrs.title ?? tagged.attrs.name;
   const kind = tagged.attrs.type ?? tagged.attrs.status ?? "";
-  return (
-    <Paper withBorder p="sm" radius="md" bg="gray.0" data-role="event">
-      <Group gap="xs" mb={4}>
-        <Text size="sm" fw={500}>{TITLES[tagged.tag] ?? tagged.tag}</Text>
-        {who && <Code>{who}</Code>}
-        {kind && <Badge size="sm" variant="light">{kind}</Badge>}
-      </Group>
+  const heading = (mb?: number) => (
+    <Group gap="xs" mb={mb}>
+      <Text size="sm" fw={500}>{TITLES[tagged.tag] ?? tagged.tag}</Text>
+      {who && <Code>{who}</Code>}
+      {kind && <Badge size="sm" variant="light">{kind}</Badge>}
+    </Group>
+  );
+  const body = (
+    <>
       <Markdown text={summaryOf(tagged.text)} />
       {tagged.payload && (
         <Accordion chevronPosition="left" mt="xs">
@@ -158,6 +162,23 @@ function EventCard({ content }: { content: string }) {
           </Accordion.Item>
         </Accordion>
       )}
+    </>
+  );
+  if (tagged.tag === "process-event") {
+    // Told to Arthur, who relays it in his next line: folded, so it is read once.
+    return (
+      <Accordion variant="contained" chevronPosition="left" data-role="event">
+        <Accordion.Item value="report">
+          <Accordion.Control>{heading()}</Accordion.Control>
+          <Accordion.Panel>{body}</Accordion.Panel>
+        </Accordion.Item>
+      </Accordion>
+    );
+  }
+  return (
+    <Paper withBorder p="sm" radius="md" bg="gray.0" data-role="event">
+      {heading(4)}
+      {body}
     </Paper>
   );
 }

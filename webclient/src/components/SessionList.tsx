@@ -1,8 +1,9 @@
 import {
   Badge, Button, Group, Modal, NavLink, ScrollArea, SegmentedControl, Select, Stack, Text,
-  TextInput, Title,
+  TextInput, Title, type ButtonProps,
 } from "@mantine/core";
 import { useDisclosure } from "@mantine/hooks";
+import type React from "react";
 import { useState } from "react";
 
 import { closeSession, createSession, openSession, suspendSession } from "../client";
@@ -16,13 +17,12 @@ const STATUS_COLOR = { OPEN: "green", SUSPENDED: "yellow", CLOSED: "gray" } as c
 export function SessionList({ onPicked }: { onPicked(): void }) {
   const sessions = useStore((s) => s.sessions);
   const current = useStore((s) => s.sessionId);
-  const [creating, { open, close }] = useDisclosure();
   const bound = sessions.find((s) => s.id === current);
   return (
-    <Stack h="100%" gap="sm">
+    <Stack flex={1} mih={0} gap="sm">
       <Group justify="space-between">
         <Title order={2} size="h4">Sessions</Title>
-        <Button size="xs" onClick={open}>New session</Button>
+        <NewSessionButton size="xs" onCreated={onPicked}>New session</NewSessionButton>
       </Group>
       <ScrollArea style={{ flex: 1 }}>
         <nav aria-label="Sessions">
@@ -52,10 +52,22 @@ export function SessionList({ onPicked }: { onPicked(): void }) {
           </Button>
         </Group>
       )}
-      <Modal opened={creating} onClose={close} title="New session">
-        <NewSessionForm onDone={() => { close(); onPicked(); }} />
-      </Modal>
     </Stack>
+  );
+}
+
+/** A button that opens the *New session* dialog; `onCreated` runs once it is sent. */
+export function NewSessionButton({ onCreated, children, ...button }: ButtonProps & {
+  onCreated?(): void; children: React.ReactNode;
+}) {
+  const [creating, { open, close }] = useDisclosure();
+  return (
+    <>
+      <Button {...button} onClick={open}>{children}</Button>
+      <Modal opened={creating} onClose={close} title="New session">
+        <NewSessionForm onDone={() => { close(); onCreated?.(); }} />
+      </Modal>
+    </>
   );
 }
 

@@ -1,7 +1,7 @@
 import {
-  Badge, Button, Chip, Grid, Group, ScrollArea, Stack, Text, UnstyledButton,
+  Badge, Button, Chip, Grid, Group, ScrollArea, Stack, Text, UnstyledButton, useMatches,
 } from "@mantine/core";
-import { useEffect, useMemo, useState } from "react";
+import { useEffect, useMemo, useRef, useState } from "react";
 
 import {
   askNotificationPermission, type InboxFilter, loadInboxPage, refreshItem, refreshSummary,
@@ -35,7 +35,10 @@ function NotifyButton() {
 /** The Inbox: filters by status, criticality and tag, applied by the server and paged
  * (*Load more*), the items newest first, and the selected item's renderer. The counts are
  * the server's PENDING counts (`inbox-summary`); tags show no count, since only the
- * loaded items' tags are known. Items delegated away leave the list. */
+ * loaded items' tags are known. Items delegated away leave the list. Narrower than `md`
+ * (a phone), where the item would be drawn below the whole list, off screen, the item
+ * replaces the list, with *Back to the Inbox*; the list stays mounted (hidden), keeping
+ * its scroll position. */
 export function Inbox() {
   const me = useStore((s) => s.welcome?.userId);
   const welcome = useStore((s) => s.welcome);
@@ -49,6 +52,8 @@ export function Inbox() {
   const [loading, setLoading] = useState(false);
   const filter: InboxFilter = useMemo(() => ({ status, criticalities, tags }),
     [status, criticalities, tags]);
+  const sideBySide = useMatches({ base: false, md: true }, { getInitialValueInEffect: false });
+  const back = useRef<HTMLButtonElement>(null);
 
   // The first page of each filter (again after each welcome, which reloads the Inbox).
   useEffect(() => {
@@ -81,10 +86,25 @@ export function Inbox() {
     set({ inboxSelected: id });
     void refreshItem(id); // a fresh signed URL and the newest history
   };
+  const alone = !sideBySide && item !== undefined;  // the item is the view
+  // Opened on its own (a row, or a checkpoint's link): its top in view, the focus on the
+  // way back (the row that had it is hidden now).
+  useEffect(() => {
+    if (alone) {
+      window.scrollTo({ top: 0 });
+      back.current?.focus();
+    }
+  }, [alone, selected]);
+  const toList = () => {
+    set({ inboxSelected: null });
+    // The row just left, for the keyboard, once the list is shown again.
+    requestAnimationFrame(() => document.querySelector<HTMLElement>(
+      `[data-testid=inbox-row][data-item-id="${CSS.escape(selected ?? "")}"]`)?.focus());
+  };
 
   return (
     <Grid data-testid="inbox">
-      <Grid.Col span={{ base: 12, md: 5 }}>
+      <Grid.Col span={{ base: 12, md: 5 }} display={alone ? "none" : undefined}>
         <Stack gap="xs">
           <Chip.Group value={status} onChange={(v) => setStatus(v as ItemStatus | "ALL")}>
             <Group gap={4} aria-label="Status">
@@ -116,7 +136,7 @@ export function Inbox() {
               {shown.map((i) => (
                 <UnstyledButton key={i.id} role="listitem" onClick={() => select(i.id)}
                   className="inbox-row" data-selected={i.id === selected || undefined}
-                  data-testid="inbox-row" data-type={i.type} data-criticality={i.criticality} aria-current={i.id === selected}>
+                  data-testid="inbox-row" data-item-id={i.id} data-type={i.type} data-criticality={i.criticality} aria-current={i.id === selected}>
                   <Stack gap={2}>
                     <Text size="sm" fw={i.status === "PENDING" ? 600 : 400}>{i.title}</Text>
                     <Group gap={4}>
@@ -138,7 +158,10 @@ export function Inbox() {
           </ScrollArea.Autosize>
         </Stack>
       </Grid.Col>
-      <Grid.Col span={{ base: 12, md: 7 }}>
+      <Grid.Col span={{ base: 12, md: 7 }} display={sideBySide || alone ? undefined : "none"}>
+        {alone && (
+          <Button ref={back} variant="subtle" size="compact-sm" mb="xs"
+            leftSection={<span aria-hidden>←</span>} onClick={toList}>Back to the Inbox</Button>)}
         {item ? <ItemView key={item.id} item={item} me={me} />
           : <Text c="dimmed">Pick an item on the left.</Text>}
       </Grid.Col>
