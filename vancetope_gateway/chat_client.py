@@ -123,6 +123,7 @@ class ChatClient:
         """Send a request and wait for its reply; raises VancetopeError on an error frame."""
         rid = str(next(self._ids))
         box: queue.Queue[dict[str, Any]] = queue.Queue(1)
+        frame: dict[str, Any]
         with self._lock:
             if self.connected:
                 self._replies[rid] = box
