@@ -16,7 +16,7 @@ import re
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from vancetope_gateway.chat_view import answer_text, size_text, tagged, tool_parts
+from vancetope_gateway.chat_view import answer_text, inbox_answer, size_text, tagged, tool_parts
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _SHOWN_PAYLOAD = {
@@ -54,7 +54,7 @@ def line_details(line: dict[str, Any], names: dict[str, str]) -> str:
     if event.tag == "inbox-answer":
         return _join([f"**✉ answered: {values.get('title', '')}** "
                       f"({values.get('type', '?')}, {values.get('itemId', '?')})",
-                      answer_details(_json(event.text)) or event.text])
+                      answer_details(inbox_answer(event.text)) or event.text])
     if event.tag == "tool-result":
         result = _json(event.text)
         return _join([f"**⚙ {values.get('tool', '?')} → {values.get('status', '?')}** "

@@ -253,12 +253,8 @@ def event_line(content: str, names: dict[str, str]) -> str:
         return f"◆ worker {who} {values.get('type', '?').upper()}" + \
             (f": {first}" if first else "")
     if event.tag == "inbox-answer":
-        try:
-            answer = json.loads(event.text)
-        except ValueError:
-            answer = None
-        said = answer_text(answer) if isinstance(answer, dict) and "outcome" in answer \
-            else _first_line(event.text)
+        answer = inbox_answer(event.text)
+        said = answer_text(answer) if answer else _first_line(event.text)
         return f"✉ answered: {values.get('title', '')} — {said}"
     if event.tag == "tool-result":
         return f"⚙ {values.get('tool', '?')} → {values.get('status', '?')} (later result)"
@@ -456,6 +452,18 @@ def change_line(item: dict[str, Any], me: str) -> str:
     if action == "ARCHIVE":
         return f"archived: {title}"
     return f"{str(item.get('status', '')).lower()}: {title}"
+
+
+def inbox_answer(text: str) -> dict[str, Any] | None:
+    """The answer an ``inbox-answer`` line carries (an ``AnswerPayload``; a bare value, as
+    lines written before answers had outcomes carry, is a DECIDED one); None for none."""
+    try:
+        answer = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(answer, dict):
+        return None
+    return answer if "outcome" in answer else {"outcome": "DECIDED", "value": answer}
 
 
 def answer_text(answer: Any) -> str:

@@ -224,7 +224,7 @@ def test_a_tool_line_is_one_short_line(line, shown):
     ('<process-event sourceProcessId="proc_y" sourceName=\'a "b" &amp; c\' type="done">ok'
      '</process-event>', '◆ worker a "b" & c DONE: ok'),
     (f'<inbox-answer itemId="inb_1" type="APPROVAL" title={quoteattr(TITLE)}>{{"approved": '
-     'true}</inbox-answer>', '✉ answered: Ship "it" & go? — {"approved": true}'),
+     'true}</inbox-answer>', '✉ answered: Ship "it" & go? — approved'),
     ('<inbox-answer itemId="inb_1" type="APPROVAL" title="Ship?">{"outcome": "DECIDED", '
      '"value": {"approved": false}, "reason": null, "answeredBy": "ada"}</inbox-answer>',
      "✉ answered: Ship? — declined"),
