@@ -25,7 +25,6 @@ import threading
 import uuid
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +40,7 @@ from vancetope_brain.errors import Unauthorized, VancetopeError
 from vancetope_gateway.chat_commands import QUIT, command
 from vancetope_gateway.chat_details import item_details, item_link, line_details
 from vancetope_gateway.chat_view import PlainView, Printer, TerminalView, View
-from vancetope_gateway.discovery import chat_config, server_url
+from vancetope_gateway.discovery import Token, chat_config, chat_token, server_url
 
 REPLY_TIMEOUT = 300.0
 RELOAD_LINES = 100
@@ -189,7 +188,7 @@ def run_chat(config: Config, *, url: str | None, token: str | None, session_id: 
     input line, each waiting for its answer. Never a traceback for Ctrl-C or a lost server."""
     config = chat_config(config, os.environ)
     explicit_url, url = url, server_url(config, os.environ, url)
-    signed_in = Token(token, "--token") if token else _default_token(config)
+    signed_in = chat_token(config, os.environ, token)
     state_file = config.data_dir / "chat-state.json"
     try:
         client = ChatClient(url, signed_in.secret)
@@ -559,43 +558,6 @@ def _machine_id() -> str:
         if value:
             return value
     return f"{socket.gethostname()}-{uuid.getnode():012x}"
-
-
-@dataclass(frozen=True)
-class Token:
-    """The token ``chat`` signs in with, and where it came from (``--token``,
-    ``VANCETOPE_TOKEN`` or ``file``, the local user's token that ``serve`` writes), so that a
-    refusal says what to check."""
-
-    secret: str
-    source: str
-    file: Path | None = None
-
-    def advice(self, *, revoked: bool = False) -> str:
-        """What to do about a token the server refused (``revoked``: one it took before)."""
-        if self.source == "VANCETOPE_TOKEN":
-            unset = f", or unset it to use the local user's token in {self.file}" \
-                if self.file else ""
-            return (f"the token comes from the VANCETOPE_TOKEN variable: "
-                    f"{'replace' if revoked else 'check or replace'} it{unset}")
-        if self.source == "file":
-            if revoked:
-                return f"`vancetope serve` writes a new one into {self.file} when it starts"
-            return (f"the token comes from {self.file}: is this the server whose `vancetope "
-                    f"serve` wrote it? Else pass --token or set VANCETOPE_TOKEN")
-        return "pass a new one with --token" if revoked else \
-            "check the token passed with --token"
-
-
-def _default_token(config: Config) -> Token:
-    path = config.data_dir / "token"
-    token = os.environ.get("VANCETOPE_TOKEN")
-    if token:
-        return Token(token, "VANCETOPE_TOKEN", path)
-    if path.exists():
-        return Token(path.read_text().strip(), "file", path)
-    raise Unauthorized(f"no token: pass --token, set VANCETOPE_TOKEN, or run `vancetope serve` "
-                       f"once so {path} exists")
 
 
 def _load_state(path: Path) -> dict[str, Any]:

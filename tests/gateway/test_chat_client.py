@@ -24,10 +24,11 @@ from vancetope_brain.inbox.service import NewItem
 from vancetope_brain.models.inbox import Criticality, ItemType, Outcome
 from vancetope_brain.store import LaneStore, UserInboxStore
 from vancetope_gateway import chat_client
-from vancetope_gateway.chat_client import ChatClient, Token, _Chat
+from vancetope_gateway.chat_client import ChatClient, _Chat
 from vancetope_gateway.chat_commands import command as _command
 from vancetope_gateway.chat_details import line_details
 from vancetope_gateway.chat_view import PlainView, Printer, TerminalView, event_line, tool_line
+from vancetope_gateway.discovery import Token
 from vancetope_gateway.protocol import REVOKED, REVOKED_MESSAGE
 
 RECHECK = 0.5
