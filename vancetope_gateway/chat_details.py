@@ -196,6 +196,9 @@ def _how_to_answer(item: dict[str, Any]) -> str:
 
 
 def _entry(label: str, value: Any) -> str:
+    if isinstance(value, dict) and {"outcome", "answeredBy"} <= value.keys():
+        # An Inbox answer (a strategy's checkpoint, say): as the terminal says answers.
+        return f"- {label}{answer_text(value)} (by {value['answeredBy']})"
     if isinstance(value, dict) and value:
         if all(not isinstance(v, (dict, list)) for v in value.values()) and label == "":
             # A record in a list: one line, its fields in order.

@@ -30,6 +30,7 @@ SHORT = 100
 _ATTR = re.compile(r"""(\w+)=("[^"]*"|'[^']*')""")  # as quoteattr writes them
 _TAG = re.compile(r"""<([a-z-]+)((?:\s+\w+=(?:"[^"]*"|'[^']*'))*)>(.*?)</\1>""", re.DOTALL)
 _ENTITIES = {"&quot;": '"', "&apos;": "'"}
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 """Control characters but newline and tab: an escape sequence in a worker's text would
 drive the terminal (clear it, retitle it, fake a prompt), so none reaches it."""
@@ -161,9 +162,10 @@ def size_text(size: Any) -> str:
 
 
 def _first_line(text: str) -> str:
-    """The first non-empty line, without Markdown's emphasis marks."""
+    """The first non-empty line, without Markdown's emphasis and heading marks (a report
+    starts with its heading)."""
     first = next((part for part in text.strip().splitlines() if part.strip()), "")
-    return _short(first.replace("**", "").replace("__", ""))
+    return _short(_HEADING.sub("", first).replace("**", "").replace("__", ""))
 
 
 def tool_parts(line: dict[str, Any]) -> tuple[str, str, Any, Any]:

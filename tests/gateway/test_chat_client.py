@@ -222,6 +222,9 @@ def test_a_tool_line_is_one_short_line(line, shown):
     (REPORT, "◆ worker w1 DONE: Report on “tea” (demo)."),
     ('<process-event sourceProcessId="proc_x" type="blocked">Which region?<payload>{}</payload>'
      '</process-event>', "◆ worker proc_x BLOCKED: Which region?"),
+    ('<process-event sourceProcessId="proc_v" type="done">## Strategy draft-review: completed\n\n'
+     "Phase finalize passed its gate.</process-event>",
+     "◆ worker proc_v DONE: Strategy draft-review: completed"),
     ('<process-event sourceProcessId="proc_y" sourceName=\'a "b" &amp; c\' type="done">ok'
      '</process-event>', '◆ worker a "b" & c DONE: ok'),
     (f'<inbox-answer itemId="inb_1" type="APPROVAL" title={quoteattr(TITLE)}>{{"approved": '
@@ -430,6 +433,12 @@ REPORT_WITH_PAYLOAD = (
     ({"role": "event", "content": REPORT},
      "**◆ worker w1: done**\n\n**Report on “tea”** (demo).\n"
      "- **Gather the facts** — found them & more"),
+    ({"role": "event", "content": '<process-event sourceProcessId="proc_9" type="done">Done.'
+                                  '\n<payload>{"phases": {"draft": {"status": "done", "answer": '
+                                  '{"outcome": "DECIDED", "value": {"approved": true}, "reason": '
+                                  'null, "answeredBy": "ada"}}}}</payload></process-event>'},
+     "**◆ worker w1: done**\n\nDone.\n\nData:\n\n- **phases**:\n  - **draft**:\n"
+     "    - **status**: done\n    - **answer**: approved (by ada)"),
     ({"role": "event", "content": '<inbox-answer itemId="item_3" type="APPROVAL" title="Ship?">'
                                   '{"outcome": "DECIDED", "value": {"approved": false}, '
                                   '"reason": null, "answeredBy": "ada"}</inbox-answer>'},
