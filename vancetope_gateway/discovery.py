@@ -76,8 +76,9 @@ class Token:
         if self.source == "file":
             if revoked:
                 return f"`vancetope serve` writes a new one into {self.file} when it starts"
-            return (f"the token comes from {self.file}: is this the server whose `vancetope "
-                    f"serve` wrote it? Else pass --token or set VANCETOPE_TOKEN")
+            return (f"the token comes from {self.file}, which `vancetope serve` writes when "
+                    f"it starts (restart it if that token was revoked; is this the server that "
+                    f"wrote it?), or pass --token or set VANCETOPE_TOKEN")
         return "pass a new one with --token" if revoked else \
             "check the token passed with --token"
 

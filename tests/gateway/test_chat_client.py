@@ -581,8 +581,9 @@ def test_a_revoked_token_is_said_so_not_that_the_server_is_away(emb, served, tmp
     ("option", "check the token passed with --token"),
     ("env", "the token comes from the VANCETOPE_TOKEN variable: check or replace it, or unset "
             "it to use the local user's token in {data}/token"),
-    ("file", "the token comes from {data}/token: is this the server whose `vancetope serve` "
-             "wrote it? Else pass --token or set VANCETOPE_TOKEN"),
+    ("file", "the token comes from {data}/token, which `vancetope serve` writes when it starts "
+             "(restart it if that token was revoked; is this the server that wrote it?), or "
+             "pass --token or set VANCETOPE_TOKEN"),
 ])
 def test_a_refused_token_says_where_it_came_from(monkeypatch, served, tmp_path, source, advice):
     data = tmp_path / "data"
