@@ -1,8 +1,10 @@
 """``vancetope chat`` in a real pty against a real ``vancetope serve`` (offline demo model),
 as a new user meets it: started in another folder, it finds the server; the welcome comes
 before the first prompt, each reply after its own message, a worker's report and an Inbox
-item without typing (the item answered with ``/answer``); a killed server is reconnected to;
-Ctrl-C and Ctrl-D leave without a traceback. Piped, it prints the plain transcript.
+item without typing (the item read with ``/details ITEM`` and answered with ``/answer``); a
+killed server is reconnected to, and a line typed meanwhile is sent then; a streamed reply
+shows rendered, never its raw Markdown; a revoked token is said so; Ctrl-C and Ctrl-D leave
+without a traceback. Piped, it prints the plain transcript, each line before what it caused.
 """
 
 from __future__ import annotations
@@ -32,8 +34,8 @@ def _env(tmp: Path, **extra: str) -> dict[str, str]:
 class Server:
     """``vancetope serve`` with its data in ``data``; ``port`` 0 picks a free one."""
 
-    def __init__(self, tmp: Path, port: int = 0) -> None:
-        env = _env(tmp, VANCETOPE_DATA_DIR=str(tmp / "data"), VANCETOPE_PORT=str(port))
+    def __init__(self, tmp: Path, port: int = 0, **extra: str) -> None:
+        env = _env(tmp, VANCETOPE_DATA_DIR=str(tmp / "data"), VANCETOPE_PORT=str(port), **extra)
         self.proc = subprocess.Popen(CLI + ["serve"], env=env, text=True, cwd=tmp,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         self.banner = ""
@@ -52,12 +54,17 @@ class Server:
         self.proc.communicate(timeout=10)
 
 
-def _chat(tmp: Path) -> pexpect.spawn:
+def _chat(tmp: Path, **extra: str) -> pexpect.spawn:
     """``vancetope chat`` started in a folder of its own: no data dir there, none set."""
     folder = tmp / "elsewhere"
     folder.mkdir(exist_ok=True)
-    return pexpect.spawn(CLI[0], CLI[1:] + ["chat"], cwd=str(folder), env=_env(tmp),
+    return pexpect.spawn(CLI[0], CLI[1:] + ["chat"], cwd=str(folder), env=_env(tmp, **extra),
                          encoding="utf-8", dimensions=(50, 160), timeout=WAIT)
+
+
+def _text(raw: str) -> str:
+    """What a person reads in terminal output: no ANSI codes, the lines rich wrapped joined."""
+    return " ".join(re.sub(r"\x1b\[[0-9;?]*[A-Za-z]", "", raw).split())
 
 
 def _leave(child: pexpect.spawn, key: str) -> str:
@@ -96,6 +103,10 @@ def test_a_conversation_in_a_terminal(tmp_path):
         child.expect(r"✉ inbox: (\S+)  APPROVAL  ")
         item = child.match.group(1)
         child.expect_exact("you> ")
+        # Read before it is approved: the draft itself, and how to answer.
+        child.sendline(f"/details {item}")
+        child.expect_exact("Demo result for “Write a first draft for: please run the strategy")
+        child.expect_exact(f"/answer {item} yes")
         child.sendline(f"/answer {item} yes")
         child.expect_exact("(answered)")
         child.expect_exact("◆ worker demo-strategy DONE")
@@ -104,8 +115,10 @@ def test_a_conversation_in_a_terminal(tmp_path):
         child.sendline("/nope")
         child.expect_exact("unknown command /nope; /help lists the commands")
         child.sendline("/details")
-        child.expect_exact("</process-event>")  # the whole report
+        child.expect_exact("◆ worker demo-strategy: done")  # the whole report, as text
+        child.expect_exact("you> ")
         seen += child.before
+        assert "<process-event" not in seen and '{"' not in seen
         seen += _leave(child, "c")
         assert "Ctrl-C: bye" in seen
 
@@ -115,8 +128,15 @@ def test_a_conversation_in_a_terminal(tmp_path):
         child.expect_exact("you> ")
         server.kill()
         child.expect_exact("lost the connection to ws://127.0.0.1:")
+        # A line typed while the server is away waits, and is sent once it is back.
+        child.sendline("typed while the server was down")
+        child.expect_exact("(not connected: the line waits and is sent once the connection "
+                           "is back)")
         server = Server(tmp_path, server.port)
         child.expect_exact("(reconnected)", timeout=40)  # a server start on a loaded machine
+        child.expect_exact("(sent 1 line typed while the connection was down)")
+        child.expect_exact("You said: “typed while the server was down”")
+        seen += child.before
         child.sendline("still there?")
         child.expect_exact("You said: “still there?”")
         seen += child.before
@@ -175,8 +195,66 @@ def test_piped_chat_prints_the_transcript_plainly_each_reply_once(tmp_path):
     pushed = [i for i, line in enumerate(lines)
               if re.fullmatch(r"\(inbox\) item_\w+  APPROVAL  NORMAL  Approve the demo "
                               r"deployment\?", line)]
-    # Pushed as it was posted (mid-turn, so it may come before the turn's lines), then /inbox.
-    assert len(pushed) == 2 and asked + 1 < pushed[0] < posted < pushed[1]
+    # Pushed as it was posted (mid-turn), shown after the line that caused it, then /inbox.
+    assert len(pushed) == 2 and approval < pushed[0] < posted < pushed[1]
     assert "⚙ inbox_post APPROVAL “Approve the demo deployment?” → PENDING" in \
         lines[approval:posted]
-    assert lines[-2:] == ["(1 pending)", "(unknown command /bogus; /help lists the commands)"]
+    assert lines[-2:] == ["(1 pending; /details ITEM shows one in full)",
+                          "(unknown command /bogus; /help lists the commands)"]
+
+
+@pytest.mark.slow
+def test_a_streamed_reply_shows_rendered_never_its_raw_markdown(tmp_path):
+    """While a reply streams, the preview above the prompt shows it as the transcript will:
+    a worker's report relayed word by word never shows its ``**`` or its ``- ``."""
+    server = Server(tmp_path, VANCETOPE_DEMO_TOKEN_DELAY="0.03")
+    try:
+        child = _chat(tmp_path)
+        child.expect_exact("you> ", timeout=60)  # the welcome, streamed too
+        child.sendline("please research green tea")
+        child.expect_exact("The worker demo-research is done.", timeout=60)  # streaming
+        child.sendline("hello")  # its reply streams once the report's relay is committed
+        child.expect_exact("You said: “hello”", timeout=60)
+        seen = child.before
+        _leave(child, "d")
+    finally:
+        server.kill()
+    assert "Gather the facts about" in seen
+    assert "**" not in seen and "- “" not in seen and "\n- " not in seen
+
+
+def _admin(tmp: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(CLI + ["admin", *args], env=_env(tmp, VANCETOPE_DATA_DIR=str(
+        tmp / "data")), text=True, capture_output=True, check=True, timeout=60)
+
+
+@pytest.mark.slow
+def test_a_revoked_token_is_said_so(tmp_path):
+    """The token in VANCETOPE_TOKEN is revoked while the chat runs: the chat says the token
+    was revoked and to replace that variable (not that the server is away), and leaves; run
+    again, it says the server refused the token from that variable."""
+    server = Server(tmp_path, VANCETOPE_TOKEN_RECHECK="0.5")
+    try:
+        created = _admin(tmp_path, "token", "create", "--tenant", "local", "--user", "local")
+        secret = created.stdout.strip()
+        token_id = re.search(r"token id: (\S+) ", created.stderr).group(1)
+        child = _chat(tmp_path, VANCETOPE_TOKEN=secret)
+        child.expect_exact("you> ")
+        _admin(tmp_path, "token", "revoke", "--tenant", "local", "--quiet", token_id)
+        child.expect(pexpect.EOF)
+        child.close()
+        seen = _text(child.before)
+        again = subprocess.run(CLI + ["chat"], cwd=tmp_path / "elsewhere", text=True,
+                               env=_env(tmp_path, VANCETOPE_TOKEN=secret), input="hello\n",
+                               capture_output=True, timeout=60)
+    finally:
+        server.kill()
+    assert ("(your token was revoked (the server closed the connection: 1008 token revoked); the "
+            "token comes from the VANCETOPE_TOKEN variable: replace it, or unset it to use the "
+            "local user's token in ") in seen, seen
+    assert "cannot reach the server" not in seen and "Traceback" not in seen, seen
+    assert again.returncode == 2
+    assert again.stderr.startswith(f"vancetope: the server at ws://127.0.0.1:{server.port}/ws "
+                                   "refused the token (HTTP 401: unknown or revoked); the token "
+                                   "comes from the VANCETOPE_TOKEN variable: check or replace "
+                                   "it"), again.stderr

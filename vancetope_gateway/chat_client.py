@@ -5,9 +5,9 @@ prints above the prompt).
 It finds the server and its token from any folder (``discovery``) and remembers the session
 and the last event it saw in ``DATA_DIR/chat-state.json``, so running it again (even after a
 server restart) continues the same conversation; a lost connection is resumed from that
-event. It also shows the user's Inbox: new items and what happens to items, as it happens,
-and the commands ``/inbox``, ``/answer ITEM VALUE`` and ``/dismiss ITEM`` (``/help`` lists
-them).
+event, and a line typed meanwhile waits and is sent then. It also shows the user's Inbox:
+new items and what happens to items, as it happens, and the commands ``/inbox``,
+``/details ITEM``, ``/answer ITEM VALUE`` and ``/dismiss ITEM`` (``/help`` lists them).
 """
 
 from __future__ import annotations
@@ -21,15 +21,15 @@ import queue
 import shutil
 import socket
 import sys
-import textwrap
 import threading
 import uuid
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from prompt_toolkit import PromptSession
-from prompt_toolkit.formatted_text import FormattedText
+from prompt_toolkit.formatted_text import ANSI, FormattedText, to_formatted_text
 from prompt_toolkit.patch_stdout import patch_stdout
 from rich.console import Console
 from simple_websocket import Client, ConnectionClosed
@@ -38,8 +38,9 @@ from simple_websocket import ConnectionError as HandshakeRefused
 from vancetope_brain.config import Config
 from vancetope_brain.errors import Unauthorized, VancetopeError
 from vancetope_gateway.chat_commands import QUIT, command
+from vancetope_gateway.chat_details import item_details, item_link, line_details
 from vancetope_gateway.chat_view import PlainView, Printer, TerminalView, View
-from vancetope_gateway.discovery import chat_config, server_url
+from vancetope_gateway.discovery import Token, chat_config, chat_token, server_url
 
 REPLY_TIMEOUT = 300.0
 RELOAD_LINES = 100
@@ -51,8 +52,17 @@ RECONNECT_DELAYS = (0.5, 1.0, 2.0, 4.0, 8.0, 15.0)
 for a server to restart)."""
 PREVIEW_LINES = 6
 """Lines of a streaming reply shown above the prompt (its newest ones)."""
-LOST = {"type": "error", "data": {"code": "connection_lost",
-                                  "message": "the connection to the server was lost"}}
+UNSENT_LINES = 20
+"""Lines typed while the connection is down that wait to be sent after the reconnect."""
+CONNECTION_LOST = "connection_lost"
+"""The code of a request's error when the connection is down (or went down before its
+reply came): sent again with the same idempotency key after a reconnect, it is stored
+once."""
+LOST: dict[str, Any] = {"type": "error", "data": {
+    "code": CONNECTION_LOST, "message": "the connection to the server was lost"}}
+REVOKED = (1008, "token revoked")
+"""How the gateway closes a socket whose token was revoked (docs/protocol.md "Close
+codes"): reconnecting with that token is refused."""
 
 
 class WebSocketClient(Client):
@@ -92,7 +102,7 @@ class ChatClient:
         except HandshakeRefused as e:
             if e.status_code in (401, 403):
                 raise Unauthorized(f"the server at {url} refused the token "
-                                   f"(HTTP {e.status_code}); check --token") from e
+                                   f"(HTTP {e.status_code}: unknown or revoked)") from e
             raise VancetopeError(f"the server at {url} refused the WebSocket upgrade "
                                  f"(HTTP {e.status_code})") from e
         except OSError as e:
@@ -112,6 +122,7 @@ class ChatClient:
         """Send a request and wait for its reply; raises VancetopeError on an error frame."""
         rid = str(next(self._ids))
         box: queue.Queue[dict[str, Any]] = queue.Queue(1)
+        frame: dict[str, Any]
         with self._lock:
             if self.connected:
                 self._replies[rid] = box
@@ -119,11 +130,12 @@ class ChatClient:
             if not self.connected:
                 raise ConnectionClosed(*self._closed_with)
             self._ws.send(json.dumps({"type": type, "id": rid, "data": data}))
-        except ConnectionClosed as e:
-            reason = f"{e.reason} {e.message or ''}".strip()
-            raise VancetopeError(f"the server closed the connection ({reason}); run "
-                                 "`vancetope chat` again to reconnect") from None
-        frame = box.get(timeout=REPLY_TIMEOUT)
+        except ConnectionClosed:
+            frame = {"type": "error", "data": {
+                "code": CONNECTION_LOST,
+                "message": f"the server closed the connection ({self.close_reason})"}}
+        else:
+            frame = box.get(timeout=REPLY_TIMEOUT)
         if frame["type"] == "error":
             err = VancetopeError(f"{frame['data']['code']}: {frame['data']['message']}")
             err.code = frame["data"]["code"]
@@ -135,6 +147,12 @@ class ChatClient:
         """Why the connection closed (its close code and reason), once it has."""
         code, message = self._closed_with
         return f"{int(code)} {message or ''}".strip()
+
+    @property
+    def revoked(self) -> bool:
+        """The server closed the connection because its token was revoked."""
+        code, message = self._closed_with
+        return (int(code), message) == REVOKED
 
     def close(self) -> None:
         with contextlib.suppress(ConnectionClosed):  # the server closed it first
@@ -170,13 +188,15 @@ def run_chat(config: Config, *, url: str | None, token: str | None, session_id: 
     input line, each waiting for its answer. Never a traceback for Ctrl-C or a lost server."""
     config = chat_config(config, os.environ)
     explicit_url, url = url, server_url(config, os.environ, url)
-    token = token or _default_token(config)
+    signed_in = chat_token(config, os.environ, token)
     state_file = config.data_dir / "chat-state.json"
     try:
-        client = ChatClient(url, token)
+        client = ChatClient(url, signed_in.secret)
     except KeyboardInterrupt:
         return _interrupted()
-    chat = _Chat(client, url, token, state_file,
+    except Unauthorized as e:
+        raise Unauthorized(f"{e}; {signed_in.advice()}") from e
+    chat = _Chat(client, url, signed_in, state_file,
                  find_url=lambda: server_url(config, os.environ, explicit_url))
     try:
         if sys.stdin.isatty() and sys.stdout.isatty():
@@ -199,15 +219,18 @@ def _interrupted() -> int:
 
 class _Chat:
     """One terminal's conversation: its connection (replaced on reconnect), session and
-    printer."""
+    printer, and the lines typed while the connection was down (``unsent``: text and
+    idempotency key, oldest first), sent after the reconnect."""
 
-    def __init__(self, client: ChatClient, url: str, token: str, state_file: Path, *,
+    def __init__(self, client: ChatClient, url: str, token: Token, state_file: Path, *,
                  find_url: Callable[[], str] | None = None) -> None:
         self.client, self.url, self.token, self.state_file = client, url, token, state_file
         self.find_url = find_url  # where the server is now (it may come back on another port)
         self.session_id = ""
         self.pid = ""
         self.printer = Printer(PlainView(sys.stdout), "", 0, 0)
+        self.unsent: deque[tuple[str, str]] = deque()
+        self._sending = threading.Lock()  # the prompt's lines and the resend keep one order
 
     def open(self, view: View, session_id: str | None, new: bool) -> bool:
         """Resume the session (the last one unless told) or create one; True when created.
@@ -256,18 +279,76 @@ class _Chat:
             "chat-history", processId=self.pid, limit=RELOAD_LINES)["messages"]
         return not session_id
 
-    def send(self, text: str, *, shown: bool = True) -> str:
+    def send(self, text: str, *, shown: bool = True, key: str | None = None) -> str:
         """Steer the chat process with the user's message; its message id. ``shown``: the
-        text is on screen already (the prompt showed it), so its chat line is not printed."""
+        text is on screen already (the prompt showed it), so its chat line is not printed.
+        ``key``: its idempotency key (sent again with it, a message is stored once)."""
         if shown:
             self.printer.typed.append(text)
         try:
             return str(self.client.request("process-steer", targetThinkProcessId=self.pid,
-                                           content=text)["messageId"])
+                                           content=text,
+                                           idempotencyKey=key or uuid.uuid4().hex)["messageId"])
         except VancetopeError:
             if shown:
                 self.printer.typed.remove(text)
             raise
+
+    def say(self, text: str) -> None:
+        """Send a line the user typed at the prompt. While the connection is down (or it
+        goes down before the reply) the line waits in ``unsent`` (at most ``UNSENT_LINES``)
+        for ``send_unsent`` after the reconnect; other refusals are raised."""
+        key = uuid.uuid4().hex
+        with self._sending:
+            if not self.unsent:  # else it waits behind the lines typed before it
+                try:
+                    self.send(text, key=key)
+                    return
+                except VancetopeError as e:
+                    if getattr(e, "code", None) != CONNECTION_LOST:
+                        raise
+            if len(self.unsent) >= UNSENT_LINES:
+                raise VancetopeError(f"not connected, and {UNSENT_LINES} lines wait to be "
+                                     "sent already")
+            self.unsent.append((text, key))
+            self.printer.typed.append(text)  # on screen: the prompt showed it
+        self.printer.view.line("note", "not connected: the line waits and is sent once the "
+                                       "connection is back")
+
+    def send_unsent(self) -> None:
+        """Send the lines typed while the connection was down, in their order (each with
+        the key it got when typed, so one whose reply was lost is stored once)."""
+        sent = 0
+        with self._sending:
+            while self.unsent:
+                text, key = self.unsent[0]
+                try:
+                    self.client.request("process-steer", targetThinkProcessId=self.pid,
+                                        content=text, idempotencyKey=key)
+                except VancetopeError as e:
+                    if getattr(e, "code", None) == CONNECTION_LOST:
+                        break  # down again: they wait for the next reconnect
+                    self.unsent.popleft()
+                    self.printer.typed.remove(text)
+                    self.printer.view.line("note", f"not sent: “{text}”: {e}")
+                    continue
+                self.unsent.popleft()
+                sent += 1
+        if sent:
+            self.printer.view.line("note", f"sent {sent} line{'s' if sent > 1 else ''} typed "
+                                           "while the connection was down")
+
+    def lost(self, stop: threading.Event) -> bool:
+        """The connection closed: reconnect (and send what was typed meanwhile), unless its
+        token was revoked; False when the chat cannot go on."""
+        if self.client.revoked:
+            self._give_up(f"your token was revoked (the server closed the connection: "
+                          f"{self.client.close_reason}); {self.token.advice(revoked=True)}")
+            return False
+        if not self.reconnect(stop):
+            return False
+        self.send_unsent()
+        return True
 
     def reconnect(self, stop: threading.Event) -> bool:
         """After a lost connection: connect again and resume after the last event seen (the
@@ -281,10 +362,10 @@ class _Chat:
                 return False
             url = self.find_url() if self.find_url else self.url
             try:
-                client = ChatClient(url, self.token)
+                client = ChatClient(url, self.token.secret)
             except Unauthorized as e:  # e.g. the token was revoked: trying again won't help
-                error = e
-                break
+                self._give_up(f"{e}; {self.token.advice()}")
+                return False
             except VancetopeError as e:
                 error = e
                 continue
@@ -298,9 +379,22 @@ class _Chat:
             view.line("note", "reconnected" if url == self.url else f"reconnected to {url}")
             self.client, self.url = client, url
             return True
-        view.line("note", f"cannot reach the server ({error}); run `vancetope chat` again "
-                          "when it is back")
+        self._give_up(f"cannot reach the server ({error}); run `vancetope chat` again when it "
+                      "is back")
         return False
+
+    def _give_up(self, why: str) -> None:
+        """Say why the chat ends, and which typed lines it did not send."""
+        self.printer.view.line("note", why)
+        self.drop_unsent()
+
+    def drop_unsent(self) -> None:
+        """The chat ends: say which typed lines were never sent."""
+        with self._sending:
+            unsent, self.unsent = list(self.unsent), deque()
+        if unsent:
+            self.printer.view.line("note", "not sent: " + "; ".join(f"“{text}”"
+                                                                   for text, _ in unsent))
 
     def save(self) -> None:
         if self.session_id:
@@ -356,7 +450,7 @@ def _interactive(chat: _Chat, session_id: str | None, new: bool) -> int:
             while not stop.is_set():
                 frame = chat.client.events.get()
                 if frame["type"] == "closed":
-                    if stop.is_set() or not chat.reconnect(stop):
+                    if stop.is_set() or not chat.lost(stop):
                         leave()
                         return
                     continue
@@ -372,12 +466,10 @@ def _interactive(chat: _Chat, session_id: str | None, new: bool) -> int:
             you = ("bold ansigreen", "you> ")
             if not view.streaming:
                 return FormattedText([you])
-            # The prompt does not wrap the lines above its input: wrap them here, newest last.
+            # The prompt does not wrap the lines above its input: rendered to the width.
             width = max(shutil.get_terminal_size().columns - 1, 20)
-            lines = [part for line in f"assistant ▸ {view.streaming}".splitlines()
-                     for part in textwrap.wrap(line, width) or [""]]
-            tail = "\n".join(lines[-PREVIEW_LINES:])
-            return FormattedText([("italic ansibrightblack", f"{tail}\n"), you])
+            tail = view.rendered_preview(width, PREVIEW_LINES)
+            return FormattedText([*to_formatted_text(ANSI(f"{tail}\n")), you])
 
         while not stop.is_set():
             try:
@@ -396,10 +488,11 @@ def _interactive(chat: _Chat, session_id: str | None, new: bool) -> int:
                     break
                 continue
             try:
-                chat.send(line)
+                chat.say(line)
             except VancetopeError as e:
                 view.line("note", f"not sent: {e}")
         stop.set()
+        chat.drop_unsent()
     return 0 if chat.client.connected else 1
 
 
@@ -413,7 +506,7 @@ def _run_command(chat: _Chat, line: str, view: View) -> str | None:
             chat.client.request("process-resume", processId=chat.pid)
             view.line("note", "resumed")
         elif verb == "/details":
-            view.line("help", chat.printer.details or "(no tool call or worker report yet)")
+            _details(chat, line.split()[1:], view)
         else:
             words = line.split()
             acts = (verb == "/answer" and len(words) > 2) or (verb == "/dismiss" and len(words) > 1)
@@ -426,8 +519,28 @@ def _run_command(chat: _Chat, line: str, view: View) -> str | None:
                 chat.printer.acting.discard(item)
                 raise
     except VancetopeError as e:
-        view.line("note", str(e))
+        if getattr(e, "code", None) == CONNECTION_LOST:
+            view.line("note", f"not connected: {verb} works again once the connection is back")
+        else:
+            view.line("note", str(e))
     return None
+
+
+def _details(chat: _Chat, words: list[str], view: View) -> None:
+    """``/details ITEM``: an Inbox item in full (and its attachment's link); ``/details``:
+    the last tool call or worker report."""
+    printer = chat.printer
+    names = {**printer.names, chat.pid: "this chat"}
+    if words:
+        item = chat.client.request("inbox-item", itemId=words[0])["item"]
+        view.line("details", item_details(item, names))
+        if link := item_link(item, chat.url):
+            view.line("link", link)
+    elif printer.detailed is not None:
+        view.line("details", line_details(printer.detailed, names))
+    else:
+        view.line("help", "(no tool call or worker report yet; /details ITEM shows an "
+                          "Inbox item)")
 
 
 def fingerprint() -> dict[str, str]:
@@ -445,17 +558,6 @@ def _machine_id() -> str:
         if value:
             return value
     return f"{socket.gethostname()}-{uuid.getnode():012x}"
-
-
-def _default_token(config: Config) -> str:
-    token = os.environ.get("VANCETOPE_TOKEN")
-    if token:
-        return token
-    path = config.data_dir / "token"
-    if path.exists():
-        return path.read_text().strip()
-    raise Unauthorized(f"no token: pass --token, set VANCETOPE_TOKEN, or run `vancetope serve` "
-                       f"once so {path} exists")
 
 
 def _load_state(path: Path) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""The slash commands of ``vancetope chat`` that talk to the server: the Inbox and /help."""
+"""The slash commands of ``vancetope chat`` that talk to the server: the Inbox and /help
+(``/details`` is ``chat_client``'s: it needs the printer's last lines)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ if TYPE_CHECKING:
 QUIT = "quit"
 HELP = """commands:
   /inbox                 your pending Inbox items
+  /details ITEM          an Inbox item in full: its text, what it asks, its attachment's link
   /answer ITEM VALUE     APPROVAL: yes|no; DECISION: an option value (or free text);
                          FEEDBACK: text; ORDERING: ids separated by commas;
                          STRUCTURE_EDIT: JSON
@@ -33,7 +35,8 @@ def command(client: ChatClient, line: str, view: View) -> None:
         items = client.request("inbox-list", status=["PENDING"], limit=50)["items"]
         for item in items:
             view.line("inbox", item_line(item))
-        view.line("note", f"{len(items)} pending")
+        view.line("note", f"{len(items)} pending" +
+                  ("; /details ITEM shows one in full" if items else ""))
     elif verb == "/dismiss" and item_id:
         client.request("inbox-dismiss", itemId=item_id)
         view.line("note", "dismissed")

@@ -11,11 +11,13 @@ the answer and nothing is printed out of order.
 
 from __future__ import annotations
 
+import io
 import json
 import queue
 import re
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol
 from xml.sax.saxutils import unescape
 
@@ -25,24 +27,34 @@ from rich.text import Text
 
 SHORT = 100
 """Characters of a summary, argument or result shown on a tool or worker line."""
-_EVENT = re.compile(r'<process-event sourceProcessId="([^"]*)"'
-                    r"""(?: sourceName=("[^"]*"|'[^']*'))? type="([a-z_-]+)">(.*?)"""
-                    r"(?:<payload>.*)?</process-event>", re.DOTALL)
 _ATTR = re.compile(r"""(\w+)=("[^"]*"|'[^']*')""")  # as quoteattr writes them
 _TAG = re.compile(r"""<([a-z-]+)((?:\s+\w+=(?:"[^"]*"|'[^']*'))*)>(.*?)</\1>""", re.DOTALL)
 _ENTITIES = {"&quot;": '"', "&apos;": "'"}
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+")
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""Control characters but newline and tab: an escape sequence in a worker's text would
+drive the terminal (clear it, retitle it, fake a prompt), so none reaches it."""
 
 
 class View(Protocol):
-    """Where the printer's output goes: a plain stream or the interactive terminal."""
+    """Where the printer's output goes: a plain stream or the interactive terminal. Neither
+    reads a line as terminal markup, and neither lets a control character through
+    (``printable``): the text is a worker's or a model's."""
 
     def line(self, kind: str, text: str) -> None:
         """Print one transcript line. ``kind``: a chat role (``assistant``, ``user``,
         ``error``), ``tool``, ``event``, ``inbox`` (a new item), ``inbox-update`` (what
-        happened to one) or ``note`` (the client's own remark)."""
+        happened to one), ``note`` (the client's own remark), ``help``, ``details`` (a
+        Markdown text, ``chat_details``) or ``link`` (an address to open)."""
 
     def preview(self, text: str) -> None:
         """Show ``text`` as the reply streaming in ("" clears it)."""
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character but newline and tab shown as its escape
+    (``\\x1b``), inert."""
+    return _CONTROL.sub(lambda m: repr(m.group())[1:-1], text)
 
 
 class PlainView:
@@ -56,8 +68,8 @@ class PlainView:
     def line(self, kind: str, text: str) -> None:
         prefix = {"user": "you> ", "assistant": "assistant> ", "error": "error> ",
                   "inbox": "(inbox) ", "inbox-update": "(inbox) ", "tool": "", "event": "",
-                  "note": "", "help": ""}.get(kind, f"{kind}> ")
-        text = f"({text})" if kind == "note" else text
+                  "note": "", "help": "", "details": "", "link": ""}.get(kind, f"{kind}> ")
+        text = printable(f"({text})" if kind == "note" else text)
         lines = (text.splitlines() or [""]) if prefix else [text]
         print("\n".join(f"{prefix}{part}".rstrip() for part in lines), file=self.out,
               flush=True)
@@ -68,8 +80,9 @@ class PlainView:
 
 class TerminalView:
     """The interactive terminal: styled lines through ``console`` (printed above the prompt
-    while the user types), Markdown for replies; the preview is kept for the prompt to draw,
-    and ``on_preview`` asks it to redraw."""
+    while the user types), Markdown for replies; the preview is kept for the prompt to draw
+    (``rendered_preview``), and ``on_preview`` asks it to redraw. Text goes to rich as
+    ``Text`` or ``Markdown``, never as a string rich would parse for ``[style]`` markup."""
 
     _STYLES = {"user": "bold green", "tool": "yellow", "event": "magenta", "inbox": "bold blue",
                "inbox-update": "blue", "note": "dim", "error": "bold red"}
@@ -77,11 +90,17 @@ class TerminalView:
     def __init__(self, console: Console, on_preview: Callable[[], None]) -> None:
         self.console, self.on_preview = console, on_preview
         self.streaming = ""
+        self._rendered: tuple[tuple[str, int, int], str] = (("", 0, 0), "")
 
     def line(self, kind: str, text: str) -> None:
+        text = printable(text)
         if kind == "assistant":
             self.console.print(Text("assistant ▸", style="bold cyan"))
             self.console.print(Markdown(text))
+        elif kind == "details":
+            self.console.print(Markdown(text))
+        elif kind == "link":  # not wrapped by rich, so the terminal sees one address
+            self.console.print(Text(text, style="underline"), soft_wrap=True)
         elif kind == "user":
             self.console.print(Text("you> ", style="bold green") + Text(text))
         elif kind == "inbox":
@@ -99,24 +118,57 @@ class TerminalView:
         self.streaming = text
         self.on_preview()
 
+    def rendered_preview(self, width: int, lines: int) -> str:
+        """The reply streaming in as the transcript will show it (Markdown rendered, not
+        its raw ``**`` and ``- ``), ``width`` columns wide: its last ``lines`` lines, with
+        ANSI styles, for the prompt to draw above the input."""
+        key = (self.streaming, width, lines)
+        if self._rendered[0] != key:
+            console = Console(file=io.StringIO(), width=width, force_terminal=True,
+                              color_system=self.console.color_system)  # type: ignore[arg-type]
+            with console.capture() as captured:
+                console.print(Text("assistant ▸", style="bold cyan"))
+                console.print(Markdown(printable(_closed(self.streaming))))
+            self._rendered = (key, "\n".join(captured.get().rstrip("\n").split("\n")[-lines:]))
+        return self._rendered[1]
+
+
+def _closed(partial: str) -> str:
+    """A reply cut mid-stream with the marks it opened last closed — a code fence, else the
+    current paragraph's inline code or ``**``/``__`` — so that ``**Gather the fa`` previews
+    bold, not as ``**``."""
+    if (partial.count("\n```") + partial.startswith("```")) % 2:
+        return partial + "\n```"
+    paragraph = partial.rsplit("\n\n", 1)[-1]
+    if paragraph.count("`") % 2:
+        return partial.rstrip() + "`"
+    for mark in ("**", "__"):
+        if paragraph.count(mark) % 2:
+            # A closing mark follows a word, not a space; a mark with nothing after it yet
+            # waits for its word.
+            partial = partial.rstrip()
+            partial = partial[:-len(mark)] if partial.endswith(mark) else partial + mark
+    return partial
+
 
 def _short(text: str, limit: int = SHORT) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-def _size(size: Any) -> str:
+def size_text(size: Any) -> str:
     size = int(size)
     return f"{size} B" if size < 1024 else f"{size / 1024:.1f} KiB"
 
 
 def _first_line(text: str) -> str:
-    """The first non-empty line, without Markdown's emphasis marks."""
+    """The first non-empty line, without Markdown's emphasis and heading marks (a report
+    starts with its heading)."""
     first = next((part for part in text.strip().splitlines() if part.strip()), "")
-    return _short(first.replace("**", "").replace("__", ""))
+    return _short(_HEADING.sub("", first).replace("**", "").replace("__", ""))
 
 
-def _tool_parts(line: dict[str, Any]) -> tuple[str, str, Any, Any]:
+def tool_parts(line: dict[str, Any]) -> tuple[str, str, Any, Any]:
     """A ``tool`` chat line (``name(args) → status: {"result"|"error": …}``) taken apart:
     name, status, arguments, body (None where it does not parse, e.g. a cut result)."""
     meta = line.get("meta") or {}
@@ -142,7 +194,7 @@ def _tool_parts(line: dict[str, Any]) -> tuple[str, str, Any, Any]:
 def tool_line(line: dict[str, Any]) -> str:
     """A ``tool`` chat line as one short line: ``⚙ process_create demo-research (marvin) →
     STARTING``."""
-    name, status, args, body = _tool_parts(line)
+    name, status, args, body = tool_parts(line)
     shown = f"⚙ {name}"
     if isinstance(args, dict):
         if name == "process_create":
@@ -153,7 +205,7 @@ def tool_line(line: dict[str, Any]) -> str:
             file = args.get("attachment")
             if isinstance(file, dict) and "size_bytes" in file:  # stored: its reference
                 shown += (f" + {file.get('filename')} ({file.get('mime_type')}, "
-                          f"{_size(file['size_bytes'])})")
+                          f"{size_text(file['size_bytes'])})")
         elif args:
             shown += " " + _short(", ".join(f"{k}={v}" for k, v in args.items()
                                             if not isinstance(v, (dict, list))), 60)
@@ -165,31 +217,51 @@ def tool_line(line: dict[str, Any]) -> str:
     return f"{shown} → {status or '?'}"
 
 
+@dataclass(frozen=True)
+class Tagged:
+    """An ``event`` chat line (``vancetope_brain.engines.prompting.event_text``) taken apart,
+    unescaped: its tag, its attributes, its text and (a ``process-event``'s) payload."""
+
+    tag: str
+    attrs: dict[str, str]
+    text: str
+    payload: str = ""
+
+
+def tagged(content: str) -> Tagged | None:
+    """``content`` taken apart, None when it is no tagged event line."""
+    match = _TAG.fullmatch(content.strip())
+    if match is None:
+        return None
+    tag, attrs, body = match.groups()
+    # Split before unescaping: an escaped "<payload>" in the summary is text.
+    text, _, payload = body.partition("<payload>") if tag == "process-event" else (body, "", "")
+    return Tagged(tag, {k: unescape(v[1:-1], _ENTITIES) for k, v in _ATTR.findall(attrs)},
+                  unescape(text), unescape(payload.removesuffix("</payload>")))
+
+
 def event_line(content: str, names: dict[str, str]) -> str:
     """An ``event`` chat line (what a worker, an Inbox answer or a tool result told Arthur)
     as one short line: ``◆ worker demo-research DONE: <first line>``; ``names``: process
     id → name."""
-    if match := _EVENT.fullmatch(content.strip()):
-        source, name, kind, summary = match.groups()
-        who = unescape(name[1:-1], _ENTITIES) if name else names.get(source, source)
-        first = _first_line(unescape(summary))
-        return f"◆ worker {who} {kind.upper()}" + (f": {first}" if first else "")
-    if match := _TAG.fullmatch(content.strip()):
-        tag, attrs, body = match.groups()
-        values = {k: unescape(v[1:-1], _ENTITIES) for k, v in _ATTR.findall(attrs)}
-        if tag == "inbox-answer":
-            said = unescape(body)
-            try:
-                answer = json.loads(said)
-            except ValueError:
-                answer = None
-            said = _answer(answer) if isinstance(answer, dict) and "outcome" in answer \
-                else _first_line(said)
-            return f"✉ answered: {values.get('title', '')} — {said}"
-        if tag == "tool-result":
-            return f"⚙ {values.get('tool', '?')} → {values.get('status', '?')} (later result)"
-        if tag == "external-command":
-            return f"⌁ command {values.get('name', '?')}"
+    event = tagged(content)
+    if event is None:
+        return _first_line(content)
+    values = event.attrs
+    if event.tag == "process-event":
+        source = values.get("sourceProcessId", "?")
+        who = values.get("sourceName") or names.get(source, source)
+        first = _first_line(event.text)
+        return f"◆ worker {who} {values.get('type', '?').upper()}" + \
+            (f": {first}" if first else "")
+    if event.tag == "inbox-answer":
+        answer = inbox_answer(event.text)
+        said = answer_text(answer) if answer else _first_line(event.text)
+        return f"✉ answered: {values.get('title', '')} — {said}"
+    if event.tag == "tool-result":
+        return f"⚙ {values.get('tool', '?')} → {values.get('status', '?')} (later result)"
+    if event.tag == "external-command":
+        return f"⌁ command {values.get('name', '?')}"
     return _first_line(content)
 
 
@@ -198,7 +270,11 @@ class Printer:
     ``events-gap`` it re-reads the chat (``history``: the latest lines, oldest first) and
     prints what it had not shown. ``typed``: the texts this terminal sent and has on screen
     already, so their committed lines are not printed again. ``me``: the user's id, so an
-    Inbox change says "you" for them."""
+    Inbox change says "you" for them.
+
+    While it waits for the user's own line (``expect_answer``), Inbox pushes wait too: a
+    turn's item is pushed as the tool posts it, before the turn commits the user's line
+    that caused it, and a transcript shows the cause first."""
 
     def __init__(self, view: View, pid: str, replay_until: int, printed_chat_seq: int,
                  history: Callable[[], list[dict[str, Any]]] | None = None,
@@ -211,12 +287,13 @@ class Printer:
         self.stream = ""  # the reply streaming in
         self.typed: list[str] = []
         self.names: dict[str, str] = {}  # process id → name, for worker lines
-        self.details = ""  # the last tool or worker line in full, for /details
+        self.detailed: dict[str, Any] | None = None  # the last tool or event line, /details
         self.acting: set[str] = set()  # items this terminal answers or dismisses: it says so
         self.answered = threading.Event()  # an assistant or error line was printed
         self.waiting = False
         self.question: str | None = None  # the user's message that ``pump`` waits to see answered
         self.asked = False                # its own line came: the next assistant line answers it
+        self.held: list[dict[str, Any]] = []  # Inbox pushes that came before it
 
     def expect_answer(self, message_id: str) -> None:
         """Make ``pump`` wait for the answer to the user's message ``message_id``: an error
@@ -229,9 +306,11 @@ class Printer:
             try:
                 frame = events.get(timeout=timeout)
             except queue.Empty:
+                self._release()
                 self.view.line("note", "no reply in time")
                 return True
             if frame["type"] == "closed":
+                self._release()
                 return False
             self.handle(frame)
         return True
@@ -243,6 +322,17 @@ class Printer:
                 self.handle(frame)
 
     def handle(self, frame: dict[str, Any]) -> None:
+        kind = frame["type"]
+        if kind.startswith("inbox-item-") and self.waiting and not self.asked:
+            self.held.append(frame)
+        elif kind.startswith("inbox-"):
+            self._inbox(frame)
+        elif kind == "events-gap":
+            self._reload(frame["data"]["firstAvailable"])
+        elif kind == "event":
+            self._event(frame["data"])
+
+    def _inbox(self, frame: dict[str, Any]) -> None:
         kind = frame["type"]
         if kind == "inbox-pending-summary" and frame["data"]["totalPending"]:
             counts = frame["data"]["byCriticality"]
@@ -256,10 +346,6 @@ class Printer:
                 self.acting.discard(item["id"])
             else:
                 self.view.line("inbox-update", change_line(item, self.me))
-        elif kind == "events-gap":
-            self._reload(frame["data"]["firstAvailable"])
-        elif kind == "event":
-            self._event(frame["data"])
 
     def _event(self, event: dict[str, Any]) -> None:
         self.last_seq = max(self.last_seq, event["seq"])
@@ -283,34 +369,44 @@ class Printer:
         self.printed_chat_seq = line["seq"]
         role = line["role"]
         if role == "user":
-            if line.get("sourceMessageId") == self.question:
-                self.asked = True
             if line["content"] in self.typed:
                 self.typed.remove(line["content"])  # on screen already: the user typed it
-                return
+            else:
+                self.show(line)
+            if line.get("sourceMessageId") == self.question:
+                self.asked = True
+                self._release()
+            return
         if role == "assistant":
             self._clear()
         self.show(line)
         if role == "error" or (role == "assistant" and (self.asked or not self.waiting)):
             self.waiting = False
+            self._release()
             self.answered.set()
 
     def show(self, line: dict[str, Any]) -> None:
         """Print one chat line as the transcript shows it."""
         role, content = line["role"], line["content"]
         if role == "tool":
-            self.details = content
-            name, _, _, body = _tool_parts(line)
+            self.detailed = line
+            name, _, _, body = tool_parts(line)
             result = body.get("result") if isinstance(body, dict) else None
             if name == "process_create" and isinstance(result, dict) and "processId" in result:
                 # Its result names the worker: later reports use that name.
                 self.names[str(result["processId"])] = str(result.get("name") or "")
             self.view.line("tool", tool_line(line))
         elif role == "event":
-            self.details = unescape(content)
+            self.detailed = line
             self.view.line("event", event_line(content, self.names))
         else:
             self.view.line(role, content)
+
+    def _release(self) -> None:
+        """Show the Inbox pushes held while waiting for the user's own line."""
+        held, self.held = self.held, []
+        for frame in held:
+            self._inbox(frame)
 
     def _clear(self) -> None:
         if self.stream:
@@ -346,9 +442,9 @@ def change_line(item: dict[str, Any], me: str) -> str:
         return "you" if user == me else str(user)
 
     if action == "ANSWER":
-        return f"answered by {who(last.get('by'))}: {title} — {_answer(item.get('answer'))}"
+        return f"answered by {who(last.get('by'))}: {title} — {answer_text(item.get('answer'))}"
     if action == "AUTO_ANSWER":
-        return f"answered with its default (LOW): {title} — {_answer(item.get('answer'))}"
+        return f"answered with its default (LOW): {title} — {answer_text(item.get('answer'))}"
     if action == "DISMISS":
         return f"dismissed by {who(last.get('by'))}: {title}"
     if action == "DELEGATE":
@@ -360,7 +456,19 @@ def change_line(item: dict[str, Any], me: str) -> str:
     return f"{str(item.get('status', '')).lower()}: {title}"
 
 
-def _answer(answer: Any) -> str:
+def inbox_answer(text: str) -> dict[str, Any] | None:
+    """The answer an ``inbox-answer`` line carries (an ``AnswerPayload``; a bare value, as
+    lines written before answers had outcomes carry, is a DECIDED one); None for none."""
+    try:
+        answer = json.loads(text)
+    except ValueError:
+        return None
+    if not isinstance(answer, dict):
+        return None
+    return answer if "outcome" in answer else {"outcome": "DECIDED", "value": answer}
+
+
+def answer_text(answer: Any) -> str:
     """An item's answer in a few words."""
     if not isinstance(answer, dict):
         return "no answer"
