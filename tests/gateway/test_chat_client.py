@@ -306,3 +306,29 @@ def test_a_server_back_on_another_port_is_found_again(monkeypatch, emb, served, 
         assert chat.url == f"ws://{served}/ws" and chat.client.connected
     finally:
         chat.client.close()
+
+
+def test_a_terminal_session_is_titled_from_its_first_message_and_listed(emb, served, tmp_path):
+    """``chat`` creates its session untitled (not "terminal chat"), so the server titles it
+    from the first message; ``/sessions`` lists the user's sessions with their titles."""
+    token = emb.brain.identity.issue_token("acme", "ada", label="titles")
+    chat = _Chat(ChatClient(f"ws://{served}/ws", token), f"ws://{served}/ws", token,
+                 tmp_path / "state.json")
+    chat.printer = Printer(view := Recorded(), "", 0, 0)
+    try:
+        chat.open(view, None, True)
+        chat.send("What is   green tea?")
+        out = io.StringIO()
+        _command(chat.client, "/sessions", PlainView(out))
+        assert f"{chat.session_id}  OPEN       What is green tea?\n" in out.getvalue()
+        other = ChatClient(f"ws://{served}/ws", token)
+        try:
+            resumed = _Chat(other, f"ws://{served}/ws", token, tmp_path / "state.json")
+            resumed.printer = Printer(again := Recorded(), "", 0, 0)
+            resumed.open(again, chat.session_id, False)
+            assert ("note", f"resumed session {chat.session_id} “What is green tea?”") in \
+                again.lines
+        finally:
+            other.close()
+    finally:
+        chat.client.close()
