@@ -1,6 +1,7 @@
 """A message shows at once, before its turn commits (issue 27 item 4): pending, then replaced
-by its committed line, or marked failed with the error and sent again; and the chat says
-that Arthur is working from the turn's start, however slow the model.
+by its committed line, or marked failed with the error (a refused request, or an error line
+a failed turn linked to it) and sent again; and the chat says that Arthur is working from
+the turn's start, however slow the model.
 
 The page's WebSocket is routed through the test (Playwright's WebSocket routing), which
 plays a slow model: it holds back the session's events after the turn's ``status-changed``
@@ -23,6 +24,7 @@ class SlowTurns:
     def __init__(self, page) -> None:  # type: ignore[no-untyped-def]
         self.holding = False
         self.refuse_steer: dict | None = None
+        self.turn_error: str | None = None
         self.steers = 0
         self._held: list[str] = []
         self._ws = None
@@ -45,6 +47,13 @@ class SlowTurns:
 
         def down(message) -> None:  # type: ignore[no-untyped-def]
             frame = json.loads(message)
+            line = frame["data"].get("data", {}) if frame["type"] == "event" else {}
+            if self.turn_error and frame["data"].get("type") == "chat-message" \
+                    and line.get("role") == "user":
+                # As a turn that failed answers the message it read: an error line linked
+                # to it instead of its own line.
+                line.update(role="error", content=self.turn_error)
+                message, self.turn_error = json.dumps(frame), None
             with self._lock:
                 if self.holding and frame["type"] == "event" and not (
                         frame["data"]["type"] == "status-changed"
@@ -125,3 +134,10 @@ def test_a_refused_message_is_marked_failed_and_can_be_sent_again(server, page, 
     failed.get_by_text("the process is CLOSED").wait_for()
     failed.get_by_role("button", name="Discard").click()
     transcript.get_by_test_id("pending").wait_for(state="detached")
+
+    # Stored, then answered by an error line instead of its own: marked failed with it.
+    slow.turn_error = "Your message was not processed: this turn failed; send it again."
+    page.get_by_label("Message to Arthur").fill("one more")
+    page.keyboard.press("Enter")
+    failed.get_by_role("alert").get_by_text("this turn failed").wait_for()
+    assert failed.get_by_text("one more").count() == 1
