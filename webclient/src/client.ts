@@ -202,9 +202,9 @@ export async function openSession(sessionId: string): Promise<void> {
 }
 
 /** session-create or session-resume, then the chat history and the process list. A
- * browser has no machine or working directory, so it sends no fingerprint: sessions
- * made here resume from any tab (one bound to a terminal's machine is refused with
- * `fingerprint_mismatch`). */
+ * browser has no machine, working directory or client tools, so it sends no fingerprint:
+ * it opens any of the user's sessions, also one a terminal started (whose client tools
+ * stay with that terminal's machine, docs/protocol.md "Fingerprint"). */
 async function bind(
   type: "session-create" | "session-resume", data: object, how: "new" | "open" | "resume",
 ): Promise<boolean> {
