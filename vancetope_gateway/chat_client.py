@@ -257,7 +257,8 @@ class _Chat:
             try:
                 reply = client.request("session-resume", sessionId=session_id,
                                        lastSeq=last_seq, fingerprint=fingerprint())
-                view.line("note", f"resumed session {session_id}")
+                view.line("note", f"resumed session {session_id}"
+                                  + (f" “{session['title']}”" if session["title"] else ""))
             except VancetopeError as e:
                 if getattr(e, "code", None) != "fingerprint_mismatch":
                     raise
@@ -269,8 +270,8 @@ class _Chat:
                                   "suspended, so its processes stay suspended; type /resume "
                                   "to continue here")
         else:
-            reply = client.request("session-create", title="terminal chat",
-                                   fingerprint=fingerprint())
+            # Untitled: the server titles it from the user's first message.
+            reply = client.request("session-create", fingerprint=fingerprint())
             view.line("note", f"new session {reply['session']['id']}; "
                               f"{client.welcome['data']['llm']}")
         self.session_id, self.pid = reply["session"]["id"], reply["chatProcessId"]

@@ -1,5 +1,5 @@
-"""The slash commands of ``vancetope chat`` that talk to the server: the Inbox and /help
-(``/details`` is ``chat_client``'s: it needs the printer's last lines)."""
+"""The slash commands of ``vancetope chat`` that talk to the server: the Inbox, /sessions and
+/help (``/details`` is ``chat_client``'s: it needs the printer's last lines)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ HELP = """commands:
   /answer ITEM !REASON   "I cannot decide" (UNDECIDABLE)
   /dismiss ITEM          click an item away
   /details               the last tool call or worker report in full
+  /sessions              your sessions with their titles (`vancetope chat --session ID`)
   /resume                resume a process left suspended by a changed working directory
   /quit                  leave (Ctrl-D too); `vancetope chat` continues the session"""
 
@@ -50,6 +51,10 @@ def command(client: ChatClient, line: str, view: View) -> None:
             client.request("inbox-answer", itemId=item_id, outcome="DECIDED",
                            value=_answer_value(item, text))
         view.line("note", "answered")
+    elif verb == "/sessions":
+        sessions = client.request("session-list")["sessions"]
+        view.line("help", "\n".join(f"{s['id']}  {s['status']:<9}  {s['title'] or '(untitled)'}"
+                                     for s in sessions) or "(no sessions)")
     elif verb in ("/help", "/inbox", "/dismiss", "/answer"):
         view.line("help", HELP)
     else:

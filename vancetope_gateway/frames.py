@@ -17,6 +17,7 @@ from vancetope_brain.models.base import Wire
 from vancetope_brain.models.inbox import Criticality, ItemStatus, Outcome
 from vancetope_brain.recipes.kinds import KINDS
 from vancetope_brain.recipes.model import KEBAB
+from vancetope_brain.sessions.titles import TITLE_MAX
 
 Id = Field(min_length=1, max_length=64)
 NotifyMode = Literal["all", "critical-only", "none"]
@@ -45,7 +46,7 @@ class SessionCreate(Wire):
     """Create a session and bind this connection to it. INTERACTIVE sessions get a chat
     process (engine from ``session.defaultChatEngine``); AUTONOMOUS ones get none."""
 
-    title: str = Field(default="", max_length=200)
+    title: str = Field(default="", max_length=TITLE_MAX)
     type: SessionType = SessionType.INTERACTIVE
     project_id: str = Field(default="default", min_length=1, max_length=64)
     on_disconnect: OnDisconnect = OnDisconnect.SUSPEND
@@ -72,6 +73,14 @@ class SessionRef(Wire):
     """Names a session of the caller (``session-get``, ``session-suspend``, ``session-close``)."""
 
     session_id: str = Id
+
+
+class SessionRename(Wire):
+    """Give a session of the caller a title (in any status); runs of spaces and line breaks
+    become one space. An untitled session is titled from the user's first message."""
+
+    session_id: str = Id
+    title: str = Field(min_length=1, max_length=TITLE_MAX)
 
 
 class ProcessCreate(Wire):
@@ -297,6 +306,7 @@ REQUESTS: dict[str, type[Wire]] = {
     "session-get": SessionRef,
     "session-suspend": SessionRef,
     "session-close": SessionRef,
+    "session-rename": SessionRename,
     "process-create": ProcessCreate,
     "process-start": ProcessRef,
     "process-pause": ProcessRef,
@@ -351,8 +361,8 @@ class SessionsListed(Wire):
 
 
 class SessionDetail(Wire):
-    """Reply to ``session-get`` / ``session-suspend`` / ``session-close``: the session and all
-    its processes."""
+    """Reply to ``session-get`` / ``session-suspend`` / ``session-close`` /
+    ``session-rename``: the session and all its processes."""
 
     session: dict[str, Any]
     processes: list[dict[str, Any]]
@@ -484,6 +494,7 @@ REPLIES: dict[str, type[Wire]] = {
     "session-get": SessionDetail,
     "session-suspend": SessionDetail,
     "session-close": SessionDetail,
+    "session-rename": SessionDetail,
     "process-create": ProcessReply,
     "process-start": ProcessReply,
     "process-pause": ProcessReply,

@@ -164,6 +164,7 @@ class Connection:
         self._live_after = 0
         self.state = ConnState.OPEN
         self.session: Session | None = None
+        self._fingerprint: Fingerprint | None = None  # what this connection bound with
         # suspend is the system's call (session cascade), not a client's.
         calls = {f"process-{c.value}": c for c in LifecycleCall if c is not LifecycleCall.SUSPEND}
         self._handlers: dict[str, Callable[[Any], frames.Wire]] = {
@@ -173,6 +174,7 @@ class Connection:
             "session-get": self._session_get,
             "session-suspend": self._session_suspend,
             "session-close": self._session_close,
+            "session-rename": self._session_rename,
             "process-create": self._process_create,
             "process-start": self._process_start,
             **{name: functools.partial(self._process_control, call)
@@ -398,6 +400,10 @@ class Connection:
     def _session_close(self, data: frames.SessionRef) -> frames.SessionDetail:
         return self._detail(self._gateway.lifecycle.close(self._who, data.session_id))
 
+    def _session_rename(self, data: frames.SessionRename) -> frames.SessionDetail:
+        return self._detail(self._gateway.sessions.rename(self._who, data.session_id,
+                                                          data.title))
+
     def _detail(self, session: Session) -> frames.SessionDetail:
         processes = self._gateway.sessions.processes(self._who, session.id)
         return frames.SessionDetail(session=session.dump(),
@@ -539,6 +545,7 @@ class Connection:
     # ── client tools ────────────────────────────────────────────────────
     def _client_tools_register(self, data: frames.ClientToolsRegister) -> frames.Wire:
         session = self._require_session()
+        self._gateway.lifecycle.check_tool_host(self._who, session.id, self._fingerprint)
         count = self._gateway.client_tools.register(
             session.id, self.connection_id, [t.dump() for t in data.tools])
         return frames.ClientToolsRegistered(registered=count)
@@ -575,6 +582,7 @@ class Connection:
                     self._follow = None
                 self.state = self.state.to(ConnState.BOUND)
                 self.session = bound.session
+                self._fingerprint = fingerprint
                 self._resume_after = last_seq
         if left is not None:
             self._leave(left)

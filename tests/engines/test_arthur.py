@@ -140,6 +140,12 @@ def test_the_example_flow(embedded):
     worker_lines = [m.content for m in embedded.brain.store.port(LaneStore).chat_history("acme", worker_doc.id)]
     assert worker_lines[0] == "Analyze 5 PDFs for contradictions"
     assert "Yes, use Vaswani2017 as baseline" in worker_lines
+    # Who wrote a user line: Arthur's relay names him, so no client shows it as the user's.
+    relayed = next(m for m in embedded.brain.store.port(LaneStore).chat_history("acme", worker_doc.id)
+                   if m.content == "Yes, use Vaswani2017 as baseline")
+    assert relayed.meta["fromProcess"] == pid
+    assert all("fromProcess" not in m.meta for m in embedded.brain.store.port(LaneStore).chat_history(
+        "acme", pid) if m.role is ChatRole.USER)
 
 
 def test_respond_must_stand_alone(embedded):

@@ -598,3 +598,31 @@ def test_a_refused_token_says_where_it_came_from(monkeypatch, served, tmp_path, 
                              token="vt_from_the_option" if source == "option" else None)
     assert str(refused.value) == (f"the server at ws://{served}/ws refused the token (HTTP 401: "
                                   f"unknown or revoked); {advice.format(data=data)}")
+
+
+def test_a_terminal_session_is_titled_from_its_first_message_and_listed(emb, served, tmp_path):
+    """``chat`` creates its session untitled (not "terminal chat"), so the server titles it
+    from the first message; ``/sessions`` lists the user's sessions with their titles."""
+    token = emb.brain.identity.issue_token("acme", "ada", label="titles")
+    chat = _Chat(ChatClient(f"ws://{served}/ws", token), f"ws://{served}/ws",
+                 Token(token, "--token"), tmp_path / "state.json",
+                 find_url=lambda: f"ws://{served}/ws")
+    chat.printer = Printer(view := Recorded(), "", 0, 0)
+    try:
+        chat.open(view, None, True)
+        chat.send("What is   green tea?")
+        out = io.StringIO()
+        _command(chat.client, "/sessions", PlainView(out))
+        assert f"{chat.session_id}  OPEN       What is green tea?\n" in out.getvalue()
+        other = ChatClient(f"ws://{served}/ws", token)
+        try:
+            resumed = _Chat(other, f"ws://{served}/ws", Token(token, "--token"),
+                            tmp_path / "state.json", find_url=lambda: f"ws://{served}/ws")
+            resumed.printer = Printer(again := Recorded(), "", 0, 0)
+            resumed.open(again, chat.session_id, False)
+            assert ("note", f"resumed session {chat.session_id} “What is green tea?”") in \
+                again.lines
+        finally:
+            other.close()
+    finally:
+        chat.client.close()

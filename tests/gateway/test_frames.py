@@ -277,6 +277,48 @@ def test_session_get(emb, bound):
                                                                   (worker, "IDLE")]
 
 
+@covers("session-rename", SUCCESS, REFUSAL)
+def test_session_rename_titles_a_session_in_any_status(emb, bound):
+    client, sid, chat = bound
+    data = client.ok("session-rename", sessionId=sid, title="  Tea\n   research  ")
+    assert data["session"]["title"] == "Tea research"
+    assert [p["id"] for p in data["processes"]] == [chat]
+    assert emb.brain.store.port(SessionStore).get_session("acme", sid).title == "Tea research"
+    assert {s["id"]: s["title"] for s in client.ok("session-list")["sessions"]}[sid] == \
+        "Tea research"
+    for title in ("", " \n ", "x" * 201):
+        client.refused("session-rename", "invalid_input", sessionId=sid, title=title)
+    client.refused("session-rename", "invalid_input", sessionId=sid)
+    client.refused("session-rename", "not_found", sessionId="ses_missing", title="Mine")
+    client.ok("session-close", sessionId=sid)
+    assert client.ok("session-rename", sessionId=sid, title="x" * 200)["session"]["title"] == \
+        "x" * 200
+    assert emb.brain.store.port(SessionStore).get_session("acme", sid).title == "x" * 200
+
+
+def test_an_untitled_session_is_titled_from_the_users_first_message(emb, client):
+    created = client.ok("session-create", onDisconnect="KEEP_OPEN")
+    sid, chat = created["session"]["id"], created["chatProcessId"]
+    assert created["session"]["title"] == ""
+    wait_process(emb, emb.who, chat, S.IDLE)
+    client.ok("process-steer", targetThinkProcessId=chat, content="Please compare   green and "
+              "black tea\nfor caffeine, taste and price, and tell me which to buy")
+    first = "Please compare green and black tea for caffeine, taste and…"
+    assert emb.brain.store.port(SessionStore).get_session("acme", sid).title == first
+    assert {s["id"]: s["title"] for s in client.ok("session-list")["sessions"]}[sid] == first
+    client.ok("process-steer", targetThinkProcessId=chat, content="And oolong?")
+    assert emb.brain.store.port(SessionStore).get_session("acme", sid).title == first
+    # A title the user gave is never replaced.
+    client.ok("session-rename", sessionId=sid, title="Tea")
+    client.ok("process-steer", targetThinkProcessId=chat, content="And white tea?")
+    titled = client.ok("session-create", title="Given", onDisconnect="KEEP_OPEN")
+    wait_process(emb, emb.who, titled["chatProcessId"], S.IDLE)
+    client.ok("process-steer", targetThinkProcessId=titled["chatProcessId"], content="hello")
+    store = emb.brain.store.port(SessionStore)
+    assert (store.get_session("acme", sid).title,
+            store.get_session("acme", titled["session"]["id"]).title) == ("Tea", "Given")
+
+
 # ── process-create ──────────────────────────────────────────────────────────
 @covers("process-create", SUCCESS)
 def test_process_create_starts_the_process_on_its_lane(emb, bound):
@@ -698,6 +740,62 @@ def test_fingerprint_drift_is_cleared_when_the_original_client_resumes(emb):
         assert process.context_drift is False, "IDLE process still flagged contextDrift=true"
     finally:
         original.close()
+
+
+@covers("session-resume", SUCCESS)
+def test_a_client_without_fingerprint_opens_a_terminal_session_but_offers_it_no_tools(emb):
+    """A browser (no fingerprint: no machine id, no working directory, no client tools)
+    continues a session a terminal started; the terminal's machine keeps its tools."""
+    sid, (chat,) = _suspended_by_disconnect(emb, FP, workers=0)
+    browser = Client(emb, emb.who)
+    terminal = Client(emb, emb.who)
+    try:
+        data = browser.ok("session-resume", sessionId=sid)
+        assert data["contextDrift"] is False and data["session"]["status"] == "OPEN"
+        wait_process(emb, emb.who, chat, S.IDLE)
+        browser.ok("process-steer", targetThinkProcessId=chat, content="from the browser")
+        _answered(emb, chat, "echo: from the browser")
+        message = browser.refused("client-tools-register", "fingerprint_mismatch",
+                                  tools=[SHELL])
+        assert "machine it was started on" in message
+        assert browser.refused("client-tools-register", "fingerprint_mismatch", tools=[])
+        assert emb.brain.client_tools.source(sid, chat, timeout=1).manifests() == []
+        stored = emb.brain.store.port(SessionStore).get_session("acme", sid).fingerprint
+        assert stored is not None and stored.dump() == FP
+        # Another machine is still refused; the terminal's own machine binds and offers tools.
+        terminal.refused("session-resume", "fingerprint_mismatch", sessionId=sid,
+                         fingerprint={**FP, "machineId": "m-2"})
+        assert terminal.ok("session-resume", sessionId=sid, fingerprint=FP)["contextDrift"] \
+            is False
+        assert terminal.ok("client-tools-register", tools=[SHELL]) == {"registered": 1}
+        source = emb.brain.client_tools.source(sid, chat, timeout=1)
+        assert [m.spec.name for m in source.manifests()] == ["shell"]
+    finally:
+        browser.close()
+        terminal.close()
+
+
+def test_a_client_without_fingerprint_leaves_drifted_processes_to_the_user(emb):
+    """A browser cannot tell whether it is back where a drift was found: processes the drift
+    left SUSPENDED stay so, flagged, and the reply says ``contextDrift``."""
+    sid, (chat,) = _suspended_by_disconnect(emb, FP, workers=0)
+    drifted = Client(emb, emb.who)
+    try:
+        assert drifted.ok("session-resume", sessionId=sid,
+                          fingerprint={**FP, "workingDir": "/tmp"})["contextDrift"] is True
+    finally:
+        drifted.close()
+    wait_session(emb, emb.who, sid, SessionStatus.SUSPENDED)
+    browser = Client(emb, emb.who)
+    try:
+        data = browser.ok("session-resume", sessionId=sid)
+        assert data["contextDrift"] is True and data["session"]["status"] == "OPEN"
+        stays(lambda: (p := emb.brain.store.port(SessionStore).get_process("acme", chat))
+              .status is S.SUSPENDED and p.context_drift, 0.3)
+        browser.ok("process-resume", processId=chat)  # the user's decision, as on a card
+        assert wait_process(emb, emb.who, chat, S.IDLE).context_drift is False
+    finally:
+        browser.close()
 
 
 # ── onDisconnect (think-engines §6) with the embedded worker ────────────────

@@ -111,6 +111,7 @@ FOREIGN_FRAMES = [
     ("session-get", {"sessionId": "{sid}"}),
     ("session-suspend", {"sessionId": "{sid}"}),
     ("session-close", {"sessionId": "{sid}"}),
+    ("session-rename", {"sessionId": "{sid}", "title": "mine now"}),
     ("process-list", {"sessionId": "{sid}", "all": True}),
     ("process-start", {"processId": "{fresh}"}),
     ("process-pause", {"processId": "{chat}"}),

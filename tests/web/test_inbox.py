@@ -7,7 +7,6 @@ browser context; and the page keeps within its Content Security Policy throughou
 
 from __future__ import annotations
 
-import json
 import re
 
 from playwright.sync_api import expect
@@ -54,6 +53,17 @@ def _answered(view) -> None:  # type: ignore[no-untyped-def]
     view.locator("[data-testid=item-status]").get_by_text("ANSWERED").wait_for()
 
 
+def _lines(text: str) -> list[str]:
+    return [line for line in text.split("\n") if line.strip()]
+
+
+def _reads(view, text: str) -> None:  # type: ignore[no-untyped-def]
+    """The item's answer reads ``text`` (its lines), with no JSON in sight."""
+    answer = view.get_by_test_id("item-answer")
+    assert _lines(answer.inner_text()) == text.split("\n")
+    assert answer.locator("pre, code").count() == 0
+
+
 def _second_user(server) -> tuple[str, str]:  # type: ignore[no-untyped-def]
     """A user Bea in the local user's tenant, and a token for her."""
     tenant = server.admin("tenant", "list").stdout.splitlines()[1].split()[0]
@@ -96,8 +106,7 @@ def test_every_inbox_item_type_is_rendered_answered_and_one_delegated(
     shoot(view, "inbox-approval")
     view.get_by_role("button", name="Approve").click()
     _answered(view)
-    assert json.loads(view.get_by_test_id("item-answer").locator("pre").inner_text()) == \
-        {"approved": True}
+    _reads(view, "Answered by you\nApproved")
 
     # DECISION: options with the default marked, plus free text.
     view = _open(page, "DECISION")
@@ -107,8 +116,7 @@ def test_every_inbox_item_type_is_rendered_answered_and_one_delegated(
     shoot(view, "inbox-decision")
     view.get_by_role("button", name="Answer", exact=True).click()
     _answered(view)
-    assert json.loads(view.get_by_test_id("item-answer").locator("pre").inner_text()) == \
-        {"chosen": "postgres", "freeText": "postgres, with backups"}
+    _reads(view, "Answered by you\nChose PostgreSQL\nAnd wrote: “postgres, with backups”")
 
     # ORDERING by keyboard: pick up the last row, move it up three places, drop it.
     view = _open(page, "ORDERING")
@@ -124,8 +132,8 @@ def test_every_inbox_item_type_is_rendered_answered_and_one_delegated(
     shoot(view, "inbox-ordering")
     view.get_by_role("button", name="Submit this order").click()
     _answered(view)
-    assert json.loads(view.get_by_test_id("item-answer").locator("pre").inner_text()) == \
-        {"orderedIds": ["announce", "tests", "docs", "release"]}
+    _reads(view, "Answered by you\nIn this order:\nAnnounce it\nFinish the tests\n"
+                 "Write the docs\nCut the release")
 
     # STRUCTURE_EDIT: a form from the schema; an invalid name is refused inline.
     view = _open(page, "STRUCTURE_EDIT")
@@ -141,8 +149,7 @@ def test_every_inbox_item_type_is_rendered_answered_and_one_delegated(
     form.get_by_label("replicas").fill("3")
     form.get_by_role("button", name="Submit").click()
     _answered(view)
-    assert json.loads(view.get_by_test_id("item-answer").locator("pre").inner_text()) == \
-        {"value": {"name": "demo-api", "replicas": 3}}
+    _reads(view, "Answered by you\nSet to:\nName: demo-api\nReplicas: 3")
 
     # OUTPUT_TEXT as sanitized, highlighted Markdown; seen (dismissed), then archived.
     view = _open(page, "OUTPUT_TEXT")
@@ -227,6 +234,24 @@ def test_every_inbox_item_type_is_rendered_answered_and_one_delegated(
     transcript = page.get_by_test_id("transcript")
     transcript.get_by_text("Your feedback on “How did the demo feel?”: Bea liked it.").wait_for()
     transcript.get_by_text("You approved “Approve the demo deployment?”").wait_for()
+    # What reached Arthur, each as one reads it: the answer in words and who gave it.
+    answers = transcript.locator("[data-role=event][data-tag=inbox-answer]")
+    assert {tuple(_lines(card)) for card in answers.all_inner_texts()} == {
+        ("Inbox answer", "Approve the demo deployment?", "APPROVAL", "Approved",
+         "Answered by you"),
+        ("Inbox answer", "Which database should the demo use?", "DECISION",
+         "Chose PostgreSQL", "And wrote: “postgres, with backups”", "Answered by you"),
+        ("Inbox answer", "Put the launch tasks in order", "ORDERING", "In this order:",
+         "Announce it", "Finish the tests", "Write the docs", "Cut the release",
+         "Answered by you"),
+        ("Inbox answer", "Edit the demo service settings", "STRUCTURE EDIT", "Set to:",
+         "Name: demo-api", "Replicas: 3", "Answered by you"),
+        ("Inbox answer", "How did the demo feel?", "FEEDBACK", "“Bea liked it.”",
+         f"Answered by {bea}"),
+    }
+    assert "outcome" not in transcript.inner_text() and "{" not in "".join(
+        answers.all_inner_texts())
+    shoot(answers.first, "chat-inbox-answer")
 
     # A LOW ask with a default is answered with it at once (nobody is told); the Inbox,
     # loaded again when opened, marks it, and the automatic answer can be revoked.

@@ -1,9 +1,11 @@
 """Sessions in the web client: create (interactive and autonomous; one with the keyboard
-only), switch with the history reloaded, suspend and resume, close."""
+only), switch with the history reloaded, suspend and resume, close; titles from the first
+message, renaming, and a session the terminal started continued here."""
 
 from __future__ import annotations
 
 from tests.web.ui import create_session
+from vancetope_gateway.chat_client import ChatClient, fingerprint
 
 
 def _tab_to(page, name: str) -> None:  # type: ignore[no-untyped-def]
@@ -61,11 +63,72 @@ def test_create_switch_suspend_resume_and_close_sessions(server, page, shoot):
     shoot(page, "sessions")
 
 
-def test_a_session_needs_no_title(server, page):
+def test_a_session_needs_no_title_and_takes_one_from_its_first_message(server, page):
     page.goto(server.sign_in_url)
     page.get_by_test_id("connection").get_by_text("connected").wait_for()
     create_session(page, "")
     page.get_by_test_id("transcript").get_by_text("Hi, I'm Arthur").wait_for()
-    # Listed by its id, as the client shows a session without a title.
+    sessions = page.get_by_role("navigation", name="Sessions")
+    current = sessions.locator("[data-active]")
+    current.get_by_text("Untitled session").wait_for()
+    page.get_by_label("Message to Arthur").fill(
+        "Could you compare   green, black and oolong tea\nfor caffeine and taste?")
+    page.keyboard.press("Enter")
+    # Titled by the server from the first message: one line, cut at a word, an ellipsis.
+    current.get_by_text("Could you compare green, black and oolong tea for caffeine…",
+                        exact=True).wait_for()
+
+
+def test_a_terminal_session_opens_in_the_browser_and_is_renamed(server, page, shoot):
+    """The quick start's order, terminal first: the browser (no fingerprint, no client
+    tools) continues the terminal's session, titled from its first message; renamed here,
+    the title is the server's, for the terminal too."""
+    ws_url = server.url.replace("http://", "ws://") + "/ws"
+    terminal = ChatClient(ws_url, server.token)
+    try:
+        created = terminal.request("session-create", fingerprint=fingerprint())
+        sid, chat = created["session"]["id"], created["chatProcessId"]
+        terminal.request("process-steer", targetThinkProcessId=chat,
+                         content="Which tea goes with breakfast?")
+    finally:
+        terminal.close()  # the session is suspended (onDisconnect SUSPEND)
+
+    page.goto(server.sign_in_url)
+    sessions = page.get_by_role("navigation", name="Sessions")
+    listed = sessions.get_by_role("button", name="Which tea goes with breakfast?")
+    listed.get_by_text("SUSPENDED").wait_for()
+    listed.click()  # resumes it: no fingerprint_mismatch
+    transcript = page.get_by_test_id("transcript")
+    transcript.locator("[data-role=user]").filter(
+        has_text="Which tea goes with breakfast?").wait_for()
+    transcript.locator("[data-role=assistant]").filter(
+        has_text="Which tea goes with breakfast?").wait_for()
+    listed.get_by_text("OPEN").wait_for()
+    assert page.locator(".mantine-Notification-root").filter(has_text="fingerprint").count() == 0
+    page.get_by_label("Message to Arthur").fill("and with lunch?")
+    page.keyboard.press("Enter")
+    transcript.locator("[data-role=assistant]").filter(has_text="and with lunch?").wait_for()
+
+    page.get_by_role("button", name="Rename").click()
+    dialog = page.get_by_role("dialog", name="Rename the session")
+    title = dialog.get_by_label("Title")
+    assert title.input_value() == "Which tea goes with breakfast?"
+    title.fill("   ")
+    assert dialog.get_by_role("button", name="Save").is_disabled()
+    title.fill("Tea for  every meal")
+    shoot(page, "session-rename")
+    dialog.get_by_role("button", name="Save").click()
+    dialog.wait_for(state="detached")
+    sessions.get_by_role("button", name="Tea for every meal").get_by_text("OPEN").wait_for()
+    page.reload()
     page.get_by_role("navigation", name="Sessions").get_by_role(
-        "button", name="ses_").first.wait_for()
+        "button", name="Tea for every meal").wait_for()
+
+    back = ChatClient(ws_url, server.token)
+    try:
+        listing = back.request("session-list")["sessions"]
+        assert next(s["title"] for s in listing if s["id"] == sid) == "Tea for every meal"
+        # The terminal's machine still binds it, and only it offers client tools.
+        back.request("session-resume", sessionId=sid, fingerprint=fingerprint())
+    finally:
+        back.close()

@@ -54,6 +54,9 @@ EXCLUDED = "excludedFromContext"
 """``meta`` key of an input line the model is never shown again (its value says why): the
 provider refused the turn that brought it (``LlmRejected``), and would refuse every later
 turn whose history held it."""
+FROM_PROCESS = "fromProcess"
+"""``meta`` key of a user line another process sent (``processes().steer``): its id, so a
+client does not show the line as the user's own."""
 
 
 @dataclass(frozen=True)
@@ -106,9 +109,12 @@ class ChatApi:
                meta: dict[str, Any] | None = None) -> ChatMessage:
         """Buffer a line; it is written, numbered and announced when the turn commits."""
         s = self._ctx.scope
+        meta = meta or {}
+        if role is ChatRole.USER and source is not None and source.sender_process_id:
+            meta = {**meta, FROM_PROCESS: source.sender_process_id}
         line = ChatMessage(id=new_id("chat"), tenant_id=s.tenant_id, session_id=s.session_id,
                            process_id=s.process_id, role=role, content=content,
-                           source_message_id=source.id if source else None, meta=meta or {})
+                           source_message_id=source.id if source else None, meta=meta)
         self._ctx.turn.chat.append(line)
         return line
 

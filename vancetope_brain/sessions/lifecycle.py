@@ -54,11 +54,15 @@ class SessionLifecycle:
              fingerprint: Fingerprint | None) -> Bound:
         """Attach a client connection; a SUSPENDED session resumes.
 
-        Fingerprint policy: the first fingerprint is stored; another machine is
-        refused (``fingerprint_mismatch``) and the session stays as it was; the
-        same machine in another working directory resumes the session but leaves
-        its suspended processes SUSPENDED with ``contextDrift`` for the user to
-        decide (resume, stop or reset each).
+        Fingerprint policy (think-engines §6): the first fingerprint is stored;
+        another machine is refused (``fingerprint_mismatch``) and the session stays
+        as it was; the same machine in another working directory resumes the
+        session but leaves its suspended processes SUSPENDED with ``contextDrift``
+        for the user to decide (resume, stop or reset each). A client that sends
+        none (a browser: no machine id, no working directory, no client tools) binds
+        any session of its user, reading and writing through the server; the client
+        tools stay with the fingerprint's machine (``check_tool_host``), and processes
+        a drift left SUSPENDED stay so for the user's decision.
         """
         with self._presence.lock(session_id):
             session = self._sessions.get(who, session_id)
@@ -68,8 +72,23 @@ class SessionLifecycle:
             self._presence.bind(who.tenant_id, session_id, connection_id)
             self._presence.touch(who.tenant_id, session_id, session.idle_timeout_sec)
             if session.status is SessionStatus.SUSPENDED:
-                session = self._resume(who, session, drift)
+                session, left = self._resume(who, session, drift,
+                                             located=fingerprint is not None)
+                drift = drift or left
             return Bound(session, drift)
+
+    def check_tool_host(self, who: Principal, session_id: str,
+                        fingerprint: Fingerprint | None) -> None:
+        """Refuse (``fingerprint_mismatch``) a connection that bound with ``fingerprint``
+        offering client tools to the session when a fingerprint of another machine, or
+        one it did not send, is stored: client tools act on files of the machine the
+        session was started on (think-engines §6), so only a client there offers them."""
+        stored = self._sessions.get(who, session_id).fingerprint
+        if stored is not None and (fingerprint is None or
+                                   fingerprint.machine_id != stored.machine_id):
+            raise FingerprintMismatch(
+                "this session's client tools stay with the machine it was started on; this "
+                "connection did not bind with that machine's fingerprint")
 
     def unbind(self, who: Principal, session_id: str, connection_id: str) -> None:
         """Detach a connection; when it was the session's last, apply ``onDisconnect``."""
@@ -98,7 +117,7 @@ class SessionLifecycle:
     def resume(self, who: Principal, session_id: str) -> Session:
         """SUSPENDED → OPEN without a client, its suspended processes resumed: a system
         session's next job (think-engines §7b). Raises ``Conflict`` unless SUSPENDED."""
-        return self._resume(who, self._sessions.get(who, session_id), drift=False)
+        return self._resume(who, self._sessions.get(who, session_id), drift=False)[0]
 
     def close(self, who: Principal, session_id: str) -> Session:
         """→ CLOSED; every process is stopped (CLOSED / STOPPED) on its own lane."""
@@ -167,10 +186,16 @@ class SessionLifecycle:
             return 0
         return 1
 
-    def _resume(self, who: Principal, session: Session, drift: bool) -> Session:
+    def _resume(self, who: Principal, session: Session, drift: bool,
+                located: bool = True) -> tuple[Session, bool]:
+        """Reopen the session and its suspended processes. ``located``: the client sent a
+        fingerprint (else it cannot tell whether it is back where a drift was found, and
+        leaves drifted processes SUSPENDED). Returns the session and whether processes were
+        left SUSPENDED with ``contextDrift``."""
         session = self._store.update_session_status(
             who.tenant_id, session.id, SessionStatus.OPEN,
             allowed_from=frozenset({SessionStatus.SUSPENDED}))
+        left = False
         for process in self._store.list_processes(who.tenant_id, session.id):
             # A suspend still waiting for its lane counts as suspended: resume replaces it.
             if process.status is not ProcessStatus.SUSPENDED and \
@@ -178,11 +203,14 @@ class SessionLifecycle:
                 continue
             if drift:
                 self._store.set_context_drift(who.tenant_id, process.id, True)
+                left = True
+            elif process.context_drift and not located:
+                left = True
             else:
                 if process.context_drift:  # the original client is back where it was
                     self._store.set_context_drift(who.tenant_id, process.id, False)
                 self._undo_suspend(who, process)
-        return session
+        return session, left
 
     def _undo_suspend(self, who: Principal, process: ThinkProcess) -> None:
         """Resume a SUSPENDED process, or replace a suspend still waiting for its lane with
@@ -223,10 +251,13 @@ class SessionLifecycle:
         stored = session.fingerprint
         if stored is None:
             if fingerprint is not None:
-                self._store.set_fingerprint(session.tenant_id, session.id, fingerprint)
+                self._store.set_details(session.tenant_id, session.id, fingerprint=fingerprint,
+                                         only_unset=True)
             return False
-        if fingerprint is None or fingerprint.machine_id != stored.machine_id:
+        if fingerprint is None:  # a browser: nothing of that machine is reached from here
+            return False
+        if fingerprint.machine_id != stored.machine_id:
             raise FingerprintMismatch(
                 "this session is bound to another machine; create a new session here "
-                "(the original client can still resume it)")
+                "(the original client can still resume it, and a browser can open it)")
         return fingerprint.working_dir != stored.working_dir

@@ -9,7 +9,7 @@ from vancetope_brain.engines import lifecycle
 from vancetope_brain.engines.base import DEFAULT_ENGINE
 from vancetope_brain.engines.lifecycle import LifecycleCall
 from vancetope_brain.engines.spawning import ProcessFactory
-from vancetope_brain.errors import Conflict, LimitExceeded, NotFound
+from vancetope_brain.errors import Conflict, InvalidInput, LimitExceeded, NotFound
 from vancetope_brain.identity import Principal
 from vancetope_brain.lanes import Waker
 from vancetope_brain.models import (
@@ -27,6 +27,7 @@ from vancetope_brain.models import (
     UserChatInput,
     new_id,
 )
+from vancetope_brain.sessions.titles import TITLE_MAX, one_line, title_from_message
 from vancetope_brain.settings import SettingsApi, SettingsService
 from vancetope_brain.store import IdentityStore, LaneStore, SessionStore
 
@@ -120,6 +121,16 @@ class SessionService:
         """The caller's session; missing, another tenant's and another user's look the same."""
         return _owned(who, "session", session_id, self._sessions.get_session)
 
+    def rename(self, who: Principal, session_id: str, title: str) -> Session:
+        """Give the caller's session ``title`` (on one line), in any status: a title is only
+        what a session list shows."""
+        title = one_line(title)
+        if not title or len(title) > TITLE_MAX:
+            raise InvalidInput(f"a session title has 1 to {TITLE_MAX} characters, "
+                               "not counting spaces at its ends")
+        self.get(who, session_id)
+        return self._sessions.set_details(who.tenant_id, session_id, title=title)
+
     def list_sessions(self, who: Principal) -> list[Session]:
         """The caller's sessions; never a system session (its owner ``_system`` is no user)."""
         return [s for s in self._sessions.list_sessions(who.tenant_id, who.user_id)
@@ -146,10 +157,19 @@ class SessionService:
         when given (a client's bound session). PAUSED and SUSPENDED queue without a wake.
         INIT queues too: a message is not a lifecycle call (only ``start`` runs in INIT,
         think-engines §5); the lane delivers it to the first ``steer`` after the start.
+        An untitled session is titled from the user's first message (``titles``).
         """
-        return self._deliver(who, process_id, UserChatInput(from_user=who.user_id,
-                                                            content=content),
-                             idempotency_key, session_id)
+        message, created, process = self._deliver(
+            who, process_id, UserChatInput(from_user=who.user_id, content=content),
+            idempotency_key, session_id)
+        if created:
+            self._title_if_untitled(who, process.session_id, content)
+        return message, created
+
+    def _title_if_untitled(self, who: Principal, session_id: str, content: str) -> None:
+        if not self._sessions.get_session(who.tenant_id, session_id).title:
+            self._sessions.set_details(who.tenant_id, session_id,
+                                       title=title_from_message(content), only_unset=True)
 
     def command(self, who: Principal, process_id: str, command: str,
                 params: dict[str, Any] | None = None, idempotency_key: str | None = None, *,
@@ -158,7 +178,7 @@ class SessionService:
         into the process's inbox, with the rules of ``steer``."""
         return self._deliver(who, process_id, ExternalCommand(command=command,
                                                               params=params or {}),
-                             idempotency_key, session_id)
+                             idempotency_key, session_id)[:2]
 
     def tool_result(self, who: Principal, process_id: str,
                     result: ToolResult) -> tuple[InboxMessage, bool]:
@@ -166,10 +186,11 @@ class SessionService:
         (a ToolResult, arthur-engine §2.3) into the calling process's inbox, once per
         call, with the rules of ``steer``."""
         return self._deliver(who, process_id, result, f"tool-result:{result.tool_call_id}",
-                             None)
+                             None)[:2]
 
     def _deliver(self, who: Principal, process_id: str, steer: SteerMessage,
-                 idempotency_key: str | None, session_id: str | None) -> tuple[InboxMessage, bool]:
+                 idempotency_key: str | None,
+                 session_id: str | None) -> tuple[InboxMessage, bool, ThinkProcess]:
         process = self.process(who, process_id)
         if session_id is not None and process.session_id != session_id:
             raise Conflict("the target process belongs to another session; resume that one")
@@ -182,7 +203,7 @@ class SessionService:
         stored, created = self._lanes.append_message(message)
         if process.status.wakes_on_message:
             self._waker.wake(who.tenant_id, process_id)
-        return stored, created
+        return stored, created, process
 
     def control(self, who: Principal, process_id: str, call: LifecycleCall, *,
                 by_system: bool = False) -> ThinkProcess:

@@ -49,10 +49,14 @@ class SessionStore(Port):
         """
 
     @abstractmethod
-    def set_fingerprint(self, tenant_id: str, session_id: str,
-                        fingerprint: Fingerprint) -> Session:
-        """Store the client fingerprint unless one is already stored (the first bind wins,
-        atomically). Returns the session as stored. Raises ``NotFound``."""
+    def set_details(self, tenant_id: str, session_id: str, *, title: str | None = None,
+                    fingerprint: Fingerprint | None = None,
+                    only_unset: bool = False) -> Session:
+        """Set what clients tell of a session, each field given: its ``title``, the
+        ``fingerprint`` of the client that bound it (and ``updatedAt``). With ``only_unset``
+        each only where the session has none yet (an empty title, no fingerprint),
+        atomically: the first bind's fingerprint wins, and a title taken from a message
+        never replaces one. Returns the session as stored. Raises ``NotFound``."""
 
     @abstractmethod
     def create_process(self, process: ThinkProcess) -> None:

@@ -11,7 +11,8 @@ import type {
 } from "./protocol";
 import { loadInbox, onInboxPush } from "./inbox";
 import {
-  applyEvent, get, mergeLines, putProcesses, resetSession, set, track, viewedProcess,
+  addPending, applyEvent, dropPending, get, mergeLines, NO_TRANSCRIPT, pendingAnswered,
+  putProcesses, resetSession, set, track, viewedProcess,
 } from "./store";
 
 /** Chat lines loaded per page: the newest when a chat is shown or after `events-gap`, then
@@ -201,9 +202,9 @@ export async function openSession(sessionId: string): Promise<void> {
 }
 
 /** session-create or session-resume, then the chat history and the process list. A
- * browser has no machine or working directory, so it sends no fingerprint: sessions
- * made here resume from any tab (one bound to a terminal's machine is refused with
- * `fingerprint_mismatch`). */
+ * browser has no machine, working directory or client tools, so it sends no fingerprint:
+ * it opens any of the user's sessions, also one a terminal started (whose client tools
+ * stay with that terminal's machine, docs/protocol.md "Fingerprint"). */
 async function bind(
   type: "session-create" | "session-resume", data: object, how: "new" | "open" | "resume",
 ): Promise<boolean> {
@@ -212,8 +213,8 @@ async function bind(
   const chat = answer.chatProcessId;
   set((s) => ({
     sessionId: answer.session.id, chatProcessId: chat,
-    transcripts: chat && !s.transcripts[chat] ? { ...s.transcripts, [chat]: { lines: [],
-      streaming: "", liveTools: [], hasEarlier: false } } : s.transcripts,
+    transcripts: chat && !s.transcripts[chat] ? { ...s.transcripts, [chat]: NO_TRANSCRIPT }
+      : s.transcripts,
     contextDrift: Boolean(answer.contextDrift),
     // The events after the asked lastSeq follow this reply. Opening a session replays its
     // whole log: skip what the history below already holds by starting at its end.
@@ -307,14 +308,39 @@ async function refreshProcess(processId: string): Promise<void> {
   if (answer && answer.process.sessionId === get().sessionId) putProcesses([answer.process]);
 }
 
-/** Send a line to the process shown (the focused worker, else the chat process). */
-export async function sendMessage(content: string): Promise<boolean> {
+/** Send a line to the process shown (the focused worker, else the chat process): shown at
+ * once as pending, until its `user` line commits (docs/web-client.md). */
+export function sendMessage(content: string): void {
   const target = viewedProcess(get());
-  if (!target) return false;
-  const answer = await request("process-steer", {
-    targetThinkProcessId: target, content, idempotencyKey: crypto.randomUUID(),
-  });
-  return answer !== undefined;
+  if (!target) return;
+  const key = crypto.randomUUID();
+  addPending(target, key, content);
+  void deliver(target, key, content);
+}
+
+/** Send a failed pending line again: with the same idempotency key when the request was
+ * refused (it may have been stored all the same), a new one when a turn answered it with
+ * an error (the message was read; this is a new one). */
+export function sendAgain(processId: string, key: string, content: string,
+  stored: boolean): void {
+  dropPending(processId, key);
+  const next = stored ? crypto.randomUUID() : key;
+  addPending(processId, next, content);
+  void deliver(processId, next, content);
+}
+
+export function discardPending(processId: string, key: string): void {
+  dropPending(processId, key);
+}
+
+async function deliver(target: string, key: string, content: string): Promise<void> {
+  const answer = await tryRequest<{ messageId: string }>("process-steer",
+    { targetThinkProcessId: target, content, idempotencyKey: key });
+  pendingAnswered(target, key,
+    answer.ok ? { messageId: answer.value.messageId } : { error: answer.message });
+  // The server titles an untitled session from its first message: show the title.
+  const session = get().sessions.find((s) => s.id === get().sessionId);
+  if (answer.ok && session && !session.title) void refreshSessions();
 }
 
 export type Lifecycle = "pause" | "resume" | "stop" | "reset";
@@ -322,6 +348,14 @@ export type Lifecycle = "pause" | "resume" | "stop" | "reset";
 export async function lifecycle(processId: string, action: Lifecycle): Promise<void> {
   const answer = await request<{ process: Process }>(`process-${action}`, { processId });
   if (answer) putProcesses([answer.process]);
+}
+
+/** Give a session a title (`session-rename`); a refusal is handed back for the dialog. */
+export async function renameSession(sessionId: string, title: string): Promise<string | null> {
+  const answer = await tryRequest<{ session: Session }>("session-rename", { sessionId, title });
+  if (!answer.ok) return answer.message;
+  set((s) => ({ sessions: s.sessions.map((x) => x.id === sessionId ? answer.value.session : x) }));
+  return null;
 }
 
 export async function suspendSession(sessionId: string): Promise<void> {

@@ -19,10 +19,23 @@ export interface LiveToolCall {
   status: "running" | "success" | "error";
 }
 
+/** A line the user sent that its process has not committed yet: shown at once, `sent` once
+ * `process-steer` answered (then `messageId` names it), gone when its `user` line commits;
+ * `error` when the request was refused or the turn answered it with an `error` line. */
+export interface PendingLine {
+  /** The idempotency key, so sending again stores it once. */
+  key: string;
+  content: string;
+  messageId: string | null;
+  error: string | null;
+}
+
 /** One process's chat as this tab holds it: the chat process's always, a worker's once it
  * was focused (then kept live from its events). */
 export interface Transcript {
   lines: ChatLine[];
+  /** The user's lines not committed yet, oldest first. */
+  pending: PendingLine[];
   /** Tokens of the reply being streamed, until its chat line commits. */
   streaming: string;
   liveTools: LiveToolCall[];
@@ -30,7 +43,9 @@ export interface Transcript {
   hasEarlier: boolean;
 }
 
-export const NO_TRANSCRIPT: Transcript = { lines: [], streaming: "", liveTools: [], hasEarlier: false };
+export const NO_TRANSCRIPT: Transcript = {
+  lines: [], pending: [], streaming: "", liveTools: [], hasEarlier: false,
+};
 
 export interface WorkerCard extends Process {
   /** The statuses this client has seen the process in, oldest first. */
@@ -125,10 +140,55 @@ export function mergeLines(processId: string, lines: ChatLine[],
       const committed = new Set(merged.map((l) => l.meta.toolCallId).filter(Boolean));
       return {
         lines: merged, liveTools: t.liveTools.filter((c) => !committed.has(c.toolCallId)),
+        pending: settled(t.pending, merged),
         hasEarlier: page?.oldest ? page.full : t.hasEarlier,
       };
     }),
   }));
+}
+
+/** Pending lines after the committed ones: those whose `user` line committed are gone, one
+ * answered by an `error` line instead (a failed turn, a dead letter) is marked failed. */
+function settled(pending: PendingLine[], lines: ChatLine[]): PendingLine[] {
+  if (pending.length === 0) return pending;
+  const committed = new Set<string>();
+  const failed = new Map<string, string>();
+  for (const line of lines) {
+    const about = line.sourceMessageId ?? line.meta.deadLetter;
+    if (line.role === "user" && line.sourceMessageId) committed.add(line.sourceMessageId);
+    else if (line.role === "error" && typeof about === "string") failed.set(about, line.content);
+  }
+  return pending.flatMap((p) => {
+    if (!p.messageId) return [p];
+    if (committed.has(p.messageId)) return [];
+    const error = failed.get(p.messageId);
+    return error === undefined ? [p] : [{ ...p, error }];
+  });
+}
+
+/** Show a line the user is sending to a process (`messageId` null until it is stored). */
+export function addPending(processId: string, key: string, content: string): void {
+  set((s) => ({ transcripts: withTranscript(s, processId, (t) => ({
+    pending: [...t.pending.filter((p) => p.key !== key),
+      { key, content, messageId: null, error: null }],
+  })) }));
+}
+
+/** The pending line `key` was stored as `messageId`, or (`error`) refused. */
+export function pendingAnswered(processId: string, key: string,
+  answer: { messageId: string } | { error: string }): void {
+  set((s) => ({ transcripts: withTranscript(s, processId, (t) => ({
+    pending: settled(t.pending.map((p) => p.key !== key ? p
+      : "error" in answer ? { ...p, error: answer.error }
+      : { ...p, messageId: answer.messageId, error: null }), t.lines),
+  })) }));
+}
+
+/** Forget a pending line (the user discarded a failed one). */
+export function dropPending(processId: string, key: string): void {
+  set((s) => ({ transcripts: withTranscript(s, processId, (t) => ({
+    pending: t.pending.filter((p) => p.key !== key),
+  })) }));
 }
 
 /** Merge processes read with a request. A reply may be older than a status event that

@@ -47,12 +47,13 @@ def test_status_of_a_foreign_or_missing_session_is_not_found(
 def test_first_fingerprint_wins(sessions: SessionStore, world: World) -> None:
     session = world.session("ten_1")
     first = Fingerprint(machine_id="m1", working_dir="/a")
-    assert sessions.set_fingerprint("ten_1", session.id, first).fingerprint == first
-    later = sessions.set_fingerprint("ten_1", session.id,
-                                  Fingerprint(machine_id="m2", working_dir="/b"))
+    assert sessions.set_details("ten_1", session.id, fingerprint=first,
+                                only_unset=True).fingerprint == first
+    later = sessions.set_details("ten_1", session.id, only_unset=True,
+                                 fingerprint=Fingerprint(machine_id="m2", working_dir="/b"))
     assert later.fingerprint == first
     with pytest.raises(NotFound):
-        sessions.set_fingerprint("ten_2", session.id, first)
+        sessions.set_details("ten_2", session.id, fingerprint=first, only_unset=True)
 
 
 def test_context_drift_flag(sessions: SessionStore, lanes: LaneStore, world: World) -> None:

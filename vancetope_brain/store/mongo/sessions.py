@@ -5,10 +5,10 @@ them in place); ``nextChatSeq`` is the adapters', not the model's
 (``ThinkProcess.load`` ignores it). ``insert_process`` and ``process_exists``
 serve the lanes and user Inbox adapters too.
 
-Atomicity: each call is one single-document operation.
+Atomicity: each call is one single-document operation (``set_details`` one per field).
 ``update_session_status`` is one ``find_one_and_update`` whose filter holds
-``status: {$in: allowed_from}``; ``set_fingerprint``'s filter holds
-``fingerprint: None``, so the first bind wins.
+``status: {$in: allowed_from}``; ``set_details(only_unset=True)``'s filter holds the field
+unset (``fingerprint: None``, ``title: ""``), so the first bind's fingerprint wins.
 """
 
 from __future__ import annotations
@@ -49,6 +49,10 @@ def insert_process(database: Any, process: ThinkProcess) -> None:
 def process_exists(database: Any, tenant_id: str, process_id: str) -> bool:
     return database[PROCESSES].count_documents({"_id": process_id, "tenantId": tenant_id},
                                                limit=1) > 0
+
+
+_UNSET = {"title": ["", None], "fingerprint": [None]}
+"""What ``set_details(only_unset=True)`` takes for a field not set yet."""
 
 
 class MongoSessions(MongoAdapter, SessionStore):
@@ -113,11 +117,20 @@ class MongoSessions(MongoAdapter, SessionStore):
         return from_bson(Session, raw)
 
     @translated
-    def set_fingerprint(self, tenant_id: str, session_id: str,
-                        fingerprint: Fingerprint) -> Session:
-        self._sessions.update_one(
-            {"_id": session_id, "tenantId": tenant_id, "fingerprint": None},
-            {"$set": {"fingerprint": fingerprint.model_dump(mode="json", by_alias=True)}})
+    def set_details(self, tenant_id: str, session_id: str, *, title: str | None = None,
+                    fingerprint: Fingerprint | None = None,
+                    only_unset: bool = False) -> Session:
+        given: dict[str, Any] = {}
+        if title is not None:
+            given["title"] = title
+        if fingerprint is not None:
+            given["fingerprint"] = fingerprint.model_dump(mode="json", by_alias=True)
+        for name, value in given.items():  # each field's condition in the write that sets it
+            query: dict[str, Any] = {"_id": session_id, "tenantId": tenant_id}
+            if only_unset:
+                query[name] = {"$in": _UNSET[name]}  # None matches a missing field too
+            self._sessions.update_one(query, {"$set": {name: value,
+                                                       "updatedAt": naive_utc(utcnow())}})
         return self.get_session(tenant_id, session_id)
 
     @translated

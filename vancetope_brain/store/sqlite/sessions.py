@@ -9,8 +9,8 @@ children atomically with the rest of its turn.
 
 Atomicity: each call is one ``BEGIN IMMEDIATE`` transaction;
 ``update_session_status`` reads and rewrites the session inside it, so the
-status check and the move are one step, and ``set_fingerprint``'s condition
-(no fingerprint yet) is in its ``UPDATE``.
+status check and the move are one step; so do ``set_details``, whose conditions (no
+fingerprint, no title yet) are so checked in the step that writes.
 """
 
 from __future__ import annotations
@@ -172,13 +172,26 @@ class SqliteSessions(SqliteAdapter, SessionStore):
                          (updated.model_dump_json(by_alias=True), session_id))
         return updated
 
-    def set_fingerprint(self, tenant_id: str, session_id: str,
-                        fingerprint: Fingerprint) -> Session:
-        self.db.execute(
-            "UPDATE sessions SET doc = json_set(doc, '$.fingerprint', json(?)) "
-            "WHERE id = ? AND tenant_id = ? AND json_extract(doc, '$.fingerprint') IS NULL",
-            (fingerprint.model_dump_json(by_alias=True), session_id, tenant_id))
-        return self.get_session(tenant_id, session_id)
+    def set_details(self, tenant_id: str, session_id: str, *, title: str | None = None,
+                    fingerprint: Fingerprint | None = None,
+                    only_unset: bool = False) -> Session:
+        with self.db.write() as conn:
+            row = conn.execute("SELECT doc FROM sessions WHERE id = ? AND tenant_id = ?",
+                               (session_id, tenant_id)).fetchone()
+            if row is None:
+                raise NotFound(f"session {session_id} not found")
+            current = Session.load(json.loads(row[0]))
+            change: dict[str, object] = {}
+            if title is not None and not (only_unset and current.title):
+                change["title"] = title
+            if fingerprint is not None and not (only_unset and current.fingerprint):
+                change["fingerprint"] = fingerprint
+            if not change:
+                return current
+            updated = current.model_copy(update={**change, "updated_at": utcnow()})
+            conn.execute("UPDATE sessions SET doc = ? WHERE id = ?",
+                         (updated.model_dump_json(by_alias=True), session_id))
+        return updated
 
     def create_process(self, process: ThinkProcess) -> None:
         with self.db.write() as conn:

@@ -8,6 +8,7 @@ import { NO_TRANSCRIPT, useStore, viewedProcess } from "../store";
 import { ChatItem, LiveTool, Streaming } from "./ChatLines";
 import { EngineView } from "./EngineViews";
 import { NewProcess } from "./NewProcess";
+import { PendingItem, Working } from "./Pending";
 import { STATUS_COLOR } from "./Workers";
 
 /** The chat of the process shown — the chat process (Arthur), or a focused worker — with
@@ -19,8 +20,9 @@ export function Chat() {
   const viewed = useStore(viewedProcess);
   const focused = useStore((s) => (s.focus ? s.processes[s.focus] : undefined));
   const unread = useStore((s) => s.unread);
-  const { lines, streaming, liveTools, hasEarlier } = useStore(
+  const { lines, pending, streaming, liveTools, hasEarlier } = useStore(
     (s) => (viewed && s.transcripts[viewed]) || NO_TRANSCRIPT);
+  const working = useStore((s) => viewed !== null && s.processes[viewed]?.status === "RUNNING");
   const drift = useStore((s) => s.contextDrift);
   const viewport = useRef<HTMLDivElement>(null);
   const bottom = useRef<HTMLDivElement>(null);
@@ -29,7 +31,7 @@ export function Chat() {
   const last = lines[lines.length - 1]?.id;
   useEffect(() => {
     bottom.current?.scrollIntoView({ block: "end" });
-  }, [viewed, last, streaming, liveTools.length]);
+  }, [viewed, last, streaming, liveTools.length, pending.length, working]);
   // Earlier lines were put above: keep the lines that were in view where they were.
   useLayoutEffect(() => {
     const v = viewport.current;
@@ -100,8 +102,10 @@ export function Chat() {
             </Stack>
           )}
           {lines.map((line) => <ChatItem key={line.id} line={line} speaker={speaker} />)}
+          {viewed && pending.map((p) => <PendingItem key={p.key} processId={viewed} line={p} />)}
           {liveTools.map((t) => <LiveTool key={t.toolCallId} call={t} />)}
-          {streaming && <Streaming text={streaming} speaker={speaker} />}
+          {streaming ? <Streaming text={streaming} speaker={speaker} />
+            : working && <Working speaker={speaker} />}
           <div ref={bottom} />
         </Stack>
       </ScrollArea>
@@ -113,26 +117,25 @@ export function Chat() {
 /** `ended`: the process is CLOSED and takes no more messages (the server refuses them). */
 function Composer({ to, ended }: { to: string; ended: boolean }) {
   const [text, setText] = useState("");
-  const [sending, setSending] = useState(false);
-  const send = async () => {
+  // Shown at once above as pending (or failed, to send again): the composer is free.
+  const send = () => {
     const content = text.trim();
-    if (!content || sending) return;
-    setSending(true);
-    if (await sendMessage(content)) setText("");
-    setSending(false);
+    if (!content) return;
+    sendMessage(content);
+    setText("");
   };
   return (
     <Paper>
-      <form onSubmit={(e) => { e.preventDefault(); void send(); }}>
+      <form onSubmit={(e) => { e.preventDefault(); send(); }}>
         <Group align="flex-end" wrap="nowrap">
           <Textarea style={{ flex: 1 }} autosize minRows={1} maxRows={6} maxLength={32000}
             label={`Message to ${to}`} value={text} disabled={ended}
             description={ended ? "This process has ended: it takes no more messages." : undefined}
             onChange={(e) => setText(e.currentTarget.value)}
             onKeyDown={(e) => {
-              if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); void send(); }
+              if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); send(); }
             }} />
-          <Button type="submit" loading={sending} disabled={ended || !text.trim()}>Send</Button>
+          <Button type="submit" disabled={ended || !text.trim()}>Send</Button>
         </Group>
       </form>
     </Paper>

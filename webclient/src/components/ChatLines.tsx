@@ -2,24 +2,22 @@ import { Accordion, Alert, Badge, Code, Group, Paper, Text } from "@mantine/core
 
 import type { ChatLine } from "../protocol";
 import { useStore, type LiveToolCall } from "../store";
+import { InboxAnswerCard } from "./inbox/Answer";
 import { Markdown } from "./Markdown";
+import { jsonObject, Readable, Reply } from "./Readable";
 import { Suggestions } from "./Suggestions";
+import { UserLine } from "./UserLine";
 
 /** One committed chat line, drawn by its role. */
 export function ChatItem({ line, speaker = "Arthur" }: { line: ChatLine; speaker?: string }) {
   switch (line.role) {
     case "user":
-      return (
-        <Paper p="sm" radius="md" bg="blue.0" ml="auto" maw={{ base: "100%", sm: "85%" }} data-role="user">
-          <Text size="xs" c="dimmed">You</Text>
-          <Text style={{ whiteSpace: "pre-wrap" }}>{line.content}</Text>
-        </Paper>
-      );
+      return <UserLine line={line} />;
     case "assistant":
       return (
         <Paper p="sm" radius="md" withBorder maw={{ base: "100%", sm: "85%" }} data-role="assistant">
           <Text size="xs" c="dimmed">{speaker}</Text>
-          <Markdown text={line.content} />
+          <Reply text={line.content} />
           {Array.isArray(line.meta.suggestions) && <Suggestions phrases={line.meta.suggestions} />}
         </Paper>
       );
@@ -131,6 +129,12 @@ function summaryOf(text: string): string {
   return text;
 }
 
+/** A worker report's payload: its fields readably, or the text as it came. */
+function Details({ json }: { json: string }) {
+  const value = jsonObject(json);
+  return value ? <Readable value={value} /> : <Code block>{json}</Code>;
+}
+
 const TITLES: Record<string, string> = {
   "process-event": "Worker", "inbox-answer": "Inbox answer",
   "external-command": "Command", "tool-result": "Tool result",
@@ -140,6 +144,7 @@ function EventCard({ content }: { content: string }) {
   const tagged = parseTagged(content);
   const processes = useStore((s) => s.processes);
   if (!tagged) return <Text size="sm" c="dimmed" data-role="event">{content}</Text>;
+  if (tagged.tag === "inbox-answer") return <InboxAnswerCard attrs={tagged.attrs} text={tagged.text} />;
   const source = tagged.attrs.sourceProcessId;
   const who = source ? tagged.attrs.sourceName ?? processes[source]?.name ?? source
     : tagged.attrs.title ?? tagged.attrs.name;
@@ -158,7 +163,7 @@ function EventCard({ content }: { content: string }) {
         <Accordion chevronPosition="left" mt="xs">
           <Accordion.Item value="payload">
             <Accordion.Control>Details</Accordion.Control>
-            <Accordion.Panel><Code block>{pretty(tagged.payload)}</Code></Accordion.Panel>
+            <Accordion.Panel><Details json={tagged.payload} /></Accordion.Panel>
           </Accordion.Item>
         </Accordion>
       )}

@@ -9,6 +9,7 @@ import { useState } from "react";
 import { closeSession, createSession, openSession, suspendSession } from "../client";
 import type { OnDisconnect, SessionType } from "../protocol";
 import { useStore } from "../store";
+import { RenameSession } from "./RenameSession";
 
 const STATUS_COLOR = { OPEN: "green", SUSPENDED: "yellow", CLOSED: "gray" } as const;
 
@@ -29,7 +30,7 @@ export function SessionList({ onPicked }: { onPicked(): void }) {
           {sessions.length === 0 && <Text c="dimmed" size="sm">No sessions yet.</Text>}
           {sessions.map((s) => (
             <NavLink key={s.id} component="button" active={s.id === current}
-              label={s.title || s.id}
+              label={s.title || "Untitled session"}
               description={`${s.type.toLowerCase()} · ${new Date(s.createdAt).toLocaleString()}`}
               rightSection={<Badge size="xs" variant="dot" color={STATUS_COLOR[s.status]}>{s.status}</Badge>}
               // NavLink's `disabled` only styles it: say so to assistive technology too.
@@ -42,6 +43,7 @@ export function SessionList({ onPicked }: { onPicked(): void }) {
           ))}
         </nav>
       </ScrollArea>
+      {bound && <RenameSession session={bound} />}
       {bound && bound.status !== "CLOSED" && (
         <Group grow>
           <Button size="xs" variant="light" onClick={() => void suspendSession(bound.id)}>

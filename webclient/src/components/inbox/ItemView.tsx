@@ -1,6 +1,6 @@
 import {
-  Alert, Badge, Button, Code, Collapse, Divider, Group, Loader, SegmentedControl, Select, Stack,
-  Table, Text, Textarea, TextInput, Title,
+  Alert, Badge, Button, Collapse, Divider, Group, Loader, SegmentedControl, Select, Stack, Table,
+  Textarea, TextInput, Title,
 } from "@mantine/core";
 import { useDebouncedValue, useDisclosure } from "@mantine/hooks";
 import { lazy, Suspense, useEffect, useState, type ReactNode } from "react";
@@ -12,6 +12,7 @@ import {
 } from "../../inbox";
 import type { InboxItem, TenantUser } from "../../protocol";
 import { Markdown } from "../Markdown";
+import { AnswerView } from "./Answer";
 import { Approval, Decision, Feedback, Output } from "./Asks";
 import { Ordering } from "./Ordering";
 
@@ -24,31 +25,16 @@ export const STATUS_COLOR = {
   PENDING: "yellow", ANSWERED: "green", DISMISSED: "gray", ARCHIVED: "dark",
 } as const;
 
-/** A DECIDED answer in words; the value itself is shown below it. */
-function inWords(item: InboxItem, value: any): string { // eslint-disable-line @typescript-eslint/no-explicit-any
-  switch (item.type) {
-    case "APPROVAL": return value.approved ? "Approved" : "Declined";
-    case "DECISION": return [value.chosen && `Chose ${value.chosen}`,
-      value.freeText && `wrote “${value.freeText}”`].filter(Boolean).join(" and ");
-    case "FEEDBACK": return `“${value.text}”`;
-    case "ORDERING": return `Order: ${(value.orderedIds as string[]).join(", ")}`;
-    default: return "Set the value";
-  }
-}
-
-function AnswerSummary({ item }: { item: InboxItem }) {
+function AnswerSummary({ item, me }: { item: InboxItem; me: string | undefined }) {
   const answer = item.answer;
   if (!answer) return null;
   const auto = item.resolvedBy === "AUTO_DEFAULT";
+  const by = answer.answeredBy === me ? "you" : answer.answeredBy;
   return (
     <Alert color={auto ? "violet" : answer.outcome === "DECIDED" ? "green" : "orange"}
       data-testid="item-answer"
-      title={auto ? "Answered automatically with its default (LOW)" : `Answered by ${answer.answeredBy}`}>
-      {answer.outcome === "DECIDED"
-        ? <><Text mb={4}>{inWords(item, answer.value ?? {})}</Text>
-          <Code block>{JSON.stringify(answer.value, null, 2)}</Code></>
-        : <Text>{answer.outcome === "INSUFFICIENT_INFO" ? "I lack information" : "I cannot decide"}
-          : {answer.reason}</Text>}
+      title={auto ? "Answered automatically with its default (LOW)" : `Answered by ${by}`}>
+      <AnswerView type={item.type} answer={answer} item={item} />
     </Alert>
   );
 }
@@ -195,7 +181,7 @@ export function ItemView({ item, me }: { item: InboxItem; me: string | undefined
       {!mine && <Alert color="gray">Assigned to {item.assignedToUserId}.</Alert>}
       {renderer}
       {error && <Alert color="red" title="Refused" data-testid="item-error">{error}</Alert>}
-      <AnswerSummary item={item} />
+      <AnswerSummary item={item} me={me} />
       {item.resolvedBy === "AUTO_DEFAULT" && item.status === "ANSWERED" && (
         <Group><Button variant="light" color="violet"
           onClick={() => run(revokeAutoAnswer(item.id))}>Revoke the automatic answer</Button></Group>
