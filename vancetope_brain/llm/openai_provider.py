@@ -3,7 +3,9 @@
 Works against any OpenAI-compatible endpoint (OpenAI, Azure, vLLM, Ollama,
 llama.cpp, LM Studio). Always streams; every ``openai`` failure becomes an
 ``LlmError`` whose message never contains the API key; a refusal of the input
-itself (a content filter, a context limit) is the subclass ``LlmRejected``.
+itself (a content filter, a context limit) is the subclass ``LlmRejected``. So does
+a 200 response that holds no completion (no text and no tool call: a web page or an
+empty body where the API should be, or a model that said nothing).
 """
 
 from __future__ import annotations
@@ -112,7 +114,8 @@ class OpenAiChatModel:
             ):
                 for chunk in stream:
                     acc.add(chunk, on_token)
-                return acc.response()
+                media = stream.response.headers.get("content-type", "").split(";")[0].strip()
+            response = acc.response()
         except openai.OpenAIError as e:
             error = LlmRejected if _rejected(e) else LlmError
             raise error(self._describe(e, mid_stream=acc.chunks > 0)) from e
@@ -121,6 +124,11 @@ class OpenAiChatModel:
             raise LlmError(
                 f"LLM endpoint {safe_url(self.base_url)} sent a malformed stream: {e}"
             ) from e
+        if not response.content and not response.tool_calls:
+            # What a wrong base URL behind a proxy gives (a web page, an empty body), or a
+            # model that said nothing: no reply to show, so it fails like any other outage.
+            raise LlmError(self._empty(acc, media))
+        return response
 
     def _describe(self, e: openai.OpenAIError, *, mid_stream: bool) -> str:
         where = f"LLM endpoint {safe_url(self.base_url)} (model {self.model})"
@@ -142,6 +150,18 @@ class OpenAiChatModel:
         if self.max_retries and _retried(e):
             text += f" (after {self.max_retries} retries)"
         return self._redact(text)
+
+    def _empty(self, acc: _Accumulator, media: str) -> str:
+        """Why a 200 response holds no completion: no stream events (another kind of body,
+        or none), or events without text or a tool call."""
+        where = f"LLM endpoint {safe_url(self.base_url)} (model {self.model})"
+        if acc.chunks:
+            return (f"{where} sent an empty completion (finish reason "
+                    f"{acc.finish_reason or 'none'}): no text and no tool call")
+        if media and media != "text/event-stream":
+            return (f"{where} answered HTTP 200 with {media} instead of a completion stream "
+                    "(is the base URL the OpenAI-compatible API's, such as http://host/v1?)")
+        return f"{where} answered HTTP 200 with an empty stream: no completion"
 
     def _redact(self, text: str) -> str:
         if self._api_key != _PLACEHOLDER_KEY:
