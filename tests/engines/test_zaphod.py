@@ -308,7 +308,7 @@ def test_the_demo_model_runs_a_three_head_council_for_arthur(embedded):
 
     def relayed():
         lines = embedded.brain.store.port(LaneStore).chat_history("acme", pid)
-        return [m.content for m in lines if "It reports: ## Council:" in m.content]
+        return [m.content for m in lines if "It reports:\n\n## Council:" in m.content]
 
     (relay,) = wait_for(relayed, timeout=20, what="Arthur relaying the council's report")
     council = next(p for p in embedded.brain.store.port(SessionStore).list_processes(

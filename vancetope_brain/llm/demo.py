@@ -155,8 +155,8 @@ def _demo_call(messages: list[LlmMessage], tools: set[str]) -> ToolCall | None:
                             "Answer it there (in the terminal: /inbox); the answer goes "
                             "straight to the worker.")
         if kind == "blocked":
-            return _respond(f"The worker {source} asks: {summary}", awaiting=True)
-        return _respond(f"The worker {source} is {kind}. It reports: {summary}")
+            return _respond(introduce(f"The worker {source} asks:", summary), awaiting=True)
+        return _respond(introduce(f"The worker {source} is {kind}. It reports:", summary))
     spawn = next((args for pattern, args in _DELEGATION if pattern.search(last.content)), None) \
         if last.role == "user" else None
     if spawn is not None:
@@ -166,6 +166,17 @@ def _demo_call(messages: list[LlmMessage], tools: set[str]) -> ToolCall | None:
                     "ask me to analyze something, to research a question, to run the draft-review "
                     "strategy with approval, or for pros and cons of a choice. To try the Inbox, "
                     "say “ask me for approval” or “show me every kind of inbox item”.")
+
+
+_BLOCK_START = re.compile(r"#{1,6}\s|[-*+]\s|\d{1,9}[.)]\s|```|~~~|>|\|")
+"""How a Markdown block that cannot continue a sentence begins: a heading, a list item, a
+code fence, a quote, a table row."""
+
+
+def introduce(lead: str, text: str) -> str:
+    """``lead`` then ``text``: in the same sentence, unless ``text`` opens with a Markdown
+    block (a report's heading, a list), which then starts a paragraph of its own."""
+    return f"{lead}\n\n{text}" if _BLOCK_START.match(text) else f"{lead} {text}"
 
 
 def _started(result: str) -> ToolCall:
