@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+import textwrap
 import time
 from xml.sax.saxutils import unescape
 
@@ -139,7 +140,7 @@ def _demo_call(messages: list[LlmMessage], tools: set[str]) -> ToolCall | None:
         goal = next((m.content for m in messages if m.role == "user"), "")
         if persona := _PERSONA.search(messages[0].content if messages else ""):
             return _respond(council_head_answer(persona.group(1), goal))
-        return _respond(f"Demo result for “{' '.join(goal.split())[:_QUOTE_LIMIT]}”: the "
+        return _respond(f"Demo result for “{quote(goal)}”: the "
                         "offline demo model did no real work, but this is where a worker's "
                         "findings would be.")
     if last.role == "tool" and last.tool_call_id == _SPAWN_ID:
@@ -203,7 +204,7 @@ _MISSING = re.compile(r"Missing heads \(no answer\): ([^.]*)\.")
 
 def council_head_answer(persona: str, goal: str) -> str:
     """A council head's demo answer: the question seen through its persona."""
-    question = " ".join(goal.split())[:_QUOTE_LIMIT]
+    question = quote(goal)
     return (f"Speaking as {persona}: on “{question}” I would look first at what my "
             "perspective cares about most. (Offline demo model: no real reasoning happened.)")
 
@@ -229,9 +230,7 @@ def council_synthesis(messages: list[LlmMessage]) -> ToolCall:
 def demo_answer(messages: list[LlmMessage]) -> str:
     """The demo model's answer to ``messages``: refers to the last user message."""
     last = next((m.content for m in reversed(messages) if m.role == "user"), "")
-    last = " ".join(last.split())
-    if len(last) > _QUOTE_LIMIT:
-        last = last[: _QUOTE_LIMIT - 1] + "…"
+    last = quote(last)
     heard = f"You said: “{last}”. " if last else ""
     return (
         f"{heard}I am Vancetope's offline demo model, so I can't really answer yet. "
@@ -239,6 +238,13 @@ def demo_answer(messages: list[LlmMessage]) -> str:
         "(for any OpenAI-compatible server such as vLLM or Ollama), optionally "
         "VANCETOPE_LLM_MODEL, and restart the server."
     )
+
+
+def quote(text: str, limit: int = _QUOTE_LIMIT) -> str:
+    """``text`` on one line in at most ``limit`` characters: cut after a whole word, with an
+    ellipsis (a single word longer than that is cut inside)."""
+    short = textwrap.shorten(text, limit, placeholder="…")
+    return short if short != "…" else " ".join(text.split())[:limit - 1] + "…"
 
 
 def split_words(text: str) -> list[str]:
@@ -252,7 +258,7 @@ def marvin_demo_call(messages: list[LlmMessage], tools: set[str]) -> ToolCall | 
     text = messages[-1].content if messages else ""
     if "marvin_plan" in tools:
         goal = text.split("\n")[1] if "\n" in text else text
-        goal = " ".join(goal.split())[:_QUOTE_LIMIT]
+        goal = quote(goal)
         return ToolCall("demo_plan", "marvin_plan", json.dumps({
             "steps": [{"kind": "WORKER", "goal": f"Gather the facts about: {goal}"},
                       {"kind": "WORKER", "goal": f"Weigh the options and risks of: {goal}"}],
@@ -264,7 +270,7 @@ def marvin_demo_call(messages: list[LlmMessage], tools: set[str]) -> ToolCall | 
         lines = "".join(f"\n- **{s['goal'].splitlines()[0]}** — {s.get('summary', s['status'])}"
                         for s in steps)
         return ToolCall("demo_aggregate", "marvin_aggregate", json.dumps({
-            "summary": f"**Report on “{' '.join(goal.split())[:_QUOTE_LIMIT]}”** (offline demo "
+            "summary": f"**Report on “{quote(goal)}”** (offline demo "
                        f"model: the structure is real, the content is not).{lines}",
             "result": {"steps": len(steps), "demo": True}}))
     system = messages[0].content if messages and messages[0].role == "system" else ""
@@ -272,8 +278,8 @@ def marvin_demo_call(messages: list[LlmMessage], tools: set[str]) -> ToolCall | 
         step = re.search(r"Your step: (.*)", system)
         goal = step.group(1).strip() if step else "the step"
         return _respond(json.dumps({
-            "summary": f"Demo result for “{goal[:_QUOTE_LIMIT]}”: the offline demo model did "
+            "summary": f"Demo result for “{quote(goal)}”: the offline demo model did "
                        "no real work, but this is where the worker's findings would be.",
-            "result": {"step": goal[:_QUOTE_LIMIT], "demo": True},
+            "result": {"step": quote(goal), "demo": True},
             "needsPlanning": False, "followUps": []}, ensure_ascii=False))
     return None
