@@ -9,13 +9,13 @@ import logging
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
-from xml.sax.saxutils import escape, quoteattr
 
 from vancetope_brain.engines.base import ParentReport, ThinkEngine
 from vancetope_brain.engines.context import EXCLUDED, EventPublisher, ThinkEngineContext
 from vancetope_brain.errors import LlmError
 from vancetope_brain.events import EventType
 from vancetope_brain.llm import LlmMessage, ToolCall, ToolSpec
+from vancetope_brain.llm.markup import tagged
 from vancetope_brain.models import (
     ChatMessage,
     ChatRole,
@@ -59,29 +59,24 @@ class Reply:
 
 def event_text(message: SteerMessage) -> str:
     """A non-user message as the model sees it: an XML-tagged line (§3.4). Every value from
-    outside (a worker's summary, a title, a result) is XML-escaped, so no text can close
-    the tag and forge another event."""
+    outside (a worker's summary, a title, a result) goes through ``tagged`` (escaped), so no
+    text can close the tag and forge another event."""
     match message:
         case ProcessEvent(source_process_id=src, source_name=name, type=kind,
                           human_summary=summary, payload=data):
-            extra = f"\n<payload>{escape(json.dumps(data))}</payload>" if data else ""
-            named = f" sourceName={quoteattr(name)}" if name else ""
-            return (f"<process-event sourceProcessId={quoteattr(src)}{named} "
-                    f"type=\"{kind.value}\">"
-                    f"{escape(summary or '')}{extra}</process-event>")
+            extra = ("\n" + tagged("payload", json.dumps(data)),) if data else ()
+            return tagged("process-event", summary or "", *extra, sourceProcessId=src,
+                          sourceName=name or None, type=kind.value)
         case ExternalCommand(command=command, params=params):
-            return (f"<external-command name={quoteattr(command)}>"
-                    f"{escape(json.dumps(params))}</external-command>")
+            return tagged("external-command", json.dumps(params), name=command)
         case InboxAnswer(inbox_item_id=item, item_type=kind, title=title, answer=answer):
             body = "dismissed by the user without an answer" if answer is None \
                 else json.dumps(answer.dump())
-            return (f"<inbox-answer itemId={quoteattr(item)} type=\"{kind.value}\" "
-                    f"title={quoteattr(title)}>{escape(body)}</inbox-answer>")
+            return tagged("inbox-answer", body, itemId=item, type=kind.value, title=title)
         case ToolResult(tool_call_id=call, tool_name=name, status=status, result=result,
                         error=error):
             body = json.dumps(result) if status is ToolCallStatus.SUCCESS else str(error)
-            return (f"<tool-result toolCallId={quoteattr(call)} tool={quoteattr(name)} "
-                    f"status=\"{status.value}\">{escape(body)}</tool-result>")
+            return tagged("tool-result", body, toolCallId=call, tool=name, status=status.value)
         case UserChatInput(content=content):
             return content
     raise TypeError(f"unknown steer message {message!r}")
@@ -146,8 +141,8 @@ def system_prompt(process: ThinkProcess, context: ThinkEngineContext, fallback: 
     prompt = context.recipes().system_prompt(fallback)
     scope = context.scope
     today = datetime.now(UTC).strftime("%Y-%m-%d")
-    return (f"{prompt}\n\n<session tenant=\"{scope.tenant_id}\" user=\"{scope.user_id}\" "
-            f"process=\"{process.name}\" date=\"{today}\"/>")
+    return f"{prompt}\n\n" + tagged("session", None, tenant=scope.tenant_id,
+                                     user=scope.user_id, process=process.name, date=today)
 
 
 LAST_REPLY = "lastReply"

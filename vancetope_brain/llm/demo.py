@@ -148,8 +148,8 @@ def _demo_call(messages: list[LlmMessage], tools: set[str]) -> ToolCall | None:
     event = _EVENT.search(last.content) if last.role == "user" else None
     if event:
         source, name, kind, summary = event.groups()
-        if name:  # as quoteattr wrote it
-            source = unescape(name[1:-1], {"&quot;": '"'})
+        if name:
+            source = _attribute(name)
         summary = unescape(summary).strip()
         if kind == "blocked" and _INBOX_ASK.search(last.content):  # asked in the Inbox
             return _respond(f"The worker {source} put a question into your Inbox: {summary} "
@@ -198,8 +198,14 @@ def _started(result: str) -> ToolCall:
 COUNCIL_TOOL = "council_synthesis"
 """The tool zaphod's synthesizer call offers (``vancetope_brain.engines.zaphod``)."""
 _PERSONA = re.compile(r"Your persona: (.+)")
-_HEAD = re.compile(r'<head name="([^"]*)" persona="([^"]*)">\n(.*?)\n</head>', re.DOTALL)
+_HEAD = re.compile(r"""<head name=("[^"]*"|'[^']*') persona=("[^"]*"|'[^']*')>\n(.*?)\n</head>""",
+                   re.DOTALL)
 _MISSING = re.compile(r"Missing heads \(no answer\): ([^.]*)\.")
+
+
+def _attribute(quoted: str) -> str:
+    """An attribute's value as ``quoteattr`` wrote it (in either quotes), unescaped."""
+    return unescape(quoted[1:-1], {"&quot;": '"', "&#10;": "\n", "&#13;": "\r", "&#9;": "\t"})
 
 
 def council_head_answer(persona: str, goal: str) -> str:
@@ -212,7 +218,8 @@ def council_head_answer(persona: str, goal: str) -> str:
 def council_synthesis(messages: list[LlmMessage]) -> ToolCall:
     """zaphod's synthesis from the heads' answers shown in the last message."""
     shown = messages[-1].content if messages else ""
-    heads = _HEAD.findall(shown)
+    heads = [(_attribute(name), _attribute(persona), unescape(answer))
+             for name, persona, answer in _HEAD.findall(shown)]
     missing = _MISSING.search(shown)
     names = ", ".join(name for name, _, _ in heads) or "no head"
     conclusion = (f"Weigh the {len(heads)} perspectives above; with a real model configured "
