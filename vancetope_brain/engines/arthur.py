@@ -44,6 +44,11 @@ log = logging.getLogger(__name__)
 FALLBACK_PROMPT = "You are Arthur, the user's coordinator: talk with them and delegate work."
 WELCOME = "Hi, I'm Arthur. How can I help?"
 TRUNCATED = "Earlier conversation was truncated."
+NO_TOOLS = ("This model has no tool calling, so Arthur answers on its own: delegating work "
+            "to worker processes, the Inbox and the other tools need a model with tools (see "
+            "docs/configuration.md, \"LLM endpoint profiles\").")
+TOLD_NO_TOOLS = "toldNoTools"
+"""``engineState`` key: the user was told (``NO_TOOLS``) that the model cannot delegate."""
 HISTORY_LINES = 10_000
 """The most chat lines a turn looks back over (the token budget usually stops it sooner)."""
 
@@ -126,7 +131,10 @@ class ArthurEngine(RespondingEngine):
         reply = ToolLoop(context, tools).run(messages)
         if reply is None:
             return
-        self.keep_reply(process, context, reply)
+        told = reply.without_tools and not process.engine_state.get(TOLD_NO_TOOLS)
+        if told:  # once per process: a line for the user, never shown to the model
+            context.chat().append(ChatRole.SYSTEM, NO_TOOLS)
+        self.keep_reply(process, context, reply, **({TOLD_NO_TOOLS: True} if told else {}))
         if reply.awaiting_user_input:
             context.set_status(ProcessStatus.BLOCKED)
         elif context.recipes().category is not RecipeCategory.CHAT and \

@@ -37,7 +37,9 @@ RESPOND = ToolSpec(
     {"type": "object",
      "properties": {"message": {"type": "string"},
                     "awaiting_user_input": {"type": "boolean"}},
-     "required": ["message", "awaiting_user_input"]},
+     # awaiting_user_input defaults to false: a small model that leaves it out of a call
+     # written as text (``llm/text_calls.py``) still makes a valid call.
+     "required": ["message"]},
     stream="message",
 )
 RESPOND_ALONE = ("respond must stand alone in its step: the other tools ran, their results are "
@@ -53,8 +55,12 @@ _ROLES = {ChatRole.USER: "user", ChatRole.ASSISTANT: "assistant", ChatRole.EVENT
 
 @dataclass(frozen=True)
 class Reply:
+    """A turn's answer. ``without_tools``: the model has no tool calling (its profile, or
+    its endpoint refused tools), so this is its plain text and nothing was delegated."""
+
     message: str
     awaiting_user_input: bool
+    without_tools: bool = False
 
 
 def event_text(message: SteerMessage) -> str:
@@ -154,9 +160,12 @@ class RespondingEngine(ThinkEngine):
     its parent hears that reply when the process is done or blocked."""
 
     @staticmethod
-    def keep_reply(process: ThinkProcess, context: ThinkEngineContext, reply: Reply) -> None:
+    def keep_reply(process: ThinkProcess, context: ThinkEngineContext, reply: Reply,
+                   **state: Any) -> None:
+        """The reply as the chat's line and the state's ``lastReply`` (with ``state``'s other
+        keys)."""
         context.chat().append(ChatRole.ASSISTANT, reply.message)
-        context.save_state({**process.engine_state, LAST_REPLY: reply.message})
+        context.save_state({**process.engine_state, **state, LAST_REPLY: reply.message})
 
     def summarize_for_parent(self, process: ThinkProcess,
                              event_type: ProcessEventType) -> ParentReport:
@@ -168,8 +177,11 @@ class RespondingEngine(ThinkEngine):
 
 class ToolLoop:
     """Model → tools → model … until a ``respond`` that stands alone. ``respond`` is
-    mandatory: a plain-text answer is sent back once with ``RESPOND_REQUIRED``; a second
-    one is taken as the reply (not awaiting input), with a logged warning.
+    mandatory: a plain-text answer is sent back once with ``RESPOND_REQUIRED``; if the model
+    answers in plain text again, its *first* plain answer is the reply (not awaiting input;
+    the second is its reaction to the notice, "Understood …" or a refusal), with a logged
+    warning. A model that was offered no tools (no tool calling) is not sent back: its text
+    is the reply (``Reply.without_tools``).
 
     Every step streams (text, and respond's ``message`` as it grows); a step whose stream is
     not the reply — sent back, followed by tool calls, or not equal to the respond message —
@@ -183,7 +195,7 @@ class ToolLoop:
         """The final reply; None when the model failed (an error line is already in the chat)."""
         chat, events = self._context.chat(), self._context.events()
         messages = list(messages)
-        reminded = False
+        plain: str | None = None  # the model's first plain-text answer, once sent back
         streamed: list[str] = []  # this step's tokens
 
         def on_token(text: str) -> None:
@@ -199,11 +211,14 @@ class ToolLoop:
                 chat.append(ChatRole.ERROR, f"The model could not answer: {e}")
                 return None
             if not response.tool_calls:
-                if reminded:
-                    log.warning("process %s answered in plain text twice; taking the text "
-                                "as its reply", self._context.scope.process_id)
-                    return Reply(response.content, False)
-                reminded = True  # respond is mandatory (§3.4): say so once
+                if not response.tools_offered:  # it cannot call respond: its text is the reply
+                    return Reply(response.content, False, without_tools=True)
+                if plain is not None:
+                    log.warning("process %s answered in plain text twice; taking its first "
+                                "answer as its reply", self._context.scope.process_id)
+                    _reset(events, streamed, "not-the-reply")
+                    return Reply(plain, False)
+                plain = response.content  # respond is mandatory (§3.4): say so once
                 _reset(events, streamed, "respond-required")
                 messages += [LlmMessage("assistant", response.content),
                              LlmMessage("user", RESPOND_REQUIRED)]
