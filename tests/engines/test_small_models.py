@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import json
 
-from tests.engines.test_arthur import arthur_session
+from tests.engines.test_arthur import arthur_session, respond
 from tests.helpers import wait_for
 from tests.llm.fake_openai_server import FakeOpenAiServer, Text
-from vancetope_brain.engines.arthur import NO_TOOLS
-from vancetope_brain.engines.prompting import RESPOND_REQUIRED
-from vancetope_brain.llm import LlmResponse
+from vancetope_brain.engines.arthur import NO_TOOLS, NOTICE
+from vancetope_brain.llm import LlmResponse, ToolCall
 from vancetope_brain.llm.openai_provider import OpenAiChatModel
-from vancetope_brain.llm.testing import ScriptedModel
+from vancetope_brain.llm.testing import FunctionModel, ScriptedModel
 from vancetope_brain.models import ChatRole, CloseReason, ProcessStatus
 from vancetope_brain.store import LaneStore, SessionStore
 
@@ -41,13 +40,33 @@ def test_the_first_plain_answer_is_the_reply_and_the_notice_leaves_no_trace(embe
     embedded.brain.sessions.steer(embedded.who, pid, "what is 2+2?")
     lines = _settled(embedded, pid, 3)
     assert lines[1:] == [(ChatRole.USER, "what is 2+2?"), (ChatRole.ASSISTANT, "2 + 2 equals 4.")]
-    assert model.calls[1].messages[-1].content == RESPOND_REQUIRED  # it was asked once
+    assert model.calls[1].messages[-1].content == NOTICE  # it was asked once
     embedded.brain.sessions.steer(embedded.who, pid, "and 3+3?")
     assert _settled(embedded, pid, 5)[4] == (ChatRole.ASSISTANT, "3 + 3 equals 6.")
     seen = [(m.role, m.content) for m in model.calls[2].messages[1:]]
     assert seen[-3:] == [("user", "what is 2+2?"), ("assistant", "2 + 2 equals 4."),
                          ("user", "and 3+3?")]
     assert not any("sorry" in text or "vancetope-notice" in text for _, text in seen)
+
+
+def test_a_plain_answer_after_tools_ran_is_the_reply(embedded):
+    """Sent back, the model delegates (a call written as text, recognised by the provider:
+    here a native one), then answers about it in plain text: that answer is the reply, not
+    the plain answer from before the notice."""
+    model = ScriptedModel([
+        LlmResponse("Bicycles were invented in the 19th century."),
+        LlmResponse("", (ToolCall("c1", "process_create", json.dumps(
+            {"recipe": "analyze", "name": "bikes", "goal": "history of the bicycle"})),)),
+        LlmResponse("I started a worker on the history of the bicycle."),
+        "The worker is done."])  # Arthur, when the worker's report arrives
+    embedded.model = FunctionModel(lambda messages, tools: respond("found it")
+                                   if not any(t.name == "process_create" for t in tools)
+                                   else model.complete(messages, tools=tools))
+    pid = arthur_session(embedded).chat_process_id
+    embedded.brain.sessions.steer(embedded.who, pid, "research the history of the bicycle")
+    lines = _settled(embedded, pid, 4)
+    assert lines[2][0] is ChatRole.TOOL and lines[2][1].startswith("process_create(")
+    assert lines[3] == (ChatRole.ASSISTANT, "I started a worker on the history of the bicycle.")
 
 
 def _written(tool: str, **arguments) -> Text:

@@ -38,6 +38,7 @@ PARIS = ToolCall("text_call_0", "get_weather", '{"city": "Paris"}')
     ('{"name": "get_weather", "arguments": {"city": "Paris"}}', (PARIS,), ""),
     ('```\n{"name": "get_weather", "parameters": {"city": "Paris"}}\n```', (PARIS,), ""),
     ('{"name": "get_weather", "arguments": "{\\"city\\": \\"Paris\\"}"}', (PARIS,), ""),
+    ('{{"name": "get_weather", "arguments": {"city": "Paris"}}}', (PARIS,), ""),  # Qwen's
     ('Let me look.\n<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris"}}\n'
      '</tool_call>', (PARIS,), "Let me look."),
     ('[{"name": "get_weather", "arguments": {"city": "Paris"}}, {"name": "respond", '

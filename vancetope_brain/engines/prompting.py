@@ -177,25 +177,29 @@ class RespondingEngine(ThinkEngine):
 
 class ToolLoop:
     """Model → tools → model … until a ``respond`` that stands alone. ``respond`` is
-    mandatory: a plain-text answer is sent back once with ``RESPOND_REQUIRED``; if the model
-    answers in plain text again, its *first* plain answer is the reply (not awaiting input;
-    the second is its reaction to the notice, "Understood …" or a refusal), with a logged
-    warning. A model that was offered no tools (no tool calling) is not sent back: its text
-    is the reply (``Reply.without_tools``).
+    mandatory: a plain-text answer is sent back once with ``notice`` (``RESPOND_REQUIRED``
+    unless the engine words its own); a later plain answer is taken as the reply (not
+    awaiting input), with a logged warning: the *first* plain answer when the later one is
+    the model's reaction to the notice ("Understood …", or a refusal), the later one when
+    tools ran in between (it speaks of their results). A model that was offered no tools
+    (no tool calling) is not sent back: its text is the reply (``Reply.without_tools``).
 
     Every step streams (text, and respond's ``message`` as it grows); a step whose stream is
     not the reply — sent back, followed by tool calls, or not equal to the respond message —
     is followed by a ``stream-reset`` event, so clients drop it (docs/protocol.md)."""
 
-    def __init__(self, context: ThinkEngineContext, tools: list[ToolSpec]) -> None:
+    def __init__(self, context: ThinkEngineContext, tools: list[ToolSpec], *,
+                 notice: str = RESPOND_REQUIRED) -> None:
         self._context = context
         self._tools = tools
+        self._notice = notice
 
     def run(self, messages: list[LlmMessage]) -> Reply | None:
         """The final reply; None when the model failed (an error line is already in the chat)."""
         chat, events = self._context.chat(), self._context.events()
         messages = list(messages)
-        plain: str | None = None  # the model's first plain-text answer, once sent back
+        reminded = False
+        plain: str | None = None  # the plain answer the notice was sent for, until tools run
         streamed: list[str] = []  # this step's tokens
 
         def on_token(text: str) -> None:
@@ -213,16 +217,18 @@ class ToolLoop:
             if not response.tool_calls:
                 if not response.tools_offered:  # it cannot call respond: its text is the reply
                     return Reply(response.content, False, without_tools=True)
-                if plain is not None:
-                    log.warning("process %s answered in plain text twice; taking its first "
-                                "answer as its reply", self._context.scope.process_id)
-                    _reset(events, streamed, "not-the-reply")
-                    return Reply(plain, False)
-                plain = response.content  # respond is mandatory (§3.4): say so once
-                _reset(events, streamed, "respond-required")
-                messages += [LlmMessage("assistant", response.content),
-                             LlmMessage("user", RESPOND_REQUIRED)]
-                continue
+                if not reminded:  # respond is mandatory (§3.4): say so once
+                    reminded, plain = True, response.content
+                    _reset(events, streamed, "respond-required")
+                    messages += [LlmMessage("assistant", response.content),
+                                 LlmMessage("user", self._notice)]
+                    continue
+                log.warning("process %s answered in plain text after the respond notice; "
+                            "taking plain text as its reply", self._context.scope.process_id)
+                if plain is None:  # tools ran since the notice: this answer speaks of them
+                    return Reply(response.content, False)
+                _reset(events, streamed, "not-the-reply")
+                return Reply(plain, False)
             work = [c for c in response.tool_calls if c.name != RESPOND.name]
             if not work:
                 reply = _parse_respond(response.tool_calls[0])
@@ -230,6 +236,7 @@ class ToolLoop:
                     _reset(events, streamed, "not-the-reply")
                 return reply
             _reset(events, streamed, "tool-calls")
+            plain = None
             calls = [self._prepare(call) for call in response.tool_calls]
             # As prepared: the model's next step sees the calls as recorded (e.g. a reference
             # to a stored file, not its bytes again).

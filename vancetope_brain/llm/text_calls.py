@@ -11,7 +11,9 @@ against that tool's JSON Schema; anything else leaves the answer as text. The fo
 - the whole answer as bare JSON.
 
 Each holds one call ``{"name": …, "arguments": {…}}`` or a list of them; ``parameters`` is
-read like ``arguments``, and arguments given as a JSON string (OpenAI's own form) too.
+read like ``arguments``, arguments given as a JSON string (OpenAI's own form) too, and a
+call in doubled braces (``{{"name": …}}``, as small Qwen models write it) as one in single
+braces.
 Whether an endpoint's answers are read this way is its profile's ``textToolCalls``
 (``llm/profiles.py``).
 """
@@ -63,7 +65,15 @@ def _written_calls(block: str) -> list[tuple[str, dict[str, Any] | None]] | None
     try:
         parsed = json.loads(block)
     except ValueError:
-        return None
+        # Small Qwen models double the braces of a call, as if escaping a template:
+        # {{"name": …, "arguments": {…}}}.
+        text = block.strip()
+        if not (text.startswith("{{") and text.endswith("}}")):
+            return None
+        try:
+            parsed = json.loads(text[1:-1])
+        except ValueError:
+            return None
     objects = parsed if isinstance(parsed, list) else [parsed]
     found: list[tuple[str, dict[str, Any] | None]] = []
     for item in objects:
