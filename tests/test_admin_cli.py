@@ -221,6 +221,9 @@ def test_recipe_put_list_show_delete_over_the_cascade(admin, store: Backend,
      "project nope not found"),
     (("recipe", "put", "--tenant", "acme", "{bad}"), "{bad}: allowedToolsAdd.0: Input should"),
     (("recipe", "put", "--tenant", "acme", "missing.yaml"), "cannot read missing.yaml"),
+    (("recipe", "put", "--tenant", "acme", "{arthur}"),
+     "recipe analyze: engine: no think engine named 'Arthur'; did you mean 'arthur'? "
+     "(engines: agrajag, arthur, ford,"),
     (("setting", "set", "--tenant", "acme", "chat.historyLimit", "many"),
      "setting chat.historyLimit takes an int, not 'many'"),
     (("setting", "set", "--tenant", "acme", "chat.histroyLimit", "5"),
@@ -236,11 +239,24 @@ def test_recipe_and_setting_errors_are_one_line(admin, tmp_path: Path, argv, mes
     good, bad = tmp_path / "analyze.yaml", tmp_path / "bad.yaml"
     good.write_text("name: analyze\nengine: ford\n")
     bad.write_text("name: analyze\nengine: ford\nallowedToolsAdd: [3]\n")
-    argv = tuple(a.format(file=good, bad=bad) for a in argv)
+    arthur = tmp_path / "arthur.yaml"
+    arthur.write_text("name: analyze\nengine: Arthur\n")
+    argv = tuple(a.format(file=good, bad=bad, arthur=arthur) for a in argv)
     failed = admin(*argv)
     assert (failed.code, failed.out) == (2, "")
     assert failed.err.startswith(f"vancetope: {message.format(bad=bad)}"), failed.err
     assert failed.err.count("\n") == 1
+
+
+def test_the_operator_grants_engine_roles_with_recipe_put(admin, store: Backend,
+                                                          tmp_path: Path) -> None:
+    """The admin CLI writes as the operator: a recipe with roles is stored (over the
+    protocol, a user's would be refused: tests/gateway/test_recipe_frames.py)."""
+    admin("tenant", "create", "Acme", "--id", "acme")
+    recipe = tmp_path / "auditor.yaml"
+    recipe.write_text("name: auditor\nengine: ford\nroles: [tool-auditor]\n")
+    assert admin("recipe", "put", "--tenant", "acme", str(recipe)).code == 0
+    assert store.port(RecipeStore).get_recipe("acme", None, "auditor").roles == ["tool-auditor"]
 
 
 def test_recipe_put_refuses_an_alias_bomb_and_the_tenant_cap(admin, store: Backend,

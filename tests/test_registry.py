@@ -24,6 +24,22 @@ def test_unknown_name_suggests_the_closest():
         ENGINES.get("frod")
 
 
+def test_a_wrong_case_name_suggests_the_engine_and_every_name_is_listed():
+    with pytest.raises(UnknownEngine) as info:
+        ENGINES.get("Arthur")
+    assert str(info.value).startswith(
+        "no think engine named 'Arthur'; did you mean 'arthur'? (engines: agrajag, arthur, "
+        "ford, marvin, ")
+    assert "vogon, zaphod" in str(info.value)  # (and the engines the tests register)
+    assert str(info.value).endswith(", deep-think (= marvin))")
+
+
+def test_every_bundled_recipe_names_a_registered_engine():
+    from vancetope_brain.recipes import bundled
+
+    assert {r.engine for r in bundled().recipes.values()} <= {e.name for e in ENGINES}
+
+
 def test_bundled_engines_are_registered_and_described():
     names = [e.name for e in ENGINES]
     assert "ford" in names

@@ -71,6 +71,8 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "VANCETOPE_LLM_PROFILES": ("(unset: only the profile `default`)", "Path of a YAML file of further LLM endpoint profiles that recipes and settings can name (see docs/configuration.md)."),
     "VANCETOPE_LLM_TIMEOUT": ("60", "Seconds before one LLM request times out."),
     "VANCETOPE_LLM_MAX_RETRIES": ("2", "Retries of a failed LLM request (connection errors, 429, 5xx)."),
+    "VANCETOPE_LLM_TOOLS": ("true", "`false`: the model (of the profile `default`) has no tool calling, so it is offered no tools and answers in plain text (Arthur then says once that delegating needs a model with tools); an endpoint that refuses tools is found out either way."),
+    "VANCETOPE_LLM_TEXT_TOOL_CALLS": ("auto", "Whether a tool call the model (of the profile `default`) writes as text (```json {\"name\": …, \"arguments\": …}```, bare JSON, `<tool_call>…</tool_call>`) counts as a call when it names an offered tool and its arguments validate: `auto` (yes, except at OpenAI's and Azure's endpoints, whose models call tools natively), `true` or `false`."),
     "VANCETOPE_DEMO_TOKEN_DELAY": ("0.02", "Seconds the offline demo model pauses between the words it streams, so a newcomer sees streaming; `0` streams at once."),
     "VANCETOPE_HEALTH_FILE": ("(unset: none)", "A file a worker touches every 5 s while it consumes, and beat on every tick (at least every 5 s): a liveness probe for their platform, `vancetope health FILE`."),
     "VANCETOPE_LOG_LEVEL": ("INFO", "Python log level."),
@@ -142,6 +144,9 @@ class Config:
     log_level: str
     mcp_servers_file: Path | None = None
     llm_profiles_file: Path | None = None
+    llm_tools: bool = True
+    llm_text_tool_calls: bool | None = None
+    """None: ``auto`` (``llm.endpoint.native_tool_calls`` decides)."""
     public_url: str = ""
     secret_key: str | None = None
     attachments_dir: Path = Path("./.vancetope/attachments")
@@ -218,6 +223,9 @@ class Config:
             log_level=env.get("VANCETOPE_LOG_LEVEL", "INFO").upper(),
             mcp_servers_file=Path(v) if (v := env.get("VANCETOPE_MCP_SERVERS")) else None,
             llm_profiles_file=Path(p) if (p := env.get("VANCETOPE_LLM_PROFILES")) else None,
+            llm_tools=_choice(env, "VANCETOPE_LLM_TOOLS", ("true", "false")) == "true",
+            llm_text_tool_calls={"auto": None, "true": True, "false": False}[_choice(
+                env, "VANCETOPE_LLM_TEXT_TOOL_CALLS", ("auto", "true", "false"))],
             public_url=(env.get("VANCETOPE_PUBLIC_URL") or "").rstrip("/"),
             secret_key=env.get("VANCETOPE_SECRET_KEY") or None,
             attachments_dir=Path(env.get("VANCETOPE_ATTACHMENTS_DIR")

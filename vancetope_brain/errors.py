@@ -13,6 +13,7 @@
     │   │   └── FingerprintMismatch (code ``fingerprint_mismatch``) — the session is another machine's
     │   ├── Unauthorized          (code ``unauthorized``)
     │   ├── Forbidden             (code ``forbidden``) — a signed link that is forged or expired
+    │   │   └── OperatorOnly      (code ``operator_only``) — a tenant's user wrote what only the operator grants (engine roles)
     │   ├── RateLimited           (code ``rate_limited``)
     │   ├── LimitExceeded         (code ``limit_exceeded``) — one more would pass a documented cap
     │   ├── ConfigError           (code ``config_error``)
@@ -111,6 +112,14 @@ class Forbidden(UserError):
     """Raised when a signed link (an attachment URL) is forged, malformed or expired."""
 
     code = "forbidden"
+
+
+class OperatorOnly(Forbidden):
+    """Raised when a tenant's user writes what only the deployment's operator may grant: a
+    recipe with engine ``roles`` over the protocol (``RecipeAdmin``; the admin CLI writes as
+    the operator)."""
+
+    code = "operator_only"
 
 
 class RateLimited(UserError):

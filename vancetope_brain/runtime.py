@@ -154,7 +154,9 @@ class Administration:
         return cls(store, identity,
                    SettingsService(store.port(SettingStore), store.port(IdentityStore)),
                    RecipeResolver(store.port(RecipeStore)),
-                   RecipeAdmin.on(store, config.max_definitions),
+                   # The admin CLI writes as the operator: the one who grants engine roles.
+                   RecipeAdmin.on(store, config.max_definitions, engine=ENGINES.get,
+                                  operator=True),
                    store.port(DeliveryStore), store.port(DeadLetterStore),
                    ToolHealthService(store.port(ToolHealthStore)), store.port(SessionStore))
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from vancetope_brain.config import Config
+from vancetope_brain.engines import ENGINES
 from vancetope_brain.identity import IdentityService
 from vancetope_brain.lanes.waker import Enqueue
 from vancetope_brain.recipes import RecipeAdmin
@@ -27,5 +28,7 @@ class Gateway(Core):
 def build_gateway(config: Config, enqueue: Enqueue, *, store: Backend | None = None) -> Gateway:
     core = Core.parts(config, enqueue, store=store)
     return Gateway(**core, identity=IdentityService.on(core["store"]),
-                   recipe_admin=RecipeAdmin.on(core["store"], config.max_definitions),
+                   # Recipes written over the protocol are a tenant's users': no engine roles.
+                   recipe_admin=RecipeAdmin.on(core["store"], config.max_definitions,
+                                               engine=ENGINES.get),
                    client_tools=ClientToolBridge(core["redis"], core["events"]))

@@ -85,6 +85,20 @@ def test_the_demo_arthur_relays_an_escaped_report_and_a_question():
     assert answer(named)["message"] == 'The worker the "tea" <w> is done. It reports: tea is good'
 
 
+@pytest.mark.parametrize("report", [
+    "## Strategy draft-review: completed\n\nPhase draft passed its gate.",
+    "- one finding\n- another", "1. first\n2. second", "```\nlog\n```", "> quoted",
+    "| a | b |\n|---|---|"])
+def test_the_demo_arthur_relays_a_report_that_opens_with_a_block_as_its_own_paragraph(report):
+    """A heading (vogon's and zaphod's reports start with one) or a list spliced into "It
+    reports: …" is no heading any more; it starts a paragraph of its own."""
+    for kind, lead in ((ProcessEventType.DONE, "The worker w is done. It reports:"),
+                       (ProcessEventType.BLOCKED, "The worker w asks:")):
+        event = event_text(ProcessEvent(source_process_id="w", type=kind, human_summary=report))
+        [call] = DemoModel().complete([LlmMessage("user", event)], tools=ARTHUR_TOOLS).tool_calls
+        assert json.loads(call.arguments)["message"] == f"{lead}\n\n{report}"
+
+
 def test_the_demo_arthur_says_when_a_worker_could_not_start():
     messages = [LlmMessage("user", "research X"),
                 LlmMessage("assistant", "", tool_calls=(ToolCall("demo_spawn", "process_create",
@@ -152,4 +166,8 @@ def test_each_suggested_phrase_drives_its_engine_to_a_report_in_arthurs_chat(emb
                                       if m.role is ChatRole.ASSISTANT]
 
     [relay] = wait_for(relayed, timeout=20, what="Arthur relaying the report")
-    assert relay.startswith(f"The worker {worker.name} is done. It reports: ")
+    lead = f"The worker {worker.name} is done. It reports:"
+    assert relay.startswith(lead)
+    # vogon's and zaphod's reports open with a heading: it starts a paragraph of its own.
+    assert relay[len(lead):].startswith(
+        "\n\n## " if worker.engine in ("vogon", "zaphod") else " ")

@@ -10,6 +10,7 @@ import threading
 
 from tests.engines.test_arthur import Script, arthur_session, call, last_text, respond, statuses
 from tests.helpers import wait_for
+from vancetope_brain.engines.arthur import NOTICE
 from vancetope_brain.llm import LlmResponse
 from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.models import (
@@ -57,7 +58,7 @@ def test_plain_text_is_sent_back_once_asking_for_respond(embedded):
     assert [(m.role, m.content) for m in seen[1][-2:]] == [
         ("assistant", "Hello in plain text."),
         ("user", seen[1][-1].content)]
-    assert "respond tool" in seen[1][-1].content
+    assert seen[1][-1].content == NOTICE  # Arthur's words for it: which tool is for what
     assert "Hello in plain text." not in _lines(embedded, pid)  # never reached the user
     # Plain text again after the reminder: taken as the reply (logged), not a third call.
     embedded.brain.sessions.steer(embedded.who, pid, "twice")

@@ -11,9 +11,11 @@ import pytest
 
 from tests.engines.test_arthur import call, respond, spawn_worker
 from tests.helpers import wait_for
+from vancetope_brain.engines import ENGINES
 from vancetope_brain.errors import NotFound
 from vancetope_brain.llm import LlmResponse, ToolSpec
 from vancetope_brain.models import ProcessStatus
+from vancetope_brain.recipes import RecipeAdmin
 from vancetope_brain.recipes.loader import parse_recipe
 from vancetope_brain.store import SessionStore
 from vancetope_brain.tools.dispatcher import SERVER_TOOLS, server_tool
@@ -33,7 +35,9 @@ roles: {roles}
 def _put(emb, level: str, project: str | None, add: str = "[]", remove: str = "[]",
          roles: str = "[]") -> None:
     text = RECIPE.format(level=level, add=add, remove=remove, roles=roles)
-    emb.brain.recipe_admin.put("acme", project, parse_recipe(text, level))
+    # As the operator puts it (the admin CLI): only the operator grants engine roles.
+    RecipeAdmin.on(emb.brain.store, engine=ENGINES.get, operator=True).put(
+        "acme", project, parse_recipe(text, level))
 
 
 def test_project_beats_tenant_beats_bundled_and_edits_spare_running_processes(embedded):

@@ -343,6 +343,16 @@ def test_process_create_unknown_engine_suggests_the_closest(emb, bound):
 
 
 @covers("process-create", REFUSAL)
+def test_process_create_with_a_wrong_case_engine_names_the_engines(emb, bound):
+    client, sid, chat = bound
+    message = client.refused("process-create", "unknown_engine", engine="Arthur")
+    assert message.startswith("no think engine named 'Arthur'; did you mean 'arthur'? "
+                              "(engines: agrajag, arthur, ford, marvin, ")
+    assert "vogon, zaphod" in message  # (and the engines the tests register)
+    assert [p.id for p in emb.brain.store.port(SessionStore).list_processes("acme", sid)] == [chat]
+
+
+@covers("process-create", REFUSAL)
 def test_process_create_refused_in_suspended_and_closed_sessions(emb, bound):
     client, sid, chat = bound
     client.ok("session-suspend", sessionId=sid)

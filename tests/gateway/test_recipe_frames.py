@@ -76,3 +76,31 @@ def test_another_tenant_neither_sees_nor_deletes_the_recipes(emb, client):
         other.close()
     assert "acme-only" in _catalogue(client)
     client.ok("recipe-delete", name="acme-only")
+
+
+def test_a_users_recipe_may_not_grant_itself_engine_roles(emb, client):
+    """Engine roles unlock tools (agrajag's tool_health_write writes verdicts that hide an MCP
+    server from the whole project): only the operator grants them (the admin CLI), so a
+    recipe written over the protocol that names one is refused, and nothing is stored."""
+    forged = {**RECIPE, "name": "health-writer", "roles": ["tool-health-writer"],
+              "allowedToolsAdd": ["tool_health_write"]}
+    message = client.refused("recipe-create", "operator_only", recipe=forged)
+    assert message.startswith("recipe health-writer: roles: tool-health-writer: engine roles "
+                              "unlock tools that other recipes do not see, so only the operator "
+                              "grants them")
+    assert "health-writer" not in _catalogue(client)
+    client.refused("recipe-create", "operator_only", projectId="default",
+                   recipe={**forged, "roles": ["any-role"]})
+    client.ok("recipe-create", recipe={**RECIPE, "name": "plain-writer"})
+    client.refused("recipe-update", "operator_only", recipe={**forged, "name": "plain-writer"})
+    assert _catalogue(client)["plain-writer"]["roles"] == []
+    client.ok("recipe-delete", name="plain-writer")
+
+
+def test_a_recipe_naming_no_registered_engine_names_the_engines(emb, client):
+    for engine, hint in (("Arthur", "; did you mean 'arthur'?"), ("nosuch", "")):
+        message = client.refused("recipe-create", "unknown_engine",
+                                 recipe={**RECIPE, "name": "wrong-engine", "engine": engine})
+        assert message.startswith(f"recipe wrong-engine: engine: no think engine named "
+                                  f"{engine!r}{hint} (engines: agrajag, arthur, ford, marvin,")
+    assert "wrong-engine" not in _catalogue(client)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from xml.sax.saxutils import unescape
 
 from tests.integration.worker_main import wait_for_file
 from vancetope_brain.llm import LlmMessage, LlmResponse, ToolCall, ToolSpec
@@ -27,7 +28,7 @@ def agrajag_flow(messages: list[LlmMessage], tools: list[ToolSpec]) -> LlmRespon
     names = {t.name for t in tools}
     results = [m for m in messages if m.role == "tool"]
     if "tool_health_write" in names:
-        job = json.loads(re.search(r"<job>(.*?)</job>", messages[1].content).group(1))
+        job = json.loads(unescape(re.search(r"<job>(.*?)</job>", messages[1].content).group(1)))
         return _call("v", "tool_health_write", server=job["server"], tool=job["tool"],
                      state="DOWN", reason="echo answers probes; fail fails every call",
                      recheckAfterSec=3600)

@@ -19,8 +19,10 @@ import pytest
 
 from tests.helpers import wait_for
 from tests.integration.conftest import REPO, Cluster
+from vancetope_brain.engines import ENGINES
 from vancetope_brain.models import ChatRole, CloseReason, ProcessStatus
 from vancetope_brain.models.tool_health import HealthSource, HealthState
+from vancetope_brain.recipes import RecipeAdmin
 from vancetope_brain.recipes.loader import parse_recipe
 from vancetope_brain.services import SYSTEM_USER
 from vancetope_brain.store import LaneStore, SessionStore, ToolHealthStore
@@ -50,8 +52,9 @@ def cluster(tmp_path: Path, redis_url: str):
         "args": ["-m", "tests.tools.mcp_echo_server"], "cwd": str(REPO),
         "tool_roles": {"sleep": ["tool-auditor"]}}]))
     cluster = Cluster(tmp_path, redis_url, VANCETOPE_MCP_SERVERS=str(servers))
-    for text in RECIPES:
-        cluster.brain.recipe_admin.put("acme", None, parse_recipe(text, "test"))
+    operator = RecipeAdmin.on(cluster.brain.store, engine=ENGINES.get, operator=True)
+    for text in RECIPES:  # as `vancetope admin recipe put` would: auditor carries a role
+        operator.put("acme", None, parse_recipe(text, "test"))
     yield cluster
     cluster.close()
 

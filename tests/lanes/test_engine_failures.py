@@ -162,3 +162,25 @@ def test_a_line_the_provider_refuses_is_left_out_of_later_turns(embedded):
     assert not any("FORBIDDEN" in (content or "") for content in sent)
     assert "hello" in sent and "something else" in sent
     assert _process(emb, pid).status is ProcessStatus.IDLE
+
+
+def test_a_web_page_where_the_api_should_be_is_an_error_line_not_an_empty_reply(embedded):
+    """A wrong base URL behind a proxy answers HTTP 200 with HTML: the user reads why in the
+    error line every other endpoint failure gets, not an empty reply."""
+    from tests.llm.fake_openai_server import FakeOpenAiServer, Raw
+    from vancetope_brain.llm.openai_provider import OpenAiChatModel
+
+    emb = embedded
+    with FakeOpenAiServer() as server:
+        server.script(Raw("<html><body>Welcome to nginx!</body></html>", "text/html"))
+        emb.model = OpenAiChatModel("fake-model", base_url=server.base_url, max_retries=0,
+                                    timeout=5)
+        pid = emb.brain.sessions.create_interactive(emb.who).chat_process_id
+        emb.brain.sessions.steer(emb.who, pid, "hello")
+        lines = _settled(emb, pid, 3)
+    assert [x.role for x in lines] == [ChatRole.ASSISTANT, ChatRole.USER, ChatRole.ERROR]
+    assert lines[2].content == (
+        f"The model could not answer: LLM endpoint {server.base_url} (model fake-model) "
+        "answered HTTP 200 with text/html instead of a completion stream (is the base URL the "
+        "OpenAI-compatible API's, such as http://host/v1?)")
+    assert len(server.requests) == 1

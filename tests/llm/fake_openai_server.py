@@ -72,9 +72,11 @@ class Stall:
 
 @dataclass(frozen=True)
 class Raw:
-    """Send ``body`` verbatim as an event stream (for malformed or unusual streams)."""
+    """Send ``body`` verbatim with HTTP 200, as an event stream unless ``content_type`` says
+    otherwise (for malformed or unusual streams, or a web page where the API should be)."""
 
     body: str
+    content_type: str = "text/event-stream"
 
 
 Reply = Text | ToolCalls | HttpError | Stall | Raw
@@ -184,7 +186,7 @@ class _Handler(BaseHTTPRequestHandler):
         elif isinstance(reply, Stall):
             self.server.state.closing.wait(reply.seconds)
         elif isinstance(reply, Raw):
-            self._start_stream()
+            self._start_stream(reply.content_type)
             self.wfile.write(reply.body.encode())
         elif body.get("stream"):
             self._stream(reply, body)
@@ -209,9 +211,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._event({**_chunk(model, None), "usage": reply.usage})
         self.wfile.write(b"data: [DONE]\n\n")
 
-    def _start_stream(self) -> None:
+    def _start_stream(self, content_type: str = "text/event-stream") -> None:
         self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Content-Type", content_type)
         self.send_header("Cache-Control", "no-cache")
         self.end_headers()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -133,6 +134,36 @@ def test_demo_model_without_user_message_and_with_long_one() -> None:
     assert "offline demo model" in DemoModel().complete([]).content
     long = [LlmMessage("user", "word " * 100)]
     assert len(DemoModel(token_delay=0.0001).complete(long).content) < 400
+
+
+LONG_GOAL = ("Research the history of the bicycle from the draisine of 1817 through the velocipede "
+             "and the safety bicycle to today's electric cargo bikes")
+
+
+def _quoted(text: str) -> str:
+    return text.split("“", 1)[1].split("”", 1)[0]
+
+
+def test_demo_model_cuts_what_it_quotes_after_a_whole_word() -> None:
+    """The goals the demo gives marvin's workers, its workers' results and its echo of the
+    user end in a whole word and an ellipsis, never in half a word."""
+    plan = DemoModel().complete([LlmMessage("user", f"Plan this goal:\n{LONG_GOAL}")],
+                                tools=[ToolSpec("marvin_plan", "")]).tool_calls[0]
+    goals = [step["goal"] for step in json.loads(plan.arguments)["steps"]]
+    assert goals == ["Gather the facts about: Research the history of the bicycle from the "
+                     "draisine of 1817 through the…",
+                     "Weigh the options and risks of: Research the history of the bicycle "
+                     "from the draisine of 1817 through the…"]
+    worker = DemoModel().complete([LlmMessage("system", "You work."),
+                                   LlmMessage("user", LONG_GOAL)],
+                                  tools=[ToolSpec("respond", "")]).tool_calls[0]
+    echo = DemoModel().complete([LlmMessage("user", LONG_GOAL)]).content
+    for text in (json.loads(worker.arguments)["message"], echo):
+        shown = _quoted(text)
+        assert shown.endswith("…") and len(shown) <= 80
+        assert LONG_GOAL.startswith(shown[:-1]) and LONG_GOAL[len(shown) - 1] == " "
+    assert _quoted(DemoModel().complete([LlmMessage("user", "x" * 100)]).content) == \
+        "x" * 79 + "…"  # one word longer than the limit: cut inside it
 
 
 # --- block_network ---------------------------------------------------------------

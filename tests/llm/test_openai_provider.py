@@ -293,3 +293,22 @@ def test_fake_server_also_answers_without_streaming(server: FakeOpenAiServer) ->
     tool_calls = second.choices[0].message.tool_calls or []
     assert tool_calls[0].type == "function" and tool_calls[0].function.name == "f"
     assert second.choices[0].finish_reason == "tool_calls"
+
+
+@pytest.mark.parametrize(("reply", "said"), [
+    # A wrong OPENAI_BASE_URL behind a proxy: a web page where the API should be.
+    (Raw("<!doctype html><html><body><h1>Welcome</h1></body></html>", "text/html"),
+     r"answered HTTP 200 with text/html instead of a completion stream"),
+    (Raw("", "text/html"), r"answered HTTP 200 with text/html instead of a completion"),
+    (Raw("", "application/json"), r"with application/json instead of a completion"),
+    (Raw(""), r"answered HTTP 200 with an empty stream"),
+    # A stream whose events carry no text and no tool call.
+    (Text(""), r"sent an empty completion \(finish reason stop\)"),
+])
+def test_a_response_without_a_completion_is_llm_error(server: FakeOpenAiServer,
+                                                       reply: Raw | Text, said: str) -> None:
+    server.script(reply)
+    with pytest.raises(LlmError, match=said) as info:
+        make(server).complete(USER, tools=[ToolSpec("ping", "Ping.")])
+    assert str(info.value).startswith(f"LLM endpoint {server.base_url} (model fake-model)")
+    assert type(info.value) is LlmError

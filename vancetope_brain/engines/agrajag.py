@@ -32,6 +32,7 @@ from vancetope_brain.engines.prompting import RESPOND, ToolLoop, system_prompt
 from vancetope_brain.engines.structured import structured
 from vancetope_brain.errors import LlmError
 from vancetope_brain.llm import LlmMessage
+from vancetope_brain.llm.markup import tagged
 from vancetope_brain.models import ChatRole, CloseReason, ProcessStatus, ThinkProcess
 from vancetope_brain.models.steer import ToolCallStatus
 from vancetope_brain.tools.dispatcher import ToolManifest
@@ -115,5 +116,7 @@ def _brief(process: ThinkProcess, probes: list[ToolManifest]) -> str:
     job = {k: params.get(k) for k in ("server", "tool", "step", "error")}
     listed = [{"name": m.name, "description": m.spec.description,
                "parameters": m.spec.parameters} for m in ordered[:MAX_PROBES_SHOWN]]
-    return (f"<job>{json.dumps(job, ensure_ascii=False)}</job>\n"
-            f"<probes>{json.dumps(listed, ensure_ascii=False)}</probes>")
+    # The error text and the tools' descriptions come from the MCP server: escaped, so they
+    # cannot end a tag and pose as the job.
+    return (f"{tagged('job', json.dumps(job, ensure_ascii=False))}\n"
+            f"{tagged('probes', json.dumps(listed, ensure_ascii=False))}")

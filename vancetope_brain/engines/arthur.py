@@ -44,6 +44,17 @@ log = logging.getLogger(__name__)
 FALLBACK_PROMPT = "You are Arthur, the user's coordinator: talk with them and delegate work."
 WELCOME = "Hi, I'm Arthur. How can I help?"
 TRUNCATED = "Earlier conversation was truncated."
+NOTICE = ("<vancetope-notice>Plain text does not reach the user. Call a tool now: answer with "
+          "only the JSON of the call. Real work (research, analysis, writing) is "
+          "process_create; anything else is respond.</vancetope-notice>")
+"""What Arthur's model is told when it answered in plain text (``ToolLoop``): which tool is
+for what, in words a small model that writes its calls as text follows (Qwen2.5-1.5B then
+delegates, where the generic notice got a refusal)."""
+NO_TOOLS = ("This model has no tool calling, so Arthur answers on its own: delegating work "
+            "to worker processes, the Inbox and the other tools need a model with tools (see "
+            "docs/configuration.md, \"LLM endpoint profiles\").")
+TOLD_NO_TOOLS = "toldNoTools"
+"""``engineState`` key: the user was told (``NO_TOOLS``) that the model cannot delegate."""
 HISTORY_LINES = 10_000
 """The most chat lines a turn looks back over (the token budget usually stops it sooner)."""
 
@@ -125,10 +136,13 @@ class ArthurEngine(RespondingEngine):
         history = [m for line in lines for m in (
             converted[line.id] if line.id in converted else conversation([line]))]
         messages = budget.fit(fixed, history, tools, limit, LlmMessage("system", TRUNCATED))
-        reply = ToolLoop(context, tools).run(messages)
+        reply = ToolLoop(context, tools, notice=NOTICE).run(messages)
         if reply is None:
             return
-        self.keep_reply(process, context, reply)
+        told = reply.without_tools and not process.engine_state.get(TOLD_NO_TOOLS)
+        if told:  # once per process: a line for the user, never shown to the model
+            context.chat().append(ChatRole.SYSTEM, NO_TOOLS)
+        self.keep_reply(process, context, reply, **({TOLD_NO_TOOLS: True} if told else {}))
         if reply.awaiting_user_input:
             context.set_status(ProcessStatus.BLOCKED)
         elif context.recipes().category is not RecipeCategory.CHAT and \

@@ -123,14 +123,18 @@ class EngineRegistry:
         return cls
 
     def get(self, name: str) -> ThinkEngine:
-        """The engine (by name or alias); raises ``UnknownEngine`` suggesting the closest
-        registered name."""
+        """The engine (by name or alias); raises ``UnknownEngine`` naming the registered
+        engines and suggesting the closest (case aside: ``Arthur`` → ``arthur``)."""
         try:
             return self._engines[canonical(name)]
         except KeyError:
-            close = difflib.get_close_matches(name, list(self._engines), n=1)
+            names = sorted([*self._engines, *ALIASES])
+            close = difflib.get_close_matches(name.lower(), names, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise UnknownEngine(f"no think engine named {name!r}{hint}") from None
+            aliases = "".join(f", {alias} (= {engine})" for alias, engine in ALIASES.items()
+                              if engine in self._engines)
+            raise UnknownEngine(f"no think engine named {name!r}{hint} (engines: "
+                                f"{', '.join(sorted(self._engines))}{aliases})") from None
 
     def find(self, name: str) -> ThinkEngine | None:
         return self._engines.get(canonical(name))

@@ -283,13 +283,15 @@ def _request(model: str, messages: list[LlmMessage], tools: list[ToolSpec] | Non
 def _response_json(response: LlmResponse) -> dict[str, Any]:
     return {"content": response.content, "finishReason": response.finish_reason,
             "model": response.model, "usage": dict(response.usage),
-            "toolCalls": [[c.id, c.name, c.arguments] for c in response.tool_calls]}
+            "toolCalls": [[c.id, c.name, c.arguments] for c in response.tool_calls],
+            **({} if response.tools_offered else {"toolsOffered": False})}
 
 
 def _response(raw: dict[str, Any]) -> LlmResponse:
     return LlmResponse(content=raw["content"], finish_reason=raw["finishReason"],
                        model=raw["model"], usage=dict(raw["usage"]),
-                       tool_calls=tuple(ToolCall(*call) for call in raw["toolCalls"]))
+                       tool_calls=tuple(ToolCall(*call) for call in raw["toolCalls"]),
+                       tools_offered=raw.get("toolsOffered", True))
 
 
 def _done(started: JournalEntry, outcome: ToolOutcome) -> JournalEntry:

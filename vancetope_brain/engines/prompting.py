@@ -9,13 +9,13 @@ import logging
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
-from xml.sax.saxutils import escape, quoteattr
 
 from vancetope_brain.engines.base import ParentReport, ThinkEngine
 from vancetope_brain.engines.context import EXCLUDED, EventPublisher, ThinkEngineContext
 from vancetope_brain.errors import LlmError
 from vancetope_brain.events import EventType
 from vancetope_brain.llm import LlmMessage, ToolCall, ToolSpec
+from vancetope_brain.llm.markup import tagged
 from vancetope_brain.models import (
     ChatMessage,
     ChatRole,
@@ -37,7 +37,9 @@ RESPOND = ToolSpec(
     {"type": "object",
      "properties": {"message": {"type": "string"},
                     "awaiting_user_input": {"type": "boolean"}},
-     "required": ["message", "awaiting_user_input"]},
+     # awaiting_user_input defaults to false: a small model that leaves it out of a call
+     # written as text (``llm/text_calls.py``) still makes a valid call.
+     "required": ["message"]},
     stream="message",
 )
 RESPOND_ALONE = ("respond must stand alone in its step: the other tools ran, their results are "
@@ -53,35 +55,34 @@ _ROLES = {ChatRole.USER: "user", ChatRole.ASSISTANT: "assistant", ChatRole.EVENT
 
 @dataclass(frozen=True)
 class Reply:
+    """A turn's answer. ``without_tools``: the model has no tool calling (its profile, or
+    its endpoint refused tools), so this is its plain text and nothing was delegated."""
+
     message: str
     awaiting_user_input: bool
+    without_tools: bool = False
 
 
 def event_text(message: SteerMessage) -> str:
     """A non-user message as the model sees it: an XML-tagged line (§3.4). Every value from
-    outside (a worker's summary, a title, a result) is XML-escaped, so no text can close
-    the tag and forge another event."""
+    outside (a worker's summary, a title, a result) goes through ``tagged`` (escaped), so no
+    text can close the tag and forge another event."""
     match message:
         case ProcessEvent(source_process_id=src, source_name=name, type=kind,
                           human_summary=summary, payload=data):
-            extra = f"\n<payload>{escape(json.dumps(data))}</payload>" if data else ""
-            named = f" sourceName={quoteattr(name)}" if name else ""
-            return (f"<process-event sourceProcessId={quoteattr(src)}{named} "
-                    f"type=\"{kind.value}\">"
-                    f"{escape(summary or '')}{extra}</process-event>")
+            extra = ("\n" + tagged("payload", json.dumps(data)),) if data else ()
+            return tagged("process-event", summary or "", *extra, sourceProcessId=src,
+                          sourceName=name or None, type=kind.value)
         case ExternalCommand(command=command, params=params):
-            return (f"<external-command name={quoteattr(command)}>"
-                    f"{escape(json.dumps(params))}</external-command>")
+            return tagged("external-command", json.dumps(params), name=command)
         case InboxAnswer(inbox_item_id=item, item_type=kind, title=title, answer=answer):
             body = "dismissed by the user without an answer" if answer is None \
                 else json.dumps(answer.dump())
-            return (f"<inbox-answer itemId={quoteattr(item)} type=\"{kind.value}\" "
-                    f"title={quoteattr(title)}>{escape(body)}</inbox-answer>")
+            return tagged("inbox-answer", body, itemId=item, type=kind.value, title=title)
         case ToolResult(tool_call_id=call, tool_name=name, status=status, result=result,
                         error=error):
             body = json.dumps(result) if status is ToolCallStatus.SUCCESS else str(error)
-            return (f"<tool-result toolCallId={quoteattr(call)} tool={quoteattr(name)} "
-                    f"status=\"{status.value}\">{escape(body)}</tool-result>")
+            return tagged("tool-result", body, toolCallId=call, tool=name, status=status.value)
         case UserChatInput(content=content):
             return content
     raise TypeError(f"unknown steer message {message!r}")
@@ -146,8 +147,8 @@ def system_prompt(process: ThinkProcess, context: ThinkEngineContext, fallback: 
     prompt = context.recipes().system_prompt(fallback)
     scope = context.scope
     today = datetime.now(UTC).strftime("%Y-%m-%d")
-    return (f"{prompt}\n\n<session tenant=\"{scope.tenant_id}\" user=\"{scope.user_id}\" "
-            f"process=\"{process.name}\" date=\"{today}\"/>")
+    return f"{prompt}\n\n" + tagged("session", None, tenant=scope.tenant_id,
+                                     user=scope.user_id, process=process.name, date=today)
 
 
 LAST_REPLY = "lastReply"
@@ -159,9 +160,12 @@ class RespondingEngine(ThinkEngine):
     its parent hears that reply when the process is done or blocked."""
 
     @staticmethod
-    def keep_reply(process: ThinkProcess, context: ThinkEngineContext, reply: Reply) -> None:
+    def keep_reply(process: ThinkProcess, context: ThinkEngineContext, reply: Reply,
+                   **state: Any) -> None:
+        """The reply as the chat's line and the state's ``lastReply`` (with ``state``'s other
+        keys)."""
         context.chat().append(ChatRole.ASSISTANT, reply.message)
-        context.save_state({**process.engine_state, LAST_REPLY: reply.message})
+        context.save_state({**process.engine_state, **state, LAST_REPLY: reply.message})
 
     def summarize_for_parent(self, process: ThinkProcess,
                              event_type: ProcessEventType) -> ParentReport:
@@ -173,22 +177,29 @@ class RespondingEngine(ThinkEngine):
 
 class ToolLoop:
     """Model → tools → model … until a ``respond`` that stands alone. ``respond`` is
-    mandatory: a plain-text answer is sent back once with ``RESPOND_REQUIRED``; a second
-    one is taken as the reply (not awaiting input), with a logged warning.
+    mandatory: a plain-text answer is sent back once with ``notice`` (``RESPOND_REQUIRED``
+    unless the engine words its own); a later plain answer is taken as the reply (not
+    awaiting input), with a logged warning: the *first* plain answer when the later one is
+    the model's reaction to the notice ("Understood …", or a refusal), the later one when
+    tools ran in between (it speaks of their results). A model that was offered no tools
+    (no tool calling) is not sent back: its text is the reply (``Reply.without_tools``).
 
     Every step streams (text, and respond's ``message`` as it grows); a step whose stream is
     not the reply — sent back, followed by tool calls, or not equal to the respond message —
     is followed by a ``stream-reset`` event, so clients drop it (docs/protocol.md)."""
 
-    def __init__(self, context: ThinkEngineContext, tools: list[ToolSpec]) -> None:
+    def __init__(self, context: ThinkEngineContext, tools: list[ToolSpec], *,
+                 notice: str = RESPOND_REQUIRED) -> None:
         self._context = context
         self._tools = tools
+        self._notice = notice
 
     def run(self, messages: list[LlmMessage]) -> Reply | None:
         """The final reply; None when the model failed (an error line is already in the chat)."""
         chat, events = self._context.chat(), self._context.events()
         messages = list(messages)
         reminded = False
+        plain: str | None = None  # the plain answer the notice was sent for, until tools run
         streamed: list[str] = []  # this step's tokens
 
         def on_token(text: str) -> None:
@@ -204,15 +215,20 @@ class ToolLoop:
                 chat.append(ChatRole.ERROR, f"The model could not answer: {e}")
                 return None
             if not response.tool_calls:
-                if reminded:
-                    log.warning("process %s answered in plain text twice; taking the text "
-                                "as its reply", self._context.scope.process_id)
+                if not response.tools_offered:  # it cannot call respond: its text is the reply
+                    return Reply(response.content, False, without_tools=True)
+                if not reminded:  # respond is mandatory (§3.4): say so once
+                    reminded, plain = True, response.content
+                    _reset(events, streamed, "respond-required")
+                    messages += [LlmMessage("assistant", response.content),
+                                 LlmMessage("user", self._notice)]
+                    continue
+                log.warning("process %s answered in plain text after the respond notice; "
+                            "taking plain text as its reply", self._context.scope.process_id)
+                if plain is None:  # tools ran since the notice: this answer speaks of them
                     return Reply(response.content, False)
-                reminded = True  # respond is mandatory (§3.4): say so once
-                _reset(events, streamed, "respond-required")
-                messages += [LlmMessage("assistant", response.content),
-                             LlmMessage("user", RESPOND_REQUIRED)]
-                continue
+                _reset(events, streamed, "not-the-reply")
+                return Reply(plain, False)
             work = [c for c in response.tool_calls if c.name != RESPOND.name]
             if not work:
                 reply = _parse_respond(response.tool_calls[0])
@@ -220,6 +236,7 @@ class ToolLoop:
                     _reset(events, streamed, "not-the-reply")
                 return reply
             _reset(events, streamed, "tool-calls")
+            plain = None
             calls = [self._prepare(call) for call in response.tool_calls]
             # As prepared: the model's next step sees the calls as recorded (e.g. a reference
             # to a stored file, not its bytes again).

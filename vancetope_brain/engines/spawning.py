@@ -58,8 +58,12 @@ class ProcessFactory:
         if open_now >= self.max_open_per_session:
             raise LimitExceeded(f"session {session_id!r} has {open_now} open processes, the "
                                 f"most it may have; stop one first")
-        # An alias names its engine's recipe too (``deep-think`` spawns like ``marvin``).
-        engine = None if engine is None else canonical(engine)
+        if engine is not None:
+            # Checked first: a name that is no engine's is refused as such (naming the
+            # engines), not later as a malformed recipe name.
+            self._engines.get(engine)
+            # An alias names its engine's recipe too (``deep-think`` spawns like ``marvin``).
+            engine = canonical(engine)
         if recipe is None and engine is not None:
             recipe = self.resolver.variant(tenant_id, project_id, engine,
                                            SUB_VARIANT if parent else TOP_LEVEL_VARIANT)

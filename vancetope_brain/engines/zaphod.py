@@ -33,6 +33,7 @@ from vancetope_brain.engines.structured import describe_invalid, structured
 from vancetope_brain.errors import Conflict, InvalidInput, LlmError, NotFound, UserError
 from vancetope_brain.events import EventType
 from vancetope_brain.llm import LlmMessage
+from vancetope_brain.llm.markup import tagged
 from vancetope_brain.models import (
     ChatRole,
     CloseReason,
@@ -295,7 +296,7 @@ def _head_goal(state: dict[str, Any], run: dict[str, Any]) -> str:
         return question
     earlier = [r for r in _round(state, run["round"] - 1) if r["status"] == DONE]
     own = next((r["answer"] for r in earlier if r["head"] == run["head"]), None)
-    others = "\n\n".join(f'<answer head="{r["head"]}">\n{r["answer"]}\n</answer>'
+    others = "\n\n".join(tagged("answer", f"\n{r['answer']}\n", head=r["head"])
                          for r in earlier if r["head"] != run["head"])
     mine = f"Your answer in round {run['round'] - 1} was:\n\n{own}\n\n" if own else ""
     return (f"{question}\n\nThis is round {run['round']} of {state['rounds']} of a debate. "
@@ -313,7 +314,7 @@ def _synthesis_input(state: dict[str, Any], runs: list[dict[str, Any]],
                      missing: list[str]) -> str:
     personas = {h["name"]: h["persona"] for h in state["heads"]}
     answers = "\n\n".join(
-        f'<head name="{r["head"]}" persona="{personas[r["head"]]}">\n{r["answer"]}\n</head>'
+        tagged("head", f"\n{r['answer']}\n", name=r["head"], persona=personas[r["head"]])
         for r in runs if r["status"] == DONE)
     gone = "; ".join(f"{r['head']} ({r['status']})" for r in runs if r["head"] in missing)
     absent = (f"\n\nMissing heads (no answer): {gone}. Say in the conclusion that their "

@@ -63,13 +63,18 @@ class LlmMessage:
 
 @dataclass(frozen=True)
 class LlmResponse:
-    """The model's complete answer: text, tool calls (fully assembled), why it stopped."""
+    """The model's complete answer: text, tool calls (fully assembled), why it stopped.
+
+    ``tools_offered`` is False when the call offered tools but the model never saw them (its
+    endpoint profile says ``tools: false``, or the endpoint refused them): it could only
+    answer in text."""
 
     content: str
     tool_calls: tuple[ToolCall, ...] = ()
     finish_reason: str = "stop"
     model: str = ""
     usage: dict[str, int] = field(default_factory=dict)
+    tools_offered: bool = True
 
 
 class ChatModel(Protocol):

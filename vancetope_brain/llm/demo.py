@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+import textwrap
 import time
 from xml.sax.saxutils import unescape
 
@@ -145,7 +146,7 @@ def _demo_call(messages: list[LlmMessage], tools: set[str]) -> ToolCall | None:
         goal = next((m.content for m in messages if m.role == "user"), "")
         if persona := _PERSONA.search(messages[0].content if messages else ""):
             return _respond(council_head_answer(persona.group(1), goal))
-        return _respond(f"Demo result for “{' '.join(goal.split())[:_QUOTE_LIMIT]}”: the "
+        return _respond(f"Demo result for “{quote(goal)}”: the "
                         "offline demo model did no real work, but this is where a worker's "
                         "findings would be.")
     if last.role == "tool" and last.tool_call_id == _SPAWN_ID:
@@ -153,16 +154,16 @@ def _demo_call(messages: list[LlmMessage], tools: set[str]) -> ToolCall | None:
     event = _EVENT.search(last.content) if last.role == "user" else None
     if event:
         source, name, kind, summary = event.groups()
-        if name:  # as quoteattr wrote it
-            source = unescape(name[1:-1], {"&quot;": '"'})
+        if name:
+            source = _attribute(name)
         summary = unescape(summary).strip()
         if kind == "blocked" and _INBOX_ASK.search(last.content):  # asked in the Inbox
             return _respond(f"The worker {source} put a question into your Inbox: {summary} "
                             "Answer it there (in the terminal: /inbox); the answer goes "
                             "straight to the worker.")
         if kind == "blocked":
-            return _respond(f"The worker {source} asks: {summary}", awaiting=True)
-        return _respond(f"The worker {source} is {kind}. It reports: {summary}")
+            return _respond(introduce(f"The worker {source} asks:", summary), awaiting=True)
+        return _respond(introduce(f"The worker {source} is {kind}. It reports:", summary))
     spawn = next((args for pattern, args in _DELEGATION if pattern.search(last.content)), None) \
         if last.role == "user" else None
     if spawn is not None:
@@ -172,6 +173,17 @@ def _demo_call(messages: list[LlmMessage], tools: set[str]) -> ToolCall | None:
                     "ask me to analyze something, to research a question, to run the draft-review "
                     "strategy with approval, or for pros and cons of a choice. To try the Inbox, "
                     "say “ask me for approval” or “show me every kind of inbox item”.")
+
+
+_BLOCK_START = re.compile(r"#{1,6}\s|[-*+]\s|\d{1,9}[.)]\s|```|~~~|>|\|")
+"""How a Markdown block that cannot continue a sentence begins: a heading, a list item, a
+code fence, a quote, a table row."""
+
+
+def introduce(lead: str, text: str) -> str:
+    """``lead`` then ``text``: in the same sentence, unless ``text`` opens with a Markdown
+    block (a report's heading, a list), which then starts a paragraph of its own."""
+    return f"{lead}\n\n{text}" if _BLOCK_START.match(text) else f"{lead} {text}"
 
 
 def _started(result: str) -> ToolCall:
@@ -192,13 +204,19 @@ def _started(result: str) -> ToolCall:
 COUNCIL_TOOL = "council_synthesis"
 """The tool zaphod's synthesizer call offers (``vancetope_brain.engines.zaphod``)."""
 _PERSONA = re.compile(r"Your persona: (.+)")
-_HEAD = re.compile(r'<head name="([^"]*)" persona="([^"]*)">\n(.*?)\n</head>', re.DOTALL)
+_HEAD = re.compile(r"""<head name=("[^"]*"|'[^']*') persona=("[^"]*"|'[^']*')>\n(.*?)\n</head>""",
+                   re.DOTALL)
 _MISSING = re.compile(r"Missing heads \(no answer\): ([^.]*)\.")
+
+
+def _attribute(quoted: str) -> str:
+    """An attribute's value as ``quoteattr`` wrote it (in either quotes), unescaped."""
+    return unescape(quoted[1:-1], {"&quot;": '"', "&#10;": "\n", "&#13;": "\r", "&#9;": "\t"})
 
 
 def council_head_answer(persona: str, goal: str) -> str:
     """A council head's demo answer: the question seen through its persona."""
-    question = " ".join(goal.split())[:_QUOTE_LIMIT]
+    question = quote(goal)
     return (f"Speaking as {persona}: on “{question}” I would look first at what my "
             "perspective cares about most. (Offline demo model: no real reasoning happened.)")
 
@@ -206,7 +224,8 @@ def council_head_answer(persona: str, goal: str) -> str:
 def council_synthesis(messages: list[LlmMessage]) -> ToolCall:
     """zaphod's synthesis from the heads' answers shown in the last message."""
     shown = messages[-1].content if messages else ""
-    heads = _HEAD.findall(shown)
+    heads = [(_attribute(name), _attribute(persona), unescape(answer))
+             for name, persona, answer in _HEAD.findall(shown)]
     missing = _MISSING.search(shown)
     names = ", ".join(name for name, _, _ in heads) or "no head"
     conclusion = (f"Weigh the {len(heads)} perspectives above; with a real model configured "
@@ -224,9 +243,7 @@ def council_synthesis(messages: list[LlmMessage]) -> ToolCall:
 def demo_answer(messages: list[LlmMessage]) -> str:
     """The demo model's answer to ``messages``: refers to the last user message."""
     last = next((m.content for m in reversed(messages) if m.role == "user"), "")
-    last = " ".join(last.split())
-    if len(last) > _QUOTE_LIMIT:
-        last = last[: _QUOTE_LIMIT - 1] + "…"
+    last = quote(last)
     heard = f"You said: “{last}”. " if last else ""
     return (
         f"{heard}I am Vancetope's offline demo model, so I can't really answer yet. "
@@ -234,6 +251,13 @@ def demo_answer(messages: list[LlmMessage]) -> str:
         "(for any OpenAI-compatible server such as vLLM or Ollama), optionally "
         "VANCETOPE_LLM_MODEL, and restart the server."
     )
+
+
+def quote(text: str, limit: int = _QUOTE_LIMIT) -> str:
+    """``text`` on one line in at most ``limit`` characters: cut after a whole word, with an
+    ellipsis (a single word longer than that is cut inside)."""
+    short = textwrap.shorten(text, limit, placeholder="…")
+    return short if short != "…" else " ".join(text.split())[:limit - 1] + "…"
 
 
 def split_words(text: str) -> list[str]:
@@ -247,7 +271,7 @@ def marvin_demo_call(messages: list[LlmMessage], tools: set[str]) -> ToolCall | 
     text = messages[-1].content if messages else ""
     if "marvin_plan" in tools:
         goal = text.split("\n")[1] if "\n" in text else text
-        goal = " ".join(goal.split())[:_QUOTE_LIMIT]
+        goal = quote(goal)
         return ToolCall("demo_plan", "marvin_plan", json.dumps({
             "steps": [{"kind": "WORKER", "goal": f"Gather the facts about: {goal}"},
                       {"kind": "WORKER", "goal": f"Weigh the options and risks of: {goal}"}],
@@ -259,7 +283,7 @@ def marvin_demo_call(messages: list[LlmMessage], tools: set[str]) -> ToolCall | 
         lines = "".join(f"\n- **{s['goal'].splitlines()[0]}** — {s.get('summary', s['status'])}"
                         for s in steps)
         return ToolCall("demo_aggregate", "marvin_aggregate", json.dumps({
-            "summary": f"**Report on “{' '.join(goal.split())[:_QUOTE_LIMIT]}”** (offline demo "
+            "summary": f"**Report on “{quote(goal)}”** (offline demo "
                        f"model: the structure is real, the content is not).{lines}",
             "result": {"steps": len(steps), "demo": True}}))
     system = messages[0].content if messages and messages[0].role == "system" else ""
@@ -267,8 +291,8 @@ def marvin_demo_call(messages: list[LlmMessage], tools: set[str]) -> ToolCall | 
         step = re.search(r"Your step: (.*)", system)
         goal = step.group(1).strip() if step else "the step"
         return _respond(json.dumps({
-            "summary": f"Demo result for “{goal[:_QUOTE_LIMIT]}”: the offline demo model did "
+            "summary": f"Demo result for “{quote(goal)}”: the offline demo model did "
                        "no real work, but this is where the worker's findings would be.",
-            "result": {"step": goal[:_QUOTE_LIMIT], "demo": True},
+            "result": {"step": quote(goal), "demo": True},
             "needsPlanning": False, "followUps": []}, ensure_ascii=False))
     return None

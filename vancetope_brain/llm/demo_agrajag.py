@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import re
 from typing import Any
+from xml.sax.saxutils import unescape
 
 from vancetope_brain.llm.base import LlmMessage, ToolCall, ToolSpec
 
@@ -99,7 +100,7 @@ def _listed(messages: list[LlmMessage], pattern: re.Pattern[str]) -> Any:
     for message in messages:
         if message.role == "user" and (found := pattern.search(message.content)):
             try:
-                return json.loads(found.group(1))
+                return json.loads(unescape(found.group(1)))  # as ``tagged`` escaped it
             except ValueError:
                 return None
     return None

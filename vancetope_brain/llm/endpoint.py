@@ -17,3 +17,16 @@ def safe_url(url: str) -> str:
     if parts.port:
         host = f"{host}:{parts.port}"
     return urllib.parse.urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+_NATIVE_HOSTS = ("api.openai.com",)
+_NATIVE_SUFFIXES = (".openai.azure.com",)
+
+
+def native_tool_calls(url: str) -> bool:
+    """Whether the endpoint is known to make its models' tool calls natively (OpenAI's and
+    Azure's): the default of a profile's ``textToolCalls`` is the opposite. A local server
+    (llama.cpp, Ollama, vLLM …) is not: whether a call comes as a call there depends on
+    the model and the server's parser, and small models often write it as text."""
+    host = (urllib.parse.urlsplit(url).hostname or "").lower()
+    return host in _NATIVE_HOSTS or host.endswith(_NATIVE_SUFFIXES)

@@ -3,15 +3,25 @@
 Works against any OpenAI-compatible endpoint (OpenAI, Azure, vLLM, Ollama,
 llama.cpp, LM Studio). Always streams; every ``openai`` failure becomes an
 ``LlmError`` whose message never contains the API key; a refusal of the input
-itself (a content filter, a context limit) is the subclass ``LlmRejected``.
+itself (a content filter, a context limit) is the subclass ``LlmRejected``. So does
+a 200 response that holds no completion (no text and no tool call: a web page or an
+empty body where the API should be, or a model that said nothing).
+
+Tools: a model without tool calling (``tool_calling=False``, the profile's ``tools:
+false``) is offered none, and neither is one whose endpoint refused them once (it is
+remembered per endpoint and model in this OS process, and logged once); its answer then
+says ``tools_offered=False``. With ``text_tool_calls`` a call the model wrote as text
+(``text_calls``) becomes a tool call, and an answer that starts like one is held back from
+``on_token`` until it is complete, so no raw JSON streams to the user.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 import jiter
 import openai
@@ -19,9 +29,9 @@ import openai
 from vancetope_brain.errors import LlmError, LlmRejected
 from vancetope_brain.llm.base import LlmMessage, LlmResponse, TokenSink, ToolCall, ToolSpec
 from vancetope_brain.llm.endpoint import DEFAULT_BASE_URL, safe_url
+from vancetope_brain.llm.text_calls import CALL_STARTS, text_tool_calls
 
-if TYPE_CHECKING:
-    from vancetope_brain.config import Config
+log = logging.getLogger(__name__)
 
 # Local servers (vLLM, Ollama, llama.cpp) ignore the key, but the client refuses to
 # start without one.
@@ -57,6 +67,8 @@ class OpenAiChatModel:
         timeout: float = 60.0,
         max_retries: int = 2,
         include_usage: bool = True,
+        tool_calling: bool = True,
+        text_tool_calls: bool = False,
     ) -> None:
         self.name = model
         self.model = model
@@ -66,17 +78,8 @@ class OpenAiChatModel:
         self.timeout = timeout
         self.max_retries = max_retries
         self.include_usage = include_usage
-
-    @classmethod
-    def from_config(cls, config: Config) -> OpenAiChatModel:
-        """Build the model the configuration names."""
-        return cls(
-            config.llm_model,
-            api_key=config.openai_api_key,
-            base_url=config.openai_base_url,
-            timeout=config.llm_timeout,
-            max_retries=config.llm_max_retries,
-        )
+        self.tool_calling = tool_calling
+        self.text_tool_calls = text_tool_calls
 
     def __repr__(self) -> str:
         return f"OpenAiChatModel(model={self.model!r}, base_url={safe_url(self.base_url)!r})"
@@ -89,6 +92,20 @@ class OpenAiChatModel:
         on_token: TokenSink | None = None,
     ) -> LlmResponse:
         """Stream one completion; see ``ChatModel.complete``. Raises ``LlmError``."""
+        tools = list(tools or ())
+        if tools and (not self.tool_calling or (self.base_url, self.model) in _REFUSED_TOOLS):
+            return replace(self._stream(messages, [], on_token), tools_offered=False)
+        try:
+            return self._stream(messages, tools, on_token)
+        except LlmError as e:
+            if not tools or not _refuses_tools(e.__cause__):
+                raise
+            log.warning("%s; its processes answer in plain text from now on", e)
+        _REFUSED_TOOLS.add((self.base_url, self.model))
+        return replace(self._stream(messages, [], on_token), tools_offered=False)
+
+    def _stream(self, messages: list[LlmMessage], tools: list[ToolSpec],
+                on_token: TokenSink | None) -> LlmResponse:
         request: dict[str, Any] = {
             "model": self.model,
             "messages": [to_openai_message(m) for m in messages],
@@ -99,7 +116,10 @@ class OpenAiChatModel:
         if self.include_usage:
             request["stream_options"] = {"include_usage": True}
         acc = _Accumulator(model=self.model,
-                           streamed={t.name: t.stream for t in tools or () if t.stream})
+                           streamed={t.name: t.stream for t in tools if t.stream})
+        held = _HeldBack(on_token) if on_token is not None and tools and \
+            self.text_tool_calls else None
+        sink = held or on_token
         try:
             with (
                 openai.OpenAI(
@@ -111,8 +131,9 @@ class OpenAiChatModel:
                 client.chat.completions.create(**request) as stream,
             ):
                 for chunk in stream:
-                    acc.add(chunk, on_token)
-                return acc.response()
+                    acc.add(chunk, sink)
+                media = stream.response.headers.get("content-type", "").split(";")[0].strip()
+            response = acc.response()
         except openai.OpenAIError as e:
             error = LlmRejected if _rejected(e) else LlmError
             raise error(self._describe(e, mid_stream=acc.chunks > 0)) from e
@@ -121,6 +142,25 @@ class OpenAiChatModel:
             raise LlmError(
                 f"LLM endpoint {safe_url(self.base_url)} sent a malformed stream: {e}"
             ) from e
+        if not response.content and not response.tool_calls:
+            # What a wrong base URL behind a proxy gives (a web page, an empty body), or a
+            # model that said nothing: no reply to show, so it fails like any other outage.
+            raise LlmError(self._empty(acc, media))
+        if held is None:
+            return response
+        calls, rest = text_tool_calls(response.content, tools) if not response.tool_calls \
+            else ((), response.content)
+        if not calls:
+            held.release()
+            return response
+        held.drop()
+        streamed = {t.name: t.stream for t in tools if t.stream}
+        for call in calls:  # as a native call's ``stream`` argument would have streamed
+            if call.name in streamed and on_token is not None:
+                value = json.loads(call.arguments).get(streamed[call.name])
+                if isinstance(value, str) and value:
+                    on_token(value)
+        return replace(response, content=rest, tool_calls=calls, finish_reason="tool_calls")
 
     def _describe(self, e: openai.OpenAIError, *, mid_stream: bool) -> str:
         where = f"LLM endpoint {safe_url(self.base_url)} (model {self.model})"
@@ -142,6 +182,18 @@ class OpenAiChatModel:
         if self.max_retries and _retried(e):
             text += f" (after {self.max_retries} retries)"
         return self._redact(text)
+
+    def _empty(self, acc: _Accumulator, media: str) -> str:
+        """Why a 200 response holds no completion: no stream events (another kind of body,
+        or none), or events without text or a tool call."""
+        where = f"LLM endpoint {safe_url(self.base_url)} (model {self.model})"
+        if acc.chunks:
+            return (f"{where} sent an empty completion (finish reason "
+                    f"{acc.finish_reason or 'none'}): no text and no tool call")
+        if media and media != "text/event-stream":
+            return (f"{where} answered HTTP 200 with {media} instead of a completion stream "
+                    "(is the base URL the OpenAI-compatible API's, such as http://host/v1?)")
+        return f"{where} answered HTTP 200 with an empty stream: no completion"
 
     def _redact(self, text: str) -> str:
         if self._api_key != _PLACEHOLDER_KEY:
@@ -265,6 +317,52 @@ class _Accumulator:
             model=self.model,
             usage=self.usage,
         )
+
+
+class _HeldBack:
+    """An ``on_token`` that passes text on, except an answer that may be nothing but a tool
+    call written as text (it starts like one, ``text_calls.CALL_STARTS``): that is held
+    until the answer is complete, then released (no call in it) or dropped."""
+
+    def __init__(self, sink: TokenSink) -> None:
+        self._sink = sink
+        self._held: list[str] = []
+        self._holding = True
+
+    def __call__(self, text: str) -> None:
+        if not self._holding:
+            self._sink(text)
+            return
+        self._held.append(text)
+        start = "".join(self._held).lstrip()
+        if start and not any(start.startswith(m) or m.startswith(start) for m in CALL_STARTS):
+            self._holding = False
+            self.release()
+
+    def release(self) -> None:
+        if self._held:
+            self._sink("".join(self._held))
+            self._held = []
+
+    def drop(self) -> None:
+        self._held = []
+
+
+_REFUSED_TOOLS: set[tuple[str, str]] = set()
+"""(base URL, model) of endpoints that refused ``tools`` in this OS process: asked without
+them from then on (a restart asks once more)."""
+
+# How servers say they take no tools: llama.cpp without --jinja ("tools param requires
+# --jinja flag"), Ollama ("… does not support tools"), vLLM without a tool parser ('"auto"
+# tool choice requires --enable-auto-tool-choice …').
+_REFUSES_TOOLS = re.compile(r"does not support tools|tools? (?:are |is )?not supported|"
+                            r"\btool(?:s| param| choice|_choice)\b[^.]{0,40}\brequires?\b|"
+                            r"enable-auto-tool-choice", re.IGNORECASE)
+
+
+def _refuses_tools(e: BaseException | None) -> bool:
+    return isinstance(e, openai.APIStatusError) and e.status_code in (400, 422, 500, 501) \
+        and bool(_REFUSES_TOOLS.search(_status_message(e)))
 
 
 def _status_message(e: openai.APIStatusError) -> str:

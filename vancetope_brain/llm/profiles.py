@@ -16,6 +16,18 @@ profiles come from the YAML file ``VANCETOPE_LLM_PROFILES`` names::
         model: gpt-4o
         timeout: 120      # optional; default VANCETOPE_LLM_TIMEOUT
         maxRetries: 3     # optional; default VANCETOPE_LLM_MAX_RETRIES
+      tiny:
+        baseUrl: http://127.0.0.1:8080/v1
+        model: qwen2.5-coder-1.5b
+        tools: false          # optional: the model has no tool calling (default true)
+        textToolCalls: true   # optional: read calls written as text (default: see below)
+
+``tools: false`` offers the model no tools at all: it answers in plain text (an endpoint
+that refuses ``tools`` is found out and treated so too, ``openai_provider``).
+``textToolCalls`` reads a tool call the model wrote as text (``llm/text_calls.py``) as a
+call; by default on, except at endpoints known to call tools natively (OpenAI's, Azure's:
+``endpoint.native_tool_calls``). The profile ``default`` takes both from
+``VANCETOPE_LLM_TOOLS`` and ``VANCETOPE_LLM_TEXT_TOOL_CALLS``.
 
 Choosing per process (``choose``), the first of these that names a profile wins
 the profile, and a model name counts only from that level or a more specific
@@ -46,7 +58,7 @@ from pydantic.alias_generators import to_camel
 from vancetope_brain.errors import ConfigError, UnknownLlmProfile
 from vancetope_brain.llm.base import ChatModel, LlmMessage, LlmResponse, TokenSink, ToolSpec
 from vancetope_brain.llm.demo import DemoModel
-from vancetope_brain.llm.endpoint import DEFAULT_BASE_URL, safe_url
+from vancetope_brain.llm.endpoint import DEFAULT_BASE_URL, native_tool_calls, safe_url
 from vancetope_brain.models.base import Wire
 from vancetope_brain.recipes.model import ModelChoice
 from vancetope_brain.settings import SettingsApi
@@ -72,6 +84,8 @@ class _ProfileEntry(Wire):
     model: str = Field(min_length=1, max_length=200)
     timeout: float | None = Field(default=None, gt=0, le=3600)
     max_retries: int | None = Field(default=None, ge=0, le=10)
+    tools: bool = True
+    text_tool_calls: bool | None = None
 
 
 class _ProfilesFile(Wire):
@@ -92,6 +106,9 @@ class Profile:
     timeout: float = 60.0
     max_retries: int = 2
     demo_token_delay: float = 0.0
+    tools: bool = True
+    text_tool_calls: bool | None = None
+    """None: on unless the endpoint is known to call tools natively."""
 
     def __repr__(self) -> str:  # never the key
         where = safe_url(self.base_url) if self.base_url else "offline demo model"
@@ -105,9 +122,12 @@ class Profile:
         # Imported here: only a process that talks to an endpoint pays the openai import.
         from vancetope_brain.llm.openai_provider import OpenAiChatModel
 
+        text_calls = self.text_tool_calls if self.text_tool_calls is not None \
+            else not native_tool_calls(self.base_url)
         return OpenAiChatModel(model or self.model, api_key=self.api_key,
                                base_url=self.base_url, timeout=self.timeout,
-                               max_retries=self.max_retries)
+                               max_retries=self.max_retries, tool_calling=self.tools,
+                               text_tool_calls=text_calls)
 
 
 def load_profiles(config: Config, environ: Mapping[str, str] | None = None) -> dict[str, Profile]:
@@ -119,7 +139,8 @@ def load_profiles(config: Config, environ: Mapping[str, str] | None = None) -> d
     environ = os.environ if environ is None else environ
     profiles = {DEFAULT: Profile(
         DEFAULT, (config.openai_base_url or DEFAULT_BASE_URL) if config.llm_configured else None, config.llm_model, config.openai_api_key,
-        config.llm_timeout, config.llm_max_retries, config.demo_token_delay)}
+        config.llm_timeout, config.llm_max_retries, config.demo_token_delay,
+        config.llm_tools, config.llm_text_tool_calls)}
     path = config.llm_profiles_file
     if path is None:
         return profiles
@@ -146,7 +167,8 @@ def load_profiles(config: Config, environ: Mapping[str, str] | None = None) -> d
         profiles[name] = Profile(
             name, entry.base_url, entry.model, key,
             entry.timeout if entry.timeout is not None else config.llm_timeout,
-            entry.max_retries if entry.max_retries is not None else config.llm_max_retries)
+            entry.max_retries if entry.max_retries is not None else config.llm_max_retries,
+            tools=entry.tools, text_tool_calls=entry.text_tool_calls)
     return profiles
 
 

@@ -5,8 +5,8 @@ name the file and the field), prompts are Jinja2 templates rendered in an
 immutable sandbox with ``StrictUndefined``, and a process gets an
 ``AppliedRecipe`` snapshot at spawn. This package reads the store only
 through the ``RecipeStore`` port and imports no engine: engine names are checked
-against the registry by the spawner, so a recipe may name an engine that is
-not registered yet.
+against the registry, which the composition roots hand to ``RecipeAdmin`` (a write)
+and the spawner (a spawn).
 """
 
 from vancetope_brain.recipes.loader import BundledRecipes, bundled, dump_recipe, parse_recipe

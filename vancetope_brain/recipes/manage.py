@@ -6,14 +6,16 @@ schema version, at most ``MAX_DEFINITION_BYTES`` as JSON, whose templates render
 sample values inside the render bounds. A tenant holds at most ``max_per_tenant`` definitions
 of each kind, counted across its levels (``VANCETOPE_MAX_DEFINITIONS``). A project-level write
 checks that the project exists; the tenant is the caller's (authenticated, or checked by the
-CLI). A refused write stores nothing.
+CLI). A recipe's engine must be registered, and only the operator writes engine roles
+(``RecipeAdmin``). A refused write stores nothing.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Generic, TypeVar
 
-from vancetope_brain.errors import LimitExceeded, NotFound
+from vancetope_brain.errors import LimitExceeded, NotFound, OperatorOnly, UnknownEngine
 from vancetope_brain.recipes.loader import MAX_DEFINITION_BYTES
 from vancetope_brain.recipes.model import Definition, Recipe
 
@@ -93,12 +95,47 @@ E = TypeVar("E", bound=Definition)
 
 
 class RecipeAdmin(DefinitionAdmin[Recipe]):
+    """Recipe writes, as one kind of writer: a tenant's users (the protocol's
+    ``recipe-create`` / ``recipe-update``), or with ``operator`` the deployment's operator
+    (the admin CLI, which reaches the store directly).
+
+    Engine ``roles`` are grants: a tool that requires a role (agrajag's ``tool_health_write``,
+    an MCP tool the operator gated) is offered to a process only if its recipe carries the
+    role. So only the operator writes roles, and bundled recipes carry them; a user's
+    recipe that names one is refused (``OperatorOnly``). Which roles gate what is the
+    deployment's (its MCP servers' file may gain a role tomorrow), so every role is the
+    operator's, not a list of special ones. ``engine``: the registry's lookup
+    (``EngineRegistry.get``), which refuses a recipe whose engine is not registered,
+    naming the engines; None leaves the engine unchecked until a spawn (tests of the
+    store's side)."""
+
     def __init__(self, store: RecipeStore, identity: IdentityStore,
-                 max_per_tenant: int = DEFAULT_MAX_PER_TENANT) -> None:
+                 max_per_tenant: int = DEFAULT_MAX_PER_TENANT, *,
+                 engine: Callable[[str], object] | None = None,
+                 operator: bool = False) -> None:
         super().__init__(store, identity, Recipe, max_per_tenant)
+        self._engine = engine
+        self.operator = operator
 
     @classmethod
-    def on(cls, store: Backend, max_per_tenant: int = DEFAULT_MAX_PER_TENANT) -> RecipeAdmin:
+    def on(cls, store: Backend, max_per_tenant: int = DEFAULT_MAX_PER_TENANT, *,
+           engine: Callable[[str], object] | None = None,
+           operator: bool = False) -> RecipeAdmin:
         from vancetope_brain.store import IdentityStore, RecipeStore
 
-        return cls(store.port(RecipeStore), store.port(IdentityStore), max_per_tenant)
+        return cls(store.port(RecipeStore), store.port(IdentityStore), max_per_tenant,
+                   engine=engine, operator=operator)
+
+    def _check(self, tenant_id: str, project_id: str | None, definition: Recipe) -> None:
+        if definition.roles and not self.operator:
+            raise OperatorOnly(
+                f"recipe {definition.name}: roles: {', '.join(definition.roles)}: engine roles "
+                "unlock tools that other recipes do not see, so only the operator grants them "
+                "(`vancetope admin recipe put`); write the recipe without roles, or ask your "
+                "operator")
+        if self._engine is not None:
+            try:
+                self._engine(definition.engine)
+            except UnknownEngine as e:
+                raise UnknownEngine(f"recipe {definition.name}: engine: {e}") from e
+        super()._check(tenant_id, project_id, definition)

@@ -24,6 +24,10 @@ KEBAB = r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$"
 """Recipe and engine names: lowercase-kebab, like registry names."""
 
 Name = Annotated[str, StringConstraints(pattern=KEBAB, max_length=64)]
+EngineName = Annotated[str, StringConstraints(min_length=1, max_length=64)]
+"""An engine's registry name. The registry is its judge (this package imports no engine):
+``RecipeAdmin`` asks it when a recipe is written and the spawner when a process is, and
+its error names the engines and the closest one (``Arthur``: did you mean ``arthur``?)."""
 # A tool name or an fnmatch pattern over tool names (MCP tools are prefixed by their server).
 ToolName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9_.:*?\[\]-]+$", max_length=128)]
 Role = Annotated[str, StringConstraints(pattern=KEBAB, max_length=64)]
@@ -108,7 +112,7 @@ class _RecipeFields(Wire):
     """The fields a recipe and its snapshot share."""
 
     name: Name
-    engine: Name
+    engine: EngineName
     description: str = Field(default="", max_length=2000)
     params: dict[str, Any] = Field(default_factory=dict)
     prompt_prefix: str | None = Field(default=None, max_length=100_000)

@@ -40,12 +40,14 @@ from types import BuiltinMethodType, MethodWrapperType
 from typing import Any
 
 from jinja2 import filters, nodes, pass_context, pass_environment, pass_eval_context
+from jinja2.exceptions import FilterArgumentError
 from jinja2.meta import TrackingCodeGenerator
 from jinja2.runtime import Context, LoopContext
 from jinja2.sandbox import MAX_RANGE, ImmutableSandboxedEnvironment, SecurityError
 from jinja2.visitor import NodeTransformer
 
 from vancetope_brain.errors import RenderBudgetExceeded
+from vancetope_brain.llm.markup import tagged
 
 MAX_RENDER_SECONDS = 0.05
 """CPU time one render may take (the rendering thread's CPU, ``time.thread_time``, less what
@@ -492,7 +494,21 @@ def _sum(environment: Any, iterable: Any, attribute: Any = None, start: Any = 0)
     return total
 
 
+_TAG = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")
+
+
+def _tagged(value: Any, tag: str) -> str:
+    """``{{ phases.research.output | tagged("findings") }}``: another process's text inside a
+    tag, escaped (``llm.markup.tagged``), so nothing in it can end the tag."""
+    if not isinstance(tag, str) or not _TAG.fullmatch(tag):
+        raise FilterArgumentError(f"tagged: the tag is a lowercase-kebab name, not {tag!r}")
+    text = str(value)
+    _text(len(text) + 4 * text.count("&") + 3 * (text.count("<") + text.count(">"))
+          + 2 * len(tag) + 5)
+    return _charge(tagged(tag, text))
+
+
 _SIZED_FILTERS = {"center": _center, "indent": _indent, "wordwrap": _wordwrap,
                   "replace": _replace, "format": _format, "batch": _batch, "slice": _slice,
-                  "join": _join, "tojson": _tojson, "sum": _sum}
+                  "join": _join, "tojson": _tojson, "sum": _sum, "tagged": _tagged}
 """The filters that can grow a value, checked before they compute it."""
