@@ -134,8 +134,7 @@ def test_every_kind_of_item_is_posted_valid_and_its_files_open(ws, served):
                 "Your order for “Put the launch tasks in order”: docs, tests, announce, "
                 "release."),
                ("STRUCTURE_EDIT", {"value": {"name": "web-shop", "replicas": 3}},
-                "You set “Edit the demo service settings” to "
-                '{"name": "web-shop", "replicas": 3}.')]
+                "You set “Edit the demo service settings” to name web-shop, replicas 3.")]
     for kind, value, line in answers:
         ws.request("inbox-answer", itemId=items[kind]["id"], outcome="DECIDED", value=value)
         ws.said(line)

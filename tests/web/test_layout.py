@@ -60,7 +60,7 @@ def test_a_phone_sized_screen_has_the_chat_and_the_workers_as_tabs(server, brows
         page.get_by_role("option", name="research-brief", exact=True).click()
         dialog.get_by_label("Goal").fill("the history of tea ceremonies across East Asia, "
                                          "from the Tang dynasty to the present day")
-        dialog.get_by_label("Name").fill("tea-brief")
+        dialog.get_by_label("Name").fill("tea-ceremonies-of-east-asia-brief")
         dialog.get_by_role("button", name="Start").click()
         tree = page.get_by_test_id("task-tree")
         node = tree.get_by_text("Background and key concepts of: the history of tea",
@@ -70,6 +70,12 @@ def test_a_phone_sized_screen_has_the_chat_and_the_workers_as_tabs(server, brows
                             "getComputedStyle(e).textOverflow, e.getBoundingClientRect().right]")
         assert cut[0] and cut[1] == "ellipsis" and cut[2] <= 390, cut
         assert page.evaluate("document.documentElement.scrollWidth") <= 390  # no sideways scroll
+        # A longer name leaves the status and the way back whole, not "RUNN…", "Back to Arthu".
+        header = page.get_by_test_id("focused")
+        assert not _cut(header.locator(".mantine-Badge-root").first)
+        assert header.get_by_role("button", name="Back to Arthur").evaluate(
+            "(e) => { const l = e.querySelector('.mantine-Button-label'); return l.scrollWidth"
+            " <= l.clientWidth && e.getBoundingClientRect().right <= innerWidth; }")
         shoot(page, "phone-tree-ellipsis")
     finally:
         context.close()

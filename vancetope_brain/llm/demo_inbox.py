@@ -264,4 +264,13 @@ def _said(kind: str, title: str, body: str) -> str:
         return f"Your feedback on “{title}”{auto}: {value.get('text', '')}"
     if kind == "ORDERING":
         return f"Your order for “{title}”{auto}: {', '.join(value.get('orderedIds', []))}."
-    return f"You set “{title}”{auto} to {json.dumps(value.get('value'))}."
+    return f"You set “{title}”{auto} to {_fields(value.get('value'))}."
+
+
+def _fields(value: object) -> str:
+    """A structure's value as a person reads it: ``name web-shop, replicas 3``."""
+    if isinstance(value, dict):
+        return ", ".join(f"{key} {_fields(field)}" for key, field in value.items()) or "nothing"
+    if isinstance(value, list):
+        return "[" + ", ".join(_fields(entry) for entry in value) + "]"
+    return str(value)

@@ -60,15 +60,18 @@ export function Chat() {
       )}
       {focused && (
         <Paper withBorder p="xs" data-testid="focused" data-process-id={focused.id}>
-          <Group justify="space-between" wrap="nowrap">
+          {/* On a phone the button wraps below the name rather than squeezing the status
+              badge and its own label into ellipses. */}
+          <Group justify="space-between" gap="xs">
             <Group gap="xs" wrap="nowrap" style={{ minWidth: 0 }}>
               <Title order={2} size="h5" style={{ overflow: "hidden", textOverflow: "ellipsis" }}>
                 {speaker}</Title>
-              <Badge color={STATUS_COLOR[focused.status]}>{focused.status}</Badge>
+              <Badge color={STATUS_COLOR[focused.status]} style={{ flexShrink: 0 }}>
+                {focused.status}</Badge>
               <Text size="xs" c="dimmed" visibleFrom="sm">{focused.engine}</Text>
             </Group>
             <Button size="compact-sm" variant="light" onClick={() => focusProcess(null)}
-              rightSection={unread > 0 &&
+              style={{ flexShrink: 0 }} rightSection={unread > 0 &&
                 <Badge size="sm" circle data-testid="unread" aria-label={`${unread} new`}>{unread}</Badge>}>
               {chatProcessId ? "Back to Arthur" : "Close"}
             </Button>
