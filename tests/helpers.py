@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import gc
+import http.client
 import importlib
 import pkgutil
 import time
@@ -25,6 +27,24 @@ def wait_for(condition: Callable[[], T], *, timeout: float = 10.0, interval: flo
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(interval)
+
+
+def http_get(port: int, path: str, *, basic_auth: str | None = None,
+             headers: dict[str, str] | None = None) -> tuple[int, bytes]:
+    """``GET http://127.0.0.1:port/path``: its status and body, ``(0, b"")`` while nothing
+    answers (a server still starting); ``basic_auth`` is ``user:password``."""
+    headers = dict(headers or {})
+    if basic_auth:
+        headers["Authorization"] = "Basic " + base64.b64encode(basic_auth.encode()).decode()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("GET", path, headers=headers)
+        response = conn.getresponse()
+        return response.status, response.read()
+    except OSError:
+        return 0, b""
+    finally:
+        conn.close()
 
 
 FAST_LANES = {

@@ -1,8 +1,6 @@
 """The Redis broker transport's reconnect guard (workers/broker.py), and Flower's view of
 the broker through it."""
 
-import base64
-import http.client
 import os
 import re
 import socket
@@ -14,7 +12,7 @@ import pytest
 import redis
 from kombu import Connection
 
-from tests.helpers import wait_for
+from tests.helpers import http_get, wait_for
 from vancetope_brain.config import Config
 from workers.broker import Transport
 from workers.celery_app import LANE_SHARD, MAINTENANCE_QUEUE, create_celery, lane_queue
@@ -60,8 +58,10 @@ def test_flowers_broker_view_lists_the_lane_queues(tmp_path: Path, redis_url: st
              "--address=127.0.0.1", f"--port={port}"],
             cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     try:
-        status, page = wait_for(lambda: flower.poll() is None and (got := _get(port, "/broker"))
-                                [0] != 0 and got, timeout=60, what="Flower to answer")
+        status, page = wait_for(
+            lambda: flower.poll() is None and (got := http_get(
+                port, "/broker", basic_auth="ops:flower-test"))[0] != 0 and got,
+            timeout=60, what="Flower to answer")
         assert status == 200, page[:500]
         rows = dict(re.findall(r'<tr id="([^"]+)">\s*<td>[^<]*</td>\s*<td[^>]*>(\d+)</td>',
                                page.decode()))
@@ -73,14 +73,3 @@ def test_flowers_broker_view_lists_the_lane_queues(tmp_path: Path, redis_url: st
     assert "is not supported" not in log.read_text(), log.read_text()
 
 
-def _get(port: int, path: str) -> tuple[int, bytes]:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
-    auth = base64.b64encode(b"ops:flower-test").decode()
-    try:
-        conn.request("GET", path, headers={"Authorization": f"Basic {auth}"})
-        response = conn.getresponse()
-        return response.status, response.read()
-    except OSError:
-        return 0, b""
-    finally:
-        conn.close()

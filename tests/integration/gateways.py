@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import contextlib
-import http.client
 import os
 import queue
 import re
@@ -25,7 +24,7 @@ from typing import IO, Any
 
 from simple_websocket import ConnectionClosed
 
-from tests.helpers import wait_for
+from tests.helpers import http_get, wait_for
 from tests.integration.conftest import REPO, Cluster, stop_process, tail
 from vancetope_brain.store import SessionStore
 from vancetope_gateway.chat_client import ChatClient
@@ -88,15 +87,7 @@ class Gateway(Proc):
         return f"ws://127.0.0.1:{self.port}/ws"
 
     def get(self, path: str, headers: dict[str, str] | None = None) -> tuple[int, bytes]:
-        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=10)
-        try:
-            conn.request("GET", path, headers=headers or {})
-            response = conn.getresponse()
-            return response.status, response.read()
-        except OSError:
-            return 0, b""
-        finally:
-            conn.close()
+        return http_get(self.port, path, headers=headers)
 
 
 class Client:

@@ -158,11 +158,7 @@ class SqliteSessions(SqliteAdapter, SessionStore):
                               allowed_from: frozenset[SessionStatus],
                               suspend_cause: SuspendCause | None = None) -> Session:
         with self.db.write() as conn:
-            row = conn.execute("SELECT doc FROM sessions WHERE id = ? AND tenant_id = ?",
-                               (session_id, tenant_id)).fetchone()
-            if row is None:
-                raise NotFound(f"session {session_id} not found")
-            current = Session.load(json.loads(row[0]))
+            current = _session_in(conn, tenant_id, session_id)
             if current.status not in allowed_from:
                 raise Conflict(f"session {session_id} is {current.status.value}; cannot make it "
                                f"{status.value}")
@@ -176,11 +172,7 @@ class SqliteSessions(SqliteAdapter, SessionStore):
                     fingerprint: Fingerprint | None = None,
                     only_unset: bool = False) -> Session:
         with self.db.write() as conn:
-            row = conn.execute("SELECT doc FROM sessions WHERE id = ? AND tenant_id = ?",
-                               (session_id, tenant_id)).fetchone()
-            if row is None:
-                raise NotFound(f"session {session_id} not found")
-            current = Session.load(json.loads(row[0]))
+            current = _session_in(conn, tenant_id, session_id)
             change: dict[str, object] = {}
             if title is not None and not (only_unset and current.title):
                 change["title"] = title
@@ -240,3 +232,12 @@ class SqliteSessions(SqliteAdapter, SessionStore):
             ("true" if drift else "false", process_id, tenant_id))
         if cursor.rowcount == 0:
             raise NotFound(f"process {process_id} not found")
+
+
+def _session_in(conn: sqlite3.Connection, tenant_id: str, session_id: str) -> Session:
+    """The session as ``conn``'s write transaction sees it, for a read-modify-write."""
+    row = conn.execute("SELECT doc FROM sessions WHERE id = ? AND tenant_id = ?",
+                       (session_id, tenant_id)).fetchone()
+    if row is None:
+        raise NotFound(f"session {session_id} not found")
+    return Session.load(json.loads(row[0]))
