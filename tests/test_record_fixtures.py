@@ -176,3 +176,40 @@ def test_a_newer_schema_version_is_refused() -> None:
     raw = _raw("think_process.v1.json") | {"schemaVersion": 2}
     with pytest.raises(StoreError, match="schemaVersion 2"):
         ThinkProcess.load(raw)
+
+
+@pytest.mark.parametrize("name", [f.name for f in FILES if f.name.startswith(
+    ("vogon_state.", "zaphod_state."))])
+def test_engine_states_of_the_untyped_code_keep_their_exact_shape(name: str) -> None:
+    """These fixtures are ``engineState`` as vogon and zaphod wrote it before it was typed
+    (no ``schemaVersion``): a dump gives every key back, absent keys absent, nulls null."""
+    raw = _raw(name)
+    assert "schemaVersion" not in raw
+    assert _load(name).dump() == {"schemaVersion": 1, **raw}
+
+
+def test_vogon_state_fields() -> None:
+    waiting = _load("vogon_state.waiting.v1.json").strategy_state
+    assert (waiting.step, waiting.phase, waiting.item.title, waiting.item.answered) == (
+        "ask", 1, "Approve the draft for the launch?", False)
+    assert sorted(waiting.results["weigh"].branches) == ["con", "pro"]
+    assert not waiting.results["draft"].asked
+    done = _load("vogon_state.v1.json").strategy_state
+    assert (done.outcome, done.step, [h.phase for h in done.history]) == (
+        "completed", "end", ["weigh", "draft", "finish"])
+    assert done.results["draft"].asked and done.results["draft"].answer["value"] == {
+        "approved": True}
+    failed = _load("vogon_state.failed.v1.json").strategy_state
+    assert (failed.strategy, failed.outcome) == (None, "failed")
+    assert failed.report.startswith("Cannot run the strategy: no strategy named 'drat-review'")
+
+
+def test_zaphod_state_fields() -> None:
+    council = _load("zaphod_state.v1.json")
+    assert (council.convened, council.phase, council.round, council.rounds) == (
+        True, "done", 2, 2)
+    assert [r.status for r in council.runs if r.round == 2] == ["done", "failed", "done"]
+    assert council.synthesis.missing_heads == ["skeptic"]
+    refused = _load("zaphod_state.failed.v1.json")
+    assert (refused.convened, refused.phase) == (False, "failed")
+    assert refused.error == "invalid params: heads.0.persona: Field required"

@@ -8,8 +8,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from vancetope_brain.errors import ConfigError, UnknownEngine
+from pydantic import ValidationError
+
+from vancetope_brain.errors import ConfigError, StoreError, UnknownEngine
 from vancetope_brain.models import ThinkProcess
+from vancetope_brain.models.base import Wire
 from vancetope_brain.models.steer import ProcessEventType
 from vancetope_brain.settings import ENGINE_MODEL_SUFFIX, KEYS, setting_key
 
@@ -40,6 +43,8 @@ class ThinkEngine:
     description: ClassVar[str]
     version: ClassVar[str] = "1.0.0"
     allowed_tools: ClassVar[frozenset[str]] = frozenset()
+    view_model: ClassVar[type[Wire] | None] = None
+    """The shape of ``view``, published as ``docs/schemas/view.<name>.json``."""
 
     def start(self, process: ThinkProcess, context: ThinkEngineContext) -> None:
         """First call, from INIT."""
@@ -66,6 +71,12 @@ class ThinkEngine:
                              event_type: ProcessEventType) -> ParentReport:
         """The content of the ProcessEvent a parent receives; a generic status line by default."""
         return ParentReport(f"Process {process.name} ({self.name}) is {event_type.value}.")
+
+    def view(self, process: ThinkProcess) -> Wire | None:
+        """What clients draw of the process's state (a ``view_model``), None while there
+        is nothing to draw. Clients read this, never ``engineState``, which is the engine's
+        own."""
+        return None
 
     @classmethod
     def major_version(cls) -> int:
@@ -141,6 +152,18 @@ class EngineRegistry:
 
     def __iter__(self) -> Iterator[ThinkEngine]:
         return iter(sorted(self._engines.values(), key=lambda e: e.name))
+
+
+def shown(process: ThinkProcess) -> dict[str, Any]:
+    """A process as clients read it: the record plus ``engineView``, its engine's view (null
+    for an engine without one, and for a state this server cannot read — a list of
+    processes must not fail for one of them)."""
+    engine = ENGINES.find(process.engine)
+    try:
+        view = engine.view(process) if engine is not None else None
+    except (ValidationError, StoreError):
+        view = None
+    return {**process.dump(), "engineView": view.dump() if view is not None else None}
 
 
 def canonical(name: str) -> str:

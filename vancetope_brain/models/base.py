@@ -6,7 +6,7 @@ import secrets
 from datetime import UTC, datetime
 from typing import Any, ClassVar, Self
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 from pydantic.alias_generators import to_camel
 
 
@@ -29,6 +29,20 @@ class Wire(BaseModel):
     def dump(self) -> dict[str, Any]:
         """The JSON-ready camelCase form (datetimes as ISO strings)."""
         return self.model_dump(mode="json", by_alias=True)
+
+
+class Sparse(Wire):
+    """A record whose ``OPTIONAL`` keys are absent from its dump until set, as in the plain
+    dicts it replaces: there an absent key and a null one differ (``"answer" in item``: the
+    item was answered, if with null)."""
+
+    OPTIONAL: ClassVar[frozenset[str]] = frozenset()
+
+    @model_serializer(mode="wrap")
+    def _leave_out_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        unset = self.OPTIONAL - self.model_fields_set
+        left_out = unset | {type(self).model_fields[name].alias for name in unset}
+        return {k: v for k, v in handler(self).items() if k not in left_out}
 
 
 class Document(Wire):
