@@ -17,6 +17,7 @@ from flask_sock import Sock
 from simple_websocket import Server
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
+from vancetope_brain.engines import shown_process
 from vancetope_brain.errors import (
     REDIS_DOWN,
     InvalidInput,
@@ -225,7 +226,7 @@ def session(session_id: str) -> Response:
     gateway = _gateway()
     found = gateway.sessions.get(who, session_id)
     return jsonify(session=found.dump(),
-                   processes=[p.dump() for p in gateway.sessions.processes(who, session_id)])
+                   processes=[shown_process(p) for p in gateway.sessions.processes(who, session_id)])
 
 
 @rest.get("/sessions/<session_id>/processes")
@@ -233,14 +234,14 @@ def session_processes(session_id: str) -> Response:
     who = authenticate()
     everything = request.args.get("all", "false").lower() in ("1", "true", "yes")
     processes = _gateway().sessions.processes(who, session_id)
-    return jsonify(processes=[p.dump() for p in processes
+    return jsonify(processes=[shown_process(p) for p in processes
                               if everything or p.status is not ProcessStatus.CLOSED])
 
 
 @rest.get("/processes/<process_id>")
 def process(process_id: str) -> Response:
     who = authenticate()
-    return jsonify(process=_gateway().sessions.process(who, process_id).dump())
+    return jsonify(process=shown_process(_gateway().sessions.process(who, process_id)))
 
 
 @rest.get("/processes/<process_id>/chat")

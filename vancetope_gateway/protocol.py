@@ -20,7 +20,7 @@ import redis
 from pydantic import ValidationError
 
 from vancetope_brain import __version__, keys
-from vancetope_brain.engines import ENGINES
+from vancetope_brain.engines import ENGINES, shown_process
 from vancetope_brain.engines.lifecycle import LifecycleCall
 from vancetope_brain.errors import (
     REDIS_DOWN,
@@ -407,7 +407,7 @@ class Connection:
     def _detail(self, session: Session) -> frames.SessionDetail:
         processes = self._gateway.sessions.processes(self._who, session.id)
         return frames.SessionDetail(session=session.dump(),
-                                    processes=[p.dump() for p in processes])
+                                    processes=[shown_process(p) for p in processes])
 
     # ── processes ───────────────────────────────────────────────────────
     def _process_create(self, data: frames.ProcessCreate) -> frames.ProcessReply:
@@ -415,26 +415,28 @@ class Connection:
         process = self._gateway.sessions.create_process(
             self._who, session.id, data.engine, recipe=data.recipe, template=data.template,
             goal=data.goal, name=data.name, params=data.params)
-        return frames.ProcessReply(process=process.dump())
+        return frames.ProcessReply(process=shown_process(process))
 
     def _process_start(self, data: frames.ProcessRef) -> frames.ProcessReply:
         return frames.ProcessReply(
-            process=self._gateway.sessions.start(self._who, data.process_id).dump())
+            process=shown_process(self._gateway.sessions.start(self._who, data.process_id)))
 
     def _process_control(self, call: LifecycleCall,
                          data: frames.ProcessRef) -> frames.ProcessReply:
         return frames.ProcessReply(
-            process=self._gateway.sessions.control(self._who, data.process_id, call).dump())
+            process=shown_process(self._gateway.sessions.control(self._who, data.process_id,
+                                                                 call)))
 
     def _process_status(self, data: frames.ProcessRef) -> frames.ProcessReply:
         return frames.ProcessReply(
-            process=self._gateway.sessions.process(self._who, data.process_id).dump())
+            process=shown_process(self._gateway.sessions.process(self._who, data.process_id)))
 
     def _process_list(self, data: frames.ProcessList) -> frames.ProcessesListed:
         session_id = data.session_id or self._require_session().id
         processes = self._gateway.sessions.processes(self._who, session_id)
         return frames.ProcessesListed(processes=[
-            p.dump() for p in processes if data.all or p.status is not ProcessStatus.CLOSED])
+            shown_process(p) for p in processes
+            if data.all or p.status is not ProcessStatus.CLOSED])
 
     def _process_steer(self, data: frames.ProcessSteer) -> frames.SteerAccepted:
         message, created = self._gateway.sessions.steer(

@@ -13,8 +13,9 @@ from vancetope_brain.engines.base import (
     ParentReport,
     ThinkEngine,
     register_engine,
+    shown_process,
 )
 from vancetope_brain.engines.context import ThinkEngineContext
 
 __all__ = ["ENGINES", "EngineRegistry", "ParentReport", "ThinkEngine", "ThinkEngineContext",
-           "register_engine"]
+           "register_engine", "shown_process"]

@@ -154,7 +154,7 @@ class EngineRegistry:
         return iter(sorted(self._engines.values(), key=lambda e: e.name))
 
 
-def shown(process: ThinkProcess) -> dict[str, Any]:
+def shown_process(process: ThinkProcess) -> dict[str, Any]:
     """A process as clients read it: the record plus ``engineView``, its engine's view (null
     for an engine without one, and for a state this server cannot read — a list of
     processes must not fail for one of them)."""

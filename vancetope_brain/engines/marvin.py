@@ -137,6 +137,14 @@ class TaskTree(Wire):
         return [n for n in self.nodes.values() if n.kind is kind and n.status is status]
 
 
+class MarvinView(Wire):
+    """marvin's task tree as the web client draws it (the ``task-tree`` and ``task-node``
+    events carry the same tree and nodes)."""
+
+    engine: Literal["marvin"] = "marvin"
+    tree: TaskTree
+
+
 # ── the LLM's outputs ────────────────────────────────────────────────────────────────
 
 class PlannedStep(BaseModel):
@@ -232,6 +240,7 @@ class MarvinEngine(ThinkEngine):
                    "plans deeper where needed and reports one synthesized result.")
     version = "1.0.0"
     allowed_tools = frozenset()
+    view_model = MarvinView
 
     def start(self, process: ThinkProcess, context: ThinkEngineContext) -> None:
         try:
@@ -274,6 +283,10 @@ class MarvinEngine(ThinkEngine):
             return ParentReport(summary, {"result": data, "tree": outline(tree),
                                           "tokensUsed": tree.tokens_used})
         return super().summarize_for_parent(process, event_type)
+
+    def view(self, process: ThinkProcess) -> MarvinView | None:
+        tree = process.engine_state.get("tree")
+        return MarvinView(tree=TaskTree.model_validate(tree)) if tree is not None else None
 
 
 def _new_tree(process: ThinkProcess, context: ThinkEngineContext) -> TaskTree:
