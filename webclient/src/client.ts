@@ -127,7 +127,7 @@ function onEvent(event: StreamEvent): void {
     void refreshProcess(event.processId);
   } else if (event.type === "status-changed" && event.data.to !== "RUNNING"
       && DRAWN_ENGINES.has(get().processes[event.processId]?.engine ?? "")) {
-    // A turn of an engine drawn from its state ended: its state is committed now.
+    // A turn of an engine with a view ended: its state (and view) is committed now.
     void refreshProcess(event.processId);
   }
   // The chat process closes only with its session (closed here, in another tab or by

@@ -34,9 +34,10 @@ export interface Process {
   engine: string;
   recipeName: string | null;
   status: ProcessStatus;
-  /** The engine's committed state (marvin's `tree`, vogon's `strategyState`, zaphod's
-   * council), as of the read. */
-  engineState?: Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+  /** What the engine views draw of the committed state, as of the read
+   * (docs/schemas/view.<engine>.json); null for an engine without a view or while there
+   * is nothing to draw. */
+  engineView?: EngineView | null;
 }
 
 export type NodeStatus = "PENDING" | "RUNNING" | "DONE" | "FAILED" | "SKIPPED";
@@ -66,9 +67,44 @@ export interface Council {
   pattern: string;
   round: number;
   rounds: number;
+  sequential: boolean;
   phase: string;
   heads: { name: string; round: number; status: string; processId: string | null }[];
   missingHeads: string[];
+}
+
+/** A process's `engineView`, by engine (docs/schemas/view.<engine>.json). */
+export type EngineView = MarvinView | VogonView | ZaphodView;
+
+export interface MarvinView {
+  engine: "marvin";
+  tree: TaskTree;
+}
+
+/** vogon's phases as committed (a newer `vogon-phase` event is laid over it). */
+export interface VogonView {
+  engine: "vogon";
+  phases: { name: string; checkpoint: "APPROVAL" | "DECISION" | "FEEDBACK" | null }[];
+  index: number;
+  iteration: number;
+  step: string;
+  current: string;
+  outcome: string | null;
+  waiting: { id: string; title: string } | null;
+  history: { phase: string; iteration: number; gate: "passed" | "failed" }[];
+}
+
+export interface Synthesis {
+  consensus: string;
+  differences: string[];
+  conclusion: string;
+  missingHeads: string[];
+}
+
+export interface ZaphodView {
+  engine: "zaphod";
+  council: Council;
+  synthesis: Synthesis | null;
 }
 
 /** A `vogon-phase` event's data. */

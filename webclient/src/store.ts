@@ -51,7 +51,7 @@ export interface WorkerCard extends Process {
   /** The statuses this client has seen the process in, oldest first. */
   trail: ProcessStatus[];
   lastEvent: string | null;
-  /** Drawn from events since the last full read (`null`: from `engineState`): marvin's
+  /** Drawn from events since the last full read (`null`: from `engineView`): marvin's
    * tree (`task-tree`, `task-node`), zaphod's newest `council-updated`, vogon's newest
    * `vogon-phase`. */
   tree: TaskTree | null;
@@ -194,7 +194,7 @@ export function dropPending(processId: string, key: string): void {
 /** Merge processes read with a request. A reply may be older than a status event that
  * overtook it, so it never takes a card out of CLOSED (a terminal status). `fresh` (a
  * full read after binding, a reconnect or `events-gap`) drops what events drew, so the
- * engine views start again from the committed `engineState`. */
+ * engine views start again from the committed `engineView`. */
 export function putProcesses(processes: Process[], fresh = false): void {
   set((s) => {
     const next = { ...s.processes };
@@ -211,6 +211,11 @@ export function putProcesses(processes: Process[], fresh = false): void {
     }
     return { processes: next };
   });
+}
+
+/** marvin's tree as of the last full read. */
+export function committedTree(p: Process): TaskTree | null {
+  return p.engineView?.engine === "marvin" ? p.engineView.tree : null;
 }
 
 /** marvin's tree with one node replaced (or added under its parent). */
@@ -307,7 +312,7 @@ export function applyEvent(event: StreamEvent): void {
       onCard(() => ({ tree: d.tree as TaskTree }));
       break;
     case "task-node":
-      onCard((c) => ({ tree: withNode(c.tree ?? c.engineState?.tree ?? null, d.node as TaskNode) }));
+      onCard((c) => ({ tree: withNode(c.tree ?? committedTree(c), d.node as TaskNode) }));
       break;
     case "council-updated":
       onCard(() => ({ council: d as Council }));

@@ -1,7 +1,7 @@
 // The engines' own progress, drawn live: marvin's task tree, vogon's phases with their
 // checkpoints, zaphod's heads and synthesis. Each is drawn from the events seen since the
-// last full read (the card's `tree` / `phase` / `council`), else from the committed
-// `engineState` of the last `process-status` / `process-list` read.
+// last full read (the card's `tree` / `phase` / `council`), else from the `engineView` of
+// the last `process-status` / `process-list` read.
 import {
   Alert, Badge, Button, Group, List, Stepper, Text, Timeline, Tree, useTree,
   type RenderTreeNodePayload, type TreeNodeData,
@@ -10,11 +10,9 @@ import { useMemo, useState } from "react";
 
 import { focusProcess } from "../client";
 import { openItem } from "../inbox";
-import type { Council, NodeStatus, TaskTree } from "../protocol";
-import type { WorkerCard } from "../store";
+import type { Council, NodeStatus, Synthesis, TaskTree, VogonView } from "../protocol";
+import { committedTree, type WorkerCard } from "../store";
 import { Markdown } from "./Markdown";
-
-/* eslint-disable @typescript-eslint/no-explicit-any -- engine states are open records */
 
 const NODE_COLOR: Record<NodeStatus, string> = {
   PENDING: "gray.7", RUNNING: "blue.8", DONE: "teal.9", FAILED: "red.8", SKIPPED: "dark",
@@ -26,47 +24,29 @@ const HEAD_COLOR: Record<string, string> = {
 };
 
 export function treeOf(p: WorkerCard): TaskTree | null {
-  const tree = p.tree ?? p.engineState?.tree;
+  const tree = p.tree ?? committedTree(p);
   return tree && tree.root && tree.nodes ? tree : null;
 }
 
+function synthesisOf(p: WorkerCard): Synthesis | null {
+  return p.engineView?.engine === "zaphod" ? p.engineView.synthesis : null;
+}
+
 export function councilOf(p: WorkerCard): Council | null {
-  if (p.council) return p.council;
-  const st = p.engineState;
-  if (!st || !Array.isArray(st.runs)) return null;
-  return {
-    pattern: st.pattern, round: st.round, rounds: st.rounds, phase: st.phase,
-    heads: st.runs.map((r: any) => ({ name: r.head, round: r.round, status: r.status,
-      processId: r.processId ?? null })),
-    missingHeads: st.synthesis?.missingHeads ?? [],
-  };
+  return p.council ?? (p.engineView?.engine === "zaphod" ? p.engineView.council : null);
 }
 
-interface VogonView {
-  phases: { name: string; checkpoint?: { type: string } }[];
-  index: number;
-  iteration: number;
-  step: string;
-  outcome: string | null;
-  waiting: { id: string; title: string } | null;
-  history: { phase: string; iteration: number; gate: string }[];
-  current: string;
-}
-
+/** vogon's committed view with the newest `vogon-phase` event since the read laid over it. */
 export function vogonOf(p: WorkerCard): VogonView | null {
-  const st = p.engineState?.strategyState ?? {};
+  const view = p.engineView?.engine === "vogon" ? p.engineView : null;
   const live = p.phase;
-  if (!live && !st.strategy) return null;
-  const phases = st.strategy?.phases ?? [];
-  const outcome = live ? (live.step === "finished" ? live.outcome ?? null : null) : st.outcome ?? null;
-  let waiting = null;
-  if (live?.step === "waiting" && live.itemId) waiting = { id: live.itemId, title: live.title ?? "" };
-  else if (!live && st.step === "ask" && st.item && !("answer" in st.item)) waiting = st.item;
-  const index = live?.index ?? st.phase ?? 0;
+  if (!live) return view;
   return {
-    phases, index, iteration: live?.iteration ?? st.iteration ?? 1, outcome, waiting,
-    step: live?.step ?? st.step ?? "", history: st.history ?? [],
-    current: live?.phase ?? phases[index]?.name ?? "",
+    engine: "vogon", phases: view?.phases ?? [], history: view?.history ?? [],
+    index: live.index, iteration: live.iteration, step: live.step, current: live.phase,
+    outcome: live.step === "finished" ? live.outcome ?? null : null,
+    waiting: live.step === "waiting" && live.itemId
+      ? { id: live.itemId, title: live.title ?? "" } : null,
   };
 }
 
@@ -110,7 +90,7 @@ export function EngineView({ process: p }: { process: WorkerCard }) {
   }
   if (p.engine === "zaphod") {
     const c = councilOf(p);
-    return c ? <ZaphodCouncil council={c} synthesis={p.engineState?.synthesis} /> : null;
+    return c ? <ZaphodCouncil council={c} synthesis={synthesisOf(p)} /> : null;
   }
   return null;
 }
@@ -173,7 +153,7 @@ function VogonPhases({ view: v }: { view: VogonView }) {
           {v.phases.map((phase, i) => (
             <Stepper.Step key={phase.name} label={phase.name} data-testid="vogon-phase"
               description={[
-                phase.checkpoint ? `checkpoint: ${phase.checkpoint.type.toLowerCase()}` : "",
+                phase.checkpoint ? `checkpoint: ${phase.checkpoint.toLowerCase()}` : "",
                 gateWords(v.history, phase.name),
                 i === v.index && !v.outcome ? `run ${v.iteration}: ${v.waiting ? "waiting" : v.step}` : "",
               ].filter(Boolean).join(" · ")} />
@@ -193,7 +173,9 @@ function VogonPhases({ view: v }: { view: VogonView }) {
 }
 
 /** zaphod's council: a timeline of its rounds with each head's status, then the synthesis. */
-function ZaphodCouncil({ council: c, synthesis }: { council: Council; synthesis?: any }) {
+function ZaphodCouncil({ council: c, synthesis }: {
+  council: Council; synthesis: Synthesis | null;
+}) {
   const rounds = Math.max(c.rounds || 1, c.round || 1, ...c.heads.map((h) => h.round));
   const done = c.phase !== "heads";
   const shownRounds = c.pattern === "debate" ? rounds : Math.max(...c.heads.map((h) => h.round), 1);
@@ -218,9 +200,9 @@ function ZaphodCouncil({ council: c, synthesis }: { council: Council; synthesis?
       <Timeline.Item title="Synthesis" data-testid="synthesis">
         {synthesis ? (
           <>
-            <Markdown text={`**Conclusion:** ${synthesis.conclusion ?? ""}\n\n${synthesis.consensus ?? ""}`} />
-            {Array.isArray(synthesis.differences) && synthesis.differences.length > 0 && (
-              <List size="sm">{synthesis.differences.map((x: string, i: number) =>
+            <Markdown text={`**Conclusion:** ${synthesis.conclusion}\n\n${synthesis.consensus}`} />
+            {synthesis.differences.length > 0 && (
+              <List size="sm">{synthesis.differences.map((x, i) =>
                 <List.Item key={i}>{x}</List.Item>)}</List>)}
           </>
         ) : <Text size="sm" c="dimmed">{done ? c.phase : "once the heads have answered"}</Text>}
