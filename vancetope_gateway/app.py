@@ -26,13 +26,13 @@ from vancetope_brain.errors import (
     VancetopeError,
 )
 from vancetope_brain.events import EventListener
+from vancetope_brain.events.presence import Presence
 from vancetope_brain.identity import Principal
 from vancetope_brain.identity.service import hash_token
 from vancetope_brain.inbox.attachments import AttachmentStore
 from vancetope_brain.lanes import consumers
 from vancetope_brain.models import ProcessStatus
 from vancetope_brain.observability import metrics, tracing
-from vancetope_brain.sessions.presence import Presence
 from vancetope_gateway.frames import NotifyMode
 from vancetope_gateway.hub import Hub, NoThread
 from vancetope_gateway.limits import ConnectionSlots, Slot
