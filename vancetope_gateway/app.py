@@ -17,6 +17,7 @@ from flask_sock import Sock
 from simple_websocket import Server
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
+from vancetope_brain.engines import ENGINES
 from vancetope_brain.errors import (
     REDIS_DOWN,
     InvalidInput,
@@ -126,8 +127,6 @@ def readyz() -> tuple[Response, int]:
 @rest.get("/think-engines")
 def think_engines() -> Response:
     authenticate()
-    from vancetope_brain.engines import ENGINES
-
     return jsonify(engines=[e.describe() for e in ENGINES])
 
 
