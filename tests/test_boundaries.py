@@ -4,6 +4,7 @@ size and the one errors module (STYLE.md 1, 3, 10, 15)."""
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -224,6 +225,15 @@ def test_layers_name_every_unit():
              for p in (ROOT / "vancetope_brain").iterdir()
              if p.suffix == ".py" and p.stem != "__init__" or (p / "__init__.py").exists()}
     assert sorted(u for line in LAYERS for u in line) == sorted(units | set(ABOVE_THE_BRAIN))
+
+
+def test_the_architecture_page_draws_the_layers():
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    rows = re.findall(r"^\| (\d+) \| (.*) \|$", text, flags=re.MULTILINE)
+    units = {u for line in LAYERS for u in line}
+    drawn = [tuple(n for n in re.findall(r"`([\w/.]+?)/?`", row) if n in units)
+             for _, row in sorted(rows, key=lambda r: int(r[0]))]
+    assert drawn == list(LAYERS)
 
 
 def test_packages_import_only_the_layers_below_them():
