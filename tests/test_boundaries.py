@@ -1,9 +1,11 @@
-"""Review rules that can be checked: import boundaries, module size and the one errors module
-(STYLE.md 1, 3, 10, 15)."""
+"""Review rules that can be checked: import boundaries, the layer order of the packages, module
+size and the one errors module (STYLE.md 1, 3, 10, 15)."""
 
 from __future__ import annotations
 
 import ast
+import re
+from collections.abc import Iterator
 from pathlib import Path
 
 from tests.helpers import import_shipped_modules, shipped_subclasses
@@ -80,3 +82,187 @@ def test_every_exception_class_is_in_the_errors_tree():
     for cls in set(shipped_subclasses(errors.VancetopeError)) - {errors.Signal}:
         assert f" {cls.__name__} " in tree, f"{cls.__name__} is not drawn in errors.py's tree"
         assert (cls.__doc__ or "").startswith("Raised when"), cls.__name__
+
+
+# ── The layer order (docs/architecture.md, "The parts") ──────────────────────────────────────
+# Bottom to top: a unit imports only units on lines below its own; units on one line do not
+# import each other. A unit is a sub-package or top-level module of vancetope_brain, or one of
+# the two packages above it. Imports under ``if TYPE_CHECKING:`` count: a type is a dependency.
+LAYERS = (
+    ("errors", "keys"),
+    ("config",),
+    ("models", "schemas"),
+    ("settings",),
+    ("llm",),
+    ("recipes",),
+    ("store",),
+    ("observability",),
+    ("events", "identity"),
+    ("notifications", "tools"),
+    ("inbox",),
+    ("engines",),
+    ("lanes", "sessions"),
+    ("services",),
+    ("runtime",),
+    ("workers",),
+    ("vancetope_gateway",),
+)
+ABOVE_THE_BRAIN = ("workers", "vancetope_gateway")
+PROJECT = ("vancetope_brain", *ABOVE_THE_BRAIN)
+
+BACK_ARROWS = {
+    # The knot left at the foot of the house (issue 28 item 2). Each entry must still exist:
+    # remove it with the move that removes the import.
+    ("settings", "store"): "SettingsService is typed against its ports, whose rows are "
+                           "settings.py's SettingScope / StoredSetting: those go to models",
+    ("llm", "recipes"): "llm.profiles reads a recipe's ModelChoice while recipes' sandbox "
+                        "quotes with llm.markup",
+    ("recipes", "store"): "RecipeAdmin and the resolvers take the RecipeStore port, which "
+                          "stores recipes' documents; those validate their templates with the "
+                          "sandbox, so they can move to models only together with it",
+}
+
+LAZY_IMPORTS = {
+    # (module, imported module): why it is imported inside a function. The CLIs
+    # (CLI_MODULES) defer what a command needs until it runs, so ``--help`` starts fast.
+    ("vancetope_brain/llm/profiles.py", "vancetope_brain.llm.openai_provider"):
+        "only a process that talks to an endpoint pays openai's import (over a second)",
+    ("vancetope_brain/store/backend.py", "vancetope_brain.store.sqlite"):
+        "a backend package builds on backend.py, and only the opened backend is imported",
+    ("vancetope_brain/store/backend.py", "vancetope_brain.store.mongo"):
+        "a backend package builds on backend.py; pymongo is imported only to open MongoDB",
+    ("vancetope_brain/recipes/manage.py", "vancetope_brain.store"):
+        "BACK_ARROWS: recipes -> store",
+}
+CLI_MODULES = ("vancetope_gateway/cli.py", "vancetope_gateway/admin_cli.py")
+
+
+def _unit(module: str) -> str:
+    """The layer unit of a dotted module name (``vancetope_brain.store.sqlite`` → ``store``)."""
+    parts = module.split(".")
+    return parts[1] if parts[0] == "vancetope_brain" and len(parts) > 1 else parts[0]
+
+
+def _project_imports(path: Path, root: Path) -> Iterator[tuple[str, bool, int]]:
+    """(imported project module, imported inside a function, line) for each import in
+    ``path``; ``from package import module`` yields the module."""
+    def walk(node: ast.AST, local: bool) -> Iterator[tuple[str, bool, int]]:
+        for child in ast.iter_child_nodes(node):
+            inside = local or isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef)
+            if isinstance(child, ast.Import):
+                yield from ((a.name, inside, child.lineno) for a in child.names)
+            elif isinstance(child, ast.ImportFrom) and child.module and child.level == 0:
+                subs = [f"{child.module}.{a.name}" for a in child.names
+                        if (root / child.module.replace(".", "/") / a.name).is_dir()
+                        or (root / child.module.replace(".", "/") / f"{a.name}.py").exists()]
+                yield from ((m, inside, child.lineno) for m in subs or [child.module])
+            yield from walk(child, inside)
+
+    tree = ast.parse(path.read_text(), filename=str(path))
+    yield from ((m, local, line) for m, local, line in walk(tree, False)
+                if m.split(".")[0] in PROJECT)
+
+
+def import_graph(root: Path = ROOT) -> dict[str, dict[str, list[str]]]:
+    """unit → imported unit → the places (``path:line``) that import it."""
+    graph: dict[str, dict[str, list[str]]] = {}
+    for package in PROJECT:
+        for path in sorted((root / package).rglob("*.py")):
+            rel = path.relative_to(root)
+            source = _unit(".".join(rel.with_suffix("").parts))
+            for module, _, line in _project_imports(path, root):
+                if (target := _unit(module)) not in (source, "vancetope_brain"):
+                    graph.setdefault(source, {}).setdefault(target, []).append(f"{rel}:{line}")
+    return graph
+
+
+def cycles(graph: dict[str, dict[str, list[str]]]) -> list[list[str]]:
+    """The strongly connected components of more than one unit (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(unit: str) -> None:
+        index[unit] = low[unit] = len(index)
+        stack.append(unit)
+        for target in graph.get(unit, {}):
+            if target not in index:
+                visit(target)
+                low[unit] = min(low[unit], low[target])
+            elif target in stack:
+                low[unit] = min(low[unit], index[target])
+        if low[unit] == index[unit]:
+            component = []
+            while (top := stack.pop()) != unit:
+                component.append(top)
+            if component:
+                found.append(sorted([unit, *component]))
+
+    for unit in list(graph):
+        if unit not in index:
+            visit(unit)
+    return sorted(found)
+
+
+def against_the_order(graph: dict[str, dict[str, list[str]]]) -> dict[tuple[str, str], list[str]]:
+    """Every import of a unit on the same line of LAYERS or above the importer's."""
+    level = {unit: i for i, line in enumerate(LAYERS) for unit in line}
+    return {(source, target): places for source, targets in graph.items()
+            for target, places in targets.items() if level[target] >= level[source]}
+
+
+def lazy_imports(root: Path = ROOT) -> set[tuple[str, str]]:
+    """(module, imported module) of every function-local import of a project module."""
+    return {(str(path.relative_to(root)), module)
+            for package in PROJECT for path in (root / package).rglob("*.py")
+            for module, local, _ in _project_imports(path, root) if local
+            and str(path.relative_to(root)) not in CLI_MODULES}
+
+
+def test_layers_name_every_unit():
+    units = {p.stem if p.suffix == ".py" else p.name
+             for p in (ROOT / "vancetope_brain").iterdir()
+             if p.suffix == ".py" and p.stem != "__init__" or (p / "__init__.py").exists()}
+    assert sorted(u for line in LAYERS for u in line) == sorted(units | set(ABOVE_THE_BRAIN))
+
+
+def test_the_architecture_page_draws_the_layers():
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    rows = re.findall(r"^\| (\d+) \| (.*) \|$", text, flags=re.MULTILINE)
+    units = {u for line in LAYERS for u in line}
+    drawn = [tuple(n for n in re.findall(r"`([\w/.]+?)/?`", row) if n in units)
+             for _, row in sorted(rows, key=lambda r: int(r[0]))]
+    assert drawn == list(LAYERS)
+
+
+def test_packages_import_only_the_layers_below_them():
+    assert {arrow: places for arrow, places in against_the_order(import_graph()).items()
+            if arrow not in BACK_ARROWS} == {}, "see LAYERS (docs/architecture.md, The parts)"
+    assert set(against_the_order(import_graph())) >= set(BACK_ARROWS), \
+        "a back arrow is gone: remove its BACK_ARROWS entry"
+
+
+def test_the_only_package_cycle_is_the_known_knot():
+    assert cycles(import_graph()) == [["llm", "recipes", "settings", "store"]]
+
+
+def test_no_project_module_is_imported_inside_a_function():
+    """A function-local import hides a dependency (and a cycle) from the layer check; only
+    the CLIs and the named cases of LAZY_IMPORTS may defer one."""
+    assert lazy_imports() == set(LAZY_IMPORTS)
+
+
+def test_the_layer_check_sees_a_back_import_and_a_local_import(tmp_path):
+    for package in PROJECT:
+        (tmp_path / package).mkdir()
+    (tmp_path / "vancetope_brain" / "models").mkdir()
+    (tmp_path / "vancetope_brain" / "models" / "bad.py").write_text(
+        "from vancetope_brain.lanes import Waker\n"
+        "def f():\n    from vancetope_brain import errors\n")
+    (tmp_path / "vancetope_brain" / "errors.py").write_text("")
+    graph = import_graph(tmp_path)
+    assert against_the_order(graph) == {("models", "lanes"): ["vancetope_brain/models/bad.py:1"]}
+    assert lazy_imports(tmp_path) == {("vancetope_brain/models/bad.py", "vancetope_brain.errors")}
+    graph["lanes"] = {"models": ["x"]}
+    assert cycles(graph) == [["lanes", "models"]]

@@ -1,6 +1,7 @@
 """The docs point at what exists: every Markdown link in README.md and docs/*.md (and the
 READMEs of deploy/ and benchmarks/) to a file of the repository resolves, and so does
-every file path they quote (``like/this.py``) under one of the repository's folders."""
+every file path they quote (``like/this.py``) under one of the repository's folders; and the
+README's documentation list names every page of docs/."""
 
 from __future__ import annotations
 
@@ -44,3 +45,15 @@ def test_the_check_sees_links_and_quoted_paths(tmp_path):
     doc = tmp_path / "x.md"
     doc.write_text("[a](docs/nowhere.md) and `workers/nowhere.py`, [b](https://x.org/y.md)")
     assert _repo_paths(doc) == ["docs/nowhere.md", "workers/nowhere.py"]
+
+
+def _documentation_list(readme: Path) -> list[str]:
+    """The pages the README's "Documentation" section lists (``- `docs/x.md` — …``)."""
+    section = readme.read_text().split("\n## Documentation\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^- `(docs/[\w.-]+\.md)`", section, flags=re.MULTILINE)
+
+
+def test_the_readme_lists_every_page_of_the_docs():
+    pages = sorted(f"docs/{p.name}" for p in (ROOT / "docs").glob("*.md"))
+    assert sorted(_documentation_list(ROOT / "README.md")) == pages, \
+        "README.md, Documentation: one line per page of docs/"

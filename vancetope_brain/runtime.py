@@ -23,6 +23,7 @@ from vancetope_brain.config import Config
 from vancetope_brain.engines import ENGINES, EngineRegistry
 from vancetope_brain.engines.spawning import ProcessFactory
 from vancetope_brain.events import EventBus, EventType
+from vancetope_brain.events.presence import Presence
 from vancetope_brain.identity import IdentityService
 from vancetope_brain.inbox.attachments import AttachmentStore, load_secret
 from vancetope_brain.inbox.service import InboxService
@@ -33,7 +34,6 @@ from vancetope_brain.recipes import RecipeAdmin
 from vancetope_brain.recipes.resolver import RecipeResolver
 from vancetope_brain.sessions import SessionService
 from vancetope_brain.sessions.lifecycle import SessionLifecycle
-from vancetope_brain.sessions.presence import Presence
 from vancetope_brain.settings import SettingsService
 from vancetope_brain.store import (
     Backend,

@@ -17,7 +17,7 @@ from flask_sock import Sock
 from simple_websocket import Server
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
-from vancetope_brain.engines import shown_process
+from vancetope_brain.engines import ENGINES, shown_process
 from vancetope_brain.errors import (
     REDIS_DOWN,
     InvalidInput,
@@ -27,13 +27,13 @@ from vancetope_brain.errors import (
     VancetopeError,
 )
 from vancetope_brain.events import EventListener
+from vancetope_brain.events.presence import Presence
 from vancetope_brain.identity import Principal
 from vancetope_brain.identity.service import hash_token
 from vancetope_brain.inbox.attachments import AttachmentStore
 from vancetope_brain.lanes import consumers
 from vancetope_brain.models import ProcessStatus
 from vancetope_brain.observability import metrics, tracing
-from vancetope_brain.sessions.presence import Presence
 from vancetope_gateway.frames import NotifyMode
 from vancetope_gateway.hub import Hub, NoThread
 from vancetope_gateway.limits import ConnectionSlots, Slot
@@ -127,8 +127,6 @@ def readyz() -> tuple[Response, int]:
 @rest.get("/think-engines")
 def think_engines() -> Response:
     authenticate()
-    from vancetope_brain.engines import ENGINES
-
     return jsonify(engines=[e.describe() for e in ENGINES])
 
 

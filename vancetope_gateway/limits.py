@@ -15,8 +15,8 @@ from collections import Counter
 from dataclasses import dataclass
 
 from vancetope_brain.errors import LimitExceeded
+from vancetope_brain.events.presence import Presence
 from vancetope_brain.identity import Principal
-from vancetope_brain.sessions.presence import Presence
 
 
 @dataclass(frozen=True)

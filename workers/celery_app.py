@@ -21,6 +21,7 @@ from vancetope_brain.runtime import redis_client
 from vancetope_brain.services.jobs import EnqueueJob
 from workers import broker
 from workers.health import Heartbeat
+from workers.parts import build_worker
 from workers.tasks import HOUSEKEEPING, LANE_SHARD, LANE_TURN, SERVICE_JOB, SWEEP
 
 if TYPE_CHECKING:
@@ -199,8 +200,6 @@ class _WorkerHolder:
     def get(self) -> Worker:
         with self._lock:
             if self._worker is None or self._pid != os.getpid():
-                from workers.parts import build_worker
-
                 # A store opened before a fork is the parent's: open one of our own.
                 shared = self._store if self._pid == os.getpid() else None
                 self._worker = build_worker(self._config, self._enqueue, self._enqueue_job,

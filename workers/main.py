@@ -1,6 +1,5 @@
 """The distributed shape's Celery app: ``celery -A workers.main worker|beat|flower``."""
 
-import workers.parts  # noqa: F401 - a worker loads its runtime when it starts, not on its first task
 from vancetope_brain.config import Config
 from vancetope_brain.observability import tracing
 from workers.celery_app import create_celery

@@ -12,6 +12,7 @@ import redis
 from celery import Task, shared_task
 
 from vancetope_brain.errors import RuntimeFailure, UserError
+from vancetope_brain.services import ServiceJob
 
 log = logging.getLogger(__name__)
 
@@ -71,8 +72,6 @@ def service_job(self: Task, job: dict[str, object]) -> str | None:
     """Start a service process (``ServiceJobs.run``); a store or Redis hiccup retries, a
     refused job (e.g. the system session holds as many open processes as it may) is logged
     and dropped (its claim was given back: the next failure submits it again)."""
-    from vancetope_brain.services import ServiceJob
-
     try:
         started = self.app.vancetope_worker().services.run(ServiceJob.model_validate(job))
     except UserError as e:

@@ -9,7 +9,6 @@ import pytest
 
 from vancetope_brain.engines.journal import TurnJournal
 from vancetope_brain.errors import Fenced, JournalFull
-from vancetope_brain.inbox.service import NewItem
 from vancetope_brain.llm import LlmResponse, ToolSpec
 from vancetope_brain.llm.testing import ScriptedModel
 from vancetope_brain.models import (
@@ -20,6 +19,7 @@ from vancetope_brain.models import (
     UserChatInput,
     new_id,
 )
+from vancetope_brain.models.inbox import NewItem
 from vancetope_brain.models.steer import ToolCallStatus
 from vancetope_brain.store import Backend, JournalStore, LaneStore, SessionStore
 from vancetope_brain.store.journal import MAX_ENTRIES, MAX_ENTRY_BYTES

@@ -20,8 +20,7 @@ from tests.helpers import wait_for
 from vancetope_brain.config import Config
 from vancetope_brain.errors import Unauthorized, VancetopeError
 from vancetope_brain.identity import Principal
-from vancetope_brain.inbox.service import NewItem
-from vancetope_brain.models.inbox import Criticality, ItemType, Outcome
+from vancetope_brain.models.inbox import Criticality, ItemType, NewItem, Outcome
 from vancetope_brain.store import LaneStore, UserInboxStore
 from vancetope_gateway import chat_client
 from vancetope_gateway.chat_client import ChatClient, _Chat

@@ -18,9 +18,8 @@ from tests.gateway.wire import REFUSAL, SUCCESS, Client, covers, http_get, wait_
 from tests.helpers import wait_for
 from vancetope_brain.errors import InvalidInput, NotFound
 from vancetope_brain.identity import Principal
-from vancetope_brain.inbox.service import NewItem
 from vancetope_brain.models import ChatRole, ProcessStatus
-from vancetope_brain.models.inbox import Criticality, ItemType
+from vancetope_brain.models.inbox import Criticality, ItemType, NewItem
 from vancetope_brain.store import DeliveryStore, LaneStore, UserInboxStore
 
 T = ItemType

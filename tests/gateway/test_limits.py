@@ -23,11 +23,10 @@ from tests.gateway.wire import Client
 from tests.helpers import wait_for
 from vancetope_brain.errors import LimitExceeded
 from vancetope_brain.identity import Principal
-from vancetope_brain.inbox.service import NewItem
 from vancetope_brain.llm import LlmResponse, ToolCall
 from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.models import ProcessStatus, SessionStatus
-from vancetope_brain.models.inbox import ItemType
+from vancetope_brain.models.inbox import ItemType, NewItem
 from vancetope_brain.store import SessionStore
 from vancetope_gateway.app import MAX_BODY_BYTES, create_app
 from vancetope_gateway.chat_client import WebSocketClient

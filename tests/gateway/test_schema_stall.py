@@ -11,8 +11,7 @@ import statistics
 import threading
 import time
 
-from vancetope_brain.inbox.service import NewItem
-from vancetope_brain.models.inbox import ItemType
+from vancetope_brain.models.inbox import ItemType, NewItem
 from vancetope_gateway.chat_client import WebSocketClient
 
 ROUNDS = 20

@@ -16,8 +16,7 @@ from vancetope_brain import schemas
 from vancetope_brain.errors import InvalidInput
 from vancetope_brain.identity import Principal
 from vancetope_brain.inbox.payloads import validate_answer, validate_payload
-from vancetope_brain.inbox.service import NewItem
-from vancetope_brain.models.inbox import ItemStatus, ItemType, Outcome
+from vancetope_brain.models.inbox import ItemStatus, ItemType, NewItem, Outcome
 
 T = ItemType.STRUCTURE_EDIT
 EVIL = "^(a+)+$"  # exponential on backtracking engines: 2.26 s for 27 characters with re

@@ -11,10 +11,10 @@ from datetime import timedelta
 from tests.gateway.wire import wait_process
 from tests.helpers import wait_for
 from vancetope_brain.identity import Principal
-from vancetope_brain.inbox.service import InboxService, NewItem
+from vancetope_brain.inbox.service import InboxService
 from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.models import ChatRole, ProcessStatus, ThinkProcess, new_id, utcnow
-from vancetope_brain.models.inbox import ItemStatus, ItemType, Outcome
+from vancetope_brain.models.inbox import ItemStatus, ItemType, NewItem, Outcome
 from vancetope_brain.settings import SettingScope
 from vancetope_brain.store import LaneStore, SessionStore, UserInboxStore
 

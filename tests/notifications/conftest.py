@@ -21,11 +21,11 @@ from aiosmtpd.smtp import AuthResult, LoginPassword
 
 from vancetope_brain.config import SmtpConfig
 from vancetope_brain.events import EventBus
+from vancetope_brain.events.presence import Presence
 from vancetope_brain.identity import IdentityService
 from vancetope_brain.models import new_id
 from vancetope_brain.models.inbox import Criticality, InboxItem, ItemType
 from vancetope_brain.notifications import NotifyEvent, item_link
-from vancetope_brain.sessions.presence import Presence
 from vancetope_brain.settings import SettingScope, SettingsService
 from vancetope_brain.store import Backend, IdentityStore, SettingStore, UserInboxStore, open_store
 

@@ -11,6 +11,7 @@ from tests.notifications.conftest import BASE_URL, TENANT, Clock, SmtpServer, ne
 from vancetope_brain import keys
 from vancetope_brain.config import Config
 from vancetope_brain.events import EventBus
+from vancetope_brain.events.presence import Presence
 from vancetope_brain.identity import DEFAULT_PROJECT
 from vancetope_brain.models.inbox import DeliveryStatus
 from vancetope_brain.notifications import (
@@ -21,7 +22,6 @@ from vancetope_brain.notifications import (
     WsChannel,
     build_dispatcher,
 )
-from vancetope_brain.sessions.presence import Presence
 from vancetope_brain.settings import SettingScope, SettingsService
 from vancetope_brain.store import Backend, DeliveryStore, UserInboxStore
 

@@ -13,10 +13,9 @@ import pytest
 from tests.conftest import Embedded
 from tests.gateway.wire import wait_process
 from tests.notifications.conftest import SmtpServer, running_smtp
-from vancetope_brain.inbox.service import NewItem
 from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.models import ProcessStatus, utcnow
-from vancetope_brain.models.inbox import DeliveryStatus, ItemType
+from vancetope_brain.models.inbox import DeliveryStatus, ItemType, NewItem
 from vancetope_brain.settings import SettingScope
 from vancetope_brain.store import DeliveryStore
 

@@ -11,9 +11,9 @@ import pytest
 from tests.notifications.conftest import TENANT
 from vancetope_brain import keys
 from vancetope_brain.events import EventBus, EventType
+from vancetope_brain.events.presence import Presence
 from vancetope_brain.models.inbox import Criticality, DeliveryStatus
 from vancetope_brain.notifications import NotificationPrefs, NotifyEvent, WsChannel
-from vancetope_brain.sessions.presence import Presence
 from vancetope_brain.settings import SettingsApi
 
 PREFS = NotificationPrefs.from_settings(SettingsApi.defaults())

@@ -42,8 +42,8 @@ from vancetope_brain.tools import ServerTools, ToolDispatcher, ToolSource
 
 if TYPE_CHECKING:
     from vancetope_brain.engines.recipes_api import RecipesApi
-    from vancetope_brain.inbox.service import InboxService, NewItem
-    from vancetope_brain.models.inbox import InboxItem
+    from vancetope_brain.inbox.service import InboxService
+    from vancetope_brain.models.inbox import InboxItem, NewItem
     from vancetope_brain.models.tool_health import ToolHealth
 
 RESET_MARK = "reset"

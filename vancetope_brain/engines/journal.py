@@ -37,7 +37,7 @@ import hashlib
 import json
 from collections import Counter
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from vancetope_brain.errors import Fenced, JournalFull
 from vancetope_brain.llm import ChatModel, LlmMessage, LlmResponse, TokenSink, ToolCall, ToolSpec
@@ -50,13 +50,10 @@ from vancetope_brain.models import (
     ThinkProcess,
     new_id,
 )
-from vancetope_brain.models.inbox import ItemType, Outcome
+from vancetope_brain.models.inbox import ItemType, NewItem, Outcome
 from vancetope_brain.models.steer import ToolCallStatus
 from vancetope_brain.store import JournalStore
 from vancetope_brain.tools import ToolManifest, ToolOutcome
-
-if TYPE_CHECKING:
-    from vancetope_brain.inbox.service import NewItem
 
 INPUT = "input"
 """Key of the entry naming the turn and the messages it was given."""
@@ -190,8 +187,6 @@ class TurnJournal:
         return self._entries
 
     def _in_doubt(self, entry: JournalEntry) -> JournalEntry:
-        from vancetope_brain.inbox.service import NewItem  # the inbox imports the lanes
-
         call = f"{entry.tool}({_canonical(entry.params)})"
         if len(call) > SHOWN_ARGUMENTS:
             call = call[:SHOWN_ARGUMENTS] + "…"

@@ -39,7 +39,7 @@ from vancetope_brain.models import (
     ThinkProcess,
     UserChatInput,
 )
-from vancetope_brain.models.inbox import ItemStatus, ItemType
+from vancetope_brain.models.inbox import ItemStatus, ItemType, NewItem
 from vancetope_brain.models.steer import ProcessEventType
 from vancetope_brain.recipes.loader import definition_from_mapping
 from vancetope_brain.recipes.render import render_text
@@ -292,8 +292,6 @@ class _Run:
                            allowFreeText=checkpoint.allow_free_text)
         if checkpoint.default is not None:
             payload["default"] = checkpoint.default
-        from vancetope_brain.inbox.service import NewItem  # the inbox imports the lanes
-
         posted, _ = self.context.inbox().post(NewItem(
             type=ItemType(checkpoint.type.value), title=title, body=body or None,
             payload=payload or None, criticality=checkpoint.criticality,

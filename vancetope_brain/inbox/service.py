@@ -27,7 +27,7 @@ from vancetope_brain.models.inbox import (
     InboxItem,
     InboxQuery,
     ItemStatus,
-    ItemType,
+    NewItem,
     Outcome,
     ResolvedBy,
 )
@@ -49,20 +49,6 @@ class Notifier(Protocol):
 
 Publish = Callable[[str, str, str, dict[str, Any]], None]
 """(tenant, user, event type, item view): push to the user's connections (their feed)."""
-
-
-@dataclass(frozen=True)
-class NewItem:
-    """What a creator says about an item (the service fills in the rest)."""
-
-    type: ItemType
-    title: str
-    body: str | None = None
-    payload: dict[str, Any] | None = None
-    criticality: Criticality = Criticality.NORMAL
-    tags: tuple[str, ...] = ()
-    assigned_to: str | None = None       # default: the originator
-    idempotency_key: str | None = None
 
 
 @dataclass

@@ -26,7 +26,7 @@ from vancetope_brain.models import (
     UserChatInput,
     new_id,
 )
-from vancetope_brain.models.inbox import ItemType
+from vancetope_brain.models.inbox import ItemType, NewItem
 from vancetope_brain.models.steer import ProcessEventType
 
 log = logging.getLogger(__name__)
@@ -152,9 +152,6 @@ def fallback_status(call: LifecycleCall | None, before: ProcessStatus) -> Proces
 
 def tell_user(context: ThinkEngineContext, title: str, body: str, case: str) -> None:
     """An informative Inbox item for the process's user, once per turn and case."""
-    # Here, not at the top: the inbox service imports sessions, which import the lanes.
-    from vancetope_brain.inbox.service import NewItem
-
     process = context.process
     try:
         context.inbox().post(NewItem(

@@ -3,6 +3,10 @@
 Every document carries ``schemaVersion``; ``tests/fixtures/records/`` holds
 checked-in JSON of each version that must keep loading. Field names are
 snake_case in Python and camelCase on the wire and in the store.
+
+The ground floor: value types and the protocols the floors above see each other
+through (``wake.ProcessWaker``); nothing here imports another package of the brain
+except ``errors``.
 """
 
 from vancetope_brain.models.base import Document, new_id, utcnow

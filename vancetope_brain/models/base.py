@@ -9,6 +9,8 @@ from typing import Any, ClassVar, Self
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, model_serializer
 from pydantic.alias_generators import to_camel
 
+from vancetope_brain.errors import StoreError
+
 
 def utcnow() -> datetime:
     """Now, timezone-aware UTC, truncated to milliseconds (what every store keeps)."""
@@ -69,8 +71,6 @@ class Document(Wire):
         raw.pop("_id", None)
         version = raw.get("schemaVersion", 1)
         if version > cls.SCHEMA_VERSION:
-            from vancetope_brain.errors import StoreError
-
             raise StoreError(
                 f"{cls.__name__} record has schemaVersion {version}, newer than this server's "
                 f"{cls.SCHEMA_VERSION}; upgrade the server"

@@ -127,6 +127,20 @@ class InboxItem(Document):
 
 
 @dataclass(frozen=True)
+class NewItem:
+    """What a creator says about an item (the service fills in the rest)."""
+
+    type: ItemType
+    title: str
+    body: str | None = None
+    payload: dict[str, Any] | None = None
+    criticality: Criticality = Criticality.NORMAL
+    tags: tuple[str, ...] = ()
+    assigned_to: str | None = None       # default: the originator
+    idempotency_key: str | None = None
+
+
+@dataclass(frozen=True)
 class InboxQuery:
     """Filters of ``UserInboxStore.list_inbox_items``; every given filter must hold.
 

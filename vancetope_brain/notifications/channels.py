@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from vancetope_brain import keys
 from vancetope_brain.events import EventBus, EventType
+from vancetope_brain.events.presence import Presence
 from vancetope_brain.models.inbox import Criticality, DeliveryStatus
 from vancetope_brain.notifications.model import NotifyEvent
 from vancetope_brain.notifications.prefs import NotificationPrefs
-from vancetope_brain.sessions.presence import Presence
 
 
 def admits(notify_mode: str, criticality: Criticality) -> bool:

@@ -8,6 +8,7 @@ from datetime import datetime
 
 from vancetope_brain.config import Config
 from vancetope_brain.events import EventBus
+from vancetope_brain.events.presence import Presence
 from vancetope_brain.models.base import new_id, utcnow
 from vancetope_brain.models.inbox import DeliveryStatus, NotificationDelivery
 from vancetope_brain.notifications.channels import MobileChannel, WsChannel
@@ -15,7 +16,6 @@ from vancetope_brain.notifications.mail import EmailChannel
 from vancetope_brain.notifications.model import BatchChannel, Channel, NotifyEvent
 from vancetope_brain.notifications.prefs import NotificationPrefs
 from vancetope_brain.observability import metrics
-from vancetope_brain.sessions.presence import Presence
 from vancetope_brain.settings import SettingsApi, SettingsService
 from vancetope_brain.store import DeliveryStore, UserInboxStore
 

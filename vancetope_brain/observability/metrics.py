@@ -48,10 +48,11 @@ from prometheus_client.registry import Collector
 
 from vancetope_brain import keys
 from vancetope_brain.models import utcnow
+from vancetope_brain.store import LaneStore, UserInboxStore
 
 if TYPE_CHECKING:
     from vancetope_brain.llm import LlmResponse
-    from vancetope_brain.store import Backend, LaneStore, UserInboxStore
+    from vancetope_brain.store import Backend
 
 log = logging.getLogger(__name__)
 
@@ -210,8 +211,6 @@ class ClusterCollector(Collector):
            lanes_redis: redis.Redis) -> ClusterCollector:
         """The collector of a deployment: its store, its lanes' Redis, and the broker if it
         is Redis."""
-        from vancetope_brain.store import LaneStore, UserInboxStore
-
         broker = redis.Redis.from_url(broker_url) \
             if broker_url.startswith(("redis://", "rediss://", "unix://")) else None
         return cls(broker=broker, queues=queues, lanes_redis=lanes_redis,

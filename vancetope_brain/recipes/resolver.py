@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from vancetope_brain.errors import InvalidInput, NotFound, UnknownRecipe
+from vancetope_brain.recipes.kinds import bundled_of
 from vancetope_brain.recipes.loader import BundledDefinitions, BundledRecipes, bundled
 from vancetope_brain.recipes.model import (
     AppliedRecipe,
@@ -122,8 +123,6 @@ class DefinitionResolver(Generic[D]):
 
     def of(self, kind: type[E]) -> DefinitionResolver[E]:
         """The resolver of another kind over the same store (its bundled catalogue)."""
-        from vancetope_brain.recipes.kinds import bundled_of
-
         return DefinitionResolver(self._store, kind, bundled_of(kind))
 
     @staticmethod

@@ -29,10 +29,10 @@ from pydantic import Field
 from vancetope_brain import keys
 from vancetope_brain.engines.spawning import ProcessFactory
 from vancetope_brain.errors import Conflict, NotFound, UserError
-from vancetope_brain.lanes import Waker
 from vancetope_brain.models import ProcessStatus, ThinkProcess, utcnow
 from vancetope_brain.models.base import Wire
 from vancetope_brain.models.tool_health import HealthSource
+from vancetope_brain.models.wake import ProcessWaker
 from vancetope_brain.recipes.model import Name, SystemSessionSpec
 from vancetope_brain.services.system_sessions import SYSTEM_USER, SystemSessions
 from vancetope_brain.store import SessionStore, ToolHealthStore
@@ -85,7 +85,7 @@ class ServiceJob(Wire):
 
 class ServiceJobs:
     def __init__(self, *, client: redis.Redis, enqueue: EnqueueJob, sessions: SystemSessions,
-                 store: SessionStore, factory: ProcessFactory, waker: Waker,
+                 store: SessionStore, factory: ProcessFactory, waker: ProcessWaker,
                  health: ToolHealthStore, ttl: int = JOB_TTL) -> None:
         self._redis = client
         self._enqueue = enqueue

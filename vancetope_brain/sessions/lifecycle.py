@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from vancetope_brain.engines.lifecycle import LifecycleCall
 from vancetope_brain.errors import Conflict, FingerprintMismatch, NotFound
+from vancetope_brain.events.presence import Presence
 from vancetope_brain.identity import Principal
 from vancetope_brain.models import (
     Fingerprint,
@@ -22,7 +23,6 @@ from vancetope_brain.models import (
     SuspendCause,
     ThinkProcess,
 )
-from vancetope_brain.sessions.presence import Presence
 from vancetope_brain.sessions.service import SessionService
 from vancetope_brain.store import LaneStore, SessionStore
 

@@ -11,7 +11,6 @@ from vancetope_brain.engines.lifecycle import LifecycleCall
 from vancetope_brain.engines.spawning import ProcessFactory
 from vancetope_brain.errors import Conflict, InvalidInput, LimitExceeded, NotFound
 from vancetope_brain.identity import Principal
-from vancetope_brain.lanes import Waker
 from vancetope_brain.models import (
     ChatMessage,
     ExternalCommand,
@@ -27,6 +26,7 @@ from vancetope_brain.models import (
     UserChatInput,
     new_id,
 )
+from vancetope_brain.models.wake import ProcessWaker
 from vancetope_brain.sessions.titles import TITLE_MAX, one_line, title_from_message
 from vancetope_brain.settings import SettingsApi, SettingsService
 from vancetope_brain.store import IdentityStore, LaneStore, SessionStore
@@ -39,7 +39,7 @@ class SessionService:
     """
 
     def __init__(self, *, sessions: SessionStore, lanes: LaneStore, identity: IdentityStore,
-                 settings: SettingsService, waker: Waker, processes: ProcessFactory,
+                 settings: SettingsService, waker: ProcessWaker, processes: ProcessFactory,
                  max_open_sessions: int = 100) -> None:
         self.max_open_sessions = max_open_sessions
         self._sessions = sessions

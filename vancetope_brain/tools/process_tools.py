@@ -25,6 +25,7 @@ from typing import Any
 from vancetope_brain.errors import ToolError, UserError
 from vancetope_brain.llm import ToolSpec
 from vancetope_brain.models import ProcessStatus, ThinkProcess
+from vancetope_brain.models.inbox import Criticality, ItemType, NewItem
 from vancetope_brain.tools.dispatcher import Safety, server_tool
 
 
@@ -199,9 +200,6 @@ def inbox_post(context: Any, type: str, title: str, body: str | None = None,  # 
                tags: list[str] | None = None, target_user: str | None = None,
                idempotency_key: str | None = None,
                attachment: dict[str, Any] | None = None) -> dict[str, Any]:
-    from vancetope_brain.inbox.service import NewItem
-    from vancetope_brain.models.inbox import Criticality, ItemType
-
     try:
         kind, level = ItemType(type), Criticality(criticality)
     except ValueError as e:
@@ -256,8 +254,6 @@ def _attached(context: Any, kind: Any, payload: dict[str, Any],
               attachment: dict[str, Any]) -> dict[str, Any]:
     """Name a stored ``attachment`` (prepared: ``_store_inline``) in the payload (filename,
     type and size come from the stored file, so they cannot disagree with it)."""
-    from vancetope_brain.models.inbox import ItemType
-
     if "refused" in attachment:
         raise ToolError(str(attachment["refused"]))
     _shows_a_file(kind.value)
