@@ -923,11 +923,3 @@ def test_every_request_type_is_covered():
     missing = {t: kinds for t, kinds in missing.items() if kinds}
     assert not missing, f"request types without a test of: {missing}"
     assert set(COVERED) <= set(frames.REQUESTS)
-
-
-@covers("whoami", SUCCESS, REFUSAL)
-def test_whoami(emb):
-    client = Client(emb, emb.who)
-    assert client.ok("whoami") == {"tenantId": "acme", "userId": emb.who.user_id,
-                                   "connectionId": client.conn.connection_id}
-    client.refused("whoami", "invalid_input", extra=1)

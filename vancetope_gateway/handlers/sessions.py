@@ -95,14 +95,6 @@ class Pong(Wire):
     """Reply to ``ping``."""
 
 
-class WhoAmI(Wire):
-    """Reply to ``whoami``: whom this connection serves, and its id."""
-
-    tenant_id: str
-    user_id: str
-    connection_id: str
-
-
 @frame("session-create", starts_events=True)
 def session_create(conn: Context, data: SessionCreate) -> SessionBound:
     session = conn.gateway.sessions.create(
@@ -153,12 +145,6 @@ def events_resume(conn: Context, data: EventsResume) -> EventsResumed:
 @frame("ping")
 def ping(conn: Context, data: Empty) -> Pong:
     return Pong()
-
-
-@frame("whoami")
-def whoami(conn: Context, data: Empty) -> WhoAmI:
-    return WhoAmI(tenant_id=conn.who.tenant_id, user_id=conn.who.user_id,
-                  connection_id=conn.connection_id)
 
 
 def _bind(conn: Context, session_id: str, last_seq: int,

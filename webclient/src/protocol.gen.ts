@@ -93,7 +93,6 @@ export interface Requests {
   "thinkengines-list": ThinkenginesListRequest;
   "tool-result": ToolResultRequest;
   "user-list": UserListRequest;
-  whoami: WhoamiRequest;
 }
 /**
  * A page of a process's chat, oldest first; page backwards with ``beforeSeq``.
@@ -624,13 +623,6 @@ export interface UserListRequest {
   query?: string | null;
 }
 /**
- * No data (``ping``, ``think-engines-list``, ``thinkengines-list``).
- *
- * This interface was referenced by `Frames`'s JSON-Schema
- * via the `definition` "WhoamiRequest".
- */
-export interface WhoamiRequest {}
-/**
  * Each reply frame's type and the shape of its data.
  *
  * This interface was referenced by `Frames`'s JSON-Schema
@@ -682,7 +674,6 @@ export interface Replies {
   "thinkengines-list": ThinkenginesListReply;
   "tool-result": ToolResultReply;
   "user-list": UserListReply;
-  whoami: WhoamiReply;
 }
 /**
  * Reply to ``chat-history``: chat lines, oldest first.
@@ -1228,17 +1219,6 @@ export interface UserListReply {
 export interface UserEntry {
   id: string;
   name: string;
-}
-/**
- * Reply to ``whoami``: whom this connection serves, and its id.
- *
- * This interface was referenced by `Frames`'s JSON-Schema
- * via the `definition` "WhoamiReply".
- */
-export interface WhoamiReply {
-  connectionId: string;
-  tenantId: string;
-  userId: string;
 }
 /**
  * Each push frame's type and the shape of its data.
