@@ -6,4 +6,5 @@ handed to a brain service and answered; the gateway holds no domain state
 beyond its open sockets and imports no store module (services only). The WebSocket protocol is a plain class
 (``protocol.Connection``) that takes any object with ``receive``/``send``/``close``/
 ``abort``; each connection sends through its own queue and writer thread (``outbound``).
+What each request frame does is its handler's, declared once with it (``handlers``).
 """

@@ -5,14 +5,12 @@ and ``abort()``.
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable
-from datetime import datetime
+from collections.abc import Callable, Mapping
 from enum import Enum
 from typing import Any, Protocol
 
@@ -20,14 +18,11 @@ import redis
 from pydantic import ValidationError
 
 from vancetope_brain import __version__, keys
-from vancetope_brain.engines import ENGINES, shown_process
-from vancetope_brain.engines.lifecycle import LifecycleCall
 from vancetope_brain.errors import (
     REDIS_DOWN,
     BadJson,
     Conflict,
     InvalidInput,
-    NotFound,
     RateLimited,
     RuntimeFailure,
     Unauthorized,
@@ -36,16 +31,14 @@ from vancetope_brain.errors import (
 )
 from vancetope_brain.events import EventListener, EventType, Gap, StreamEvent
 from vancetope_brain.identity import Principal
-from vancetope_brain.models import Fingerprint, ProcessStatus, Session, SessionStatus
-from vancetope_brain.models.inbox import Criticality, InboxItem
-from vancetope_brain.models.steer import ToolCallStatus, ToolResult
+from vancetope_brain.models import Fingerprint, Session, SessionStatus
+from vancetope_brain.models.inbox import Criticality
 from vancetope_brain.notifications import admits
 from vancetope_brain.observability import metrics, tracing
-from vancetope_brain.recipes import Recipe, RecipeAdmin
-from vancetope_brain.recipes.kinds import kind_named
-from vancetope_brain.recipes.loader import definition_from_mapping, recipe_from_mapping
 from vancetope_brain.schemas import nested_deeper
+from vancetope_brain.sessions.lifecycle import Bound
 from vancetope_gateway import frames
+from vancetope_gateway.handlers import FRAMES, Frame
 from vancetope_gateway.outbound import Outbound
 from vancetope_gateway.parts import Gateway
 
@@ -104,7 +97,9 @@ class TokenBucket:
 
 
 class Connection:
-    """One authenticated client connection: requests in, replies and events out.
+    """One authenticated client connection: requests in, replies and events out. It holds
+    the transport and the connection's state; what each request does is its handler's
+    (``vancetope_gateway.handlers``).
 
     Threads: the one serving its frames (``handle``, one frame at a time; it also
     replays missed events: a thread of the hub's pool, or ``run``'s caller), the
@@ -113,8 +108,8 @@ class Connection:
     its own) and the presence renewer.
     ``_lock`` guards ``state``, ``session``, the follow handles and the outbound queue,
     and is held only for steps in memory, never across I/O, so the listener never waits
-    for anybody's Redis, store or socket. ``_bind`` and ``_start_events`` do their I/O
-    first and commit under the lock only if the connection is still open (``_bind``
+    for anybody's Redis, store or socket. ``bind`` and ``_start_events`` do their I/O
+    first and commit under the lock only if the connection is still open (``bind``
     undoes its binding otherwise). ``close`` may come from any thread; after it the
     writer sends the close frame and runs ``_release`` exactly once.
     """
@@ -127,6 +122,9 @@ class Connection:
     # blocked in a send, which cannot get the close frame out (then the TCP connection
     # is cut).
     STALL_GRACE_SEC = 10.0
+    # The request types it answers, each with its models and its handler, which gets the
+    # connection as its ``handlers.Context``.
+    _handlers: Mapping[str, Frame] = FRAMES
 
     def __init__(self, sock: Socket, principal: Principal, gateway: Gateway,
                  listener: EventListener, *, llm: str, max_frame_bytes: int,
@@ -142,8 +140,8 @@ class Connection:
         a writer thread of the connection's own sends with ``sock.send``."""
         self.connection_id = connection_id or uuid.uuid4().hex
         self._sock = sock
-        self._who = principal
-        self._gateway = gateway
+        self.who = principal
+        self.gateway = gateway
         self._listener = listener
         self._llm = llm
         self._max_frame_bytes = max_frame_bytes
@@ -164,54 +162,7 @@ class Connection:
         self._live_after = 0
         self.state = ConnState.OPEN
         self.session: Session | None = None
-        self._fingerprint: Fingerprint | None = None  # what this connection bound with
-        # suspend is the system's call (session cascade), not a client's.
-        calls = {f"process-{c.value}": c for c in LifecycleCall if c is not LifecycleCall.SUSPEND}
-        self._handlers: dict[str, Callable[[Any], frames.Wire]] = {
-            "session-create": self._session_create,
-            "session-resume": self._session_resume,
-            "session-list": self._session_list,
-            "session-get": self._session_get,
-            "session-suspend": self._session_suspend,
-            "session-close": self._session_close,
-            "session-rename": self._session_rename,
-            "process-create": self._process_create,
-            "process-start": self._process_start,
-            **{name: functools.partial(self._process_control, call)
-               for name, call in calls.items()},
-            "process-status": self._process_status,
-            "process-list": self._process_list,
-            "process-steer": self._process_steer,
-            "process-command": self._process_command,
-            "chat-history": self._chat_history,
-            "events-resume": self._events_resume,
-            "client-tools-register": self._client_tools_register,
-            "tool-result": self._tool_result,
-            "think-engines-list": self._think_engines_list,
-            "thinkengines-list": self._think_engines_list,
-            "recipe-list": self._recipe_list,
-            "recipe-create": functools.partial(self._recipe_write, RecipeAdmin.create),
-            "recipe-update": functools.partial(self._recipe_write, RecipeAdmin.update),
-            "recipe-delete": self._recipe_delete,
-            **{t: functools.partial(self._definition_frame, t)
-               for kind in frames.KIND_FRAMES.values() for t in kind[0]},
-            "inbox-list": self._inbox_list,
-            "inbox-item": lambda d: self._item(self._gateway.inbox.get(self._who, d.item_id)),
-            "inbox-answer": lambda d: self._item(self._gateway.inbox.answer(
-                self._who, d.item_id, d.outcome, value=d.value, reason=d.reason)),
-            "inbox-delegate": lambda d: self._item(self._gateway.inbox.delegate(
-                self._who, d.item_id, d.to_user_id, d.note)),
-            "inbox-dismiss": lambda d: self._item(self._gateway.inbox.dismiss(
-                self._who, d.item_id, d.note)),
-            "inbox-archive": lambda d: self._item(self._gateway.inbox.archive(
-                self._who, d.item_id)),
-            "inbox-revoke-auto-answer": lambda d: self._item(
-                self._gateway.inbox.revoke_auto_answer(self._who, d.item_id)),
-            "inbox-summary": lambda _: frames.InboxPendingSummary.model_validate(
-                self._gateway.inbox.pending_summary(self._who)),
-            "user-list": self._user_list,
-            "ping": lambda _: frames.Pong(),
-        }
+        self.fingerprint: Fingerprint | None = None  # what this connection bound with
 
     # ── loop ────────────────────────────────────────────────────────────
     def run(self) -> None:
@@ -230,16 +181,16 @@ class Connection:
 
     def open(self) -> None:
         """Greet the client (``welcome``, the Inbox summary) and follow the user's feed."""
-        sessions = self._gateway.sessions.list_sessions(self._who)
+        sessions = self.gateway.sessions.list_sessions(self.who)
         self.push("welcome", frames.Welcome(
-            server_version=__version__, tenant_id=self._who.tenant_id,
-            user_id=self._who.user_id, llm=self._llm,
+            server_version=__version__, tenant_id=self.who.tenant_id,
+            user_id=self.who.user_id, llm=self._llm,
             max_frame_bytes=self._max_frame_bytes, notify_mode=self._notify_mode,
             sessions={status.value: sum(1 for s in sessions if s.status is status)
                       for status in SessionStatus}))
         self._follow_feed()
         self.push("inbox-pending-summary", frames.InboxPendingSummary.model_validate(
-            self._gateway.inbox.pending_summary(self._who)))
+            self.gateway.inbox.pending_summary(self.who)))
 
     def close(self, code: int | None = None, message: str = "", *,
               last_frame: str | None = None) -> None:
@@ -263,7 +214,7 @@ class Connection:
             "error", frames.ErrorData(code=Unauthorized.code, message=REVOKED_MESSAGE).dump(),
             request_id)
         log.info("closing connection %s of user %s: its token was revoked",
-                 self.connection_id, self._who.user_id)
+                 self.connection_id, self.who.user_id)
         self.close(REVOKED, REVOKED_MESSAGE, last_frame=error)
 
     def _release(self) -> None:
@@ -274,11 +225,11 @@ class Connection:
         if session is not None:
             self._leave(session.id)
         try:
-            self._gateway.presence.user_disconnect(self._who.tenant_id, self._who.user_id,
+            self.gateway.presence.user_disconnect(self.who.tenant_id, self.who.user_id,
                                                  self.connection_id, self._notify_mode)
         except Exception:  # its presence entry expires on its own
             log.exception("forgetting connection %s of user %s failed",
-                          self.connection_id, self._who.user_id)
+                          self.connection_id, self.who.user_id)
 
     def presence(self) -> tuple[tuple[str, str, str, str], tuple[str, str, str] | None] | None:
         """What keeps this connection counted as present (``Presence.renew_all``: the user's
@@ -287,9 +238,9 @@ class Connection:
             if self.state is ConnState.CLOSED:
                 return None
             session = self.session
-        user = (self._who.tenant_id, self._who.user_id, self.connection_id, self._notify_mode)
+        user = (self.who.tenant_id, self.who.user_id, self.connection_id, self._notify_mode)
         return user, None if session is None else \
-            (self._who.tenant_id, session.id, self.connection_id)
+            (self.who.tenant_id, session.id, self.connection_id)
 
     def handle(self, raw: str | bytes) -> None:
         """Answer one frame: exactly one reply or error; never raises for bad input.
@@ -336,17 +287,17 @@ class Connection:
             if not self._authorized():
                 self.revoked(request_id)
                 return
-            model = frames.REQUESTS.get(envelope.type)
-            if model is None:
+            frame = self._handlers.get(envelope.type)
+            if frame is None:
                 raise UnknownFrameType(f"unknown frame type {envelope.type!r}; "
-                                       f"known: {', '.join(sorted(frames.REQUESTS))}")
+                                       f"known: {', '.join(sorted(self._handlers))}")
             if envelope.id is None:
                 raise InvalidInput("requests need an 'id' so the reply can name it")
-            data = model.model_validate(envelope.data)
+            data = frame.request.model_validate(envelope.data)
             with tracing.span(f"ws {envelope.type}", frame=envelope.type):
-                reply = self._handlers[envelope.type](data)
+                reply = frame.handler(self, data)
             self._send(envelope.type, reply.dump(), envelope.id)
-            if envelope.type in _STARTS_EVENTS:
+            if frame.starts_events:
                 self._start_events()
         except RecursionError:
             self._error(request_id, "invalid_input", "frame is nested too deeply")
@@ -366,7 +317,7 @@ class Connection:
     def _refuse_over_rate(self) -> None:
         if not self._overrun.take():
             log.info("closing connection %s of user %s: it keeps sending over its frame rate",
-                     self.connection_id, self._who.user_id)
+                     self.connection_id, self.who.user_id)
             self.close(POLICY_VIOLATION, "too many frames")
             return
         self._error(None, RateLimited.code, f"more than {self._rate:g} frames/s: a frame was "
@@ -376,152 +327,6 @@ class Connection:
         """Close with 1009 (message too big), as the socket does for larger frames."""
         self.close(1009, f"frame larger than {self._max_frame_bytes} bytes")
 
-    # ── sessions ────────────────────────────────────────────────────────
-    def _session_create(self, data: frames.SessionCreate) -> frames.SessionBound:
-        session = self._gateway.sessions.create(
-            self._who, type=data.type, title=data.title, project_id=data.project_id,
-            on_disconnect=data.on_disconnect, idle_timeout_sec=data.idle_timeout_sec)
-        return self._bind(session.id, 0, data.fingerprint)
-
-    def _session_resume(self, data: frames.SessionResume) -> frames.SessionBound:
-        return self._bind(data.session_id, data.last_seq, data.fingerprint)
-
-    def _session_list(self, data: frames.SessionList) -> frames.SessionsListed:
-        return frames.SessionsListed(sessions=[
-            s.dump() for s in self._gateway.sessions.list_sessions(self._who)
-            if data.status is None or s.status is data.status])
-
-    def _session_get(self, data: frames.SessionRef) -> frames.SessionDetail:
-        return self._detail(self._gateway.sessions.get(self._who, data.session_id))
-
-    def _session_suspend(self, data: frames.SessionRef) -> frames.SessionDetail:
-        return self._detail(self._gateway.lifecycle.suspend(self._who, data.session_id))
-
-    def _session_close(self, data: frames.SessionRef) -> frames.SessionDetail:
-        return self._detail(self._gateway.lifecycle.close(self._who, data.session_id))
-
-    def _session_rename(self, data: frames.SessionRename) -> frames.SessionDetail:
-        return self._detail(self._gateway.sessions.rename(self._who, data.session_id,
-                                                          data.title))
-
-    def _detail(self, session: Session) -> frames.SessionDetail:
-        processes = self._gateway.sessions.processes(self._who, session.id)
-        return frames.SessionDetail(session=session.dump(),
-                                    processes=[shown_process(p) for p in processes])
-
-    # ── processes ───────────────────────────────────────────────────────
-    def _process_create(self, data: frames.ProcessCreate) -> frames.ProcessReply:
-        session = self._require_session()
-        process = self._gateway.sessions.create_process(
-            self._who, session.id, data.engine, recipe=data.recipe, template=data.template,
-            goal=data.goal, name=data.name, params=data.params)
-        return frames.ProcessReply(process=shown_process(process))
-
-    def _process_start(self, data: frames.ProcessRef) -> frames.ProcessReply:
-        return frames.ProcessReply(
-            process=shown_process(self._gateway.sessions.start(self._who, data.process_id)))
-
-    def _process_control(self, call: LifecycleCall,
-                         data: frames.ProcessRef) -> frames.ProcessReply:
-        return frames.ProcessReply(
-            process=shown_process(self._gateway.sessions.control(self._who, data.process_id,
-                                                                 call)))
-
-    def _process_status(self, data: frames.ProcessRef) -> frames.ProcessReply:
-        return frames.ProcessReply(
-            process=shown_process(self._gateway.sessions.process(self._who, data.process_id)))
-
-    def _process_list(self, data: frames.ProcessList) -> frames.ProcessesListed:
-        session_id = data.session_id or self._require_session().id
-        processes = self._gateway.sessions.processes(self._who, session_id)
-        return frames.ProcessesListed(processes=[
-            shown_process(p) for p in processes
-            if data.all or p.status is not ProcessStatus.CLOSED])
-
-    def _process_steer(self, data: frames.ProcessSteer) -> frames.SteerAccepted:
-        message, created = self._gateway.sessions.steer(
-            self._who, data.target_think_process_id, data.content, data.idempotency_key,
-            session_id=self._require_session().id)
-        return frames.SteerAccepted(message_id=message.id, seq=message.seq, duplicate=not created)
-
-    def _process_command(self, data: frames.ProcessCommand) -> frames.SteerAccepted:
-        message, created = self._gateway.sessions.command(
-            self._who, data.process_id, data.command, data.params, data.idempotency_key,
-            session_id=self._require_session().id)
-        return frames.SteerAccepted(message_id=message.id, seq=message.seq, duplicate=not created)
-
-    def _chat_history(self, data: frames.ChatHistory) -> frames.ChatPage:
-        lines = self._gateway.sessions.chat_history(self._who, data.process_id,
-                                                  before_seq=data.before_seq, limit=data.limit)
-        return frames.ChatPage(messages=[line.dump() for line in lines])
-
-    def _think_engines_list(self, _: frames.Empty) -> frames.EnginesListed:
-        return frames.EnginesListed(engines=[e.describe() for e in ENGINES])
-
-    # ── recipes (any user of the tenant manages its recipes, as in v1 of the spec) ──
-    def _recipe_list(self, data: frames.RecipeList) -> frames.RecipesListed:
-        self._gateway.recipe_admin.check_project(self._who.tenant_id, data.project_id)
-        return frames.RecipesListed(recipes=[
-            e.describe() for e in self._gateway.recipes.list(self._who.tenant_id, data.project_id)])
-
-    def _recipe_write(self, write: Callable[[RecipeAdmin, str, str | None, Recipe], None],
-                      data: frames.RecipeWrite) -> frames.RecipeStored:
-        recipe = recipe_from_mapping(data.recipe, "recipe")
-        write(self._gateway.recipe_admin, self._who.tenant_id, data.project_id, recipe)
-        return frames.RecipeStored(project_id=data.project_id, recipe=recipe.dump())
-
-    def _definition_frame(self, frame_type: str, data: Any) -> frames.Wire:
-        """``<kind>-list/-create/-update/-delete`` of a definition kind (e.g. strategies)."""
-        name, verb = frame_type.rsplit("-", 1)
-        kind = kind_named(name)
-        admin = self._gateway.recipe_admin.of(kind.model)
-        tenant, project = self._who.tenant_id, data.project_id
-        reply = frames.REPLIES[frame_type]
-        if verb == "list":
-            admin.check_project(tenant, project)
-            return reply.model_validate({kind.model.COLLECTION: [
-                e.describe() for e in self._gateway.recipes.of(kind.model).list(tenant, project)]})
-        if verb == "delete":
-            admin.delete(tenant, project, data.name)
-            return reply.model_validate({"projectId": project, "name": data.name})
-        definition = definition_from_mapping(kind.model, getattr(data, name), name)
-        (admin.create if verb == "create" else admin.update)(tenant, project, definition)
-        return reply.model_validate({"projectId": project, name: definition.dump()})
-
-    def _recipe_delete(self, data: frames.RecipeDelete) -> frames.RecipeDeleted:
-        self._gateway.recipe_admin.delete(self._who.tenant_id, data.project_id, data.name)
-        return frames.RecipeDeleted(project_id=data.project_id, name=data.name)
-
-    # ── the Inbox ───────────────────────────────────────────────────────
-    def _inbox_list(self, data: frames.InboxList) -> frames.InboxListed:
-        items = self._gateway.inbox.list(
-            self._who, statuses=data.status, criticalities=data.criticality, tags=data.tags,
-            session_id=data.session_id, before=_parse_cursor(data.cursor),
-            limit=data.limit + 1)
-        page = items[:data.limit]
-        cursor = f"{page[-1].created_at.isoformat()}|{page[-1].id}" \
-            if len(items) > data.limit else None
-        return frames.InboxListed(items=[self._gateway.inbox.view(i) for i in page],
-                                  next_cursor=cursor)
-
-    def _item(self, item: InboxItem) -> frames.InboxItemReply:
-        return frames.InboxItemReply(item=self._gateway.inbox.view(item))
-
-    # ── users (whom an Inbox item can be delegated to) ─────────────────
-    def _user_list(self, data: frames.UserList) -> frames.UsersListed:
-        users = self._gateway.identity.list_users(self._who.tenant_id)
-        if data.cursor is not None:
-            at = next((i for i, u in enumerate(users) if u.id == data.cursor), None)
-            if at is None:
-                raise InvalidInput("cursor is not a nextCursor of user-list")
-            users = users[at + 1:]
-        if data.query:
-            needle = data.query.casefold()
-            users = [u for u in users if needle in u.id.casefold() or needle in u.name.casefold()]
-        page = users[:data.limit]
-        return frames.UsersListed(users=[frames.UserEntry(id=u.id, name=u.name) for u in page],
-                                  next_cursor=page[-1].id if len(users) > data.limit else None)
-
     def _follow_feed(self) -> None:
         """Count this connection as the user's (for the WebSocket notification channel) and
         pass on what is pushed into the user's feed from now on."""
@@ -529,10 +334,10 @@ class Connection:
             if self.state is ConnState.CLOSED:
                 return
         # (The gateway's renewer keeps it counted from then on, with every other connection.)
-        self._gateway.presence.user_connect(self._who.tenant_id, self._who.user_id,
+        self.gateway.presence.user_connect(self.who.tenant_id, self.who.user_id,
                                             self.connection_id, self._notify_mode)
-        feed = keys.user_feed(self._who.tenant_id, self._who.user_id)
-        after = self._gateway.events.last_seq(feed)
+        feed = keys.user_feed(self.who.tenant_id, self.who.user_id)
+        after = self.gateway.events.last_seq(feed)
         with self._lock:
             if self.state is not ConnState.CLOSED:
                 self._feed = self._listener.follow(feed, after, self._on_feed_event)
@@ -544,34 +349,12 @@ class Connection:
             return
         self.push(event.type.value, frames.InboxPush(item=item))
 
-    # ── client tools ────────────────────────────────────────────────────
-    def _client_tools_register(self, data: frames.ClientToolsRegister) -> frames.Wire:
-        session = self._require_session()
-        self._gateway.lifecycle.check_tool_host(self._who, session.id, self._fingerprint)
-        count = self._gateway.client_tools.register(
-            session.id, self.connection_id, [t.dump() for t in data.tools])
-        return frames.ClientToolsRegistered(registered=count)
-
-    def _tool_result(self, data: frames.ToolResultData) -> frames.Wire:
-        if data.tool_call_id not in self._tool_calls:
-            raise NotFound(f"no tool call {data.tool_call_id!r} is waiting for this connection")
-        self._tool_calls.discard(data.tool_call_id)
-        late = self._gateway.client_tools.deliver(data.tool_call_id, data.dump())
-        if late is not None:  # the call timed out: the result goes to its caller's inbox
-            self._gateway.sessions.tool_result(self._who, late.process_id, ToolResult(
-                tool_call_id=data.tool_call_id, tool_name=late.tool_name,
-                status=ToolCallStatus(data.status), result=data.result, error=data.error))
-        return frames.ToolResultAccepted(late=late is not None)
-
     # ── events ──────────────────────────────────────────────────────────
-    def _events_resume(self, data: frames.EventsResume) -> frames.EventsResumed:
-        session = self._require_session()
-        self._resume_after = data.last_seq
-        return frames.EventsResumed(last_seq=self._gateway.events.last_seq(session.id))
-
-    def _bind(self, session_id: str, last_seq: int,
-              fingerprint: Fingerprint | None) -> frames.SessionBound:
-        bound = self._gateway.lifecycle.bind(self._who, session_id, self.connection_id, fingerprint)
+    # ── connection state, for the handlers (``handlers.Context``) ─────────
+    def bind(self, session_id: str, last_seq: int, fingerprint: Fingerprint | None) -> Bound:
+        """Bind this connection to a session (leaving the one it held); after the reply, its
+        events after ``last_seq`` follow (the frame ``starts_events``)."""
+        bound = self.gateway.lifecycle.bind(self.who, session_id, self.connection_id, fingerprint)
         with self._lock:
             if self.state is ConnState.CLOSED:
                 left: str | None = session_id  # closed meanwhile: undo this binding
@@ -584,20 +367,30 @@ class Connection:
                     self._follow = None
                 self.state = self.state.to(ConnState.BOUND)
                 self.session = bound.session
-                self._fingerprint = fingerprint
+                self.fingerprint = fingerprint
                 self._resume_after = last_seq
         if left is not None:
             self._leave(left)
-        return frames.SessionBound(session=bound.session.dump(),
-                                   chat_process_id=bound.session.chat_process_id,
-                                   last_seq=self._gateway.events.last_seq(session_id),
-                                   context_drift=bound.context_drift)
+        return bound
+
+    def resume_events_after(self, last_seq: int) -> None:
+        """After the reply, the bound session's events after ``last_seq`` follow (the frame
+        ``starts_events``)."""
+        self._resume_after = last_seq
+
+    def answer_tool_call(self, tool_call_id: str) -> bool:
+        """Whether a ``tool-call`` with this id went to this client unanswered; from now on
+        it counts as answered."""
+        if tool_call_id not in self._tool_calls:
+            return False
+        self._tool_calls.discard(tool_call_id)
+        return True
 
     def _leave(self, session_id: str) -> None:
         """Unbind a session this connection no longer holds (idempotent)."""
         try:
-            self._gateway.client_tools.unregister(session_id, self.connection_id)
-            self._gateway.lifecycle.unbind(self._who, session_id, self.connection_id)
+            self.gateway.client_tools.unregister(session_id, self.connection_id)
+            self.gateway.lifecycle.unbind(self.who, session_id, self.connection_id)
         except Exception:  # the socket is gone either way; the sweeper will catch up
             log.exception("unbinding session %s failed", session_id)
 
@@ -612,11 +405,11 @@ class Connection:
                 self._follow = None
         assert session is not None  # called only with a session bound
         after = self._resume_after
-        first = self._gateway.events.missed(session.id, after)
+        first = self.gateway.events.missed(session.id, after)
         if first is not None:
             self._on_gap(Gap(session.id, after, first))
             after = first - 1
-        self._live_after = self._gateway.events.last_seq(session.id)
+        self._live_after = self.gateway.events.last_seq(session.id)
         after = self._catch_up(session.id, after)
         with self._lock:
             if self.state is not ConnState.CLOSED:
@@ -629,7 +422,7 @@ class Connection:
         from the listener. Pages of a quarter of the queue, each once the queue holds at
         most a quarter, leave half of it to live frames. Returns the last seq replayed."""
         page = max(1, self.OUTBOUND_QUEUE_MAX // 4)
-        while events := self._gateway.events.read(session_id, after, count=page):
+        while events := self.gateway.events.read(session_id, after, count=page):
             with self._lock:
                 room = self.outbound.wait_for_room(page, self.STALL_GRACE_SEC)
                 if self.state is ConnState.CLOSED:
@@ -662,7 +455,7 @@ class Connection:
             return
         self._send("event", event.model_dump_json(by_alias=True))
 
-    def _require_session(self) -> Session:
+    def require_session(self) -> Session:
         if self.session is None:
             raise Conflict("no session bound: send session-create or session-resume first")
         return self.session
@@ -686,7 +479,7 @@ class Connection:
 
     def _drop(self) -> None:
         log.info("dropping connection %s of user %s: it does not keep up with its frames",
-                 self.connection_id, self._who.user_id)
+                 self.connection_id, self.who.user_id)
         metrics.EVENTS_DROPPED.labels("slow-client").inc()
         self.close(TOO_SLOW, TOO_SLOW_MESSAGE)
 
@@ -703,19 +496,6 @@ def _encode(type: str, data: dict[str, Any] | str, reply_to: str | None = None) 
     return json.dumps(frame, separators=(",", ":"))
 
 
-def _parse_cursor(cursor: str | None) -> tuple[datetime, str] | None:
-    if cursor is None:
-        return None
-    at, sep, item_id = cursor.partition("|")
-    try:
-        moment = datetime.fromisoformat(at)
-    except ValueError:
-        moment = None
-    if not sep or not item_id or moment is None or moment.tzinfo is None:
-        raise InvalidInput("cursor is not a nextCursor of inbox-list")
-    return moment, item_id
-
-
 def _request_id(body: Any) -> str | None:
     """The frame's ``id`` if it is text that an error frame can name, before validation."""
     rid = body.get("id") if isinstance(body, dict) else None
@@ -730,5 +510,3 @@ def _valid_unicode(body: Any) -> bool:
         return False
     return True
 
-
-_STARTS_EVENTS = frozenset({"session-create", "session-resume", "events-resume"})

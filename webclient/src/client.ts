@@ -6,8 +6,7 @@ import { notifications } from "@mantine/notifications";
 import { forgetToken, storeToken, storedToken } from "./auth";
 import { Connection, ProtocolError, type CloseInfo } from "./connection";
 import type {
-  BoundSession, ChatLine, Frame, OnDisconnect, Process, Session, SessionType, StreamEvent,
-  TenantUser,
+  OnDisconnect, Push, Reply, Requests, RequestType, SessionType, StreamEvent, TenantUser,
 } from "./protocol";
 import { loadInbox, onInboxPush } from "./inbox";
 import {
@@ -85,7 +84,7 @@ async function refused(token: string): Promise<boolean> {
   }
 }
 
-function onPush(frame: Frame): void {
+function onPush(frame: Push): void {
   switch (frame.type) {
     case "welcome":
       retryMs = RETRY_FIRST_MS;
@@ -93,11 +92,11 @@ function onPush(frame: Frame): void {
       void afterWelcome();
       break;
     case "event":
-      onEvent(frame.data as StreamEvent);
+      onEvent(frame.data);
       break;
     case "events-gap":
       if (frame.data.sessionId === get().sessionId) {
-        const first = frame.data.firstAvailable as number;
+        const first = frame.data.firstAvailable;
         set((s) => ({
           lastSeq: first > 0 ? first - 1 : 0,
           transcripts: Object.fromEntries(Object.entries(s.transcripts)
@@ -151,15 +150,15 @@ async function afterWelcome(): Promise<void> {
 
 /** Run a request; a refused one gives `undefined` and is shown as a notification, unless
  * `quiet` (for reads the client makes on its own). */
-export async function request<T>(
-  type: string, data: object = {}, quiet = false,
-): Promise<T | undefined> {
+export async function request<T extends RequestType>(
+  type: T, data: Requests[T], quiet = false,
+): Promise<Reply<T> | undefined> {
   if (!connection) {
     notifications.show({ color: "yellow", message: "Not connected; reconnecting…" });
     return undefined;
   }
   try {
-    return await connection.request<T>(type, data);
+    return await connection.request(type, data);
   } catch (e) {
     if (e instanceof ProtocolError && e.code !== "disconnected" && !quiet) {
       notifications.show({ color: "red", title: e.code, message: e.message });
@@ -170,12 +169,12 @@ export async function request<T>(
 
 /** Run a request and hand a refusal back instead of showing it: for views that show the
  * error next to what was refused (e.g. an Inbox answer the server found invalid). */
-export async function tryRequest<T>(
-  type: string, data: object = {},
-): Promise<{ ok: true; value: T } | { ok: false; code: string; message: string }> {
+export async function tryRequest<T extends RequestType>(
+  type: T, data: Requests[T],
+): Promise<{ ok: true; value: Reply<T> } | { ok: false; code: string; message: string }> {
   if (!connection) return { ok: false, code: "disconnected", message: "Not connected; reconnecting…" };
   try {
-    return { ok: true, value: await connection.request<T>(type, data) };
+    return { ok: true, value: await connection.request(type, data) };
   } catch (e) {
     if (e instanceof ProtocolError) return { ok: false, code: e.code, message: e.message };
     throw e;
@@ -183,7 +182,7 @@ export async function tryRequest<T>(
 }
 
 export async function refreshSessions(): Promise<void> {
-  const answer = await request<{ sessions: Session[] }>("session-list");
+  const answer = await request("session-list", {});
   if (answer) set({ sessions: answer.sessions });
 }
 
@@ -206,9 +205,10 @@ export async function openSession(sessionId: string): Promise<void> {
  * it opens any of the user's sessions, also one a terminal started (whose client tools
  * stay with that terminal's machine, docs/protocol.md "Fingerprint"). */
 async function bind(
-  type: "session-create" | "session-resume", data: object, how: "new" | "open" | "resume",
+  type: "session-create" | "session-resume", data: Requests[typeof type],
+  how: "new" | "open" | "resume",
 ): Promise<boolean> {
-  const answer = await request<BoundSession>(type, data);
+  const answer = await request(type, data);
   if (!answer) return false;
   const chat = answer.chatProcessId;
   set((s) => ({
@@ -228,7 +228,7 @@ async function bind(
 
 /** The newest page of a process's chat, merged into what the tab holds. */
 async function loadHistory(processId: string): Promise<void> {
-  const answer = await request<{ messages: ChatLine[] }>("chat-history",
+  const answer = await request("chat-history",
     { processId, limit: HISTORY_LINES });
   if (!answer) return;
   const held = get().transcripts[processId]?.lines ?? [];
@@ -240,7 +240,7 @@ async function loadHistory(processId: string): Promise<void> {
 export async function loadEarlier(processId: string): Promise<void> {
   const first = get().transcripts[processId]?.lines[0];
   if (!first) return;
-  const answer = await request<{ messages: ChatLine[] }>("chat-history",
+  const answer = await request("chat-history",
     { processId, beforeSeq: first.seq, limit: HISTORY_LINES });
   if (answer) {
     mergeLines(processId, answer.messages,
@@ -249,7 +249,7 @@ export async function loadEarlier(processId: string): Promise<void> {
 }
 
 async function loadProcesses(): Promise<void> {
-  const answer = await request<{ processes: Process[] }>("process-list", { all: true });
+  const answer = await request("process-list", { all: true });
   if (answer) putProcesses(answer.processes, true);
 }
 
@@ -270,7 +270,7 @@ export async function createProcess(
   how: { recipe: string } | { engine: string }, goal: string, name: string,
   params?: Record<string, unknown>, template?: string,
 ): Promise<boolean> {
-  const answer = await request<{ process: Process }>("process-create",
+  const answer = await request("process-create",
     { ...how, goal, ...(name ? { name } : {}), ...(params ? { params } : {}),
       ...(template ? { template } : {}) });
   if (!answer) return false;
@@ -287,9 +287,9 @@ export interface ProcessChoices {
 
 export async function processChoices(): Promise<ProcessChoices> {
   const [recipes, engines, templates] = await Promise.all([
-    request<{ recipes: { name: string; engine: string }[] }>("recipe-list"),
-    request<{ engines: { name: string }[] }>("think-engines-list"),
-    request<{ templates: { name: string }[] }>("template-list"),
+    request("recipe-list", {}),
+    request("think-engines-list", {}),
+    request("template-list", {}),
   ]);
   return { recipes: (recipes?.recipes ?? []).map((r) => ({ name: r.name, engine: r.engine })),
     engines: (engines?.engines ?? []).map((e) => e.name),
@@ -298,13 +298,13 @@ export async function processChoices(): Promise<ProcessChoices> {
 
 /** Users of the tenant whose id or name contains `query` (the delegate dialog). */
 export async function findUsers(query: string): Promise<TenantUser[]> {
-  const answer = await request<{ users: TenantUser[] }>("user-list",
+  const answer = await request("user-list",
     { query: query || null, limit: 50 }, true);
   return answer?.users ?? [];
 }
 
 async function refreshProcess(processId: string): Promise<void> {
-  const answer = await request<{ process: Process }>("process-status", { processId }, true);
+  const answer = await request("process-status", { processId }, true);
   if (answer && answer.process.sessionId === get().sessionId) putProcesses([answer.process]);
 }
 
@@ -334,7 +334,7 @@ export function discardPending(processId: string, key: string): void {
 }
 
 async function deliver(target: string, key: string, content: string): Promise<void> {
-  const answer = await tryRequest<{ messageId: string }>("process-steer",
+  const answer = await tryRequest("process-steer",
     { targetThinkProcessId: target, content, idempotencyKey: key });
   pendingAnswered(target, key,
     answer.ok ? { messageId: answer.value.messageId } : { error: answer.message });
@@ -346,13 +346,13 @@ async function deliver(target: string, key: string, content: string): Promise<vo
 export type Lifecycle = "pause" | "resume" | "stop" | "reset";
 
 export async function lifecycle(processId: string, action: Lifecycle): Promise<void> {
-  const answer = await request<{ process: Process }>(`process-${action}`, { processId });
+  const answer = await request(`process-${action}`, { processId });
   if (answer) putProcesses([answer.process]);
 }
 
 /** Give a session a title (`session-rename`); a refusal is handed back for the dialog. */
 export async function renameSession(sessionId: string, title: string): Promise<string | null> {
-  const answer = await tryRequest<{ session: Session }>("session-rename", { sessionId, title });
+  const answer = await tryRequest("session-rename", { sessionId, title });
   if (!answer.ok) return answer.message;
   set((s) => ({ sessions: s.sessions.map((x) => x.id === sessionId ? answer.value.session : x) }));
   return null;

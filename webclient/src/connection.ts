@@ -1,6 +1,6 @@
 // One WebSocket to the gateway: requests with ids answered by promises, pushes handed to
 // a callback. It knows nothing of sessions; client.ts decides what to do with a close.
-import type { Frame } from "./protocol";
+import type { Envelope, ErrorPush, Push, Reply, RequestType, Requests } from "./protocol";
 
 /** An `error` frame answering a request (`code` is stable, docs/protocol.md "Errors"),
  * or `disconnected` when the socket closed before the answer came. */
@@ -18,7 +18,7 @@ export interface CloseInfo {
 }
 
 export interface ConnectionHandlers {
-  onPush(frame: Frame): void;
+  onPush(frame: Push): void;
   onClose(info: CloseInfo): void;
 }
 
@@ -40,7 +40,7 @@ export class Connection {
     this.ws.onopen = () => {
       opened = true;
     };
-    this.ws.onmessage = (message) => this.receive(JSON.parse(message.data as string) as Frame);
+    this.ws.onmessage = (message) => this.receive(JSON.parse(message.data as string) as Envelope);
     this.ws.onclose = (e) => {
       for (const { reject } of this.pending.values()) {
         reject(new ProtocolError("disconnected", "the connection closed"));
@@ -50,9 +50,9 @@ export class Connection {
     };
   }
 
-  request<T = any>(type: string, data: object = {}): Promise<T> { // eslint-disable-line @typescript-eslint/no-explicit-any
+  request<T extends RequestType>(type: T, data: Requests[T]): Promise<Reply<T>> {
     const id = String(this.nextId++);
-    return new Promise<T>((resolve, reject) => {
+    return new Promise<Reply<T>>((resolve, reject) => {
       if (this.ws.readyState !== WebSocket.OPEN) {
         reject(new ProtocolError("disconnected", "not connected"));
         return;
@@ -72,15 +72,18 @@ export class Connection {
     this.ws.close(1000);
   }
 
-  private receive(frame: Frame): void {
+  /** The server sends what docs/schemas/ say (the protocol tests hold it to them): a
+   * reply's data is its request's `Reply`, a frame without a waiting request a `Push`. */
+  private receive(frame: Envelope): void {
     const waiting = frame.replyTo ? this.pending.get(frame.replyTo) : undefined;
     if (!waiting) {
-      this.handlers.onPush(frame);
+      this.handlers.onPush(frame as Push);
       return;
     }
     this.pending.delete(frame.replyTo!);
     if (frame.type === "error") {
-      waiting.reject(new ProtocolError(frame.data.code, frame.data.message));
+      const error = frame.data as unknown as ErrorPush;
+      waiting.reject(new ProtocolError(error.code, error.message));
     } else {
       waiting.resolve(frame.data);
     }

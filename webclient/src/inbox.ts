@@ -4,28 +4,28 @@
 import { notifications } from "@mantine/notifications";
 
 import { request, tryRequest } from "./client";
-import type { Frame, InboxItem, ItemStatus, Outcome, PendingSummary } from "./protocol";
+import type { Criticality, InboxItem, ItemStatus, Outcome, Push, Requests } from "./protocol";
 import { mergeItems, set } from "./store";
 
 /** Items loaded per `inbox-list` page (the server's cap is 200); *Load more* reads the
  * next page of the Inbox's filter (`nextCursor`). */
 export const INBOX_PAGE = 50;
 
-interface Page { items: InboxItem[]; nextCursor?: string | null }
-
 /** The newest page of the user's Inbox, all but ARCHIVED, replacing what was loaded:
  * after every welcome, since the Inbox is the truth and pushes may have been missed while
  * disconnected. */
 export async function loadInbox(): Promise<void> {
-  const answer = await request<Page>("inbox-list", { limit: INBOX_PAGE });
+  const answer = await request("inbox-list", { limit: INBOX_PAGE });
   if (answer) mergeItems(answer.items, true);
 }
 
 /** What the Inbox shows: one status (or all), any of some criticalities, all of some tags.
  * The server filters (`inbox-list`), so a filter finds old items no page has loaded yet. */
-export interface InboxFilter { status: ItemStatus | "ALL"; criticalities: string[]; tags: string[] }
+export interface InboxFilter {
+  status: ItemStatus | "ALL"; criticalities: Criticality[]; tags: string[];
+}
 
-function query(filter: InboxFilter): object {
+function query(filter: InboxFilter): Requests["inbox-list"] {
   return {
     status: filter.status === "ALL" ? ["PENDING", "ANSWERED", "DISMISSED", "ARCHIVED"]
       : [filter.status],
@@ -40,7 +40,7 @@ function query(filter: InboxFilter): object {
 export async function loadInboxPage(
   filter: InboxFilter, cursor: string | null = null,
 ): Promise<string | null> {
-  const answer = await request<Page>("inbox-list", { ...query(filter), ...(cursor ? { cursor } : {}) });
+  const answer = await request("inbox-list", { ...query(filter), ...(cursor ? { cursor } : {}) });
   if (!answer) return cursor;
   mergeItems(answer.items);
   return answer.nextCursor ?? null;
@@ -49,7 +49,7 @@ export async function loadInboxPage(
 /** The user's PENDING items counted by criticality, as they are now (`inbox-summary`): the
  * counts the Inbox shows, true however few items are loaded. */
 export async function refreshSummary(): Promise<void> {
-  const answer = await tryRequest<PendingSummary>("inbox-summary", {});
+  const answer = await tryRequest("inbox-summary", {});
   if (answer.ok) set({ pendingSummary: answer.value });
 }
 
@@ -61,13 +61,15 @@ export function openItem(itemId: string): void {
 
 /** Fetch one item again: a fresh signed URL for its attachment, its newest history. */
 export async function refreshItem(itemId: string): Promise<void> {
-  const answer = await request<{ item: InboxItem }>("inbox-item", { itemId });
+  const answer = await request("inbox-item", { itemId });
   if (answer) mergeItems([answer.item]);
 }
 
-export function onInboxPush(frame: Frame): void {
+export function onInboxPush(
+  frame: Extract<Push, { type: "inbox-pending-summary" | "inbox-item-added" | "inbox-item-updated" }>,
+): void {
   if (frame.type === "inbox-pending-summary") {
-    const summary = frame.data as PendingSummary;
+    const summary = frame.data;
     set({ pendingSummary: summary });
     if (summary.totalPending > 0) {
       const critical = summary.byCriticality.CRITICAL ?? 0;
@@ -79,7 +81,7 @@ export function onInboxPush(frame: Frame): void {
     }
     return;
   }
-  const item = frame.data.item as InboxItem;
+  const item = frame.data.item;
   mergeItems([item]);
   void refreshSummary();
   // A delegated item may come as -updated before its -added; announce each addition (a
@@ -133,8 +135,12 @@ export async function askNotificationPermission(): Promise<NotificationPermissio
  * next to the item, e.g. an answer that does not fit its schema: `invalid_input`). */
 export type ItemResult = { ok: true } | { ok: false; code: string; message: string };
 
-async function command(type: string, data: object): Promise<ItemResult> {
-  const answer = await tryRequest<{ item: InboxItem }>(type, data);
+/** The item commands: each answers with the item as it is now. */
+type ItemCommand = "inbox-answer" | "inbox-delegate" | "inbox-dismiss" | "inbox-archive"
+  | "inbox-revoke-auto-answer";
+
+async function command<T extends ItemCommand>(type: T, data: Requests[T]): Promise<ItemResult> {
+  const answer = await tryRequest<ItemCommand>(type, data);
   if (!answer.ok) return answer;
   mergeItems([answer.value.item]);
   void refreshSummary();

@@ -1,16 +1,44 @@
-// The frames and records the client reads, as docs/protocol.md describes them. Only
-// the fields the client uses are typed; the server sends more.
+// The frames the client sends and reads. Their types are generated from docs/schemas/ into
+// protocol.gen.ts (`npm run types`); this file adds the records those schemas leave open
+// (`{[k: string]: unknown}`: a session, a process, a chat line, an Inbox item) as the client
+// reads them: only the fields the client uses are typed; the server sends more.
+import type {
+  Criticality, EventPush, InboxPendingSummaryPush, ItemStatus, MarvinView, OnDisconnect, Outcome,
+  Pushes, Replies, Requests, SessionStatus, SessionType, UserEntry, VogonView, WelcomePush,
+  ZaphodView,
+} from "./protocol.gen";
 
-export interface Frame {
-  type: string;
-  id?: string;
-  replyTo?: string | null;
-  data: any; // eslint-disable-line @typescript-eslint/no-explicit-any
+export type * from "./protocol.gen";
+
+/** The records a frame's data carries, by field name: where the generated shape leaves
+ * such a field open, it is read as the client's record type. */
+interface Records {
+  session: Session;
+  sessions: Session[];
+  process: Process;
+  processes: Process[];
+  messages: ChatLine[];
+  item: InboxItem;
+  items: InboxItem[];
+  recipes: { name: string; engine: string }[];
+  engines: { name: string }[];
+  templates: { name: string }[];
 }
 
-export type SessionStatus = "OPEN" | "SUSPENDED" | "CLOSED";
-export type SessionType = "INTERACTIVE" | "AUTONOMOUS";
-export type OnDisconnect = "SUSPEND" | "KEEP_OPEN" | "CLOSE";
+type Open = { [k: string]: unknown };
+type IsOpen<X> = [X] extends [Open] ? ([Open] extends [X] ? true : false)
+  : [X] extends [Open[]] ? ([Open[]] extends [X] ? true : false) : false;
+type WithRecords<T> = {
+  [F in keyof T]: F extends keyof Records ? IsOpen<T[F]> extends true ? Records[F] : T[F] : T[F];
+};
+
+export type RequestType = keyof Requests;
+/** The data of the reply to a request of type `T`. */
+export type Reply<T extends RequestType> = WithRecords<Replies[T]>;
+/** A frame the server sends unasked (no `replyTo`), narrowed by its `type`. */
+export type Push = { [T in keyof Pushes]: { type: T; replyTo?: null; data: WithRecords<Pushes[T]> } }[
+  keyof Pushes];
+
 export type ProcessStatus =
   | "INIT" | "RUNNING" | "IDLE" | "BLOCKED" | "PAUSED" | "SUSPENDED" | "CLOSED";
 
@@ -40,72 +68,8 @@ export interface Process {
   engineView?: EngineView | null;
 }
 
-export type NodeStatus = "PENDING" | "RUNNING" | "DONE" | "FAILED" | "SKIPPED";
-
-/** A node of marvin's task tree (docs/protocol.md, after the events table). */
-export interface TaskNode {
-  id: string;
-  kind: "PLAN" | "WORKER" | "USER_INPUT" | "AGGREGATE";
-  parent: string | null;
-  goal: string;
-  status: NodeStatus;
-  attempts?: number;
-  recipe?: string | null;
-  childProcessId?: string | null;
-  result?: { summary?: string } | null;
-  error?: string | null;
-  children: string[];
-}
-
-export interface TaskTree {
-  root: string;
-  nodes: Record<string, TaskNode>;
-}
-
-/** A `council-updated` event's data: a zaphod council as it stands. */
-export interface Council {
-  pattern: string;
-  round: number;
-  rounds: number;
-  sequential: boolean;
-  phase: string;
-  heads: { name: string; round: number; status: string; processId: string | null }[];
-  missingHeads: string[];
-}
-
-/** A process's `engineView`, by engine (docs/schemas/view.<engine>.json). */
+/** A process's `engineView`, by engine (docs/schemas/view.<engine>.json, generated). */
 export type EngineView = MarvinView | VogonView | ZaphodView;
-
-export interface MarvinView {
-  engine: "marvin";
-  tree: TaskTree;
-}
-
-/** vogon's phases as committed (a newer `vogon-phase` event is laid over it). */
-export interface VogonView {
-  engine: "vogon";
-  phases: { name: string; checkpoint: "APPROVAL" | "DECISION" | "FEEDBACK" | null }[];
-  index: number;
-  iteration: number;
-  step: string;
-  current: string;
-  outcome: string | null;
-  waiting: { id: string; title: string } | null;
-  history: { phase: string; iteration: number; gate: "passed" | "failed" }[];
-}
-
-export interface Synthesis {
-  consensus: string;
-  differences: string[];
-  conclusion: string;
-  missingHeads: string[];
-}
-
-export interface ZaphodView {
-  engine: "zaphod";
-  council: Council;
-  synthesis: Synthesis | null;
-}
 
 /** A `vogon-phase` event's data. */
 export interface VogonPhase {
@@ -120,11 +84,6 @@ export interface VogonPhase {
   outcome?: string;
 }
 
-/** A user of the tenant as `user-list` shows them. */
-export interface TenantUser {
-  id: string;
-  name: string;
-}
 
 export type ChatRole = "user" | "assistant" | "system" | "event" | "tool" | "error";
 
@@ -139,36 +98,22 @@ export interface ChatLine {
   createdAt: string;
 }
 
-/** One `event` frame's data: a session stream event. */
-export interface StreamEvent {
-  seq: number;
-  sessionId: string;
-  processId: string;
-  type: string;
+/** One `event` frame's data: a session stream event. An event's own data has no schema
+ * per event type yet (docs/protocol.md's events table): the views read what they know. */
+export type StreamEvent = Omit<EventPush, "data"> & {
   data: any; // eslint-disable-line @typescript-eslint/no-explicit-any
-  at: string;
-}
+};
 
-export interface BoundSession {
-  session: Session;
-  chatProcessId: string | null;
-  lastSeq: number;
-  contextDrift?: boolean;
-}
+export type Welcome = WelcomePush;
+export type PendingSummary = InboxPendingSummaryPush;
+export type BoundSession = Reply<"session-create">;
+/** A user of the tenant as `user-list` shows them. */
+export type TenantUser = UserEntry;
 
-export interface Welcome {
-  serverVersion: string;
-  tenantId: string;
-  userId: string;
-  llm: string;
-}
 
 export type ItemType =
   | "APPROVAL" | "DECISION" | "FEEDBACK" | "ORDERING" | "STRUCTURE_EDIT"
   | "OUTPUT_TEXT" | "OUTPUT_IMAGE" | "OUTPUT_DOCUMENT";
-export type Criticality = "LOW" | "NORMAL" | "CRITICAL";
-export type ItemStatus = "PENDING" | "ANSWERED" | "DISMISSED" | "ARCHIVED";
-export type Outcome = "DECIDED" | "INSUFFICIENT_INFO" | "UNDECIDABLE";
 
 export interface InboxHistoryEntry {
   action: "CREATE" | "AUTO_ANSWER" | "ANSWER" | "DISMISS" | "DELEGATE" | "ARCHIVE" | "REVOKE";
@@ -196,10 +141,4 @@ export interface InboxItem {
   history: InboxHistoryEntry[];
   createdAt: string;
   updatedAt: string;
-}
-
-export interface PendingSummary {
-  totalPending: number;
-  byCriticality: Partial<Record<Criticality, number>>;
-  oldestPendingAt?: string | null;
 }

@@ -45,7 +45,7 @@ export function Inbox() {
   const inbox = useStore((s) => s.inbox);
   const summary = useStore((s) => s.pendingSummary);
   const [status, setStatus] = useState<ItemStatus | "ALL">("PENDING");
-  const [criticalities, setCriticalities] = useState<string[]>([]);
+  const [criticalities, setCriticalities] = useState<Criticality[]>([]);
   const [tags, setTags] = useState<string[]>([]);
   const selected = useStore((s) => s.inboxSelected);
   const [cursor, setCursor] = useState<string | null>(null);
@@ -114,7 +114,8 @@ export function Inbox() {
                 </Chip>))}
             </Group>
           </Chip.Group>
-          <Chip.Group multiple value={criticalities} onChange={setCriticalities}>
+          <Chip.Group multiple value={criticalities}
+            onChange={(chosen) => setCriticalities(chosen as Criticality[])}>
             <Group gap={4} aria-label="Criticality">
               {CRITICALITIES.map((c) => (
                 <Chip key={c} value={c} size="xs" color={CRITICALITY_COLOR[c]}>
