@@ -21,7 +21,6 @@ from pydantic import ValidationError
 
 from vancetope_brain import __version__, keys
 from vancetope_brain.engines import ENGINES
-from vancetope_brain.engines.lifecycle import LifecycleCall
 from vancetope_brain.errors import (
     REDIS_DOWN,
     BadJson,
@@ -38,6 +37,7 @@ from vancetope_brain.events import EventListener, EventType, Gap, StreamEvent
 from vancetope_brain.identity import Principal
 from vancetope_brain.models import Fingerprint, ProcessStatus, Session, SessionStatus
 from vancetope_brain.models.inbox import Criticality, InboxItem
+from vancetope_brain.models.lifecycle import LifecycleCall
 from vancetope_brain.models.steer import ToolCallStatus, ToolResult
 from vancetope_brain.notifications import admits
 from vancetope_brain.observability import metrics, tracing

@@ -26,13 +26,25 @@ from vancetope_brain.models import (
     SessionStatus,
     SuspendCause,
     ThinkProcess,
+    lifecycle,
     utcnow,
 )
 from vancetope_brain.store.sessions import SessionStore
 from vancetope_brain.store.sqlite import SqliteAdapter
-from vancetope_brain.store.sqlite._db import from_ms, iso, load_all, load_one, to_ms
+from vancetope_brain.store.sqlite._db import (
+    from_ms,
+    iso,
+    load_all,
+    load_one,
+    sql_literals,
+    to_ms,
+)
 
-_TABLES = """
+UNSETTLED_LANES = f"status IN ({sql_literals(lifecycle.UNSETTLED)})"
+"""The lanes the sweeper wakes without a message: the predicate of the partial index
+``lanes_unsettled``, which ``SqliteLanes.unsettled`` repeats word for word."""
+
+_TABLES = f"""
 CREATE TABLE IF NOT EXISTS sessions (
     id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, user_id TEXT NOT NULL,
     created_ms INTEGER NOT NULL, doc TEXT NOT NULL
@@ -58,7 +70,7 @@ CREATE INDEX IF NOT EXISTS lanes_control
     ON lanes (control_requested_ms) WHERE pending_control IS NOT NULL;
 -- The sweeper's unsettled lanes (a lost start, a dead turn): only INIT and RUNNING ones.
 CREATE INDEX IF NOT EXISTS lanes_unsettled
-    ON lanes (process_id) WHERE status IN ('INIT', 'RUNNING');
+    ON lanes (process_id) WHERE {UNSETTLED_LANES};
 """
 
 _MIGRATIONS = {
