@@ -172,6 +172,8 @@ class LaneRunner:
         """What the next turn of ``current`` does and reads (``lifecycle.plan_turn``),
         decided before it takes the epoch (which counts the attempt of every message it
         reads)."""
+        # RUNNING while we hold the lease: its turn died (killed, or frozen past its lease);
+        # the turn records tell whether that was its start.
         state = TurnState.of(current, unstarted=current.status is ProcessStatus.RUNNING and
                              self._unstarted(current))
         if lifecycle.holds(state):

@@ -22,6 +22,7 @@ from datetime import datetime
 from vancetope_brain.errors import Conflict, NotFound
 from vancetope_brain.models import (
     Fingerprint,
+    ProcessStatus,
     Session,
     SessionStatus,
     SuspendCause,
@@ -209,11 +210,12 @@ class SqliteSessions(SqliteAdapter, SessionStore):
 
     def list_processes(self, tenant_id: str, session_id: str, *,
                        open_only: bool = False) -> list[ThinkProcess]:
-        still_open = "AND l.status != 'CLOSED' " if open_only else ""
+        closed = (ProcessStatus.CLOSED.value,) if open_only else ()
+        still_open = "AND l.status != ? " if open_only else ""
         rows = self.db.read(
             f"{_PROCESS_SELECT} WHERE p.tenant_id = ? AND p.session_id = ? {still_open}"
             "ORDER BY p.created_ms, p.rowid",
-            (tenant_id, session_id),
+            (tenant_id, session_id, *closed),
         )
         return [load_process(row) for row in rows]
 
@@ -223,9 +225,9 @@ class SqliteSessions(SqliteAdapter, SessionStore):
         # bound keeps the scan on old rows; updatedAt is checked on the loaded documents.
         with self.db.write() as conn:
             rows = conn.execute(
-                f"{_PROCESS_SELECT} WHERE l.status = 'CLOSED' AND p.created_ms < ? "
+                f"{_PROCESS_SELECT} WHERE l.status = ? AND p.created_ms < ? "
                 "AND json_extract(p.doc, '$.userId') = ? ORDER BY p.created_ms LIMIT ?",
-                (to_ms(closed_before), user_id, limit)).fetchall()
+                (ProcessStatus.CLOSED.value, to_ms(closed_before), user_id, limit)).fetchall()
             gone = [p for p in map(load_process, rows) if p.updated_at < closed_before]
             for process in gone:
                 key = (process.id, process.tenant_id)
