@@ -226,19 +226,20 @@ def test_a_call_requested_after_the_plan_runs_instead_of_the_start_or_steer():
 # What each status means. Columns: a sender wakes it; a pending message gets a turn (it is
 # steered, or answered); acquire_epoch marks it RUNNING; the sweeper wakes it without a
 # message; the event its parent gets; skipped by the session's suspend / close cascade;
-# the call a session's resume requests to undo its suspend; a failed steer leaves it.
+# the call a session's resume requests to undo its suspend; a failed steer leaves it; a
+# turn ending so becomes BLOCKED while the process's question waits in the user's Inbox.
 STATUS_TABLE = """
-status           wakes  turn  marked  unsettled  parent    suspend-skips  close-skips  undo    fallback
-INIT             yes    yes   yes     yes        -         no             no           resume  INIT
-RUNNING          yes    yes   no      yes        -         no             no           resume  IDLE
-IDLE             yes    yes   yes     no         -         no             no           resume  IDLE
-BLOCKED          yes    yes   yes     no         blocked   no             no           resume  BLOCKED
-PAUSED           no     no    no      no         -         no             no           pause   PAUSED
-SUSPENDED        no     no    no      no         -         yes            no           resume  SUSPENDED
-CLOSED/DONE      no     no    no      no         done      yes            yes          -       CLOSED
-CLOSED/STOPPED   no     no    no      no         stopped   yes            yes          -       CLOSED
-CLOSED/STALE     no     no    no      no         failed    yes            yes          -       CLOSED
-CLOSED/FAILED    no     yes   no      no         failed    yes            yes          -       CLOSED
+status           wakes  turn  marked  unsettled  parent    suspend-skips  close-skips  undo    fallback   blocks
+INIT             yes    yes   yes     yes        -         no             no           resume  INIT       no
+RUNNING          yes    yes   no      yes        -         no             no           resume  IDLE       no
+IDLE             yes    yes   yes     no         -         no             no           resume  IDLE       yes
+BLOCKED          yes    yes   yes     no         blocked   no             no           resume  BLOCKED    no
+PAUSED           no     no    no      no         -         no             no           pause   PAUSED     no
+SUSPENDED        no     no    no      no         -         yes            no           resume  SUSPENDED  no
+CLOSED/DONE      no     no    no      no         done      yes            yes          -       CLOSED     yes
+CLOSED/STOPPED   no     no    no      no         stopped   yes            yes          -       CLOSED     no
+CLOSED/STALE     no     no    no      no         failed    yes            yes          -       CLOSED     no
+CLOSED/FAILED    no     yes   no      no         failed    yes            yes          -       CLOSED     no
 """
 
 
@@ -247,7 +248,7 @@ def test_what_each_status_means_to_the_lane_the_sweeper_a_parent_and_a_session()
     seen = set()
     wrong = []
     for name, wakes, turn, marked, unsettled, parent, suspend_skips, close_skips, undo, \
-            fallback in rows:
+            fallback, blocks in rows:
         status_name, _, reason_name = name.partition("/")
         status, reason = S(status_name), CloseReason(reason_name) if reason_name else None
         seen.add((status, reason))
@@ -263,6 +264,7 @@ def test_what_each_status_means_to_the_lane_the_sweeper_a_parent_and_a_session()
             "close-skips": status in L.CASCADE_SKIPS[LifecycleCall.STOP],
             "undo": undoes,
             "fallback": L.fallback_status(None, status),
+            "blocks": L.awaits_answer(status, reason),
         }
         expected = {
             "wakes": wakes == "yes", "turn": turn == "yes", "marked": marked == "yes",
@@ -270,6 +272,7 @@ def test_what_each_status_means_to_the_lane_the_sweeper_a_parent_and_a_session()
             "parent": None if parent == "-" else ProcessEventType(parent),
             "suspend-skips": suspend_skips == "yes", "close-skips": close_skips == "yes",
             "undo": set() if undo == "-" else {undo}, "fallback": S(fallback),
+            "blocks": blocks == "yes",
         }
         wrong += [f"{name} {key}: expected {expected[key]}, got {got[key]}"
                   for key in got if got[key] != expected[key]]
