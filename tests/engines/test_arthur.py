@@ -235,7 +235,7 @@ def test_stopping_the_middle_of_three_levels_stops_the_bottom_and_tells_the_top(
     middle = next(p for p in embedded.brain.store.port(SessionStore).list_processes("acme", session.id)
                   if p.name == "middle")
     if middle_is_stopped_by == "user":
-        from vancetope_brain.engines.lifecycle import LifecycleCall
+        from vancetope_brain.models.lifecycle import LifecycleCall
 
         embedded.brain.sessions.control(embedded.who, middle.id, LifecycleCall.STOP)
     else:
@@ -250,7 +250,7 @@ def test_stopping_the_middle_of_three_levels_stops_the_bottom_and_tells_the_top(
 def test_a_stop_reaches_the_levels_beneath_a_middle_level_that_already_failed(embedded):
     """Arthur → a → b → c, and b has failed (CLOSED) while c still waits: b runs no stop turn
     that would carry a's stop further, so stopping a must stop c itself."""
-    from vancetope_brain.engines.lifecycle import LifecycleCall
+    from vancetope_brain.models.lifecycle import LifecycleCall
 
     def arthur(messages, tools):
         text = last_text(messages)

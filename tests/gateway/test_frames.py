@@ -35,7 +35,6 @@ from tests.gateway.wire import (
 from tests.helpers import wait_for
 from vancetope_brain import keys
 from vancetope_brain.engines import ENGINES
-from vancetope_brain.engines.lifecycle import LifecycleCall
 from vancetope_brain.errors import Conflict
 from vancetope_brain.models import (
     ChatRole,
@@ -49,6 +48,7 @@ from vancetope_brain.models import (
     new_id,
     utcnow,
 )
+from vancetope_brain.models.lifecycle import LifecycleCall
 from vancetope_brain.settings import SettingScope
 from vancetope_brain.store import LaneStore, SessionStore
 from vancetope_gateway import frames

@@ -20,9 +20,9 @@ import pytest
 from tests.helpers import wait_for
 from tests.integration.conftest import Cluster, Worker
 from tests.integration.scripts_nest import QUESTION
-from vancetope_brain.engines.lifecycle import LifecycleCall
 from vancetope_brain.errors import Conflict
 from vancetope_brain.models import ChatRole, CloseReason, ProcessStatus, ThinkProcess
+from vancetope_brain.models.lifecycle import LifecycleCall
 from vancetope_brain.settings import SettingScope
 from vancetope_brain.store import LaneStore, SessionStore
 

@@ -8,10 +8,10 @@ import pytest
 
 from tests.helpers import wait_for
 from vancetope_brain.engines import ENGINES, ThinkEngine
-from vancetope_brain.engines.lifecycle import LifecycleCall
 from vancetope_brain.errors import Conflict
 from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.models import CloseReason, ProcessStatus, ThinkProcess, new_id
+from vancetope_brain.models.lifecycle import LifecycleCall
 from vancetope_brain.store import LaneStore, SessionStore
 
 

@@ -18,7 +18,6 @@ import pytest
 
 from tests.helpers import server_env
 from vancetope_brain.config import Config
-from vancetope_brain.engines.lifecycle import LifecycleCall
 from vancetope_brain.identity import IdentityService, Principal
 from vancetope_brain.lanes import TurnOutcome
 from vancetope_brain.llm import LlmMessage, ToolSpec
@@ -32,6 +31,7 @@ from vancetope_brain.models import (
     ThinkProcess,
 )
 from vancetope_brain.models.inbox import InboxQuery, ItemType
+from vancetope_brain.models.lifecycle import LifecycleCall
 from vancetope_brain.models.steer import ProcessEventType
 from vancetope_brain.store import (
     DeadLetterStore,

@@ -12,7 +12,6 @@ import pytest
 from tests.conftest import Embedded
 from tests.helpers import wait_for
 from vancetope_brain import keys
-from vancetope_brain.engines.lifecycle import LifecycleCall
 from vancetope_brain.lanes import shard_for
 from vancetope_brain.lanes.lease import TAKE_OVER_MARGIN, LeaseKeeper
 from vancetope_brain.lanes.runner import TurnOutcome
@@ -20,6 +19,7 @@ from vancetope_brain.lanes.sweeper import sweep
 from vancetope_brain.lanes.waker import ready_member
 from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.models import ProcessStatus, ThinkProcess
+from vancetope_brain.models.lifecycle import LifecycleCall
 from vancetope_brain.store import LaneStore
 
 

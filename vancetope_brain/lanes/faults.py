@@ -1,6 +1,7 @@
 """What a lane turn writes when it cannot simply run its engine (ARCHITECTURE §3, failures):
-isolation, dead letters, a start or lifecycle call that never completes, a turn whose engine
-raised. The runner decides when; this module says what each outcome leaves behind.
+dead letters, a start or lifecycle call that never completes, a turn whose engine raised.
+The turn's plan decides when (``models/lifecycle.py``); this module says what each outcome
+leaves behind.
 
 Every outcome here is committed by the turn's one fenced commit, except the user's Inbox
 item, which is written just before it (as ``context.inbox()`` always does, so the user is
@@ -14,7 +15,6 @@ from __future__ import annotations
 import logging
 
 from vancetope_brain.engines.context import ThinkEngineContext, excerpt
-from vancetope_brain.engines.lifecycle import LifecycleCall
 from vancetope_brain.errors import UserError
 from vancetope_brain.models import (
     ChatRole,
@@ -27,6 +27,7 @@ from vancetope_brain.models import (
     new_id,
 )
 from vancetope_brain.models.inbox import ItemType, NewItem
+from vancetope_brain.models.lifecycle import LifecycleCall, fallback_status
 from vancetope_brain.models.steer import ProcessEventType
 
 log = logging.getLogger(__name__)
@@ -34,13 +35,6 @@ log = logging.getLogger(__name__)
 DIED = "the worker running it died or froze each time"
 """Why a turn never completed, as far as anyone can tell: a turn that dies leaves no other
 trace."""
-
-
-def batch(pending: list[InboxMessage]) -> list[InboxMessage]:
-    """The messages a turn reads: every pending one, or only the first when a turn that read
-    it never committed (``attempts`` > 0). A message that kills its worker is so found out
-    alone, and each message that shared its first turn costs one extra, isolated attempt."""
-    return pending[:1] if pending and pending[0].attempts else pending
 
 
 def dead_letter(context: ThinkEngineContext, message: InboxMessage) -> None:
@@ -138,16 +132,6 @@ def failed_turn(context: ThinkEngineContext, error: str, *, lifecycle: str,
     else:
         context.chat().append(ChatRole.ERROR, f"The {lifecycle} turn failed: {why}")
     return status, reason, failures
-
-
-def fallback_status(call: LifecycleCall | None, before: ProcessStatus) -> ProcessStatus:
-    """Where a turn that could not do its work leaves a process it does not close: a steer,
-    a dead letter's turn or a resume back where it was (IDLE after a turn that died); a
-    pause or suspend still takes effect (the engine's step is advisory, the caller's
-    intent is not)."""
-    if call in (LifecycleCall.PAUSE, LifecycleCall.SUSPEND):
-        return ProcessStatus.PAUSED if call is LifecycleCall.PAUSE else ProcessStatus.SUSPENDED
-    return ProcessStatus.IDLE if before is ProcessStatus.RUNNING else before
 
 
 def tell_user(context: ThinkEngineContext, title: str, body: str, case: str) -> None:

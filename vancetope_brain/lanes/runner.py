@@ -6,16 +6,13 @@ import logging
 import os
 import socket
 import time
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 import redis
 
-from vancetope_brain.engines import lifecycle
 from vancetope_brain.engines.base import EngineRegistry, ParentReport, ThinkEngine
 from vancetope_brain.engines.context import RESET_MARK, ThinkEngineContext
-from vancetope_brain.engines.lifecycle import LifecycleCall
 from vancetope_brain.errors import Conflict, Fenced, NotFound, RuntimeFailure, StoreError
 from vancetope_brain.events import EventBus, EventOutbox, EventType
 from vancetope_brain.lanes import faults
@@ -33,11 +30,19 @@ from vancetope_brain.models import (
     TurnCommit,
     TurnEvent,
     TurnRecord,
+    lifecycle,
     new_id,
     utcnow,
 )
 from vancetope_brain.models.inbox import InboxQuery, ItemStatus
-from vancetope_brain.models.steer import ProcessEventType
+from vancetope_brain.models.lifecycle import (
+    CallEffect,
+    LifecycleCall,
+    NoTurn,
+    TurnMode,
+    TurnPlan,
+    TurnState,
+)
 from vancetope_brain.observability import logs, metrics, tracing
 from vancetope_brain.store import LaneStore, SessionStore, UserInboxStore
 
@@ -59,28 +64,12 @@ RETRY_DELAY = 1.0
 """Seconds after which a turn that the store or Redis failed under in a shard task runs
 again, as a lane-turn task of its own (which retries with back-off from there)."""
 
-# The turns that run no engine call (``TurnRecord.lifecycle`` names them).
-DEAD_LETTER = "dead-letter"  # sets the first pending message aside (``faults.dead_letter``)
-ANSWER = "answer"            # a CLOSED/FAILED process answers what still reached it
-
-
-@dataclass(frozen=True)
-class _Plan:
-    """A turn decided before it takes the epoch: the pending messages it found, the ones its
-    context gets (whose attempts the epoch counts, unless no engine runs), which turn without
-    an engine call it is, and whether it runs a start again (its last one died)."""
-
-    pending: list[InboxMessage]
-    batch: list[InboxMessage]
-    without_engine: str | None = None
-    restart: bool = False
-
 
 class TurnOutcome(StrEnum):
     COMMITTED = "committed"   # a turn ran and its effects are in the store
     BUSY = "busy"             # another worker holds the lease; it re-checks the inbox on release
-    NOTHING = "nothing"       # no pending message and nothing to start
-    HELD = "held"             # PAUSED / SUSPENDED / CLOSED: messages wait
+    NOTHING = NoTurn.NOTHING.value  # no pending message and nothing to start
+    HELD = NoTurn.HELD.value        # PAUSED / SUSPENDED / CLOSED: messages wait
     FENCED = "fenced"         # the lease was taken over mid-turn; nothing was written
     GONE = "gone"             # the process does not exist
 
@@ -171,45 +160,30 @@ class LaneRunner:
 
     def _needs_turn(self, tenant_id: str, process_id: str, status: ProcessStatus) -> bool:
         if status is ProcessStatus.CLOSED:  # a FAILED one still answers what reaches it
-            return self._processes.get_process(tenant_id, process_id).close_reason is \
-                CloseReason.FAILED and bool(self._lanes.pending_messages(tenant_id, process_id,
-                                                                         limit=1))
-        if status.wakes_on_message and self._lanes.pending_messages(tenant_id, process_id,
-                                                                    limit=1):
+            return lifecycle.takes_messages(
+                status, self._processes.get_process(tenant_id, process_id).close_reason) and \
+                bool(self._lanes.pending_messages(tenant_id, process_id, limit=1))
+        if status in lifecycle.WAKES_ON_MESSAGE and \
+                self._lanes.pending_messages(tenant_id, process_id, limit=1):
             return True
         return self._processes.get_process(tenant_id, process_id).pending_control is not None
 
-    def _plan(self, current: ThinkProcess) -> _Plan | TurnOutcome:
-        """What the next turn of ``current`` reads and whether its engine runs, decided before
-        it takes the epoch (which counts the attempt of every message it reads)."""
-        failed = current.status is ProcessStatus.CLOSED and \
-            current.close_reason is CloseReason.FAILED
-        if not failed and (current.status is ProcessStatus.CLOSED or current.pending_control
-                           is None and not current.status.wakes_on_message):
-            return TurnOutcome.HELD
+    def _plan(self, current: ThinkProcess) -> TurnPlan | NoTurn:
+        """What the next turn of ``current`` does and reads (``lifecycle.plan_turn``),
+        decided before it takes the epoch (which counts the attempt of every message it
+        reads)."""
+        # RUNNING while we hold the lease: its turn died (killed, or frozen past its lease);
+        # the turn records tell whether that was its start.
+        state = TurnState.of(current, unstarted=current.status is ProcessStatus.RUNNING and
+                             self._unstarted(current))
+        if lifecycle.holds(state):
+            return NoTurn.HELD
         # Read once, before the epoch: a message appended after this read wakes the lane,
         # and its task's re-check request reaches us on release. (If a fenced-out worker
         # drains one of these meanwhile, our commit is refused: nothing is doubled.)
         pending = self._lanes.pending_messages(current.tenant_id, current.id,
                                                limit=PENDING_PER_TURN)
-        if failed:
-            return _Plan(pending, pending, ANSWER) if pending else TurnOutcome.HELD
-        # RUNNING while we hold the lease: the turn that set it died (killed, or frozen past
-        # its lease); it may have left no message behind, so it runs again regardless.
-        died = current.status is ProcessStatus.RUNNING
-        if current.pending_control is None and current.status is not ProcessStatus.INIT \
-                and not pending and not died:
-            return TurnOutcome.NOTHING
-        restart = died and current.pending_control is None and self._unstarted(current)
-        if current.pending_control is None and (current.status is ProcessStatus.INIT or
-                                                restart) or \
-                current.pending_control is not None and current.turn_attempts:
-            # A start reads no message; a lifecycle call whose last turn died runs alone.
-            return _Plan(pending, [], restart=restart)
-        batch = faults.batch(pending)
-        if batch and batch[0].attempts >= self._max_attempts:
-            return _Plan(pending, batch, DEAD_LETTER)
-        return _Plan(pending, batch)
+        return lifecycle.plan_turn(state, pending, max_attempts=self._max_attempts)
 
     def _turn(self, tenant_id: str, process_id: str,
               lease: Lease) -> tuple[TurnOutcome, ProcessStatus | None, bool, bool]:
@@ -225,17 +199,19 @@ class LaneRunner:
         # first, before anything of this one's: the stream keeps commit order.
         self._outbox.flush(tenant_id, process_id)
         plan = self._plan(current)
-        if isinstance(plan, TurnOutcome):
-            return plan, current.status, False, False
+        if isinstance(plan, NoTurn):
+            return TurnOutcome(plan.value), current.status, False, False
         started = utcnow()
-        counted = [] if plan.without_engine else [m.id for m in plan.batch]
+        counted = plan.counted
         process = self._lanes.acquire_epoch(tenant_id, process_id, counted)
         turn_id = new_id("turn")
         logs.bind(session_id=process.session_id, turn_id=turn_id, epoch=process.epoch)
-        if plan.restart and process.pending_control is None:
+        # A call requested since the plan was made runs instead of a start or steer.
+        plan = lifecycle.settle(plan, TurnState.of(process), max_attempts=self._max_attempts)
+        if plan.mode is TurnMode.RESTART:
             process = process.model_copy(update={"status": ProcessStatus.INIT})
         before = process.status
-        if before in _MARKED_RUNNING:
+        if before in lifecycle.MARKED_RUNNING:
             self._events.publish(process.session_id, process_id, EventType.STATUS_CHANGED,
                                  {"from": before.value, "to": ProcessStatus.RUNNING.value})
         if current.status is ProcessStatus.RUNNING:
@@ -244,17 +220,12 @@ class LaneRunner:
             self._events.publish(process.session_id, process_id, EventType.TURN_RESTARTED,
                                  {"epoch": process.epoch})
         engine = self._engines.find(process.engine)
-        call = LifecycleCall(process.pending_control) \
-            if process.pending_control and not plan.without_engine else None
-        lifecycle = plan.without_engine or \
-            (call.value if call else "start" if before is ProcessStatus.INIT else "steer")
+        call, name = plan.call, plan.lifecycle
         # Only start runs in INIT (think-engines §5): messages queued meanwhile are for the
         # first steer after it, which follows at once (``left`` below).
-        context = self._contexts(process, lease.lost, engine,
-                                 [] if lifecycle == "start" else plan.batch)
+        context = self._contexts(process, lease.lost, engine, plan.read)
         try:
-            status, reason, error, failures = self._decide(plan, lifecycle, engine, process,
-                                                           context, call)
+            status, reason, error, failures = self._decide(plan, engine, process, context)
         except Fenced:
             log.warning("turn of %s (epoch %s) fenced; writing nothing", process_id, process.epoch)
             metrics.FENCED_COMMITS.inc()
@@ -268,27 +239,27 @@ class LaneRunner:
             metrics.TURNS.labels("abandoned").inc()
             raise
         except Exception as e:
-            log.exception("engine %s failed in %s of %s", process.engine, lifecycle, process_id)
+            log.exception("engine %s failed in %s of %s", process.engine, name, process_id)
             metrics.ENGINE_FAILURES.inc()
             error = f"{type(e).__name__}: {e}"[:2000]
             status, reason, failures = faults.failed_turn(
-                context, error, lifecycle=lifecycle, call=call,
-                read=plan.batch if lifecycle == "steer" else [], pending=plan.pending,
+                context, error, lifecycle=name, call=call,
+                read=plan.batch if plan.mode is TurnMode.STEER else [], pending=plan.pending,
                 max_failures=self._max_engine_failures)
         if call is None and self._awaits_user(process, status, reason):
             status, reason = ProcessStatus.BLOCKED, None
         turn = context.turn
         record = TurnRecord(id=turn_id, tenant_id=tenant_id, process_id=process_id,
-                            epoch=process.epoch, worker=self._worker, lifecycle=lifecycle,
+                            epoch=process.epoch, worker=self._worker, lifecycle=name,
                             drained_ids=[m.id for m in turn.drained], started_at=started,
                             status_after=status, status_before=before)
         outbox = list(turn.outbox)
-        report = None if plan.without_engine == ANSWER else \
+        report = None if plan.mode is TurnMode.ANSWER else \
             self._parent_report(engine, process, status, reason, turn.engine_state)
         if report is not None:
             outbox.append(report)
         read = set(record.drained_ids) | set(turn.dead_letters)
-        shown_before = ProcessStatus.RUNNING if before in _MARKED_RUNNING else before
+        shown_before = ProcessStatus.RUNNING if before in lifecycle.MARKED_RUNNING else before
         events = [] if status is shown_before else [TurnEvent(
             EventType.STATUS_CHANGED.value, {"from": shown_before.value, "to": status.value})]
         commit = TurnCommit(status=status, record=record, close_reason=reason,
@@ -305,17 +276,17 @@ class LaneRunner:
             log.warning("commit of %s (epoch %s) fenced; nothing written", process_id, process.epoch)
             metrics.FENCED_COMMITS.inc()
             return TurnOutcome.FENCED, None, False, False
-        metrics.TURN_SECONDS.labels(lifecycle).observe((utcnow() - started).total_seconds())
+        metrics.TURN_SECONDS.labels(name).observe((utcnow() - started).total_seconds())
         metrics.DEAD_LETTERS.inc(len(commit.dead_letters))
         self._publish_committed(tenant_id, process_id, written.events)
         self._after_commit(process, commit, turn.stops, stopped=call is LifecycleCall.STOP)
         if call is LifecycleCall.PAUSE and status is ProcessStatus.PAUSED:
             self._suspend_if_session_is(process)
-        answers = status.wakes_on_message or reason is CloseReason.FAILED
-        left = answers and (len(read) < len(plan.pending) or
-                            len(plan.pending) == PENDING_PER_TURN)
+        left = lifecycle.takes_messages(status, reason) and \
+            (len(read) < len(plan.pending) or len(plan.pending) == PENDING_PER_TURN)
+        wakes = lifecycle.WAKES_ON_MESSAGE
         return TurnOutcome.COMMITTED, status, status is ProcessStatus.INIT or left, \
-            not current.status.wakes_on_message and status.wakes_on_message
+            current.status not in wakes and status in wakes
 
     def _publish_committed(self, tenant_id: str, process_id: str,
                            events: list[OutboxEvent]) -> None:
@@ -329,37 +300,34 @@ class LaneRunner:
             log.warning("events of %s stay in the outbox: publishing them failed", process_id,
                         exc_info=True)
 
-    def _decide(self, plan: _Plan, lifecycle: str, engine: ThinkEngine | None,
-                process: ThinkProcess, context: ThinkEngineContext, call: LifecycleCall | None
-                ) -> tuple[ProcessStatus, CloseReason | None, str | None, int]:
+    def _decide(self, plan: TurnPlan, engine: ThinkEngine | None, process: ThinkProcess,
+                context: ThinkEngineContext) -> tuple[ProcessStatus, CloseReason | None,
+                                                      str | None, int]:
         """Run the turn's engine call, or what stands in for it; returns the status, close
         reason, ``lastError`` and ``engineFailures`` to commit."""
-        if plan.without_engine == ANSWER:
+        if plan.mode is TurnMode.ANSWER:
             faults.answer(context, plan.batch, f"the process had failed ({process.last_error}).")
             return ProcessStatus.CLOSED, CloseReason.FAILED, process.last_error, \
                 process.engine_failures
-        if plan.without_engine == DEAD_LETTER:
+        if plan.mode is TurnMode.DEAD_LETTER:
             faults.dead_letter(context, plan.batch[0])
-            return faults.fallback_status(None, process.status), None, process.last_error, \
+            return lifecycle.fallback_status(None, process.status), None, process.last_error, \
                 process.engine_failures
-        if process.turn_attempts >= self._max_attempts and (call or lifecycle == "start"):
-            # Begun that often, never committed: it kills its worker. Give it up.
-            if call is None:
-                error = faults.stuck(context, None, process.turn_attempts,
-                                     ProcessStatus.CLOSED)
-                faults.answer(context, plan.pending, f"the process could not start ({error}).")
-                return ProcessStatus.CLOSED, CloseReason.FAILED, error, process.engine_failures
-            status, reason = self._call_engine(engine, process, context, call, hooks=False)
-            error = faults.stuck(context, call, process.turn_attempts, status)
+        if plan.given_up and plan.call is None:  # a start: it kills its worker
+            error = faults.stuck(context, None, process.turn_attempts, ProcessStatus.CLOSED)
+            faults.answer(context, plan.pending, f"the process could not start ({error}).")
+            return ProcessStatus.CLOSED, CloseReason.FAILED, error, process.engine_failures
+        status, reason = self._call_engine(engine, process, context, plan)
+        if plan.given_up:
+            error = faults.stuck(context, plan.call, process.turn_attempts, status)
             return status, reason, error, process.engine_failures
-        status, reason = self._call_engine(engine, process, context, call)
         return status, reason, None, 0
 
     def _awaits_user(self, process: ThinkProcess, status: ProcessStatus,
                      reason: CloseReason | None) -> bool:
         """A process that ends a turn IDLE or DONE while a question it put into the user's
         Inbox is still PENDING waits for the answer instead: BLOCKED (user-interaction §10)."""
-        if status is not ProcessStatus.IDLE and reason is not CloseReason.DONE:
+        if not lifecycle.awaits_answer(status, reason):
             return False
         return bool(self._items.list_inbox_items(process.tenant_id, InboxQuery(
             origin_process_id=process.id, statuses=frozenset({ItemStatus.PENDING}),
@@ -392,10 +360,9 @@ class LaneRunner:
                        status: ProcessStatus, reason: CloseReason | None,
                        state: dict[str, Any] | None) -> InboxMessage | None:
         """The ProcessEvent a parent gets when its child blocks or closes (think-engines §7a)."""
-        if process.parent_process_id is None or status not in _REPORTED:
+        kind = lifecycle.parent_event(status, reason)
+        if process.parent_process_id is None or kind is None:
             return None
-        kind = ProcessEventType.BLOCKED if status is ProcessStatus.BLOCKED \
-            else _CLOSE_EVENT.get(reason, ProcessEventType.FAILED)
         after = process.model_copy(update={
             "status": status, "close_reason": reason,
             "engine_state": process.engine_state if state is None else state})
@@ -459,56 +426,33 @@ class LaneRunner:
         self._waker.wake(process.tenant_id, process.id)
 
     def _call_engine(self, engine: ThinkEngine | None, process: ThinkProcess,
-                     context: ThinkEngineContext, call: LifecycleCall | None, *,
-                     hooks: bool = True) -> tuple[ProcessStatus, CloseReason | None]:
-        """Run the lifecycle method; returns the status and close reason to commit. Without
-        ``hooks`` a lifecycle call is applied without its engine step (a resume, which needs
-        it, leaves the process SUSPENDED)."""
+                     context: ThinkEngineContext, plan: TurnPlan
+                     ) -> tuple[ProcessStatus, CloseReason | None]:
+        """Run the start, steer or lifecycle call (``lifecycle.decide_call`` says what a call
+        does); returns the status and close reason to commit."""
         if engine is None or engine.major_version() != int(process.engine_version.split(".")[0]):
             # think-engines §3: a missing engine or a major-version change makes the process stale.
             found = f"version {engine.version}" if engine else "no such engine"
             context.chat().append(ChatRole.ERROR, f"Engine {process.engine} "
                                   f"{process.engine_version} is gone ({found}); process is stale.")
             return ProcessStatus.CLOSED, CloseReason.STALE
-        before = process.status
+        call = plan.call
         if call is None:
-            (engine.start if before is ProcessStatus.INIT else engine.steer)(process, context)
+            (engine.start if plan.starts else engine.steer)(process, context)
             return context.turn.status or ProcessStatus.IDLE, context.turn.close_reason
-        try:
-            lifecycle.check(call, before, lifecycle.SYSTEM_ALLOWED_FROM)
-        except Conflict as e:
+        decision = lifecycle.decide_call(
+            call, process.status, process.close_reason, given_up=plan.given_up,
+            resumed_to=self._resumed_status(process) if call is LifecycleCall.RESUME else None)
+        if decision.effect is CallEffect.DROPPED:
             # Legal when requested, overtaken since (e.g. stopped meanwhile): drop it.
-            log.info("dropping %s of %s: %s", call.value, process.id, e)
-            return (ProcessStatus.IDLE if before is ProcessStatus.RUNNING else before), \
-                process.close_reason
-        if before is ProcessStatus.INIT:  # the system's stop or suspend: no engine call
-            return lifecycle.STATUS_AFTER[call], \
-                CloseReason.STOPPED if call is LifecycleCall.STOP else None
-        if call is LifecycleCall.RESET:
+            log.info("dropping %s of %s: %s", call.value, process.id,
+                     lifecycle.refusal(call, process.status, by_system=True))
+        elif decision.effect is CallEffect.RESET:
             context.chat().append(ChatRole.SYSTEM, "The process was reset; it starts afresh.",
                                   meta={RESET_MARK: True})
             context.save_state({})
-            return ProcessStatus.INIT, None
-        if call is LifecycleCall.RESUME and (back := self._resumed_status(process)):
-            return back, None
-        if not hooks:
-            return (ProcessStatus.SUSPENDED if call is LifecycleCall.RESUME
-                    else lifecycle.STATUS_AFTER[call]), \
-                CloseReason.STOPPED if call is LifecycleCall.STOP else None
-        getattr(engine, call.value)(process, context)
-        if call is LifecycleCall.RESUME:
+        elif decision.effect is CallEffect.ENGINE:
+            getattr(engine, call.value)(process, context)
+        if decision.status is None:  # the engine's resume says
             return context.turn.status or ProcessStatus.IDLE, context.turn.close_reason
-        if call is LifecycleCall.STOP:
-            return ProcessStatus.CLOSED, CloseReason.STOPPED
-        return lifecycle.STATUS_AFTER[call], None
-
-
-# A parent hears about these statuses of its children.
-_REPORTED = frozenset({ProcessStatus.BLOCKED, ProcessStatus.CLOSED})
-_CLOSE_EVENT: dict[CloseReason | None, ProcessEventType] = {CloseReason.DONE: ProcessEventType.DONE,
-                CloseReason.STOPPED: ProcessEventType.STOPPED,
-                CloseReason.FAILED: ProcessEventType.FAILED,
-                CloseReason.STALE: ProcessEventType.FAILED}
-
-# acquire_epoch marks these RUNNING for the duration of the turn.
-_MARKED_RUNNING = frozenset({ProcessStatus.INIT, ProcessStatus.IDLE, ProcessStatus.BLOCKED})
+        return decision.status, decision.close_reason

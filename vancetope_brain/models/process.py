@@ -19,12 +19,7 @@ class ProcessStatus(StrEnum):
     PAUSED = "PAUSED"
     SUSPENDED = "SUSPENDED"
     CLOSED = "CLOSED"
-
-    @property
-    def wakes_on_message(self) -> bool:
-        """Whether a new pending message starts a turn (think-engines §5 table)."""
-        return self in (ProcessStatus.INIT, ProcessStatus.IDLE, ProcessStatus.BLOCKED,
-                        ProcessStatus.RUNNING)
+    # What each status allows and leads to: ``models/lifecycle.py``.
 
 
 class CloseReason(StrEnum):

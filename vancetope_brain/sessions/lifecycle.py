@@ -10,7 +10,6 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from vancetope_brain.engines.lifecycle import LifecycleCall
 from vancetope_brain.errors import Conflict, FingerprintMismatch, NotFound
 from vancetope_brain.events.presence import Presence
 from vancetope_brain.identity import Principal
@@ -22,17 +21,13 @@ from vancetope_brain.models import (
     SessionStatus,
     SuspendCause,
     ThinkProcess,
+    lifecycle,
 )
+from vancetope_brain.models.lifecycle import LifecycleCall
 from vancetope_brain.sessions.service import SessionService
 from vancetope_brain.store import LaneStore, SessionStore
 
 log = logging.getLogger(__name__)
-
-
-# On the lane, resume of a process whose suspend never ran is dropped: the suspend is undone.
-_RESUMABLE = frozenset({ProcessStatus.SUSPENDED, ProcessStatus.IDLE, ProcessStatus.BLOCKED,
-                        ProcessStatus.RUNNING, ProcessStatus.INIT})
-_PAUSED = frozenset({ProcessStatus.PAUSED})
 
 
 @dataclass(frozen=True)
@@ -110,8 +105,7 @@ class SessionLifecycle:
         session = self._store.update_session_status(
             who.tenant_id, session_id, SessionStatus.SUSPENDED,
             allowed_from=frozenset({SessionStatus.OPEN}), suspend_cause=cause)
-        self._cascade(who, session, LifecycleCall.SUSPEND,
-                      skip={ProcessStatus.SUSPENDED, ProcessStatus.CLOSED})
+        self._cascade(who, session, LifecycleCall.SUSPEND)
         return session
 
     def resume(self, who: Principal, session_id: str) -> Session:
@@ -125,7 +119,7 @@ class SessionLifecycle:
         session = self._store.update_session_status(
             who.tenant_id, session_id, SessionStatus.CLOSED,
             allowed_from=frozenset({SessionStatus.OPEN, SessionStatus.SUSPENDED}))
-        self._cascade(who, session, LifecycleCall.STOP, skip={ProcessStatus.CLOSED})
+        self._cascade(who, session, LifecycleCall.STOP)
         self._presence.forget(who.tenant_id, session_id)
         self._presence.drop_activity(who.tenant_id, session_id)
         return session
@@ -218,11 +212,11 @@ class SessionLifecycle:
         pause (dropped, as it is PAUSED already) where the user had paused it. The status
         may move meanwhile (the suspend ran): then the current one decides, once more."""
         for _ in range(2):
-            paused = process.status is ProcessStatus.PAUSED
-            call, allowed = (LifecycleCall.PAUSE, _PAUSED) if paused else \
-                (LifecycleCall.RESUME, _RESUMABLE)
+            call = LifecycleCall.PAUSE if process.status is ProcessStatus.PAUSED \
+                else LifecycleCall.RESUME
             try:
-                self._lanes.request_control(who.tenant_id, process.id, call, allowed)
+                self._lanes.request_control(who.tenant_id, process.id, call,
+                                            lifecycle.UNDO_SUSPEND_FROM[call])
             except Conflict as e:
                 log.info("session resume: %s of %s skipped: %s", call.value, process.id, e)
                 process = self._store.get_process(who.tenant_id, process.id)
@@ -230,10 +224,9 @@ class SessionLifecycle:
             self._sessions.wake(who.tenant_id, process.id)
             return
 
-    def _cascade(self, who: Principal, session: Session, call: LifecycleCall,
-                 skip: set[ProcessStatus]) -> None:
+    def _cascade(self, who: Principal, session: Session, call: LifecycleCall) -> None:
         for process in self._store.list_processes(who.tenant_id, session.id):
-            if process.status in skip:
+            if process.status in lifecycle.CASCADE_SKIPS[call]:
                 continue
             if call is LifecycleCall.SUSPEND and process.pending_control == LifecycleCall.PAUSE:
                 # Replacing the user's pause would lose it: its lane pauses, then finds the

@@ -5,9 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from vancetope_brain.engines import lifecycle
 from vancetope_brain.engines.base import DEFAULT_ENGINE
-from vancetope_brain.engines.lifecycle import LifecycleCall
 from vancetope_brain.engines.spawning import ProcessFactory
 from vancetope_brain.errors import Conflict, InvalidInput, LimitExceeded, NotFound
 from vancetope_brain.identity import Principal
@@ -24,8 +22,10 @@ from vancetope_brain.models import (
     ThinkProcess,
     ToolResult,
     UserChatInput,
+    lifecycle,
     new_id,
 )
+from vancetope_brain.models.lifecycle import LifecycleCall
 from vancetope_brain.models.wake import ProcessWaker
 from vancetope_brain.sessions.titles import TITLE_MAX, one_line, title_from_message
 from vancetope_brain.settings import SettingsApi, SettingsService
@@ -201,7 +201,7 @@ class SessionService:
                                target_process_id=process_id, idempotency_key=idempotency_key,
                                message=steer)
         stored, created = self._lanes.append_message(message)
-        if process.status.wakes_on_message:
+        if process.status in lifecycle.WAKES_ON_MESSAGE:
             self._waker.wake(who.tenant_id, process_id)
         return stored, created, process
 
@@ -218,14 +218,14 @@ class SessionService:
         ``lifecycle.SYSTEM_ALLOWED_FROM``), the chat process included.
         """
         process = self.process(who, process_id)
-        allowed = lifecycle.SYSTEM_ALLOWED_FROM if by_system else lifecycle.ALLOWED_FROM
-        lifecycle.check(call, process.status, allowed)
+        if why := lifecycle.refusal(call, process.status, by_system=by_system):
+            raise Conflict(why)
         if not by_system and call is LifecycleCall.STOP:
             self._refuse_chat_stop(who, process)
-        if process.context_drift and call in _SETTLES_DRIFT:
+        if process.context_drift and call in lifecycle.SETTLES_DRIFT:
             self._sessions.set_context_drift(who.tenant_id, process_id, False)
         updated = self._lanes.request_control(who.tenant_id, process_id, call.value,
-                                              allowed[call])
+                                              lifecycle.allowed_from(call, by_system=by_system))
         self._waker.wake(who.tenant_id, process_id)
         return updated
 
@@ -259,7 +259,3 @@ def _owned(who: Principal, kind: str, record_id: str, load: Callable[[str, str],
     if record is None or record.user_id != who.user_id:  # type: ignore[attr-defined]
         raise NotFound(f"no {kind} {record_id!r}") from None
     return record
-
-
-# The user's decision on a process left SUSPENDED by a working-directory change.
-_SETTLES_DRIFT = frozenset({LifecycleCall.RESUME, LifecycleCall.STOP, LifecycleCall.RESET})

@@ -18,12 +18,6 @@ from vancetope_brain.models import (
 )
 from vancetope_brain.store.backend import Port
 
-TURN_STARTS_FROM = ("INIT", "IDLE", "BLOCKED")
-"""The statuses that ``acquire_epoch`` moves to RUNNING."""
-NOT_SWEPT = ("CLOSED", "PAUSED", "SUSPENDED")
-"""The statuses whose undrained messages ``stale_pending`` passes over (but for a CLOSED
-process whose closeReason is FAILED)."""
-
 
 class LaneStore(Port):
     """What a lane turn reads and writes (ARCHITECTURE §3).
@@ -53,22 +47,23 @@ class LaneStore(Port):
     def stale_pending(self, older_than: datetime, limit: int = 100) -> list[tuple[str, str]]:
         """System query for the sweeper: distinct (tenant, process) pairs that need a turn and
         were left waiting since before ``older_than``: an undrained message of a process that is
-        not CLOSED, PAUSED or SUSPENDED — or that is CLOSED with closeReason FAILED (its turn
-        answers the message) —, or a ``pendingControl`` of a process that is not CLOSED
+        not CLOSED, PAUSED or SUSPENDED (``lifecycle.HOLDS_MESSAGES``) — or that is CLOSED with
+        closeReason FAILED (``lifecycle.ANSWERS_WHEN_CLOSED``: its turn answers the
+        message) —, or a ``pendingControl`` of a process that is not CLOSED
         requested before ``older_than``.
         """
 
     @abstractmethod
     def unsettled(self, limit: int = 100) -> list[tuple[str, str]]:
         """System query for the sweeper: (tenant, process) pairs whose status is INIT or
-        RUNNING — a start whose wake was lost, or (with no live lease) a turn that died —
+        RUNNING (``lifecycle.UNSETTLED``) — a start whose wake was lost, or (with no live lease) a turn that died —
         at most ``limit``. Such a turn may have left no message behind to find it by."""
 
     @abstractmethod
     def acquire_epoch(self, tenant_id: str, process_id: str,
                       message_ids: Sequence[str] = ()) -> ThinkProcess:
         """Start a lane turn: atomically increment ``epoch`` and ``turnAttempts`` and, if the
-        status is INIT, IDLE or BLOCKED, set it to RUNNING; then count a delivery attempt
+        status is INIT, IDLE or BLOCKED (``lifecycle.MARKED_RUNNING``), set it to RUNNING; then count a delivery attempt
         (``attempts`` + 1) of each listed message of the process that is still undrained.
 
         Returns the document with the *new* epoch and the status and ``turnAttempts``

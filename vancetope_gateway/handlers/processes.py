@@ -9,9 +9,9 @@ from typing import Any
 from pydantic import Field
 
 from vancetope_brain.engines import ENGINES, shown_process
-from vancetope_brain.engines.lifecycle import LifecycleCall
 from vancetope_brain.models import ProcessStatus
 from vancetope_brain.models.base import Wire
+from vancetope_brain.models.lifecycle import LifecycleCall
 from vancetope_gateway.handlers.declare import Context, Empty, Frame, Id, declare, frame
 
 

@@ -72,10 +72,11 @@ from vancetope_brain.models import (
     Timer,
     TurnCommit,
     TurnRecord,
+    lifecycle,
     utcnow,
 )
 from vancetope_brain.store.event_outbox import turn_events
-from vancetope_brain.store.lanes import NOT_SWEPT, TURN_STARTS_FROM, LaneStore
+from vancetope_brain.store.lanes import LaneStore
 from vancetope_brain.store.mongo import MongoAdapter, MongoBackend
 from vancetope_brain.store.mongo._codec import STRING, from_bson, naive_utc, to_bson, translated
 from vancetope_brain.store.mongo.event_outbox import enqueue_in
@@ -84,6 +85,11 @@ from vancetope_brain.store.mongo.sessions import PROCESSES, insert_process, proc
 
 MESSAGES = "engine_messages"
 _DUPLICATE_KEY = 11000
+
+
+def _values(statuses: frozenset[ProcessStatus]) -> list[str]:
+    """A set of statuses as the strings the documents hold, in a stable order."""
+    return sorted(s.value for s in statuses)
 
 
 def _by_key(database: Any, message: InboxMessage) -> dict[str, Any] | None:
@@ -191,7 +197,7 @@ class MongoLanes(MongoAdapter, LaneStore):
         since = self._stale_messages(cutoff, limit)
         controls = self._processes.find(
             {"pendingControl": STRING, "controlRequestedAt": {"$lt": cutoff},
-             "status": {"$ne": "CLOSED"}},
+             "status": {"$ne": ProcessStatus.CLOSED.value}},
             projection={"tenantId": True, "controlRequestedAt": True},
         ).sort("controlRequestedAt", ASCENDING).limit(limit)
         for raw in controls:
@@ -205,7 +211,7 @@ class MongoLanes(MongoAdapter, LaneStore):
     def unsettled(self, limit: int = 100) -> list[tuple[str, str]]:
         if limit <= 0:
             return []
-        rows = self._processes.find({"status": {"$in": ["INIT", "RUNNING"]}},
+        rows = self._processes.find({"status": {"$in": _values(lifecycle.UNSETTLED)}},
                                     projection={"tenantId": True}).limit(limit)
         return [(raw["tenantId"], raw["_id"]) for raw in rows]
 
@@ -240,8 +246,9 @@ class MongoLanes(MongoAdapter, LaneStore):
         (or is CLOSED/FAILED, which answers what reaches it)."""
         rows = self._processes.find(
             {"_id": {"$in": [pid for _, pid in pairs]},
-             "$or": [{"status": {"$nin": list(NOT_SWEPT)}},
-                     {"status": "CLOSED", "closeReason": "FAILED"}]},
+             "$or": [{"status": {"$nin": _values(lifecycle.HOLDS_MESSAGES)}},
+                     {"status": ProcessStatus.CLOSED.value,
+                      "closeReason": lifecycle.ANSWERS_WHEN_CLOSED.value}]},
             projection={"tenantId": True},
         )
         ok = {(raw["tenantId"], raw["_id"]) for raw in rows}
@@ -255,8 +262,8 @@ class MongoLanes(MongoAdapter, LaneStore):
             [{"$set": {
                 "epoch": {"$add": ["$epoch", 1]},
                 "turnAttempts": {"$add": [{"$ifNull": ["$turnAttempts", 0]}, 1]},
-                "status": {"$cond": [{"$in": ["$status", list(TURN_STARTS_FROM)]}, "RUNNING",
-                                     "$status"]},
+                "status": {"$cond": [{"$in": ["$status", _values(lifecycle.MARKED_RUNNING)]},
+                                     ProcessStatus.RUNNING.value, "$status"]},
             }}],
             return_document=ReturnDocument.BEFORE,
         )

@@ -38,6 +38,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -58,6 +59,13 @@ CREATE TABLE IF NOT EXISTS schema_version (
 """
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def sql_literals(values: Iterable[StrEnum]) -> str:
+    """Enum values as SQL string literals, sorted: the text of an ``IN (…)`` list that a
+    partial index and the queries that use it must spell alike (SQLite matches a query to a
+    partial index by its terms, which a bound parameter is not)."""
+    return ", ".join(f"'{v.value}'" for v in sorted(values))
 
 
 def to_ms(moment: datetime) -> int:

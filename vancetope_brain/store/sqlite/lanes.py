@@ -34,15 +34,21 @@ from vancetope_brain.models import (
     Timer,
     TurnCommit,
     TurnRecord,
+    lifecycle,
     utcnow,
 )
 from vancetope_brain.store.event_outbox import turn_events
-from vancetope_brain.store.lanes import NOT_SWEPT, TURN_STARTS_FROM, LaneStore
+from vancetope_brain.store.lanes import LaneStore
 from vancetope_brain.store.sqlite import SqliteAdapter
 from vancetope_brain.store.sqlite._db import iso, load_all, to_ms
 from vancetope_brain.store.sqlite.event_outbox import enqueue_in
 from vancetope_brain.store.sqlite.journal import clear_in as clear_journal_in
-from vancetope_brain.store.sqlite.sessions import insert_process_in, load_process, process_row_in
+from vancetope_brain.store.sqlite.sessions import (
+    UNSETTLED_LANES,
+    insert_process_in,
+    load_process,
+    process_row_in,
+)
 
 _TABLES = """
 -- (Columns added by a migration must be added in _MIGRATIONS too.)
@@ -260,26 +266,30 @@ class SqliteLanes(SqliteAdapter, LaneStore):
         # Oldest wait first; each branch walks its partial index (messages_stale,
         # lanes_control), so neither touches drained history or idle lanes.
         cutoff = to_ms(older_than)
+        held = sorted(s.value for s in lifecycle.HOLDS_MESSAGES)
+        closed = ProcessStatus.CLOSED.value
         rows = self.db.read(
             "SELECT tenant_id, process_id FROM ("
             " SELECT m.tenant_id, m.target_process_id AS process_id, m.created_ms AS since"
             " FROM messages m JOIN lanes l"
             " ON l.process_id = m.target_process_id AND l.tenant_id = m.tenant_id"
-            " WHERE m.drained_at IS NULL AND m.created_ms < ? AND (l.status NOT IN (?, ?, ?)"
-            "  OR l.status = 'CLOSED' AND (SELECT json_extract(p.doc, '$.closeReason')"
-            "   FROM processes p WHERE p.id = l.process_id) = 'FAILED')"
+            f" WHERE m.drained_at IS NULL AND m.created_ms < ? AND (l.status NOT IN"
+            f"  ({', '.join('?' * len(held))})"
+            "  OR l.status = ? AND (SELECT json_extract(p.doc, '$.closeReason')"
+            "   FROM processes p WHERE p.id = l.process_id) = ?)"
             " UNION ALL"
             " SELECT tenant_id, process_id, control_requested_ms FROM lanes"
             " WHERE pending_control IS NOT NULL AND control_requested_ms < ? AND status <> ?"
             ") GROUP BY tenant_id, process_id ORDER BY MIN(since) LIMIT ?",
-            (cutoff, *NOT_SWEPT, cutoff, "CLOSED", limit),
+            (cutoff, *held, closed, lifecycle.ANSWERS_WHEN_CLOSED.value, cutoff, closed,
+             limit),
         )
         return [(tenant, process) for tenant, process in rows]
 
     def unsettled(self, limit: int = 100) -> list[tuple[str, str]]:
         rows = self.db.read(
-            "SELECT tenant_id, process_id FROM lanes WHERE status IN ('INIT', 'RUNNING') "
-            "LIMIT ?", (limit,))
+            f"SELECT tenant_id, process_id FROM lanes WHERE {UNSETTLED_LANES} LIMIT ?",
+            (limit,))
         return [(tenant, process) for tenant, process in rows]
 
     def acquire_epoch(self, tenant_id: str, process_id: str,
@@ -287,7 +297,8 @@ class SqliteLanes(SqliteAdapter, LaneStore):
         with self.db.write() as conn:
             doc, prior, epoch, next_seq, pending_control, requested_ms, attempts = \
                 process_row_in(conn, tenant_id, process_id)
-            status = "RUNNING" if prior in TURN_STARTS_FROM else prior
+            status = ProcessStatus.RUNNING.value \
+                if ProcessStatus(prior) in lifecycle.MARKED_RUNNING else prior
             conn.execute("UPDATE lanes SET epoch = ?, status = ?, turn_attempts = ? "
                          "WHERE process_id = ?", (epoch + 1, status, attempts + 1, process_id))
             conn.executemany(

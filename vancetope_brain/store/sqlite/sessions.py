@@ -22,17 +22,30 @@ from datetime import datetime
 from vancetope_brain.errors import Conflict, NotFound
 from vancetope_brain.models import (
     Fingerprint,
+    ProcessStatus,
     Session,
     SessionStatus,
     SuspendCause,
     ThinkProcess,
+    lifecycle,
     utcnow,
 )
 from vancetope_brain.store.sessions import SessionStore
 from vancetope_brain.store.sqlite import SqliteAdapter
-from vancetope_brain.store.sqlite._db import from_ms, iso, load_all, load_one, to_ms
+from vancetope_brain.store.sqlite._db import (
+    from_ms,
+    iso,
+    load_all,
+    load_one,
+    sql_literals,
+    to_ms,
+)
 
-_TABLES = """
+UNSETTLED_LANES = f"status IN ({sql_literals(lifecycle.UNSETTLED)})"
+"""The lanes the sweeper wakes without a message: the predicate of the partial index
+``lanes_unsettled``, which ``SqliteLanes.unsettled`` repeats word for word."""
+
+_TABLES = f"""
 CREATE TABLE IF NOT EXISTS sessions (
     id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, user_id TEXT NOT NULL,
     created_ms INTEGER NOT NULL, doc TEXT NOT NULL
@@ -58,7 +71,7 @@ CREATE INDEX IF NOT EXISTS lanes_control
     ON lanes (control_requested_ms) WHERE pending_control IS NOT NULL;
 -- The sweeper's unsettled lanes (a lost start, a dead turn): only INIT and RUNNING ones.
 CREATE INDEX IF NOT EXISTS lanes_unsettled
-    ON lanes (process_id) WHERE status IN ('INIT', 'RUNNING');
+    ON lanes (process_id) WHERE {UNSETTLED_LANES};
 """
 
 _MIGRATIONS = {
@@ -197,11 +210,12 @@ class SqliteSessions(SqliteAdapter, SessionStore):
 
     def list_processes(self, tenant_id: str, session_id: str, *,
                        open_only: bool = False) -> list[ThinkProcess]:
-        still_open = "AND l.status != 'CLOSED' " if open_only else ""
+        closed = (ProcessStatus.CLOSED.value,) if open_only else ()
+        still_open = "AND l.status != ? " if open_only else ""
         rows = self.db.read(
             f"{_PROCESS_SELECT} WHERE p.tenant_id = ? AND p.session_id = ? {still_open}"
             "ORDER BY p.created_ms, p.rowid",
-            (tenant_id, session_id),
+            (tenant_id, session_id, *closed),
         )
         return [load_process(row) for row in rows]
 
@@ -211,9 +225,9 @@ class SqliteSessions(SqliteAdapter, SessionStore):
         # bound keeps the scan on old rows; updatedAt is checked on the loaded documents.
         with self.db.write() as conn:
             rows = conn.execute(
-                f"{_PROCESS_SELECT} WHERE l.status = 'CLOSED' AND p.created_ms < ? "
+                f"{_PROCESS_SELECT} WHERE l.status = ? AND p.created_ms < ? "
                 "AND json_extract(p.doc, '$.userId') = ? ORDER BY p.created_ms LIMIT ?",
-                (to_ms(closed_before), user_id, limit)).fetchall()
+                (ProcessStatus.CLOSED.value, to_ms(closed_before), user_id, limit)).fetchall()
             gone = [p for p in map(load_process, rows) if p.updated_at < closed_before]
             for process in gone:
                 key = (process.id, process.tenant_id)
