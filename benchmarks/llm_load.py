@@ -458,7 +458,7 @@ def run(args: argparse.Namespace) -> int:
     ok = False
     try:
         from vancetope_brain.config import Config
-        from vancetope_brain.settings import SettingScope
+        from vancetope_brain.models.settings import SettingScope
         from vancetope_gateway.parts import build_gateway
 
         brain = build_gateway(Config.from_env(env), lambda *a: None)

@@ -92,10 +92,9 @@ LAYERS = (
     ("errors", "keys"),
     ("config",),
     ("models", "schemas"),
-    ("settings",),
-    ("llm",),
-    ("recipes",),
     ("store",),
+    ("recipes", "settings"),
+    ("llm",),
     ("observability",),
     ("events", "identity"),
     ("notifications", "tools"),
@@ -110,18 +109,6 @@ LAYERS = (
 ABOVE_THE_BRAIN = ("workers", "vancetope_gateway")
 PROJECT = ("vancetope_brain", *ABOVE_THE_BRAIN)
 
-BACK_ARROWS = {
-    # The knot left at the foot of the house (issue 28 item 2). Each entry must still exist:
-    # remove it with the move that removes the import.
-    ("settings", "store"): "SettingsService is typed against its ports, whose rows are "
-                           "settings.py's SettingScope / StoredSetting: those go to models",
-    ("llm", "recipes"): "llm.profiles reads a recipe's ModelChoice while recipes' sandbox "
-                        "quotes with llm.markup",
-    ("recipes", "store"): "RecipeAdmin and the resolvers take the RecipeStore port, which "
-                          "stores recipes' documents; those validate their templates with the "
-                          "sandbox, so they can move to models only together with it",
-}
-
 LAZY_IMPORTS = {
     # (module, imported module): why it is imported inside a function. The CLIs
     # (CLI_MODULES) defer what a command needs until it runs, so ``--help`` starts fast.
@@ -131,8 +118,6 @@ LAZY_IMPORTS = {
         "a backend package builds on backend.py, and only the opened backend is imported",
     ("vancetope_brain/store/backend.py", "vancetope_brain.store.mongo"):
         "a backend package builds on backend.py; pymongo is imported only to open MongoDB",
-    ("vancetope_brain/recipes/manage.py", "vancetope_brain.store"):
-        "BACK_ARROWS: recipes -> store",
 }
 CLI_MODULES = ("vancetope_gateway/cli.py", "vancetope_gateway/admin_cli.py")
 
@@ -237,14 +222,11 @@ def test_the_architecture_page_draws_the_layers():
 
 
 def test_packages_import_only_the_layers_below_them():
-    assert {arrow: places for arrow, places in against_the_order(import_graph()).items()
-            if arrow not in BACK_ARROWS} == {}, "see LAYERS (docs/architecture.md, The parts)"
-    assert set(against_the_order(import_graph())) >= set(BACK_ARROWS), \
-        "a back arrow is gone: remove its BACK_ARROWS entry"
+    assert against_the_order(import_graph()) == {}, "see LAYERS (docs/architecture.md, The parts)"
 
 
-def test_the_only_package_cycle_is_the_known_knot():
-    assert cycles(import_graph()) == [["llm", "recipes", "settings", "store"]]
+def test_no_packages_import_each_other_in_a_cycle():
+    assert cycles(import_graph()) == []
 
 
 def test_no_project_module_is_imported_inside_a_function():

@@ -36,9 +36,12 @@ from vancetope_brain.models import (
     UserChatInput,
 )
 from vancetope_brain.models.inbox import DeliveryStatus, HistoryAction, Outcome
-from vancetope_brain.recipes import RecipeCategory, RecipeSource
-from vancetope_brain.recipes.model import Definition  # the abstract base of catalogued kinds
-from vancetope_brain.settings import SettingLevel
+from vancetope_brain.models.recipe import (
+    Definition,  # the abstract base of catalogued kinds
+    RecipeCategory,
+    RecipeSource,
+)
+from vancetope_brain.models.settings import SettingLevel
 
 RECORDS = Path(__file__).parent / "fixtures" / "records"
 FILES = sorted(RECORDS.glob("*.json"))

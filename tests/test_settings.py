@@ -10,15 +10,8 @@ import pytest
 
 from vancetope_brain.errors import InvalidInput, NotFound
 from vancetope_brain.models import ThinkProcess
-from vancetope_brain.settings import (
-    KEYS,
-    SettingLevel,
-    SettingsApi,
-    SettingScope,
-    SettingsService,
-    StoredSetting,
-    setting_key,
-)
+from vancetope_brain.models.settings import SettingLevel, SettingScope, StoredSetting
+from vancetope_brain.settings import KEYS, SettingsApi, SettingsService, setting_key
 from vancetope_brain.store import Backend, IdentityStore, SettingStore
 
 TENANT = SettingScope.tenant()

@@ -14,7 +14,7 @@ from vancetope_brain.events import EventBus, EventType
 from vancetope_brain.events.bus import Publish
 from vancetope_brain.events.tokens import TokenCoalescer
 from vancetope_brain.llm.testing import PacedModel, paced_tokens
-from vancetope_brain.settings import SettingScope
+from vancetope_brain.models.settings import SettingScope
 
 LONG = 3600.0
 """A flush interval no test outlives: after its first batch the flusher publishes nothing

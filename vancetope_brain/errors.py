@@ -76,7 +76,7 @@ class RecipeError(InvalidInput):
 
 class RenderBudgetExceeded(RecipeError):
     """Raised when a template render would pass one of the sandbox's bounds
-    (``vancetope_brain.recipes.sandbox``); the message names the bound. The renderer re-raises
+    (``vancetope_brain.models.sandbox``); the message names the bound. The renderer re-raises
     it as a ``RecipeError`` naming the template."""
 
 

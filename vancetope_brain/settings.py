@@ -24,61 +24,16 @@ import difflib
 import logging
 import re
 from dataclasses import dataclass
-from datetime import datetime
-from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
-from pydantic import Field
-
 from vancetope_brain.errors import InvalidInput
-from vancetope_brain.models.base import Document, utcnow
+from vancetope_brain.models.settings import SettingLevel, SettingScope
 
 if TYPE_CHECKING:
     from vancetope_brain.models import ThinkProcess
     from vancetope_brain.store import IdentityStore, SettingStore
 
 log = logging.getLogger(__name__)
-
-
-class SettingLevel(StrEnum):
-    TENANT = "tenant"
-    PROJECT = "project"
-    USER = "user"
-
-
-@dataclass(frozen=True)
-class SettingScope:
-    """Where a value is stored: the tenant itself (``id`` empty), a project, or a user."""
-
-    level: SettingLevel
-    id: str = ""
-
-    @classmethod
-    def tenant(cls) -> SettingScope:
-        return cls(SettingLevel.TENANT)
-
-    @classmethod
-    def project(cls, project_id: str) -> SettingScope:
-        return cls(SettingLevel.PROJECT, project_id)
-
-    @classmethod
-    def user(cls, user_id: str) -> SettingScope:
-        return cls(SettingLevel.USER, user_id)
-
-    def __str__(self) -> str:
-        return self.level.value if self.level is SettingLevel.TENANT else \
-            f"{self.level.value} {self.id}"
-
-
-class StoredSetting(Document):
-    """One stored value (how the store keeps it; callers see plain values)."""
-
-    tenant_id: str
-    level: SettingLevel
-    scope_id: str = ""
-    key: str
-    value: Any
-    updated_at: datetime = Field(default_factory=utcnow)
 
 
 _TRUE, _FALSE = {"true", "yes", "on", "1"}, {"false", "no", "off", "0"}

@@ -21,8 +21,8 @@ from vancetope_brain.errors import Conflict
 
 if TYPE_CHECKING:  # the brain loads only when an admin command runs, not for every CLI start
     from vancetope_brain.config import Config
+    from vancetope_brain.models.settings import SettingScope
     from vancetope_brain.runtime import Administration
-    from vancetope_brain.settings import SettingScope
 
     _Command = Callable[[Administration, argparse.Namespace], None]
 
@@ -449,7 +449,7 @@ def _level(args: argparse.Namespace) -> str:
 
 
 def _scope(args: argparse.Namespace) -> SettingScope:
-    from vancetope_brain.settings import SettingScope
+    from vancetope_brain.models.settings import SettingScope
 
     if args.user:
         return SettingScope.user(args.user)

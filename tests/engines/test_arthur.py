@@ -201,7 +201,7 @@ def test_the_model_input_never_exceeds_the_budget(embedded):
 
 
 def _set(emb, key, value):
-    from vancetope_brain.settings import SettingScope
+    from vancetope_brain.models.settings import SettingScope
 
     emb.brain.settings.set("acme", SettingScope.tenant(), key, value)
 

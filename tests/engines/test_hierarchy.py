@@ -21,8 +21,8 @@ from vancetope_brain.models import (
     ToolResult,
     new_id,
 )
+from vancetope_brain.models.settings import SettingScope
 from vancetope_brain.models.steer import ToolCallStatus
-from vancetope_brain.settings import SettingScope
 from vancetope_brain.store import LaneStore, SessionStore
 
 S = ProcessStatus

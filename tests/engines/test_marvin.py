@@ -21,10 +21,10 @@ from vancetope_brain.llm import LlmResponse, ToolCall
 from vancetope_brain.llm.demo import DemoModel
 from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.models import ChatRole, CloseReason, ProcessStatus, ThinkProcess
+from vancetope_brain.models.settings import SettingScope
+from vancetope_brain.models.workflow_template import WorkflowTemplate
 from vancetope_brain.recipes.kinds import bundled_of
 from vancetope_brain.recipes.loader import parse_definition
-from vancetope_brain.recipes.template import WorkflowTemplate
-from vancetope_brain.settings import SettingScope
 from vancetope_brain.store import LaneStore, SessionStore
 
 GOAL = "Research the widget market"

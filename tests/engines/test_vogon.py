@@ -247,7 +247,7 @@ def test_a_worker_question_blocks_vogon_and_the_parents_answer_is_relayed(embedd
 
 
 def test_the_phase_and_fork_caps_hold(embedded):
-    from vancetope_brain.settings import SettingScope
+    from vancetope_brain.models.settings import SettingScope
 
     settings, tenant = embedded.brain.settings, SettingScope.tenant()
     settings.set("acme", tenant, "vogon.maxPhases", 2)

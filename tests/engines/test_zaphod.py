@@ -23,8 +23,8 @@ from vancetope_brain.llm import LlmResponse, ToolCall
 from vancetope_brain.llm.demo import COUNCIL_TOOL, DemoModel
 from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.models import CloseReason, ProcessStatus, ThinkProcess, utcnow
+from vancetope_brain.models.settings import SettingScope
 from vancetope_brain.models.steer import ProcessEventType
-from vancetope_brain.settings import SettingScope
 from vancetope_brain.store import LaneStore, SessionStore
 
 QUESTION = "Should we move the build to the new CI system?"

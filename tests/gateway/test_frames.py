@@ -49,7 +49,7 @@ from vancetope_brain.models import (
     utcnow,
 )
 from vancetope_brain.models.lifecycle import LifecycleCall
-from vancetope_brain.settings import SettingScope
+from vancetope_brain.models.settings import SettingScope
 from vancetope_brain.store import LaneStore, SessionStore
 from vancetope_gateway import frames
 from vancetope_gateway.protocol import ConnState

@@ -15,7 +15,7 @@ from vancetope_brain.inbox.service import InboxService
 from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.models import ChatRole, ProcessStatus, ThinkProcess, new_id, utcnow
 from vancetope_brain.models.inbox import ItemStatus, ItemType, NewItem, Outcome
-from vancetope_brain.settings import SettingScope
+from vancetope_brain.models.settings import SettingScope
 from vancetope_brain.store import LaneStore, SessionStore, UserInboxStore
 
 S = ProcessStatus

@@ -29,7 +29,7 @@ from tests.helpers import server_env, wait_for
 from vancetope_brain.config import Config
 from vancetope_brain.identity import Principal
 from vancetope_brain.models import ChatMessage, ChatRole, InboxMessage, ProcessStatus
-from vancetope_brain.settings import SettingScope
+from vancetope_brain.models.settings import SettingScope
 from vancetope_brain.store import LaneStore, SessionStore
 from vancetope_gateway.parts import Gateway, build_gateway
 from workers.celery_app import create_celery, enqueue_on

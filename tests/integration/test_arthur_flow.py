@@ -9,7 +9,7 @@ import pytest
 
 from tests.helpers import wait_for
 from vancetope_brain.models import ChatRole, CloseReason, ProcessStatus
-from vancetope_brain.settings import SettingScope
+from vancetope_brain.models.settings import SettingScope
 from vancetope_brain.store import LaneStore, SessionStore
 
 

@@ -18,7 +18,7 @@ import pytest
 from tests.helpers import wait_for
 from tests.integration.gateways import Stack, running_stack, turn_done
 from vancetope_brain.errors import VancetopeError
-from vancetope_brain.settings import SettingScope
+from vancetope_brain.models.settings import SettingScope
 from vancetope_brain.store import LaneStore, SessionStore
 
 SETTLE = 20.0

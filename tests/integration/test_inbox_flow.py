@@ -13,8 +13,8 @@ import pytest
 from tests.helpers import wait_for
 from tests.integration.gateways import next_push, running_stack
 from vancetope_brain.models import ChatRole, CloseReason, ProcessStatus
+from vancetope_brain.models.settings import SettingScope
 from vancetope_brain.recipes.loader import parse_recipe
-from vancetope_brain.settings import SettingScope
 from vancetope_brain.store import DeliveryStore, LaneStore, SessionStore
 
 S = ProcessStatus

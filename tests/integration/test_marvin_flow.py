@@ -21,7 +21,7 @@ from tests.integration.conftest import Cluster
 from vancetope_brain.engines.marvin import TaskTree
 from vancetope_brain.events import EventType
 from vancetope_brain.models import ChatRole, CloseReason, ProcessStatus, ThinkProcess
-from vancetope_brain.settings import SettingScope
+from vancetope_brain.models.settings import SettingScope
 from vancetope_brain.store import LaneStore, SessionStore
 
 RECOVERY = 30.0  # seconds for a killed turn to be re-run elsewhere (lease TTL 2 s + sweep)

@@ -23,7 +23,7 @@ from tests.integration.scripts_nest import QUESTION
 from vancetope_brain.errors import Conflict
 from vancetope_brain.models import ChatRole, CloseReason, ProcessStatus, ThinkProcess
 from vancetope_brain.models.lifecycle import LifecycleCall
-from vancetope_brain.settings import SettingScope
+from vancetope_brain.models.settings import SettingScope
 from vancetope_brain.store import LaneStore, SessionStore
 
 S = ProcessStatus

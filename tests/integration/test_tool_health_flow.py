@@ -21,9 +21,9 @@ from tests.helpers import wait_for
 from tests.integration.conftest import REPO, Cluster
 from tests.tools.test_health import HttpEcho, free_port
 from vancetope_brain.models import ChatRole
+from vancetope_brain.models.settings import SettingScope
 from vancetope_brain.models.tool_health import HealthCause, HealthState, ToolHealth
 from vancetope_brain.recipes.loader import parse_recipe
-from vancetope_brain.settings import SettingScope
 from vancetope_brain.store import ToolHealthStore
 
 SERVER = str(REPO / "tests" / "tools" / "mcp_echo_server.py")

@@ -18,7 +18,7 @@ from tests.helpers import wait_for
 from tests.integration.gateways import Stack, next_push, running_stack
 from vancetope_brain.errors import VancetopeError
 from vancetope_brain.models import ChatRole, CloseReason, ProcessStatus, ThinkProcess
-from vancetope_brain.settings import SettingScope
+from vancetope_brain.models.settings import SettingScope
 from vancetope_brain.store import LaneStore, SessionStore
 
 S = ProcessStatus

@@ -11,7 +11,7 @@ import pytest
 from tests.helpers import wait_for
 from tests.integration.scripts_zaphod import CRASH, QUESTION
 from vancetope_brain.models import ChatRole, CloseReason, ProcessStatus
-from vancetope_brain.settings import SettingScope
+from vancetope_brain.models.settings import SettingScope
 from vancetope_brain.store import LaneStore, SessionStore
 
 

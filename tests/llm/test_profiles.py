@@ -22,9 +22,10 @@ from vancetope_brain.llm.demo import DemoModel
 from vancetope_brain.llm.openai_provider import OpenAiChatModel
 from vancetope_brain.llm.profiles import ModelRouter, choose, load_profiles
 from vancetope_brain.models import ChatRole, CloseReason, ThinkProcess
+from vancetope_brain.models.recipe import ModelChoice
+from vancetope_brain.models.settings import SettingScope
 from vancetope_brain.recipes.loader import parse_recipe
-from vancetope_brain.recipes.model import ModelChoice
-from vancetope_brain.settings import SettingsApi, SettingScope, SettingsService
+from vancetope_brain.settings import SettingsApi, SettingsService
 from vancetope_brain.store import IdentityStore, LaneStore, SessionStore, SettingStore, open_store
 from vancetope_gateway.parts import build_gateway
 from workers.celery_app import create_celery, enqueue_on

@@ -25,8 +25,9 @@ from vancetope_brain.events.presence import Presence
 from vancetope_brain.identity import IdentityService
 from vancetope_brain.models import new_id
 from vancetope_brain.models.inbox import Criticality, InboxItem, ItemType
+from vancetope_brain.models.settings import SettingScope
 from vancetope_brain.notifications import NotifyEvent, item_link
-from vancetope_brain.settings import SettingScope, SettingsService
+from vancetope_brain.settings import SettingsService
 from vancetope_brain.store import Backend, IdentityStore, SettingStore, UserInboxStore, open_store
 
 TENANT = "acme"

@@ -14,6 +14,7 @@ from vancetope_brain.events import EventBus
 from vancetope_brain.events.presence import Presence
 from vancetope_brain.identity import DEFAULT_PROJECT
 from vancetope_brain.models.inbox import DeliveryStatus
+from vancetope_brain.models.settings import SettingScope
 from vancetope_brain.notifications import (
     MobileChannel,
     NotificationDispatcher,
@@ -22,7 +23,7 @@ from vancetope_brain.notifications import (
     WsChannel,
     build_dispatcher,
 )
-from vancetope_brain.settings import SettingScope, SettingsService
+from vancetope_brain.settings import SettingsService
 from vancetope_brain.store import Backend, DeliveryStore, UserInboxStore
 
 NO_DEVICE = "no registered device (mobile push is not available yet)"

@@ -30,8 +30,9 @@ from vancetope_brain.models.inbox import (
     ItemStatus,
     NotificationDelivery,
 )
+from vancetope_brain.models.settings import SettingScope
 from vancetope_brain.notifications import EmailChannel, NotificationDispatcher, item_link
-from vancetope_brain.settings import SettingScope, SettingsService
+from vancetope_brain.settings import SettingsService
 from vancetope_brain.store import Backend, DeliveryStore, UserInboxStore
 
 QUEUED, SENT = DeliveryStatus.QUEUED, DeliveryStatus.SENT

@@ -16,7 +16,7 @@ from tests.notifications.conftest import SmtpServer, running_smtp
 from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.models import ProcessStatus, utcnow
 from vancetope_brain.models.inbox import DeliveryStatus, ItemType, NewItem
-from vancetope_brain.settings import SettingScope
+from vancetope_brain.models.settings import SettingScope
 from vancetope_brain.store import DeliveryStore
 
 

@@ -9,18 +9,9 @@ from pathlib import Path
 import pytest
 
 from vancetope_brain.errors import RecipeError
-from vancetope_brain.recipes import (
-    AppliedRecipe,
-    BundledRecipes,
-    RecipeCategory,
-    RecipeSource,
-    bundled,
-    dump_recipe,
-    parse_recipe,
-    render_prompts,
-    sample_context,
-)
-from vancetope_brain.recipes.render import render
+from vancetope_brain.models.recipe import AppliedRecipe, RecipeCategory, RecipeSource
+from vancetope_brain.models.render import render, render_prompts, sample_context
+from vancetope_brain.recipes import BundledRecipes, bundled, dump_recipe, parse_recipe
 
 BUNDLED = bundled().recipes
 RECIPES_DIR = Path(__file__).resolve().parents[2] / "recipes"

@@ -9,10 +9,11 @@ import pytest
 
 from tests.recipes.attacks import ATTACKS, BOMB
 from vancetope_brain.errors import LimitExceeded, RecipeError
-from vancetope_brain.recipes import Recipe, RecipeAdmin
+from vancetope_brain.models.recipe import Recipe
+from vancetope_brain.models.strategy import Strategy
+from vancetope_brain.models.workflow_template import WorkflowTemplate
+from vancetope_brain.recipes import RecipeAdmin
 from vancetope_brain.recipes.loader import MAX_DEFINITION_BYTES, parse_definition, parse_recipe
-from vancetope_brain.recipes.strategy import Strategy
-from vancetope_brain.recipes.template import WorkflowTemplate
 from vancetope_brain.store import Backend, IdentityStore, RecipeStore
 
 

@@ -9,17 +9,9 @@ from pathlib import Path
 import pytest
 
 from vancetope_brain.errors import InvalidInput, NotFound, UnknownRecipe
-from vancetope_brain.recipes import (
-    AppliedRecipe,
-    Recipe,
-    RecipeAdmin,
-    RecipeCategory,
-    RecipeResolver,
-    RecipeSource,
-    effective_tools,
-    render_prompts,
-    sample_context,
-)
+from vancetope_brain.models.recipe import AppliedRecipe, Recipe, RecipeCategory, RecipeSource
+from vancetope_brain.models.render import render_prompts, sample_context
+from vancetope_brain.recipes import RecipeAdmin, RecipeResolver, effective_tools
 from vancetope_brain.store import Backend, IdentityStore, RecipeStore
 
 FIXTURES = Path(__file__).parent / "fixtures"

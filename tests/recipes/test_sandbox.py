@@ -16,11 +16,17 @@ from pydantic import ValidationError
 from tests.helpers import without_gc
 from tests.recipes.attacks import ATTACKS, LATER
 from vancetope_brain.errors import RecipeError
-from vancetope_brain.recipes import AppliedRecipe, Recipe, render_prompts, sample_context, sandbox
-from vancetope_brain.recipes import render as rendering
-from vancetope_brain.recipes.model import RecipeSource
-from vancetope_brain.recipes.render import _ENV, check_template, render_text
-from vancetope_brain.recipes.sandbox import MAX_ITERATIONS, MAX_TEMPLATE_TOKENS
+from vancetope_brain.models import render as rendering
+from vancetope_brain.models import sandbox
+from vancetope_brain.models.recipe import AppliedRecipe, Recipe, RecipeSource
+from vancetope_brain.models.render import (
+    _ENV,
+    check_template,
+    render_prompts,
+    render_text,
+    sample_context,
+)
+from vancetope_brain.models.sandbox import MAX_ITERATIONS, MAX_TEMPLATE_TOKENS
 
 CPU_BOUND_MS = 100
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from vancetope_brain.errors import RecipeError
+from vancetope_brain.models.strategy import CheckpointType, Strategy
 from vancetope_brain.recipes.kinds import bundled_of
 from vancetope_brain.recipes.loader import BundledDefinitions
-from vancetope_brain.recipes.strategy import CheckpointType, Strategy
 
 pytest_plugins = ["tests.test_admin_cli"]  # its admin and store_url fixtures
 
@@ -69,7 +69,7 @@ def test_the_admin_cli_puts_shows_lists_and_deletes_strategies(admin, tmp_path: 
 @pytest.mark.parametrize("iteration", [1, 2])
 def test_every_bundled_strategy_template_renders(name: str, iteration: int) -> None:
     """With every phase run (as a later phase sees them), each goal, title and body renders."""
-    from vancetope_brain.recipes.render import render_text
+    from vancetope_brain.models.render import render_text
 
     strategy = bundled_of(Strategy).definitions[name]
     answer = {"outcome": "DECIDED", "value": {"approved": True, "chosen": "go"},

@@ -221,8 +221,8 @@ def test_sqlite_migrates_a_version_2_file(tmp_path: Path) -> None:
 
 def test_sqlite_migrates_a_version_3_file(tmp_path: Path) -> None:
     """Version 4 adds the recipes and settings tables; everything else is kept."""
-    from vancetope_brain.recipes import Recipe
-    from vancetope_brain.settings import SettingScope
+    from vancetope_brain.models.recipe import Recipe
+    from vancetope_brain.models.settings import SettingScope
 
     path = _older_file(tmp_path, "DROP TABLE recipes; DROP TABLE settings;", 3)
     with _migrated(path) as backend:
@@ -282,8 +282,8 @@ def test_every_sqlite_migration_is_within_the_schema_version() -> None:
 
 def test_sqlite_migrates_a_version_5_file(tmp_path: Path) -> None:
     """Version 6 puts ``kind`` into the recipes' key; every older row stays a recipe."""
-    from vancetope_brain.recipes import Recipe
-    from vancetope_brain.recipes.strategy import Strategy
+    from vancetope_brain.models.recipe import Recipe
+    from vancetope_brain.models.strategy import Strategy
 
     path = tmp_path / "vancetope.db"
     SqliteBackend(path).close()

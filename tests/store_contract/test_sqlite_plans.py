@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from vancetope_brain.settings import SettingScope
+from vancetope_brain.models.settings import SettingScope
 from vancetope_brain.store import LaneStore, SessionStore, SettingStore
 from vancetope_brain.store.sqlite import SqliteBackend
 

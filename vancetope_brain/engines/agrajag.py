@@ -32,8 +32,8 @@ from vancetope_brain.engines.prompting import RESPOND, ToolLoop, system_prompt
 from vancetope_brain.engines.structured import structured
 from vancetope_brain.errors import LlmError
 from vancetope_brain.llm import LlmMessage
-from vancetope_brain.llm.markup import tagged
 from vancetope_brain.models import ChatRole, CloseReason, ProcessStatus, ThinkProcess
+from vancetope_brain.models.markup import tagged
 from vancetope_brain.models.steer import ToolCallStatus
 from vancetope_brain.tools.dispatcher import ToolManifest
 from vancetope_brain.tools.probe_tools import SEPARATOR, SERVER_SIDE, WRITE_SPEC, Verdict

@@ -37,7 +37,7 @@ from vancetope_brain.models import (
     ProcessStatus,
     ThinkProcess,
 )
-from vancetope_brain.recipes.model import RecipeCategory
+from vancetope_brain.models.recipe import RecipeCategory
 
 log = logging.getLogger(__name__)
 

@@ -28,7 +28,7 @@ from vancetope_brain.engines.prompting import (
 from vancetope_brain.errors import LlmError
 from vancetope_brain.llm import LlmMessage
 from vancetope_brain.models import ChatRole, CloseReason, ProcessStatus, ThinkProcess
-from vancetope_brain.recipes.model import RecipeCategory
+from vancetope_brain.models.recipe import RecipeCategory
 
 log = logging.getLogger(__name__)
 

@@ -38,10 +38,10 @@ from vancetope_brain.models import (
     UserChatInput,
 )
 from vancetope_brain.models.base import Wire
+from vancetope_brain.models.recipe import KEBAB
+from vancetope_brain.models.render import render_text
 from vancetope_brain.models.steer import ProcessEventType
-from vancetope_brain.recipes.model import KEBAB
-from vancetope_brain.recipes.render import render_text
-from vancetope_brain.recipes.template import MAX_GOAL_CHARS, MAX_STEPS, WorkflowTemplate
+from vancetope_brain.models.workflow_template import MAX_GOAL_CHARS, MAX_STEPS, WorkflowTemplate
 
 WORKER_RECIPE = "marvin-worker"
 MAX_STEPS_PER_PLAN = MAX_STEPS

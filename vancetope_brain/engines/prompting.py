@@ -15,7 +15,6 @@ from vancetope_brain.engines.context import EXCLUDED, EventPublisher, ThinkEngin
 from vancetope_brain.errors import LlmError
 from vancetope_brain.events import EventType
 from vancetope_brain.llm import LlmMessage, ToolCall, ToolSpec
-from vancetope_brain.llm.markup import tagged
 from vancetope_brain.models import (
     ChatMessage,
     ChatRole,
@@ -27,6 +26,7 @@ from vancetope_brain.models import (
     ToolResult,
     UserChatInput,
 )
+from vancetope_brain.models.markup import tagged
 from vancetope_brain.models.steer import ProcessEventType, SteerMessage, ToolCallStatus
 
 RESPOND = ToolSpec(

@@ -7,8 +7,8 @@ from typing import Any, TypeVar
 
 from vancetope_brain.errors import NotFound
 from vancetope_brain.models import ThinkProcess
-from vancetope_brain.recipes.model import AppliedRecipe, Definition, RecipeCategory
-from vancetope_brain.recipes.render import PromptContext, render_prompts
+from vancetope_brain.models.recipe import AppliedRecipe, Definition, RecipeCategory
+from vancetope_brain.models.render import PromptContext, render_prompts
 from vancetope_brain.recipes.resolver import RecipeResolver, effective_tools
 
 D = TypeVar("D", bound=Definition)

@@ -8,7 +8,7 @@ from typing import Any
 from vancetope_brain.engines.base import EngineRegistry, canonical
 from vancetope_brain.errors import Conflict, LimitExceeded
 from vancetope_brain.models import ProcessStatus, ThinkProcess, new_id
-from vancetope_brain.recipes.model import RecipeCategory
+from vancetope_brain.models.recipe import RecipeCategory
 from vancetope_brain.recipes.resolver import RecipeResolver
 
 TOP_LEVEL_VARIANT = "chat"

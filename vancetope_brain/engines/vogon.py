@@ -1,6 +1,6 @@
 """vogon — the strategy runner (think-engines §7 "vogon", user-interaction §10.3, §14).
 
-Deterministic, no LLM of its own: a strategy (``vancetope_brain.recipes.strategy``) is a list
+Deterministic, no LLM of its own: a strategy (``vancetope_brain.models.strategy``) is a list
 of phases; per phase Vogon spawns its worker(s) by recipe with a goal rendered from the input
 and the earlier phases' results, waits for their reports (ProcessEvents), asks the user at an
 optional checkpoint (an Inbox item; Vogon is BLOCKED until the InboxAnswer arrives), evaluates
@@ -40,10 +40,10 @@ from vancetope_brain.models import (
     UserChatInput,
 )
 from vancetope_brain.models.inbox import ItemStatus, ItemType, NewItem
+from vancetope_brain.models.render import render_text
 from vancetope_brain.models.steer import ProcessEventType
+from vancetope_brain.models.strategy import END, STOP, Checkpoint, Condition, Gate, Phase, Strategy
 from vancetope_brain.recipes.loader import definition_from_mapping
-from vancetope_brain.recipes.render import render_text
-from vancetope_brain.recipes.strategy import END, STOP, Checkpoint, Condition, Gate, Phase, Strategy
 
 _MISSING = object()
 _ENDED = ("done", "failed", "stopped")

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from vancetope_brain.models.base import Document, Sparse, Wire
-from vancetope_brain.recipes.strategy import CheckpointType, Strategy
+from vancetope_brain.models.strategy import CheckpointType, Strategy
 
 Step = Literal["work", "ask", "gate", "end"]
 """Where a phase's run is: its workers work, its checkpoint asks, its gate is evaluated (within

@@ -38,7 +38,6 @@ from vancetope_brain.engines.zaphod_state import (
 from vancetope_brain.errors import Conflict, InvalidInput, LlmError, NotFound, UserError
 from vancetope_brain.events import EventType
 from vancetope_brain.llm import LlmMessage
-from vancetope_brain.llm.markup import tagged
 from vancetope_brain.models import (
     ChatRole,
     CloseReason,
@@ -49,6 +48,7 @@ from vancetope_brain.models import (
     ThinkProcess,
     UserChatInput,
 )
+from vancetope_brain.models.markup import tagged
 from vancetope_brain.models.steer import ProcessEventType
 
 HEAD_RECIPE = "zaphod-head"

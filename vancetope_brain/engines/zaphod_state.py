@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from pydantic.alias_generators import to_camel
 
 from vancetope_brain.models.base import Document, Sparse, Wire
-from vancetope_brain.recipes.model import KEBAB
+from vancetope_brain.models.recipe import KEBAB
 
 # A head's run: running until its report arrives, then one of the settled outcomes.
 PENDING, RUNNING, DONE = "pending", "running", "done"

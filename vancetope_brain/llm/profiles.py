@@ -60,7 +60,7 @@ from vancetope_brain.llm.base import ChatModel, LlmMessage, LlmResponse, TokenSi
 from vancetope_brain.llm.demo import DemoModel
 from vancetope_brain.llm.endpoint import DEFAULT_BASE_URL, native_tool_calls, safe_url
 from vancetope_brain.models.base import Wire
-from vancetope_brain.recipes.model import ModelChoice
+from vancetope_brain.models.recipe import ModelChoice
 from vancetope_brain.settings import SettingsApi
 
 if TYPE_CHECKING:

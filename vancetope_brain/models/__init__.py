@@ -6,7 +6,10 @@ snake_case in Python and camelCase on the wire and in the store.
 
 The ground floor: value types and the protocols the floors above see each other
 through (``wake.ProcessWaker``); nothing here imports another package of the brain
-except ``errors``.
+except ``errors``, and nothing here does I/O. The catalogued documents (``recipe``,
+``strategy``, ``workflow_template``) live here with what validates them: the bounded Jinja2
+sandbox (``sandbox``, ``render``) and ``markup.tagged``, so a store port and the service over
+it both see them from below; likewise a setting's scope (``settings``).
 """
 
 from vancetope_brain.models.base import Document, new_id, utcnow

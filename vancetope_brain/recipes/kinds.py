@@ -9,10 +9,10 @@ from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from vancetope_brain.errors import InvalidInput
+from vancetope_brain.models.recipe import Definition, Recipe
+from vancetope_brain.models.strategy import Strategy
+from vancetope_brain.models.workflow_template import WorkflowTemplate
 from vancetope_brain.recipes.loader import BundledDefinitions, bundled
-from vancetope_brain.recipes.model import Definition, Recipe
-from vancetope_brain.recipes.strategy import Strategy
-from vancetope_brain.recipes.template import WorkflowTemplate
 
 D = TypeVar("D", bound=Definition)
 

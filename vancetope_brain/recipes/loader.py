@@ -18,7 +18,7 @@ import yaml
 from pydantic import ValidationError
 
 from vancetope_brain.errors import LimitExceeded, RecipeError
-from vancetope_brain.recipes.model import KEBAB, Definition, Recipe
+from vancetope_brain.models.recipe import KEBAB, Definition, Recipe
 
 D = TypeVar("D", bound=Definition)
 

@@ -13,14 +13,12 @@ CLI). A recipe's engine must be registered, and only the operator writes engine 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import Generic, TypeVar
 
 from vancetope_brain.errors import LimitExceeded, NotFound, OperatorOnly, UnknownEngine
+from vancetope_brain.models.recipe import Definition, Recipe
 from vancetope_brain.recipes.loader import MAX_DEFINITION_BYTES
-from vancetope_brain.recipes.model import Definition, Recipe
-
-if TYPE_CHECKING:
-    from vancetope_brain.store import Backend, IdentityStore, RecipeStore
+from vancetope_brain.store import Backend, IdentityStore, RecipeStore
 
 D = TypeVar("D", bound=Definition)
 
@@ -121,8 +119,6 @@ class RecipeAdmin(DefinitionAdmin[Recipe]):
     def on(cls, store: Backend, max_per_tenant: int = DEFAULT_MAX_PER_TENANT, *,
            engine: Callable[[str], object] | None = None,
            operator: bool = False) -> RecipeAdmin:
-        from vancetope_brain.store import IdentityStore, RecipeStore
-
         return cls(store.port(RecipeStore), store.port(IdentityStore), max_per_tenant,
                    engine=engine, operator=operator)
 

@@ -9,15 +9,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from vancetope_brain.errors import InvalidInput, NotFound, UnknownRecipe
-from vancetope_brain.recipes.kinds import bundled_of
-from vancetope_brain.recipes.loader import BundledDefinitions, BundledRecipes, bundled
-from vancetope_brain.recipes.model import (
+from vancetope_brain.models.recipe import (
     AppliedRecipe,
     Definition,
     Recipe,
     RecipeCategory,
     RecipeSource,
 )
+from vancetope_brain.recipes.kinds import bundled_of
+from vancetope_brain.recipes.loader import BundledDefinitions, BundledRecipes, bundled
 
 if TYPE_CHECKING:
     from vancetope_brain.store import RecipeStore

@@ -31,9 +31,9 @@ from vancetope_brain.engines.spawning import ProcessFactory
 from vancetope_brain.errors import Conflict, NotFound, UserError
 from vancetope_brain.models import ProcessStatus, ThinkProcess, utcnow
 from vancetope_brain.models.base import Wire
+from vancetope_brain.models.recipe import Name, SystemSessionSpec
 from vancetope_brain.models.tool_health import HealthSource
 from vancetope_brain.models.wake import ProcessWaker
-from vancetope_brain.recipes.model import Name, SystemSessionSpec
 from vancetope_brain.services.system_sessions import SYSTEM_USER, SystemSessions
 from vancetope_brain.store import SessionStore, ToolHealthStore
 from vancetope_brain.tools.health import AmbiguousToolError

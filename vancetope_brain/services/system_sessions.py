@@ -23,7 +23,7 @@ from vancetope_brain import keys
 from vancetope_brain.events.presence import Presence
 from vancetope_brain.identity import Principal
 from vancetope_brain.models import OnDisconnect, Session, SessionStatus, SessionType, new_id
-from vancetope_brain.recipes.model import SystemSessionSpec
+from vancetope_brain.models.recipe import SystemSessionSpec
 from vancetope_brain.sessions.lifecycle import SessionLifecycle
 from vancetope_brain.store import SessionStore
 

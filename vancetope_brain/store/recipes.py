@@ -7,7 +7,7 @@ from abc import abstractmethod
 from typing import TypeVar
 
 from vancetope_brain.errors import LimitExceeded
-from vancetope_brain.recipes.model import Definition, Recipe
+from vancetope_brain.models.recipe import Definition, Recipe
 from vancetope_brain.store.backend import Port
 
 D = TypeVar("D", bound=Definition)

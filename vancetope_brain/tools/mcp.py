@@ -67,10 +67,10 @@ from pydantic import (
 
 from vancetope_brain.errors import ConfigError
 from vancetope_brain.llm import ToolSpec
+from vancetope_brain.models.recipe import Role
 from vancetope_brain.models.steer import ToolCallStatus
 from vancetope_brain.models.tool_health import HealthCause
 from vancetope_brain.observability.logs import scrub
-from vancetope_brain.recipes.model import Role
 from vancetope_brain.tools import dispatcher  # the module, not its names: it may import this one
 from vancetope_brain.tools.health import (
     Failure,

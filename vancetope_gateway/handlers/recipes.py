@@ -11,7 +11,8 @@ from typing import Any, cast
 from pydantic import Field, create_model
 
 from vancetope_brain.models.base import Wire
-from vancetope_brain.recipes import Recipe, RecipeAdmin
+from vancetope_brain.models.recipe import Recipe
+from vancetope_brain.recipes import RecipeAdmin
 from vancetope_brain.recipes.kinds import KINDS, DefinitionKind
 from vancetope_brain.recipes.loader import definition_from_mapping, recipe_from_mapping
 from vancetope_gateway.handlers.declare import Context, Frame, Id, declare, frame

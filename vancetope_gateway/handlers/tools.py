@@ -9,8 +9,8 @@ from pydantic import Field, StringConstraints
 
 from vancetope_brain.errors import NotFound
 from vancetope_brain.models.base import Wire
+from vancetope_brain.models.recipe import KEBAB
 from vancetope_brain.models.steer import ToolCallStatus, ToolResult
-from vancetope_brain.recipes.model import KEBAB
 from vancetope_gateway.handlers.declare import Context, frame
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from vancetope_brain.errors import Conflict, LimitExceeded, NotFound
-from vancetope_brain.recipes import Recipe
+from vancetope_brain.models.recipe import Recipe
+from vancetope_brain.models.strategy import Strategy
+from vancetope_brain.models.workflow_template import WorkflowTemplate
 from vancetope_brain.recipes.kinds import KINDS
-from vancetope_brain.recipes.strategy import Strategy
-from vancetope_brain.recipes.template import WorkflowTemplate
 from vancetope_brain.store import RecipeStore
 
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from vancetope_brain.errors import Conflict, NotFound
-from vancetope_brain.recipes import Recipe
+from vancetope_brain.models.recipe import Recipe
 from vancetope_brain.store import RecipeStore
 
 if TYPE_CHECKING:

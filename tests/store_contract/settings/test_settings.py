@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from vancetope_brain.errors import NotFound
-from vancetope_brain.settings import SettingScope
+from vancetope_brain.models.settings import SettingScope
 from vancetope_brain.store import SettingStore
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ from pymongo.collection import Collection
 from pymongo.errors import DuplicateKeyError
 
 from vancetope_brain.errors import Conflict, NotFound
-from vancetope_brain.recipes.model import Definition
+from vancetope_brain.models.recipe import Definition
 from vancetope_brain.store.mongo import MongoAdapter, MongoBackend
 from vancetope_brain.store.mongo._codec import translated
 from vancetope_brain.store.recipes import RecipeStore, over_limit, recipe_level

@@ -13,7 +13,7 @@ from typing import Any
 from pymongo import ASCENDING
 
 from vancetope_brain.errors import NotFound
-from vancetope_brain.settings import SettingScope, StoredSetting
+from vancetope_brain.models.settings import SettingScope, StoredSetting
 from vancetope_brain.store.mongo import MongoAdapter, MongoBackend
 from vancetope_brain.store.mongo._codec import from_bson, naive_utc, translated
 from vancetope_brain.store.settings import SettingStore

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TypeVar
 
 from vancetope_brain.errors import Conflict, NotFound
-from vancetope_brain.recipes.model import Definition
+from vancetope_brain.models.recipe import Definition
 from vancetope_brain.store.recipes import RecipeStore, over_limit, recipe_level
 from vancetope_brain.store.sqlite import SqliteAdapter
 from vancetope_brain.store.sqlite._db import load_all, load_one

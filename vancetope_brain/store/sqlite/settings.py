@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from vancetope_brain.errors import NotFound
-from vancetope_brain.settings import SettingScope, StoredSetting
+from vancetope_brain.models.settings import SettingScope, StoredSetting
 from vancetope_brain.store.settings import SettingStore
 from vancetope_brain.store.sqlite import SqliteAdapter
 from vancetope_brain.store.sqlite._db import load_all

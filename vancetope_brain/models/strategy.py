@@ -5,7 +5,7 @@ Strategies are catalogued like recipes (kind ``strategy``: bundled under
 ``recipes/strategies/``, tenant and project ones in the store) and validated
 into ``Strategy`` on load and on save, so every error names its field, e.g.
 ``phases.1.onFail: no phase named 'drfat'``. Templates (``goal``, checkpoint
-``title`` / ``body``) are Jinja2 in the recipes' sandbox with
+``title`` / ``body``) are Jinja2 in the bounded sandbox (``models.sandbox``) with
 ``StrictUndefined``; they may use only ``TEMPLATE_NAMES``.
 """
 
@@ -27,8 +27,8 @@ from pydantic.alias_generators import to_camel
 
 from vancetope_brain.models.base import Wire
 from vancetope_brain.models.inbox import Criticality
-from vancetope_brain.recipes.model import Definition, Name
-from vancetope_brain.recipes.render import check_template, sample_context
+from vancetope_brain.models.recipe import Definition, Name
+from vancetope_brain.models.render import check_template, sample_context
 
 TEMPLATE_NAMES = frozenset({"input", "params", "phases", "iteration", "strategy"})
 """What a strategy template may use: ``input`` (the process's goal), ``params`` (its params),

@@ -4,7 +4,7 @@ Templates are catalogued like recipes and strategies (kind ``template``:
 bundled under ``recipes/templates/``, tenant and project ones in the store)
 and validated into ``WorkflowTemplate`` on load and on save, so every error
 names its field, e.g. ``steps.0.goal: template uses unknown variable(s)
-user``. Step goals and the ``aggregate`` are Jinja2 in the recipes' sandbox
+user``. Step goals and the ``aggregate`` are Jinja2 in the bounded sandbox (``models.sandbox``)
 with ``StrictUndefined``; they may use only ``TEMPLATE_NAMES``.
 """
 
@@ -16,8 +16,8 @@ from pydantic import ConfigDict, Field, StringConstraints, field_validator
 from pydantic.alias_generators import to_camel
 
 from vancetope_brain.models.base import Wire
-from vancetope_brain.recipes.model import Definition, Name
-from vancetope_brain.recipes.render import check_template, sample_context
+from vancetope_brain.models.recipe import Definition, Name
+from vancetope_brain.models.render import check_template, sample_context
 
 TEMPLATE_NAMES = frozenset({"goal", "params"})
 """What a goal may use: ``goal`` (the process's goal) and ``params`` (its params)."""

@@ -47,7 +47,7 @@ from jinja2.sandbox import MAX_RANGE, ImmutableSandboxedEnvironment, SecurityErr
 from jinja2.visitor import NodeTransformer
 
 from vancetope_brain.errors import RenderBudgetExceeded
-from vancetope_brain.llm.markup import tagged
+from vancetope_brain.models.markup import tagged
 
 MAX_RENDER_SECONDS = 0.05
 """CPU time one render may take (the rendering thread's CPU, ``time.thread_time``, less what
@@ -499,7 +499,7 @@ _TAG = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)*")
 
 def _tagged(value: Any, tag: str) -> str:
     """``{{ phases.research.output | tagged("findings") }}``: another process's text inside a
-    tag, escaped (``llm.markup.tagged``), so nothing in it can end the tag."""
+    tag, escaped (``models.markup.tagged``), so nothing in it can end the tag."""
     if not isinstance(tag, str) or not _TAG.fullmatch(tag):
         raise FilterArgumentError(f"tagged: the tag is a lowercase-kebab name, not {tag!r}")
     text = str(value)

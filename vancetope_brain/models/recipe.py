@@ -18,14 +18,14 @@ from pydantic import ConfigDict, Field, StringConstraints, field_validator, mode
 from pydantic.alias_generators import to_camel
 
 from vancetope_brain.models.base import Document, Wire
-from vancetope_brain.recipes.render import check_template, render_text, sample_context
+from vancetope_brain.models.render import check_template, render_text, sample_context
 
 KEBAB = r"^[a-z][a-z0-9]*(-[a-z0-9]+)*$"
 """Recipe and engine names: lowercase-kebab, like registry names."""
 
 Name = Annotated[str, StringConstraints(pattern=KEBAB, max_length=64)]
 EngineName = Annotated[str, StringConstraints(min_length=1, max_length=64)]
-"""An engine's registry name. The registry is its judge (this package imports no engine):
+"""An engine's registry name. The registry is its judge (``models`` imports no engine):
 ``RecipeAdmin`` asks it when a recipe is written and the spawner when a process is, and
 its error names the engines and the closest one (``Arthur``: did you mean ``arthur``?)."""
 # A tool name or an fnmatch pattern over tool names (MCP tools are prefixed by their server).
@@ -90,7 +90,7 @@ class Definition(Document):
 
     def check_render(self) -> None:
         """Render each template once with sample values, inside the render bounds (see
-        ``vancetope_brain.recipes.sandbox``), as a save does; raises ``RecipeError`` naming the
+        ``vancetope_brain.models.sandbox``), as a save does; raises ``RecipeError`` naming the
         field. What the sample values lack renders empty."""
         variables, templates = self.sample_templates()
         for path, source in templates:

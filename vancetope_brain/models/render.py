@@ -21,7 +21,7 @@ keeps its last ``RENDERED_KEPT`` renders (of at most ``RENDERED_MAX_CHARS`` char
 and reuses one while both are the same (a template using ``random`` is rendered anew each
 time; a failed render is never kept). The sandbox is immutable: a template can neither reach dunder
 attributes (``''.__class__``) nor mutate ``params``; and it is bounded
-(``vancetope_brain.recipes.sandbox``): a render that would pass its CPU time,
+(``vancetope_brain.models.sandbox``): a render that would pass its CPU time,
 loop, call or size bounds fails with a ``RecipeError`` naming the bound.
 """
 
@@ -47,7 +47,7 @@ from jinja2 import (
 from jinja2.sandbox import SecurityError
 
 from vancetope_brain.errors import RecipeError, RenderBudgetExceeded
-from vancetope_brain.recipes.sandbox import (
+from vancetope_brain.models.sandbox import (
     MAX_TEMPLATE_TOKENS,
     MAX_TEXT,
     BoundedEnvironment,
@@ -56,7 +56,7 @@ from vancetope_brain.recipes.sandbox import (
 )
 
 if TYPE_CHECKING:
-    from vancetope_brain.recipes.model import AppliedRecipe
+    from vancetope_brain.models.recipe import AppliedRecipe
 
 CONTEXT_NAMES = frozenset({"recipe", "process", "params", "user", "project", "tenant", "date",
                            "tools"})
