@@ -148,7 +148,7 @@ class GatewayWorker(ThreadWorker):
         serving WebSockets would hold the process until the arbiter SIGKILLs it; closing
         the sockets first ends them."""
         going_away(self.wsgi)
-        time.sleep(0.5)  # the writers send the close frames
+        time.sleep(0.5)  # the hub sends the close frames
         super().handle_quit(sig, frame)
 
     def load_wsgi(self) -> None:
