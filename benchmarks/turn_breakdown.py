@@ -50,6 +50,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -63,16 +64,31 @@ from _timing import Timed, Timer, format_tree, instrument_worker  # noqa: E402
 
 
 class FakeSocket:
+    """The hub's side of a connection, without a socket: a thread of its own drains the
+    connection's outbound queue whenever ``pump`` is called (called holding the
+    connection's lock, so it cannot drain there), keeping the last frames in ``sent``."""
+
     def __init__(self) -> None:
         self.sent: list[str] = []
+        self.connection: Any = None
+        self._pumped = threading.Event()
+        threading.Thread(target=self._drain, name="bench-drain", daemon=True).start()
 
-    def receive(self, timeout: float | None = None) -> None:
-        return None
+    def pump(self) -> None:
+        self._pumped.set()
 
-    def send(self, data: str) -> None:
-        self.sent.append(data)
-        if len(self.sent) > 64:
-            del self.sent[:-8]
+    def abort(self) -> None:
+        pass
+
+    def _drain(self) -> None:
+        while self._pumped.wait():
+            self._pumped.clear()
+            while self.connection is not None and \
+                    (item := self.connection.outbound.take()) is not None:
+                if isinstance(item, str):
+                    self.sent.append(item)
+                    if len(self.sent) > 64:
+                        del self.sent[:-8]
 
 
 class NoListener:
@@ -156,16 +172,19 @@ def run(args: argparse.Namespace, env: dict[str, str], tmp: Path) -> int:
     sessions._lanes = Timed(sessions._lanes, "store", timer)
     brain = dataclasses.replace(brain, sessions=Timed(sessions, "sessions", timer))
 
-    conns, procs = [], []
+    conns, procs, socks = [], [], []
     for i in range(args.processes):
-        conn = Connection(FakeSocket(), who, brain, NoListener(), llm="bench",  # type: ignore[arg-type]
+        sock = FakeSocket()
+        conn = Connection(sock, who, brain, NoListener(), llm="bench",  # type: ignore[arg-type]
                           max_frame_bytes=config.max_frame_bytes,
                           frame_rate=1e9)  # steers as fast as the turns run
+        sock.connection = conn
         conn.handle(json.dumps({"type": "session-create", "id": "c", "data": {"title": f"b{i}"}}))
         session = conn.session
         if session is None or not session.chat_process_id:
-            raise RuntimeError(f"session-create failed: {conn._sock.sent[-1:]}")
+            raise RuntimeError(f"session-create failed: {sock.sent[-1:]}")
         conns.append(conn)
+        socks.append(sock)
         procs.append(session.chat_process_id)
         runner.run("bench", session.chat_process_id)  # the INIT turn
     last_seq = {c.session.id: brain.events.last_seq(c.session.id) for c in conns}
@@ -187,7 +206,7 @@ def run(args: argparse.Namespace, env: dict[str, str], tmp: Path) -> int:
         timer.call("steer", conn.handle, frame)
         outcome = runner.run("bench", pid)  # timed as "turn" by instrument_worker
         if outcome.value != "committed":
-            raise RuntimeError(f"turn {it}: {outcome}; the steer got {conn._sock.sent[-1:]}")
+            raise RuntimeError(f"turn {it}: {outcome}; the steer got {socks[k].sent[-1:]}")
         events = timer.call("fanout", _fanout, brain, conn, sid, last_seq, timer)
         if events != 5:
             raise RuntimeError(f"turn {it}: {events} events, expected 5")

@@ -1,20 +1,15 @@
-"""The Flask app factory: REST blueprint and the WebSocket endpoint."""
+"""The Flask app factory (``create_app``, a list of the app's parts) and the REST routes.
+
+The WebSocket endpoint and the parts behind it are ``sockets.py``'s.
+"""
 
 from __future__ import annotations
 
-import functools
 import logging
-import threading
-import time
-import uuid
-import weakref
 from collections.abc import Callable
-from typing import get_args
 
 import redis
-from flask import Blueprint, Flask, Response, current_app, g, jsonify, request, send_file
-from flask_sock import Sock
-from simple_websocket import Server
+from flask import Blueprint, Flask, Response, current_app, jsonify, request, send_file
 from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 
 from vancetope_brain.engines import ENGINES, shown_process
@@ -23,25 +18,17 @@ from vancetope_brain.errors import (
     InvalidInput,
     RuntimeFailure,
     StoreError,
-    Unauthorized,
     VancetopeError,
 )
-from vancetope_brain.events import EventListener
-from vancetope_brain.events.presence import Presence
-from vancetope_brain.identity import Principal
-from vancetope_brain.identity.service import hash_token
 from vancetope_brain.inbox.attachments import AttachmentStore
 from vancetope_brain.lanes import consumers
 from vancetope_brain.models import ProcessStatus
-from vancetope_brain.observability import metrics, tracing
-from vancetope_gateway.frames import NotifyMode
-from vancetope_gateway.hub import Hub, NoThread
-from vancetope_gateway.limits import ConnectionSlots, Slot
+from vancetope_brain.observability import tracing
+from vancetope_gateway.auth import authenticate
 from vancetope_gateway.logs import redact_access_logs
 from vancetope_gateway.observe import add_metrics_route
 from vancetope_gateway.parts import Gateway
-from vancetope_gateway.protocol import Connection
-from vancetope_gateway.tokens import TokenWatch
+from vancetope_gateway.sockets import SocketParts, add_websocket_route
 from vancetope_gateway.webapp import add_web_client
 from workers.celery_app import lane_queue
 
@@ -52,33 +39,6 @@ MAX_BODY_BYTES = 256 * 1024
 reads one, so ``_refuse_bodies`` also refuses any body on a GET."""
 
 rest = Blueprint("rest", __name__)
-
-
-SUBPROTOCOL = "vancetope"
-"""The WebSocket subprotocol the gateway selects; a browser offers it beside
-``bearer.<token>``, the one header a browser's WebSocket can set."""
-BEARER_SUBPROTOCOL = "bearer."
-
-
-def offered_subprotocols() -> list[str]:
-    return [p.strip() for p in request.headers.get("Sec-WebSocket-Protocol", "").split(",")
-            if p.strip()]
-
-
-def bearer_token() -> str | None:
-    """``Authorization: Bearer …``; else a ``bearer.<token>`` WebSocket subprotocol
-    (browsers); else ``?token=…`` (kept for old clients; logs redact it)."""
-    header = request.headers.get("Authorization", "")
-    if header.startswith("Bearer "):
-        return header.removeprefix("Bearer ").strip()
-    for offered in offered_subprotocols():
-        if offered.startswith(BEARER_SUBPROTOCOL):
-            return offered.removeprefix(BEARER_SUBPROTOCOL)
-    return request.args.get("token")
-
-
-def authenticate() -> Principal:
-    return current_app.extensions["vancetope"].identity.authenticate(bearer_token())
 
 
 @rest.get("/healthz")
@@ -128,71 +88,6 @@ def readyz() -> tuple[Response, int]:
 def think_engines() -> Response:
     authenticate()
     return jsonify(engines=[e.describe() for e in ENGINES])
-
-
-NOTIFY_MODES = get_args(NotifyMode)
-
-
-PING_INTERVAL = 25.0
-"""Seconds between the gateway's pings of a client; one unanswered by the next is closed
-with 1008."""
-
-GOING_AWAY = 1001
-"""The close code of every socket of a gateway process that is stopping (SIGTERM): 1001
-"going away" (RFC 6455); the client resumes on another gateway."""
-
-
-class PresenceRenewer:
-    """The open connections of one gateway process, and one thread keeping them counted as
-    present: every ``interval`` seconds, all of them in pipelines of ``BATCH``."""
-
-    BATCH = 500
-
-    def __init__(self, presence: Presence, interval: float) -> None:
-        self._connections: weakref.WeakSet[Connection] = weakref.WeakSet()
-        self._lock = threading.Lock()
-        self._presence = presence
-        self._interval = interval
-        threading.Thread(target=self._run, name="vt-presence", daemon=True).start()
-
-    def add(self, connection: Connection) -> None:
-        with self._lock:
-            self._connections.add(connection)
-
-    def discard(self, connection: Connection) -> None:
-        with self._lock:
-            self._connections.discard(connection)
-
-    def close_all(self, code: int, message: str) -> int:
-        """Close every open connection (without blocking); returns how many."""
-        with self._lock:
-            connections = list(self._connections)
-        for connection in connections:
-            connection.close(code, message)
-        return len(connections)
-
-    def _run(self) -> None:
-        while True:
-            time.sleep(self._interval)
-            with self._lock:
-                connections = list(self._connections)
-            for at in range(0, len(connections), self.BATCH):
-                entries = [e for c in connections[at:at + self.BATCH]
-                           if (e := c.presence()) is not None]
-                try:
-                    self._presence.renew_all([user for user, _ in entries],
-                                             [bound for _, bound in entries if bound])
-                except Exception:
-                    log.exception("presence renewal failed; retrying next round")
-
-
-def going_away(app: Flask) -> int:
-    """The gateway process is stopping: close its WebSockets with 1001 "going away" so that
-    their clients resume on another gateway; returns how many."""
-    closed: int = app.extensions["vancetope.renewer"].close_all(GOING_AWAY, "going away")
-    if closed:
-        log.info("stopping: closed %d WebSocket(s) with %d going away", closed, GOING_AWAY)
-    return closed
 
 
 def _gateway() -> Gateway:
@@ -290,45 +185,37 @@ def add_attachment_route(app: Flask, attachments: AttachmentStore) -> None:
 
 def create_app(gateway: Gateway, *, llm_description: str,
                ping_broker: Callable[[], None] | None = None) -> Flask:
-    """The gateway for one OS process. Starts the process's event listener thread.
-    ``ping_broker`` (raises when the Celery broker cannot be reached) is for ``/readyz``."""
+    """The gateway for one OS process, part by part. ``ping_broker`` (raises when the
+    Celery broker cannot be reached) is for ``/readyz``. The threads its socket parts
+    start stop with ``close_app``, which whoever serves the app calls on its way out."""
     redact_access_logs()
     app = Flask(__name__, static_folder=None)
     app.config["MAX_CONTENT_LENGTH"] = MAX_BODY_BYTES
-    # simple_websocket selects the first subprotocol offered that is listed here, so a
-    # ``bearer.<token>`` offered beside ``vancetope`` is never echoed in the reply. It only
-    # answers the handshake: the hub reads, writes and pings the socket (``hub.py``).
-    app.config["SOCK_SERVER_OPTIONS"] = {"subprotocols": [SUBPROTOCOL],
-                                         "thread_class": NoThread}
-    hub = Hub(frame_threads=gateway.config.frame_threads,
-              max_sockets=gateway.config.max_sockets,
-              max_message_bytes=gateway.config.max_frame_bytes, ping_interval=PING_INTERVAL)
-    app.extensions["vancetope.hub"] = hub
     app.extensions["vancetope"] = gateway
     app.extensions["vancetope.ping_broker"] = ping_broker
-    listener = EventListener(gateway.redis)
-    app.extensions["vancetope.listener"] = listener
+    sockets = app.extensions["vancetope.sockets"] = SocketParts.build(gateway)
+    add_body_limit(app)
     app.register_blueprint(rest)
     add_attachment_route(app, gateway.attachments)
     add_metrics_route(app, gateway)
     tracing.instrument_flask(app)
     add_web_client(app)
-    sock = Sock(app)
+    add_websocket_route(app, gateway, sockets, llm_description=llm_description)
+    add_error_handlers(app)
+    return app
 
-    renewer = PresenceRenewer(gateway.presence, gateway.config.presence_ttl / 3)
-    app.extensions["vancetope.renewer"] = renewer
-    tokens = TokenWatch(gateway.identity, gateway.config.token_recheck)
-    app.extensions["vancetope.tokens"] = tokens
 
-    slots = ConnectionSlots(gateway.presence,
-                            per_user=gateway.config.max_connections_per_user,
-                            per_address=gateway.config.max_connections_per_ip)
-    app.extensions["vancetope.slots"] = slots
+def close_app(app: Flask) -> None:
+    """Stop the app's background threads (socket hub, event listener, presence renewer,
+    token watch); the app serves nothing after. Once its server stopped serving."""
+    app.extensions["vancetope.sockets"].close()
 
+
+def add_body_limit(app: Flask) -> None:
+    """Refuse, before authentication (so the upgrade request too), any body no route reads:
+    ``MAX_CONTENT_LENGTH`` applies only where a route reads the body, and none does."""
     @app.before_request
     def _refuse_bodies() -> None:
-        # MAX_CONTENT_LENGTH applies only where a route reads the body, and none does: refuse
-        # here, before authentication, what no route would read (the upgrade request too).
         length = request.content_length or 0
         chunked = "chunked" in request.headers.get("Transfer-Encoding", "").lower()
         if length > MAX_BODY_BYTES:
@@ -336,93 +223,9 @@ def create_app(gateway: Gateway, *, llm_description: str,
         if (length or chunked) and request.method in ("GET", "HEAD"):
             raise RequestEntityTooLarge(f"{request.method} {request.path} takes no body")
 
-    @app.before_request
-    def _authenticate_websocket() -> tuple[Response, int] | None:
-        # Refuse before the upgrade so an unauthenticated client never gets a socket.
-        if request.path == "/ws":
-            try:
-                g.principal = authenticate()
-            except Unauthorized as e:
-                return jsonify(code=e.code, message=str(e)), 401
-            g.token_hash = hash_token(bearer_token() or "")
-            g.notify_mode = request.args.get("notifyMode", "all")
-            if g.notify_mode not in NOTIFY_MODES:
-                return jsonify(code="invalid_input", message="notifyMode must be one of "
-                               + ", ".join(NOTIFY_MODES)), 400
-            offered = offered_subprotocols()
-            if offered and SUBPROTOCOL not in offered:
-                # A browser fails a handshake whose reply selects none of its offers.
-                return jsonify(code="invalid_input", message=f"offer the subprotocol "
-                               f"{SUBPROTOCOL!r} (beside bearer.<token>)"), 400
-        return None
 
-    @app.before_request
-    def _take_connection_slot() -> tuple[Response, int] | None:
-        # After authentication, before the upgrade: a refused client never gets a socket.
-        if request.path == "/ws":
-            if hub.full():
-                return jsonify(code="unavailable", message=f"this gateway process holds "
-                               f"{hub.max_sockets} WebSockets, its most "
-                               f"(VANCETOPE_MAX_SOCKETS); try another"), 503
-            g.connection_slot = slots.take(g.principal, request.remote_addr or "",
-                                           uuid.uuid4().hex, g.notify_mode)
-            # Admitted: the header timeout of ``vancetope serve`` must
-            # not cut the socket that is about to become a WebSocket.
-            upgraded = request.environ.get("werkzeug.socket")
-            if upgraded is not None:
-                upgraded.settimeout(None)
-        return None
-
-    def give_back(slot: Slot) -> None:
-        try:
-            slots.give_back(slot)
-        except Exception:  # its presence entry expires on its own
-            log.exception("freeing the connection slot of user %s failed", slot.who.user_id)
-
-    @app.teardown_request
-    def _give_back_connection_slot(_: BaseException | None) -> None:
-        # After a handshake that failed; an upgraded socket's slot goes back when it ends.
-        slot = g.pop("connection_slot", None)
-        if slot is not None:
-            give_back(slot)
-
-    @sock.route("/ws")
-    def ws(ws: Server) -> None:
-        # The hub owns the socket from here: flask-sock's close after this route must not
-        # send a close frame of its own.
-        ws.connected = False
-        entry = hub.take(ws.sock, ws.ws, owned=ws.mode == "gunicorn")
-        slot = g.pop("connection_slot")
-        connection = Connection(entry, g.principal, gateway, listener,
-                                llm=llm_description,
-                                max_frame_bytes=gateway.config.max_frame_bytes,
-                                notify_mode=g.notify_mode,
-                                frame_rate=gateway.config.frame_rate,
-                                frame_burst=gateway.config.frame_burst,
-                                connection_id=slot.connection_id,
-                                authorized=functools.partial(tokens.valid, g.token_hash),
-                                pump=entry.pump)
-        renewer.add(connection)
-        tokens.watch(connection, g.token_hash)
-        metrics.OPEN_SOCKETS.inc()
-
-        def done() -> None:
-            metrics.OPEN_SOCKETS.dec()
-            tokens.forget(connection)
-            renewer.discard(connection)
-            give_back(slot)
-
-        try:
-            connection.open()
-        except Exception:
-            log.exception("greeting a new connection failed; closing it")
-            connection.close(1011, "internal error")
-        hub.start(entry, connection, done)
-        if ws.mode != "gunicorn" or not app.extensions.get("vancetope.detach"):
-            # werkzeug (and gunicorn's own workers) write a response and close the socket
-            # once this returns; ``GatewayWorker`` leaves it to the hub.
-            entry.gone.wait()
-
+def add_error_handlers(app: Flask) -> None:
+    """Errors as ``{code, message}`` JSON with the status their code stands for."""
     @app.errorhandler(VancetopeError)
     def _domain_error(e: VancetopeError) -> tuple[Response, int]:
         status = {"unauthorized": 401, "forbidden": 403, "not_found": 404, "conflict": 409,
@@ -440,5 +243,3 @@ def create_app(gateway: Gateway, *, llm_description: str,
         code = "payload_too_large" if e.code == 413 else \
             (e.name or "error").lower().replace(" ", "_")
         return jsonify(code=code, message=e.description), e.code or 500
-
-    return app

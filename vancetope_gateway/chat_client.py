@@ -32,7 +32,7 @@ from prompt_toolkit import PromptSession
 from prompt_toolkit.formatted_text import ANSI, FormattedText, to_formatted_text
 from prompt_toolkit.patch_stdout import patch_stdout
 from rich.console import Console
-from simple_websocket import Client, ConnectionClosed
+from simple_websocket import ConnectionClosed
 from simple_websocket import ConnectionError as HandshakeRefused
 
 from vancetope_brain.config import Config
@@ -41,6 +41,7 @@ from vancetope_gateway.chat_commands import QUIT, command
 from vancetope_gateway.chat_details import item_details, item_link, line_details
 from vancetope_gateway.chat_view import PlainView, Printer, TerminalView, View
 from vancetope_gateway.discovery import Token, chat_config, chat_token, server_url
+from vancetope_gateway.socket_adapter import WebSocketClient, close_unconnected
 
 REPLY_TIMEOUT = 300.0
 RELOAD_LINES = 100
@@ -65,34 +66,6 @@ REVOKED = (1008, "token revoked")
 codes"): reconnecting with that token is refused."""
 
 
-class WebSocketClient(Client):
-    """simple_websocket's client, closing its socket when the handshake is refused, and
-    handling frames that arrived in the same read as the 101 response (simple_websocket
-    1.1 leaves them buffered until the next read returns — the server's ping, 25 s later;
-    the gateway greets a client as soon as it is upgraded, so on a busy machine the
-    welcome often comes in that read). Every Python client of the gateway uses this one.
-    """
-
-    def handshake(self) -> None:
-        try:
-            super().handshake()
-        except BaseException:
-            self.sock.close()
-            raise
-        self.connected = self._handle_events()
-
-
-def _close_unconnected(error: OSError) -> None:
-    """simple_websocket 1.1 leaves the socket of a refused connect open (a ResourceWarning
-    each reconnect attempt): close it, found in the frame that made it."""
-    tb = error.__traceback__
-    while tb is not None:
-        sock = tb.tb_frame.f_locals.get("sock")
-        if isinstance(sock, socket.socket):
-            sock.close()
-        tb = tb.tb_next
-
-
 class ChatClient:
     """A minimal protocol client: requests with ids, a reader thread, event callbacks."""
 
@@ -106,7 +79,7 @@ class ChatClient:
             raise VancetopeError(f"the server at {url} refused the WebSocket upgrade "
                                  f"(HTTP {e.status_code})") from e
         except OSError as e:
-            _close_unconnected(e)
+            close_unconnected(e)
             raise VancetopeError(f"cannot reach {url}: {e}; is `vancetope serve` running?") from e
         self._ids = itertools.count(1)
         self._replies: dict[str, queue.Queue[dict[str, Any]]] = {}

@@ -148,10 +148,11 @@ def _run(config: Config, listener: socket.socket) -> int:
     """Build and run the embedded server on ``listener``, with the data directory's lock held."""
     from vancetope_brain.llm.factory import describe
     from vancetope_brain.runtime import open_store
-    from vancetope_gateway.app import create_app, going_away
+    from vancetope_gateway.app import close_app, create_app
     from vancetope_gateway.discovery import forget_server, record_server
     from vancetope_gateway.parts import build_gateway
     from vancetope_gateway.serving import make_embedded_server
+    from vancetope_gateway.sockets import going_away
     from workers.celery_app import broker_ping, create_celery, enqueue_on
     from workers.embedded import EmbeddedWorker
 
@@ -199,6 +200,7 @@ def _run(config: Config, listener: socket.socket) -> int:
         server.serve_forever()
     finally:
         forget_server(config)
+        close_app(app)
         worker.stop()
         worker_parts.close()
         store.close()

@@ -1,9 +1,9 @@
 """The gateway's WebSocket transport: one selector thread per process for every socket.
 
 flask-sock still mounts ``/ws`` and simple-websocket still answers the handshake, but
-its reader thread is never started (``NoThread``): once a socket is upgraded and its
-``Connection`` greeted the client, the route hands the socket to the ``Hub`` and (under
-gunicorn) returns, freeing gunicorn's thread. From then on an idle socket costs no
+its reader thread is never started (``socket_adapter``, the one module that knows their
+insides): once a socket is upgraded and its ``Connection`` greeted the client, the route
+hands the socket to the ``Hub`` and (under gunicorn) returns, freeing gunicorn's thread. From then on an idle socket costs no
 thread, only its memory and a ping every ``ping_interval`` seconds.
 
 - One hub thread reads every socket (non-blocking, wsproto), answers pings, pings each
@@ -25,7 +25,8 @@ thread, only its memory and a ping every ``ping_interval`` seconds.
 The hub holds at most ``max_sockets`` sockets (``VANCETOPE_MAX_SOCKETS``); ``full()``
 lets the gateway refuse the upgrade first. Under werkzeug (``vancetope serve``) the
 route's thread waits until the hub is done with the socket, as werkzeug writes a
-response and closes the socket once the route returns.
+response and closes the socket once the route returns. ``close`` stops the hub's thread
+and its pool (a gateway shutting down).
 """
 
 from __future__ import annotations
@@ -64,18 +65,6 @@ POLICY_VIOLATION = 1008
 PROTOCOL_ERROR = 1002
 
 
-class NoThread:
-    """simple-websocket's reader thread, never started: the hub reads the socket."""
-
-    name = "vt-hub-handoff"
-
-    def __init__(self, target: Any = None, **_: Any) -> None:
-        pass
-
-    def start(self) -> None:
-        pass
-
-
 class HubSocket:
     """One upgraded socket in the hub; the ``Socket`` of its ``Connection``.
 
@@ -108,16 +97,7 @@ class HubSocket:
         self.done = threading.Event()  # the connection finished
         self.gone = threading.Event()  # and the hub let go of the socket
 
-    # ``Socket`` (protocol.py): only ``abort`` is called here; the hub does the sending.
-    def receive(self, timeout: float | None = None) -> str | bytes | None:
-        raise RuntimeError("the hub reads this socket")
-
-    def send(self, data: str) -> None:
-        raise RuntimeError("the hub writes this socket")
-
-    def close(self, reason: int, message: str) -> None:
-        raise RuntimeError("the hub writes this socket")
-
+    # ``Socket`` (protocol.py)
     def abort(self) -> None:
         with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
@@ -153,7 +133,9 @@ class Hub:
         self._sockets: dict[HubSocket, None] = {}
         self._owned: set[socket.socket] = set()
         self._empty = threading.Condition(self._lock)
-        threading.Thread(target=self._run, name="vt-hub", daemon=True).start()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="vt-hub", daemon=True)
+        self._thread.start()
 
     # ── from the route and the pool ─────────────────────────────────────
     def full(self) -> bool:
@@ -194,11 +176,59 @@ class Hub:
     def wake(self, entry: HubSocket) -> None:
         with self._lock:
             self._ready[entry] = None
-            if self._woken:
+            if self._woken or self._stop.is_set():
                 return
             self._woken = True
+        self._ring()
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop the hub: its thread and its frame pool end (each waited for at most
+        ``timeout`` seconds: a frame being served finishes first). Meant for a gateway that
+        stopped serving (``going_away``, then the server's shutdown): a socket still held
+        is cut without a close frame, its connection closed and finished, its route let go.
+        """
+        self._stop.set()
+        self._ring()
+        self._thread.join(timeout)
+        stopper = threading.Thread(target=self._pool.shutdown, name="vt-frames-stop",
+                                   kwargs={"wait": True, "cancel_futures": True})
+        stopper.start()
+        stopper.join(timeout)
+        if self._thread.is_alive() or stopper.is_alive():
+            log.warning("hub: still busy %gs after close; leaving its threads", timeout)
+            return
+        with self._lock:
+            entries = list(self._sockets)
+        for entry in entries:
+            self._cut(entry)
+        self._selector.close()
+        os.close(self._wake_r)
+        os.close(self._wake_w)
+
+    def _ring(self) -> None:
         with contextlib.suppress(BlockingIOError):
             os.write(self._wake_w, b"x")
+
+    def _cut(self, entry: HubSocket) -> None:
+        """A socket still held when the hub stopped (its threads are gone): finish it here."""
+        with contextlib.suppress(OSError):
+            entry.sock.shutdown(socket.SHUT_RDWR)
+        if entry.owned:
+            entry.sock.close()
+        try:
+            if entry.connection is not None and not entry.done.is_set():
+                entry.connection.close()
+                entry.connection.outbound.finish()
+                entry.on_done()
+        except Exception:
+            log.exception("hub: finishing a connection at close failed")
+        finally:
+            entry.done.set()
+            with self._empty:
+                self._sockets.pop(entry, None)
+                self._owned.discard(entry.sock)
+                self._empty.notify_all()
+            entry.gone.set()
 
     # ── the pool ────────────────────────────────────────────────────────
     def _submit(self, fn: Callable[[HubSocket], None], entry: HubSocket) -> None:
@@ -243,7 +273,7 @@ class Hub:
     # ── the hub thread ──────────────────────────────────────────────────
     def _run(self) -> None:
         next_sweep = time.monotonic() + 1.0
-        while True:
+        while not self._stop.is_set():
             try:
                 events = self._selector.select(max(0.0, next_sweep - time.monotonic()))
             except OSError:

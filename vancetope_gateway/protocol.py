@@ -1,6 +1,6 @@
-"""The WebSocket protocol as a plain class: testable with any object that has
-``receive(timeout=None) -> str | bytes | None``, ``send(str)``, ``close(code, message)``
-and ``abort()``.
+"""The WebSocket protocol as a plain class, served by the socket hub (``hub.py``): the hub
+calls ``open`` once and then ``handle`` per frame, and drains the connection's
+``outbound`` queue into the socket whenever the ``Socket``'s ``pump`` is called.
 """
 
 from __future__ import annotations
@@ -57,9 +57,11 @@ MAX_NESTING = 64
 
 
 class Socket(Protocol):
-    def receive(self, timeout: float | None = None) -> str | bytes | None: ...
-    def send(self, data: str) -> None: ...
-    def close(self, reason: int, message: str) -> None: ...
+    """The hub's handle on one socket (``hub.HubSocket``)."""
+
+    def pump(self) -> None:
+        """Frames were queued in ``outbound``: the hub takes them (``Outbound.take``)."""
+
     def abort(self) -> None:
         """Cut the connection now: a send blocked on a client that stopped reading fails."""
 
@@ -102,24 +104,23 @@ class Connection:
     (``vancetope_gateway.handlers``).
 
     Threads: the one serving its frames (``handle``, one frame at a time; it also
-    replays missed events: a thread of the hub's pool, or ``run``'s caller), the
-    gateway's event listener (live events and feed pushes), the one draining
-    ``Outbound`` (every frame goes out there, in order: the hub, or a writer thread of
-    its own) and the presence renewer.
+    replays missed events: a thread of the hub's pool), the gateway's event listener
+    (live events and feed pushes), the hub's thread, draining ``Outbound`` (every frame
+    goes out there, in order), and the presence renewer.
     ``_lock`` guards ``state``, ``session``, the follow handles and the outbound queue,
     and is held only for steps in memory, never across I/O, so the listener never waits
     for anybody's Redis, store or socket. ``bind`` and ``_start_events`` do their I/O
     first and commit under the lock only if the connection is still open (``bind``
     undoes its binding otherwise). ``close`` may come from any thread; after it the
-    writer sends the close frame and runs ``_release`` exactly once.
+    hub sends the close frame and ``_release`` runs exactly once.
     """
 
     # Frames waiting for one client; one more and it is dropped (close 1013). Live events
     # come at the pace of turns; a catch-up fills at most half of it (``_catch_up``).
     OUTBOUND_QUEUE_MAX = 1000
     # How long the gateway waits on a client that does not read: a catch-up waiting for
-    # room in its queue (then it is dropped), or a closed connection's writer still
-    # blocked in a send, which cannot get the close frame out (then the TCP connection
+    # room in its queue (then it is dropped), or a closed connection's queue still not
+    # drained, which cannot get the close frame out (then the TCP connection
     # is cut).
     STALL_GRACE_SEC = 10.0
     # The request types it answers, each with its models and its handler, which gets the
@@ -130,16 +131,13 @@ class Connection:
                  listener: EventListener, *, llm: str, max_frame_bytes: int,
                  notify_mode: frames.NotifyMode = "all", frame_rate: float = 50.0,
                  frame_burst: int = 200, connection_id: str | None = None,
-                 authorized: Callable[[], bool] = lambda: True,
-                 pump: Callable[[], None] | None = None) -> None:
+                 authorized: Callable[[], bool] = lambda: True) -> None:
         """``frame_rate`` / ``frame_burst``: ``VANCETOPE_FRAME_RATE`` / ``_BURST``.
         ``connection_id``: the id the gateway already counted the connection under (its
         per-user slot in presence); a new one by default. ``authorized`` says whether
         the socket's token still holds (``TokenWatch``); it is asked before each request
-        is served. ``pump``: the socket hub drains ``outbound`` (see ``Outbound``); None:
-        a writer thread of the connection's own sends with ``sock.send``."""
+        is served."""
         self.connection_id = connection_id or uuid.uuid4().hex
-        self._sock = sock
         self.who = principal
         self.gateway = gateway
         self._listener = listener
@@ -149,8 +147,8 @@ class Connection:
         self._authorized = authorized
         self._lock = threading.Lock()
         self.outbound = Outbound(sock, self._lock, limit=self.OUTBOUND_QUEUE_MAX,
-                                 grace=self.STALL_GRACE_SEC, on_failure=self.close,
-                                 on_closed=self._release, pump=pump)
+                                 grace=self.STALL_GRACE_SEC,
+                                 on_closed=self._release)
         self._rate = frame_rate
         self._bucket = TokenBucket(frame_rate, frame_burst)
         # Refusals have a bucket too: a client that ignores them as long again is closed.
@@ -164,21 +162,7 @@ class Connection:
         self.session: Session | None = None
         self.fingerprint: Fingerprint | None = None  # what this connection bound with
 
-    # ── loop ────────────────────────────────────────────────────────────
-    def run(self) -> None:
-        """Serve a blocking ``Socket`` until the client goes away; returns once the writer
-        has ended. (The server's hub calls ``open`` and then ``handle`` per frame.)"""
-        try:
-            self.open()
-            while self.state is not ConnState.CLOSED:
-                raw = self._sock.receive()
-                if raw is None:
-                    break
-                self.handle(raw)
-        finally:
-            self.close()
-            self.outbound.join()
-
+    # ── lifecycle ───────────────────────────────────────────────────────
     def open(self) -> None:
         """Greet the client (``welcome``, the Inbox summary) and follow the user's feed."""
         sessions = self.gateway.sessions.list_sessions(self.who)
@@ -195,7 +179,7 @@ class Connection:
     def close(self, code: int | None = None, message: str = "", *,
               last_frame: str | None = None) -> None:
         """Go CLOSED, from any thread, without blocking: events stop, frames still queued
-        are discarded, and the writer sends ``last_frame`` (if given), the close frame (if
+        are discarded, and the hub sends ``last_frame`` (if given), the close frame (if
         ``code``) and then runs ``_release``."""
         with self._lock:
             if self.state is ConnState.CLOSED:
@@ -218,7 +202,7 @@ class Connection:
         self.close(REVOKED, REVOKED_MESSAGE, last_frame=error)
 
     def _release(self) -> None:
-        """On the writer, after its last frame: forget the socket's binding (if it was its
+        """After the connection's last frame (``Outbound.finish``): forget the socket's binding (if it was its
         session's last client, the session's ``onDisconnect`` policy applies) and presence."""
         with self._lock:
             session, self.session = self.session, None
@@ -469,7 +453,7 @@ class Connection:
 
     def _send(self, type: str, data: dict[str, Any] | str,
               reply_to: str | None = None) -> None:
-        """Queue a frame for the writer; never blocks. A client with ``OUTBOUND_QUEUE_MAX``
+        """Queue a frame for the hub; never blocks. A client with ``OUTBOUND_QUEUE_MAX``
         frames waiting cannot keep up: it is dropped and resumes from its last seq."""
         text = _encode(type, data, reply_to)
         with self._lock:

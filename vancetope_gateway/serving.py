@@ -41,8 +41,8 @@ from werkzeug.serving import (
 
 from vancetope_brain.config import Config
 from vancetope_brain.errors import ConfigError
-from vancetope_gateway.app import going_away
-from vancetope_gateway.hub import Hub
+from vancetope_gateway.app import close_app
+from vancetope_gateway.sockets import SocketParts, going_away
 
 
 def listen(host: str, port: int) -> socket.socket:
@@ -148,7 +148,7 @@ class GatewayWorker(ThreadWorker):
         serving WebSockets would hold the process until the arbiter SIGKILLs it; closing
         the sockets first ends them."""
         going_away(self.wsgi)
-        time.sleep(0.5)  # the writers send the close frames
+        time.sleep(0.5)  # the hub sends the close frames
         super().handle_quit(sig, frame)
 
     def load_wsgi(self) -> None:
@@ -160,22 +160,24 @@ class GatewayWorker(ThreadWorker):
 
     def run(self) -> None:
         """gunicorn's loop, then (stopping) the wait for the hub's sockets to close: they
-        are not gunicorn's connections any more, so its graceful wait does not count them."""
+        are not gunicorn's connections any more, so its graceful wait does not count them;
+        then the app's threads are stopped (``app.close_app``)."""
         super().run()
-        if (hub := self._hub()) is not None:
-            hub.wait_empty(self.cfg.graceful_timeout)
+        if (parts := self._sockets()) is not None:
+            parts.hub.wait_empty(self.cfg.graceful_timeout)
+            close_app(self.wsgi)
 
     def finish_request(self, conn: Any, fs: Any) -> None:
         """A WebSocket's request ended with its socket handed to the hub: the connection is
         no longer gunicorn's to close (or to count against ``--worker-connections``)."""
-        if (hub := self._hub()) is not None and hub.owns(conn.sock):
+        if (parts := self._sockets()) is not None and parts.hub.owns(conn.sock):
             self.nr_conns -= 1
             return
         super().finish_request(conn, fs)
 
-    def _hub(self) -> Hub | None:
-        """The gateway app's socket hub (None: another WSGI app, e.g. in a test)."""
-        return getattr(self.wsgi, "extensions", {}).get("vancetope.hub")
+    def _sockets(self) -> SocketParts | None:
+        """The gateway app's socket parts (None: another WSGI app, e.g. in a test)."""
+        return getattr(self.wsgi, "extensions", {}).get("vancetope.sockets")
 
     def handle(self, conn: Any) -> Any:
         with self._reading_lock:

@@ -45,7 +45,9 @@ class TokenWatch:
         self._lock = threading.Lock()
         self._sockets: weakref.WeakKeyDictionary[Connection, str] = weakref.WeakKeyDictionary()
         self._answers: dict[str, tuple[float, bool]] = {}  # token hash → (read at, valid)
-        threading.Thread(target=self._run, name="vt-token-watch", daemon=True).start()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="vt-token-watch", daemon=True)
+        self._thread.start()
 
     def watch(self, connection: Connection, token_hash: str) -> None:
         """Watch an open socket whose token was checked just now (at the upgrade)."""
@@ -90,9 +92,13 @@ class TokenWatch:
             self._answers[token_hash] = (self._clock(), valid)
         return valid
 
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop re-reading (a round under way finishes first, within ``timeout``)."""
+        self._stop.set()
+        self._thread.join(timeout)
+
     def _run(self) -> None:
-        while True:
-            time.sleep(self._interval)
+        while not self._stop.wait(self._interval):
             try:
                 self.sweep()
             except Exception:

@@ -49,6 +49,10 @@ class Worker(Core):
     services: ServiceJobs
     system_sessions: SystemSessions
     tool_health: ToolHealthService
+    leases: LeaseKeeper
+    """The runner's; its heartbeat thread stops with ``close``."""
+    tokens: TokenCoalescer | None
+    """The contexts' token coalescer (None: tokens are published one by one)."""
 
     def sweep(self) -> int:
         """The sweep job (every worker schedules it, ``SweepSchedule``): re-wake orphaned
@@ -72,6 +76,11 @@ class Worker(Core):
             self.tool_health.probe_due(self.mcp) + self.system_sessions.purge(now)
 
     def close(self) -> None:
+        """Stop the threads these parts started (lease heartbeat, token flush, MCP) and
+        close the store."""
+        self.leases.close()
+        if self.tokens is not None:
+            self.tokens.close()
         self.mcp.close()
         super().close()
 
@@ -107,21 +116,22 @@ def build_worker(config: Config, enqueue: Enqueue, enqueue_job: EnqueueJob, *,
                            waker=core["waker"], health=store.port(ToolHealthStore))
     tool_health.on_ambiguous = services.on_ambiguous
     outbox = EventOutbox(store.port(EventOutboxStore), events)
+    tokens = TokenCoalescer(events, interval=config.token_flush) if config.token_flush else None
+    leases = LeaseKeeper(core["redis"], ttl=config.lease_ttl)
     contexts = ContextFactory(lanes=lanes, processes_store=processes,
                               journal=store.port(JournalStore), settings=core["settings"],
                               events=events, engines=engines,
                               processes=core["process_factory"], model_for=model_for,
                               tool_sources=tool_sources, inbox=core["inbox"],
                               tool_health=tool_health.write,
-                              tokens=TokenCoalescer(events, interval=config.token_flush)
-                              if config.token_flush else None,
+                              tokens=tokens,
                               chat=ChatCache(lanes, config.chat_cache_lines))
     runner = LaneRunner(lanes=lanes, processes=processes, items=store.port(UserInboxStore),
                         events=events, outbox=outbox,
-                        leases=LeaseKeeper(core["redis"], ttl=config.lease_ttl),
+                        leases=leases,
                         waker=core["waker"], engines=engines, contexts=contexts,
                         max_attempts=config.max_attempts,
                         max_engine_failures=config.max_engine_failures, worker_name=worker_name)
     return Worker(**core, runner=runner, outbox=outbox, mcp=mcp, services=services,
                   system_sessions=system_sessions,
-                  tool_health=tool_health)
+                  tool_health=tool_health, leases=leases, tokens=tokens)

@@ -28,7 +28,7 @@ from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.models import ProcessStatus, SessionStatus
 from vancetope_brain.models.inbox import ItemType, NewItem
 from vancetope_brain.store import SessionStore
-from vancetope_gateway.app import MAX_BODY_BYTES, create_app
+from vancetope_gateway.app import MAX_BODY_BYTES, close_app, create_app
 from vancetope_gateway.chat_client import WebSocketClient
 from vancetope_gateway.protocol import MAX_NESTING
 
@@ -59,7 +59,7 @@ def gateways(embedded):
     for srv, thread, app in served:
         srv.shutdown()
         thread.join(5)
-        app.extensions["vancetope.listener"].close()
+        close_app(app)
 
 
 _users = iter(range(1000))
@@ -93,13 +93,13 @@ def open_socket(host: str, token: str) -> WebSocketClient:
 
 
 def held(app, address: str = "127.0.0.1") -> int:
-    return app.extensions["vancetope.slots"].held(address)
+    return app.extensions["vancetope.sockets"].slots.held(address)
 
 
 def settled(gateways) -> None:
     """Every socket of earlier tests has been released by its gateway (its slot, and by the
     hub, which drains a closed socket for a moment after its close frame)."""
-    wait_for(lambda: all(held(app) == 0 and app.extensions["vancetope.hub"].wait_empty(0)
+    wait_for(lambda: all(held(app) == 0 and app.extensions["vancetope.sockets"].hub.wait_empty(0)
                          for _, app in gateways), what="released sockets")
 
 
@@ -415,7 +415,7 @@ def test_a_gateway_process_holding_its_most_sockets_refuses_the_upgrade(
     before it becomes a socket; a socket that ends makes room again."""
     settled(gateways)
     (host, app), _ = gateways
-    hub = app.extensions["vancetope.hub"]
+    hub = app.extensions["vancetope.sockets"].hub
     monkeypatch.setattr(hub, "max_sockets", 1)
     _, token = new_user(embedded)
     ws = open_socket(host, token)

@@ -20,13 +20,12 @@ import pytest
 from simple_websocket import ConnectionClosed
 
 from tests.conftest import Embedded
-from tests.gateway.wire import FakeSocket, echo
+from tests.gateway.wire import Client, echo
 from tests.helpers import wait_for
 from vancetope_brain.errors import VancetopeError
-from vancetope_brain.events import EventListener
 from vancetope_brain.identity.service import hash_token
 from vancetope_gateway.chat_client import ChatClient, WebSocketClient
-from vancetope_gateway.protocol import REVOKED, REVOKED_MESSAGE, Connection
+from vancetope_gateway.protocol import REVOKED, REVOKED_MESSAGE
 from vancetope_gateway.tokens import TokenWatch
 
 RECHECK = 0.5
@@ -157,29 +156,19 @@ def test_a_frame_after_the_recheck_sees_the_revocation_is_refused_and_closes(emb
     token, secret = identity.create_token("acme", "ada")
     now = [0.0]
     watch = TokenWatch(identity, 3600, clock=lambda: now[0])
-    sock = FakeSocket()
-    listener = EventListener(embedded.brain.redis, block_ms=20)
     digest = hash_token(secret)
-    conn = Connection(sock, embedded.who, embedded.brain, listener, llm="test",
-                      max_frame_bytes=65536, authorized=lambda: watch.valid(digest))
-    watch.watch(conn, digest)
-    sock.inbox.put(json.dumps({"type": "ping", "id": "1", "data": {}}))
-    thread = threading.Thread(target=conn.run, daemon=True)
-    thread.start()
+    client = Client(embedded, embedded.who, authorized=lambda: watch.valid(digest))
+    watch.watch(client.conn, digest)
     try:
-        wait_for(lambda: sock.frames(reply_to="1"), what="the first pong")
+        assert client.request("ping")["type"] == "ping"
         identity.revoke_token("acme", token.id)
-        sock.inbox.put(json.dumps({"type": "ping", "id": "2", "data": {}}))
-        assert wait_for(lambda: sock.frames(reply_to="2"))[0]["type"] == "ping"  # cached
+        assert client.request("ping")["type"] == "ping"  # cached
         now[0] += 3600  # the cached answer is now too old: the next frame re-reads
-        sock.inbox.put(json.dumps({"type": "session-list", "id": "3", "data": {}}))
-        refused = wait_for(lambda: sock.frames(reply_to="3"))[0]
+        refused = client.request("session-list")
         assert refused["data"] == {"code": "unauthorized", "message": REVOKED_MESSAGE}
-        assert wait_for(lambda: sock.closed_with) == (REVOKED, REVOKED_MESSAGE)
+        assert wait_for(lambda: client.sock.closed_with) == (REVOKED, REVOKED_MESSAGE)
     finally:
-        sock.inbox.put(None)
-        thread.join(5)
-        listener.close()
+        client.close()
 
 
 def _handshake(host: str, headers: dict[str, str]) -> bytes:

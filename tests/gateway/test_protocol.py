@@ -198,13 +198,13 @@ def test_a_close_while_binding_leaves_no_binding_and_no_follow(emb, client, monk
 
     def bind_then_close(*args):
         bound = bind(*args)
-        client.conn.close()  # as the writer does, from its thread, when a send fails
+        client.conn.close()  # as the hub does, from its thread, when a send fails
         return bound
 
     monkeypatch.setattr(emb.brain.lifecycle, "bind", bind_then_close)
     client.send_raw(json.dumps({"type": "session-create", "id": "c",
                                 "data": {"type": "AUTONOMOUS"}}))
-    client.thread.join(5)
+    assert client.ended(5)
     assert client.conn.state is ConnState.CLOSED and client.conn.session is None
     sid = emb.brain.sessions.list_sessions(emb.who)[0].id
     assert emb.brain.presence.count(sid) == 0

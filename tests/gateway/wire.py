@@ -1,5 +1,6 @@
-"""Driving a real ``Connection`` without a network: a fake socket and a client on a thread
-(and ``serve_in_thread`` for tests that want the real server).
+"""Driving a real ``Connection`` through the real socket hub without HTTP: a socket pair
+whose server end the hub serves (and ``serve_in_thread`` for tests that want the real
+server).
 
 Shared by the protocol, frame and isolation tests. ``Client.ok`` checks that a
 request got its reply (same type, data valid against ``frames.REPLIES``) and
@@ -10,12 +11,23 @@ from __future__ import annotations
 
 import contextlib
 import json
-import queue
 import socket
 import threading
 import time
 from collections.abc import Iterator
 from typing import Any
+
+from wsproto import ConnectionType, WSConnection
+from wsproto.connection import ConnectionState
+from wsproto.events import (
+    AcceptConnection,
+    BytesMessage,
+    CloseConnection,
+    Ping,
+    Request,
+    TextMessage,
+)
+from wsproto.utilities import LocalProtocolError
 
 from tests.helpers import wait_for
 from vancetope_brain.events import EventListener
@@ -23,7 +35,8 @@ from vancetope_brain.identity import Principal
 from vancetope_brain.models import ProcessStatus, SessionStatus
 from vancetope_brain.store import SessionStore
 from vancetope_gateway import frames
-from vancetope_gateway.app import create_app
+from vancetope_gateway.app import close_app, create_app
+from vancetope_gateway.hub import Hub
 from vancetope_gateway.protocol import Connection
 from vancetope_gateway.serving import listen, make_embedded_server
 
@@ -42,49 +55,129 @@ def covers(frame_type: str, *kinds: str):
     return mark
 
 
-class FakeSocket:
-    def __init__(self) -> None:
-        self.inbox: queue.Queue[str | bytes | None] = queue.Queue()
+class ClientEnd:
+    """The client's end of a socket pair whose other end a real ``Hub`` serves: a wsproto
+    client reading on a thread of its own. ``sent`` holds the frames the gateway sent (in
+    order), ``closed_with`` its close frame's (code, reason) — (1006, "") if the socket
+    ended without one."""
+
+    def __init__(self, sock: socket.socket, ws: WSConnection) -> None:
+        self._sock = sock
+        self._ws = ws
+        self._lock = threading.Lock()  # guards ``sent`` and writes to the socket
         self.sent: list[dict] = []
-        self._lock = threading.Lock()
         self.closed_with: tuple[int, str] | None = None
+        self.ended = threading.Event()  # the gateway let go of the socket
+        self._reader = threading.Thread(target=self._read, name="test-client-end", daemon=True)
+        self._reader.start()
 
-    def receive(self, timeout=None):
-        return self.inbox.get(timeout=timeout)
+    def send(self, raw: str | bytes) -> None:
+        self._put(TextMessage(data=raw) if isinstance(raw, str) else BytesMessage(data=raw))
 
-    def close(self, reason: int, message: str) -> None:
-        self.closed_with = (reason, message)
-
-    def abort(self) -> None:
-        self.closed_with = (1006, "aborted")
-
-    def send(self, data: str) -> None:
-        with self._lock:
-            self.sent.append(json.loads(data))
+    def leave(self, timeout: float = 5.0) -> None:
+        """Close as a client does (1000); wait until the gateway let go of the socket."""
+        with contextlib.suppress(LocalProtocolError, OSError):
+            self._put(CloseConnection(1000, "bye"))
+        self._reader.join(timeout)
+        self._sock.close()
 
     def frames(self, type: str | None = None, reply_to: str | None = None) -> list[dict]:
         with self._lock:
             return [f for f in self.sent if (type is None or f["type"] == type)
                     and (reply_to is None or f.get("replyTo") == reply_to)]
 
+    def _put(self, event) -> None:
+        with self._lock:
+            if self._ws.state is ConnectionState.OPEN or isinstance(event, CloseConnection):
+                self._sock.sendall(self._ws.send(event))
+
+    def _read(self) -> None:
+        parts: list[str] = []
+        while True:
+            try:
+                data = self._sock.recv(65536)
+            except OSError:
+                data = b""
+            if not data:
+                break
+            self._ws.receive_data(data)
+            for event in self._ws.events():
+                if isinstance(event, TextMessage):
+                    parts.append(event.data)
+                    if event.message_finished:
+                        frame = json.loads("".join(parts))
+                        parts = []
+                        with self._lock:
+                            self.sent.append(frame)
+                elif isinstance(event, Ping):
+                    with contextlib.suppress(LocalProtocolError, OSError):
+                        self._put(event.response())
+                elif isinstance(event, CloseConnection):
+                    self.closed_with = (event.code, event.reason)
+                    with contextlib.suppress(LocalProtocolError, OSError), self._lock:
+                        if self._ws.state is ConnectionState.REMOTE_CLOSING:
+                            self._sock.sendall(self._ws.send(event.response()))
+        if self.closed_with is None:
+            self.closed_with = (1006, "")
+        self.ended.set()
+
+
+def _upgraded_pair() -> tuple[socket.socket, WSConnection, socket.socket, WSConnection]:
+    """A connected socket pair with its WebSocket handshake done (in memory, by wsproto):
+    the server's end and its wsproto connection, as ``socket_adapter.hand_off`` gives
+    them to the hub, and the client's."""
+    server_sock, client_sock = socket.socketpair()
+    server, client = WSConnection(ConnectionType.SERVER), WSConnection(ConnectionType.CLIENT)
+    server.receive_data(client.send(Request(host="gateway.test", target="/ws")))
+    assert isinstance(next(server.events()), Request)
+    client.receive_data(server.send(AcceptConnection()))
+    assert isinstance(next(client.events()), AcceptConnection)
+    return server_sock, server, client_sock, client
+
+
+class _Connection(Connection):
+    """A ``Connection`` that remembers the thread serving its frames."""
+
+    serving_thread: threading.Thread | None = None
+
+    def handle(self, raw: str | bytes) -> None:
+        self.serving_thread = threading.current_thread()
+        super().handle(raw)
+
 
 class Client:
-    """Drives a Connection on a thread, like a socket would."""
+    """A real ``Connection`` served by a real socket hub (``Hub``: its pump, pool and
+    socket handling, one frame thread) over a socket pair, without HTTP: a client end
+    that sends raw frames and records what the gateway sent."""
 
     def __init__(self, emb, who: Principal, max_frame_bytes: int = 65536,
-                 notify_mode: str = "all") -> None:
+                 notify_mode: str = "all", authorized=lambda: True) -> None:
         self.who = who
-        self.sock = FakeSocket()
+        self.hub = Hub(frame_threads=1, max_sockets=10, max_message_bytes=max_frame_bytes)
+        server_sock, server_ws, client_sock, client_ws = _upgraded_pair()
+        self.entry = self.hub.take(server_sock, server_ws, owned=True)
+        self.sock = ClientEnd(client_sock, client_ws)
         self.listener = EventListener(emb.brain.redis, block_ms=20)
-        self.conn = Connection(self.sock, who, emb.brain, self.listener, llm="test model",
-                               max_frame_bytes=max_frame_bytes, notify_mode=notify_mode)
-        self.thread = threading.Thread(target=self.conn.run, daemon=True)
-        self.thread.start()
+        self.conn = _Connection(self.entry, who, emb.brain, self.listener, llm="test model",
+                                max_frame_bytes=max_frame_bytes, notify_mode=notify_mode,
+                                authorized=authorized)
+        self.conn.open()
+        self.hub.start(self.entry, self.conn, lambda: None)
         self._n = 0
         self.closed = False
 
-    def send_raw(self, raw) -> None:
-        self.sock.inbox.put(raw)
+    @property
+    def thread(self) -> threading.Thread:
+        """The thread that served the last frame (the hub's one frame thread)."""
+        assert self.conn.serving_thread is not None, "no frame served yet"
+        return self.conn.serving_thread
+
+    def ended(self, timeout: float = 5.0) -> bool:
+        """Wait until the connection finished (its close went out, ``_release`` ran)."""
+        return self.entry.done.wait(timeout)
+
+    def send_raw(self, raw: str | bytes) -> None:
+        self.sock.send(raw)
 
     def request(self, frame_type: str, /, **data) -> dict:
         self._n += 1
@@ -120,8 +213,9 @@ class Client:
         if self.closed:
             return
         self.closed = True
-        self.sock.inbox.put(None)
-        self.thread.join(5)
+        self.sock.leave()
+        self.entry.gone.wait(5)
+        self.hub.close()
         self.listener.close()
 
 
@@ -191,4 +285,4 @@ def serve_in_thread(brain, send_buffer: int | None = None) -> Iterator[str]:
     finally:
         srv.shutdown()
         thread.join(5)
-        app.extensions["vancetope.listener"].close()
+        close_app(app)

@@ -20,7 +20,7 @@ from vancetope_brain.inbox.attachments import (
     load_secret,
     safe_filename,
 )
-from vancetope_gateway.app import create_app
+from vancetope_gateway.app import close_app, create_app
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = b"s" * 32
@@ -226,7 +226,7 @@ def gateway(embedded):
     """The real app on the embedded brain, whose AttachmentStore the route serves."""
     app = create_app(embedded.brain, llm_description="test")
     yield app
-    app.extensions["vancetope.listener"].close()
+    close_app(app)
 
 
 def _brain(gateway):

@@ -280,7 +280,9 @@ class EventListener:
         self._followed = threading.Event()  # for the reader, while it follows nothing
         self._thread = threading.Thread(target=self._run, name="vt-event-listener", daemon=True)
         self._thread.start()
-        threading.Thread(target=self._ringer, name="vt-event-doorbell", daemon=True).start()
+        self._ringer_thread = threading.Thread(target=self._ringer, name="vt-event-doorbell",
+                                               daemon=True)
+        self._ringer_thread.start()
 
     def follow(self, session_id: str, after_seq: int, callback: Callback,
                on_gap: GapCallback | None = None) -> int:
@@ -307,10 +309,12 @@ class EventListener:
                 self._changes += 1
 
     def close(self) -> None:
+        """Stop both threads (each waited for at most 5 s)."""
         self._stop.set()
         self._ring.set()
         self._followed.set()
         self._thread.join(timeout=5)
+        self._ringer_thread.join(timeout=5)
 
     def _ringer(self) -> None:
         while True:

@@ -40,7 +40,7 @@ class LeaseKeeper:
     A lease is a redis-py ``Lock(thread_local=False)`` with ``ttl`` seconds;
     one daemon thread renews every held lease each ``ttl / 3`` seconds, so a
     long LLM call keeps its lane, while a frozen or killed worker loses it
-    within ``ttl``. Correctness does not rest on this lock alone: the store's
+    within ``ttl``; ``close`` stops it (the worker process is stopping). Correctness does not rest on this lock alone: the store's
     epoch fences a worker whose lease expired.
 
     No lost wake-up: a worker that finds the lease taken asks the holder for a
@@ -56,7 +56,7 @@ class LeaseKeeper:
         self._ttl = ttl
         self._held: dict[int, Lease] = {}
         self._guard = threading.Lock()
-        self._wakeup = threading.Event()
+        self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._release = client.register_script(_RELEASE)
 
@@ -95,7 +95,8 @@ class LeaseKeeper:
     def _keep(self, lease: Lease) -> Lease:
         with self._guard:
             self._held[id(lease)] = lease
-            if self._thread is None or not self._thread.is_alive():
+            if (self._thread is None or not self._thread.is_alive()) \
+                    and not self._stop.is_set():
                 self._thread = threading.Thread(target=self._renew_loop, name="vt-lease-heartbeat",
                                                 daemon=True)
                 self._thread.start()
@@ -119,9 +120,17 @@ class LeaseKeeper:
             return False
         return bool(asked)
 
+    def close(self, timeout: float = 5.0) -> None:
+        """Stop renewing: leases still held run out within ``ttl`` (their turns, if any are
+        still running, are fenced by the epoch). A round under way finishes first."""
+        self._stop.set()
+        with self._guard:
+            thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+
     def _renew_loop(self) -> None:
-        while True:
-            self._wakeup.wait(self._ttl / 3)
+        while not self._stop.wait(self._ttl / 3):
             with self._guard:
                 held = list(self._held.values())
             if held:
