@@ -5,8 +5,10 @@
     │   ├── InvalidInput          (code ``invalid_input``)
     │   │   ├── BadJson           (code ``bad_json``) — a frame that is not JSON text
     │   │   ├── UnknownFrameType  (code ``unknown_type``)
-    │   │   └── RecipeError       (code ``invalid_input``) — a malformed recipe or an unrenderable prompt
-    │   │       └── RenderBudgetExceeded (code ``invalid_input``) — a template render would pass a bound of the sandbox
+    │   │   ├── RecipeError       (code ``invalid_input``) — a malformed recipe or an unrenderable prompt
+    │   │   │   └── RenderBudgetExceeded (code ``invalid_input``) — a template render would pass a bound of the sandbox
+    │   │   ├── UnsupportedDocument (code ``unsupported_document``) — a file of a type knowledge does not read
+    │   │   └── UnreadableDocument (code ``unreadable_document``) — a corrupt file, or one whose parsing passes its bounds
     │   ├── NotFound              (code ``not_found``) — also what a foreign tenant's id looks like
     │   │   └── UnknownRecipe     (code ``not_found``) — the message suggests the closest name
     │   ├── Conflict              (code ``conflict``) — the request is illegal in the current state
@@ -16,6 +18,9 @@
     │   │   └── OperatorOnly      (code ``operator_only``) — a tenant's user wrote what only the operator grants (engine roles)
     │   ├── RateLimited           (code ``rate_limited``)
     │   ├── LimitExceeded         (code ``limit_exceeded``) — one more would pass a documented cap
+    │   │   ├── DocumentTooLarge  (code ``document_too_large``) — a file over the per-file cap
+    │   │   ├── ProjectKnowledgeFull (code ``project_knowledge_full``) — the project's documents would pass a cap
+    │   │   └── TenantKnowledgeFull (code ``tenant_knowledge_full``) — the tenant's documents would pass a cap
     │   ├── ConfigError           (code ``config_error``)
     │   ├── UnknownEngine         (code ``unknown_engine``)
     │   └── ToolError             (code ``tool_error``) — a tool's own failure, the model's to handle
@@ -80,6 +85,20 @@ class RenderBudgetExceeded(RecipeError):
     it as a ``RecipeError`` naming the template."""
 
 
+class UnsupportedDocument(InvalidInput):
+    """Raised when a file added to a project's knowledge is of a type it does not read; the
+    message lists the types it reads."""
+
+    code = "unsupported_document"
+
+
+class UnreadableDocument(InvalidInput):
+    """Raised when a document cannot be read: a corrupt file, or one whose parsing passes a
+    bound (time, memory, pages, chunks); the message names which. Nothing of it is stored."""
+
+    code = "unreadable_document"
+
+
 class NotFound(UserError):
     """Raised when a record does not exist or belongs to another tenant or user."""
 
@@ -134,6 +153,24 @@ class LimitExceeded(UserError):
     size, …; nothing of it is stored. The message names the cap."""
 
     code = "limit_exceeded"
+
+
+class DocumentTooLarge(LimitExceeded):
+    """Raised when a file is larger than the per-file knowledge cap."""
+
+    code = "document_too_large"
+
+
+class ProjectKnowledgeFull(LimitExceeded):
+    """Raised when one more document would pass the project's cap (documents or bytes)."""
+
+    code = "project_knowledge_full"
+
+
+class TenantKnowledgeFull(LimitExceeded):
+    """Raised when one more document would pass the tenant's cap on knowledge bytes."""
+
+    code = "tenant_knowledge_full"
 
 
 class ConfigError(UserError):
