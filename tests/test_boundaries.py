@@ -97,6 +97,7 @@ LAYERS = (
     ("recipes",),
     ("store",),
     ("observability",),
+    ("knowledge",),
     ("events", "identity"),
     ("notifications", "tools"),
     ("inbox",),
