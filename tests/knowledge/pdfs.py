@@ -62,14 +62,15 @@ def bomb_pdf(inflated_bytes: int) -> bytes:
                       _stream(content, compress=True)])
 
 
-def rewritten(pdf: bytes, *, outline: list[tuple[str, int, str | None]] = (),
+def rewritten(pdf: bytes, *, outline: tuple[tuple[str, int, str | None], ...] = (),
               password: str | None = None) -> bytes:
     """``pdf`` with outline entries (title, 0-based page, parent title or None) and, with
     ``password``, encrypted so that it needs it."""
     writer = PdfWriter(clone_from=PdfReader(io.BytesIO(pdf)))
     items = {}
     for title, page, parent in outline:
-        items[title] = writer.add_outline_item(title, page, parent=items.get(parent or ""))
+        items[title] = writer.add_outline_item(title=title, page_number=page,
+                                               parent=items.get(parent or ""))
     if password is not None:
         writer.encrypt(user_password=password, owner_password="owner", algorithm="RC4-128")
     out = io.BytesIO()

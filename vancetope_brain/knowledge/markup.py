@@ -74,8 +74,8 @@ def _markdown_headings(lines: list[str]) -> dict[int, tuple[int, str]]:
             title = " ".join(part.strip() for part in lines[paragraph:i])
             found[paragraph] = (1 if "=" in line else 2, title)
             paragraph = None
-        elif paragraph is None:
-            paragraph = i
+        elif paragraph is None or _NOT_A_SETEXT_TITLE.match(line):
+            paragraph = i  # a list item or quote starts a block of its own
     return found
 
 
