@@ -96,6 +96,7 @@ LAYERS = (
     ("recipes", "settings"),
     ("llm",),
     ("observability",),
+    ("knowledge",),
     ("events", "identity"),
     ("notifications", "tools"),
     ("inbox",),
