@@ -126,18 +126,18 @@ class SqliteMemory(SqliteAdapter, MemoryStore):
         asked, wanted = checked_scopes(scopes), query_terms(query)
         if not asked or not wanted or capped(limit) == 0:
             return []
-        in_scopes = f"(scope, scope_id) IN (VALUES {', '.join(['(?, ?)'] * len(asked))})"
-        scope_params = tuple(part for scope in asked for part in scope)
-        stats = self.db.read(
-            "SELECT COALESCE(SUM(entries), 0), COALESCE(SUM(terms), 0) FROM memory_scopes "
-            f"WHERE tenant_id = ? AND {in_scopes}", (tenant_id, *scope_params))[0]
-        rows = self.db.read(
-            "SELECT doc FROM memory_entries WHERE tenant_id = ? AND id IN ("
-            f"SELECT entry_id FROM memory_terms WHERE tenant_id = ? AND {in_scopes} "
-            f"AND term IN ({', '.join('?' * len(wanted))}))",
-            (tenant_id, tenant_id, *scope_params, *wanted))
-        return rank(load_all(MemoryEntry, rows), wanted, entries=stats[0], total_terms=stats[1],
-                    limit=limit)
+        # One seek per scope (UNION ALL): a row-value IN over several scopes would make SQLite
+        # walk all the tenant's terms.
+        stats = self.db.read(" UNION ALL ".join(
+            [f"SELECT entries, terms FROM memory_scopes WHERE {_SCOPE_KEY}"] * len(asked)),
+            tuple(part for scope in asked for part in (tenant_id, *scope)))
+        terms_in = f"term IN ({', '.join('?' * len(wanted))})"
+        rows = self.db.read(" UNION ALL ".join(
+            [f"SELECT doc FROM memory_entries WHERE id IN (SELECT entry_id FROM memory_terms "
+             f"WHERE {_SCOPE_KEY} AND {terms_in})"] * len(asked)),
+            tuple(part for scope in asked for part in (tenant_id, *scope, *wanted)))
+        return rank(load_all(MemoryEntry, rows), wanted, entries=sum(row[0] for row in stats),
+                    total_terms=sum(row[1] for row in stats), limit=limit)
 
     def delete_memory(self, tenant_id: str, entry_id: str) -> None:
         with self.db.write() as conn:
