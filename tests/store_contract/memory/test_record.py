@@ -50,7 +50,7 @@ def test_a_repeated_idempotency_key_stores_nothing(memory: MemoryStore) -> None:
     rerun = entry("turn 1 noted again", idempotency_key="turn-7", scope=MemoryScope.PROCESS)
     assert memory.record(rerun) == (first, False)
     other = entry("another process's turn", idempotency_key="turn-7", process="proc_2",
-                  scope=MemoryScope.PROCESS)
+                  scope=MemoryScope.PROCESS, minute=1)
     assert memory.record(other) == (other, True)
     scopes = [ScopeRef(MemoryScope.PROCESS, "proc_1"), ScopeRef(MemoryScope.PROCESS, "proc_2")]
     assert memory.list_memory("ten_a", scopes) == [other, first]
