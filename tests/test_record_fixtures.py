@@ -36,6 +36,7 @@ from vancetope_brain.models import (
     UserChatInput,
 )
 from vancetope_brain.models.inbox import DeliveryStatus, HistoryAction, Outcome
+from vancetope_brain.models.memory import MemoryKind, MemoryScope
 from vancetope_brain.models.recipe import (
     Definition,  # the abstract base of catalogued kinds
     RecipeCategory,
@@ -168,6 +169,13 @@ def test_tool_health_fields() -> None:
     health = _load("tool_health.v1.json")
     assert (health.server, health.state, health.failures) == ("echo", "DOWN", 1)
     assert health.revision == 0  # v1 records predate it: the first compare-and-set expects 0
+
+
+def test_memory_entry_fields() -> None:
+    memory = _load("memory_entry.v1.json")
+    assert (memory.scope, memory.scope_id, memory.kind, memory.source) == (
+        MemoryScope.PROJECT, "proj_0123456789abcdef", MemoryKind.REPORT, "marvin:aggregate")
+    assert memory.tags == ["paper-diff", "baseline"]
 
 
 def test_stored_id_field_is_ignored() -> None:

@@ -20,7 +20,8 @@
     │   ├── LimitExceeded         (code ``limit_exceeded``) — one more would pass a documented cap
     │   │   ├── DocumentTooLarge  (code ``document_too_large``) — a file over the per-file cap
     │   │   ├── ProjectKnowledgeFull (code ``project_knowledge_full``) — the project's documents would pass a cap
-    │   │   └── TenantKnowledgeFull (code ``tenant_knowledge_full``) — the tenant's documents would pass a cap
+    │   │   ├── TenantKnowledgeFull (code ``tenant_knowledge_full``) — the tenant's documents would pass a cap
+    │   │   └── MemoryFull        (code ``memory_full``) — one more memory entry would pass its scope's cap
     │   ├── ConfigError           (code ``config_error``)
     │   ├── UnknownEngine         (code ``unknown_engine``)
     │   └── ToolError             (code ``tool_error``) — a tool's own failure, the model's to handle
@@ -171,6 +172,13 @@ class TenantKnowledgeFull(LimitExceeded):
     """Raised when one more document would pass the tenant's cap on knowledge bytes."""
 
     code = "tenant_knowledge_full"
+
+
+class MemoryFull(LimitExceeded):
+    """Raised when one more memory entry would pass the cap of entries of its scope; nothing
+    of it is stored."""
+
+    code = "memory_full"
 
 
 class ConfigError(UserError):

@@ -10,8 +10,9 @@ from typing import Any
 
 import pytest
 
+from vancetope_brain.models.memory import MemoryKind, MemoryScope, ScopeRef
 from vancetope_brain.models.settings import SettingScope
-from vancetope_brain.store import LaneStore, SessionStore, SettingStore
+from vancetope_brain.store import LaneStore, MemoryStore, SessionStore, SettingStore
 from vancetope_brain.store.sqlite import SqliteBackend
 
 READS: dict[str, tuple[str, Callable[[Any], object]]] = {
@@ -26,6 +27,10 @@ READS: dict[str, tuple[str, Callable[[Any], object]]] = {
         "sqlite_autoindex_settings_1", lambda p: p(SettingStore).setting_values(
             "ten_1", [SettingScope.user("usr_1"), SettingScope.project("prj_1"),
                       SettingScope.tenant()], "llm.model")),
+    "the newest memory of each scope of the cascade": (
+        "memory_by_scope", lambda p: p(MemoryStore).list_memory(
+            "ten_1", [ScopeRef(MemoryScope.SESSION, "ses_1"), ScopeRef(MemoryScope.PROJECT, "p")],
+            kinds=[MemoryKind.REPORT, MemoryKind.FACT])),
 }
 
 

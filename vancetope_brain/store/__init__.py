@@ -20,6 +20,7 @@ from vancetope_brain.store.event_outbox import EventOutboxStore
 from vancetope_brain.store.identity import IdentityStore
 from vancetope_brain.store.journal import JournalStore
 from vancetope_brain.store.lanes import LaneStore
+from vancetope_brain.store.memory import MemoryStore
 from vancetope_brain.store.recipes import RecipeStore
 from vancetope_brain.store.sessions import SessionStore
 from vancetope_brain.store.settings import SettingStore
@@ -27,5 +28,5 @@ from vancetope_brain.store.tool_health import ToolHealthStore
 from vancetope_brain.store.user_inbox import UserInboxStore
 
 __all__ = ["Backend", "DeadLetterStore", "DeliveryStore", "EventOutboxStore", "IdentityStore",
-           "JournalStore", "LaneStore", "Port", "RecipeStore", "SessionStore", "SettingStore",
-           "ToolHealthStore", "UserInboxStore", "open_store"]
+           "JournalStore", "LaneStore", "MemoryStore", "Port", "RecipeStore", "SessionStore",
+           "SettingStore", "ToolHealthStore", "UserInboxStore", "open_store"]
