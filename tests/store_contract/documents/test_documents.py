@@ -153,6 +153,16 @@ def test_writing_chunks_again_replaces_them_all(documents: DocumentStore) -> Non
                                   pages=1)
     hits = documents.search_chunks("ten_1", ["prj_1"], "alpha", 10)
     assert [(hit.chunk.ordinal, hit.chunk.text) for hit in hits] == [(0, "alpha again")]
+    assert documents.search_chunks("ten_1", ["prj_1"], "one two three", 10) == []
+
+
+def test_words_of_deleted_chunks_never_find_the_chunks_written_after(
+        documents: DocumentStore) -> None:
+    """SQLite reuses a deleted row's id; its index entries must have gone with it."""
+    doc = indexed(documents, "walrus tusks", "walrus whiskers")
+    assert documents.delete_document("ten_1", "prj_1", doc.id)
+    indexed(documents, "penguin", "puffin", name="birds.md")
+    assert documents.search_chunks("ten_1", ["prj_1"], "walrus tusks whiskers", 10) == []
 
 
 def test_deleting_a_document_removes_it_and_its_chunks(documents: DocumentStore) -> None:

@@ -33,6 +33,7 @@ def test_a_hit_carries_its_chunk_citation_and_a_normalised_score(
     assert documents.write_chunks("ten_1", "prj_1", doc.id, 1, written, pages=12)
     [hit] = documents.search_chunks("ten_1", ["prj_1"], "oil", 5)
     assert hit.chunk == written[0]
+    assert hit.chunk.schema_version == doc.schema_version == 1
     assert hit.via == "lexical"
     assert hit.citation.model_dump() == {
         "document_id": doc.id, "document_name": "manual.pdf", "section": "Care › Oil",
