@@ -5,8 +5,8 @@ and a small data builder.
 backends on it (so a test can reopen it) and can write a raw field behind the
 ports' back. ``backend`` is the ``vancetope_brain.store.Backend`` under test;
 ``identity``, ``sessions``, ``lanes``, ``event_outbox``, ``journal``, ``dead_letters``,
-``user_inbox``, ``deliveries``, ``recipes``, ``settings``, ``tool_health`` and ``memory`` are its
-ports. ``world`` builds tenants,
+``user_inbox``, ``deliveries``, ``recipes``, ``settings``, ``tool_health``, ``memory`` and
+``documents`` are its ports. ``world`` builds tenants,
 sessions, processes, messages, turn commits, user Inbox items and
 notification deliveries through the ports.
 """
@@ -52,6 +52,7 @@ from vancetope_brain.store import (
     Backend,
     DeadLetterStore,
     DeliveryStore,
+    DocumentStore,
     EventOutboxStore,
     IdentityStore,
     JournalStore,
@@ -210,6 +211,11 @@ def tool_health(backend: Backend) -> ToolHealthStore:
 @pytest.fixture
 def memory(backend: Backend) -> MemoryStore:
     return backend.port(MemoryStore)
+
+
+@pytest.fixture
+def documents(backend: Backend) -> DocumentStore:
+    return backend.port(DocumentStore)
 
 
 class World:

@@ -25,6 +25,7 @@ from vancetope_brain.models import (
 from vancetope_brain.store import (
     Backend,
     DeliveryStore,
+    DocumentStore,
     EventOutboxStore,
     IdentityStore,
     LaneStore,
@@ -347,3 +348,13 @@ def test_sqlite_migrates_a_version_6_file(tmp_path: Path) -> None:
         assert lanes.commit_turn("ten_1", "proc_1", 5, commit) == Committed([], [])
         assert [m.id for m in backend.port(DeadLetterStore).dead_letters("ten_1")] == ["msg_1"]
         assert sessions.get_process("ten_1", "proc_1").turn_attempts == 0
+
+
+def test_sqlite_adds_the_knowledge_tables_to_a_file_without_them(tmp_path: Path) -> None:
+    """New tables need no schema version: a current file made before them gains them."""
+    path = _older_file(tmp_path, "DROP TABLE knowledge_fts; DROP TABLE knowledge_chunks; "
+                                 "DROP TABLE knowledge_documents;", 6)
+    with _migrated(path) as backend:
+        documents = backend.port(DocumentStore)
+        assert documents.usage("ten_1") == (0, 0)
+        assert documents.search_chunks("ten_1", ["default"], "anything", 5) == []

@@ -12,7 +12,7 @@ import pytest
 
 from vancetope_brain.models.memory import MemoryKind, MemoryScope, ScopeRef
 from vancetope_brain.models.settings import SettingScope
-from vancetope_brain.store import LaneStore, MemoryStore, SessionStore, SettingStore
+from vancetope_brain.store import DocumentStore, LaneStore, MemoryStore, SessionStore, SettingStore
 from vancetope_brain.store.sqlite import SqliteBackend
 
 READS: dict[str, tuple[str, Callable[[Any], object]]] = {
@@ -23,6 +23,9 @@ READS: dict[str, tuple[str, Callable[[Any], object]]] = {
         lambda p: p(LaneStore).turn_records("ten_1", "proc_1", lifecycle="start", last=1)),
     "the user's sessions not closed": (
         "sessions_open", lambda p: p(SessionStore).count_open_sessions("ten_1", "usr_1")),
+    "a project's documents": (
+        "knowledge_documents_by_name",
+        lambda p: p(DocumentStore).list_documents("ten_1", "prj_1")),
     "a setting at every scope of the cascade": (
         "sqlite_autoindex_settings_1", lambda p: p(SettingStore).setting_values(
             "ten_1", [SettingScope.user("usr_1"), SettingScope.project("prj_1"),

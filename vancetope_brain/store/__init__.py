@@ -16,6 +16,7 @@ port, named like the port's module, whose docstring says what is atomic and how.
 from vancetope_brain.store.backend import Backend, Port, open_store
 from vancetope_brain.store.dead_letters import DeadLetterStore
 from vancetope_brain.store.deliveries import DeliveryStore
+from vancetope_brain.store.documents import DocumentStore
 from vancetope_brain.store.event_outbox import EventOutboxStore
 from vancetope_brain.store.identity import IdentityStore
 from vancetope_brain.store.journal import JournalStore
@@ -27,6 +28,6 @@ from vancetope_brain.store.settings import SettingStore
 from vancetope_brain.store.tool_health import ToolHealthStore
 from vancetope_brain.store.user_inbox import UserInboxStore
 
-__all__ = ["Backend", "DeadLetterStore", "DeliveryStore", "EventOutboxStore", "IdentityStore",
-           "JournalStore", "LaneStore", "MemoryStore", "Port", "RecipeStore", "SessionStore",
-           "SettingStore", "ToolHealthStore", "UserInboxStore", "open_store"]
+__all__ = ["Backend", "DeadLetterStore", "DeliveryStore", "DocumentStore", "EventOutboxStore",
+           "IdentityStore", "JournalStore", "LaneStore", "MemoryStore", "Port", "RecipeStore",
+           "SessionStore", "SettingStore", "ToolHealthStore", "UserInboxStore", "open_store"]

@@ -1,0 +1,209 @@
+"""The document port: a project's knowledge documents, their chunks, and lexical search.
+
+Both adapters share what needs no I/O, here: the tokeniser (``query_words``,
+``index_terms``), the caps check and the replacement rule (``admitted``), and the score
+(``bm25`` and ``normalised``).
+
+**Score.** A hit's raw score is Okapi BM25 over the chunks' text, as SQLite FTS5's
+``bm25()`` computes it, with k1 = ``BM25_K1`` and b = ``BM25_B``: the sum over the query
+terms found in the chunk of ``idf · tf · (k1 + 1) / (tf + k1 · (1 − b + b · len / avglen))``,
+where ``idf = ln((N − n + 0.5) / (n + 0.5))`` (at least 1e-6), N the chunks counted, n those
+holding the term, ``len`` the chunk's tokens and ``avglen`` their mean. The score a search
+returns is ``s / (s + SCORE_HALF)``: 0..1, monotonic, 0.5 at a raw score of ``SCORE_HALF``,
+so one ``rag.minScore`` means the same on both backends. What N, n and ``avglen`` are
+counted over differs (each adapter's docstring says): SQLite over every chunk in the file,
+MongoDB over the READY chunks of the projects searched — the same on a store holding only
+those projects; the ranking within one search does not depend on it beyond the IDFs.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from abc import abstractmethod
+from collections.abc import Sequence
+
+from vancetope_brain.errors import ProjectKnowledgeFull, TenantKnowledgeFull
+from vancetope_brain.models import utcnow
+from vancetope_brain.models.knowledge import (
+    Chunk,
+    Citation,
+    DocumentStatus,
+    KnowledgeDocument,
+    SearchHit,
+)
+from vancetope_brain.store.backend import Port
+
+MAX_QUERY_TERMS = 32
+"""Distinct words of a query searched; the rest are ignored."""
+MAX_SEARCH_LIMIT = 100
+"""Hits one search returns at most, whatever ``limit`` asks."""
+BM25_K1 = 1.2
+BM25_B = 0.75
+SCORE_HALF = 5.0
+"""The raw BM25 score that normalises to 0.5."""
+
+_WORD = re.compile(r"[^\W_]+")
+"""A run of letters and digits: what FTS5's ``unicode61`` tokenizer keeps as one token."""
+
+
+def query_words(text: str) -> list[str]:
+    """The distinct lowercase words of a user's free text, in order, at most
+    ``MAX_QUERY_TERMS``. Nothing in the text is syntax: quotes, ``AND``, ``NEAR``, ``*``,
+    ``^``, parentheses and ``column:`` are words or separators like any other."""
+    words = dict.fromkeys(_WORD.findall(unicodedata.normalize("NFC", text).lower()))
+    return list(words)[:MAX_QUERY_TERMS]
+
+
+def fold(word: str) -> str:
+    """``word`` without the diacritics of Latin letters (``café`` → ``cafe``), as
+    ``unicode61 remove_diacritics 2`` folds them; other scripts keep theirs."""
+    kept: list[str] = []
+    for char in unicodedata.normalize("NFD", word):
+        if unicodedata.combining(char) and kept and kept[-1] < "\u0250":
+            continue
+        kept.append(char)
+    return unicodedata.normalize("NFC", "".join(kept))
+
+
+def index_terms(text: str) -> list[str]:
+    """Every token of ``text`` in order, lowercased and folded (what MongoDB indexes)."""
+    return [fold(word) for word in _WORD.findall(unicodedata.normalize("NFC", text).lower())]
+
+
+def bm25(frequencies: dict[str, int], length: int, counted: int, holding: dict[str, int],
+         mean_length: float) -> float:
+    """The raw score of one chunk (see the module docstring): ``frequencies`` of the query
+    terms in it, its ``length`` in tokens, ``counted`` chunks, ``holding`` per term."""
+    score = 0.0
+    norm = BM25_K1 * (1 - BM25_B + BM25_B * length / mean_length) if mean_length else BM25_K1
+    for term, tf in frequencies.items():
+        n = holding[term]
+        idf = max(math.log((counted - n + 0.5) / (n + 0.5)), 1e-6)
+        score += idf * tf * (BM25_K1 + 1) / (tf + norm)
+    return score
+
+
+def normalised(raw: float) -> float:
+    """A raw BM25 score mapped onto 0..1 (``raw / (raw + SCORE_HALF)``)."""
+    return raw / (raw + SCORE_HALF) if raw > 0 else 0.0
+
+
+def lexical_hit(chunk: Chunk, document_name: str, raw: float) -> SearchHit:
+    """The hit of ``chunk`` of the document named ``document_name`` at raw BM25 ``raw``."""
+    citation = Citation(document_id=chunk.document_id, document_name=document_name,
+                        section=chunk.section, page=chunk.page, line_start=chunk.line_start,
+                        line_end=chunk.line_end)
+    return SearchHit(chunk=chunk, citation=citation, score=normalised(raw), via="lexical")
+
+
+def admitted(doc: KnowledgeDocument, stored: KnowledgeDocument | None, *,
+             project: tuple[int, int], tenant_bytes: int, max_project_documents: int,
+             max_project_bytes: int, max_tenant_bytes: int) -> KnowledgeDocument | None:
+    """What ``add_document`` stores for ``doc``, given the document of that name already
+    stored (or None) and the usage before — the project's (documents, bytes) and the
+    tenant's bytes; None when nothing changes (``stored`` is READY with the same
+    ``sha256``). Raises ``ProjectKnowledgeFull`` / ``TenantKnowledgeFull`` when the change
+    would pass a cap; a change that does not grow a count never does."""
+    if stored is not None and stored.sha256 == doc.sha256 and \
+            stored.status is DocumentStatus.READY:
+        return None
+    added = 0 if stored is not None else 1
+    grown = doc.size - (stored.size if stored is not None else 0)
+    if added and project[0] + 1 > max_project_documents:
+        raise ProjectKnowledgeFull(
+            f"project {doc.project_id} already holds {project[0]} documents, "
+            f"the cap is {max_project_documents}")
+    if grown > 0 and project[1] + grown > max_project_bytes:
+        raise ProjectKnowledgeFull(
+            f"project {doc.project_id} would hold {project[1] + grown} bytes of documents, "
+            f"the cap is {max_project_bytes}")
+    if grown > 0 and tenant_bytes + grown > max_tenant_bytes:
+        raise TenantKnowledgeFull(
+            f"the tenant would hold {tenant_bytes + grown} bytes of documents, "
+            f"the cap is {max_tenant_bytes}")
+    fresh = {"version": 1, "status": DocumentStatus.PENDING, "chunk_count": 0, "pages": None,
+             "error_code": None, "error": None, "updated_at": utcnow()}
+    if stored is None:
+        return doc.model_copy(update=fresh)
+    return doc.model_copy(update={**fresh, "id": stored.id, "version": stored.version + 1,
+                                  "created_at": stored.created_at})
+
+
+def check_chunks(tenant_id: str, project_id: str, document_id: str, version: int,
+                 chunks: Sequence[Chunk]) -> None:
+    """Raise ``ValueError`` unless ``chunks`` all belong to that document version and their
+    ordinals are 0, 1, 2, … in order."""
+    for ordinal, chunk in enumerate(chunks):
+        if (chunk.tenant_id, chunk.project_id, chunk.document_id, chunk.document_version,
+                chunk.ordinal) != (tenant_id, project_id, document_id, version, ordinal):
+            raise ValueError(f"chunk {chunk.id} is not chunk {ordinal} of "
+                             f"{document_id} version {version}")
+
+
+class DocumentStore(Port):
+    """``KnowledgeDocument``s keyed by (tenant, id), their name unique in their project,
+    and the ``Chunk``s of each document's current version. Each call is atomic as its
+    docstring says; the MongoDB adapter's docstring says how ``write_chunks`` is made
+    safe without transactions. Writes of a worker carry the document ``version`` it was
+    given and write nothing once the document moved on (it was added again or deleted).
+    """
+
+    @abstractmethod
+    def add_document(self, doc: KnowledgeDocument, *, max_project_documents: int,
+                     max_project_bytes: int, max_tenant_bytes: int) -> KnowledgeDocument:
+        """Store ``doc`` PENDING, and return what is stored. Atomic with the caps check:
+        ``ProjectKnowledgeFull`` / ``TenantKnowledgeFull`` store nothing.
+
+        When the project holds a document of that name it is replaced: same ``id`` and
+        ``created_at``, ``version`` + 1, status PENDING, no chunk count, pages or error,
+        the rest from ``doc`` (its size counts against the caps by the difference); its old
+        chunks stay until ``write_chunks`` of the new version but are never searched. When
+        that document is READY with the same ``sha256``, nothing changes and it is returned
+        as stored. A new document gets version 1 whatever ``doc`` says."""
+
+    @abstractmethod
+    def get_document(self, tenant_id: str, project_id: str,
+                     document_id: str) -> KnowledgeDocument | None:
+        """The document, or None (also for another tenant's or project's)."""
+
+    @abstractmethod
+    def list_documents(self, tenant_id: str, project_id: str) -> list[KnowledgeDocument]:
+        """The project's documents by name (code point order)."""
+
+    @abstractmethod
+    def mark_document(self, tenant_id: str, project_id: str, document_id: str, version: int,
+                      status: DocumentStatus, *, error_code: str | None = None,
+                      error: str | None = None) -> bool:
+        """Set the status (INDEXING, FAILED, PENDING; READY only comes with ``write_chunks``)
+        and the error fields of the document if its version is still ``version``; False,
+        writing nothing, when it moved on or is gone. One atomic conditional write."""
+
+    @abstractmethod
+    def write_chunks(self, tenant_id: str, project_id: str, document_id: str, version: int,
+                     chunks: Sequence[Chunk], *, pages: int | None) -> bool:
+        """Replace every chunk of the document with ``chunks`` (ordinals 0, 1, … of this
+        document and ``version``, else ``ValueError``) and make it READY with their count
+        and ``pages``, clearing its error. False, leaving nothing searchable of it, when
+        its version is no longer ``version`` or it is gone. A search sees the old chunks or
+        the new ones, never a mix of versions."""
+
+    @abstractmethod
+    def delete_document(self, tenant_id: str, project_id: str, document_id: str) -> bool:
+        """Delete the document and all its chunks; False if there was none. A search after
+        it returns never finds them."""
+
+    @abstractmethod
+    def search_chunks(self, tenant_id: str, project_ids: Sequence[str], query: str,
+                      limit: int) -> list[SearchHit]:
+        """Lexical search of the user's free text ``query`` (any words of it: see
+        ``query_words``; none → ``[]``) over the current chunks of the READY documents of
+        those projects of the tenant. At most ``min(limit, MAX_SEARCH_LIMIT)`` hits, ``via``
+        ``"lexical"``, the score normalised (module docstring), best first, ties by document
+        name, then ordinal, then document id."""
+
+    @abstractmethod
+    def usage(self, tenant_id: str, project_id: str | None = None) -> tuple[int, int]:
+        """(documents, bytes) of the tenant's knowledge, of one project or of all; the
+        bytes are the documents' ``size``."""

@@ -1,0 +1,242 @@
+"""MongoDB ``DocumentStore``: collections ``knowledge_documents``, ``knowledge_chunks`` and
+``knowledge_locks``.
+
+A document is a ``KnowledgeDocument`` (``_id`` its id; (tenantId, projectId, name) unique)
+with ``tokens``, the tokens of its current chunks, for the mean chunk length. A chunk is a
+``Chunk`` (``_id`` ``{documentId}:{version}:{ordinal}``) with ``terms``, every token of its
+text in order (``index_terms``: lowercased, Latin diacritics folded, repeats kept for the
+term frequencies), and ``length``; the multikey index (tenantId, projectId, terms) finds
+them. No ``$text``: mongomock lacks it, and this must rank the same on both.
+
+Atomicity, without transactions:
+
+- ``add_document`` holds the tenant's lease in ``knowledge_locks`` (one upserted document
+  per tenant, taken by a conditional upsert, ``LOCK_LEASE`` long, released after) while
+  it reads the usage and writes, so two adds of one tenant cannot pass a cap together.
+  A holder that dies leaves it until the lease runs out; one that outlives it (a store
+  stalled for ``LOCK_LEASE``) loses the exclusion.
+- ``write_chunks``: check the version; delete any chunks of this version (an attempt that
+  died); insert the new ones; flip the document to READY (``find_one_and_update`` on its
+  version); delete older versions' chunks. If the flip finds the version moved on or the
+  document gone, it deletes what it inserted and returns False.
+- ``delete_document`` deletes the document, then its chunks.
+
+A search keeps only chunks whose (document, version) is a READY document's current one, so
+a crash between any two steps shows no stale or doubled hit (at worst a chunk left behind
+that nothing finds, or a READY document written again showing fewer hits meanwhile).
+
+Search: the READY documents of the projects give N (their chunks) and the mean length;
+candidates are the chunks holding any query term (``terms: {$in: …}``), at most
+``MAX_CANDIDATES`` of them in index order — a search matching more ranks only those, and
+may miss better hits; n per term is counted over the current candidates; BM25 and the
+normalisation are the port's (``store/documents.py``), computed here; the best ``limit``
+are then read whole.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import Any
+
+from pymongo import ASCENDING
+from pymongo.errors import DuplicateKeyError
+
+from vancetope_brain.errors import StoreError
+from vancetope_brain.models import new_id, utcnow
+from vancetope_brain.models.knowledge import Chunk, DocumentStatus, KnowledgeDocument, SearchHit
+from vancetope_brain.store.documents import (
+    MAX_SEARCH_LIMIT,
+    DocumentStore,
+    admitted,
+    bm25,
+    check_chunks,
+    fold,
+    index_terms,
+    lexical_hit,
+    query_words,
+)
+from vancetope_brain.store.mongo import MongoAdapter, MongoBackend
+from vancetope_brain.store.mongo._codec import from_bson, naive_utc, to_bson, translated
+
+MAX_CANDIDATES = 10_000
+"""Chunks one search ranks at most."""
+LOCK_LEASE = timedelta(seconds=30)
+"""How long a tenant's ``add_document`` lease lasts if its holder dies."""
+LOCK_WAIT = 10.0
+"""Seconds ``add_document`` waits for the tenant's lease before ``StoreError``."""
+
+_READY = DocumentStatus.READY.value
+
+
+class MongoDocuments(MongoAdapter, DocumentStore):
+    def __init__(self, db: MongoBackend) -> None:
+        super().__init__(db)
+        self._docs = db.database["knowledge_documents"]
+        self._chunks = db.database["knowledge_chunks"]
+        self._locks = db.database["knowledge_locks"]
+        self._docs.create_index([("tenantId", ASCENDING), ("projectId", ASCENDING),
+                                 ("name", ASCENDING)], name="by_name", unique=True)
+        self._chunks.create_index([("tenantId", ASCENDING), ("projectId", ASCENDING),
+                                   ("terms", ASCENDING)], name="by_term")
+        self._chunks.create_index([("tenantId", ASCENDING), ("documentId", ASCENDING),
+                                   ("documentVersion", ASCENDING)], name="by_document")
+
+    @translated
+    def add_document(self, doc: KnowledgeDocument, *, max_project_documents: int,
+                     max_project_bytes: int, max_tenant_bytes: int) -> KnowledgeDocument:
+        with self._tenant_lease(doc.tenant_id):
+            raw = self._docs.find_one({"tenantId": doc.tenant_id, "projectId": doc.project_id,
+                                       "name": doc.name})
+            stored = None if raw is None else from_bson(KnowledgeDocument, raw)
+            new = admitted(doc, stored, project=self._usage(doc.tenant_id, doc.project_id),
+                           tenant_bytes=self._usage(doc.tenant_id, None)[1],
+                           max_project_documents=max_project_documents,
+                           max_project_bytes=max_project_bytes, max_tenant_bytes=max_tenant_bytes)
+            if new is None:
+                assert stored is not None
+                return stored
+            if stored is None:
+                self._docs.insert_one(to_bson(new, tokens=0))
+            elif self._docs.replace_one({"_id": stored.id, "version": stored.version},
+                                        to_bson(new, tokens=0)).matched_count == 0:
+                raise StoreError(f"document {stored.id} changed while the tenant's lease "
+                                 "was held")
+        return new
+
+    @translated
+    def get_document(self, tenant_id: str, project_id: str,
+                     document_id: str) -> KnowledgeDocument | None:
+        raw = self._docs.find_one(_key(tenant_id, project_id, document_id))
+        return None if raw is None else from_bson(KnowledgeDocument, raw)
+
+    @translated
+    def list_documents(self, tenant_id: str, project_id: str) -> list[KnowledgeDocument]:
+        return [from_bson(KnowledgeDocument, raw) for raw in self._docs.find(
+            {"tenantId": tenant_id, "projectId": project_id}).sort("name", ASCENDING)]
+
+    @translated
+    def mark_document(self, tenant_id: str, project_id: str, document_id: str, version: int,
+                      status: DocumentStatus, *, error_code: str | None = None,
+                      error: str | None = None) -> bool:
+        if status is DocumentStatus.READY:
+            raise ValueError("a document becomes READY with write_chunks")
+        return self._docs.find_one_and_update(
+            {**_key(tenant_id, project_id, document_id), "version": version},
+            {"$set": {"status": status.value, "errorCode": error_code, "error": error,
+                      "updatedAt": naive_utc(utcnow())}}) is not None
+
+    @translated
+    def write_chunks(self, tenant_id: str, project_id: str, document_id: str, version: int,
+                     chunks: Sequence[Chunk], *, pages: int | None) -> bool:
+        check_chunks(tenant_id, project_id, document_id, version, chunks)
+        fence = {**_key(tenant_id, project_id, document_id), "version": version}
+        if self._docs.find_one(fence, {"_id": 1}) is None:
+            return False
+        this_version = {"tenantId": tenant_id, "documentId": document_id,
+                        "documentVersion": version}
+        self._chunks.delete_many(this_version)
+        stored = [_chunk_bson(chunk) for chunk in chunks]
+        if stored:
+            self._chunks.insert_many(stored)
+        flipped = self._docs.find_one_and_update(fence, {"$set": {
+            "status": _READY, "chunkCount": len(chunks), "pages": pages,
+            "tokens": sum(raw["length"] for raw in stored), "errorCode": None, "error": None,
+            "updatedAt": naive_utc(utcnow())}})
+        if flipped is None:
+            self._chunks.delete_many(this_version)
+            return False
+        self._chunks.delete_many({"tenantId": tenant_id, "documentId": document_id,
+                                  "documentVersion": {"$lt": version}})
+        return True
+
+    @translated
+    def delete_document(self, tenant_id: str, project_id: str, document_id: str) -> bool:
+        if self._docs.delete_one(_key(tenant_id, project_id, document_id)).deleted_count == 0:
+            return False
+        self._chunks.delete_many({"tenantId": tenant_id, "documentId": document_id})
+        return True
+
+    @translated
+    def search_chunks(self, tenant_id: str, project_ids: Sequence[str], query: str,
+                      limit: int) -> list[SearchHit]:
+        terms = list(dict.fromkeys(fold(word) for word in query_words(query)))
+        projects = sorted(set(project_ids))
+        limit = min(limit, MAX_SEARCH_LIMIT)
+        if not terms or not projects or limit <= 0:
+            return []
+        scope = {"tenantId": tenant_id, "projectId": {"$in": projects}}
+        ready = {raw["_id"]: raw for raw in self._docs.find(
+            {**scope, "status": _READY}, {"name": 1, "version": 1, "chunkCount": 1, "tokens": 1})}
+        counted = sum(raw["chunkCount"] for raw in ready.values())
+        if counted == 0:
+            return []
+        mean_length = sum(raw.get("tokens", 0) for raw in ready.values()) / counted
+        candidates = [raw for raw in self._chunks.aggregate([
+            {"$match": {**scope, "terms": {"$in": terms}}},
+            {"$project": {"documentId": 1, "documentVersion": 1, "ordinal": 1, "length": 1,
+                          "hits": {"$filter": {"input": "$terms",
+                                               "cond": {"$in": ["$$this", terms]}}}}},
+            {"$limit": MAX_CANDIDATES}])
+            if raw["documentId"] in ready
+            and ready[raw["documentId"]]["version"] == raw["documentVersion"]]
+        holding = Counter(term for raw in candidates for term in set(raw["hits"]))
+        ranked = sorted(
+            ((bm25(Counter(raw["hits"]), raw["length"], counted, holding, mean_length),
+              ready[raw["documentId"]]["name"], raw["ordinal"], raw["documentId"], raw["_id"])
+             for raw in candidates),
+            key=lambda hit: (-hit[0], hit[1], hit[2], hit[3]))[:limit]
+        full = {raw["_id"]: raw for raw in self._chunks.find(
+            {"_id": {"$in": [hit[4] for hit in ranked]}}, {"terms": 0, "length": 0})}
+        return [lexical_hit(from_bson(Chunk, full[chunk_id]), name, raw)
+                for raw, name, _, _, chunk_id in ranked if chunk_id in full]
+
+    @translated
+    def usage(self, tenant_id: str, project_id: str | None = None) -> tuple[int, int]:
+        return self._usage(tenant_id, project_id)
+
+    def _usage(self, tenant_id: str, project_id: str | None) -> tuple[int, int]:
+        match: dict[str, Any] = {"tenantId": tenant_id}
+        if project_id is not None:
+            match["projectId"] = project_id
+        totals = list(self._docs.aggregate([
+            {"$match": match},
+            {"$group": {"_id": None, "documents": {"$sum": 1}, "bytes": {"$sum": "$size"}}}]))
+        return (totals[0]["documents"], totals[0]["bytes"]) if totals else (0, 0)
+
+    @contextmanager
+    def _tenant_lease(self, tenant_id: str) -> Iterator[None]:
+        """Hold the tenant's ``add_document`` lease (waiting up to ``LOCK_WAIT``)."""
+        owner, deadline, delay = new_id("lease"), time.monotonic() + LOCK_WAIT, 0.001
+        while True:
+            now = naive_utc(utcnow())
+            try:
+                # Free or expired: taken; held: the upsert collides on _id.
+                self._locks.find_one_and_update(
+                    {"_id": tenant_id, "until": {"$lt": now}},
+                    {"$set": {"until": now + LOCK_LEASE, "owner": owner}}, upsert=True)
+                break
+            except DuplicateKeyError:
+                if time.monotonic() > deadline:
+                    raise StoreError(f"tenant {tenant_id}'s knowledge lease stayed held for "
+                                     f"{LOCK_WAIT:.0f} s") from None
+                time.sleep(delay)
+                delay = min(delay * 2, 0.05)
+        try:
+            yield
+        finally:
+            self._locks.delete_one({"_id": tenant_id, "owner": owner})
+
+
+def _key(tenant_id: str, project_id: str, document_id: str) -> dict[str, str]:
+    return {"_id": document_id, "tenantId": tenant_id, "projectId": project_id}
+
+
+def _chunk_bson(chunk: Chunk) -> dict[str, Any]:
+    raw = chunk.dump()
+    terms = index_terms(chunk.text)
+    raw.update({"_id": chunk.id, "terms": terms, "length": len(terms)})
+    return raw

@@ -1,0 +1,203 @@
+"""SQLite ``DocumentStore``: tables ``knowledge_documents``, ``knowledge_chunks`` and the
+FTS5 index ``knowledge_fts``.
+
+A document row holds the ``KnowledgeDocument`` whole in ``doc`` with its key, name, version,
+status and size as columns, rewritten whole on each change; (tenant, project, name) is
+unique. A chunk row holds the ``Chunk`` without its text in ``doc`` and the text in
+``text``, authoritative and merged on load. ``knowledge_fts`` is an external-content FTS5
+table over ``knowledge_chunks.text`` (tokenizer ``unicode61 remove_diacritics 2``, no
+stemming), kept by this adapter — not by triggers — in the same transaction as the chunks.
+
+Atomicity: each call is one ``BEGIN IMMEDIATE`` transaction: ``add_document`` reads the
+usage and the document of that name and writes inside it; ``write_chunks`` checks the
+version, deletes every chunk of the document, inserts the new ones and flips the document.
+
+Search: one query, ``knowledge_fts MATCH`` the query's words each quoted and joined by
+``OR`` (so nothing the user typed is FTS syntax), joined to the chunks of the tenant's
+projects and to their READY document at the chunk's version, ranked by FTS5's ``bm25()``.
+Its N, n and mean length are counted over the whole table — every tenant's and project's
+chunks, and the old chunks of a document being indexed again — so the same chunk may
+score a little differently from one store to another; only those counts cross tenants,
+never a chunk. The new tables came without a schema version (``_db``: a new table needs
+none).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Sequence
+
+from vancetope_brain.models import utcnow
+from vancetope_brain.models.knowledge import Chunk, DocumentStatus, KnowledgeDocument, SearchHit
+from vancetope_brain.store.documents import (
+    MAX_SEARCH_LIMIT,
+    DocumentStore,
+    admitted,
+    check_chunks,
+    lexical_hit,
+    query_words,
+)
+from vancetope_brain.store.sqlite import SqliteAdapter
+from vancetope_brain.store.sqlite._db import equal_clauses, load_all
+
+_TABLES = """
+CREATE TABLE IF NOT EXISTS knowledge_documents (
+    tenant_id TEXT NOT NULL, id TEXT NOT NULL, project_id TEXT NOT NULL, name TEXT NOT NULL,
+    version INTEGER NOT NULL, status TEXT NOT NULL, size INTEGER NOT NULL, doc TEXT NOT NULL,
+    PRIMARY KEY (tenant_id, id)
+);
+CREATE UNIQUE INDEX IF NOT EXISTS knowledge_documents_by_name
+    ON knowledge_documents (tenant_id, project_id, name);
+CREATE TABLE IF NOT EXISTS knowledge_chunks (
+    id INTEGER PRIMARY KEY, tenant_id TEXT NOT NULL, project_id TEXT NOT NULL,
+    document_id TEXT NOT NULL, version INTEGER NOT NULL, ordinal INTEGER NOT NULL,
+    text TEXT NOT NULL, doc TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS knowledge_chunks_by_document
+    ON knowledge_chunks (tenant_id, document_id, version, ordinal);
+CREATE VIRTUAL TABLE IF NOT EXISTS knowledge_fts USING fts5(
+    text, content = 'knowledge_chunks', content_rowid = 'id',
+    tokenize = 'unicode61 remove_diacritics 2'
+)
+"""
+
+_DOCUMENT = "SELECT doc FROM knowledge_documents WHERE tenant_id = ? AND project_id = ? AND id = ?"
+
+
+class SqliteDocuments(SqliteAdapter, DocumentStore):
+    tables = _TABLES
+
+    def add_document(self, doc: KnowledgeDocument, *, max_project_documents: int,
+                     max_project_bytes: int, max_tenant_bytes: int) -> KnowledgeDocument:
+        with self.db.write() as conn:
+            row = conn.execute("SELECT doc FROM knowledge_documents WHERE tenant_id = ? AND "
+                               "project_id = ? AND name = ?",
+                               (doc.tenant_id, doc.project_id, doc.name)).fetchone()
+            stored = None if row is None else KnowledgeDocument.load(json.loads(row[0]))
+            project = _usage(conn, doc.tenant_id, doc.project_id)
+            new = admitted(doc, stored, project=project,
+                           tenant_bytes=_usage(conn, doc.tenant_id, None)[1],
+                           max_project_documents=max_project_documents,
+                           max_project_bytes=max_project_bytes, max_tenant_bytes=max_tenant_bytes)
+            if new is None:
+                assert stored is not None
+                return stored
+            _put(conn, new)
+        return new
+
+    def get_document(self, tenant_id: str, project_id: str,
+                     document_id: str) -> KnowledgeDocument | None:
+        rows = self.db.read(_DOCUMENT, (tenant_id, project_id, document_id))
+        return load_all(KnowledgeDocument, rows)[0] if rows else None
+
+    def list_documents(self, tenant_id: str, project_id: str) -> list[KnowledgeDocument]:
+        return load_all(KnowledgeDocument, self.db.read(
+            "SELECT doc FROM knowledge_documents WHERE tenant_id = ? AND project_id = ? "
+            "ORDER BY name", (tenant_id, project_id)))
+
+    def mark_document(self, tenant_id: str, project_id: str, document_id: str, version: int,
+                      status: DocumentStatus, *, error_code: str | None = None,
+                      error: str | None = None) -> bool:
+        if status is DocumentStatus.READY:
+            raise ValueError("a document becomes READY with write_chunks")
+        with self.db.write() as conn:
+            stored = _current(conn, tenant_id, project_id, document_id, version)
+            if stored is None:
+                return False
+            _put(conn, stored.model_copy(update={"status": status, "error_code": error_code,
+                                                 "error": error, "updated_at": utcnow()}))
+        return True
+
+    def write_chunks(self, tenant_id: str, project_id: str, document_id: str, version: int,
+                     chunks: Sequence[Chunk], *, pages: int | None) -> bool:
+        check_chunks(tenant_id, project_id, document_id, version, chunks)
+        with self.db.write() as conn:
+            stored = _current(conn, tenant_id, project_id, document_id, version)
+            if stored is None:
+                return False
+            _drop_chunks(conn, tenant_id, document_id)
+            for chunk in chunks:
+                rowid = conn.execute(
+                    "INSERT INTO knowledge_chunks (tenant_id, project_id, document_id, version, "
+                    "ordinal, text, doc) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    (tenant_id, project_id, document_id, version, chunk.ordinal, chunk.text,
+                     chunk.model_dump_json(by_alias=True, exclude={"text"}))).lastrowid
+                conn.execute("INSERT INTO knowledge_fts (rowid, text) VALUES (?, ?)",
+                             (rowid, chunk.text))
+            _put(conn, stored.model_copy(update={
+                "status": DocumentStatus.READY, "chunk_count": len(chunks), "pages": pages,
+                "error_code": None, "error": None, "updated_at": utcnow()}))
+        return True
+
+    def delete_document(self, tenant_id: str, project_id: str, document_id: str) -> bool:
+        with self.db.write() as conn:
+            if conn.execute(_DOCUMENT, (tenant_id, project_id, document_id)).fetchone() is None:
+                return False
+            _drop_chunks(conn, tenant_id, document_id)
+            conn.execute("DELETE FROM knowledge_documents WHERE tenant_id = ? AND id = ?",
+                         (tenant_id, document_id))
+        return True
+
+    def search_chunks(self, tenant_id: str, project_ids: Sequence[str], query: str,
+                      limit: int) -> list[SearchHit]:
+        words = query_words(query)
+        projects = sorted(set(project_ids))
+        limit = min(limit, MAX_SEARCH_LIMIT)
+        if not words or not projects or limit <= 0:
+            return []
+        match = " OR ".join('"' + word.replace('"', '""') + '"' for word in words)
+        rows = self.db.read(
+            "SELECT bm25(knowledge_fts) AS raw, c.text, c.doc, d.name FROM knowledge_fts "
+            "JOIN knowledge_chunks c ON c.id = knowledge_fts.rowid "
+            "JOIN knowledge_documents d ON d.tenant_id = c.tenant_id AND d.id = c.document_id "
+            f"WHERE knowledge_fts MATCH ? AND c.tenant_id = ? AND c.project_id IN "
+            f"({', '.join('?' * len(projects))}) AND d.status = 'READY' "
+            "AND d.version = c.version ORDER BY raw, d.name, c.ordinal, c.document_id LIMIT ?",
+            (match, tenant_id, *projects, limit))
+        return [lexical_hit(Chunk.load({**json.loads(doc), "text": text}), name, -raw)
+                for raw, text, doc, name in rows]
+
+    def usage(self, tenant_id: str, project_id: str | None = None) -> tuple[int, int]:
+        count, size = self.db.read(*_usage_query(tenant_id, project_id))[0]
+        return int(count), int(size)
+
+
+def _usage_query(tenant_id: str, project_id: str | None) -> tuple[str, tuple[str, ...]]:
+    clauses, params = equal_clauses(tenant_id, project_id=project_id)
+    return (f"SELECT COUNT(*), COALESCE(SUM(size), 0) FROM knowledge_documents "
+            f"WHERE {' AND '.join(clauses)}", tuple(params))
+
+
+def _usage(conn: sqlite3.Connection, tenant_id: str,
+           project_id: str | None) -> tuple[int, int]:
+    count, size = conn.execute(*_usage_query(tenant_id, project_id)).fetchone()
+    return int(count), int(size)
+
+
+def _current(conn: sqlite3.Connection, tenant_id: str, project_id: str, document_id: str,
+             version: int) -> KnowledgeDocument | None:
+    """The stored document if it is still at ``version``."""
+    row = conn.execute(_DOCUMENT, (tenant_id, project_id, document_id)).fetchone()
+    stored = None if row is None else KnowledgeDocument.load(json.loads(row[0]))
+    return stored if stored is not None and stored.version == version else None
+
+
+def _put(conn: sqlite3.Connection, doc: KnowledgeDocument) -> None:
+    conn.execute(
+        "INSERT INTO knowledge_documents (tenant_id, id, project_id, name, version, status, size,"
+        " doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id, id) DO UPDATE SET "
+        "name = excluded.name, version = excluded.version, status = excluded.status, "
+        "size = excluded.size, doc = excluded.doc",
+        (doc.tenant_id, doc.id, doc.project_id, doc.name, doc.version, doc.status.value,
+         doc.size, doc.model_dump_json(by_alias=True)))
+
+
+def _drop_chunks(conn: sqlite3.Connection, tenant_id: str, document_id: str) -> None:
+    """Delete every chunk of the document, and its index entries first (an external-content
+    index forgets a row only when told the text it indexed)."""
+    conn.execute("INSERT INTO knowledge_fts (knowledge_fts, rowid, text) SELECT 'delete', id, "
+                 "text FROM knowledge_chunks WHERE tenant_id = ? AND document_id = ?",
+                 (tenant_id, document_id))
+    conn.execute("DELETE FROM knowledge_chunks WHERE tenant_id = ? AND document_id = ?",
+                 (tenant_id, document_id))
