@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import difflib
 import logging
+import math
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -48,13 +49,19 @@ class SettingKey:
     default: Any
     description: str
     choices: tuple[str, ...] = ()
-    minimum: int | None = None
+    minimum: float | None = None
+    maximum: float | None = None
     pattern: str | None = None
     pattern_hint: str = ""
 
     def validate(self, value: Any) -> Any:
-        """``value`` if it fits the key; else ``InvalidInput`` naming the key."""
-        if type(value) is not self.type:  # bool is not an int here
+        """``value`` if it fits the key; else ``InvalidInput`` naming the key. A float key
+        takes an int too (as that float)."""
+        if self.type is float and type(value) is int:
+            value = float(value)
+        finite = not isinstance(value, float) or math.isfinite(value)
+        if type(value) is not self.type or not finite:
+            # bool is not an int here, and NaN or infinity is no number of a setting
             raise InvalidInput(f"setting {self.name} takes {self._a_type}, not {value!r}")
         return self._check_range(value)
 
@@ -64,6 +71,8 @@ class SettingKey:
                                f"not {value!r}")
         if self.minimum is not None and value < self.minimum:
             raise InvalidInput(f"setting {self.name} is at least {self.minimum}, not {value!r}")
+        if self.maximum is not None and value > self.maximum:
+            raise InvalidInput(f"setting {self.name} is at most {self.maximum}, not {value!r}")
         if self.pattern is not None and not re.fullmatch(self.pattern, value):
             raise InvalidInput(f"setting {self.name} must be {self.pattern_hint}, not {value!r}")
         return value
@@ -71,9 +80,9 @@ class SettingKey:
     def parse(self, text: str) -> Any:
         """A value typed on a command line, converted to the key's type and validated."""
         value: Any = text
-        if self.type is int:
+        if self.type in (int, float):
             try:
-                value = int(text)
+                value = self.type(text)
             except ValueError:
                 raise InvalidInput(f"setting {self.name} takes {self._a_type}, "
                                    f"not {text!r}") from None
@@ -174,12 +183,22 @@ KEYS: dict[str, SettingKey] = {k.name: k for k in [
     _k("marvin.replanFailed", bool, True,
        "Whether marvin plans another way to a step whose worker failed for good (within "
        "maxDepth, maxNodes and maxTokens)."),
+    _k("rag.autoInject.enabled", bool, True,
+       "Whether Arthur searches the project's documents for the user's messages of a turn "
+       "and puts the passages found into its context (the recipe param rag.autoInject "
+       "beats it)."),
+    _k("rag.topK", int, 5,
+       "Most document passages one search puts into a turn's context.", minimum=1,
+       maximum=20),
+    _k("rag.minScore", float, 0.05,
+       "Lowest score (0 to 1) a document passage needs to be put into a turn's context.",
+       minimum=0.0, maximum=1.0),
 ]}
 
 ENGINE_MODEL_SUFFIX = ".model"
 ENGINE_PROFILE_SUFFIX = ".profile"
 # Namespaces of KEYS that are not engines, so "chat.model" is a typo, not an engine's model.
-_NOT_ENGINES = frozenset({"session", "chat", "llm", "notify", "inbox"})
+_NOT_ENGINES = frozenset({"session", "chat", "llm", "notify", "inbox", "rag"})
 
 
 def _engine_key(name: str) -> SettingKey | None:

@@ -170,23 +170,32 @@ class IdentityService:
         return Principal(token.tenant_id, token.user_id)
 
     # ── the embedded server ──────────────────────────────────────────────
-    def bootstrap_local(self, token_file: Path) -> tuple[str, bool]:
+    def bootstrap_local(self, token_file: Path, *,
+                        on_new_project: Callable[[str, str, str], object] | None = None
+                        ) -> tuple[str, bool]:
         """The embedded server's own user: reuse the token in ``token_file`` if it still works,
         else create tenant and user ``local`` (once) and a new token, written with mode 0600.
 
         Also gives a ``local`` tenant made before projects existed its ``default`` project.
+        ``on_new_project(tenant, project, user)`` runs when this call created that project
+        (``vancetope serve`` seeds its sample document there).
         Returns (secret, created) — like Jupyter, the server prints how to connect.
         """
+        new_project = False
         try:
             self._store.get_user(LOCAL_TENANT, LOCAL_USER)
         except NotFound:
             with contextlib.suppress(Conflict):
                 self.create_tenant("local", LOCAL_TENANT)
+                new_project = True
             self.create_user(LOCAL_TENANT, "local", LOCAL_USER)
         try:
             self._store.get_project(LOCAL_TENANT, DEFAULT_PROJECT)
         except NotFound:
             self.create_project(LOCAL_TENANT, DEFAULT_PROJECT, DEFAULT_PROJECT)
+            new_project = True
+        if new_project and on_new_project is not None:
+            on_new_project(LOCAL_TENANT, DEFAULT_PROJECT, LOCAL_USER)
         if token_file.exists():
             secret = token_file.read_text().strip()
             try:

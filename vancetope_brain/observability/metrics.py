@@ -92,6 +92,9 @@ TOOL_HEALTH_CHANGES = Counter("vancetope_tool_health_changes", "Changes of an MC
                               "or tool's health, by server (operator-configured names), new "
                               "state, cause and source (checker, agrajag, operator).",
                               ["server", "state", "cause", "source"])
+RETRIEVAL_FAILURES = Counter("vancetope_retrieval_failures", "Knowledge searches whose "
+                             "path failed, by stage (lexical: the store's search).",
+                             ["stage"])
 NOTIFICATIONS = Counter("vancetope_notifications", "Inbox-item deliveries, by channel and "
                         "status (SENT, FAILED, SKIPPED, QUEUED).", ["channel", "status"])
 
