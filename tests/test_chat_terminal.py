@@ -20,6 +20,7 @@ import pexpect
 import pytest
 
 from vancetope_brain.engines.arthur import WELCOME
+from vancetope_brain.knowledge.sample import SAMPLE_NAME
 
 CLI = [sys.executable, "-m", "vancetope_gateway.cli"]
 WAIT = 20
@@ -172,7 +173,8 @@ def test_piped_chat_prints_the_transcript_plainly_each_reply_once(tmp_path):
     folder.mkdir()
     try:
         done = subprocess.run(CLI + ["chat"], cwd=folder, env=_env(tmp_path), text=True,
-                              input="hello arthur\nask me for approval\n/inbox\n/bogus\n",
+                              input="hello arthur\nwhat do my documents say about citations"
+                                    "\nask me for approval\n/inbox\n/bogus\n",
                               capture_output=True, timeout=120)
     finally:
         server.kill()
@@ -188,6 +190,13 @@ def test_piped_chat_prints_the_transcript_plainly_each_reply_once(tmp_path):
     reply = lines[asked + 1]
     assert reply.startswith("assistant> You said: “hello arthur”. I am Vancetope's offline")
     assert out.count("You said: “hello arthur”") == 1  # streamed, but printed once, whole
+    # serve seeded its sample document: the demo answers from it, its sources listed under
+    # the reply (and a reply that used no document lists none).
+    docs = lines.index("you> what do my documents say about citations")
+    assert docs == asked + 2 and lines[docs + 1].startswith("assistant> Your documents say")
+    sources = [line for line in lines if line.startswith("source> ")]
+    assert sources and all(line.startswith(f"source> {SAMPLE_NAME} › ") for line in sources)
+    assert lines.index(sources[0]) > docs + 1
     approval = lines.index("you> ask me for approval")
     assert approval > asked + 1
     posted = next(i for i, line in enumerate(lines)

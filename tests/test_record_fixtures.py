@@ -125,6 +125,10 @@ def test_chat_and_turn_fields() -> None:
     line = _load("chat_message.v1.json")
     assert (line.seq, line.role, line.source_message_id) == (
         4, ChatRole.ASSISTANT, "msg_6b7c8d9e0f1a2b3c")
+    assert line.sources == []  # a line stored before sources existed has none
+    cited = _load("chat_message.sources.v1.json")
+    assert [(s.document_name, s.section, s.line_start, s.line_end) for s in cited.sources] == [
+        ("refunds.md", "Policies › Refunds", 13, 14)]
     record = _load("turn_record.v1.json")
     assert (record.epoch, record.status_after) == (2, ProcessStatus.IDLE)
     assert record.drained_ids == ["msg_6b7c8d9e0f1a2b3c"]

@@ -43,8 +43,8 @@ class View(Protocol):
 
     def line(self, kind: str, text: str) -> None:
         """Print one transcript line. ``kind``: a chat role (``assistant``, ``user``,
-        ``error``), ``tool``, ``event``, ``inbox`` (a new item), ``inbox-update`` (what
-        happened to one), ``note`` (the client's own remark), ``help``, ``details`` (a
+        ``error``), ``tool``, ``event``, ``source`` (a document passage the reply before it
+        used), ``inbox`` (a new item), ``inbox-update`` (what happened to one), ``note`` (the client's own remark), ``help``, ``details`` (a
         Markdown text, ``chat_details``) or ``link`` (an address to open)."""
 
     def preview(self, text: str) -> None:
@@ -111,6 +111,8 @@ class TerminalView:
             self.console.print(Text(f"({text})", style=self._STYLES[kind]))
         elif kind == "error":
             self.console.print(Text(f"error: {text}", style=self._STYLES[kind]))
+        elif kind == "source":
+            self.console.print(Text(f"  source: {text}", style="dim"))
         else:
             self.console.print(Text(text, style=self._STYLES.get(kind, "")))
 
@@ -401,6 +403,8 @@ class Printer:
             self.view.line("event", event_line(content, self.names))
         else:
             self.view.line(role, content)
+            for source in line.get("sources") or ():  # data: one plain line each
+                self.view.line("source", source_label(source))
 
     def _release(self) -> None:
         """Show the Inbox pushes held while waiting for the user's own line."""
@@ -421,6 +425,21 @@ class Printer:
         self.view.line("note", "some events were lost; reloading the conversation")
         for line in self.history() if self.history else []:
             self._chat_line(line)
+
+
+def source_label(source: dict[str, Any]) -> str:
+    """A reply's source (a ``Citation``) as one plain line: ``guide.md › Install › Linux,
+    lines 3-9`` (``, p. 4`` for a PDF's page)."""
+    where = str(source.get("documentName") or "?")
+    if source.get("section"):
+        where += f" › {source['section']}"
+    start, end = source.get("lineStart"), source.get("lineEnd")
+    if source.get("page") is not None:
+        return f"{where}, p. {source['page']}"
+    if start is not None:
+        return f"{where}, line {start}" if end in (None, start) else \
+            f"{where}, lines {start}-{end}"
+    return where
 
 
 def item_line(item: dict[str, Any]) -> str:

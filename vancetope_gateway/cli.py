@@ -146,6 +146,7 @@ def _serve(config: Config) -> int:
 
 def _run(config: Config, listener: socket.socket) -> int:
     """Build and run the embedded server on ``listener``, with the data directory's lock held."""
+    from vancetope_brain.knowledge.sample import seed_sample
     from vancetope_brain.llm.factory import describe
     from vancetope_brain.runtime import open_store
     from vancetope_gateway.app import close_app, create_app
@@ -161,7 +162,10 @@ def _run(config: Config, listener: socket.socket) -> int:
     celery = create_celery(config, store=store)
     gateway = build_gateway(config, enqueue_on(celery), store=store)
     worker_parts = celery.vancetope_worker()  # built now, not by the first lane turn
-    secret, created = gateway.identity.bootstrap_local(config.data_dir / "token")
+    # The local user's first project gets a sample document, to ask the demo model about.
+    secret, created = gateway.identity.bootstrap_local(
+        config.data_dir / "token",
+        on_new_project=lambda tenant, project, user: seed_sample(store, tenant, project, user))
     worker = EmbeddedWorker(celery, concurrency=config.worker_concurrency)
     worker.start()
     app = create_app(gateway, llm_description=describe(config), ping_broker=broker_ping(celery))

@@ -1,7 +1,7 @@
 """The worker's composition root: what lane turns and beat jobs of one OS process need.
 
-The lane runner with its leases and contexts, tools (client-side and MCP) and
-the LLM — built only in worker processes (after a prefork fork, in the child).
+The lane runner with its leases and contexts, tools (client-side and MCP), the
+knowledge search (``Retriever``) and the LLM — built only in worker processes (after a prefork fork, in the child).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from vancetope_brain.engines.chat_cache import ChatCache
 from vancetope_brain.engines.contexts import ContextFactory, ModelFor
 from vancetope_brain.events import EventOutbox
 from vancetope_brain.events.tokens import TokenCoalescer
+from vancetope_brain.knowledge.retrieval import Retriever
 from vancetope_brain.lanes import LaneRunner, LeaseKeeper
 from vancetope_brain.lanes.sweeper import fire_timers, sweep
 from vancetope_brain.lanes.waker import Enqueue
@@ -25,6 +26,7 @@ from vancetope_brain.services import ServiceJobs, SystemSessions
 from vancetope_brain.services.jobs import EnqueueJob
 from vancetope_brain.store import (
     Backend,
+    DocumentStore,
     EventOutboxStore,
     JournalStore,
     LaneStore,
@@ -125,7 +127,8 @@ def build_worker(config: Config, enqueue: Enqueue, enqueue_job: EnqueueJob, *,
                               tool_sources=tool_sources, inbox=core["inbox"],
                               tool_health=tool_health.write,
                               tokens=tokens,
-                              chat=ChatCache(lanes, config.chat_cache_lines))
+                              chat=ChatCache(lanes, config.chat_cache_lines),
+                              knowledge=Retriever(store.port(DocumentStore)))
     runner = LaneRunner(lanes=lanes, processes=processes, items=store.port(UserInboxStore),
                         events=events, outbox=outbox,
                         leases=leases,

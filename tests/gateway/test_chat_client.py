@@ -625,3 +625,26 @@ def test_a_terminal_session_is_titled_from_its_first_message_and_listed(emb, ser
             other.close()
     finally:
         chat.client.close()
+
+
+def test_a_reply_lists_its_sources_under_it_as_plain_lines():
+    """A reply that used documents: each source one line after it, as text (a document's
+    name is data: its markup and control characters are printed inert)."""
+    out = io.StringIO()
+    printer = Printer(PlainView(out), "proc_1", 0, 0)
+    sources = [{"documentId": "doc_1", "documentName": "refunds.md", "section": "Policies",
+                "page": None, "lineStart": 13, "lineEnd": 14},
+               {"documentId": "doc_2", "documentName": "[x](javascript:1)\x1b[2J.pdf",
+                "section": "", "page": 4, "lineStart": None, "lineEnd": None},
+               {"documentId": "doc_3", "documentName": "one.txt", "section": "",
+                "page": None, "lineStart": 7, "lineEnd": 7}]
+    printer.handle(_event(1, "chat-message", {"seq": 2, "role": "assistant",
+                                              "content": "14 days.", "sources": sources}))
+    printer.handle(_event(2, "chat-message", {"seq": 3, "role": "assistant",
+                                              "content": "No sources here."}))
+    assert out.getvalue().splitlines() == [
+        "assistant> 14 days.",
+        "source> refunds.md › Policies, lines 13-14",
+        "source> [x](javascript:1)\\x1b[2J.pdf, p. 4",
+        "source> one.txt, line 7",
+        "assistant> No sources here."]

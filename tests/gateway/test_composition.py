@@ -12,6 +12,7 @@ from vancetope_brain import runtime
 from vancetope_brain.config import Config
 from vancetope_brain.engines.contexts import ContextFactory
 from vancetope_brain.identity import Principal
+from vancetope_brain.knowledge.retrieval import Retriever
 from vancetope_brain.lanes import LaneRunner, LeaseKeeper
 from vancetope_brain.lanes.waker import shard_for
 from vancetope_brain.models import ProcessStatus
@@ -19,12 +20,12 @@ from vancetope_brain.tools.mcp import McpRegistry
 from vancetope_gateway.parts import build_gateway
 
 
-def test_the_gateway_builds_no_lane_runner_leases_contexts_or_mcp(
+def test_the_gateway_builds_no_lane_runner_leases_contexts_mcp_or_retriever(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def refuse(self: object, *args: object, **kwargs: object) -> None:
         raise AssertionError(f"the gateway built a {type(self).__name__}")
 
-    for part in (LaneRunner, LeaseKeeper, ContextFactory, McpRegistry):
+    for part in (LaneRunner, LeaseKeeper, ContextFactory, McpRegistry, Retriever):
         monkeypatch.setattr(part, "__init__", refuse)
     # An in-memory Redis of its own: in the process-wide one, another test of this process
     # may have left its shard's queued flag, and the wake below would be coalesced into it.

@@ -25,6 +25,7 @@ from vancetope_brain.engines.prompting import (
     record,
     system_prompt,
 )
+from vancetope_brain.engines.rag import auto_inject, used
 from vancetope_brain.errors import UserError
 from vancetope_brain.llm import LlmMessage, budget
 from vancetope_brain.llm.demo import DemoModel, welcome_hint, welcome_suggestions
@@ -36,6 +37,7 @@ from vancetope_brain.models import (
     InboxMessage,
     ProcessStatus,
     ThinkProcess,
+    UserChatInput,
 )
 from vancetope_brain.models.recipe import RecipeCategory
 
@@ -76,7 +78,7 @@ class ArthurEngine(RespondingEngine):
             # A goal given at spawn (e.g. to an arthur-sub, think-engines §7a) is coordinated
             # rather than greeted.
             context.chat().append(ChatRole.USER, process.goal)
-            self._answer(process, context)
+            self._answer(process, context, [process.goal])
             return
         welcome = process.engine_params.get("welcome", WELCOME)
         meta: dict[str, object] = {}
@@ -88,11 +90,13 @@ class ArthurEngine(RespondingEngine):
             self.steer(process, context)
 
     def steer(self, process: ThinkProcess, context: ThinkEngineContext) -> None:
-        needs_model = False
+        needs_model, texts = False, []
         for envelope in context.drain_pending():
             needs_model |= self._take(envelope, context)
+            if isinstance(envelope.message, UserChatInput):
+                texts.append(envelope.message.content)
         if needs_model:
-            self._answer(process, context)
+            self._answer(process, context, texts)
 
     def _take(self, envelope: InboxMessage, context: ThinkEngineContext) -> bool:
         """Record one inbound message; False when it was handled without the model."""
@@ -116,10 +120,17 @@ class ArthurEngine(RespondingEngine):
             return True
         return False
 
-    def _answer(self, process: ThinkProcess, context: ThinkEngineContext) -> None:
+    def _answer(self, process: ThinkProcess, context: ThinkEngineContext,
+                texts: list[str]) -> None:
+        """One model turn over the chat; ``texts``: the user messages it answers, searched
+        in the project's documents (``engines/rag.py``)."""
         tools = context.tools().specs() + [RESPOND]
         limit = context.settings().get("arthur.maxContextTokens")
-        fixed = [LlmMessage("system", system_prompt(process, context, FALLBACK_PROMPT))]
+        prompt = system_prompt(process, context, FALLBACK_PROMPT)
+        injected = auto_inject(process, context, texts)
+        if injected is not None:
+            prompt += "\n\n" + injected.prompt
+        fixed = [LlmMessage("system", prompt)]
         # Only the newest lines that fit the budget reach the model: read no further back
         # than the first page that does not fit any more (a long chat costs a turn its
         # budget's worth of lines, not HISTORY_LINES).
@@ -142,7 +153,9 @@ class ArthurEngine(RespondingEngine):
         told = reply.without_tools and not process.engine_state.get(TOLD_NO_TOOLS)
         if told:  # once per process: a line for the user, never shown to the model
             context.chat().append(ChatRole.SYSTEM, NO_TOOLS)
-        self.keep_reply(process, context, reply, **({TOLD_NO_TOOLS: True} if told else {}))
+        sources = used(injected.citations, reply.message) if injected is not None else None
+        self.keep_reply(process, context, reply, sources=sources,
+                        **({TOLD_NO_TOOLS: True} if told else {}))
         if reply.awaiting_user_input:
             context.set_status(ProcessStatus.BLOCKED)
         elif context.recipes().category is not RecipeCategory.CHAT and \

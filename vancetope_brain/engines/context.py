@@ -21,6 +21,7 @@ from vancetope_brain.engines.journal import JournaledModel, TurnJournal
 from vancetope_brain.errors import Conflict, Fenced, LlmRejected, NotFound
 from vancetope_brain.events import EventBus, EventType
 from vancetope_brain.events.tokens import TokenCoalescer, TokenStream
+from vancetope_brain.knowledge.retrieval import Retriever
 from vancetope_brain.llm import ChatModel, LlmMessage, LlmResponse, TokenSink, ToolSpec
 from vancetope_brain.models import (
     ChatMessage,
@@ -35,6 +36,7 @@ from vancetope_brain.models import (
     new_id,
     utcnow,
 )
+from vancetope_brain.models.knowledge import Citation, KnowledgeDocument, SearchHit
 from vancetope_brain.observability import metrics, tracing
 from vancetope_brain.settings import SettingsApi
 from vancetope_brain.store import JournalStore, LaneStore, SessionStore
@@ -106,15 +108,18 @@ class ChatApi:
         self._ctx = ctx
 
     def append(self, role: ChatRole, content: str, *, source: InboxMessage | None = None,
-               meta: dict[str, Any] | None = None) -> ChatMessage:
-        """Buffer a line; it is written, numbered and announced when the turn commits."""
+               meta: dict[str, Any] | None = None,
+               sources: list[Citation] | None = None) -> ChatMessage:
+        """Buffer a line; it is written, numbered and announced when the turn commits.
+        ``sources``: the document passages a reply used (``ChatMessage.sources``)."""
         s = self._ctx.scope
         meta = meta or {}
         if role is ChatRole.USER and source is not None and source.sender_process_id:
             meta = {**meta, FROM_PROCESS: source.sender_process_id}
         line = ChatMessage(id=new_id("chat"), tenant_id=s.tenant_id, session_id=s.session_id,
                            process_id=s.process_id, role=role, content=content,
-                           source_message_id=source.id if source else None, meta=meta)
+                           source_message_id=source.id if source else None, meta=meta,
+                           sources=sources or [])
         self._ctx.turn.chat.append(line)
         return line
 
@@ -393,6 +398,30 @@ class InboxApi:
         return self._ctx._inbox
 
 
+class KnowledgeApi:
+    """The documents of the process's project (arthur-engine §2.2, "documents"; issue 29):
+    searched, and listed. Every call is scoped to the process's tenant and project; a
+    context built without knowledge (``knowledge=None``) finds nothing and lists nothing."""
+
+    def __init__(self, ctx: ThinkEngineContext) -> None:
+        self._ctx = ctx
+
+    def query(self, text: str, *, top_k: int, min_score: float) -> list[SearchHit]:
+        """The passages of the project's documents that bear on ``text`` (free text, never
+        syntax), best first (``Retriever.search``). Raises ``StoreError`` when the store
+        fails."""
+        s, retriever = self._ctx.scope, self._ctx._knowledge
+        if retriever is None:
+            return []
+        return retriever.search(s.tenant_id, [s.project_id], text, top_k=top_k,
+                                min_score=min_score)
+
+    def documents(self) -> list[KnowledgeDocument]:
+        """The project's documents by name, whatever their status."""
+        s, retriever = self._ctx.scope, self._ctx._knowledge
+        return [] if retriever is None else retriever.documents(s.tenant_id, s.project_id)
+
+
 class ThinkEngineContext:
     """Access surface of one lifecycle call. Engines must not keep it past the call."""
 
@@ -405,7 +434,8 @@ class ThinkEngineContext:
                  inbox: InboxService | None = None, tool_health: HealthWriter | None = None,
                  pending: list[InboxMessage] | None = None,
                  tokens: TokenCoalescer | None = None,
-                 read_chat: Reader | None = None) -> None:
+                 read_chat: Reader | None = None,
+                 knowledge: Retriever | None = None) -> None:
         self.process = process
         self.scope = Scope(process.tenant_id, process.session_id, process.id, process.user_id,
                            process.project_id, process.originating_user_id,
@@ -434,6 +464,7 @@ class ThinkEngineContext:
         self._spawner = spawner or _no_spawning
         self._recipes = recipes
         self._inbox = inbox
+        self._knowledge = knowledge
 
     @property
     def user(self) -> str:
@@ -487,6 +518,9 @@ class ThinkEngineContext:
 
     def inbox(self) -> InboxApi:
         return InboxApi(self)
+
+    def knowledge(self) -> KnowledgeApi:
+        return KnowledgeApi(self)
 
     def timers(self) -> TimersApi:
         return TimersApi(self)

@@ -14,6 +14,7 @@ from vancetope_brain.engines.spawning import ProcessFactory
 from vancetope_brain.events import EventBus
 from vancetope_brain.events.tokens import TokenCoalescer
 from vancetope_brain.inbox.service import InboxService
+from vancetope_brain.knowledge.retrieval import Retriever
 from vancetope_brain.llm import ChatModel
 from vancetope_brain.models import InboxMessage, ThinkProcess
 from vancetope_brain.settings import SettingsApi, SettingsService
@@ -41,6 +42,8 @@ class ContextFactory:
     """Coalesces the tokens of this process's turns (None: each is published at once)."""
     chat: ChatCache | None = None
     """The chat lines this worker process holds (None: every turn reads them)."""
+    knowledge: Retriever | None = None
+    """Searches the projects' documents (None: ``context.knowledge()`` finds nothing)."""
 
     def __call__(self, process: ThinkProcess, lease_lost: threading.Event,
                  engine: ThinkEngine | None, pending: list[InboxMessage]) -> ThinkEngineContext:
@@ -63,5 +66,5 @@ class ContextFactory:
             settings=SettingsApi.for_process(self.settings, process), tool_pool=pool,
             roles=recipes.roles, tool_sources=self.tool_sources(process), spawner=spawn,
             recipes=recipes, inbox=self.inbox, tool_health=self.tool_health, pending=pending,
-            tokens=self.tokens,
+            tokens=self.tokens, knowledge=self.knowledge,
             read_chat=self.chat.reader(process.tenant_id, process.id) if self.chat else None)

@@ -26,6 +26,7 @@ from vancetope_brain.models import (
     ToolResult,
     UserChatInput,
 )
+from vancetope_brain.models.knowledge import Citation
 from vancetope_brain.models.markup import tagged
 from vancetope_brain.models.steer import ProcessEventType, SteerMessage, ToolCallStatus
 
@@ -160,11 +161,11 @@ class RespondingEngine(ThinkEngine):
     its parent hears that reply when the process is done or blocked."""
 
     @staticmethod
-    def keep_reply(process: ThinkProcess, context: ThinkEngineContext, reply: Reply,
-                   **state: Any) -> None:
-        """The reply as the chat's line and the state's ``lastReply`` (with ``state``'s other
-        keys)."""
-        context.chat().append(ChatRole.ASSISTANT, reply.message)
+    def keep_reply(process: ThinkProcess, context: ThinkEngineContext, reply: Reply, *,
+                   sources: list[Citation] | None = None, **state: Any) -> None:
+        """The reply as the chat's line (with the document ``sources`` it used) and the
+        state's ``lastReply`` (with ``state``'s other keys)."""
+        context.chat().append(ChatRole.ASSISTANT, reply.message, sources=sources)
         context.save_state({**process.engine_state, **state, LAST_REPLY: reply.message})
 
     def summarize_for_parent(self, process: ThinkProcess,

@@ -14,7 +14,8 @@ it sums up the heads' answers. Offered ``inbox_post``, it posts Inbox items when
 asked ("ask me for approval", "show me every kind of inbox item": ``demo_inbox``)
 and reports each answer in the chat. Offered agrajag's ``tool_probe`` or
 ``tool_health_write``, it probes and gives a verdict; a worker told to "call <tool>" calls
-it (``demo_agrajag``).
+it (``demo_agrajag``). Asked what the documents say, it quotes the passages of the
+``<rag-context>`` block in its prompt with their sources (``demo_rag``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from xml.sax.saxutils import unescape
 from vancetope_brain.llm.base import LlmMessage, LlmResponse, TokenSink, ToolCall, ToolSpec
 from vancetope_brain.llm.demo_agrajag import agrajag_call, named_tool_call
 from vancetope_brain.llm.demo_inbox import answer_report, inbox_calls, posted_report
+from vancetope_brain.llm.demo_rag import documents_answer
 
 _QUOTE_LIMIT = 80
 
@@ -37,12 +39,14 @@ TRY: list[tuple[str, str]] = [
      "vogon drafts it in phases and asks for your approval in the Inbox"),
     ("give me the pros and cons of remote work", "a zaphod council of personas weighs it"),
     ("analyze the quarterly numbers", "a ford worker analyzes it"),
+    ("what do my documents say about citations",
+     "I search the project's documents (a sample is there) and answer with their sources"),
     ("ask me for approval", "I put an approval into your Inbox and tell you what you answered"),
     ("show me every kind of inbox item", "one Inbox item of each of the eight types"),
 ]
-"""What Arthur's welcome on the demo model suggests: a phrase (``_DELEGATION`` and
-``demo_inbox.PHRASES`` pick it up) and what it shows; one per worker engine, then the
-Inbox."""
+"""What Arthur's welcome on the demo model suggests: a phrase (``_DELEGATION``,
+``demo_rag.ASKS_DOCUMENTS`` and ``demo_inbox.PHRASES`` pick it up) and what it shows; one per
+worker engine, the documents, then the Inbox."""
 
 
 def welcome_hint() -> str:
@@ -164,6 +168,8 @@ def _demo_call(messages: list[LlmMessage], tools: set[str]) -> ToolCall | None:
         if kind == "blocked":
             return _respond(introduce(f"The worker {source} asks:", summary), awaiting=True)
         return _respond(introduce(f"The worker {source} is {kind}. It reports:", summary))
+    if (answer := documents_answer(messages)) is not None:
+        return _respond(answer)
     spawn = next((args for pattern, args in _DELEGATION if pattern.search(last.content)), None) \
         if last.role == "user" else None
     if spawn is not None:

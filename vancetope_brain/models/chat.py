@@ -10,6 +10,10 @@ from typing import Any
 from pydantic import Field
 
 from vancetope_brain.models.base import Document, utcnow
+from vancetope_brain.models.knowledge import Citation
+
+MAX_SOURCES = 20
+"""Sources one chat line keeps (``rag.topK`` is at most 20)."""
 
 
 class ChatRole(StrEnum):
@@ -26,7 +30,9 @@ class ChatMessage(Document):
 
     ``source_message_id`` names the inbox message the line came from, if any;
     the store keeps (process, source_message_id, role) unique so a repeated
-    commit cannot write a line twice.
+    commit cannot write a line twice. ``sources``: the passages of the project's documents
+    a reply used (arthur-engine §3.8 item 4), shown under it; data, never markup. (Added
+    in version 1 with an empty default: older records load as lines without sources.)
     """
 
     id: str
@@ -38,6 +44,7 @@ class ChatMessage(Document):
     content: str
     source_message_id: str | None = None
     meta: dict[str, Any] = Field(default_factory=dict)
+    sources: list[Citation] = Field(default_factory=list, max_length=MAX_SOURCES)
     created_at: datetime = Field(default_factory=utcnow)
 
     @functools.cached_property
