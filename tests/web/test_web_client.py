@@ -8,10 +8,14 @@ import json
 import re
 import urllib.request
 
+from tests.knowledge.test_retrieval import FILLER, add
 from tests.web.ui import create_session, unfold
+from vancetope_brain.knowledge.sample import SAMPLE_NAME
+from vancetope_brain.store import open_store
 
 WORKER = "[data-testid=worker-card]"
 STRATEGY = f'{WORKER}[aria-label="Worker demo-strategy"]'  # the demo's vogon process
+HOSTILE_NAME = "<img src=x onerror=alert(1)>[link](javascript:alert(1)).md"
 
 
 def test_the_app_loads_without_a_token_under_a_strict_policy(server):
@@ -142,3 +146,32 @@ def test_worker_card_buttons_pause_resume_and_stop_it(server, page, shoot):
     assert pill.inner_text() == "CLOSED"
     unfold(card)
     assert "PAUSED" in card.get_by_test_id("trail").inner_text()
+
+
+def test_a_reply_from_the_documents_shows_its_sources_as_text(server, page, shoot):
+    """serve seeded its sample; a second document (written straight into the store: the upload
+    path is not here yet) has a name of markup. The demo answers from both, and the sources
+    under the reply are plain text — no link, no image, nothing run."""
+    store = open_store(f"sqlite:///{server.data_dir / 'vancetope.db'}")
+    try:
+        add(store, "local", "default", HOSTILE_NAME, *FILLER, "Zebra citations: stripes.")
+    finally:
+        store.close()
+    page.goto(server.sign_in_url)
+    page.get_by_test_id("connection").get_by_text("connected").wait_for()
+    create_session(page, "documents")
+    transcript = page.get_by_test_id("transcript")
+    transcript.get_by_text("Hi, I'm Arthur").wait_for()
+    dialogs: list[str] = []
+    page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    page.get_by_label("Message to Arthur").fill("what do my documents say about zebra citations")
+    page.keyboard.press("Enter")
+    reply = transcript.locator("[data-role=assistant]").filter(has_text="Your documents say")
+    reply.wait_for()
+    sources = reply.locator("[data-role=sources]")
+    sources.wait_for()
+    shown = sources.locator("[data-role=source]").all_inner_texts()
+    assert f"{HOSTILE_NAME}, lines 13-14" in shown
+    assert any(text.startswith(f"{SAMPLE_NAME} › ") for text in shown), shown
+    assert sources.locator("a, img, script").count() == 0 and not dialogs
+    shoot(page, "reply-with-sources")

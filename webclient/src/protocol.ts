@@ -95,7 +95,19 @@ export interface ChatLine {
   content: string;
   sourceMessageId: string | null;
   meta: Record<string, unknown>;
+  /** The document passages a reply used (older servers send none). */
+  sources?: Citation[];
   createdAt: string;
+}
+
+/** Where a passage of a project's document came from (models/knowledge.py `Citation`). */
+export interface Citation {
+  documentId: string;
+  documentName: string;
+  section: string;
+  page: number | null;
+  lineStart: number | null;
+  lineEnd: number | null;
 }
 
 /** One `event` frame's data: a session stream event. An event's own data has no schema

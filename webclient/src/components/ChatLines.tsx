@@ -1,6 +1,6 @@
 import { Accordion, Alert, Badge, Code, Group, Paper, Text } from "@mantine/core";
 
-import type { ChatLine } from "../protocol";
+import type { ChatLine, Citation } from "../protocol";
 import { useStore, type LiveToolCall } from "../store";
 import { InboxAnswerCard } from "./inbox/Answer";
 import { Markdown } from "./Markdown";
@@ -18,6 +18,7 @@ export function ChatItem({ line, speaker = "Arthur" }: { line: ChatLine; speaker
         <Paper p="sm" radius="md" withBorder maw={{ base: "100%", sm: "85%" }} data-role="assistant">
           <Text size="xs" c="dimmed">{speaker}</Text>
           <Reply text={line.content} />
+          {line.sources && line.sources.length > 0 && <Sources sources={line.sources} />}
           {Array.isArray(line.meta.suggestions) && <Suggestions phrases={line.meta.suggestions} />}
         </Paper>
       );
@@ -34,6 +35,32 @@ export function ChatItem({ line, speaker = "Arthur" }: { line: ChatLine; speaker
     default:
       return <Text size="sm" c="dimmed" data-role={line.role}>{line.content}</Text>;
   }
+}
+
+/** A passage's source as plain text: `guide.md › Install, lines 3-9` (`, p. 4` for a PDF). */
+function sourceLabel(source: Citation): string {
+  let where = source.documentName + (source.section ? ` › ${source.section}` : "");
+  if (source.page != null) return `${where}, p. ${source.page}`;
+  if (source.lineStart != null) {
+    const end = source.lineEnd ?? source.lineStart;
+    where += end === source.lineStart ? `, line ${end}` : `, lines ${source.lineStart}-${end}`;
+  }
+  return where;
+}
+
+/** The document passages a reply used, under it. Document names and sections are the
+ * documents' own text: shown as text, never as Markdown, HTML or a link. */
+function Sources({ sources }: { sources: Citation[] }) {
+  return (
+    <Group gap={4} mt="xs" data-role="sources" aria-label="Sources">
+      <Text size="xs" c="dimmed">Sources:</Text>
+      {sources.map((source, i) => (
+        <Badge key={i} size="sm" variant="light" color="gray" tt="none" data-role="source">
+          {sourceLabel(source)}
+        </Badge>
+      ))}
+    </Group>
+  );
 }
 
 /** The reply being streamed (token events), until its chat line commits. */
