@@ -152,3 +152,15 @@ def test_a_stored_setting_record_carries_a_schema_version() -> None:
 def test_the_configuration_docs_list_every_key() -> None:
     docs = (Path(__file__).resolve().parent.parent / "docs" / "configuration.md").read_text()
     assert [name for name in KEYS if f"| `{name}` |" not in docs] == []
+
+
+def test_a_float_key_takes_numbers_within_its_bounds_only() -> None:
+    key = setting_key("rag.minScore")
+    assert key.parse("0.3") == 0.3 and key.validate(0) == 0.0 and key.validate(1) == 1.0
+    for bad in ("nan", "inf", "1.5", "-0.1", "high"):
+        with pytest.raises(InvalidInput, match="rag.minScore"):
+            key.parse(bad)
+    with pytest.raises(InvalidInput, match="takes a float"):
+        key.validate(True)
+    with pytest.raises(InvalidInput, match="at most 20"):
+        setting_key("rag.topK").validate(21)

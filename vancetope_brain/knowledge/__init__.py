@@ -6,7 +6,11 @@
 pypdf in a child process, ``pdf_child``, bounded in time and memory); ``chunking`` cuts the
 text into passages.
 
-Rule: this package only reads bytes it is given. It imports ``errors``, ``config`` and
-``models`` and nothing above them — no store, no events, no network; what stores or searches
-passages builds on it. Modules import each submodule directly, so this file exports nothing.
+``retrieval`` searches a project's passages through the ``DocumentStore`` port
+(``Retriever``); ``sample`` seeds the sample document ``vancetope serve`` gives a new project.
+
+Rule: the reading modules only read bytes they are given, importing ``errors``, ``config``
+and ``models`` — no store, no events, no network. ``retrieval`` and ``sample`` also use
+``store`` and ``observability``, and nothing above them. Modules import each submodule
+directly, so this file exports nothing.
 """
