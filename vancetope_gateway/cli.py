@@ -153,13 +153,14 @@ def _run(config: Config, listener: socket.socket) -> int:
     from vancetope_gateway.parts import build_gateway
     from vancetope_gateway.serving import make_embedded_server
     from vancetope_gateway.sockets import going_away
-    from workers.celery_app import broker_ping, create_celery, enqueue_on
+    from workers.celery_app import broker_ping, create_celery, enqueue_index_on, enqueue_on
     from workers.embedded import EmbeddedWorker
 
     # One process plays both roles: each root builds its own parts on one opened store.
     store = open_store(config.store_url)
     celery = create_celery(config, store=store)
-    gateway = build_gateway(config, enqueue_on(celery), store=store)
+    gateway = build_gateway(config, enqueue_on(celery), enqueue_index=enqueue_index_on(celery),
+                            store=store)
     worker_parts = celery.vancetope_worker()  # built now, not by the first lane turn
     secret, created = gateway.identity.bootstrap_local(config.data_dir / "token")
     worker = EmbeddedWorker(celery, concurrency=config.worker_concurrency)

@@ -33,6 +33,22 @@ export type SessionType = "INTERACTIVE" | "AUTONOMOUS";
  */
 export type SessionStatus = "OPEN" | "SUSPENDED" | "CLOSED";
 /**
+ * How a document's bytes are read.
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "DocumentFormat".
+ */
+export type DocumentFormat = "text" | "markdown" | "html" | "pdf" | "code";
+/**
+ * PENDING: stored, waiting for a worker. INDEXING: a worker is parsing it. READY: its
+ * chunks are searchable. FAILED: it could not be read (``error_code`` says why); it stays
+ * listed until deleted or added again.
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "DocumentStatus".
+ */
+export type DocumentStatus = "PENDING" | "INDEXING" | "READY" | "FAILED";
+/**
  * This interface was referenced by `Frames`'s JSON-Schema
  * via the `definition` "NodeKind".
  */
@@ -1244,6 +1260,8 @@ export interface UserEntry {
  * via the `definition` "Pushes".
  */
 export interface Pushes {
+  "document-deleted": DocumentDeletedPush;
+  "document-updated": DocumentUpdatedPush;
   error: ErrorPush;
   event: EventPush;
   "events-gap": EventsGapPush;
@@ -1252,6 +1270,51 @@ export interface Pushes {
   "inbox-pending-summary": InboxPendingSummaryPush;
   "tool-call": ToolCallPush;
   welcome: WelcomePush;
+}
+/**
+ * ``document-updated`` (a knowledge document you added changed status: PENDING,
+ * INDEXING, READY or FAILED) and ``document-deleted``, on every connection of yours.
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "DocumentDeletedPush".
+ */
+export interface DocumentDeletedPush {
+  document: DocumentView;
+}
+/**
+ * A document as its users see it (frames, the upload's answer, ``document-updated``
+ * pushes): everything but the tenant and the schema version.
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "DocumentView".
+ */
+export interface DocumentView {
+  addedBy: string;
+  chunkCount: number;
+  createdAt: string;
+  error?: string | null;
+  errorCode?: string | null;
+  format: DocumentFormat;
+  id: string;
+  mediaType: string;
+  name: string;
+  pages?: number | null;
+  projectId: string;
+  sha256: string;
+  size: number;
+  status: DocumentStatus;
+  updatedAt: string;
+  version: number;
+}
+/**
+ * ``document-updated`` (a knowledge document you added changed status: PENDING,
+ * INDEXING, READY or FAILED) and ``document-deleted``, on every connection of yours.
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "DocumentUpdatedPush".
+ */
+export interface DocumentUpdatedPush {
+  document: DocumentView;
 }
 /**
  * The data of an ``error`` frame; ``code`` is stable, ``message`` is for people.
