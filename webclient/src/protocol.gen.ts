@@ -83,6 +83,7 @@ export interface Frames {
 export interface Requests {
   "chat-history": ChatHistoryRequest;
   "client-tools-register": ClientToolsRegisterRequest;
+  "document-list": DocumentListRequest;
   "events-resume": EventsResumeRequest;
   "inbox-answer": InboxAnswerRequest;
   "inbox-archive": InboxArchiveRequest;
@@ -171,6 +172,15 @@ export interface ClientToolDef {
    */
   requiresEngineRoles?: string[];
   safety?: "SAFE_PROBE" | "MUTATING";
+}
+/**
+ * The documents of one project of the caller's tenant, by name.
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "DocumentListRequest".
+ */
+export interface DocumentListRequest {
+  projectId: string;
 }
 /**
  * Replay the bound session's events after ``lastSeq``, then continue live.
@@ -664,6 +674,7 @@ export interface UserListRequest {
 export interface Replies {
   "chat-history": ChatHistoryReply;
   "client-tools-register": ClientToolsRegisterReply;
+  "document-list": DocumentListReply;
   "events-resume": EventsResumeReply;
   "inbox-answer": InboxAnswerReply;
   "inbox-archive": InboxArchiveReply;
@@ -727,6 +738,40 @@ export interface ChatHistoryReply {
  */
 export interface ClientToolsRegisterReply {
   registered: number;
+}
+/**
+ * Reply to ``document-list``.
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "DocumentListReply".
+ */
+export interface DocumentListReply {
+  documents: DocumentView[];
+}
+/**
+ * A document as its users see it (frames, the upload's answer, ``document-updated``
+ * pushes): everything but the tenant and the schema version.
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "DocumentView".
+ */
+export interface DocumentView {
+  addedBy: string;
+  chunkCount: number;
+  createdAt: string;
+  error?: string | null;
+  errorCode?: string | null;
+  format: DocumentFormat;
+  id: string;
+  mediaType: string;
+  name: string;
+  pages?: number | null;
+  projectId: string;
+  sha256: string;
+  size: number;
+  status: DocumentStatus;
+  updatedAt: string;
+  version: number;
 }
 /**
  * Reply to ``events-resume``: the session's current last ``seq``; the missed events follow.
@@ -1280,31 +1325,6 @@ export interface Pushes {
  */
 export interface DocumentDeletedPush {
   document: DocumentView;
-}
-/**
- * A document as its users see it (frames, the upload's answer, ``document-updated``
- * pushes): everything but the tenant and the schema version.
- *
- * This interface was referenced by `Frames`'s JSON-Schema
- * via the `definition` "DocumentView".
- */
-export interface DocumentView {
-  addedBy: string;
-  chunkCount: number;
-  createdAt: string;
-  error?: string | null;
-  errorCode?: string | null;
-  format: DocumentFormat;
-  id: string;
-  mediaType: string;
-  name: string;
-  pages?: number | null;
-  projectId: string;
-  sha256: string;
-  size: number;
-  status: DocumentStatus;
-  updatedAt: string;
-  version: number;
 }
 /**
  * ``document-updated`` (a knowledge document you added changed status: PENDING,
