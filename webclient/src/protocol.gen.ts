@@ -83,6 +83,8 @@ export interface Frames {
 export interface Requests {
   "chat-history": ChatHistoryRequest;
   "client-tools-register": ClientToolsRegisterRequest;
+  "document-delete": DocumentDeleteRequest;
+  "document-get": DocumentGetRequest;
   "document-list": DocumentListRequest;
   "events-resume": EventsResumeRequest;
   "inbox-answer": InboxAnswerRequest;
@@ -172,6 +174,28 @@ export interface ClientToolDef {
    */
   requiresEngineRoles?: string[];
   safety?: "SAFE_PROBE" | "MUTATING";
+}
+/**
+ * Names a document of a project of the caller's tenant (``document-get``,
+ * ``document-delete``).
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "DocumentDeleteRequest".
+ */
+export interface DocumentDeleteRequest {
+  documentId: string;
+  projectId: string;
+}
+/**
+ * Names a document of a project of the caller's tenant (``document-get``,
+ * ``document-delete``).
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "DocumentGetRequest".
+ */
+export interface DocumentGetRequest {
+  documentId: string;
+  projectId: string;
 }
 /**
  * The documents of one project of the caller's tenant, by name.
@@ -674,6 +698,8 @@ export interface UserListRequest {
 export interface Replies {
   "chat-history": ChatHistoryReply;
   "client-tools-register": ClientToolsRegisterReply;
+  "document-delete": DocumentDeleteReply;
+  "document-get": DocumentGetReply;
   "document-list": DocumentListReply;
   "events-resume": EventsResumeReply;
   "inbox-answer": InboxAnswerReply;
@@ -740,13 +766,14 @@ export interface ClientToolsRegisterReply {
   registered: number;
 }
 /**
- * Reply to ``document-list``.
+ * Reply to ``document-delete``: the document as it was. Its chunks are no longer found by
+ * any search, its bytes are gone.
  *
  * This interface was referenced by `Frames`'s JSON-Schema
- * via the `definition` "DocumentListReply".
+ * via the `definition` "DocumentDeleteReply".
  */
-export interface DocumentListReply {
-  documents: DocumentView[];
+export interface DocumentDeleteReply {
+  document: DocumentView;
 }
 /**
  * A document as its users see it (frames, the upload's answer, ``document-updated``
@@ -772,6 +799,24 @@ export interface DocumentView {
   status: DocumentStatus;
   updatedAt: string;
   version: number;
+}
+/**
+ * Reply to ``document-get``: the document as it stands (its status, chunk count, error).
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "DocumentGetReply".
+ */
+export interface DocumentGetReply {
+  document: DocumentView;
+}
+/**
+ * Reply to ``document-list``.
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "DocumentListReply".
+ */
+export interface DocumentListReply {
+  documents: DocumentView[];
 }
 /**
  * Reply to ``events-resume``: the session's current last ``seq``; the missed events follow.
