@@ -96,11 +96,11 @@ class DocsCommand:
     """One ``vancetope docs`` run: the server, the token and an open protocol connection."""
 
     def __init__(self, config: Config, *, url: str | None, token: str | None,
-                 out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> None:
+                 out: TextIO | None = None, err: TextIO | None = None) -> None:
         config = chat_config(config, os.environ)
         self.url = server_url(config, os.environ, url)
         self.token: Token = chat_token(config, os.environ, token)
-        self.out, self.err = out, err
+        self.out, self.err = out or sys.stdout, err or sys.stderr
         try:
             self.client = ChatClient(self.url, self.token.secret)
         except Unauthorized as e:
