@@ -185,3 +185,13 @@ def test_a_foreign_tenant_cannot_reach_another_tenants_documents(embedded, serve
 def test_an_upload_without_a_token_is_unauthorized(served):
     status, body = upload(served, "vt_wrong", "a.txt", b"text")
     assert (status, body["code"]) == (401, "unauthorized")
+
+
+def test_a_file_larger_than_any_other_body_is_taken(embedded, served, token):
+    """Other routes refuse bodies over 256 KiB; the upload takes up to the per-file cap."""
+    text = b"".join(b"line %d of the long ledger\n" % i for i in range(20_000))
+    assert len(text) > 300 * 1024
+    status, body = upload(served, token, "ledger.txt", text)
+    assert status == 202
+    ready = settled(embedded, body["document"]["id"])
+    assert ready.status.value == "READY" and ready.chunk_count > 100
