@@ -112,13 +112,14 @@ def make_templates(redis_url: str, tmp: Path) -> Templates:
     from vancetope_brain.identity import Principal
     from vancetope_brain.store import open_store
     from vancetope_gateway.parts import build_gateway
-    from workers.celery_app import create_celery, enqueue_on
+    from workers.celery_app import create_celery, enqueue_index_on, enqueue_on
 
     config = Config.from_env(env)
     store = open_store(config.store_url)
     app = create_celery(config, model_for=lambda process: MODEL, store=store)
     worker = app.vancetope_worker()
-    brain = build_gateway(config, enqueue_on(app), store=store)
+    brain = build_gateway(config, enqueue_on(app), enqueue_index=enqueue_index_on(app),
+                          store=store)
     try:
         brain.identity.create_tenant(TPL_TENANT, TPL_TENANT)
         brain.identity.create_user(TPL_TENANT, TPL_USER, TPL_USER)
@@ -587,7 +588,7 @@ def turn_statements(redis_url: str, db_path: Path, tmp: Path, tid: str, uid: str
     from vancetope_brain.identity import Principal
     from vancetope_brain.store import open_store
     from vancetope_gateway.parts import build_gateway
-    from workers.celery_app import create_celery, enqueue_on
+    from workers.celery_app import create_celery, enqueue_index_on, enqueue_on
 
     statements: list[str] = []
     out: list[tuple[str, str]] = []
@@ -596,7 +597,8 @@ def turn_statements(redis_url: str, db_path: Path, tmp: Path, tid: str, uid: str
         store = open_store(config.store_url)
         app = create_celery(config, model_for=lambda process: MODEL, store=store)
         worker = app.vancetope_worker()
-        brain = build_gateway(config, enqueue_on(app), store=store)
+        brain = build_gateway(config, enqueue_on(app), enqueue_index=enqueue_index_on(app),
+                          store=store)
         who = Principal(tid, uid)
         try:
             for round_ in range(2):

@@ -863,7 +863,8 @@ def bench_token(env: dict[str, str]) -> str:
     from vancetope_brain.config import Config
     from vancetope_gateway.parts import build_gateway
 
-    brain = build_gateway(Config.from_env(env), lambda *a: None)
+    brain = build_gateway(Config.from_env(env), lambda *a: None,
+                          enqueue_index=lambda job: None)
     brain.identity.create_tenant("bench", "bench")
     brain.identity.create_user("bench", "bencher", "bencher")
     token = brain.identity.issue_token("bench", "bencher", label="benchmark")

@@ -461,7 +461,8 @@ def run(args: argparse.Namespace) -> int:
         from vancetope_brain.models.settings import SettingScope
         from vancetope_gateway.parts import build_gateway
 
-        brain = build_gateway(Config.from_env(env), lambda *a: None)
+        brain = build_gateway(Config.from_env(env), lambda *a: None,
+                              enqueue_index=lambda job: None)
         brain.identity.create_tenant("bench", "bench")
         brain.identity.create_user("bench", "bencher", "bencher")
         token = brain.identity.issue_token("bench", "bencher", label="llm_load benchmark")

@@ -152,13 +152,14 @@ def run(args: argparse.Namespace, env: dict[str, str], tmp: Path) -> int:
     from vancetope_brain.store import open_store
     from vancetope_gateway.parts import build_gateway
     from vancetope_gateway.protocol import Connection
-    from workers.celery_app import create_celery, enqueue_on
+    from workers.celery_app import create_celery, enqueue_index_on, enqueue_on
 
     config = Config.from_env(env)
     store = open_store(config.store_url)
     app = create_celery(config, model_for=lambda process: MODEL, store=store)
     worker = app.vancetope_worker()
-    brain = build_gateway(config, enqueue_on(app), store=store)
+    brain = build_gateway(config, enqueue_on(app), enqueue_index=enqueue_index_on(app),
+                          store=store)
     brain.identity.create_tenant("bench", "bench")
     brain.identity.create_user("bench", "bencher", "bencher")
     who = Principal("bench", "bencher")

@@ -28,7 +28,7 @@ from vancetope_brain.llm import ChatModel
 from vancetope_brain.models import Project, User
 from vancetope_brain.store import Backend, IdentityStore, open_store
 from vancetope_gateway.parts import Gateway, build_gateway
-from workers.celery_app import create_celery, enqueue_on
+from workers.celery_app import create_celery, enqueue_index_on, enqueue_on
 from workers.embedded import EmbeddedWorker
 from workers.parts import Worker
 
@@ -81,7 +81,8 @@ class Embedded:
         config.data_dir.mkdir(parents=True, exist_ok=True)
         store = open_store(config.store_url)
         app = create_celery(config, model_for=lambda process: self.model, store=store)
-        self.brain: Gateway = build_gateway(config, enqueue_on(app), store=store)
+        self.brain: Gateway = build_gateway(config, enqueue_on(app), enqueue_index=enqueue_index_on(app),
+                                             store=store)
         # The in-memory Redis is the test run's, shared by every app: a shard's queued flag
         # that another app set (its task in that app's broker, or nowhere) would hold this
         # app's wakes of the shard back until it expires.

@@ -15,7 +15,13 @@ from kombu import Connection
 from tests.helpers import http_get, wait_for
 from vancetope_brain.config import Config
 from workers.broker import Transport
-from workers.celery_app import LANE_SHARD, MAINTENANCE_QUEUE, create_celery, lane_queue
+from workers.celery_app import (
+    DOCUMENTS_QUEUE,
+    LANE_SHARD,
+    MAINTENANCE_QUEUE,
+    create_celery,
+    lane_queue,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -66,7 +72,7 @@ def test_flowers_broker_view_lists_the_lane_queues(tmp_path: Path, redis_url: st
         rows = dict(re.findall(r'<tr id="([^"]+)">\s*<td>[^<]*</td>\s*<td[^>]*>(\d+)</td>',
                                page.decode()))
         assert rows == {lane_queue(i): "0" for i in range(config.lane_shards)} | {
-            MAINTENANCE_QUEUE: "0", lane_queue(0): "1"}, rows
+            MAINTENANCE_QUEUE: "0", DOCUMENTS_QUEUE: "0", lane_queue(0): "1"}, rows
     finally:
         flower.terminate()
         flower.wait(30)

@@ -88,7 +88,7 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "VANCETOPE_DOWN_TOOLS": ("hide", "What the model sees of a DOWN MCP server's or tool's tools: `hide` leaves them out of the manifest, `show` offers them with their status; calls fail at once either way."),
     "VANCETOPE_PUBLIC_URL": ("http://<host>:<port>", "Base URL clients reach the gateway at; used in e-mailed links and signed attachment URLs."),
     "VANCETOPE_SECRET_KEY": ("(unset: generated once into `<data dir>/secret.key`)", "Key that signs attachment URLs; set the same value on every gateway and worker of a cluster."),
-    "VANCETOPE_ATTACHMENTS_DIR": ("<data dir>/attachments", "Where inbox attachments (OUTPUT_IMAGE, OUTPUT_DOCUMENT) are stored; shared by all pods."),
+    "VANCETOPE_ATTACHMENTS_DIR": ("<data dir>/attachments", "Where inbox attachments (OUTPUT_IMAGE, OUTPUT_DOCUMENT) and the bytes of knowledge documents (`<tenant>/documents/<id>/<version>`) are stored; shared by all gateways and workers."),
     "VANCETOPE_ATTACHMENT_URL_TTL": ("300", "Seconds a signed attachment URL stays valid."),
     "VANCETOPE_SMTP_HOST": ("(unset: no e-mail notifications)", "SMTP server for e-mail notifications."),
     "VANCETOPE_SMTP_PORT": ("587", "SMTP port."),

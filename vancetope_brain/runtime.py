@@ -32,6 +32,13 @@ from vancetope_brain.lanes.waker import Enqueue
 from vancetope_brain.notifications import NotificationDispatcher, build_dispatcher
 from vancetope_brain.recipes import RecipeAdmin
 from vancetope_brain.recipes.resolver import RecipeResolver
+from vancetope_brain.services.document_files import DocumentFiles
+from vancetope_brain.services.documents import (
+    DocumentIndexer,
+    DocumentPushes,
+    DocumentService,
+    IndexJob,
+)
 from vancetope_brain.sessions import SessionService
 from vancetope_brain.sessions.lifecycle import SessionLifecycle
 from vancetope_brain.settings import SettingsService
@@ -39,6 +46,7 @@ from vancetope_brain.store import (
     Backend,
     DeadLetterStore,
     DeliveryStore,
+    DocumentStore,
     IdentityStore,
     LaneStore,
     RecipeStore,
@@ -134,7 +142,8 @@ class Core:
 class Administration:
     """The admin CLI's composition root: what an operator changes, through services (and the
     delivery log, which it only reads, the dead letters, which it lists and puts back, tool
-    health, which it lists and resets, and the system sessions, which it lists)."""
+    health, which it lists and resets, the system sessions, which it lists, and knowledge
+    documents, which it adds, indexing them itself, lists and deletes)."""
 
     store: Backend
     identity: IdentityService
@@ -146,11 +155,24 @@ class Administration:
     tool_health: ToolHealthService
     sessions: SessionStore
     """Read only: the system sessions of service engines and their processes."""
+    documents: DocumentService
+    """Knowledge documents; an add is indexed here, in the admin process, before it returns
+    (``vancetope admin docs add``), so it needs no worker."""
 
     @classmethod
     def open(cls, config: Config) -> Administration:
         store = open_store(config.store_url)
         identity = IdentityService.on(store)
+        # Pushes reach the users' clients where Redis is shared (the distributed shape).
+        events = EventBus(redis_client(config), max_len=config.event_log_max,
+                          ttl=config.event_log_ttl)
+        indexer = DocumentIndexer(documents=store.port(DocumentStore),
+                                  files=DocumentFiles(config.attachments_dir),
+                                  pushes=DocumentPushes(events))
+
+        def index_now(job: dict[str, Any]) -> None:
+            indexer.index(IndexJob.model_validate(job))
+
         return cls(store, identity,
                    SettingsService(store.port(SettingStore), store.port(IdentityStore)),
                    RecipeResolver(store.port(RecipeStore)),
@@ -158,7 +180,8 @@ class Administration:
                    RecipeAdmin.on(store, config.max_definitions, engine=ENGINES.get,
                                   operator=True),
                    store.port(DeliveryStore), store.port(DeadLetterStore),
-                   ToolHealthService(store.port(ToolHealthStore)), store.port(SessionStore))
+                   ToolHealthService(store.port(ToolHealthStore)), store.port(SessionStore),
+                   DocumentService.on(store, config.attachments_dir, events, index_now))
 
     def close(self) -> None:
         self.store.close()

@@ -1,5 +1,5 @@
 """``vancetope admin …``: tenants, projects, users, API tokens, recipes, settings, the
-delivery log, dead letters and tool health, on the configured store.
+delivery log, dead letters, tool health and knowledge documents, on the configured store.
 
 Output is made to be scripted: the result (a new id, a token's secret, a
 table whose first column is the id) goes to stdout, notes for people go to
@@ -17,10 +17,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from vancetope_brain.errors import Conflict
+from vancetope_brain.errors import Conflict, InvalidInput, NotFound
 
 if TYPE_CHECKING:  # the brain loads only when an admin command runs, not for every CLI start
     from vancetope_brain.config import Config
+    from vancetope_brain.identity import Principal
     from vancetope_brain.models.settings import SettingScope
     from vancetope_brain.runtime import Administration
 
@@ -154,6 +155,20 @@ def add_admin_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
                                        "newest session first")
     p.add_argument("--tenant", required=True)
     p.add_argument("--project", help="only this project's")
+
+    docs = verbs("docs", "a project's knowledge documents (an add is indexed before it returns)")
+    where = argparse.ArgumentParser(add_help=False)
+    where.add_argument("--tenant", required=True)
+    where.add_argument("--project", default="default", help="the project (default: 'default')")
+    p = docs.add_parser("add", parents=[where, quiet],
+                        help="add files (a name already there is replaced) and index them")
+    p.add_argument("files", nargs="+", type=Path, metavar="FILE")
+    p.add_argument("--user", default="operator",
+                   help="who added them, whose clients see the progress (default: operator)")
+    docs.add_parser("list", parents=[where], help="the project's documents by name")
+    p = docs.add_parser("rm", parents=[where, quiet],
+                        help="delete documents (chunks and bytes) by name or id")
+    p.add_argument("names", nargs="+", metavar="NAME|ID")
 
     setting = verbs("setting", "settings: user → project → tenant → default, innermost wins")
     cascade = argparse.ArgumentParser(add_help=False)
@@ -465,6 +480,52 @@ def _source(scope: SettingScope | None) -> str:
     return "default" if scope is None else str(scope)
 
 
+def _as(admin: Administration, args: argparse.Namespace) -> Principal:
+    """Who a ``docs`` command acts as: ``--user`` of the tenant (an add), else ``operator``."""
+    from vancetope_brain.identity import Principal
+
+    admin.identity.require_tenant(args.tenant)
+    return Principal(args.tenant, getattr(args, "user", "operator"))
+
+
+def _docs_add(admin: Administration, args: argparse.Namespace) -> None:
+    who = _as(admin, args)
+    failed = []
+    for path in args.files:
+        try:
+            data = path.read_bytes()
+        except OSError as e:
+            raise InvalidInput(f"cannot read {path}: {e.strerror}") from e
+        doc, changed = admin.documents.add(who, args.project, path.name, data)
+        doc = admin.documents.get(who, args.project, doc.id)
+        if doc.error_code:
+            failed.append(f"{path.name}: FAILED ({doc.error_code}): {doc.error}")
+        else:
+            _note(args, f"{path.name}: {'unchanged, ' if not changed else ''}"
+                        f"{doc.status.value}, {doc.chunk_count} chunks")
+        print(doc.id)
+    if failed:
+        raise InvalidInput("; ".join(failed))
+
+
+def _docs_list(admin: Administration, args: argparse.Namespace) -> None:
+    docs = admin.documents.list(_as(admin, args), args.project)
+    _table(("ID", "STATUS", "BYTES", "CHUNKS", "VERSION", "UPDATED", "NAME"),
+           [(d.id, d.status.value, str(d.size), str(d.chunk_count), str(d.version),
+             _when(d.updated_at), d.name) for d in docs])
+
+
+def _docs_rm(admin: Administration, args: argparse.Namespace) -> None:
+    operator = _as(admin, args)
+    docs = admin.documents.list(operator, args.project)
+    for wanted in args.names:
+        found = [d for d in docs if wanted in (d.id, d.name)]
+        if not found:
+            raise NotFound(f"no document named {wanted!r} in project {args.project}")
+        admin.documents.delete(operator, args.project, found[0].id)
+        _note(args, f"deleted {found[0].name} ({found[0].id})")
+
+
 def _setting_get(admin: Administration, args: argparse.Namespace) -> None:
     admin.identity.require_tenant(args.tenant)
     value, scope = admin.settings.resolve_with_source(args.tenant, args.project,
@@ -520,6 +581,9 @@ _COMMANDS: dict[tuple[str, str], _Command] = {
     ("dead-letter", "requeue"): _dead_letter_requeue,
     ("tool-health", "list"): _tool_health_list,
     ("tool-health", "reset"): _tool_health_reset,
+    ("docs", "add"): _docs_add,
+    ("docs", "list"): _docs_list,
+    ("docs", "rm"): _docs_rm,
     ("setting", "get"): _setting_get,
     ("setting", "list"): _setting_list,
     ("setting", "set"): _setting_set,

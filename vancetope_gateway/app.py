@@ -29,14 +29,16 @@ from vancetope_gateway.logs import redact_access_logs
 from vancetope_gateway.observe import add_metrics_route
 from vancetope_gateway.parts import Gateway
 from vancetope_gateway.sockets import SocketParts, add_websocket_route
+from vancetope_gateway.uploads import UPLOAD_ENDPOINT, add_document_upload
 from vancetope_gateway.webapp import add_web_client
 from workers.celery_app import lane_queue
 
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 256 * 1024
-"""The largest request body any route may read (``MAX_CONTENT_LENGTH``); today no route
-reads one, so ``_refuse_bodies`` also refuses any body on a GET."""
+"""The largest request body a route may read (``MAX_CONTENT_LENGTH``); only the document
+upload reads one (``uploads.py``, with a limit of its own), so ``_refuse_bodies`` refuses a
+larger body on every other route, and any body on a GET."""
 
 rest = Blueprint("rest", __name__)
 
@@ -194,6 +196,7 @@ def create_app(gateway: Gateway, *, llm_description: str,
     app.extensions["vancetope"] = gateway
     app.extensions["vancetope.ping_broker"] = ping_broker
     sockets = app.extensions["vancetope.sockets"] = SocketParts.build(gateway)
+    add_document_upload(app)
     add_body_limit(app)
     app.register_blueprint(rest)
     add_attachment_route(app, gateway.attachments)
@@ -213,12 +216,13 @@ def close_app(app: Flask) -> None:
 
 def add_body_limit(app: Flask) -> None:
     """Refuse, before authentication (so the upgrade request too), any body no route reads:
-    ``MAX_CONTENT_LENGTH`` applies only where a route reads the body, and none does."""
+    ``MAX_CONTENT_LENGTH`` applies only where a route reads the body, and only the document
+    upload does (it checks its own, larger limit: ``uploads.add_document_upload``)."""
     @app.before_request
     def _refuse_bodies() -> None:
         length = request.content_length or 0
         chunked = "chunked" in request.headers.get("Transfer-Encoding", "").lower()
-        if length > MAX_BODY_BYTES:
+        if length > MAX_BODY_BYTES and request.endpoint != UPLOAD_ENDPOINT:
             raise RequestEntityTooLarge(f"request bodies are limited to {MAX_BODY_BYTES} bytes")
         if (length or chunked) and request.method in ("GET", "HEAD"):
             raise RequestEntityTooLarge(f"{request.method} {request.path} takes no body")
@@ -229,7 +233,9 @@ def add_error_handlers(app: Flask) -> None:
     @app.errorhandler(VancetopeError)
     def _domain_error(e: VancetopeError) -> tuple[Response, int]:
         status = {"unauthorized": 401, "forbidden": 403, "not_found": 404, "conflict": 409,
-                  "rate_limited": 429, "limit_exceeded": 429}.get(
+                  "rate_limited": 429, "limit_exceeded": 429, "document_too_large": 413,
+                  "unsupported_document": 415, "unreadable_document": 422,
+                  "project_knowledge_full": 409, "tenant_knowledge_full": 409}.get(
             e.code, 400 if e.code == "invalid_input" else 500)
         return jsonify(code=e.code, message=str(e)), status
 

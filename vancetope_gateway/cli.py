@@ -1,4 +1,4 @@
-"""``vancetope`` — serve, worker, beat, chat, admin."""
+"""``vancetope`` — serve, worker, beat, chat, docs, admin."""
 
 from __future__ import annotations
 
@@ -38,6 +38,23 @@ def main(argv: list[str] | None = None) -> int:
     chat.add_argument("--session", help="session id to resume (default: the last one)")
     chat.add_argument("--new", action="store_true", help="start a new session")
 
+    docs = sub.add_parser("docs", help="a project's knowledge documents: add, list, rm")
+    doc_verbs = docs.add_subparsers(dest="docs_verb", required=True, metavar="VERB")
+    server = argparse.ArgumentParser(add_help=False)
+    server.add_argument("--project", default="default",
+                        help="the project (default: 'default')")
+    server.add_argument("--url", help="WebSocket URL, found as for `vancetope chat`")
+    server.add_argument("--token", help="API token, found as for `vancetope chat`")
+    p = doc_verbs.add_parser("add", parents=[server], help="upload files (a name already in "
+                             "the project is replaced) and wait until each is READY or FAILED")
+    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("--no-wait", action="store_true", help="return once uploaded")
+    doc_verbs.add_parser("list", parents=[server], help="the project's documents: id, status, "
+                         "size, chunks, name")
+    p = doc_verbs.add_parser("rm", parents=[server], help="delete documents (their chunks and "
+                             "bytes), named by name or id")
+    p.add_argument("names", nargs="+", metavar="NAME|ID")
+
     schemas = sub.add_parser("schemas", help="regenerate docs/protocol.md's frame table and "
                              "docs/schemas/*.json from the frame models")
     schemas.add_argument("--docs", default="docs", help="the repository's docs directory to "
@@ -66,6 +83,8 @@ def main(argv: list[str] | None = None) -> int:
 
             return run_chat(config, url=args.url, token=args.token, session_id=args.session,
                             new=args.new)
+        if args.command == "docs":
+            return _docs(config, args)
         if args.command == "schemas":
             from pathlib import Path
 
@@ -81,6 +100,23 @@ def main(argv: list[str] | None = None) -> int:
     except VancetopeError as e:
         print(f"vancetope: {e}", file=sys.stderr)
         return 2
+
+
+def _docs(config: Config, args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from vancetope_gateway.docs_client import DocsCommand
+
+    command = DocsCommand(config, url=args.url, token=args.token)
+    try:
+        if args.docs_verb == "add":
+            return command.add([Path(f) for f in args.files], args.project,
+                               wait=not args.no_wait)
+        if args.docs_verb == "list":
+            return command.show(args.project)
+        return command.remove(args.names, args.project)
+    finally:
+        command.close()
 
 
 def _port(raw: str) -> int:
@@ -154,13 +190,14 @@ def _run(config: Config, listener: socket.socket) -> int:
     from vancetope_gateway.parts import build_gateway
     from vancetope_gateway.serving import make_embedded_server
     from vancetope_gateway.sockets import going_away
-    from workers.celery_app import broker_ping, create_celery, enqueue_on
+    from workers.celery_app import broker_ping, create_celery, enqueue_index_on, enqueue_on
     from workers.embedded import EmbeddedWorker
 
     # One process plays both roles: each root builds its own parts on one opened store.
     store = open_store(config.store_url)
     celery = create_celery(config, store=store)
-    gateway = build_gateway(config, enqueue_on(celery), store=store)
+    gateway = build_gateway(config, enqueue_on(celery), enqueue_index=enqueue_index_on(celery),
+                            store=store)
     worker_parts = celery.vancetope_worker()  # built now, not by the first lane turn
     # The local user's first project gets a sample document, to ask the demo model about.
     secret, created = gateway.identity.bootstrap_local(

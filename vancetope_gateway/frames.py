@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import Field
 
 from vancetope_brain.models.base import Wire
+from vancetope_brain.models.knowledge import DocumentView
 from vancetope_gateway.handlers import FRAMES
 from vancetope_gateway.handlers.inbox import InboxPendingSummary
 
@@ -93,11 +94,20 @@ class InboxPush(Wire):
     item: dict[str, Any]
 
 
+class DocumentPush(Wire):
+    """``document-updated`` (a knowledge document you added changed status: PENDING,
+    INDEXING, READY or FAILED) and ``document-deleted``, on every connection of yours."""
+
+    document: DocumentView
+
+
 PUSHES: dict[str, type[Wire]] = {
     "welcome": Welcome,
     "inbox-pending-summary": InboxPendingSummary,
     "inbox-item-added": InboxPush,
     "inbox-item-updated": InboxPush,
+    "document-updated": DocumentPush,
+    "document-deleted": DocumentPush,
     "tool-call": ToolCall,
     "event": EventData,
     "events-gap": EventsGap,

@@ -1,7 +1,7 @@
 """The gateway's composition root: what the front door of one OS process needs.
 
-Sessions, their lifecycle, the Inbox, identity, events, presence and a Celery
-producer (``enqueue``) — never the worker's runtime (lane runner, leases,
+Sessions, their lifecycle, the Inbox, identity, events, presence, knowledge documents and
+the Celery producers (``enqueue`` of lane tasks, ``enqueue_index`` of ingestion jobs) — never the worker's runtime (lane runner, leases,
 contexts, tools, LLM), which ``workers.parts`` builds.
 """
 
@@ -15,6 +15,8 @@ from vancetope_brain.identity import IdentityService
 from vancetope_brain.lanes.waker import Enqueue
 from vancetope_brain.recipes import RecipeAdmin
 from vancetope_brain.runtime import Backend, Core
+from vancetope_brain.services import DocumentService
+from vancetope_brain.services.documents import EnqueueIndex
 from vancetope_brain.tools.client import ClientToolBridge
 
 
@@ -23,12 +25,17 @@ class Gateway(Core):
     identity: IdentityService
     recipe_admin: RecipeAdmin
     client_tools: ClientToolBridge
+    documents: DocumentService
 
 
-def build_gateway(config: Config, enqueue: Enqueue, *, store: Backend | None = None) -> Gateway:
+def build_gateway(config: Config, enqueue: Enqueue, *, enqueue_index: EnqueueIndex,
+                  store: Backend | None = None) -> Gateway:
+    """``enqueue_index`` puts a document's ingestion job on the workers' queue."""
     core = Core.parts(config, enqueue, store=store)
     return Gateway(**core, identity=IdentityService.on(core["store"]),
                    # Recipes written over the protocol are a tenant's users': no engine roles.
                    recipe_admin=RecipeAdmin.on(core["store"], config.max_definitions,
                                                engine=ENGINES.get),
-                   client_tools=ClientToolBridge(core["redis"], core["events"]))
+                   client_tools=ClientToolBridge(core["redis"], core["events"]),
+                   documents=DocumentService.on(core["store"], config.attachments_dir,
+                                                core["events"], enqueue_index))

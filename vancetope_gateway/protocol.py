@@ -327,6 +327,9 @@ class Connection:
                 self._feed = self._listener.follow(feed, after, self._on_feed_event)
 
     def _on_feed_event(self, event: StreamEvent) -> None:
+        if event.type in (EventType.DOCUMENT_UPDATED, EventType.DOCUMENT_DELETED):
+            self.push(event.type.value, frames.DocumentPush(document=event.data["document"]))
+            return
         item = event.data["item"]
         if event.type is EventType.INBOX_ITEM_ADDED and \
                 not admits(self._notify_mode, Criticality(item["criticality"])):

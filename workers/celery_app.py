@@ -18,11 +18,19 @@ from vancetope_brain.lanes import consumers
 from vancetope_brain.lanes.waker import Enqueue
 from vancetope_brain.observability import logs, metrics, tracing
 from vancetope_brain.runtime import redis_client
+from vancetope_brain.services.documents import EnqueueIndex
 from vancetope_brain.services.jobs import EnqueueJob
 from workers import broker
 from workers.health import Heartbeat
 from workers.parts import build_worker
-from workers.tasks import HOUSEKEEPING, LANE_SHARD, LANE_TURN, SERVICE_JOB, SWEEP
+from workers.tasks import (
+    HOUSEKEEPING,
+    INDEX_DOCUMENT,
+    LANE_SHARD,
+    LANE_TURN,
+    SERVICE_JOB,
+    SWEEP,
+)
 
 if TYPE_CHECKING:
     from celery.worker import WorkController
@@ -34,6 +42,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 MAINTENANCE_QUEUE = "maintenance"
+DOCUMENTS_QUEUE = "documents"
+"""Ingestion jobs: a PDF may take up to a minute, which the sweeper's queue never waits for."""
 
 
 def lane_queue(shard: int) -> str:
@@ -68,11 +78,12 @@ def create_celery(config: Config, *, model_for: ModelFor | None = None,
         worker_prefetch_multiplier=1,
         task_ignore_result=True,
         task_queues=[Queue(lane_queue(i)) for i in range(config.lane_shards)]
-        + [Queue(MAINTENANCE_QUEUE)],
+        + [Queue(MAINTENANCE_QUEUE), Queue(DOCUMENTS_QUEUE)],
         task_default_queue=MAINTENANCE_QUEUE,
         task_routes={SWEEP: {"queue": MAINTENANCE_QUEUE},
                      HOUSEKEEPING: {"queue": MAINTENANCE_QUEUE},
-                     SERVICE_JOB: {"queue": MAINTENANCE_QUEUE}},
+                     SERVICE_JOB: {"queue": MAINTENANCE_QUEUE},
+                     INDEX_DOCUMENT: {"queue": DOCUMENTS_QUEUE}},
         broker_transport_options=transport_options,
         broker_connection_retry_on_startup=True,
         worker_hijack_root_logger=False,
@@ -160,6 +171,15 @@ def enqueue_job_on(app: Celery) -> EnqueueJob:
         app.send_task(SERVICE_JOB, args=[job], queue=MAINTENANCE_QUEUE)
 
     return enqueue_job
+
+
+def enqueue_index_on(app: Celery) -> EnqueueIndex:
+    """The Celery producer of document ingestion jobs (``DocumentService``), on the
+    documents queue."""
+    def enqueue_index(job: dict[str, Any]) -> None:
+        app.send_task(INDEX_DOCUMENT, args=[job], queue=DOCUMENTS_QUEUE)
+
+    return enqueue_index
 
 
 def broker_ping(app: Celery) -> Callable[[], None]:

@@ -1,7 +1,8 @@
 """The worker's composition root: what lane turns and beat jobs of one OS process need.
 
 The lane runner with its leases and contexts, tools (client-side and MCP), the
-knowledge search (``Retriever``) and the LLM — built only in worker processes (after a prefork fork, in the child).
+knowledge search (``Retriever``), the document indexer and the LLM — built only in worker
+processes (after a prefork fork, in the child).
 """
 
 from __future__ import annotations
@@ -22,7 +23,13 @@ from vancetope_brain.lanes.waker import Enqueue
 from vancetope_brain.llm.profiles import ModelRouter
 from vancetope_brain.models import ThinkProcess, utcnow
 from vancetope_brain.runtime import Core
-from vancetope_brain.services import ServiceJobs, SystemSessions
+from vancetope_brain.services import (
+    DocumentFiles,
+    DocumentIndexer,
+    DocumentPushes,
+    ServiceJobs,
+    SystemSessions,
+)
 from vancetope_brain.services.jobs import EnqueueJob
 from vancetope_brain.store import (
     Backend,
@@ -51,6 +58,8 @@ class Worker(Core):
     services: ServiceJobs
     system_sessions: SystemSessions
     tool_health: ToolHealthService
+    indexer: DocumentIndexer
+    """Runs the ingestion jobs of knowledge documents (``vancetope.index_document``)."""
     leases: LeaseKeeper
     """The runner's; its heartbeat thread stops with ``close``."""
     tokens: TokenCoalescer | None
@@ -135,6 +144,9 @@ def build_worker(config: Config, enqueue: Enqueue, enqueue_job: EnqueueJob, *,
                         waker=core["waker"], engines=engines, contexts=contexts,
                         max_attempts=config.max_attempts,
                         max_engine_failures=config.max_engine_failures, worker_name=worker_name)
+    indexer = DocumentIndexer(documents=store.port(DocumentStore),
+                              files=DocumentFiles(config.attachments_dir),
+                              pushes=DocumentPushes(events))
     return Worker(**core, runner=runner, outbox=outbox, mcp=mcp, services=services,
-                  system_sessions=system_sessions,
-                  tool_health=tool_health, leases=leases, tokens=tokens)
+                  system_sessions=system_sessions, tool_health=tool_health, indexer=indexer,
+                  leases=leases, tokens=tokens)

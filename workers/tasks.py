@@ -12,7 +12,7 @@ import redis
 from celery import Task, shared_task
 
 from vancetope_brain.errors import RuntimeFailure, UserError
-from vancetope_brain.services import ServiceJob
+from vancetope_brain.services import IndexJob, ServiceJob
 
 log = logging.getLogger(__name__)
 
@@ -21,6 +21,7 @@ LANE_TURN = "vancetope.lane_turn"
 SWEEP = "vancetope.sweep"
 HOUSEKEEPING = "vancetope.housekeeping"
 SERVICE_JOB = "vancetope.service_job"
+INDEX_DOCUMENT = "vancetope.index_document"
 
 
 @shared_task(name=LANE_SHARD, bind=True, acks_late=True, max_retries=5)
@@ -82,3 +83,16 @@ def service_job(self: Task, job: dict[str, object]) -> str | None:
         log.warning("service job %s failed (%s); retrying", job.get("subject"), e)
         raise _retry(self, e) from e
     return started.id if started else None
+
+
+@shared_task(name=INDEX_DOCUMENT, bind=True, acks_late=True, max_retries=5)
+def index_document(self: Task, job: dict[str, object]) -> str | None:
+    """Parse a document version and write its chunks (``DocumentIndexer.index``); returns
+    the status it left (None: the job was moot). A store or Redis hiccup retries; a bad file
+    ends FAILED, never retried."""
+    try:
+        status = self.app.vancetope_worker().indexer.index(IndexJob.model_validate(job))
+    except (RuntimeFailure, redis.RedisError) as e:
+        log.warning("indexing document %s failed (%s); retrying", job.get("documentId"), e)
+        raise _retry(self, e) from e
+    return status.value if status else None

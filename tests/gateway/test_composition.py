@@ -32,7 +32,8 @@ def test_the_gateway_builds_no_lane_runner_leases_contexts_mcp_or_retriever(
     monkeypatch.setattr(runtime, "_embedded_server", fakeredis.FakeServer())
     enqueued: list[tuple[int]] = []
     config = Config.from_env(server_env(tmp_path))
-    gateway = build_gateway(config, lambda *task: enqueued.append(task))
+    gateway = build_gateway(config, lambda *task: enqueued.append(task),
+                            enqueue_index=lambda job: enqueued.append(job))
     try:
         gateway.identity.create_tenant("acme", "acme")
         gateway.identity.create_user("acme", "ada", "ada")

@@ -17,6 +17,7 @@ import pytest
 
 # The frame tests of the Inbox and of definitions live in their own modules; importing them here
 # registers their ``@covers`` for the meta-test even when this file runs alone.
+import tests.gateway.test_document_frames  # noqa: F401
 import tests.gateway.test_framework_letter  # noqa: F401
 import tests.gateway.test_inbox_frames  # noqa: F401
 import tests.gateway.test_recipe_frames  # noqa: F401

@@ -32,7 +32,7 @@ from vancetope_brain.models import ChatMessage, ChatRole, InboxMessage, ProcessS
 from vancetope_brain.models.settings import SettingScope
 from vancetope_brain.store import LaneStore, SessionStore
 from vancetope_gateway.parts import Gateway, build_gateway
-from workers.celery_app import create_celery, enqueue_on
+from workers.celery_app import create_celery, enqueue_index_on, enqueue_on
 
 REPO = Path(__file__).resolve().parents[2]
 STARTUP_TIMEOUT = 60.0
@@ -168,7 +168,8 @@ class Cluster:
                                         **extra))
         self.config = Config.from_env(self.env)
         self.app = create_celery(self.config)
-        self.brain: Gateway = build_gateway(self.config, enqueue_on(self.app))
+        self.brain: Gateway = build_gateway(self.config, enqueue_on(self.app),
+                                               enqueue_index=enqueue_index_on(self.app))
         self.brain.identity.create_tenant("acme", "acme")
         self.brain.identity.create_user("acme", "ada", "ada")
         # The lane, scale-out and fault tests count chat lines of a one-line-per-message

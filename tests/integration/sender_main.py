@@ -23,7 +23,7 @@ import time
 from vancetope_brain.config import Config
 from vancetope_brain.identity import Principal
 from vancetope_gateway.parts import build_gateway
-from workers.celery_app import create_celery, enqueue_on
+from workers.celery_app import create_celery, enqueue_index_on, enqueue_on
 
 
 def main(argv: list[str]) -> None:
@@ -32,7 +32,7 @@ def main(argv: list[str]) -> None:
     pace = int(argv[7]) / 1000
     config = Config.from_env()
     app = create_celery(config)
-    brain = build_gateway(config, enqueue_on(app))
+    brain = build_gateway(config, enqueue_on(app), enqueue_index=enqueue_index_on(app))
     who = Principal("acme", "ada")
     sent: list[tuple[str, int, str, bool]] = []
     errors: list[BaseException] = []

@@ -43,7 +43,7 @@ class Lanes:
                     delay: float = 0.0) -> None:
             self.tasks.append(shard if process is None else process)
 
-        self.brain = build_gateway(config, enqueue, store=store)
+        self.brain = build_gateway(config, enqueue, enqueue_index=lambda job: None, store=store)
         self.worker = build_worker(config, enqueue, lambda job: None, model_for=lambda process: model,
                                    store=store)
         self.brain.identity.create_tenant("acme", "acme")

@@ -28,7 +28,7 @@ from vancetope_brain.recipes.loader import parse_recipe
 from vancetope_brain.settings import SettingsApi, SettingsService
 from vancetope_brain.store import IdentityStore, LaneStore, SessionStore, SettingStore, open_store
 from vancetope_gateway.parts import build_gateway
-from workers.celery_app import create_celery, enqueue_on
+from workers.celery_app import create_celery, enqueue_index_on, enqueue_on
 from workers.embedded import EmbeddedWorker
 
 COORDINATOR = """
@@ -79,7 +79,8 @@ class Routed:
         config.data_dir.mkdir(parents=True)
         self.store = open_store(config.store_url)
         app = create_celery(config, store=self.store)
-        self.brain = build_gateway(config, enqueue_on(app), store=self.store)
+        self.brain = build_gateway(config, enqueue_on(app), enqueue_index=enqueue_index_on(app),
+                                   store=self.store)
         self.parts = app.vancetope_worker()
         self.worker = EmbeddedWorker(app, concurrency=2)
         self.worker.start()

@@ -38,6 +38,10 @@ class EventType(StrEnum):
     # Only in a user's feed (keys.user_feed); gateways push them as frames of the same name.
     INBOX_ITEM_ADDED = "inbox-item-added"        # data: {item: the item, as the user sees it}
     INBOX_ITEM_UPDATED = "inbox-item-updated"    # data: {item}
+    # A knowledge document the user added changed status (PENDING, INDEXING, READY, FAILED)
+    # or was deleted. data: {document: DocumentView}
+    DOCUMENT_UPDATED = "document-updated"
+    DOCUMENT_DELETED = "document-deleted"
 
 
 class StreamEvent(Wire):

@@ -86,6 +86,32 @@ class KnowledgeDocument(Document):
     updated_at: datetime = Field(default_factory=utcnow)
 
 
+class DocumentView(Wire):
+    """A document as its users see it (frames, the upload's answer, ``document-updated``
+    pushes): everything but the tenant and the schema version."""
+
+    id: str
+    project_id: str
+    name: str
+    format: DocumentFormat
+    media_type: str
+    size: int
+    sha256: str
+    version: int
+    status: DocumentStatus
+    chunk_count: int
+    pages: int | None = None
+    error_code: str | None = None
+    error: str | None = None
+    added_by: str
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, doc: KnowledgeDocument) -> DocumentView:
+        return cls.model_validate(doc.model_dump(exclude={"tenant_id", "schema_version"}))
+
+
 class Passage(Wire):
     """A piece of a document's text as a parser yields it, before it is stored: the heading
     path of its section (``"Install › Linux"``, empty before the first heading), the page

@@ -1,16 +1,28 @@
-"""Service engines' side of the runtime (think-engines §7b): system sessions and the job queue.
+"""Services that span the packages below them: service engines' system sessions and job queue
+(think-engines §7b), and a project's knowledge documents (``documents``, issue 29).
 
 A service process is spawned by the system, never by a user or an engine: a job
 (``ServiceJob``) is submitted with a coalescing claim, queued (a Celery task in the
 worker's composition root) and run into a new process of the service's recipe in the
 hidden system session of its (tenant, project, service).
 
+``documents`` adds documents, queues their ingestion and runs it on a worker
+(``DocumentService``, ``DocumentIndexer``), keeping their bytes in ``DocumentFiles``.
+
 Rule: this package builds processes only through ``ProcessFactory`` (``service=True``) and
 moves sessions only through ``SessionLifecycle``; it imports no Flask and no Celery (the
 queue is a callable it is given).
 """
 
+from vancetope_brain.services.document_files import DocumentFiles
+from vancetope_brain.services.documents import (
+    DocumentIndexer,
+    DocumentPushes,
+    DocumentService,
+    IndexJob,
+)
 from vancetope_brain.services.jobs import ServiceJob, ServiceJobs
 from vancetope_brain.services.system_sessions import SYSTEM_USER, SystemSessions
 
-__all__ = ["SYSTEM_USER", "ServiceJob", "ServiceJobs", "SystemSessions"]
+__all__ = ["SYSTEM_USER", "DocumentFiles", "DocumentIndexer", "DocumentPushes",
+           "DocumentService", "IndexJob", "ServiceJob", "ServiceJobs", "SystemSessions"]

@@ -33,6 +33,22 @@ export type SessionType = "INTERACTIVE" | "AUTONOMOUS";
  */
 export type SessionStatus = "OPEN" | "SUSPENDED" | "CLOSED";
 /**
+ * How a document's bytes are read.
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "DocumentFormat".
+ */
+export type DocumentFormat = "text" | "markdown" | "html" | "pdf" | "code";
+/**
+ * PENDING: stored, waiting for a worker. INDEXING: a worker is parsing it. READY: its
+ * chunks are searchable. FAILED: it could not be read (``error_code`` says why); it stays
+ * listed until deleted or added again.
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "DocumentStatus".
+ */
+export type DocumentStatus = "PENDING" | "INDEXING" | "READY" | "FAILED";
+/**
  * This interface was referenced by `Frames`'s JSON-Schema
  * via the `definition` "NodeKind".
  */
@@ -67,6 +83,9 @@ export interface Frames {
 export interface Requests {
   "chat-history": ChatHistoryRequest;
   "client-tools-register": ClientToolsRegisterRequest;
+  "document-delete": DocumentDeleteRequest;
+  "document-get": DocumentGetRequest;
+  "document-list": DocumentListRequest;
   "events-resume": EventsResumeRequest;
   "inbox-answer": InboxAnswerRequest;
   "inbox-archive": InboxArchiveRequest;
@@ -155,6 +174,37 @@ export interface ClientToolDef {
    */
   requiresEngineRoles?: string[];
   safety?: "SAFE_PROBE" | "MUTATING";
+}
+/**
+ * Names a document of a project of the caller's tenant (``document-get``,
+ * ``document-delete``).
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "DocumentDeleteRequest".
+ */
+export interface DocumentDeleteRequest {
+  documentId: string;
+  projectId: string;
+}
+/**
+ * Names a document of a project of the caller's tenant (``document-get``,
+ * ``document-delete``).
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "DocumentGetRequest".
+ */
+export interface DocumentGetRequest {
+  documentId: string;
+  projectId: string;
+}
+/**
+ * The documents of one project of the caller's tenant, by name.
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "DocumentListRequest".
+ */
+export interface DocumentListRequest {
+  projectId: string;
 }
 /**
  * Replay the bound session's events after ``lastSeq``, then continue live.
@@ -648,6 +698,9 @@ export interface UserListRequest {
 export interface Replies {
   "chat-history": ChatHistoryReply;
   "client-tools-register": ClientToolsRegisterReply;
+  "document-delete": DocumentDeleteReply;
+  "document-get": DocumentGetReply;
+  "document-list": DocumentListReply;
   "events-resume": EventsResumeReply;
   "inbox-answer": InboxAnswerReply;
   "inbox-archive": InboxArchiveReply;
@@ -711,6 +764,59 @@ export interface ChatHistoryReply {
  */
 export interface ClientToolsRegisterReply {
   registered: number;
+}
+/**
+ * Reply to ``document-delete``: the document as it was. Its chunks are no longer found by
+ * any search, its bytes are gone.
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "DocumentDeleteReply".
+ */
+export interface DocumentDeleteReply {
+  document: DocumentView;
+}
+/**
+ * A document as its users see it (frames, the upload's answer, ``document-updated``
+ * pushes): everything but the tenant and the schema version.
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "DocumentView".
+ */
+export interface DocumentView {
+  addedBy: string;
+  chunkCount: number;
+  createdAt: string;
+  error?: string | null;
+  errorCode?: string | null;
+  format: DocumentFormat;
+  id: string;
+  mediaType: string;
+  name: string;
+  pages?: number | null;
+  projectId: string;
+  sha256: string;
+  size: number;
+  status: DocumentStatus;
+  updatedAt: string;
+  version: number;
+}
+/**
+ * Reply to ``document-get``: the document as it stands (its status, chunk count, error).
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "DocumentGetReply".
+ */
+export interface DocumentGetReply {
+  document: DocumentView;
+}
+/**
+ * Reply to ``document-list``.
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "DocumentListReply".
+ */
+export interface DocumentListReply {
+  documents: DocumentView[];
 }
 /**
  * Reply to ``events-resume``: the session's current last ``seq``; the missed events follow.
@@ -1244,6 +1350,8 @@ export interface UserEntry {
  * via the `definition` "Pushes".
  */
 export interface Pushes {
+  "document-deleted": DocumentDeletedPush;
+  "document-updated": DocumentUpdatedPush;
   error: ErrorPush;
   event: EventPush;
   "events-gap": EventsGapPush;
@@ -1252,6 +1360,26 @@ export interface Pushes {
   "inbox-pending-summary": InboxPendingSummaryPush;
   "tool-call": ToolCallPush;
   welcome: WelcomePush;
+}
+/**
+ * ``document-updated`` (a knowledge document you added changed status: PENDING,
+ * INDEXING, READY or FAILED) and ``document-deleted``, on every connection of yours.
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "DocumentDeletedPush".
+ */
+export interface DocumentDeletedPush {
+  document: DocumentView;
+}
+/**
+ * ``document-updated`` (a knowledge document you added changed status: PENDING,
+ * INDEXING, READY or FAILED) and ``document-deleted``, on every connection of yours.
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "DocumentUpdatedPush".
+ */
+export interface DocumentUpdatedPush {
+  document: DocumentView;
 }
 /**
  * The data of an ``error`` frame; ``code`` is stable, ``message`` is for people.
