@@ -14,7 +14,7 @@ def test_admin_docs_add_list_rm(admin, tmp_path: Path):  # noqa: F811
     guide.write_text("# Setup\n\nTurn the crank twice.\n")
     added = admin("docs", "add", "--tenant", "acme", str(guide))
     assert added.code == 0 and added.out.startswith("doc_")
-    assert "guide.md: READY, 1 chunks" in added.err
+    assert "guide.md: READY, 1 chunk" in added.err
     again = admin("docs", "add", "--tenant", "acme", str(guide))
     assert again.out == added.out and "unchanged" in again.err
 

@@ -502,7 +502,8 @@ def _docs_add(admin: Administration, args: argparse.Namespace) -> None:
             failed.append(f"{path.name}: FAILED ({doc.error_code}): {doc.error}")
         else:
             _note(args, f"{path.name}: {'unchanged, ' if not changed else ''}"
-                        f"{doc.status.value}, {doc.chunk_count} chunks")
+                        f"{doc.status.value}, {doc.chunk_count} "
+                        f"chunk{'' if doc.chunk_count == 1 else 's'}")
         print(doc.id)
     if failed:
         raise InvalidInput("; ".join(failed))

@@ -199,7 +199,8 @@ class DocsCommand:
                 if frame.get("type") != "document-updated" or pushed["id"] != doc["id"] or \
                         pushed["version"] != doc["version"]:
                     continue
-                if pushed["status"] != doc["status"]:
+                if pushed["status"] != doc["status"] and \
+                        pushed["status"] not in ("READY", "FAILED"):  # _outcome says those
                     print(f"{doc['name']}: {pushed['status']}…", file=self.err, flush=True)
                 doc = pushed
             if doc["status"] in ("READY", "FAILED"):
@@ -237,10 +238,14 @@ def _size(n: int) -> str:
 
 def _outcome(name: str, doc: dict[str, Any]) -> str:
     if doc["status"] == "READY":
-        pages = f", {doc['pages']} pages" if doc.get("pages") else ""
-        return f"{name}: READY, {doc['chunkCount']} chunks{pages} ({doc['id']})"
+        pages = f", {_count(doc['pages'], 'page')}" if doc.get("pages") else ""
+        return f"{name}: READY, {_count(doc['chunkCount'], 'chunk')}{pages} ({doc['id']})"
     return (f"{name}: FAILED ({doc.get('errorCode')}): {doc.get('error')}"
             f"{_advice(doc.get('errorCode'))}")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _advice(code: str | None) -> str:

@@ -27,7 +27,7 @@ def test_docs_add_waits_for_ready_then_list_and_rm(tmp_path: Path, capsys, where
     notes.write_text("# Ferns\n\nFerns reproduce by spores.\n")
     code, out, err = run(capsys, "docs", "add", str(notes), *where)
     assert code == 0, err
-    assert "ferns.md: READY, 1 chunks" in out
+    assert "ferns.md: READY, 1 chunk " in out
     assert f"ferns.md: uploaded {notes.stat().st_size} B" in err
     code, out, err = run(capsys, "docs", "add", str(notes), *where)
     assert code == 0 and "unchanged" in err
