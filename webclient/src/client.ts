@@ -8,6 +8,7 @@ import { Connection, ProtocolError, type CloseInfo } from "./connection";
 import type {
   OnDisconnect, Push, Reply, Requests, RequestType, SessionType, StreamEvent, TenantUser,
 } from "./protocol";
+import { onDocumentPush } from "./documents";
 import { loadInbox, onInboxPush } from "./inbox";
 import {
   addPending, applyEvent, dropPending, get, mergeLines, NO_TRANSCRIPT, pendingAnswered,
@@ -40,7 +41,7 @@ export function signOut(reason: string | null = null): void {
   forgetToken();
   resetSession();
   set({ connection: "signed-out", authError: reason, welcome: null, sessions: [],
-    inbox: {}, pendingSummary: null });
+    inbox: {}, pendingSummary: null, documents: {}, uploads: [] });
 }
 
 function connect(): void {
@@ -110,6 +111,10 @@ function onPush(frame: Push): void {
     case "inbox-item-added":
     case "inbox-item-updated":
       onInboxPush(frame);
+      break;
+    case "document-updated":
+    case "document-deleted":
+      onDocumentPush(frame);
       break;
     case "error":
       notifications.show({ color: "red", title: frame.data.code, message: frame.data.message });

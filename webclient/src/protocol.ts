@@ -47,6 +47,8 @@ export interface Session {
   type: SessionType;
   status: SessionStatus;
   title: string | null;
+  /** The project the session works in ("default" unless created in another). */
+  projectId: string;
   chatProcessId: string | null;
   onDisconnect: OnDisconnect;
   createdAt: string;

@@ -3,12 +3,12 @@
 // are pure updates of the state from the server's frames (and the user's focus).
 import { create } from "zustand";
 import type {
-  ChatLine, Council, InboxItem, PendingSummary, Process, ProcessStatus, Session, StreamEvent,
+  ChatLine, Council, DocumentView, InboxItem, PendingSummary, Process, ProcessStatus, Session, StreamEvent,
   TaskNode, TaskTree, VogonPhase, Welcome,
 } from "./protocol";
 
 export type ConnectionStatus = "signed-out" | "connecting" | "open" | "reconnecting";
-export type Tab = "chat" | "inbox" | "workers";
+export type Tab = "chat" | "inbox" | "workers" | "documents";
 
 /** A tool call seen live (`tool-call-started` / `-completed`) and not yet committed as a
  * `tool` chat line; the committed line replaces it. */
@@ -59,6 +59,18 @@ export interface WorkerCard extends Process {
   phase: VogonPhase | null;
 }
 
+/** A file being sent to the upload route (documents.ts): its progress, then the server's
+ * refusal if any. A file the server took leaves `uploads` for `documents`. */
+export interface Upload {
+  key: string;
+  projectId: string;
+  name: string;
+  size: number;
+  /** The part sent so far, 0..1. */
+  sent: number;
+  error: { code: string; message: string } | null;
+}
+
 export interface State {
   connection: ConnectionStatus;
   /** Why the user is signed out or what failed last; shown on the sign-in form. */
@@ -85,6 +97,11 @@ export interface State {
   inboxSelected: string | null;
   /** The last `inbox-pending-summary` (right after each welcome). */
   pendingSummary: PendingSummary | null;
+  /** Knowledge documents by id, of the projects the Documents view showed (documents.ts:
+   * `document-list`, then the pushes). */
+  documents: Record<string, DocumentView>;
+  /** This tab's uploads in flight or refused, oldest first. */
+  uploads: Upload[];
 }
 
 const unbound = {
@@ -101,6 +118,8 @@ export const useStore = create<State>(() => ({
   inbox: {},
   inboxSelected: null,
   pendingSummary: null,
+  documents: {},
+  uploads: [],
   ...unbound,
 }));
 

@@ -5,6 +5,7 @@ import type React from "react";
 import { signOut } from "../client";
 import { set, useStore, type ConnectionStatus, type Tab } from "../store";
 import { Chat } from "./Chat";
+import { Documents } from "./Documents";
 import { Inbox, usePendingCount } from "./inbox/Inbox";
 import { NoSession } from "./NoSession";
 import { SessionList } from "./SessionList";
@@ -18,8 +19,8 @@ const BADGE: Record<ConnectionStatus, [string, string]> = {
   reconnecting: ["orange", "reconnecting"],
 };
 
-/** The layout: sessions on the left, the chat and the Inbox as tabs in the middle, worker
- * cards on the right. Narrower than Mantine's `md` breakpoint the workers become a third
+/** The layout: sessions on the left, the chat, the Inbox and the project's documents as tabs
+ * in the middle, worker cards on the right. Narrower than Mantine's `md` breakpoint the workers become a third
  * tab in the middle; narrower than `sm` (a phone) the sessions fold into the burger menu,
  * and the user and *Sign out* move into it too, so the header keeps room for the whole
  * connection status. */
@@ -84,6 +85,7 @@ function Middle({ wide, pending, onSessions }: {
         <Tabs.Tab value="inbox" rightSection={pending > 0 &&
           <Badge size="sm" circle data-testid="inbox-pending">{pending}</Badge>}>Inbox</Tabs.Tab>
         {!wide && <Tabs.Tab value="workers">Workers</Tabs.Tab>}
+        <Tabs.Tab value="documents">Documents</Tabs.Tab>
       </Tabs.List>
       {/* the tab list above takes this much of the height the chat fills */}
       <Tabs.Panel value="chat" style={{ "--chat-offset": "52px" } as React.CSSProperties}>
@@ -91,6 +93,7 @@ function Middle({ wide, pending, onSessions }: {
       </Tabs.Panel>
       <Tabs.Panel value="inbox"><Inbox /></Tabs.Panel>
       {!wide && <Tabs.Panel value="workers"><Workers /></Tabs.Panel>}
+      <Tabs.Panel value="documents"><Documents /></Tabs.Panel>
     </Tabs>
   );
 }
