@@ -13,14 +13,14 @@ always-positive ``idf(t) = ln(1 + (N − n + 0.5) / (n + 0.5))``: N the items of
 those holding ``t``, ``len`` the item's terms and ``avglen`` their mean over the scope (at
 least 1). A term in every item still weighs, and a scope of one item scores.
 
-**Normalised score**: the raw score divided by ``reference``, the score the query's terms
-would bring if each occurred once in the shortest possible item (``len`` → 0): the sum of
-``idf(t) · (K1 + 1) / (1 + K1 · (1 − B))`` over every distinct query term, found or not,
-capped at 1. So it reads as how much of the query's weight an item carries, whatever the
-scope's size: an item of average length holding every query term once scores
-``(1 + K1 · (1 − B)) / (K1 + 1)`` ≈ 0.59 (in a scope of one item too), one holding a third of
-the query's weight once ≈ 0.2; only repeated terms reach the cap of 1. Order by the raw
-score (``Scored.raw``), which never ties where the normalised one is capped.
+**Normalised score**: ``s = raw / best``, ``best`` the query's best possible raw score,
+what an endlessly repeated occurrence of every distinct query term (found or not)
+approaches: the sum of ``idf(t) · (K1 + 1)``; ``s`` is the share of it an item reaches, as
+the memory store always scored. The score is ``2s / (1 + s)`` (the harmonic mean of ``s``
+and 1): 0 at 0, 1 at ``best``, strictly increasing, so it orders and ties exactly as the raw
+score does, and it means the same whatever the scope's size: an item of average length
+holding every query term once (``s = 1 / (K1 + 1)``) scores ``2 / (K1 + 2)`` = 0.625, in a
+scope of one item too; one holding a quarter of the query's weight once ≈ 0.2.
 """
 
 from __future__ import annotations
@@ -34,8 +34,6 @@ K1 = 1.2
 """BM25 term-frequency saturation."""
 B = 0.75
 """BM25 length normalisation."""
-_BEST_ONCE = (K1 + 1) / (1 + K1 * (1 - B))
-"""A term's best contribution per unit of IDF when it occurs once (the item's length → 0)."""
 
 
 class Candidate(NamedTuple):
@@ -47,7 +45,7 @@ class Candidate(NamedTuple):
 
 
 class Scored(NamedTuple):
-    """A candidate's raw BM25 score (order by it) and its normalised score (0..1)."""
+    """A candidate's raw BM25 score and its normalised score (0..1, same order)."""
 
     raw: float
     score: float
@@ -73,7 +71,7 @@ def score(candidates: Sequence[Candidate], query: Sequence[str], *, items: int,
     n = max(items, len(candidates))
     mean_length = max(total_length / n, 1.0) if n else 1.0
     weight = {t: idf(n, min(holding.get(t, 0), n)) for t in terms}
-    reference = sum(weight.values()) * _BEST_ONCE
+    best = sum(weight.values()) * (K1 + 1)
     scored = []
     for candidate in candidates:
         norm = K1 * (1 - B + B * candidate.length / mean_length)
@@ -82,7 +80,8 @@ def score(candidates: Sequence[Candidate], query: Sequence[str], *, items: int,
             tf = candidate.counts.get(t, 0)
             if tf > 0:
                 raw += weight[t] * tf * (K1 + 1) / (tf + norm)
-        scored.append(Scored(raw, min(raw / reference, 1.0) if reference > 0 else 0.0))
+        share = min(raw / best, 1.0) if best > 0 else 0.0
+        scored.append(Scored(raw, 2 * share / (1 + share)))
     return scored
 
 

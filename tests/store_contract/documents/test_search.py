@@ -44,17 +44,22 @@ def _idf(chunks: int, holding: int) -> float:
     return math.log(1 + (chunks - holding + 0.5) / (holding + 0.5))
 
 
+def _normalised(raw: float, *weights: float) -> float:
+    share = raw / (sum(weights) * 2.2)
+    return 2 * share / (1 + share)
+
+
 def test_the_score_is_the_documented_bm25_normalised(documents: DocumentStore) -> None:
     """Three chunks of one project: N = 3, mean length 4; "kiwi" is in one of them, "fig" in
     two, "quince" in none (it still weighs in the query's reference)."""
     indexed(documents, "kiwi kiwi pear plum", "pear plum fig date", "fig date lime lemon")
     [hit] = documents.search_chunks("ten_1", ["prj_1"], "kiwi quince", 5)
     raw = _idf(3, 1) * 2 * 2.2 / (2 + 1.2 * (1 - 0.75 + 0.75 * 4 / 4))
-    reference = (_idf(3, 1) + _idf(3, 0)) * 2.2 / (1 + 1.2 * (1 - 0.75))
-    assert hit.score == pytest.approx(raw / reference, rel=1e-9)
+    assert hit.score == pytest.approx(_normalised(raw, _idf(3, 1), _idf(3, 0)), rel=1e-9)
     hits = documents.search_chunks("ten_1", ["prj_1"], "fig", 5)
-    once = _idf(3, 2) * 2.2 / (1 + 1.2) / (_idf(3, 2) * 2.2 / (1 + 1.2 * 0.25))
+    once = _normalised(_idf(3, 2), _idf(3, 2))  # once, at the mean length: 2 / (k1 + 2)
     assert [hit.score for hit in hits] == pytest.approx([once, once], rel=1e-9)
+    assert once == pytest.approx(2 / 3.2)
 
 
 def test_a_single_chunk_project_scores_high(documents: DocumentStore) -> None:
@@ -63,10 +68,11 @@ def test_a_single_chunk_project_scores_high(documents: DocumentStore) -> None:
     indexed(documents, "Remember to water the ficus on Tuesday")
     [hit] = documents.search_chunks("ten_1", ["prj_1"], "water ficus Tuesday", 5)
     assert hit.score >= 0.5
-    assert hit.score == pytest.approx((1 + 1.2 * 0.25) / 2.2, rel=1e-9)
+    assert hit.score == pytest.approx(2 / 3.2, rel=1e-9)
     [half] = documents.search_chunks("ten_1", ["prj_1"], "ficus cactus", 5)
-    share = _idf(1, 1) / (_idf(1, 1) + _idf(1, 0))  # "cactus", found nowhere, weighs most
-    assert half.score == pytest.approx(share * (1 + 1.2 * 0.25) / 2.2, rel=1e-9)
+    # "cactus", found nowhere, still weighs in the query's best (and weighs most)
+    assert half.score == pytest.approx(_normalised(_idf(1, 1), _idf(1, 1), _idf(1, 0)),
+                                       rel=1e-9)
 
 
 def test_a_term_in_most_chunks_still_scores(documents: DocumentStore) -> None:
@@ -195,3 +201,19 @@ def test_a_search_never_crosses_tenants_or_unnamed_projects(documents: DocumentS
         "shared word theirs"]
     assert _texts(documents, "theirs", ("prj_1", "prj_2")) == []
     assert _texts(documents, "ours", tenant="ten_3") == []
+
+
+def test_capped_candidates_keep_the_scope_statistics(documents: DocumentStore,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past ``MAX_CANDIDATES`` only that many chunks are ranked, but n per term is still
+    counted over the whole scope, so the scores of the ranked ones do not change."""
+    indexed(documents, *[f"ficus {n}" for n in range(6)], "ficus water", name="a.md")
+    indexed(documents, "ficus stale")
+    documents.add_document(document("guide.md", "v2"), **ROOMY)  # not READY: not counted
+    uncapped = {hit.chunk.text: hit.score
+                for hit in documents.search_chunks("ten_1", ["prj_1"], "ficus water", 100)}
+    for adapter in ("sqlite", "mongo"):
+        monkeypatch.setattr(f"vancetope_brain.store.{adapter}.documents.MAX_CANDIDATES", 3)
+    capped = documents.search_chunks("ten_1", ["prj_1"], "ficus water", 100)
+    assert 1 <= len(capped) <= 3 and len(uncapped) == 7  # stale chunks are cut after the cap
+    assert all(hit.score == uncapped[hit.chunk.text] for hit in capped)
