@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from abc import abstractmethod
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -29,7 +30,7 @@ from vancetope_brain.models.knowledge import (
     SearchHit,
 )
 from vancetope_brain.store.backend import Port
-from vancetope_brain.store.ranking import Candidate, score
+from vancetope_brain.store.ranking import Candidate, frequencies, score
 
 MAX_QUERY_TERMS = 32
 """Distinct words of a query searched; the rest are ignored."""
@@ -69,6 +70,20 @@ def index_terms(text: str) -> list[str]:
     """Every token of ``text`` in order, lowercased and folded (what MongoDB indexes, and
     what a chunk's ``length`` and term frequencies count on every backend)."""
     return [fold(word) for word in _WORD.findall(unicodedata.normalize("NFC", text).lower())]
+
+
+def frequencies_in(text: str, terms: Sequence[str]) -> dict[str, int]:
+    """How often each of ``terms`` (folded, as ``search_terms`` gives them) occurs among the
+    tokens of ``text`` — ``ranking.frequencies(index_terms(text), terms)``, without
+    tokenising the whole of an ASCII text (one regular-expression scan for the terms)."""
+    if not text.isascii():
+        return frequencies(index_terms(text), terms)
+    ascii_terms = [term for term in terms if term.isascii()]
+    if not ascii_terms:
+        return {}
+    pattern = re.compile(r"(?<![^\W_])(?:" + "|".join(map(re.escape, ascii_terms)) +
+                         r")(?![^\W_])")
+    return dict(Counter(pattern.findall(text.lower())))
 
 
 def search_terms(query: str) -> list[str]:

@@ -22,7 +22,7 @@ tenant's projects and to their READY document at the chunk's version, at most
 ``MAX_CANDIDATES`` in rowid order. They are scored in Python by the port's ranking
 (``store/ranking.py``): N and the mean length are the sums of ``chunks`` and ``tokens`` over
 the READY documents of the projects (one read of the document rows), each candidate's term
-frequencies are counted in its text with ``index_terms``, and n per term is counted over
+frequencies are counted in its text (``frequencies_in``: as ``index_terms`` counts), and n per term is counted over
 the candidates — all chunks holding a query term — or, when they are capped, by one
 ``MATCH`` count per term over the same scope. FTS5's ``bm25()`` is not used: its statistics
 span the whole file (every tenant, old versions). The best ``limit`` are then read whole.
@@ -47,11 +47,12 @@ from vancetope_brain.store.documents import (
     best,
     check_chunks,
     fold,
+    frequencies_in,
     index_terms,
     lexical_hit,
     query_words,
 )
-from vancetope_brain.store.ranking import Candidate, frequencies
+from vancetope_brain.store.ranking import Candidate
 from vancetope_brain.store.sqlite import SqliteAdapter
 from vancetope_brain.store.sqlite._db import equal_clauses, load_all
 
@@ -78,11 +79,13 @@ CREATE VIRTUAL TABLE IF NOT EXISTS knowledge_fts USING fts5(
 """
 
 _IN_SCOPE = (
-    "FROM knowledge_fts JOIN knowledge_chunks c ON c.id = knowledge_fts.rowid "
-    "JOIN knowledge_documents d ON d.tenant_id = c.tenant_id AND d.id = c.document_id "
+    "FROM knowledge_fts CROSS JOIN knowledge_chunks c ON c.id = knowledge_fts.rowid "
+    "CROSS JOIN knowledge_documents d ON d.tenant_id = c.tenant_id AND d.id = c.document_id "
     "WHERE knowledge_fts MATCH ? AND d.status = 'READY' AND d.version = c.version "
     "AND c.tenant_id = ? AND c.project_id IN")
-"""The chunks matching a ``MATCH`` that a search may return; the projects' list follows."""
+"""The chunks matching a ``MATCH`` that a search may return; the projects' list follows.
+``CROSS JOIN`` fixes the order: the index's matches first, each then looked up by key
+(the planner otherwise walks the tenant's chunks and runs the ``MATCH`` per row)."""
 
 _DOCUMENT = "SELECT doc FROM knowledge_documents WHERE tenant_id = ? AND project_id = ? AND id = ?"
 
@@ -193,7 +196,7 @@ class SqliteDocuments(SqliteAdapter, DocumentStore):
                                           (_match(spelled[term]), tenant_id, *projects))[0][0]
                        for term in spelled}
         terms = list(spelled)
-        found = [Found(Candidate(frequencies(index_terms(text), terms), length), name, ordinal,
+        found = [Found(Candidate(frequencies_in(text, terms), length), name, ordinal,
                        document_id, rowid)
                  for rowid, length, text, name, ordinal, document_id in rows]
         ranked = best(found, terms, chunks=chunk_count, tokens=tokens, holding=holding,
