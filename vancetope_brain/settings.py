@@ -190,7 +190,7 @@ KEYS: dict[str, SettingKey] = {k.name: k for k in [
     _k("rag.topK", int, 5,
        "Most document passages one search puts into a turn's context.", minimum=1,
        maximum=20),
-    _k("rag.minScore", float, 0.05,
+    _k("rag.minScore", float, 0.2,
        "Lowest score (0 to 1) a document passage needs to be put into a turn's context.",
        minimum=0.0, maximum=1.0),
 ]}

@@ -2,27 +2,23 @@
 
 Both adapters share what needs no I/O, here: the tokeniser (``query_words``,
 ``index_terms``), the caps check and the replacement rule (``admitted``), and the score
-(``bm25`` and ``normalised``).
+(``ranking``, with ``lexical_hit`` making the hit).
 
-**Score.** A hit's raw score is Okapi BM25 over the chunks' text, as SQLite FTS5's
-``bm25()`` computes it, with k1 = ``BM25_K1`` and b = ``BM25_B``: the sum over the query
-terms found in the chunk of ``idf · tf · (k1 + 1) / (tf + k1 · (1 − b + b · len / avglen))``,
-where ``idf = ln((N − n + 0.5) / (n + 0.5))`` (at least 1e-6), N the chunks counted, n those
-holding the term, ``len`` the chunk's tokens and ``avglen`` their mean. The score a search
-returns is ``s / (s + SCORE_HALF)``: 0..1, monotonic, 0.5 at a raw score of ``SCORE_HALF``,
-so one ``rag.minScore`` means the same on both backends. What N, n and ``avglen`` are
-counted over differs (each adapter's docstring says): SQLite over every chunk in the file,
-MongoDB over the READY chunks of the projects searched — the same on a store holding only
-those projects; the ranking within one search does not depend on it beyond the IDFs.
+**Score.** ``search_chunks`` ranks with ``store/ranking.py`` (BM25, k1 = 1.2, b = 0.75,
+Lucene's IDF, normalised to 0..1 as the share of the query's weight a chunk carries), the
+same function on every backend, over the tokens of ``index_terms``; N, n and the mean
+length are counted over the current chunks of the READY documents of the tenant's projects
+searched, never over another tenant's, another project's or an old version's chunks.
 """
 
 from __future__ import annotations
 
-import math
 import re
 import unicodedata
 from abc import abstractmethod
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 from vancetope_brain.errors import ProjectKnowledgeFull, TenantKnowledgeFull
 from vancetope_brain.models import utcnow
@@ -34,15 +30,16 @@ from vancetope_brain.models.knowledge import (
     SearchHit,
 )
 from vancetope_brain.store.backend import Port
+from vancetope_brain.store.ranking import Candidate, frequencies, score
 
 MAX_QUERY_TERMS = 32
 """Distinct words of a query searched; the rest are ignored."""
 MAX_SEARCH_LIMIT = 100
 """Hits one search returns at most, whatever ``limit`` asks."""
-BM25_K1 = 1.2
-BM25_B = 0.75
-SCORE_HALF = 5.0
-"""The raw BM25 score that normalises to 0.5."""
+MAX_CANDIDATES = 10_000
+"""Chunks one search ranks at most (those holding a query term, in index order): a search
+matching more ranks only these and may miss better hits; n per term is then counted over
+the whole scope, not over them."""
 
 _WORD = re.compile(r"[^\W_]+")
 """A run of letters and digits: what FTS5's ``unicode61`` tokenizer keeps as one token."""
@@ -59,6 +56,8 @@ def query_words(text: str) -> list[str]:
 def fold(word: str) -> str:
     """``word`` without the diacritics of Latin letters (``café`` → ``cafe``), as
     ``unicode61 remove_diacritics 2`` folds them; other scripts keep theirs."""
+    if word.isascii():
+        return word
     kept: list[str] = []
     for char in unicodedata.normalize("NFD", word):
         if unicodedata.combining(char) and kept and kept[-1] < "\u0250":
@@ -68,34 +67,62 @@ def fold(word: str) -> str:
 
 
 def index_terms(text: str) -> list[str]:
-    """Every token of ``text`` in order, lowercased and folded (what MongoDB indexes)."""
+    """Every token of ``text`` in order, lowercased and folded (what MongoDB indexes, and
+    what a chunk's ``length`` and term frequencies count on every backend)."""
     return [fold(word) for word in _WORD.findall(unicodedata.normalize("NFC", text).lower())]
 
 
-def bm25(frequencies: dict[str, int], length: int, counted: int, holding: dict[str, int],
-         mean_length: float) -> float:
-    """The raw score of one chunk (see the module docstring): ``frequencies`` of the query
-    terms in it, its ``length`` in tokens, ``counted`` chunks, ``holding`` per term."""
-    score = 0.0
-    norm = BM25_K1 * (1 - BM25_B + BM25_B * length / mean_length) if mean_length else BM25_K1
-    for term, tf in frequencies.items():
-        n = holding[term]
-        idf = max(math.log((counted - n + 0.5) / (n + 0.5)), 1e-6)
-        score += idf * tf * (BM25_K1 + 1) / (tf + norm)
-    return score
+def frequencies_in(text: str, terms: Sequence[str]) -> dict[str, int]:
+    """How often each of ``terms`` (folded, as ``search_terms`` gives them) occurs among the
+    tokens of ``text`` — ``ranking.frequencies(index_terms(text), terms)``, without
+    tokenising the whole of an ASCII text (one regular-expression scan for the terms)."""
+    if not text.isascii():
+        return frequencies(index_terms(text), terms)
+    ascii_terms = [term for term in terms if term.isascii()]
+    if not ascii_terms:
+        return {}
+    pattern = re.compile(r"(?<![^\W_])(?:" + "|".join(map(re.escape, ascii_terms)) +
+                         r")(?![^\W_])")
+    return dict(Counter(pattern.findall(text.lower())))
 
 
-def normalised(raw: float) -> float:
-    """A raw BM25 score mapped onto 0..1 (``raw / (raw + SCORE_HALF)``)."""
-    return raw / (raw + SCORE_HALF) if raw > 0 else 0.0
+def search_terms(query: str) -> list[str]:
+    """The distinct folded terms of a user's free text (``query_words``, then ``fold``)."""
+    return list(dict.fromkeys(fold(word) for word in query_words(query)))
 
 
-def lexical_hit(chunk: Chunk, document_name: str, raw: float) -> SearchHit:
-    """The hit of ``chunk`` of the document named ``document_name`` at raw BM25 ``raw``."""
+class Found(NamedTuple):
+    """A candidate chunk as an adapter found it: its query-term frequencies and length, the
+    name of its document, its ordinal and document id (the tie order), and the adapter's
+    ``key`` to read it whole."""
+
+    candidate: Candidate
+    document_name: str
+    ordinal: int
+    document_id: str
+    key: Any
+
+
+def best(found: Sequence[Found], terms: Sequence[str], *, chunks: int, tokens: int,
+         holding: Mapping[str, int] | None, limit: int) -> list[tuple[Found, float]]:
+    """The best ``limit`` of ``found`` with their normalised scores, best first by raw BM25
+    (``ranking.score`` over ``chunks`` chunks of ``tokens`` tokens in all), ties by
+    document name, ordinal, document id; chunks scoring 0 left out."""
+    scores = score([hit.candidate for hit in found], terms, items=chunks, total_length=tokens,
+                   holding=holding)
+    order = sorted(((scored, hit) for scored, hit in zip(scores, found, strict=True)
+                    if scored.raw > 0),
+                   key=lambda pair: (-pair[0].raw, pair[1].document_name, pair[1].ordinal,
+                                     pair[1].document_id))
+    return [(hit, scored.score) for scored, hit in order[:limit]]
+
+
+def lexical_hit(chunk: Chunk, document_name: str, score: float) -> SearchHit:
+    """The hit of ``chunk`` of the document named ``document_name``, normalised ``score``."""
     citation = Citation(document_id=chunk.document_id, document_name=document_name,
                         section=chunk.section, page=chunk.page, line_start=chunk.line_start,
                         line_end=chunk.line_end)
-    return SearchHit(chunk=chunk, citation=citation, score=normalised(raw), via="lexical")
+    return SearchHit(chunk=chunk, citation=citation, score=score, via="lexical")
 
 
 def admitted(doc: KnowledgeDocument, stored: KnowledgeDocument | None, *,
@@ -200,8 +227,9 @@ class DocumentStore(Port):
         """Lexical search of the user's free text ``query`` (any words of it: see
         ``query_words``; none → ``[]``) over the current chunks of the READY documents of
         those projects of the tenant. At most ``min(limit, MAX_SEARCH_LIMIT)`` hits, ``via``
-        ``"lexical"``, the score normalised (module docstring), best first, ties by document
-        name, then ordinal, then document id."""
+        ``"lexical"``, the score normalised (module docstring), best first by raw BM25, ties
+        by document name, then ordinal, then document id. At most ``MAX_CANDIDATES`` chunks
+        are ranked."""
 
     @abstractmethod
     def usage(self, tenant_id: str, project_id: str | None = None) -> tuple[int, int]:

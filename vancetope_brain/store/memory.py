@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import math
 from abc import abstractmethod
-from collections import Counter
 from collections.abc import Iterable, Sequence
 
 from vancetope_brain.errors import MemoryFull
@@ -19,11 +17,7 @@ from vancetope_brain.models.memory import (
     ScopeRef,
 )
 from vancetope_brain.store.backend import Port
-
-K1 = 1.2
-"""BM25 term-frequency saturation."""
-B = 0.75
-"""BM25 length normalisation."""
+from vancetope_brain.store.ranking import Candidate, frequencies, score
 
 
 class MemoryStore(Port):
@@ -33,9 +27,10 @@ class MemoryStore(Port):
     in one step: an entry refused is not stored at all. Listing and search read several
     scopes at once and return entries of those scopes only; which scopes, and in which order
     a caller weighs them (the cascade), is the caller's business. Search is lexical, with
-    the terms of ``models.memory.terms`` on both the query and the entries, scored by BM25
-    over the entries of the scopes asked (never another tenant's or scope's statistics) and
-    normalised by ``rank`` below, identically on every backend.
+    the terms of ``models.memory.terms`` on both the query and the entries, scored by the
+    store's one ranking (``store/ranking.py``: BM25 normalised to 0..1) over the entries of
+    the scopes asked (never another tenant's or scope's statistics), identically on every
+    backend.
     """
 
     @abstractmethod
@@ -92,31 +87,19 @@ def memory_full(entry: MemoryEntry, limit: int) -> MemoryFull:
 
 def rank(candidates: Iterable[MemoryEntry], query: Sequence[str], *, entries: int,
          total_terms: int, limit: int) -> list[MemoryHit]:
-    """Score ``candidates`` (every entry of the scopes asked that holds a query term) by
-    BM25 and keep the best ``limit``.
+    """Score ``candidates`` (every entry of the scopes asked that holds a query term) with
+    ``ranking.score`` and keep the best ``limit``, best first by raw BM25 (ties: newest
+    first, then the greater id).
 
     ``entries`` and ``total_terms`` are the count of entries in those scopes and the sum of
-    their term counts (for the IDF and the average length). Each term's weight is Lucene's
-    IDF; an entry's score is divided by the query's best possible score (every term's
-    weight times ``K1 + 1``, what an endlessly repeated term approaches), so it lies in
-    0..1 and reads as how much of the query the entry covers.
+    their term counts (N and the lengths); n per term is counted over the candidates.
     """
-    counted = [(entry, Counter(entry.indexed_terms())) for entry in candidates]
-    if not counted or not query:
-        return []
-    n = max(entries, len(counted))
-    average = max(total_terms / max(entries, 1), 1.0)
-    found = Counter(term for _, counts in counted for term in set(counts) & set(query))
-    weight = {term: math.log(1 + (n - found[term] + 0.5) / (found[term] + 0.5))
-              for term in query}
-    best = sum(weight.values()) * (K1 + 1)
-    hits = []
-    for entry, counts in counted:
-        norm = K1 * (1 - B + B * sum(counts.values()) / average)
-        score = sum(weight[t] * counts[t] * (K1 + 1) / (counts[t] + norm)
-                    for t in query if counts[t])
-        if score > 0:
-            hits.append(MemoryHit(entry=entry, score=min(score / best, 1.0)))
-    hits.sort(key=lambda hit: hit.entry.id, reverse=True)
-    hits.sort(key=lambda hit: (-hit.score, -hit.entry.created_at.timestamp()))
-    return hits[:capped(limit)]
+    found = list(candidates)
+    counted = [entry.indexed_terms() for entry in found]
+    scores = score([Candidate(frequencies(terms, query), len(terms)) for terms in counted],
+                   query, items=entries, total_length=total_terms)
+    ranked = [(scored, entry) for scored, entry in zip(scores, found, strict=True)
+              if scored.raw > 0]
+    ranked.sort(key=lambda pair: pair[1].id, reverse=True)
+    ranked.sort(key=lambda pair: (-pair[0].raw, -pair[1].created_at.timestamp()))
+    return [MemoryHit(entry=entry, score=scored.score) for scored, entry in ranked[:capped(limit)]]

@@ -13,7 +13,6 @@ from vancetope_brain.store import DocumentStore
 from vancetope_brain.store.documents import (
     MAX_QUERY_TERMS,
     MAX_SEARCH_LIMIT,
-    SCORE_HALF,
     query_words,
 )
 
@@ -41,13 +40,68 @@ def test_a_hit_carries_its_chunk_citation_and_a_normalised_score(
     assert 0 < hit.score < 1
 
 
+def _idf(chunks: int, holding: int) -> float:
+    return math.log(1 + (chunks - holding + 0.5) / (holding + 0.5))
+
+
+def _normalised(raw: float, *weights: float) -> float:
+    share = raw / (sum(weights) * 2.2)
+    return 2 * share / (1 + share)
+
+
 def test_the_score_is_the_documented_bm25_normalised(documents: DocumentStore) -> None:
-    """Three chunks of one project: N = 3, mean length 4; "kiwi" is in one of them."""
+    """Three chunks of one project: N = 3, mean length 4; "kiwi" is in one of them, "fig" in
+    two, "quince" in none (it still weighs in the query's reference)."""
     indexed(documents, "kiwi kiwi pear plum", "pear plum fig date", "fig date lime lemon")
-    [hit] = documents.search_chunks("ten_1", ["prj_1"], "kiwi", 5)
-    idf = math.log((3 - 1 + 0.5) / (1 + 0.5))
-    raw = idf * 2 * 2.2 / (2 + 1.2 * (1 - 0.75 + 0.75 * 4 / 4))
-    assert hit.score == pytest.approx(raw / (raw + SCORE_HALF), rel=1e-9)
+    [hit] = documents.search_chunks("ten_1", ["prj_1"], "kiwi quince", 5)
+    raw = _idf(3, 1) * 2 * 2.2 / (2 + 1.2 * (1 - 0.75 + 0.75 * 4 / 4))
+    assert hit.score == pytest.approx(_normalised(raw, _idf(3, 1), _idf(3, 0)), rel=1e-9)
+    hits = documents.search_chunks("ten_1", ["prj_1"], "fig", 5)
+    once = _normalised(_idf(3, 2), _idf(3, 2))  # once, at the mean length: 2 / (k1 + 2)
+    assert [hit.score for hit in hits] == pytest.approx([once, once], rel=1e-9)
+    assert once == pytest.approx(2 / 3.2)
+
+
+def test_a_single_chunk_project_scores_high(documents: DocumentStore) -> None:
+    """N = 1: every term is in every chunk, yet the one chunk holding the query's words
+    scores well above ``rag.minScore`` (FTS5's bm25() gave it 1e-6)."""
+    indexed(documents, "Remember to water the ficus on Tuesday")
+    [hit] = documents.search_chunks("ten_1", ["prj_1"], "water ficus Tuesday", 5)
+    assert hit.score >= 0.5
+    assert hit.score == pytest.approx(2 / 3.2, rel=1e-9)
+    [half] = documents.search_chunks("ten_1", ["prj_1"], "ficus cactus", 5)
+    # "cactus", found nowhere, still weighs in the query's best (and weighs most)
+    assert half.score == pytest.approx(_normalised(_idf(1, 1), _idf(1, 1), _idf(1, 0)),
+                                       rel=1e-9)
+
+
+def test_a_term_in_most_chunks_still_scores(documents: DocumentStore) -> None:
+    indexed(documents, "pump oil", "pump belt", "pump filter")
+    hits = documents.search_chunks("ten_1", ["prj_1"], "pump", 5)
+    assert len(hits) == 3 and all(hit.score > 0.5 for hit in hits)
+
+
+def test_other_tenants_and_projects_do_not_move_a_score(documents: DocumentStore) -> None:
+    indexed(documents, "the ficus needs water", "the cactus needs none")
+    before = [(hit.chunk.text, hit.score)
+              for hit in documents.search_chunks("ten_1", ["prj_1"], "ficus water", 5)]
+    for n in range(5):  # the same words elsewhere: another tenant, an unsearched project
+        indexed(documents, f"ficus water {n}", "ficus", name=f"t{n}.md", tenant="ten_2")
+        indexed(documents, f"ficus water {n}", name=f"p{n}.md", project="prj_2")
+    after = [(hit.chunk.text, hit.score)
+             for hit in documents.search_chunks("ten_1", ["prj_1"], "ficus water", 5)]
+    assert after == before and before[0][1] > 0
+
+
+def test_a_document_being_indexed_again_does_not_move_a_score(
+        documents: DocumentStore) -> None:
+    indexed(documents, "ficus water", "cactus sand", name="a.md")
+    alone = [hit.score for hit in documents.search_chunks("ten_1", ["prj_1"], "ficus", 5)]
+    indexed(documents, "ficus ficus", "ficus", "ficus", name="b.md")
+    again = documents.add_document(document("b.md", "v2"), **ROOMY)  # v1's chunks stay
+    assert again.version == 2
+    assert [hit.score for hit in documents.search_chunks("ten_1", ["prj_1"], "ficus", 5)] \
+        == alone
 
 
 def test_more_matching_words_and_rarer_words_rank_higher(documents: DocumentStore) -> None:
@@ -147,3 +201,19 @@ def test_a_search_never_crosses_tenants_or_unnamed_projects(documents: DocumentS
         "shared word theirs"]
     assert _texts(documents, "theirs", ("prj_1", "prj_2")) == []
     assert _texts(documents, "ours", tenant="ten_3") == []
+
+
+def test_capped_candidates_keep_the_scope_statistics(documents: DocumentStore,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past ``MAX_CANDIDATES`` only that many chunks are ranked, but n per term is still
+    counted over the whole scope, so the scores of the ranked ones do not change."""
+    indexed(documents, *[f"ficus {n}" for n in range(6)], "ficus water", name="a.md")
+    indexed(documents, "ficus stale")
+    documents.add_document(document("guide.md", "v2"), **ROOMY)  # not READY: not counted
+    uncapped = {hit.chunk.text: hit.score
+                for hit in documents.search_chunks("ten_1", ["prj_1"], "ficus water", 100)}
+    for adapter in ("sqlite", "mongo"):
+        monkeypatch.setattr(f"vancetope_brain.store.{adapter}.documents.MAX_CANDIDATES", 3)
+    capped = documents.search_chunks("ten_1", ["prj_1"], "ficus water", 100)
+    assert 1 <= len(capped) <= 3 and len(uncapped) == 7  # stale chunks are cut after the cap
+    assert all(hit.score == uncapped[hit.chunk.text] for hit in capped)

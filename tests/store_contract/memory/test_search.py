@@ -19,10 +19,11 @@ def test_one_entry_with_the_one_term_scores_as_bm25_says(memory: MemoryStore) ->
     note = entry("launch")
     memory.record(note)
     (hit,) = memory.search_memory("ten_a", [project()], "launch")
-    # One entry of average length, the term once: the query's best is weight × (k1 + 1),
-    # the entry reaches weight × 1 — the same number on every backend.
+    # One entry of average length, the term once: it reaches weight × 1 of the query's
+    # best, weight × (k1 + 1): s = 1 / 2.2, scored 2s / (1 + s) (store/ranking.py) — the
+    # same number on every backend, whatever the scope's size.
     assert hit.entry == note
-    assert hit.score == pytest.approx(1 / 2.2)
+    assert hit.score == pytest.approx(2 / 3.2)
 
 
 def test_hits_are_ranked_and_say_their_scope(memory: MemoryStore) -> None:

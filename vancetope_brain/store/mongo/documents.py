@@ -25,12 +25,14 @@ A search keeps only chunks whose (document, version) is a READY document's curre
 a crash between any two steps shows no stale or doubled hit (at worst a chunk left behind
 that nothing finds, or a READY document written again showing fewer hits meanwhile).
 
-Search: the READY documents of the projects give N (their chunks) and the mean length;
-candidates are the chunks holding any query term (``terms: {$in: …}``), at most
-``MAX_CANDIDATES`` of them in index order — a search matching more ranks only those, and
-may miss better hits; n per term is counted over the current candidates; BM25 and the
-normalisation are the port's (``store/documents.py``), computed here; the best ``limit``
-are then read whole.
+Search: the READY documents of the projects give N (their chunks) and the mean length
+(their ``tokens``); candidates are the chunks holding any query term (``terms: {$in: …}``),
+at most ``MAX_CANDIDATES`` of them in index order, kept when their (document, version) is a
+READY document's current one; their term frequencies come from ``terms``; n per term is
+counted over the candidates — all the chunks holding a query term — or, when they are
+capped, by one count per term over the same scope. The port's ranking
+(``store/ranking.py``) scores them, the same function as on SQLite; the best ``limit`` are
+then read whole.
 """
 
 from __future__ import annotations
@@ -49,21 +51,21 @@ from vancetope_brain.errors import StoreError
 from vancetope_brain.models import new_id, utcnow
 from vancetope_brain.models.knowledge import Chunk, DocumentStatus, KnowledgeDocument, SearchHit
 from vancetope_brain.store.documents import (
+    MAX_CANDIDATES,
     MAX_SEARCH_LIMIT,
     DocumentStore,
+    Found,
     admitted,
-    bm25,
+    best,
     check_chunks,
-    fold,
     index_terms,
     lexical_hit,
-    query_words,
+    search_terms,
 )
 from vancetope_brain.store.mongo import MongoAdapter, MongoBackend
 from vancetope_brain.store.mongo._codec import from_bson, naive_utc, to_bson, translated
+from vancetope_brain.store.ranking import Candidate
 
-MAX_CANDIDATES = 10_000
-"""Chunks one search ranks at most."""
 LOCK_LEASE = timedelta(seconds=30)
 """How long a tenant's ``add_document`` lease lasts if its holder dies."""
 LOCK_WAIT = 10.0
@@ -163,7 +165,7 @@ class MongoDocuments(MongoAdapter, DocumentStore):
     @translated
     def search_chunks(self, tenant_id: str, project_ids: Sequence[str], query: str,
                       limit: int) -> list[SearchHit]:
-        terms = list(dict.fromkeys(fold(word) for word in query_words(query)))
+        terms = search_terms(query)
         projects = sorted(set(project_ids))
         limit = min(limit, MAX_SEARCH_LIMIT)
         if not terms or not projects or limit <= 0:
@@ -171,28 +173,39 @@ class MongoDocuments(MongoAdapter, DocumentStore):
         scope = {"tenantId": tenant_id, "projectId": {"$in": projects}}
         ready = {raw["_id"]: raw for raw in self._docs.find(
             {**scope, "status": _READY}, {"name": 1, "version": 1, "chunkCount": 1, "tokens": 1})}
-        counted = sum(raw["chunkCount"] for raw in ready.values())
-        if counted == 0:
+        chunk_count = sum(raw["chunkCount"] for raw in ready.values())
+        if chunk_count == 0:
             return []
-        mean_length = sum(raw.get("tokens", 0) for raw in ready.values()) / counted
-        candidates = [raw for raw in self._chunks.aggregate([
+        matched = list(self._chunks.aggregate([
             {"$match": {**scope, "terms": {"$in": terms}}},
             {"$project": {"documentId": 1, "documentVersion": 1, "ordinal": 1, "length": 1,
                           "hits": {"$filter": {"input": "$terms",
                                                "cond": {"$in": ["$$this", terms]}}}}},
-            {"$limit": MAX_CANDIDATES}])
-            if raw["documentId"] in ready
-            and ready[raw["documentId"]]["version"] == raw["documentVersion"]]
-        holding = Counter(term for raw in candidates for term in set(raw["hits"]))
-        ranked = sorted(
-            ((bm25(Counter(raw["hits"]), raw["length"], counted, holding, mean_length),
-              ready[raw["documentId"]]["name"], raw["ordinal"], raw["documentId"], raw["_id"])
-             for raw in candidates),
-            key=lambda hit: (-hit[0], hit[1], hit[2], hit[3]))[:limit]
+            {"$limit": MAX_CANDIDATES + 1}]))
+        holding = None
+        if len(matched) > MAX_CANDIDATES:
+            matched = matched[:MAX_CANDIDATES]
+            holding = {term: self._holding(scope, term, ready) for term in terms}
+        found = [Found(Candidate(Counter(raw["hits"]), raw["length"]),
+                       ready[raw["documentId"]]["name"], raw["ordinal"], raw["documentId"],
+                       raw["_id"])
+                 for raw in matched if _current(raw, ready)]
+        ranked = best(found, terms, chunks=chunk_count,
+                      tokens=sum(raw.get("tokens", 0) for raw in ready.values()),
+                      holding=holding, limit=limit)
         full = {raw["_id"]: raw for raw in self._chunks.find(
-            {"_id": {"$in": [hit[4] for hit in ranked]}}, {"terms": 0, "length": 0})}
-        return [lexical_hit(from_bson(Chunk, full[chunk_id]), name, raw)
-                for raw, name, _, _, chunk_id in ranked if chunk_id in full]
+            {"_id": {"$in": [hit.key for hit, _ in ranked]}}, {"terms": 0, "length": 0})}
+        return [lexical_hit(from_bson(Chunk, full[hit.key]), hit.document_name, score)
+                for hit, score in ranked if hit.key in full]
+
+    def _holding(self, scope: dict[str, Any], term: str, ready: dict[str, Any]) -> int:
+        """The current chunks of the READY documents in ``scope`` holding ``term``."""
+        return sum(group["n"] for group in self._chunks.aggregate([
+            {"$match": {**scope, "terms": term}},
+            {"$group": {"_id": {"document": "$documentId", "version": "$documentVersion"},
+                        "n": {"$sum": 1}}}])
+            if _current({"documentId": group["_id"]["document"],
+                         "documentVersion": group["_id"]["version"]}, ready))
 
     @translated
     def usage(self, tenant_id: str, project_id: str | None = None) -> tuple[int, int]:
@@ -229,6 +242,12 @@ class MongoDocuments(MongoAdapter, DocumentStore):
             yield
         finally:
             self._locks.delete_one({"_id": tenant_id, "owner": owner})
+
+
+def _current(raw: dict[str, Any], ready: dict[str, Any]) -> bool:
+    """Whether the chunk ``raw`` is of a READY document's current version."""
+    document = ready.get(raw["documentId"])
+    return document is not None and document["version"] == raw["documentVersion"]
 
 
 def _key(tenant_id: str, project_id: str, document_id: str) -> dict[str, str]:

@@ -12,14 +12,22 @@ Atomicity: each call is one ``BEGIN IMMEDIATE`` transaction: ``add_document`` re
 usage and the document of that name and writes inside it; ``write_chunks`` checks the
 version, deletes every chunk of the document, inserts the new ones and flips the document.
 
-Search: one query, ``knowledge_fts MATCH`` the query's words each quoted and joined by
-``OR`` (so nothing the user typed is FTS syntax), joined to the chunks of the tenant's
-projects and to their READY document at the chunk's version, ranked by FTS5's ``bm25()``.
-Its N, n and mean length are counted over the whole table — every tenant's and project's
-chunks, and the old chunks of a document being indexed again — so the same chunk may
-score a little differently from one store to another; only those counts cross tenants,
-never a chunk. The new tables came without a schema version (``_db``: a new table needs
-none).
+A document row also keeps ``chunks`` and ``tokens``, the count of its current chunks and
+of their tokens (set by ``write_chunks``), and a chunk row its ``length`` in tokens
+(``index_terms``): the statistics of a search without reading the chunks.
+
+Search: ``knowledge_fts`` only finds candidates: ``MATCH`` the query's words each quoted
+and joined by ``OR`` (so nothing the user typed is FTS syntax), joined to the chunks of the
+tenant's projects and to their READY document at the chunk's version, at most
+``MAX_CANDIDATES`` in rowid order. They are scored in Python by the port's ranking
+(``store/ranking.py``): N and the mean length are the sums of ``chunks`` and ``tokens`` over
+the READY documents of the projects (one read of the document rows), each candidate's term
+frequencies are counted in its text (``frequencies_in``: as ``index_terms`` counts), and n per term is counted over
+the candidates — all chunks holding a query term — or, when they are capped, by one
+``MATCH`` count per term over the same scope. FTS5's ``bm25()`` is not used: its statistics
+span the whole file (every tenant, old versions). The best ``limit`` are then read whole.
+The knowledge tables came without a schema version (``_db``: a new table needs none) and
+have had ``length``, ``chunks`` and ``tokens`` since before any release.
 """
 
 from __future__ import annotations
@@ -31,13 +39,20 @@ from collections.abc import Sequence
 from vancetope_brain.models import utcnow
 from vancetope_brain.models.knowledge import Chunk, DocumentStatus, KnowledgeDocument, SearchHit
 from vancetope_brain.store.documents import (
+    MAX_CANDIDATES,
     MAX_SEARCH_LIMIT,
     DocumentStore,
+    Found,
     admitted,
+    best,
     check_chunks,
+    fold,
+    frequencies_in,
+    index_terms,
     lexical_hit,
     query_words,
 )
+from vancetope_brain.store.ranking import Candidate
 from vancetope_brain.store.sqlite import SqliteAdapter
 from vancetope_brain.store.sqlite._db import equal_clauses, load_all
 
@@ -45,6 +60,7 @@ _TABLES = """
 CREATE TABLE IF NOT EXISTS knowledge_documents (
     tenant_id TEXT NOT NULL, id TEXT NOT NULL, project_id TEXT NOT NULL, name TEXT NOT NULL,
     version INTEGER NOT NULL, status TEXT NOT NULL, size INTEGER NOT NULL, doc TEXT NOT NULL,
+    chunks INTEGER NOT NULL DEFAULT 0, tokens INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (tenant_id, id)
 );
 CREATE UNIQUE INDEX IF NOT EXISTS knowledge_documents_by_name
@@ -52,7 +68,7 @@ CREATE UNIQUE INDEX IF NOT EXISTS knowledge_documents_by_name
 CREATE TABLE IF NOT EXISTS knowledge_chunks (
     id INTEGER PRIMARY KEY, tenant_id TEXT NOT NULL, project_id TEXT NOT NULL,
     document_id TEXT NOT NULL, version INTEGER NOT NULL, ordinal INTEGER NOT NULL,
-    text TEXT NOT NULL, doc TEXT NOT NULL
+    length INTEGER NOT NULL, text TEXT NOT NULL, doc TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS knowledge_chunks_by_document
     ON knowledge_chunks (tenant_id, document_id, version, ordinal);
@@ -61,6 +77,15 @@ CREATE VIRTUAL TABLE IF NOT EXISTS knowledge_fts USING fts5(
     tokenize = 'unicode61 remove_diacritics 2'
 )
 """
+
+_IN_SCOPE = (
+    "FROM knowledge_fts CROSS JOIN knowledge_chunks c ON c.id = knowledge_fts.rowid "
+    "CROSS JOIN knowledge_documents d ON d.tenant_id = c.tenant_id AND d.id = c.document_id "
+    "WHERE knowledge_fts MATCH ? AND d.status = 'READY' AND d.version = c.version "
+    "AND c.tenant_id = ? AND c.project_id IN")
+"""The chunks matching a ``MATCH`` that a search may return; the projects' list follows.
+``CROSS JOIN`` fixes the order: the index's matches first, each then looked up by key
+(the planner otherwise walks the tenant's chunks and runs the ``MATCH`` per row)."""
 
 _DOCUMENT = "SELECT doc FROM knowledge_documents WHERE tenant_id = ? AND project_id = ? AND id = ?"
 
@@ -117,17 +142,22 @@ class SqliteDocuments(SqliteAdapter, DocumentStore):
             if stored is None:
                 return False
             _drop_chunks(conn, tenant_id, document_id)
+            tokens = 0
             for chunk in chunks:
+                length = len(index_terms(chunk.text))
+                tokens += length
                 rowid = conn.execute(
                     "INSERT INTO knowledge_chunks (tenant_id, project_id, document_id, version, "
-                    "ordinal, text, doc) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (tenant_id, project_id, document_id, version, chunk.ordinal, chunk.text,
-                     chunk.model_dump_json(by_alias=True, exclude={"text"}))).lastrowid
+                    "ordinal, length, text, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (tenant_id, project_id, document_id, version, chunk.ordinal, length,
+                     chunk.text, chunk.model_dump_json(by_alias=True, exclude={"text"}))
+                ).lastrowid
                 conn.execute("INSERT INTO knowledge_fts (rowid, text) VALUES (?, ?)",
                              (rowid, chunk.text))
             _put(conn, stored.model_copy(update={
                 "status": DocumentStatus.READY, "chunk_count": len(chunks), "pages": pages,
-                "error_code": None, "error": None, "updated_at": utcnow()}))
+                "error_code": None, "error": None, "updated_at": utcnow()}),
+                 tokens=tokens)
         return True
 
     def delete_document(self, tenant_id: str, project_id: str, document_id: str) -> bool:
@@ -146,17 +176,39 @@ class SqliteDocuments(SqliteAdapter, DocumentStore):
         limit = min(limit, MAX_SEARCH_LIMIT)
         if not words or not projects or limit <= 0:
             return []
-        match = " OR ".join('"' + word.replace('"', '""') + '"' for word in words)
+        spelled: dict[str, list[str]] = {}  # each folded term and the query words it comes of
+        for word in words:
+            spelled.setdefault(fold(word), []).append(word)
+        in_projects = f"({', '.join('?' * len(projects))})"
+        [(chunk_count, tokens)] = self.db.read(
+            "SELECT COALESCE(SUM(chunks), 0), COALESCE(SUM(tokens), 0) FROM knowledge_documents "
+            f"WHERE tenant_id = ? AND project_id IN {in_projects} AND status = 'READY'",
+            (tenant_id, *projects))
+        if chunk_count == 0:
+            return []
         rows = self.db.read(
-            "SELECT bm25(knowledge_fts) AS raw, c.text, c.doc, d.name FROM knowledge_fts "
-            "JOIN knowledge_chunks c ON c.id = knowledge_fts.rowid "
-            "JOIN knowledge_documents d ON d.tenant_id = c.tenant_id AND d.id = c.document_id "
-            f"WHERE knowledge_fts MATCH ? AND c.tenant_id = ? AND c.project_id IN "
-            f"({', '.join('?' * len(projects))}) AND d.status = 'READY' "
-            "AND d.version = c.version ORDER BY raw, d.name, c.ordinal, c.document_id LIMIT ?",
-            (match, tenant_id, *projects, limit))
-        return [lexical_hit(Chunk.load({**json.loads(doc), "text": text}), name, -raw)
-                for raw, text, doc, name in rows]
+            f"SELECT c.id, c.length, c.text, d.name, c.ordinal, c.document_id {_IN_SCOPE} "
+            f"{in_projects} LIMIT ?", (_match(words), tenant_id, *projects, MAX_CANDIDATES + 1))
+        holding = None
+        if len(rows) > MAX_CANDIDATES:
+            rows = rows[:MAX_CANDIDATES]
+            holding = {term: self.db.read(f"SELECT COUNT(*) {_IN_SCOPE} {in_projects}",
+                                          (_match(spelled[term]), tenant_id, *projects))[0][0]
+                       for term in spelled}
+        terms = list(spelled)
+        found = [Found(Candidate(frequencies_in(text, terms), length), name, ordinal,
+                       document_id, rowid)
+                 for rowid, length, text, name, ordinal, document_id in rows]
+        ranked = best(found, terms, chunks=chunk_count, tokens=tokens, holding=holding,
+                      limit=limit)
+        if not ranked:
+            return []
+        full = {rowid: (text, doc) for rowid, text, doc in self.db.read(
+            f"SELECT id, text, doc FROM knowledge_chunks WHERE id IN "
+            f"({', '.join('?' * len(ranked))})", tuple(hit.key for hit, _ in ranked))}
+        return [lexical_hit(Chunk.load({**json.loads(full[hit.key][1]), "text": full[hit.key][0]}),
+                            hit.document_name, score)
+                for hit, score in ranked if hit.key in full]
 
     def usage(self, tenant_id: str, project_id: str | None = None) -> tuple[int, int]:
         count, size = self.db.read(*_usage_query(tenant_id, project_id))[0]
@@ -183,14 +235,22 @@ def _current(conn: sqlite3.Connection, tenant_id: str, project_id: str, document
     return stored if stored is not None and stored.version == version else None
 
 
-def _put(conn: sqlite3.Connection, doc: KnowledgeDocument) -> None:
+def _match(words: Sequence[str]) -> str:
+    """An FTS5 query matching any of ``words``, each quoted: never FTS syntax."""
+    return " OR ".join('"' + word.replace('"', '""') + '"' for word in words)
+
+
+def _put(conn: sqlite3.Connection, doc: KnowledgeDocument, *, tokens: int = 0) -> None:
+    """Write the document row; ``chunks`` is its ``chunk_count``, ``tokens`` its chunks'
+    tokens (both counted by a search only while it is READY)."""
     conn.execute(
         "INSERT INTO knowledge_documents (tenant_id, id, project_id, name, version, status, size,"
-        " doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id, id) DO UPDATE SET "
-        "name = excluded.name, version = excluded.version, status = excluded.status, "
-        "size = excluded.size, doc = excluded.doc",
+        " doc, chunks, tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (tenant_id, id) DO UPDATE SET name = excluded.name, "
+        "version = excluded.version, status = excluded.status, size = excluded.size, "
+        "doc = excluded.doc, chunks = excluded.chunks, tokens = excluded.tokens",
         (doc.tenant_id, doc.id, doc.project_id, doc.name, doc.version, doc.status.value,
-         doc.size, doc.model_dump_json(by_alias=True)))
+         doc.size, doc.model_dump_json(by_alias=True), doc.chunk_count, tokens))
 
 
 def _drop_chunks(conn: sqlite3.Connection, tenant_id: str, document_id: str) -> None:
