@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from tests.store_contract.conftest import BACKENDS
 from vancetope_brain.errors import ProjectKnowledgeFull, StoreError
 from vancetope_brain.models import utcnow
 from vancetope_brain.models.knowledge import Chunk, KnowledgeDocument
@@ -52,9 +53,13 @@ def test_concurrent_adds_cannot_pass_the_project_cap_together(
     assert len(refused) == 5
 
 
+# SQLite writes each call in one transaction, with no step between: these are MongoDB's.
+ON_MONGO = pytest.mark.parametrize("storage", [b for b in BACKENDS if b.startswith("mongo")],
+                                   indirect=True)
+
+
 def _mongo(backend: Backend) -> MongoBackend:
-    if not isinstance(backend, MongoBackend):
-        pytest.skip("SQLite writes each call in one transaction: no step between")
+    assert isinstance(backend, MongoBackend)
     return backend
 
 
@@ -64,6 +69,7 @@ def _raw(chunk: Chunk) -> dict[str, object]:
     return {**chunk.dump(), "_id": chunk.id, "terms": terms, "length": len(terms)}
 
 
+@ON_MONGO
 def test_mongo_chunks_a_crash_left_behind_are_never_found(
         backend: Backend, documents: DocumentStore) -> None:
     raw_chunks = _mongo(backend).database["knowledge_chunks"]
@@ -83,6 +89,7 @@ def test_mongo_chunks_a_crash_left_behind_are_never_found(
         "ten_1", ["prj_1"], "orca pod ghost deleted", 10)] == ["orca alone"]
 
 
+@ON_MONGO
 def test_mongo_a_held_add_lease_is_waited_for_then_refused(
         backend: Backend, documents: DocumentStore, monkeypatch: pytest.MonkeyPatch) -> None:
     locks = _mongo(backend).database["knowledge_locks"]
