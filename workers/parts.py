@@ -1,7 +1,7 @@
 """The worker's composition root: what lane turns and beat jobs of one OS process need.
 
 The lane runner with its leases and contexts, tools (client-side and MCP), the
-knowledge search (``Retriever``), the document indexer and the LLM — built only in worker
+knowledge search (``Retriever``), memory (``MemoryAccess``), the document indexer and the LLM — built only in worker
 processes (after a prefork fork, in the child).
 """
 
@@ -14,6 +14,7 @@ from vancetope_brain.config import Config
 from vancetope_brain.engines import ENGINES, EngineRegistry
 from vancetope_brain.engines.chat_cache import ChatCache
 from vancetope_brain.engines.contexts import ContextFactory, ModelFor
+from vancetope_brain.engines.memory_api import MemoryAccess
 from vancetope_brain.events import EventOutbox
 from vancetope_brain.events.tokens import TokenCoalescer
 from vancetope_brain.knowledge.retrieval import Retriever
@@ -35,8 +36,10 @@ from vancetope_brain.store import (
     Backend,
     DocumentStore,
     EventOutboxStore,
+    IdentityStore,
     JournalStore,
     LaneStore,
+    MemoryStore,
     SessionStore,
     ToolHealthStore,
     UserInboxStore,
@@ -137,7 +140,9 @@ def build_worker(config: Config, enqueue: Enqueue, enqueue_job: EnqueueJob, *,
                               tool_health=tool_health.write,
                               tokens=tokens,
                               chat=ChatCache(lanes, config.chat_cache_lines),
-                              knowledge=Retriever(store.port(DocumentStore)))
+                              knowledge=Retriever(store.port(DocumentStore)),
+                              memory=MemoryAccess(store.port(MemoryStore),
+                                                  store.port(IdentityStore)))
     runner = LaneRunner(lanes=lanes, processes=processes, items=store.port(UserInboxStore),
                         events=events, outbox=outbox,
                         leases=leases,

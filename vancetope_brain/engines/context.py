@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from vancetope_brain.engines.chat_cache import Reader, store_reader
 from vancetope_brain.engines.journal import JournaledModel, TurnJournal
+from vancetope_brain.engines.memory_api import MemoryAccess, MemoryApi
 from vancetope_brain.errors import Conflict, Fenced, LlmRejected, NotFound
 from vancetope_brain.events import EventBus, EventType
 from vancetope_brain.events.tokens import TokenCoalescer, TokenStream
@@ -435,7 +436,8 @@ class ThinkEngineContext:
                  pending: list[InboxMessage] | None = None,
                  tokens: TokenCoalescer | None = None,
                  read_chat: Reader | None = None,
-                 knowledge: Retriever | None = None) -> None:
+                 knowledge: Retriever | None = None,
+                 memory: MemoryAccess | None = None) -> None:
         self.process = process
         self.scope = Scope(process.tenant_id, process.session_id, process.id, process.user_id,
                            process.project_id, process.originating_user_id,
@@ -465,6 +467,7 @@ class ThinkEngineContext:
         self._recipes = recipes
         self._inbox = inbox
         self._knowledge = knowledge
+        self._memory = memory
 
     @property
     def user(self) -> str:
@@ -521,6 +524,11 @@ class ThinkEngineContext:
 
     def knowledge(self) -> KnowledgeApi:
         return KnowledgeApi(self)
+
+    def memory(self) -> MemoryApi:
+        """The memory entries of the process's scope chain, and its project's documents
+        (``engines/memory_api.py``)."""
+        return MemoryApi(self, self._memory, self._journal.step_key)
 
     def timers(self) -> TimersApi:
         return TimersApi(self)

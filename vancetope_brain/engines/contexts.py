@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from vancetope_brain.engines.base import EngineRegistry, ThinkEngine
 from vancetope_brain.engines.chat_cache import ChatCache
 from vancetope_brain.engines.context import HealthWriter, SpawnRequest, ThinkEngineContext
+from vancetope_brain.engines.memory_api import MemoryAccess
 from vancetope_brain.engines.recipes_api import RecipesApi, tool_pool
 from vancetope_brain.engines.spawning import ProcessFactory
 from vancetope_brain.events import EventBus
@@ -44,6 +45,8 @@ class ContextFactory:
     """The chat lines this worker process holds (None: every turn reads them)."""
     knowledge: Retriever | None = None
     """Searches the projects' documents (None: ``context.knowledge()`` finds nothing)."""
+    memory: MemoryAccess | None = None
+    """The memory entries (None: ``context.memory()`` finds nothing, records nothing)."""
 
     def __call__(self, process: ThinkProcess, lease_lost: threading.Event,
                  engine: ThinkEngine | None, pending: list[InboxMessage]) -> ThinkEngineContext:
@@ -66,5 +69,5 @@ class ContextFactory:
             settings=SettingsApi.for_process(self.settings, process), tool_pool=pool,
             roles=recipes.roles, tool_sources=self.tool_sources(process), spawner=spawn,
             recipes=recipes, inbox=self.inbox, tool_health=self.tool_health, pending=pending,
-            tokens=self.tokens, knowledge=self.knowledge,
+            tokens=self.tokens, knowledge=self.knowledge, memory=self.memory,
             read_chat=self.chat.reader(process.tenant_id, process.id) if self.chat else None)

@@ -149,6 +149,15 @@ class TurnJournal:
                 f"{e}; {name} ran, but its result was dropped")))
         return _outcome(done.result or {})
 
+    def step_key(self, base: str) -> str:
+        """A key for a write the turn makes outside the journal (``context.memory().record``)
+        that is the same in every attempt of this turn: the turn (recorded now if it was not
+        yet, so another attempt adopts it) and ``base`` numbered by its occurrence."""
+        self._open()
+        if not self._input_written:
+            self._write()
+        return f"{self._turn}:{self._next(base)}"
+
     def answered(self, messages: list[InboxMessage]) -> None:
         """Apply the user's answers among ``messages`` (drained by this turn) to the in-doubt
         calls they answer: APPROVED or REJECTED, for this turn."""

@@ -23,6 +23,7 @@ from pydantic.alias_generators import to_camel
 
 from vancetope_brain.engines.base import ParentReport, ThinkEngine, register_engine
 from vancetope_brain.engines.context import ThinkEngineContext
+from vancetope_brain.engines.memory_api import record_report
 from vancetope_brain.engines.prompting import event_text, system_prompt
 from vancetope_brain.engines.structured import structured
 from vancetope_brain.errors import Conflict, LlmError, NotFound, UserError
@@ -281,7 +282,8 @@ class MarvinEngine(ThinkEngine):
         if event_type in (ProcessEventType.DONE, ProcessEventType.FAILED):
             summary, data = final_report(tree)
             return ParentReport(summary, {"result": data, "tree": outline(tree),
-                                          "tokensUsed": tree.tokens_used})
+                                          "tokensUsed": tree.tokens_used,
+                                          "report_id": state.get(REPORT_ID)})
         return super().summarize_for_parent(process, event_type)
 
     def view(self, process: ThinkProcess) -> MarvinView | None:
@@ -591,6 +593,7 @@ class Run:
     def finish(self) -> None:
         tree, context = self.tree, self.context
         root = tree.nodes[tree.root]
+        report: dict[str, str | None] = {}
         if tree.settled(root):
             summary, _ = final_report(tree)
             aggregate = tree.aggregate_of(root)
@@ -598,13 +601,19 @@ class Run:
             context.chat().append(ChatRole.ASSISTANT if done else ChatRole.ERROR, summary)
             context.set_status(ProcessStatus.CLOSED, CloseReason.DONE if done
                                else CloseReason.FAILED)
+            if done:  # the report as project memory; its id goes to the parent
+                report = {REPORT_ID: record_report(context, goal=root.goal, summary=summary,
+                                                   source="marvin:aggregate")}
         elif asking := tree.of_kind(NodeKind.USER_INPUT, NodeStatus.RUNNING):
             if self.asked:
                 context.chat().append(ChatRole.ASSISTANT, asking[0].goal)
             context.set_status(ProcessStatus.BLOCKED)
-        context.save_state({**self.process.engine_state, "tree": tree.dump()})
+        context.save_state({**self.process.engine_state, **report, "tree": tree.dump()})
 
 
+REPORT_ID = "reportId"
+"""``engineState`` key: the memory entry of the final report (the done event's
+``report_id``; None when memory refused it)."""
 PLAN_TOOL = ("Give the plan: steps that workers can do on their own (they run in parallel), "
              "USER_INPUT steps only for what only the user can answer, and how to aggregate.")
 AGGREGATE_TOOL = "Give the synthesis of the steps' results: Markdown summary plus structured data."

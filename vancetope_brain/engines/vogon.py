@@ -18,6 +18,7 @@ from typing import Any
 
 from vancetope_brain.engines.base import ParentReport, ThinkEngine, register_engine
 from vancetope_brain.engines.context import ThinkEngineContext
+from vancetope_brain.engines.memory_api import record_report
 from vancetope_brain.engines.vogon_state import (
     BranchResult,
     CheckpointItem,
@@ -100,7 +101,7 @@ class VogonEngine(ThinkEngine):
             return ParentReport(state.report, {
                 "strategy": state.strategy.name if state.strategy else None,
                 "outcome": state.outcome, "phases": state.phase_results(),
-                "history": [h.dump() for h in state.history]})
+                "history": [h.dump() for h in state.history], "report_id": state.report_id})
         return super().summarize_for_parent(process, event_type)
 
     def view(self, process: ThinkProcess) -> VogonView | None:
@@ -333,6 +334,9 @@ class _Run:
         state = self.state
         state.outcome, state.step, state.report = outcome, "end", self._synthesis(outcome, reason)
         self._note(state.report)
+        if outcome != "failed":  # the synthesis as project memory; its id goes to the parent
+            state.report_id = record_report(self.context, goal=state.input or self.strategy.name,
+                                            summary=state.report, source="vogon:synthesis")
         self._event("finished", outcome=outcome)
         if self.process.engine_params.get("postSynthesis"):
             # Through the tool, so only a recipe that adds inbox_post to the pool posts.

@@ -89,7 +89,7 @@ class StrategyRun(Sparse):
     ``outcome``, ``report`` and ``results``."""
 
     OPTIONAL = frozenset({"strategy", "input", "phase", "iteration", "runs", "step", "workers",
-                          "item", "history", "report"})
+                          "item", "history", "report", "report_id"})
 
     strategy: Strategy | None = None
     input: str = ""
@@ -107,6 +107,9 @@ class StrategyRun(Sparse):
     outcome: str | None = None
     """``completed``, ``stopped`` or ``failed`` once the strategy ended."""
     report: str | None = None
+    report_id: str | None = None
+    """The memory entry of the synthesis of a strategy that did not fail (the done event's
+    ``report_id``; None when memory refused it)."""
 
     def phase_results(self) -> dict[str, Any]:
         """The results as templates and gates read them (``phases.<name>.output``)."""

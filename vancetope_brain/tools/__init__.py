@@ -6,7 +6,7 @@ the world only through the context they are given.
 """
 
 # Importing a tool module registers its server tools.
-from vancetope_brain.tools import probe_tools, process_tools  # noqa: E402,F401,I001
+from vancetope_brain.tools import memory_tools, probe_tools, process_tools  # noqa: E402,F401,I001
 from vancetope_brain.tools.dispatcher import (
     SERVER_TOOLS,
     Safety,
