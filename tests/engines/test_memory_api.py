@@ -1,0 +1,220 @@
+"""``context.memory()`` and the memory tools: the scope cascade innermost first, isolation
+between projects and tenants, a record that a re-run turn does not repeat, the caps; and a
+marvin run whose report becomes project memory that a new process of the project finds
+through ``memory_query`` (and a process of another project or tenant does not)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from typing import Any
+
+import pytest
+
+from tests.engines.test_marvin import Flow, aggregate_from, chat, marvin_of, plan, run, worker_json
+from vancetope_brain.engines.context import ThinkEngineContext
+from vancetope_brain.engines.memory_api import MemoryAccess
+from vancetope_brain.errors import Conflict, InvalidInput, MemoryFull, NotFound
+from vancetope_brain.llm.testing import ScriptedModel
+from vancetope_brain.models import ChatRole, InboxMessage, ThinkProcess, UserChatInput, new_id
+from vancetope_brain.models.identity import Project
+from vancetope_brain.models.memory import MAX_TAGS, MAX_TEXT_CHARS, MemoryKind, MemoryScope
+from vancetope_brain.models.steer import ToolCallStatus
+from vancetope_brain.store import (
+    Backend,
+    IdentityStore,
+    JournalStore,
+    LaneStore,
+    MemoryStore,
+    SessionStore,
+)
+
+TOOLS = frozenset({"memory_query", "memory_read", "memory_record", "document_read"})
+
+
+def process(store: Backend, *, tenant: str = "acme", project: str = "p1",
+            session: str = "ses_1") -> ThinkProcess:
+    p = ThinkProcess(id=new_id("proc"), tenant_id=tenant, session_id=session, user_id="ada",
+                     project_id=project, name="p", engine="ford", engine_version="1.0.0")
+    store.port(SessionStore).create_process(p)
+    return p
+
+
+def context(store: Backend, p: ThinkProcess, *, given: list[InboxMessage] | None = None,
+            memory: Any = True) -> ThinkEngineContext:
+    """A context of a new attempt (a new epoch) of ``p``'s turn, given ``given``."""
+    attempt = store.port(LaneStore).acquire_epoch(p.tenant_id, p.id)
+    access = MemoryAccess(store.port(MemoryStore), store.port(IdentityStore)) \
+        if memory is True else memory
+    return ThinkEngineContext(
+        process=attempt, lanes=store.port(LaneStore), processes=store.port(SessionStore),
+        events=None, journal=store.port(JournalStore),  # type: ignore[arg-type]
+        model=ScriptedModel([]), lease_lost=threading.Event(),
+        settings=None, tool_pool=TOOLS, pending=given or [], memory=access)  # type: ignore[arg-type]
+
+
+def message(text: str = "go") -> InboxMessage:
+    return InboxMessage(id=new_id("msg"), tenant_id="acme", target_process_id="p",
+                        message=UserChatInput(from_user="ada", content=text))
+
+
+@pytest.fixture
+def store(acme_store: Backend) -> Backend:
+    ids = acme_store.port(IdentityStore)
+    for pid in ("g1", "g2"):
+        ids.create_project(Project(id=pid, tenant_id="acme", name=pid, group_id="grp_a"))
+    return acme_store
+
+
+def test_the_cascade_is_read_innermost_first_and_one_level_alone(store):
+    me = process(store, project="g1")
+    ctx = context(store, me)
+    for level in ("project", "tenant", "process", "group", "session"):  # order is not age
+        ctx.memory().record(f"widget pricing at {level}", kind="note", scope=level)
+    hits = ctx.memory().query("widget pricing", top_k=10)
+    assert [h.entry.scope for h in hits] == list(MemoryScope)
+    assert [h.entry.scope for h in ctx.memory().query("widget", scope="project")] == [
+        MemoryScope.PROJECT]
+    assert all(0 < h.score <= 1 for h in hits)
+    assert ctx.memory().query("widget", top_k=2, min_score=0) == hits[:2]
+    # Another process of the same group (another project and session) sees the group and
+    # the tenant, nothing of the first process's own, session or project.
+    sibling = context(store, process(store, project="g2", session="ses_2"))
+    assert [h.entry.scope for h in sibling.memory().query("widget", top_k=10)] == [
+        MemoryScope.GROUP, MemoryScope.TENANT]
+    with pytest.raises(InvalidInput, match="unknown memory scope"):
+        ctx.memory().query("widget", scope="galaxy")
+
+
+def test_another_projects_or_tenants_entries_are_never_found_nor_read(store):
+    ctx = context(store, process(store, project="g1"))
+    entry = ctx.memory().record("the secret launch date", kind="fact")
+    other = context(store, process(store, project="p1", session="ses_2"))
+    assert other.memory().query("secret launch date") == []
+    with pytest.raises(NotFound):
+        other.memory().read(entry)
+    stranger = context(store, process(store, tenant="zeta", project="g1", session="ses_3"))
+    assert stranger.memory().query("secret launch date") == []
+    with pytest.raises(NotFound):
+        stranger.memory().read(entry)
+    assert ctx.memory().read(entry).text == "the secret launch date"
+    # The project has no group: there is no group level to record at, nor to read.
+    with pytest.raises(InvalidInput, match="no group"):
+        other.memory().record("x", kind="note", scope="group")
+    assert [r.level for r in other.memory().cascade()] == [
+        MemoryScope.PROCESS, MemoryScope.SESSION, MemoryScope.PROJECT, MemoryScope.TENANT]
+
+
+def test_a_rerun_turn_records_nothing_twice(store):
+    me, given = process(store), [message()]
+    first = context(store, me, given=given)
+    ids = [first.memory().record("noted", kind="note"),
+           first.memory().record("noted", kind="note"),  # twice in a turn: two entries
+           first.memory().record_turn("this turn did x")]
+    assert len(set(ids)) == 3
+    # The worker died before the commit: another attempt of the same turn does it again.
+    again = context(store, me, given=[*given, message("later")])
+    assert [again.memory().record("noted", kind="note"),
+            again.memory().record("noted", kind="note"),
+            again.memory().record_turn("this turn did x")] == ids
+    assert again.memory().read(ids[2]).kind is MemoryKind.TURN
+    assert again.memory().read(ids[2]).scope is MemoryScope.PROCESS
+    listed = store.port(MemoryStore).list_memory(
+        "acme", again.memory().cascade(), limit=50)
+    assert len(listed) == 3
+    # An explicit key is the same entry in any turn.
+    keyed = again.memory().record("keyed", kind="fact", key="k1")
+    assert context(store, me, given=[message("next turn")]).memory().record(
+        "keyed", kind="fact", key="k1") == keyed
+
+
+def test_bad_input_is_refused_and_nothing_is_stored(store):
+    ctx = context(store, process(store))
+    memory = ctx.memory()
+    cases = [
+        (lambda: memory.record("x" * (MAX_TEXT_CHARS + 1), kind="note"), "at most 8000"),
+        (lambda: memory.record("x", kind="note", tags=[f"t{i}" for i in range(MAX_TAGS + 1)]),
+         "at most 16 tags"),
+        (lambda: memory.record("x", kind="note", tags=["t" * 65]), "tags"),
+        (lambda: memory.record("   ", kind="note"), "needs text"),
+        (lambda: memory.record("x", kind="gossip"), "unknown memory kind"),
+        (lambda: memory.record("x", kind="note", source="s" * 513), "source"),
+    ]
+    for attempt, says in cases:
+        with pytest.raises(InvalidInput, match=says):
+            attempt()
+    assert store.port(MemoryStore).list_memory("acme", memory.cascade()) == []
+
+
+class SmallStore:
+    """The store with a cap of two entries per scope."""
+
+    def __init__(self, inner: MemoryStore) -> None:
+        self._inner = inner
+
+    def record(self, entry, *, limit=0):
+        return self._inner.record(entry, limit=2)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+def test_a_full_scope_is_memory_full_and_no_memory_finds_nothing(store):
+    small = MemoryAccess(SmallStore(store.port(MemoryStore)),  # type: ignore[arg-type]
+                         store.port(IdentityStore))
+    ctx = context(store, process(store), memory=small)
+    ctx.memory().record("one", kind="note")
+    ctx.memory().record("two", kind="note")
+    with pytest.raises(MemoryFull):
+        ctx.memory().record("three", kind="note")
+    assert ctx.memory().record("one process", kind="note", scope="process")
+    bare = context(store, process(store), memory=None)
+    assert bare.memory().query("one") == []
+    with pytest.raises(Conflict):
+        bare.memory().record("x", kind="note")
+
+
+def test_the_tools_record_query_and_read_within_the_cascade(store):
+    ctx = context(store, process(store, project="g1"), given=[message()])
+    tools = ctx.tools()
+    recorded = tools.invoke("memory_record", {"text": "Decided: ship in May", "kind": "decision",
+                                              "tags": ["launch"]})
+    assert recorded.status is ToolCallStatus.SUCCESS
+    found = tools.invoke("memory_query", {"query": "ship may"}).result
+    assert [(h["id"], h["kind"], h["scope"]) for h in found] == [
+        (recorded.result["id"], "decision", "project")]
+    assert tools.invoke("memory_read", {"id": recorded.result["id"]}).result["tags"] == [
+        "launch"]
+    refused = tools.invoke("memory_record", {"text": "x" * (MAX_TEXT_CHARS + 1)})
+    assert refused.status is ToolCallStatus.ERROR and "at most" in (refused.error or "")
+    missing = tools.invoke("memory_read", {"id": "mem_nope"})
+    assert missing.status is ToolCallStatus.ERROR
+    assert tools.invoke("document_read", {"document": "nope.md"}).status is \
+        ToolCallStatus.ERROR  # no knowledge here: no documents
+
+
+def test_a_marvin_report_is_project_memory_found_by_a_new_process_of_the_project(embedded):
+    session = run(embedded, Flow(lambda kind, m: aggregate_from(m) if kind == "aggregate"
+                                 else plan("alpha"), lambda step, m: worker_json("ok")))
+    marvin = marvin_of(embedded, session)
+    report_id = marvin.engine_state["reportId"]
+    assert report_id and report_id.startswith("mem_")
+    event = next(line.content for line in chat(embedded, session.chat_process_id)
+                 if line.role is ChatRole.EVENT and 'type="done"' in line.content
+                 and marvin.id in line.content)
+    assert json.loads(event.split("<payload>")[1].split("</payload>")[0])[
+        "report_id"] == report_id
+    store = embedded.brain.store
+    entry = store.port(MemoryStore).get_memory("acme", report_id)
+    assert (entry.kind, entry.scope, entry.source) == (
+        MemoryKind.REPORT, MemoryScope.PROJECT, "marvin:aggregate")
+    # A new process of another session of the same project finds it by the goal's words.
+    newcomer = context(store, process(store, project=marvin.project_id, session="ses_new"))
+    found = newcomer.tools().invoke("memory_query", {"query": "widget market"}).result
+    assert [h["id"] for h in found] == [report_id]
+    assert "Synthesis of n2." in found[0]["text"]
+    elsewhere = context(store, process(store, project="elsewhere", session="ses_far"))
+    assert elsewhere.tools().invoke("memory_query", {"query": "widget market"}).result == []
+    stranger = context(store, process(store, tenant="zeta", project=marvin.project_id,
+                                      session="ses_zeta"))
+    assert stranger.tools().invoke("memory_query", {"query": "widget market"}).result == []
