@@ -16,7 +16,8 @@ from vancetope_brain.llm import LlmResponse
 from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.models import ChatRole, CloseReason, ProcessStatus, ThinkProcess
 from vancetope_brain.models.inbox import InboxQuery, ItemStatus, ItemType, Outcome
-from vancetope_brain.store import LaneStore, SessionStore, UserInboxStore
+from vancetope_brain.models.memory import MemoryKind, MemoryScope
+from vancetope_brain.store import LaneStore, MemoryStore, SessionStore, UserInboxStore
 
 S = ProcessStatus
 
@@ -123,6 +124,11 @@ def test_an_approval_checkpoint_blocks_and_the_answer_continues_or_follows_on_fa
     assert [h["phase"] for h in state["history"]] == ["a", "b", "c" if approved else "rescue"]
     wait_for(lambda: _arthur_heard(embedded, sid, "heard done: " + state["report"]), timeout=10,
              what="Arthur hearing the phase synthesis")
+    # The synthesis is project memory; the done event's payload names it (report_id).
+    entry = embedded.brain.store.port(MemoryStore).get_memory("acme", state["reportId"])
+    assert (entry.kind, entry.scope, entry.project_id) == (
+        MemoryKind.REPORT, MemoryScope.PROJECT, done.project_id)
+    assert state["report"] in entry.text
     assert ("Checkpoint: approved" if approved else "Checkpoint: rejected") in state["report"]
     progress = [(e.data["phase"], e.data["step"], e.data.get("passed"))
                 for e in embedded.brain.events.read(sid, 0) if e.type.value == "vogon-phase"]
