@@ -16,7 +16,14 @@ from vancetope_brain.engines.context import ThinkEngineContext
 from vancetope_brain.engines.memory_api import MemoryAccess
 from vancetope_brain.errors import Conflict, InvalidInput, MemoryFull, NotFound
 from vancetope_brain.llm.testing import ScriptedModel
-from vancetope_brain.models import ChatRole, InboxMessage, ThinkProcess, UserChatInput, new_id
+from vancetope_brain.models import (
+    ChatRole,
+    InboxMessage,
+    StepKind,
+    ThinkProcess,
+    UserChatInput,
+    new_id,
+)
 from vancetope_brain.models.identity import Project
 from vancetope_brain.models.memory import MAX_TAGS, MAX_TEXT_CHARS, MemoryKind, MemoryScope
 from vancetope_brain.models.steer import ToolCallStatus
@@ -191,6 +198,19 @@ def test_the_tools_record_query_and_read_within_the_cascade(store):
     assert missing.status is ToolCallStatus.ERROR
     assert tools.invoke("document_read", {"document": "nope.md"}).status is \
         ToolCallStatus.ERROR  # no knowledge here: no documents
+
+
+def test_memory_record_is_called_again_by_a_rerun_turn_and_records_once(store):
+    me, given = process(store), [message()]
+    first = context(store, me, given=given).tools().invoke(
+        "memory_record", {"text": "the budget is 10k", "kind": "fact"})
+    assert first.status is ToolCallStatus.SUCCESS
+    again = context(store, me, given=given)  # the worker died before the commit
+    assert again.tools().invoke("memory_record", {"text": "the budget is 10k",
+                                                  "kind": "fact"}).result == first.result
+    assert len(store.port(MemoryStore).list_memory("acme", again.memory().cascade())) == 1
+    # Not journaled: the journal holds the turn's input only, no call to ask the user about.
+    assert [e.kind for e in store.port(JournalStore).journal("acme", me.id)] == [StepKind.INPUT]
 
 
 def test_a_marvin_report_is_project_memory_found_by_a_new_process_of_the_project(embedded):
