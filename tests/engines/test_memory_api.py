@@ -12,9 +12,11 @@ from typing import Any
 import pytest
 
 from tests.engines.test_marvin import Flow, aggregate_from, chat, marvin_of, plan, run, worker_json
+from tests.knowledge.test_retrieval import add
 from vancetope_brain.engines.context import ThinkEngineContext
 from vancetope_brain.engines.memory_api import MemoryAccess
 from vancetope_brain.errors import Conflict, InvalidInput, MemoryFull, NotFound
+from vancetope_brain.knowledge.retrieval import Retriever
 from vancetope_brain.llm.testing import ScriptedModel
 from vancetope_brain.models import (
     ChatRole,
@@ -29,6 +31,7 @@ from vancetope_brain.models.memory import MAX_TAGS, MAX_TEXT_CHARS, MemoryKind, 
 from vancetope_brain.models.steer import ToolCallStatus
 from vancetope_brain.store import (
     Backend,
+    DocumentStore,
     IdentityStore,
     JournalStore,
     LaneStore,
@@ -48,7 +51,7 @@ def process(store: Backend, *, tenant: str = "acme", project: str = "p1",
 
 
 def context(store: Backend, p: ThinkProcess, *, given: list[InboxMessage] | None = None,
-            memory: Any = True) -> ThinkEngineContext:
+            memory: Any = True, knowledge: Retriever | None = None) -> ThinkEngineContext:
     """A context of a new attempt (a new epoch) of ``p``'s turn, given ``given``."""
     attempt = store.port(LaneStore).acquire_epoch(p.tenant_id, p.id)
     access = MemoryAccess(store.port(MemoryStore), store.port(IdentityStore)) \
@@ -57,7 +60,8 @@ def context(store: Backend, p: ThinkProcess, *, given: list[InboxMessage] | None
         process=attempt, lanes=store.port(LaneStore), processes=store.port(SessionStore),
         events=None, journal=store.port(JournalStore),  # type: ignore[arg-type]
         model=ScriptedModel([]), lease_lost=threading.Event(),
-        settings=None, tool_pool=TOOLS, pending=given or [], memory=access)  # type: ignore[arg-type]
+        settings=None, tool_pool=TOOLS, pending=given or [], memory=access,  # type: ignore[arg-type]
+        knowledge=knowledge)
 
 
 def message(text: str = "go") -> InboxMessage:
@@ -198,6 +202,23 @@ def test_the_tools_record_query_and_read_within_the_cascade(store):
     assert missing.status is ToolCallStatus.ERROR
     assert tools.invoke("document_read", {"document": "nope.md"}).status is \
         ToolCallStatus.ERROR  # no knowledge here: no documents
+
+
+def test_document_read_returns_the_passages_a_citation_names(store):
+    add(store, "acme", "p1", "handbook.txt", "Expenses are reimbursed monthly.",
+        "Travel expenses need approval.", "The kitchen has coffee.", section="Money")
+    add(store, "acme", "p2", "other.txt", "Expenses of another project.", section="Money")
+    ctx = context(store, process(store), knowledge=Retriever(store.port(DocumentStore)))
+    read = ctx.tools().invoke("document_read", {"document": "handbook.txt",
+                                                "query": "expenses"}).result
+    assert [p["text"] for p in read["passages"]] == [
+        "Expenses are reimbursed monthly.", "Travel expenses need approval."]
+    assert read["passages"][0]["section"] == "Money"
+    by_line = ctx.tools().invoke("document_read", {"document": read["documentId"],
+                                                   "query": "expenses", "line": 4}).result
+    assert [p["text"] for p in by_line["passages"]] == ["Travel expenses need approval."]
+    assert ctx.tools().invoke("document_read", {"document": "other.txt"}).status is \
+        ToolCallStatus.ERROR  # another project's document: not found
 
 
 def test_memory_record_is_called_again_by_a_rerun_turn_and_records_once(store):
