@@ -68,7 +68,10 @@ def test_a_template_that_blows_up_only_with_some_params_passes_the_save() -> Non
     _recipe(template, params).check_render()
     applied = AppliedRecipe.of(_recipe(template, params), RecipeSource.TENANT, {"n": 100000})
     started = time.thread_time()
-    with pytest.raises(RecipeError, match=f"more than {MAX_ITERATIONS:,} loop iterations"):
+    # The loop bound comes first on a quiet machine; on a loaded one each iteration costs
+    # more CPU, and the CPU bound may: either way the render is refused within its bounds.
+    with pytest.raises(RecipeError, match=f"more than ({MAX_ITERATIONS:,} loop iterations"
+                                          r"|\d+ ms of CPU)"):
         render_prompts(applied, sample_context(applied.params))
     assert (time.thread_time() - started) * 1000 < CPU_BOUND_MS
 
