@@ -49,7 +49,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import redis
 
-from vancetope_brain.errors import RuntimeFailure, Signal, ToolError
+from vancetope_brain.errors import RuntimeFailure, Signal, ToolError, UserError
 from vancetope_brain.llm import ToolSpec
 from vancetope_brain.models.steer import ToolCallStatus
 from vancetope_brain.observability import metrics, tracing
@@ -131,6 +131,18 @@ class _Registered:
 
 
 SERVER_TOOLS: dict[str, _Registered] = {}
+
+
+def user_errors_as_tool_errors(fn: ToolFn) -> ToolFn:
+    """For a server tool that calls a service: a request the service refuses (a
+    ``UserError``) is the model's to handle, so it becomes a ``ToolError``."""
+    @functools.wraps(fn)
+    def wrapped(context: Any, **params: Any) -> Any:
+        try:
+            return fn(context, **params)
+        except UserError as e:
+            raise ToolError(str(e)) from e
+    return wrapped
 
 
 def server_tool(spec: ToolSpec, *, safety: Safety = Safety.MUTATING, idempotent: bool = False,

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from vancetope_brain.errors import ToolError, UserError
+from vancetope_brain.errors import ToolError
 from vancetope_brain.knowledge.retrieval import MAX_TOP_K
 from vancetope_brain.llm import ToolSpec
 from vancetope_brain.models.knowledge import SearchHit
 from vancetope_brain.models.memory import MemoryEntry, MemoryKind, MemoryScope
-from vancetope_brain.tools.dispatcher import Safety, server_tool
+from vancetope_brain.tools.dispatcher import Safety, server_tool, user_errors_as_tool_errors
 
 _LEVELS = [s.value for s in MemoryScope]
 
@@ -30,17 +30,6 @@ _LEVELS = [s.value for s in MemoryScope]
 def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "required": required,
             "additionalProperties": False}
-
-
-def _user_errors(fn):  # type: ignore[no-untyped-def]
-    """A refused request is the model's to handle: turn it into a ToolError."""
-    def wrapped(context: Any, **params: Any) -> Any:
-        try:
-            return fn(context, **params)
-        except UserError as e:
-            raise ToolError(str(e)) from e
-    wrapped.__name__ = fn.__name__
-    return wrapped
 
 
 def _entry(entry: MemoryEntry) -> dict[str, Any]:
@@ -57,7 +46,7 @@ def _entry(entry: MemoryEntry) -> dict[str, Any]:
         "top_k": {"type": "integer", "minimum": 1, "maximum": 20},
         "min_score": {"type": "number", "minimum": 0, "maximum": 1}}, ["query"])),
     safety=Safety.SAFE_PROBE)
-@_user_errors
+@user_errors_as_tool_errors
 def memory_query(context: Any, query: str, scope: str | None = None, top_k: int = 5,
                  min_score: float = 0.0) -> list[dict[str, Any]]:
     hits = context.memory().query(query, scope=scope, top_k=min(top_k, 20),
@@ -68,7 +57,7 @@ def memory_query(context: Any, query: str, scope: str | None = None, top_k: int 
 @server_tool(ToolSpec("memory_read", "Read one memory entry by its id (from memory_query or "
                       "a report's report_id).",
                       _schema({"id": {"type": "string"}}, ["id"])), safety=Safety.SAFE_PROBE)
-@_user_errors
+@user_errors_as_tool_errors
 def memory_read(context: Any, id: str) -> dict[str, Any]:  # noqa: A002
     return _entry(context.memory().read(id))
 
@@ -85,7 +74,7 @@ def memory_read(context: Any, id: str) -> dict[str, Any]:  # noqa: A002
         "source": {"type": "string", "description": "what the text comes from"},
         "key": {"type": "string", "description": "the same key again records nothing new"}},
         ["text"])), idempotent=True)
-@_user_errors
+@user_errors_as_tool_errors
 def memory_record(context: Any, text: str, kind: str = "note", tags: list[str] | None = None,
                   scope: str = "project", source: str | None = None,
                   key: str | None = None) -> dict[str, Any]:
@@ -104,7 +93,7 @@ def memory_record(context: Any, text: str, kind: str = "note", tags: list[str] |
         "page": {"type": "integer", "minimum": 1},
         "line": {"type": "integer", "minimum": 1, "description": "a line within the passage"},
         "query": {"type": "string"}}, ["document"])), safety=Safety.SAFE_PROBE)
-@_user_errors
+@user_errors_as_tool_errors
 def document_read(context: Any, document: str, section: str | None = None,
                   page: int | None = None, line: int | None = None,
                   query: str | None = None) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from vancetope_brain.errors import ToolError, UserError
 from vancetope_brain.llm import ToolSpec
 from vancetope_brain.models import ProcessStatus, ThinkProcess
 from vancetope_brain.models.inbox import Criticality, ItemType, NewItem
-from vancetope_brain.tools.dispatcher import Safety, server_tool
+from vancetope_brain.tools.dispatcher import Safety, server_tool, user_errors_as_tool_errors
 
 
 def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -45,17 +45,6 @@ def _summary(process: ThinkProcess) -> dict[str, Any]:
             "contextDrift": process.context_drift}
 
 
-def _user_errors(fn):  # type: ignore[no-untyped-def]
-    """A refused request is the model's to handle: turn it into a ToolError."""
-    def wrapped(context: Any, **params: Any) -> Any:
-        try:
-            return fn(context, **params)
-        except UserError as e:
-            raise ToolError(str(e)) from e
-    wrapped.__name__ = fn.__name__
-    return wrapped
-
-
 @server_tool(ToolSpec("process_create", "Start a worker process in this session. Prefer a "
                       "recipe from recipe_list; the recipe decides the engine.", _schema({
                           "recipe": {"type": "string"},
@@ -63,7 +52,7 @@ def _user_errors(fn):  # type: ignore[no-untyped-def]
                           "name": {"type": "string", "description": "short, unique, kebab-case"},
                           "goal": {"type": "string", "description": "what the worker must do"},
                           "params": {"type": "object"}}, ["goal"])), idempotent=True)
-@_user_errors
+@user_errors_as_tool_errors
 def process_create(context: Any, goal: str, recipe: str | None = None,
                    engine: str | None = None, name: str = "",
                    params: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -76,7 +65,7 @@ def process_create(context: Any, goal: str, recipe: str | None = None,
                       "(e.g. forward the user's answer to a worker that asked).", _schema(
                           {"processId": _ID, "message": {"type": "string"}},
                           ["processId", "message"])), idempotent=True)
-@_user_errors
+@user_errors_as_tool_errors
 def process_steer(context: Any, processId: str, message: str) -> dict[str, Any]:  # noqa: N803
     context.processes().steer(processId, message)
     return {"ok": True}
@@ -85,7 +74,7 @@ def process_steer(context: Any, processId: str, message: str) -> dict[str, Any]:
 @server_tool(ToolSpec("process_stop", "Stop a process of this session, and everything it "
                       "started.", _schema({"processId": _ID}, ["processId"])),
              idempotent=True)
-@_user_errors
+@user_errors_as_tool_errors
 def process_stop(context: Any, processId: str) -> dict[str, Any]:  # noqa: N803
     context.processes().stop(processId)
     return {"ok": True}
@@ -101,7 +90,7 @@ def process_list(context: Any, all: bool = False) -> list[dict[str, Any]]:  # no
 
 @server_tool(ToolSpec("process_status", "Details of one process of this session.",
                       _schema({"processId": _ID}, ["processId"])), safety=Safety.SAFE_PROBE)
-@_user_errors
+@user_errors_as_tool_errors
 def process_status(context: Any, processId: str) -> dict[str, Any]:  # noqa: N803
     return _summary(context.processes().get(processId))
 
@@ -115,7 +104,7 @@ def recipe_list(context: Any) -> list[dict[str, Any]]:
 @server_tool(ToolSpec("recipe_describe", "One recipe in full: engine, default params, prompt, "
                       "tool changes.", _schema({"name": {"type": "string"}}, ["name"])),
              safety=Safety.SAFE_PROBE)
-@_user_errors
+@user_errors_as_tool_errors
 def recipe_describe(context: Any, name: str) -> dict[str, Any]:
     return context.recipes().describe(name)
 
@@ -128,7 +117,7 @@ def manual_list(context: Any) -> list[str]:
 
 @server_tool(ToolSpec("manual_read", "Read one of your manuals.",
                       _schema({"name": {"type": "string"}}, ["name"])), safety=Safety.SAFE_PROBE)
-@_user_errors
+@user_errors_as_tool_errors
 def manual_read(context: Any, name: str) -> str:
     return context.recipes().manual(name)
 
@@ -194,7 +183,7 @@ def _store_inline(context: Any, params: dict[str, Any]) -> dict[str, Any]:
         "idempotency_key": {"type": "string", "description": "repeat it when retrying the "
                             "same post, so it is created once"}}, ["type", "title"])),
     prepare=_store_inline)
-@_user_errors
+@user_errors_as_tool_errors
 def inbox_post(context: Any, type: str, title: str, body: str | None = None,  # noqa: A002
                payload: dict[str, Any] | None = None, criticality: str = "NORMAL",
                tags: list[str] | None = None, target_user: str | None = None,
