@@ -41,6 +41,8 @@ class Parts:
         pushes = DocumentPushes(self.events)
 
         def enqueue(job: dict) -> None:
+            # A worker's INDEXING push can only follow the PENDING one.
+            assert self.pushed()[-1][1:] == ("PENDING", job["version"])
             if fail_enqueue:
                 raise ConnectionError("the broker is down")
             self.jobs.append(IndexJob.model_validate(job))
@@ -120,6 +122,8 @@ def test_a_failed_queue_marks_the_new_version_failed(acme_store, tmp_path):
         parts.service.add(ADA, "p1", "a.txt", b"words\n")
     [doc] = parts.documents.list_documents("acme", "p1")
     assert doc.status is S.FAILED and doc.error_code == "runtime_failure"
+    assert parts.pushed() == [("document-updated", "PENDING", 1),
+                              ("document-updated", "FAILED", 1)]
     # Adding the same bytes again is a change (only READY ones are kept as they are).
     ok = Parts(acme_store, tmp_path / "a")
     again, changed = ok.service.add(ADA, "p1", "a.txt", b"words\n")

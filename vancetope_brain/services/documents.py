@@ -168,14 +168,16 @@ class DocumentService:
                        version=stored.version)
         try:
             self._files.put(who.tenant_id, stored.id, stored.version, data)
+            # Pushed before the job is queued, so a worker's INDEXING always comes after it.
+            self._pushes.updated(stored)
             self._enqueue(job.dump())
         except Exception as e:
+            failed = {"status": DocumentStatus.FAILED, "error_code": RuntimeFailure.code,
+                      "error": f"the upload could not be queued ({e}); add the file again"}
             self._documents.mark_document(who.tenant_id, project_id, stored.id, stored.version,
-                                          DocumentStatus.FAILED, error_code=RuntimeFailure.code,
-                                          error=f"the upload could not be queued ({e}); add "
-                                                f"the file again")
+                                          **failed)
+            self._pushes.updated(stored.model_copy(update=failed))
             raise
-        self._pushes.updated(stored)
         return stored, True
 
     def list(self, who: Principal, project_id: str) -> list[KnowledgeDocument]:
