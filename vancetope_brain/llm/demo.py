@@ -40,7 +40,8 @@ TRY: list[tuple[str, str]] = [
     ("give me the pros and cons of remote work", "a zaphod council of personas weighs it"),
     ("analyze the quarterly numbers", "a ford worker analyzes it"),
     ("what do my documents say about citations",
-     "I search the project's documents (a sample is there) and answer with their sources"),
+     "I search the project's documents (`vancetope serve` adds a sample) and answer "
+     "with their sources"),
     ("ask me for approval", "I put an approval into your Inbox and tell you what you answered"),
     ("show me every kind of inbox item", "one Inbox item of each of the eight types"),
 ]
