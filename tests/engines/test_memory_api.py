@@ -38,6 +38,7 @@ from vancetope_brain.store import (
     MemoryStore,
     SessionStore,
 )
+from vancetope_brain.tools.memory_tools import READ_CHARS, READ_PASSAGES
 
 TOOLS = frozenset({"memory_query", "memory_read", "memory_record", "document_read"})
 
@@ -204,21 +205,56 @@ def test_the_tools_record_query_and_read_within_the_cascade(store):
         ToolCallStatus.ERROR  # no knowledge here: no documents
 
 
-def test_document_read_returns_the_passages_a_citation_names(store):
+def test_document_read_reads_the_passages_a_citation_names(store):
     add(store, "acme", "p1", "handbook.txt", "Expenses are reimbursed monthly.",
         "Travel expenses need approval.", "The kitchen has coffee.", section="Money")
     add(store, "acme", "p2", "other.txt", "Expenses of another project.", section="Money")
     ctx = context(store, process(store), knowledge=Retriever(store.port(DocumentStore)))
-    read = ctx.tools().invoke("document_read", {"document": "handbook.txt",
-                                                "query": "expenses"}).result
-    assert [p["text"] for p in read["passages"]] == [
+    [hit] = ctx.knowledge().query("kitchen coffee", top_k=1, min_score=0.0)
+    cited = hit.citation  # what a <rag-context> passage or a reply's source names
+    read = ctx.tools().invoke("document_read", {
+        "document": cited.document_id, "section": cited.section,
+        "line_start": cited.line_start, "line_end": cited.line_end}).result
+    assert read["passages"] == [{"text": "The kitchen has coffee.", "section": "Money",
+                                 "page": None, "lineStart": 7, "lineEnd": 8}]
+    assert (read["document"], read["truncated"]) == ("handbook.txt", False)
+    # A line inside a passage, a range over two, the section alone, nothing: from the start.
+    assert _read(ctx, document="handbook.txt", line_start=5) == [
+        "Travel expenses need approval."]
+    assert _read(ctx, document="handbook.txt", line_start=2, line_end=4) == [
         "Expenses are reimbursed monthly.", "Travel expenses need approval."]
-    assert read["passages"][0]["section"] == "Money"
-    by_line = ctx.tools().invoke("document_read", {"document": read["documentId"],
-                                                   "query": "expenses", "line": 4}).result
-    assert [p["text"] for p in by_line["passages"]] == ["Travel expenses need approval."]
-    assert ctx.tools().invoke("document_read", {"document": "other.txt"}).status is \
-        ToolCallStatus.ERROR  # another project's document: not found
+    assert len(_read(ctx, document="handbook.txt", section="Money")) == 3
+    assert _read(ctx, document="handbook.txt")[0] == "Expenses are reimbursed monthly."
+    for args, error in [({"document": "other.txt"}, "no document"),  # another project's
+                        ({"document": "handbook.txt", "section": "Mon"}, "no passage there"),
+                        ({"document": "handbook.txt", "page": 2}, "no passage there"),
+                        ({"document": "handbook.txt", "line_end": 3}, "needs line_start"),
+                        ({"document": "handbook.txt", "line_start": 5, "line_end": 4},
+                         "before line_start")]:
+        refused = ctx.tools().invoke("document_read", args)
+        assert refused.status is ToolCallStatus.ERROR and error in (refused.error or ""), args
+
+
+def test_document_read_is_capped_in_passages_and_characters(store):
+    add(store, "acme", "p1", "long.txt", *[f"passage {n}" for n in range(READ_PASSAGES + 3)])
+    add(store, "acme", "p1", "huge.txt", "x" * (READ_CHARS - 10), "y" * 100, "z")
+    ctx = context(store, process(store), knowledge=Retriever(store.port(DocumentStore)))
+    many = ctx.tools().invoke("document_read", {"document": "long.txt"}).result
+    assert [p["text"] for p in many["passages"]] == [f"passage {n}" for n in range(READ_PASSAGES)]
+    assert many["truncated"] is True
+    huge = ctx.tools().invoke("document_read", {"document": "huge.txt"}).result
+    assert [p["text"] for p in huge["passages"]] == ["x" * (READ_CHARS - 10), "y" * 10]
+    assert huge["truncated"] is True
+    assert ctx.tools().invoke("document_read", {"document": "huge.txt", "line_start": 7}
+                              ).result == {**huge, "passages": [
+                                  {"text": "z", "section": "", "page": None, "lineStart": 7,
+                                   "lineEnd": 8}], "truncated": False}
+
+
+def _read(ctx: ThinkEngineContext, **args: Any) -> list[str]:
+    result = ctx.tools().invoke("document_read", args)
+    assert result.status is ToolCallStatus.SUCCESS, result.error
+    return [p["text"] for p in result.result["passages"]]
 
 
 def test_memory_record_is_called_again_by_a_rerun_turn_and_records_once(store):
