@@ -1,7 +1,8 @@
 """``context.memory()`` and the memory tools: the scope cascade innermost first, isolation
-between projects and tenants, a record that a re-run turn does not repeat, the caps; and a
-marvin run whose report becomes project memory that a new process of the project finds
-through ``memory_query`` (and a process of another project or tenant does not)."""
+between projects and tenants, a record that a re-run turn does not repeat, the caps,
+``document_read`` by citation; and a marvin run whose report becomes project memory that a
+new session of the project finds through ``memory_query`` and in Arthur's memory summary
+(and a session of another project or tenant does not)."""
 
 from __future__ import annotations
 
@@ -11,16 +12,29 @@ from typing import Any
 
 import pytest
 
-from tests.engines.test_marvin import Flow, aggregate_from, chat, marvin_of, plan, run, worker_json
+from tests.engines.test_marvin import (
+    Flow,
+    aggregate_from,
+    call,
+    chat,
+    marvin_of,
+    plan,
+    respond,
+    run,
+    worker_json,
+)
+from tests.helpers import wait_for
 from tests.knowledge.test_retrieval import add
 from vancetope_brain.engines.context import ThinkEngineContext
 from vancetope_brain.engines.memory_api import MemoryAccess
 from vancetope_brain.errors import Conflict, InvalidInput, MemoryFull, NotFound
+from vancetope_brain.identity import Principal
 from vancetope_brain.knowledge.retrieval import Retriever
-from vancetope_brain.llm.testing import ScriptedModel
+from vancetope_brain.llm.testing import FunctionModel, ScriptedModel
 from vancetope_brain.models import (
     ChatRole,
     InboxMessage,
+    ProcessStatus,
     StepKind,
     ThinkProcess,
     UserChatInput,
@@ -270,7 +284,47 @@ def test_memory_record_is_called_again_by_a_rerun_turn_and_records_once(store):
     assert [e.kind for e in store.port(JournalStore).journal("acme", me.id)] == [StepKind.INPUT]
 
 
-def test_a_marvin_report_is_project_memory_found_by_a_new_process_of_the_project(embedded):
+class Recall:
+    """The model of a later session: Arthur answers "noted" (each system prompt kept); an
+    analyze worker calls ``memory_query`` for ``query`` once, keeps what it found and
+    reports it."""
+
+    def __init__(self, query: str) -> None:
+        self.query, self.arthur, self.found = query, [], []
+        self._lock = threading.Lock()
+
+    def __call__(self, messages, tools):
+        if "process_create" in {t.name for t in tools}:
+            with self._lock:
+                self.arthur.append(messages[0].content)
+            return respond("noted")
+        if messages[-1].role != "tool":
+            return call("memory_query", query=self.query)
+        with self._lock:
+            self.found.append(json.loads(messages[-1].content)["result"])
+        return respond("found")
+
+
+def recall(emb, who: Principal, project: str, question: str) -> Recall:
+    """A new session of ``who`` in ``project``: Arthur is asked ``question`` and an analyze
+    worker of the session looks the widget market up in memory; what both saw."""
+    model = Recall("widget market")
+    emb.model = FunctionModel(model)
+    session = emb.brain.sessions.create(who, project_id=project)
+    emb.brain.sessions.steer(who, session.chat_process_id, question)
+    worker = emb.brain.sessions.create_process(who, session.id, recipe="analyze",
+                                               goal="Look up the widget market research")
+    processes = emb.brain.store.port(SessionStore)
+    wait_for(lambda: model.arthur and model.found and processes.get_process(
+        who.tenant_id, worker.id).status is ProcessStatus.CLOSED, timeout=30,
+        what="Arthur's turn and the worker's memory_query")
+    return model
+
+
+def test_a_marvin_report_is_project_memory_for_later_sessions_of_its_project_only(embedded):
+    """Acceptance (issue 29): a marvin run records its report as project memory; a new
+    session in the same project finds it through ``memory_query`` and in Arthur's memory
+    summary; a session in another project or tenant does not."""
     session = run(embedded, Flow(lambda kind, m: aggregate_from(m) if kind == "aggregate"
                                  else plan("alpha"), lambda step, m: worker_json("ok")))
     marvin = marvin_of(embedded, session)
@@ -283,15 +337,27 @@ def test_a_marvin_report_is_project_memory_found_by_a_new_process_of_the_project
         "report_id"] == report_id
     store = embedded.brain.store
     entry = store.port(MemoryStore).get_memory("acme", report_id)
-    assert (entry.kind, entry.scope, entry.source) == (
-        MemoryKind.REPORT, MemoryScope.PROJECT, "marvin:aggregate")
-    # A new process of another session of the same project finds it by the goal's words.
-    newcomer = context(store, process(store, project=marvin.project_id, session="ses_new"))
-    found = newcomer.tools().invoke("memory_query", {"query": "widget market"}).result
-    assert [h["id"] for h in found] == [report_id]
-    assert "Synthesis of n2." in found[0]["text"]
-    elsewhere = context(store, process(store, project="elsewhere", session="ses_far"))
-    assert elsewhere.tools().invoke("memory_query", {"query": "widget market"}).result == []
-    stranger = context(store, process(store, tenant="zeta", project=marvin.project_id,
-                                      session="ses_zeta"))
-    assert stranger.tools().invoke("memory_query", {"query": "widget market"}).result == []
+    assert (entry.kind, entry.scope, entry.scope_id, entry.source) == (
+        MemoryKind.REPORT, MemoryScope.PROJECT, marvin.project_id, "marvin:aggregate")
+    assert entry.text == "Research the widget market\n\nSynthesis of n2."
+
+    # A new session of the same project: memory_query finds the report, and Arthur's first
+    # turn has it in the project memory summary.
+    later = recall(embedded, embedded.who, marvin.project_id, "What did the research find?")
+    assert [(h["id"], h["kind"], h["scope"]) for h in later.found[0]] == [
+        (report_id, "report", "project")]
+    summary = later.arthur[0]
+    summary = summary[summary.index("<project-memory>"):summary.index("</project-memory>")]
+    assert f'<entry id="{report_id}" kind="report" source="marvin:aggregate"' in summary
+    assert "Synthesis of n2." in summary
+
+    # Another project of the tenant, and another tenant's project of the same name: nothing.
+    embedded.brain.identity.create_project("acme", "Elsewhere", project_id="elsewhere")
+    embedded.brain.identity.create_tenant("zeta", "zeta")
+    embedded.brain.identity.create_user("zeta", "zed", "zed")
+    for who, project in ((embedded.who, "elsewhere"), (Principal("zeta", "zed"), "default")):
+        assert marvin.project_id == "default"
+        other = recall(embedded, who, project, "What did the research find?")
+        assert other.found == [[]], (who, project)
+        assert "<project-memory>" not in other.arthur[0] and report_id not in other.arthur[0]
+        assert "Synthesis of n2." not in other.arthur[0]
