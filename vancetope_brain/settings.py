@@ -121,6 +121,9 @@ KEYS: dict[str, SettingKey] = {k.name: k for k in [
        "How many chat lines an engine loads as conversation context.", minimum=1),
     _k("arthur.maxContextTokens", int, 65536,
        "Token budget of one Arthur turn; older chat is truncated beyond it.", minimum=1024),
+    _k("arthur.includeProjectMemorySummary", bool, True,
+       "Whether Arthur's context holds the project's memory summary: the project-scope "
+       "memory entries bearing on the turn's user messages, then the newest."),
     _k("zaphod.maxHeads", int, 5,
        "Most heads one zaphod council may have; a larger council is refused.", minimum=1),
     _k("zaphod.maxRounds", int, 3,

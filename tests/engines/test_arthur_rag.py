@@ -171,16 +171,20 @@ def test_a_failing_store_skips_the_block_and_the_turn_answers(embedded, monkeypa
     assert failures._value.get() == before + 1
 
 
-def test_the_demo_model_answers_from_the_sample_with_its_sources(embedded):
-    seed_sample(embedded.brain.store, "acme", "default", "ada")
-    embedded.model = DemoModel()
-    session = arthur_session(embedded)
-    embedded.brain.sessions.steer(embedded.who, session.chat_process_id,
-                                  "What do my documents say about citations?")
-    lanes = embedded.brain.store.port(LaneStore)
-    reply = wait_for(lambda: next((line for line in lanes.chat_history(
+def demo_reply(emb, text: str):
+    """The chat line the demo model answers ``text`` with, as a new session's Arthur."""
+    emb.model = DemoModel()
+    session = arthur_session(emb)
+    emb.brain.sessions.steer(emb.who, session.chat_process_id, text)
+    lanes = emb.brain.store.port(LaneStore)
+    return wait_for(lambda: next((line for line in lanes.chat_history(
         "acme", session.chat_process_id)[2:] if line.role is ChatRole.ASSISTANT), None),
         timeout=15, what="the demo's reply")
+
+
+def test_the_demo_model_answers_from_the_sample_with_its_sources(embedded):
+    seed_sample(embedded.brain.store, "acme", "default", "ada")
+    reply = demo_reply(embedded, "What do my documents say about citations?")
     assert reply.content.startswith("Your documents say")
     assert f"— {SAMPLE_NAME} › Your project's documents › Citations, lines" in reply.content
     assert "Every passage carries a citation" in reply.content
@@ -195,17 +199,18 @@ def _hit(text: str, name: str = "a.md", **where) -> SearchHit:
                                                     **where), score=0.5, via="lexical")
 
 
+def answer(*messages: LlmMessage) -> str:
+    """What the demo model, offered Arthur's tools, responds to ``messages``."""
+    tools = [RESPOND, ToolSpec("process_create", "start a worker", {"type": "object"})]
+    call = DemoModel().complete(list(messages), tools=tools).tool_calls[0]
+    return json.loads(call.arguments)["message"]
+
+
 def test_the_demo_quotes_hostile_passages_as_text_and_says_when_nothing_was_found():
     hits = [_hit(HOSTILE, name='we"ird <name>.md', section="S", line_start=1, line_end=2),
             _hit("Second passage.", page=4)]
     block = f"{INTRO}\n{rag_context(hits)}"
     asked = LlmMessage("user", "what do the documents say about refunds")
-
-    def answer(*messages: LlmMessage) -> str:
-        tools = [RESPOND, ToolSpec("process_create", "start a worker", {"type": "object"})]
-        call = DemoModel().complete(list(messages), tools=tools).tool_calls[0]
-        return json.loads(call.arguments)["message"]
-
     answered = answer(LlmMessage("system", block), asked)
     assert "— we\"ird <name>.md › S, lines 1-2" in answered
     assert "Refunds take 14 days.</passage></rag-context>" in answered  # quoted, as text

@@ -1,7 +1,8 @@
 """``context.memory()`` and the memory tools: the scope cascade innermost first, isolation
-between projects and tenants, a record that a re-run turn does not repeat, the caps; and a
-marvin run whose report becomes project memory that a new process of the project finds
-through ``memory_query`` (and a process of another project or tenant does not)."""
+between projects and tenants, a record that a re-run turn does not repeat, the caps,
+``document_read`` by citation; and a marvin run whose report becomes project memory that a
+new session of the project finds through ``memory_query`` and in Arthur's memory summary
+(and a session of another project or tenant does not)."""
 
 from __future__ import annotations
 
@@ -11,16 +12,29 @@ from typing import Any
 
 import pytest
 
-from tests.engines.test_marvin import Flow, aggregate_from, chat, marvin_of, plan, run, worker_json
+from tests.engines.test_marvin import (
+    Flow,
+    aggregate_from,
+    call,
+    chat,
+    marvin_of,
+    plan,
+    respond,
+    run,
+    worker_json,
+)
+from tests.helpers import wait_for
 from tests.knowledge.test_retrieval import add
 from vancetope_brain.engines.context import ThinkEngineContext
 from vancetope_brain.engines.memory_api import MemoryAccess
 from vancetope_brain.errors import Conflict, InvalidInput, MemoryFull, NotFound
+from vancetope_brain.identity import Principal
 from vancetope_brain.knowledge.retrieval import Retriever
-from vancetope_brain.llm.testing import ScriptedModel
+from vancetope_brain.llm.testing import FunctionModel, ScriptedModel
 from vancetope_brain.models import (
     ChatRole,
     InboxMessage,
+    ProcessStatus,
     StepKind,
     ThinkProcess,
     UserChatInput,
@@ -38,6 +52,7 @@ from vancetope_brain.store import (
     MemoryStore,
     SessionStore,
 )
+from vancetope_brain.tools.memory_tools import READ_CHARS, READ_PASSAGES
 
 TOOLS = frozenset({"memory_query", "memory_read", "memory_record", "document_read"})
 
@@ -204,21 +219,56 @@ def test_the_tools_record_query_and_read_within_the_cascade(store):
         ToolCallStatus.ERROR  # no knowledge here: no documents
 
 
-def test_document_read_returns_the_passages_a_citation_names(store):
+def test_document_read_reads_the_passages_a_citation_names(store):
     add(store, "acme", "p1", "handbook.txt", "Expenses are reimbursed monthly.",
         "Travel expenses need approval.", "The kitchen has coffee.", section="Money")
     add(store, "acme", "p2", "other.txt", "Expenses of another project.", section="Money")
     ctx = context(store, process(store), knowledge=Retriever(store.port(DocumentStore)))
-    read = ctx.tools().invoke("document_read", {"document": "handbook.txt",
-                                                "query": "expenses"}).result
-    assert [p["text"] for p in read["passages"]] == [
+    [hit] = ctx.knowledge().query("kitchen coffee", top_k=1, min_score=0.0)
+    cited = hit.citation  # what a <rag-context> passage or a reply's source names
+    read = ctx.tools().invoke("document_read", {
+        "document": cited.document_id, "section": cited.section,
+        "line_start": cited.line_start, "line_end": cited.line_end}).result
+    assert read["passages"] == [{"text": "The kitchen has coffee.", "section": "Money",
+                                 "page": None, "lineStart": 7, "lineEnd": 8}]
+    assert (read["document"], read["truncated"]) == ("handbook.txt", False)
+    # A line inside a passage, a range over two, the section alone, nothing: from the start.
+    assert _read(ctx, document="handbook.txt", line_start=5) == [
+        "Travel expenses need approval."]
+    assert _read(ctx, document="handbook.txt", line_start=2, line_end=4) == [
         "Expenses are reimbursed monthly.", "Travel expenses need approval."]
-    assert read["passages"][0]["section"] == "Money"
-    by_line = ctx.tools().invoke("document_read", {"document": read["documentId"],
-                                                   "query": "expenses", "line": 4}).result
-    assert [p["text"] for p in by_line["passages"]] == ["Travel expenses need approval."]
-    assert ctx.tools().invoke("document_read", {"document": "other.txt"}).status is \
-        ToolCallStatus.ERROR  # another project's document: not found
+    assert len(_read(ctx, document="handbook.txt", section="Money")) == 3
+    assert _read(ctx, document="handbook.txt")[0] == "Expenses are reimbursed monthly."
+    for args, error in [({"document": "other.txt"}, "no document"),  # another project's
+                        ({"document": "handbook.txt", "section": "Mon"}, "no passage there"),
+                        ({"document": "handbook.txt", "page": 2}, "no passage there"),
+                        ({"document": "handbook.txt", "line_end": 3}, "needs line_start"),
+                        ({"document": "handbook.txt", "line_start": 5, "line_end": 4},
+                         "before line_start")]:
+        refused = ctx.tools().invoke("document_read", args)
+        assert refused.status is ToolCallStatus.ERROR and error in (refused.error or ""), args
+
+
+def test_document_read_is_capped_in_passages_and_characters(store):
+    add(store, "acme", "p1", "long.txt", *[f"passage {n}" for n in range(READ_PASSAGES + 3)])
+    add(store, "acme", "p1", "huge.txt", "x" * (READ_CHARS - 10), "y" * 100, "z")
+    ctx = context(store, process(store), knowledge=Retriever(store.port(DocumentStore)))
+    many = ctx.tools().invoke("document_read", {"document": "long.txt"}).result
+    assert [p["text"] for p in many["passages"]] == [f"passage {n}" for n in range(READ_PASSAGES)]
+    assert many["truncated"] is True
+    huge = ctx.tools().invoke("document_read", {"document": "huge.txt"}).result
+    assert [p["text"] for p in huge["passages"]] == ["x" * (READ_CHARS - 10), "y" * 10]
+    assert huge["truncated"] is True
+    assert ctx.tools().invoke("document_read", {"document": "huge.txt", "line_start": 7}
+                              ).result == {**huge, "passages": [
+                                  {"text": "z", "section": "", "page": None, "lineStart": 7,
+                                   "lineEnd": 8}], "truncated": False}
+
+
+def _read(ctx: ThinkEngineContext, **args: Any) -> list[str]:
+    result = ctx.tools().invoke("document_read", args)
+    assert result.status is ToolCallStatus.SUCCESS, result.error
+    return [p["text"] for p in result.result["passages"]]
 
 
 def test_memory_record_is_called_again_by_a_rerun_turn_and_records_once(store):
@@ -234,7 +284,47 @@ def test_memory_record_is_called_again_by_a_rerun_turn_and_records_once(store):
     assert [e.kind for e in store.port(JournalStore).journal("acme", me.id)] == [StepKind.INPUT]
 
 
-def test_a_marvin_report_is_project_memory_found_by_a_new_process_of_the_project(embedded):
+class Recall:
+    """The model of a later session: Arthur answers "noted" (each system prompt kept); an
+    analyze worker calls ``memory_query`` for ``query`` once, keeps what it found and
+    reports it."""
+
+    def __init__(self, query: str) -> None:
+        self.query, self.arthur, self.found = query, [], []
+        self._lock = threading.Lock()
+
+    def __call__(self, messages, tools):
+        if "process_create" in {t.name for t in tools}:
+            with self._lock:
+                self.arthur.append(messages[0].content)
+            return respond("noted")
+        if messages[-1].role != "tool":
+            return call("memory_query", query=self.query)
+        with self._lock:
+            self.found.append(json.loads(messages[-1].content)["result"])
+        return respond("found")
+
+
+def recall(emb, who: Principal, project: str, question: str) -> Recall:
+    """A new session of ``who`` in ``project``: Arthur is asked ``question`` and an analyze
+    worker of the session looks the widget market up in memory; what both saw."""
+    model = Recall("widget market")
+    emb.model = FunctionModel(model)
+    session = emb.brain.sessions.create(who, project_id=project)
+    emb.brain.sessions.steer(who, session.chat_process_id, question)
+    worker = emb.brain.sessions.create_process(who, session.id, recipe="analyze",
+                                               goal="Look up the widget market research")
+    processes = emb.brain.store.port(SessionStore)
+    wait_for(lambda: model.arthur and model.found and processes.get_process(
+        who.tenant_id, worker.id).status is ProcessStatus.CLOSED, timeout=30,
+        what="Arthur's turn and the worker's memory_query")
+    return model
+
+
+def test_a_marvin_report_is_project_memory_for_later_sessions_of_its_project_only(embedded):
+    """Acceptance (issue 29): a marvin run records its report as project memory; a new
+    session in the same project finds it through ``memory_query`` and in Arthur's memory
+    summary; a session in another project or tenant does not."""
     session = run(embedded, Flow(lambda kind, m: aggregate_from(m) if kind == "aggregate"
                                  else plan("alpha"), lambda step, m: worker_json("ok")))
     marvin = marvin_of(embedded, session)
@@ -247,15 +337,27 @@ def test_a_marvin_report_is_project_memory_found_by_a_new_process_of_the_project
         "report_id"] == report_id
     store = embedded.brain.store
     entry = store.port(MemoryStore).get_memory("acme", report_id)
-    assert (entry.kind, entry.scope, entry.source) == (
-        MemoryKind.REPORT, MemoryScope.PROJECT, "marvin:aggregate")
-    # A new process of another session of the same project finds it by the goal's words.
-    newcomer = context(store, process(store, project=marvin.project_id, session="ses_new"))
-    found = newcomer.tools().invoke("memory_query", {"query": "widget market"}).result
-    assert [h["id"] for h in found] == [report_id]
-    assert "Synthesis of n2." in found[0]["text"]
-    elsewhere = context(store, process(store, project="elsewhere", session="ses_far"))
-    assert elsewhere.tools().invoke("memory_query", {"query": "widget market"}).result == []
-    stranger = context(store, process(store, tenant="zeta", project=marvin.project_id,
-                                      session="ses_zeta"))
-    assert stranger.tools().invoke("memory_query", {"query": "widget market"}).result == []
+    assert (entry.kind, entry.scope, entry.scope_id, entry.source) == (
+        MemoryKind.REPORT, MemoryScope.PROJECT, marvin.project_id, "marvin:aggregate")
+    assert entry.text == "Research the widget market\n\nSynthesis of n2."
+
+    # A new session of the same project: memory_query finds the report, and Arthur's first
+    # turn has it in the project memory summary.
+    later = recall(embedded, embedded.who, marvin.project_id, "What did the research find?")
+    assert [(h["id"], h["kind"], h["scope"]) for h in later.found[0]] == [
+        (report_id, "report", "project")]
+    summary = later.arthur[0]
+    summary = summary[summary.index("<project-memory>"):summary.index("</project-memory>")]
+    assert f'<entry id="{report_id}" kind="report" source="marvin:aggregate"' in summary
+    assert "Synthesis of n2." in summary
+
+    # Another project of the tenant, and another tenant's project of the same name: nothing.
+    embedded.brain.identity.create_project("acme", "Elsewhere", project_id="elsewhere")
+    embedded.brain.identity.create_tenant("zeta", "zeta")
+    embedded.brain.identity.create_user("zeta", "zed", "zed")
+    for who, project in ((embedded.who, "elsewhere"), (Principal("zeta", "zed"), "default")):
+        assert marvin.project_id == "default"
+        other = recall(embedded, who, project, "What did the research find?")
+        assert other.found == [[]], (who, project)
+        assert "<project-memory>" not in other.arthur[0] and report_id not in other.arthur[0]
+        assert "Synthesis of n2." not in other.arthur[0]

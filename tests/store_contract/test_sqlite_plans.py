@@ -26,6 +26,9 @@ READS: dict[str, tuple[str, Callable[[Any], object]]] = {
     "a project's documents": (
         "knowledge_documents_by_name",
         lambda p: p(DocumentStore).list_documents("ten_1", "prj_1")),
+    "a document's passages at a citation's position": (
+        "knowledge_chunks_by_document", lambda p: p(DocumentStore).read_chunks(
+            "ten_1", "prj_1", "doc_1", section="Care", page=2, lines=(3, 9))),
     "a setting at every scope of the cascade": (
         "sqlite_autoindex_settings_1", lambda p: p(SettingStore).setting_values(
             "ten_1", [SettingScope.user("usr_1"), SettingScope.project("prj_1"),

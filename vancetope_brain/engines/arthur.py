@@ -16,6 +16,7 @@ import logging
 
 from vancetope_brain.engines.base import register_engine
 from vancetope_brain.engines.context import ThinkEngineContext
+from vancetope_brain.engines.memory_summary import memory_summary
 from vancetope_brain.engines.prompting import (
     RESPOND,
     RespondingEngine,
@@ -123,10 +124,13 @@ class ArthurEngine(RespondingEngine):
     def _answer(self, process: ThinkProcess, context: ThinkEngineContext,
                 texts: list[str]) -> None:
         """One model turn over the chat; ``texts``: the user messages it answers, searched
-        in the project's documents (``engines/rag.py``)."""
+        in the project's memory (``engines/memory_summary.py``) and documents
+        (``engines/rag.py``)."""
         tools = context.tools().specs() + [RESPOND]
         limit = context.settings().get("arthur.maxContextTokens")
         prompt = system_prompt(process, context, FALLBACK_PROMPT)
+        if (summary := memory_summary(context, texts)) is not None:
+            prompt += "\n\n" + summary
         injected = auto_inject(process, context, texts)
         if injected is not None:
             prompt += "\n\n" + injected.prompt

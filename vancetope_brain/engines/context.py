@@ -37,7 +37,7 @@ from vancetope_brain.models import (
     new_id,
     utcnow,
 )
-from vancetope_brain.models.knowledge import Citation, KnowledgeDocument, SearchHit
+from vancetope_brain.models.knowledge import Chunk, Citation, KnowledgeDocument, SearchHit
 from vancetope_brain.observability import metrics, tracing
 from vancetope_brain.settings import SettingsApi
 from vancetope_brain.store import JournalStore, LaneStore, SessionStore
@@ -421,6 +421,16 @@ class KnowledgeApi:
         """The project's documents by name, whatever their status."""
         s, retriever = self._ctx.scope, self._ctx._knowledge
         return [] if retriever is None else retriever.documents(s.tenant_id, s.project_id)
+
+    def read(self, document_id: str, *, section: str | None = None, page: int | None = None,
+             lines: tuple[int, int] | None = None, limit: int) -> list[Chunk]:
+        """The passages of one of the project's READY documents at the position a
+        ``Citation`` names (section, page, lines; none: from the start), in document order,
+        at most ``limit`` (``DocumentStore.read_chunks``)."""
+        s, retriever = self._ctx.scope, self._ctx._knowledge
+        return [] if retriever is None else retriever.read(
+            s.tenant_id, s.project_id, document_id, section=section, page=page, lines=lines,
+            limit=limit)
 
 
 class ThinkEngineContext:

@@ -109,6 +109,15 @@ class MemoryApi:
         hits.sort(key=lambda hit: order[hit.entry.scope_ref])  # stable: by score within
         return hits[:top_k]
 
+    def recent(self, *, scope: MemoryScope | str | None = None,
+               limit: int = DEFAULT_TOP_K) -> list[MemoryEntry]:
+        """The newest entries of one level of the cascade (``scope``) or of all of it,
+        newest first, at most ``limit``. Raises ``InvalidInput`` as ``query``."""
+        if self._access is None or limit < 1:
+            return []
+        return self._access.store.list_memory(self._ctx.scope.tenant_id, self._refs(scope),
+                                              limit=limit)
+
     def read(self, entry_id: str) -> MemoryEntry:
         """The entry, if it lives in this process's cascade. Raises ``NotFound`` otherwise
         (another project's or tenant's entry reads exactly like a missing one)."""

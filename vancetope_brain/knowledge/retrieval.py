@@ -23,7 +23,7 @@ import unicodedata
 from collections.abc import Sequence
 
 from vancetope_brain.errors import StoreError
-from vancetope_brain.models.knowledge import KnowledgeDocument, SearchHit
+from vancetope_brain.models.knowledge import Chunk, KnowledgeDocument, SearchHit
 from vancetope_brain.observability import metrics
 from vancetope_brain.store.documents import MAX_QUERY_TERMS, DocumentStore
 
@@ -76,6 +76,15 @@ class Retriever:
     def documents(self, tenant_id: str, project_id: str) -> list[KnowledgeDocument]:
         """The project's documents by name, whatever their status."""
         return self._documents.list_documents(tenant_id, project_id)
+
+    def read(self, tenant_id: str, project_id: str, document_id: str, *,
+             section: str | None = None, page: int | None = None,
+             lines: tuple[int, int] | None = None, limit: int) -> list[Chunk]:
+        """The passages of a READY document of the project at a position, in document order
+        (``DocumentStore.read_chunks``)."""
+        return self._documents.read_chunks(tenant_id, project_id, document_id,
+                                           section=section, page=page, lines=lines,
+                                           limit=limit)
 
     def _ranked(self, tenant_id: str, project_ids: Sequence[str], query: str,
                 limit: int) -> list[SearchHit]:

@@ -15,7 +15,8 @@ asked ("ask me for approval", "show me every kind of inbox item": ``demo_inbox``
 and reports each answer in the chat. Offered agrajag's ``tool_probe`` or
 ``tool_health_write``, it probes and gives a verdict; a worker told to "call <tool>" calls
 it (``demo_agrajag``). Asked what the documents say, it quotes the passages of the
-``<rag-context>`` block in its prompt with their sources (``demo_rag``).
+``<rag-context>`` block in its prompt with their sources, and asked what it remembers, it
+lists the entries of the ``<project-memory>`` block (``demo_rag``).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from xml.sax.saxutils import unescape
 from vancetope_brain.llm.base import LlmMessage, LlmResponse, TokenSink, ToolCall, ToolSpec
 from vancetope_brain.llm.demo_agrajag import agrajag_call, named_tool_call
 from vancetope_brain.llm.demo_inbox import answer_report, inbox_calls, posted_report
-from vancetope_brain.llm.demo_rag import documents_answer
+from vancetope_brain.llm.demo_rag import documents_answer, memory_answer
 
 _QUOTE_LIMIT = 80
 
@@ -169,7 +170,7 @@ def _demo_call(messages: list[LlmMessage], tools: set[str]) -> ToolCall | None:
         if kind == "blocked":
             return _respond(introduce(f"The worker {source} asks:", summary), awaiting=True)
         return _respond(introduce(f"The worker {source} is {kind}. It reports:", summary))
-    if (answer := documents_answer(messages)) is not None:
+    if (answer := documents_answer(messages) or memory_answer(messages)) is not None:
         return _respond(answer)
     spawn = next((args for pattern, args in _DELEGATION if pattern.search(last.content)), None) \
         if last.role == "user" else None

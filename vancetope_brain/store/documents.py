@@ -40,6 +40,8 @@ MAX_CANDIDATES = 10_000
 """Chunks one search ranks at most (those holding a query term, in index order): a search
 matching more ranks only these and may miss better hits; n per term is then counted over
 the whole scope, not over them."""
+MAX_READ_CHUNKS = 100
+"""Chunks one ``read_chunks`` returns at most, whatever ``limit`` asks."""
 
 _WORD = re.compile(r"[^\W_]+")
 """A run of letters and digits: what FTS5's ``unicode61`` tokenizer keeps as one token."""
@@ -230,6 +232,18 @@ class DocumentStore(Port):
         ``"lexical"``, the score normalised (module docstring), best first by raw BM25, ties
         by document name, then ordinal, then document id. At most ``MAX_CANDIDATES`` chunks
         are ranked."""
+
+    @abstractmethod
+    def read_chunks(self, tenant_id: str, project_id: str, document_id: str, *,
+                    section: str | None = None, page: int | None = None,
+                    lines: tuple[int, int] | None = None,
+                    limit: int = MAX_READ_CHUNKS) -> list[Chunk]:
+        """The current chunks of the READY document at a position, as a ``Citation`` names
+        it: of that ``section`` (the whole heading path, equal), on that ``page``, and
+        overlapping ``lines`` (first and last, inclusive) — each given one narrows, none
+        reads from the start. In document order (ordinal), at most
+        ``min(limit, MAX_READ_CHUNKS)``. ``[]`` for a document that is not READY, missing,
+        or another project's or tenant's. One read."""
 
     @abstractmethod
     def usage(self, tenant_id: str, project_id: str | None = None) -> tuple[int, int]:

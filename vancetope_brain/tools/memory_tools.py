@@ -18,13 +18,15 @@ from __future__ import annotations
 from typing import Any
 
 from vancetope_brain.errors import ToolError
-from vancetope_brain.knowledge.retrieval import MAX_TOP_K
 from vancetope_brain.llm import ToolSpec
-from vancetope_brain.models.knowledge import SearchHit
 from vancetope_brain.models.memory import MemoryEntry, MemoryKind, MemoryScope
 from vancetope_brain.tools.dispatcher import Safety, server_tool, user_errors_as_tool_errors
 
 _LEVELS = [s.value for s in MemoryScope]
+READ_PASSAGES = 20
+"""Passages one ``document_read`` returns at most."""
+READ_CHARS = 12_000
+"""Characters of passage text one ``document_read`` returns at most (the last passage cut)."""
 
 
 def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
@@ -84,41 +86,46 @@ def memory_record(context: Any, text: str, kind: str = "note", tags: list[str] |
 
 
 @server_tool(ToolSpec(
-    "document_read", "Read passages of one of your project's documents by citation: the "
-    "document (id or name) and a section, a page or a line; give query words to find the "
-    "passages (they are found by search: passages sharing no word with the query, the "
-    "section or the document's name are not returned).", _schema({
+    "document_read", "Read one of your project's documents by citation: the document (id or "
+    "name) and where in it — a section (its whole heading path, as a citation gives it), a "
+    "page, a line range — or nothing to read from its start. Returns the passages there in "
+    f"document order, at most {READ_PASSAGES} passages and {READ_CHARS} characters; "
+    "\"truncated\" says there is more.", _schema({
         "document": {"type": "string", "description": "the document's id or name"},
-        "section": {"type": "string", "description": "a section heading (part of it will do)"},
+        "section": {"type": "string", "description": "the section's heading path"},
         "page": {"type": "integer", "minimum": 1},
-        "line": {"type": "integer", "minimum": 1, "description": "a line within the passage"},
-        "query": {"type": "string"}}, ["document"])), safety=Safety.SAFE_PROBE)
+        "line_start": {"type": "integer", "minimum": 1},
+        "line_end": {"type": "integer", "minimum": 1,
+                     "description": "the last line (line_start if left out)"}},
+        ["document"])), safety=Safety.SAFE_PROBE)
 @user_errors_as_tool_errors
 def document_read(context: Any, document: str, section: str | None = None,
-                  page: int | None = None, line: int | None = None,
-                  query: str | None = None) -> dict[str, Any]:
+                  page: int | None = None, line_start: int | None = None,
+                  line_end: int | None = None) -> dict[str, Any]:
     knowledge = context.knowledge()
     docs = knowledge.documents()
     doc = next((d for d in docs if document in (d.id, d.name)), None)
     if doc is None:
         names = ", ".join(d.name for d in docs[:20]) or "none"
         raise ToolError(f"no document {document!r} in this project (documents: {names})")
-    text = " ".join(part for part in (query, section, doc.name) if part)
-    hits: list[SearchHit] = [h for h in knowledge.query(text, top_k=MAX_TOP_K, min_score=0.0)
-                             if h.chunk.document_id == doc.id and _cited(h, section, page, line)]
-    hits.sort(key=lambda h: h.chunk.ordinal)
-    return {"document": doc.name, "documentId": doc.id, "passages": [
-        {"text": h.chunk.text, **h.citation.model_dump(mode="json", by_alias=True,
-                                                       exclude={"document_id",
-                                                                "document_name"})}
-        for h in hits]}
-
-
-def _cited(hit: SearchHit, section: str | None, page: int | None, line: int | None) -> bool:
-    chunk = hit.chunk
-    if section and section.casefold() not in chunk.section.casefold():
-        return False
-    if page is not None and chunk.page != page:
-        return False
-    return line is None or (chunk.line_start is not None and chunk.line_end is not None
-                            and chunk.line_start <= line <= chunk.line_end)
+    if line_start is None and line_end is not None:
+        raise ToolError("line_end needs line_start")
+    lines = None if line_start is None else (line_start, line_end or line_start)
+    if lines is not None and lines[1] < lines[0]:
+        raise ToolError(f"line_end {lines[1]} is before line_start {lines[0]}")
+    chunks = knowledge.read(doc.id, section=section, page=page, lines=lines,
+                            limit=READ_PASSAGES + 1)
+    if not chunks:
+        raise ToolError(f"{doc.name} has no passage there (status {doc.status.value}); "
+                        "give a position a citation names, or none to read from the start")
+    kept, passages, room = chunks[:READ_PASSAGES], [], READ_CHARS
+    for chunk in kept:
+        if room <= 0:
+            break
+        passages.append({"text": chunk.text[:room], "section": chunk.section,
+                         "page": chunk.page, "lineStart": chunk.line_start,
+                         "lineEnd": chunk.line_end})
+        room -= len(chunk.text)
+    truncated = len(chunks) > len(kept) or room < 0
+    return {"document": doc.name, "documentId": doc.id, "passages": passages,
+            "truncated": truncated}

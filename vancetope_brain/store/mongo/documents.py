@@ -52,6 +52,7 @@ from vancetope_brain.models import new_id, utcnow
 from vancetope_brain.models.knowledge import Chunk, DocumentStatus, KnowledgeDocument, SearchHit
 from vancetope_brain.store.documents import (
     MAX_CANDIDATES,
+    MAX_READ_CHUNKS,
     MAX_SEARCH_LIMIT,
     DocumentStore,
     Found,
@@ -206,6 +207,25 @@ class MongoDocuments(MongoAdapter, DocumentStore):
                         "n": {"$sum": 1}}}])
             if _current({"documentId": group["_id"]["document"],
                          "documentVersion": group["_id"]["version"]}, ready))
+
+    @translated
+    def read_chunks(self, tenant_id: str, project_id: str, document_id: str, *,
+                    section: str | None = None, page: int | None = None,
+                    lines: tuple[int, int] | None = None,
+                    limit: int = MAX_READ_CHUNKS) -> list[Chunk]:
+        limit = min(limit, MAX_READ_CHUNKS)
+        doc = self._docs.find_one({**_key(tenant_id, project_id, document_id), "status": _READY},
+                                  {"version": 1})
+        if doc is None or limit <= 0:  # (a limit of 0 is no limit to MongoDB)
+            return []
+        match: dict[str, Any] = {"tenantId": tenant_id, "documentId": document_id,
+                                 "documentVersion": doc["version"]}
+        match.update({field: value for field, value in (("section", section), ("page", page))
+                      if value is not None})
+        if lines is not None:
+            match.update({"lineStart": {"$lte": lines[1]}, "lineEnd": {"$gte": lines[0]}})
+        return [from_bson(Chunk, raw) for raw in self._chunks.find(
+            match, {"terms": 0, "length": 0}).sort("ordinal", ASCENDING).limit(limit)]
 
     @translated
     def usage(self, tenant_id: str, project_id: str | None = None) -> tuple[int, int]:

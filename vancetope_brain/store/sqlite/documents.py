@@ -40,6 +40,7 @@ from vancetope_brain.models import utcnow
 from vancetope_brain.models.knowledge import Chunk, DocumentStatus, KnowledgeDocument, SearchHit
 from vancetope_brain.store.documents import (
     MAX_CANDIDATES,
+    MAX_READ_CHUNKS,
     MAX_SEARCH_LIMIT,
     DocumentStore,
     Found,
@@ -209,6 +210,28 @@ class SqliteDocuments(SqliteAdapter, DocumentStore):
         return [lexical_hit(Chunk.load({**json.loads(full[hit.key][1]), "text": full[hit.key][0]}),
                             hit.document_name, score)
                 for hit, score in ranked if hit.key in full]
+
+    def read_chunks(self, tenant_id: str, project_id: str, document_id: str, *,
+                    section: str | None = None, page: int | None = None,
+                    lines: tuple[int, int] | None = None,
+                    limit: int = MAX_READ_CHUNKS) -> list[Chunk]:
+        where, params = [], []
+        for clause, value in (("json_extract(c.doc, '$.section') = ?", section),
+                              ("json_extract(c.doc, '$.page') = ?", page)):
+            if value is not None:
+                where.append(clause)
+                params.append(value)
+        if lines is not None:
+            where.append("json_extract(c.doc, '$.lineStart') <= ? AND "
+                         "json_extract(c.doc, '$.lineEnd') >= ?")
+            params += [lines[1], lines[0]]
+        rows = self.db.read(
+            "SELECT c.text, c.doc FROM knowledge_documents d CROSS JOIN knowledge_chunks c "
+            "ON c.tenant_id = d.tenant_id AND c.document_id = d.id AND c.version = d.version "
+            "WHERE d.tenant_id = ? AND d.project_id = ? AND d.id = ? AND d.status = 'READY' "
+            f"{''.join(' AND ' + clause for clause in where)} ORDER BY c.ordinal LIMIT ?",
+            (tenant_id, project_id, document_id, *params, max(0, min(limit, MAX_READ_CHUNKS))))
+        return [Chunk.load({**json.loads(doc), "text": text}) for text, doc in rows]
 
     def usage(self, tenant_id: str, project_id: str | None = None) -> tuple[int, int]:
         count, size = self.db.read(*_usage_query(tenant_id, project_id))[0]
