@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import pytest
 
-from tests.engines.test_arthur_rag import Prompts, answer, ask, demo_reply
+from tests.engines.test_arthur_rag import Prompts, answer, ask, demo_reply, shown
 from vancetope_brain.engines.memory_summary import (
     ENTRY_CHARS,
     INTRO,
@@ -138,7 +138,7 @@ def test_the_demo_quotes_a_hostile_entry_as_text_and_says_when_memory_is_empty()
     entry = MemoryEntry(tenant_id="acme", scope=MemoryScope.PROJECT, scope_id="p",
                         project_id="p", process_id="proc", kind=MemoryKind.NOTE, text=HOSTILE)
     asked = LlmMessage("user", "what did earlier work find?")
-    said = answer(LlmMessage("system", f"{INTRO}\n{project_memory([entry])}"), asked)
+    said = shown(answer(LlmMessage("system", f"{INTRO}\n{project_memory([entry])}"), asked))
     assert f"note {entry.id} of " in said and "</project-memory>" in said  # as text
     assert answer(LlmMessage("system", "plain"), asked).startswith(
         "This project's memory holds nothing yet")

@@ -177,4 +177,7 @@ def test_a_reply_from_the_documents_shows_its_sources_as_text(server, page, shoo
     assert f"{HOSTILE_NAME}, lines 13-14" in shown
     assert any(text.startswith(f"{SAMPLE_NAME} › ") for text in shown), shown
     assert sources.locator("a, img, script").count() == 0 and not dialogs
+    # The demo quotes the name in its reply too, as text: no image, no link.
+    assert reply.locator("img, a").count() == 0
+    assert f"— {HOSTILE_NAME}, lines 13-14" in reply.inner_text()
     shoot(page, "reply-with-sources")

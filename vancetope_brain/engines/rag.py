@@ -101,11 +101,16 @@ def lines(citation: Citation) -> str | None:
         else f"{citation.line_start}-{end}"
 
 
+_ESCAPED = re.compile(r"\\([!-/:-@\[-`{-~])")
+"""A Markdown backslash escape: a backslash before ASCII punctuation."""
+
+
 def used(citations: Sequence[Citation], reply: str) -> list[Citation]:
     """The citations of the passages a reply used: those whose document it names (its file
     name, or the name without its extension when that has three or more characters), case
-    aside; each citation once, in the block's order."""
-    text = reply.casefold()
+    aside, and Markdown's backslash escapes read as the characters they escape; each citation
+    once, in the block's order."""
+    text = _ESCAPED.sub(r"\1", reply).casefold()
     kept: list[Citation] = []
     for citation in citations:
         name = citation.document_name.casefold()

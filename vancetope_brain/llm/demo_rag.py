@@ -22,6 +22,8 @@ ASKS_MEMORY = re.compile(r"\bwhat (?:do|did) you remember\b|\b(?:earlier|previou
 """A user message that asks what the project's memory holds ("what do you remember")."""
 _ATTRIBUTE = re.compile(r"([\w-]+)=(\"[^\"]*\"|'[^']*')")
 _EXCERPT = 220
+_MARKDOWN = re.compile(r"([\\`*_\[\]<>&~])")
+"""What Markdown (and the HTML in it) could read as markup in a quoted text."""
 _SHOWN = 3
 
 
@@ -56,7 +58,7 @@ def documents_answer(messages: list[LlmMessage]) -> str | None:
         return ("I searched this project's documents and found no passage on that. (Offline "
                 "demo model: the search matches words, not meanings — try a word the "
                 "documents use.)")
-    quoted = "\n".join(f"- “{_excerpt(text)}” — {source(attrs)}"
+    quoted = "\n".join(f"- “{_literal(_excerpt(text))}” — {_literal(source(attrs))}"
                        for attrs, text in found[:_SHOWN])
     more = f"\n\n…and {len(found) - _SHOWN} more passages." if len(found) > _SHOWN else ""
     return (f"Your documents say (offline demo model: I quote the passages the search found, "
@@ -75,7 +77,7 @@ def memory_answer(messages: list[LlmMessage]) -> str | None:
         return ("This project's memory holds nothing yet. (When a worker such as marvin "
                 "finishes, its report is recorded there, and later sessions see it.)")
     listed = "\n".join(f"- {attrs.get('kind', 'entry')} {attrs.get('id', '?')} of "
-                       f"{attrs.get('recorded', '?')}: “{_excerpt(text)}”"
+                       f"{attrs.get('recorded', '?')}: “{_literal(_excerpt(text))}”"
                        for attrs, text in entries[:_SHOWN])
     more = f"\n\n…and {len(entries) - _SHOWN} more entries." if len(entries) > _SHOWN else ""
     return (f"From this project's memory (offline demo model: I list the entries I was "
@@ -97,6 +99,12 @@ def source(attrs: dict[str, str]) -> str:
 def _excerpt(text: str) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= _EXCERPT else flat[:_EXCERPT - 1].rsplit(" ", 1)[0] + " …"
+
+
+def _literal(text: str) -> str:
+    """``text`` as Markdown that shows it as it is: a document's words are data, so nothing
+    in them becomes a link, an image, emphasis, code or HTML in the reply."""
+    return _MARKDOWN.sub(r"\\\1", text)
 
 
 def _unquote(quoted: str) -> str:
