@@ -102,7 +102,8 @@ def create_celery(config: Config, *, model_for: ModelFor | None = None,
             },
         },
     )
-    holder = _WorkerHolder(config, enqueue_on(app), enqueue_job_on(app), model_for, store)
+    holder = _WorkerHolder(config, enqueue_on(app), enqueue_job_on(app), enqueue_index_on(app),
+                           model_for, store)
     app.vancetope_worker = holder.get  # type: ignore[attr-defined]
     app.vancetope_config = config  # type: ignore[attr-defined]
     app.steps["worker"].add(SweepSchedule)
@@ -210,9 +211,10 @@ class _WorkerHolder:
     in the child)."""
 
     def __init__(self, config: Config, enqueue: Enqueue, enqueue_job: EnqueueJob,
-                 model_for: ModelFor | None, store: Backend | None) -> None:
+                 enqueue_index: EnqueueIndex, model_for: ModelFor | None,
+                 store: Backend | None) -> None:
         self._config, self._enqueue, self._model_for = config, enqueue, model_for
-        self._enqueue_job = enqueue_job
+        self._enqueue_job, self._enqueue_index = enqueue_job, enqueue_index
         self._store, self._pid = store, os.getpid()
         self._worker: Worker | None = None
         self._lock = threading.Lock()
@@ -223,6 +225,7 @@ class _WorkerHolder:
                 # A store opened before a fork is the parent's: open one of our own.
                 shared = self._store if self._pid == os.getpid() else None
                 self._worker = build_worker(self._config, self._enqueue, self._enqueue_job,
-                                            model_for=self._model_for, store=shared)
+                                            self._enqueue_index, model_for=self._model_for,
+                                            store=shared)
                 self._pid = os.getpid()
             return self._worker

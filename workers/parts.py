@@ -31,6 +31,7 @@ from vancetope_brain.services import (
     ServiceJobs,
     SystemSessions,
 )
+from vancetope_brain.services.documents import EnqueueIndex
 from vancetope_brain.services.jobs import EnqueueJob
 from vancetope_brain.store import (
     Backend,
@@ -63,6 +64,8 @@ class Worker(Core):
     tool_health: ToolHealthService
     indexer: DocumentIndexer
     """Runs the ingestion jobs of knowledge documents (``vancetope.index_document``)."""
+    enqueue_index: EnqueueIndex
+    """Queues an ingestion job again (the housekeeping's, for a stalled document)."""
     leases: LeaseKeeper
     """The runner's; its heartbeat thread stops with ``close``."""
     tokens: TokenCoalescer | None
@@ -83,11 +86,13 @@ class Worker(Core):
         """The slower beat job: finish inbox answers a crash cut short (their processes are
         then woken by the sweeper), send e-mail batches that are due, archive old items,
         probe MCP servers and tools whose health record is due (never in a user's turn),
-        delete service processes closed longer than ``VANCETOPE_SERVICE_RETENTION``."""
+        delete service processes closed longer than ``VANCETOPE_SERVICE_RETENTION``, queue
+        again the ingestion of documents whose job was lost."""
         now = utcnow()
         return self.store.port(UserInboxStore).redeliver_inbox_messages() + \
             self.notifications.flush(now) + self.inbox.auto_archive() + \
-            self.tool_health.probe_due(self.mcp) + self.system_sessions.purge(now)
+            self.tool_health.probe_due(self.mcp) + self.system_sessions.purge(now) + \
+            self.indexer.resume_stalled(now, self.enqueue_index)
 
     def close(self) -> None:
         """Stop the threads these parts started (lease heartbeat, token flush, MCP) and
@@ -99,7 +104,8 @@ class Worker(Core):
         super().close()
 
 
-def build_worker(config: Config, enqueue: Enqueue, enqueue_job: EnqueueJob, *,
+def build_worker(config: Config, enqueue: Enqueue, enqueue_job: EnqueueJob,
+                 enqueue_index: EnqueueIndex, *,
                  model_for: ModelFor | None = None,
                  store: Backend | None = None, engines: EngineRegistry = ENGINES,
                  worker_name: str | None = None) -> Worker:
@@ -154,4 +160,4 @@ def build_worker(config: Config, enqueue: Enqueue, enqueue_job: EnqueueJob, *,
                               pushes=DocumentPushes(events))
     return Worker(**core, runner=runner, outbox=outbox, mcp=mcp, services=services,
                   system_sessions=system_sessions, tool_health=tool_health, indexer=indexer,
-                  leases=leases, tokens=tokens)
+                  enqueue_index=enqueue_index, leases=leases, tokens=tokens)

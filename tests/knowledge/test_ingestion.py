@@ -5,6 +5,7 @@ queue leaves, the caps' codes and the pushes into the user feed."""
 from __future__ import annotations
 
 import time
+from datetime import timedelta
 
 import fakeredis
 import pytest
@@ -19,6 +20,7 @@ from vancetope_brain.errors import (
 )
 from vancetope_brain.events import EventBus
 from vancetope_brain.identity import Principal
+from vancetope_brain.models import utcnow
 from vancetope_brain.models.knowledge import DocumentStatus as S
 from vancetope_brain.services import (
     DocumentFiles,
@@ -27,6 +29,7 @@ from vancetope_brain.services import (
     DocumentService,
     IndexJob,
 )
+from vancetope_brain.services.documents import GIVE_UP_SECONDS, STALL_SECONDS
 from vancetope_brain.store import DocumentStore, IdentityStore
 
 ADA = Principal("acme", "ada")
@@ -147,3 +150,27 @@ def test_the_caps_refuse_with_their_codes_and_store_nothing(acme_store, tmp_path
     tenant = Parts(acme_store, tmp_path / "b", max_tenant_bytes=50)
     with pytest.raises(TenantKnowledgeFull):
         tenant.service.add(ADA, "p1", "three.txt", b"z")
+
+
+def test_the_housekeeping_queues_a_lost_job_again_and_gives_up_after_an_hour(parts):
+    doc, _ = parts.service.add(ADA, "p1", "a.md", b"# A\n\nalpha beta\n")
+    parts.jobs.clear()  # the job is lost (a broker restart)
+    queued: list[dict] = []
+    now = utcnow()
+    assert parts.indexer.resume_stalled(now, queued.append) == 0  # not stalled yet
+    later = now + timedelta(seconds=STALL_SECONDS + 1)
+    assert parts.indexer.resume_stalled(later, queued.append) == 1
+    assert [IndexJob.model_validate(job) for job in queued] == [IndexJob(
+        tenant_id="acme", project_id="p1", document_id=doc.id, version=1)]
+    assert parts.indexer.index(IndexJob.model_validate(queued[0])) is S.READY
+    assert parts.indexer.resume_stalled(later, queued.append) == 0  # READY: done
+
+    # A worker died while INDEXING, and its retries ran out long ago: FAILED, told.
+    again, _ = parts.service.add(ADA, "p1", "a.md", b"# A\n\ngamma\n")
+    assert parts.documents.mark_document("acme", "p1", doc.id, 2, S.INDEXING)
+    much_later = utcnow() + timedelta(seconds=GIVE_UP_SECONDS + 1)
+    assert parts.indexer.resume_stalled(much_later, queued.append) == 1
+    failed = parts.documents.get_document("acme", "p1", doc.id)
+    assert failed.status is S.FAILED and failed.error_code == "runtime_failure"
+    assert "add the file again" in failed.error and len(queued) == 1
+    assert parts.pushed()[-1] == ("document-updated", "FAILED", 2)

@@ -65,6 +65,7 @@ class Lane:
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
         self.model = FunctionModel(_model)
         self.worker: Worker = build_worker(self.config, lambda *_: None, lambda job: None,
+                                           lambda job: None,
                                            model_for=lambda process: self.model)
         identity = IdentityService.on(self.worker.store)
         identity.create_tenant("acme", "acme")

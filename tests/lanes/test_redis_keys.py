@@ -44,8 +44,8 @@ class Lanes:
             self.tasks.append(shard if process is None else process)
 
         self.brain = build_gateway(config, enqueue, enqueue_index=lambda job: None, store=store)
-        self.worker = build_worker(config, enqueue, lambda job: None, model_for=lambda process: model,
-                                   store=store)
+        self.worker = build_worker(config, enqueue, lambda job: None, lambda job: None,
+                                   model_for=lambda process: model, store=store)
         self.brain.identity.create_tenant("acme", "acme")
         self.brain.identity.create_user("acme", "ada", "ada")
 

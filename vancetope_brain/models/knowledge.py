@@ -84,6 +84,8 @@ class KnowledgeDocument(Document):
     added_by: str
     created_at: datetime = Field(default_factory=utcnow)
     updated_at: datetime = Field(default_factory=utcnow)
+    added_at: datetime = Field(default_factory=utcnow)
+    """When this ``version`` was added: how long its indexing has taken so far."""
 
 
 class DocumentView(Wire):
@@ -109,7 +111,8 @@ class DocumentView(Wire):
 
     @classmethod
     def of(cls, doc: KnowledgeDocument) -> DocumentView:
-        return cls.model_validate(doc.model_dump(exclude={"tenant_id", "schema_version"}))
+        return cls.model_validate(doc.model_dump(exclude={"tenant_id", "schema_version",
+                                                          "added_at"}))
 
 
 class Passage(Wire):

@@ -25,6 +25,7 @@ import hashlib
 import logging
 import re
 from collections.abc import Callable
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +78,13 @@ class IndexJob(Wire):
 
 
 EnqueueIndex = Callable[[dict[str, Any]], None]
+STALL_SECONDS = 600
+"""How long a PENDING or INDEXING document may go untouched before the housekeeping takes
+its job for lost and queues it again (``DocumentIndexer.resume_stalled``)."""
+GIVE_UP_SECONDS = 3_600
+"""How long after a version was added the housekeeping stops queueing it and marks it FAILED."""
+STALLED_BATCH = 100
+"""Stalled documents one housekeeping run handles at most (the rest: the next run)."""
 """Puts an ingestion job (``IndexJob.dump()``) on the workers' queue."""
 
 
@@ -248,6 +256,29 @@ class DocumentIndexer:
         self._files.prune(t, d, keep=v)
         self._push_current(t, p, d)
         return DocumentStatus.READY
+
+    def resume_stalled(self, now: datetime, enqueue: EnqueueIndex) -> int:
+        """The housekeeping's: queue again the job of each document PENDING or INDEXING
+        that nothing has touched for ``STALL_SECONDS`` (its job was lost: a gateway died
+        before queueing it, the broker restarted without it, a worker died and its retries
+        ran out), marking it PENDING; or, once ``GIVE_UP_SECONDS`` passed since its version
+        was added, mark it FAILED (``runtime_failure``: add the file again). Returns how
+        many it handled, at most ``STALLED_BATCH`` a run."""
+        stalled = self._documents.stalled_documents(now - timedelta(seconds=STALL_SECONDS),
+                                                    STALLED_BATCH)
+        for doc in stalled:
+            if now - doc.added_at > timedelta(seconds=GIVE_UP_SECONDS):
+                self._fail(doc, RuntimeFailure.code,
+                           f"{doc.name} was not indexed within {GIVE_UP_SECONDS // 60} "
+                           f"minutes (are workers running?); add the file again")
+            elif self._documents.mark_document(doc.tenant_id, doc.project_id, doc.id,
+                                               doc.version, DocumentStatus.PENDING):
+                log.warning("document %s (%s) version %s was %s untouched for %s s: its "
+                            "ingestion job is queued again", doc.id, doc.name, doc.version,
+                            doc.status.value, STALL_SECONDS)
+                enqueue(IndexJob(tenant_id=doc.tenant_id, project_id=doc.project_id,
+                                 document_id=doc.id, version=doc.version).dump())
+        return len(stalled)
 
     def _fail(self, doc: KnowledgeDocument, code: str, message: str) -> DocumentStatus | None:
         if not self._documents.mark_document(doc.tenant_id, doc.project_id, doc.id,

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from datetime import datetime
 from abc import abstractmethod
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -153,7 +154,7 @@ def admitted(doc: KnowledgeDocument, stored: KnowledgeDocument | None, *,
             f"the tenant would hold {tenant_bytes + grown} bytes of documents, "
             f"the cap is {max_tenant_bytes}")
     fresh = {"version": 1, "status": DocumentStatus.PENDING, "chunk_count": 0, "pages": None,
-             "error_code": None, "error": None, "updated_at": utcnow()}
+             "error_code": None, "error": None, "updated_at": utcnow(), "added_at": utcnow()}
     if stored is None:
         return doc.model_copy(update=fresh)
     return doc.model_copy(update={**fresh, "id": stored.id, "version": stored.version + 1,
@@ -244,6 +245,12 @@ class DocumentStore(Port):
         reads from the start. In document order (ordinal), at most
         ``min(limit, MAX_READ_CHUNKS)``. ``[]`` for a document that is not READY, missing,
         or another project's or tenant's. One read."""
+
+    @abstractmethod
+    def stalled_documents(self, before: datetime, limit: int) -> list[KnowledgeDocument]:
+        """The documents of every tenant still PENDING or INDEXING whose last change
+        (``updated_at``) is older than ``before``, oldest first, at most ``limit``: the
+        housekeeping's, for an ingestion job a crash or a broker restart lost."""
 
     @abstractmethod
     def usage(self, tenant_id: str, project_id: str | None = None) -> tuple[int, int]:

@@ -4,9 +4,12 @@ current version only, deleted with their chunks; another tenant's look missing."
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from vancetope_brain.errors import ProjectKnowledgeFull, TenantKnowledgeFull
+from vancetope_brain.models import utcnow
 from vancetope_brain.models.knowledge import DocumentFormat, DocumentStatus
 from vancetope_brain.store import DocumentStore
 
@@ -203,3 +206,26 @@ def test_another_tenants_or_projects_document_looks_missing(documents: DocumentS
     assert documents.get_document("ten_1", "prj_1", doc.id) == doc
     assert [hit.chunk.text for hit in documents.search_chunks(
         "ten_1", ["prj_1"], "secret forged", 10)] == ["secret plans"]
+
+
+def test_stalled_documents_are_the_unfinished_untouched_since_oldest_first(
+        documents: DocumentStore) -> None:
+    pending = documents.add_document(document("a.md"), **ROOMY)
+    other_tenant = documents.add_document(document("b.md", tenant="ten_2"), **ROOMY)
+    indexing = documents.add_document(document("c.md"), **ROOMY)
+    assert documents.mark_document("ten_1", "prj_1", indexing.id, 1, DocumentStatus.INDEXING)
+    indexed(documents, "ready text", name="d.md")
+    failed = documents.add_document(document("e.md"), **ROOMY)
+    assert documents.mark_document("ten_1", "prj_1", failed.id, 1, DocumentStatus.FAILED)
+    later = utcnow() + timedelta(seconds=1)
+    stalled = documents.stalled_documents(later, 10)
+    assert {doc.id for doc in stalled} == {pending.id, other_tenant.id, indexing.id}
+    assert [doc.updated_at for doc in stalled] == sorted(doc.updated_at for doc in stalled)
+    assert {doc.id: doc.status for doc in stalled}[indexing.id] is DocumentStatus.INDEXING
+    [oldest] = documents.stalled_documents(later, 1)
+    assert oldest.updated_at == stalled[0].updated_at
+    # A change (a worker marking it) makes it fresh again; none is older than its add.
+    assert documents.mark_document("ten_1", "prj_1", pending.id, 1, DocumentStatus.PENDING)
+    assert pending.id not in [doc.id for doc in documents.stalled_documents(
+        documents.get_document("ten_1", "prj_1", pending.id).updated_at, 10)]
+    assert documents.stalled_documents(pending.added_at - timedelta(seconds=1), 10) == []

@@ -41,7 +41,7 @@ import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from pymongo import ASCENDING
@@ -83,6 +83,8 @@ class MongoDocuments(MongoAdapter, DocumentStore):
         self._locks = db.database["knowledge_locks"]
         self._docs.create_index([("tenantId", ASCENDING), ("projectId", ASCENDING),
                                  ("name", ASCENDING)], name="by_name", unique=True)
+        self._docs.create_index([("status", ASCENDING), ("updatedAt", ASCENDING)],
+                                name="by_status")
         self._chunks.create_index([("tenantId", ASCENDING), ("projectId", ASCENDING),
                                    ("terms", ASCENDING)], name="by_term")
         self._chunks.create_index([("tenantId", ASCENDING), ("documentId", ASCENDING),
@@ -226,6 +228,12 @@ class MongoDocuments(MongoAdapter, DocumentStore):
             match.update({"lineStart": {"$lte": lines[1]}, "lineEnd": {"$gte": lines[0]}})
         return [from_bson(Chunk, raw) for raw in self._chunks.find(
             match, {"terms": 0, "length": 0}).sort("ordinal", ASCENDING).limit(limit)]
+
+    @translated
+    def stalled_documents(self, before: datetime, limit: int) -> list[KnowledgeDocument]:
+        return [from_bson(KnowledgeDocument, raw) for raw in self._docs.find(
+            {"status": {"$in": [DocumentStatus.PENDING.value, DocumentStatus.INDEXING.value]},
+             "updatedAt": {"$lt": naive_utc(before)}}).sort("updatedAt", ASCENDING).limit(limit)]
 
     @translated
     def usage(self, tenant_id: str, project_id: str | None = None) -> tuple[int, int]:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from datetime import datetime
 from collections.abc import Sequence
 
 from vancetope_brain.models import utcnow
@@ -66,6 +67,7 @@ CREATE TABLE IF NOT EXISTS knowledge_documents (
 );
 CREATE UNIQUE INDEX IF NOT EXISTS knowledge_documents_by_name
     ON knowledge_documents (tenant_id, project_id, name);
+CREATE INDEX IF NOT EXISTS knowledge_documents_by_status ON knowledge_documents (status);
 CREATE TABLE IF NOT EXISTS knowledge_chunks (
     id INTEGER PRIMARY KEY, tenant_id TEXT NOT NULL, project_id TEXT NOT NULL,
     document_id TEXT NOT NULL, version INTEGER NOT NULL, ordinal INTEGER NOT NULL,
@@ -232,6 +234,13 @@ class SqliteDocuments(SqliteAdapter, DocumentStore):
             f"{''.join(' AND ' + clause for clause in where)} ORDER BY c.ordinal LIMIT ?",
             (tenant_id, project_id, document_id, *params, max(0, min(limit, MAX_READ_CHUNKS))))
         return [Chunk.load({**json.loads(doc), "text": text}) for text, doc in rows]
+
+    def stalled_documents(self, before: datetime, limit: int) -> list[KnowledgeDocument]:
+        unfinished = load_all(KnowledgeDocument, self.db.read(
+            "SELECT doc FROM knowledge_documents WHERE status IN (?, ?)",
+            (DocumentStatus.PENDING.value, DocumentStatus.INDEXING.value)))
+        return sorted((doc for doc in unfinished if doc.updated_at < before),
+                      key=lambda doc: doc.updated_at)[:limit]
 
     def usage(self, tenant_id: str, project_id: str | None = None) -> tuple[int, int]:
         count, size = self.db.read(*_usage_query(tenant_id, project_id))[0]
