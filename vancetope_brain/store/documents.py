@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from datetime import datetime
 from abc import abstractmethod
 from collections import Counter
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import Any, NamedTuple
 
 from vancetope_brain.errors import ProjectKnowledgeFull, TenantKnowledgeFull

@@ -34,8 +34,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from datetime import datetime
 from collections.abc import Sequence
+from datetime import datetime
 
 from vancetope_brain.models import utcnow
 from vancetope_brain.models.knowledge import Chunk, DocumentStatus, KnowledgeDocument, SearchHit
