@@ -180,11 +180,13 @@ class DocumentService:
             self._pushes.updated(stored)
             self._enqueue(job.dump())
         except Exception as e:
-            failed = {"status": DocumentStatus.FAILED, "error_code": RuntimeFailure.code,
-                      "error": f"the upload could not be queued ({e}); add the file again"}
+            failed = stored.model_copy(update={
+                "status": DocumentStatus.FAILED, "error_code": RuntimeFailure.code,
+                "error": f"the upload could not be queued ({e}); add the file again"})
             self._documents.mark_document(who.tenant_id, project_id, stored.id, stored.version,
-                                          **failed)
-            self._pushes.updated(stored.model_copy(update=failed))
+                                          failed.status, error_code=failed.error_code,
+                                          error=failed.error)
+            self._pushes.updated(failed)
             raise
         return stored, True
 
