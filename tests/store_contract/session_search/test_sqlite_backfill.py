@@ -39,3 +39,21 @@ def test_an_older_file_has_its_chat_indexed_at_open(tmp_path: Path) -> None:
         conn.execute("INSERT INTO conversation_fts (conversation_fts) VALUES ('integrity-check')")
     conn.close()
     again.close()
+
+
+def test_a_search_reads_the_lines_newest_first_from_the_index(tmp_path: Path,
+                                                             monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """The lines' read: the FTS5 index's matches in rowid order, each chat row by its key;
+    no sort of the matches, no scan of the chat."""
+    backend = SqliteBackend(tmp_path / "vancetope.db")
+    Conversations(World(backend)).session("the budget line", "another budget line")
+    ran: list[tuple[str, tuple[object, ...]]] = []
+    original = backend.read
+    monkeypatch.setattr(backend, "read", lambda sql, params: ran.append((sql, params))
+                        or original(sql, params))
+    assert len(backend.port(SessionSearch).search_sessions("ten_1", "usr_1", "budget")) == 2
+    sql, params = ran[-1]
+    plan = " | ".join(row[3] for row in original(f"EXPLAIN QUERY PLAN {sql}", params))
+    assert "VIRTUAL TABLE INDEX" in plan and "USING INTEGER PRIMARY KEY" in plan, plan
+    assert "TEMP B-TREE" not in plan and "SCAN c" not in plan, plan
+    backend.close()
