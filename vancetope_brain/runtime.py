@@ -50,6 +50,7 @@ from vancetope_brain.store import (
     IdentityStore,
     LaneStore,
     RecipeStore,
+    SessionSearch,
     SessionStore,
     SettingStore,
     ToolHealthStore,
@@ -112,6 +113,7 @@ class Core:
         sessions = SessionService(sessions=store.port(SessionStore), lanes=store.port(LaneStore),
                                   identity=identity, settings=settings, waker=waker,
                                   processes=process_factory,
+                                  search=store.port(SessionSearch),
                                   max_open_sessions=config.max_sessions_per_user)
         lifecycle = SessionLifecycle(store=store.port(SessionStore), lanes=store.port(LaneStore),
                                      sessions=sessions, presence=presence)

@@ -39,6 +39,7 @@ from vancetope_brain.config import Config
 from vancetope_brain.errors import Unauthorized, VancetopeError
 from vancetope_gateway.chat_commands import QUIT, command
 from vancetope_gateway.chat_details import item_details, item_link, line_details
+from vancetope_gateway.chat_find import pick, show_hits
 from vancetope_gateway.chat_view import PlainView, Printer, TerminalView, View
 from vancetope_gateway.discovery import Token, chat_config, chat_token, server_url
 from vancetope_gateway.socket_adapter import WebSocketClient, close_unconnected
@@ -156,9 +157,11 @@ class ChatClient:
 
 
 def run_chat(config: Config, *, url: str | None, token: str | None, session_id: str | None,
-             new: bool) -> int:
+             new: bool, find: str | None = None) -> int:
     """Connect, open the session and chat: interactively on a terminal, else one message per
-    input line, each waiting for its answer. Never a traceback for Ctrl-C or a lost server."""
+    input line, each waiting for its answer. Never a traceback for Ctrl-C or a lost server.
+    With ``find``: list the user's sessions holding its words (``chat_find``) and, on a
+    terminal, open the one picked at the line found (else exit: 0 if any was found)."""
     config = chat_config(config, os.environ)
     explicit_url, url = url, server_url(config, os.environ, url)
     signed_in = chat_token(config, os.environ, token)
@@ -171,9 +174,18 @@ def run_chat(config: Config, *, url: str | None, token: str | None, session_id: 
         raise Unauthorized(f"{e}; {signed_in.advice()}") from e
     chat = _Chat(client, url, signed_in, state_file,
                  find_url=lambda: server_url(config, os.environ, explicit_url))
+    tty = sys.stdin.isatty() and sys.stdout.isatty()
+    around = None
     try:
-        if sys.stdin.isatty() and sys.stdout.isatty():
-            return _interactive(chat, session_id, new)
+        if find is not None:
+            hits = client.request("session-search", query=find)["hits"]
+            show_hits(Console(), find, hits)
+            picked = pick(hits) if hits and tty else None
+            if picked is None:
+                return 0 if hits else 1
+            session_id, new, around = picked["sessionId"], False, picked["seq"]
+        if tty:
+            return _interactive(chat, session_id, new, around)
         view = PlainView(sys.stdout)
         chat.printer = Printer(view, "", 0, 0)
         chat.open(view, session_id, new)
@@ -205,9 +217,11 @@ class _Chat:
         self.unsent: deque[tuple[str, str]] = deque()
         self._sending = threading.Lock()  # the prompt's lines and the resend keep one order
 
-    def open(self, view: View, session_id: str | None, new: bool) -> bool:
+    def open(self, view: View, session_id: str | None, new: bool,
+             around: int | None = None) -> bool:
         """Resume the session (the last one unless told) or create one; True when created.
-        Shows the resumed session's recent lines first."""
+        Shows the resumed session's recent lines first, and the line ``around`` (its chat
+        ``seq``: a search's hit) marked, before them if it is older."""
         client, printer = self.client, self.printer
         printer.me = client.welcome["data"]["userId"]
         state = _load_state(self.state_file)
@@ -224,7 +238,12 @@ class _Chat:
         if session_id and session is not None:
             history = client.request("chat-history", processId=session["chatProcessId"],
                                      limit=20)["messages"]
+            if around is not None and (not history or around < history[0]["seq"]):
+                history[:0] = client.request("chat-history", processId=session["chatProcessId"],
+                                             beforeSeq=around + 1, limit=1)["messages"]
             for line in history:
+                if line["seq"] == around:
+                    view.line("note", f"found, line {around}:")
                 printer.show(line)
                 printer.printed_chat_seq = line["seq"]
             try:
@@ -399,7 +418,8 @@ def _piped(chat: _Chat, view: View) -> int:
     return 0
 
 
-def _interactive(chat: _Chat, session_id: str | None, new: bool) -> int:
+def _interactive(chat: _Chat, session_id: str | None, new: bool,
+                 around: int | None = None) -> int:
     """A prompt that stays at the bottom while every frame is shown above it as it arrives,
     with the reply streaming in a preview above the prompt."""
     prompt: PromptSession[str] = PromptSession()
@@ -418,7 +438,7 @@ def _interactive(chat: _Chat, session_id: str | None, new: bool) -> int:
     with patch_stdout(raw=True):
         view = TerminalView(Console(force_terminal=True), redraw)
         chat.printer = Printer(view, "", 0, 0)
-        created = chat.open(view, session_id, new)
+        created = chat.open(view, session_id, new, around)
 
         def pump() -> None:
             while not stop.is_set():

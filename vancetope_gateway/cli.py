@@ -37,6 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     chat.add_argument("--token", help="API token (default: VANCETOPE_TOKEN or DATA_DIR/token)")
     chat.add_argument("--session", help="session id to resume (default: the last one)")
     chat.add_argument("--new", action="store_true", help="start a new session")
+    chat.add_argument("--find", metavar="TEXT", help="list your sessions whose title or chat "
+                      "holds every word of TEXT, and on a terminal open the one you pick")
 
     docs = sub.add_parser("docs", help="a project's knowledge documents: add, list, rm")
     doc_verbs = docs.add_subparsers(dest="docs_verb", required=True, metavar="VERB")
@@ -82,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
             from vancetope_gateway.chat_client import run_chat
 
             return run_chat(config, url=args.url, token=args.token, session_id=args.session,
-                            new=args.new)
+                            new=args.new, find=args.find)
         if args.command == "docs":
             return _docs(config, args)
         if args.command == "schemas":

@@ -34,7 +34,7 @@ from vancetope_brain.models import (
     new_id,
 )
 from vancetope_brain.sessions.service import SessionService
-from vancetope_brain.store import IdentityStore, LaneStore, SessionStore
+from vancetope_brain.store import IdentityStore, LaneStore, SessionSearch, SessionStore
 from workers.parts import Worker
 
 S = ProcessStatus
@@ -427,7 +427,8 @@ def test_process_create_without_engine_or_recipe_runs_marvin_alias_deep_think(em
     sessions = SessionService(sessions=_store(emb), lanes=_lanes(emb),
                               identity=brain.store.port(IdentityStore),
                               settings=brain.settings, waker=brain.waker,
-                              processes=ProcessFactory(brain.recipes, registry))
+                              processes=ProcessFactory(brain.recipes, registry),
+                              search=brain.store.port(SessionSearch))
     default = sessions.create_process(emb.who, sid, goal="think deeply")
     alias = sessions.create_process(emb.who, sid, "deep-think", goal="think deeply",
                                     template="literature-review")

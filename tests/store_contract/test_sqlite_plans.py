@@ -12,7 +12,14 @@ import pytest
 
 from vancetope_brain.models.memory import MemoryKind, MemoryScope, ScopeRef
 from vancetope_brain.models.settings import SettingScope
-from vancetope_brain.store import DocumentStore, LaneStore, MemoryStore, SessionStore, SettingStore
+from vancetope_brain.store import (
+    DocumentStore,
+    LaneStore,
+    MemoryStore,
+    SessionSearch,
+    SessionStore,
+    SettingStore,
+)
 from vancetope_brain.store.sqlite import SqliteBackend
 
 READS: dict[str, tuple[str, Callable[[Any], object]]] = {
@@ -23,6 +30,8 @@ READS: dict[str, tuple[str, Callable[[Any], object]]] = {
         lambda p: p(LaneStore).turn_records("ten_1", "proc_1", lifecycle="start", last=1)),
     "the user's sessions not closed": (
         "sessions_open", lambda p: p(SessionStore).count_open_sessions("ten_1", "usr_1")),
+    "the user's sessions a search reads": (
+        "sessions_open", lambda p: p(SessionSearch).search_sessions("ten_1", "usr_1", "budget")),
     "a project's documents": (
         "knowledge_documents_by_name",
         lambda p: p(DocumentStore).list_documents("ten_1", "prj_1")),

@@ -25,11 +25,12 @@ from vancetope_brain.models import (
     lifecycle,
     new_id,
 )
+from vancetope_brain.models.conversation import ConversationHit
 from vancetope_brain.models.lifecycle import LifecycleCall
 from vancetope_brain.models.wake import ProcessWaker
 from vancetope_brain.sessions.titles import TITLE_MAX, one_line, title_from_message
 from vancetope_brain.settings import SettingsApi, SettingsService
-from vancetope_brain.store import IdentityStore, LaneStore, SessionStore
+from vancetope_brain.store import IdentityStore, LaneStore, SessionSearch, SessionStore
 
 
 class SessionService:
@@ -40,7 +41,7 @@ class SessionService:
 
     def __init__(self, *, sessions: SessionStore, lanes: LaneStore, identity: IdentityStore,
                  settings: SettingsService, waker: ProcessWaker, processes: ProcessFactory,
-                 max_open_sessions: int = 100) -> None:
+                 search: SessionSearch, max_open_sessions: int = 100) -> None:
         self.max_open_sessions = max_open_sessions
         self._sessions = sessions
         self._lanes = lanes
@@ -48,6 +49,7 @@ class SessionService:
         self._settings = settings
         self._waker = waker
         self._processes = processes
+        self._search = search
 
     def create(self, who: Principal, *, type: SessionType = SessionType.INTERACTIVE,
                title: str = "", project_id: str = "default",
@@ -135,6 +137,11 @@ class SessionService:
         """The caller's sessions; never a system session (its owner ``_system`` is no user)."""
         return [s for s in self._sessions.list_sessions(who.tenant_id, who.user_id)
                 if not s.system]
+
+    def search(self, who: Principal, query: str, limit: int) -> list[ConversationHit]:
+        """The caller's own sessions whose title or chat holds every word of ``query``
+        (``store.session_search``): never another user's, in this tenant or any other."""
+        return self._search.search_sessions(who.tenant_id, who.user_id, query, limit=limit)
 
     def process(self, who: Principal, process_id: str) -> ThinkProcess:
         """The process, if it belongs to one of the caller's sessions (else like a missing one)."""

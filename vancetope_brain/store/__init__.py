@@ -23,6 +23,7 @@ from vancetope_brain.store.journal import JournalStore
 from vancetope_brain.store.lanes import LaneStore
 from vancetope_brain.store.memory import MemoryStore
 from vancetope_brain.store.recipes import RecipeStore
+from vancetope_brain.store.session_search import SessionSearch
 from vancetope_brain.store.sessions import SessionStore
 from vancetope_brain.store.settings import SettingStore
 from vancetope_brain.store.tool_health import ToolHealthStore
@@ -30,4 +31,5 @@ from vancetope_brain.store.user_inbox import UserInboxStore
 
 __all__ = ["Backend", "DeadLetterStore", "DeliveryStore", "DocumentStore", "EventOutboxStore",
            "IdentityStore", "JournalStore", "LaneStore", "MemoryStore", "Port", "RecipeStore",
-           "SessionStore", "SettingStore", "ToolHealthStore", "UserInboxStore", "open_store"]
+           "SessionSearch", "SessionStore", "SettingStore", "ToolHealthStore", "UserInboxStore",
+           "open_store"]

@@ -1,5 +1,5 @@
-"""Session frames: create, resume, list, read, suspend, close and rename a session, replay its
-events (``events-resume``), and ``ping``."""
+"""Session frames: create, resume, list, search, read, suspend, close and rename a session,
+replay its events (``events-resume``), and ``ping``."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pydantic import Field
 from vancetope_brain.engines import shown_process
 from vancetope_brain.models import Fingerprint, OnDisconnect, Session, SessionStatus, SessionType
 from vancetope_brain.models.base import Wire
+from vancetope_brain.models.conversation import MAX_HITS, MAX_QUERY_CHARS, ConversationHit
 from vancetope_brain.sessions.titles import TITLE_MAX
 from vancetope_gateway.handlers.declare import Context, Empty, Id, frame
 
@@ -55,6 +56,15 @@ class SessionRename(Wire):
     title: str = Field(min_length=1, max_length=TITLE_MAX)
 
 
+class SessionFind(Wire):
+    """Find the caller's own sessions by words of a title or of a chat line (what the user
+    and Arthur said) of those not CLOSED: every word must be there, case and Latin accents
+    aside; nothing typed is query syntax (docs/architecture.md, "Memory and knowledge")."""
+
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
+    limit: int = Field(default=20, ge=1, le=MAX_HITS)
+
+
 class EventsResume(Wire):
     """Replay the bound session's events after ``lastSeq``, then continue live."""
 
@@ -84,6 +94,13 @@ class SessionDetail(Wire):
 
     session: dict[str, Any]
     processes: list[dict[str, Any]]
+
+
+class SessionsFound(Wire):
+    """Reply to ``session-search``: title hits first (``seq`` null), then chat lines, newest
+    first; each snippet's parts mark the words found (text, never markup)."""
+
+    hits: list[ConversationHit]
 
 
 class EventsResumed(Wire):
@@ -134,6 +151,11 @@ def session_close(conn: Context, data: SessionRef) -> SessionDetail:
 @frame("session-rename")
 def session_rename(conn: Context, data: SessionRename) -> SessionDetail:
     return _detail(conn, conn.gateway.sessions.rename(conn.who, data.session_id, data.title))
+
+
+@frame("session-search")
+def session_search(conn: Context, data: SessionFind) -> SessionsFound:
+    return SessionsFound(hits=conn.gateway.sessions.search(conn.who, data.query, data.limit))
 
 
 @frame("events-resume", starts_events=True)

@@ -6,7 +6,8 @@ import { notifications } from "@mantine/notifications";
 import { forgetToken, storeToken, storedToken } from "./auth";
 import { Connection, ProtocolError, type CloseInfo } from "./connection";
 import type {
-  OnDisconnect, Push, Reply, Requests, RequestType, SessionType, StreamEvent, TenantUser,
+  ConversationHit, OnDisconnect, Push, Reply, Requests, RequestType, SessionType, StreamEvent,
+  TenantUser,
 } from "./protocol";
 import { onDocumentPush } from "./documents";
 import { loadInbox, onInboxPush } from "./inbox";
@@ -18,6 +19,8 @@ import {
 /** Chat lines loaded per page: the newest when a chat is shown or after `events-gap`, then
  * each *Load earlier* (`beforeSeq`). */
 export const HISTORY_LINES = 200;
+/** Hits one search of the session list shows at most. */
+export const SEARCH_HITS = 20;
 /** Engines whose views are drawn from their state: re-read when a turn of theirs ends. */
 const DRAWN_ENGINES = new Set(["marvin", "vogon", "zaphod"]);
 /** Reconnect back-off: the first retry, doubled each time up to the cap (milliseconds). */
@@ -203,6 +206,29 @@ export async function openSession(sessionId: string): Promise<void> {
   if (sessionId === get().sessionId) return;
   resetSession();
   await bind("session-resume", { sessionId, lastSeq: 0 }, "open");
+}
+
+/** The user's own sessions holding every word of `query` (`session-search`); `undefined`
+ * when refused (shown as a notification). */
+export async function searchSessions(query: string): Promise<ConversationHit[] | undefined> {
+  return (await request("session-search", { query, limit: SEARCH_HITS }))?.hits;
+}
+
+/** Open a search hit's session on its chat, the hit's line loaded (earlier pages read as
+ * needed), scrolled to and marked (`found`); a title hit just opens the session. */
+export async function openHit(hit: ConversationHit): Promise<void> {
+  await openSession(hit.sessionId);
+  focusProcess(null);
+  const { processId, seq } = hit;
+  if (processId == null || seq == null || processId !== get().chatProcessId) return;
+  for (;;) {
+    const t = get().transcripts[processId];
+    if (!t || !t.hasEarlier || (t.lines[0]?.seq ?? 0) <= seq) break;
+    const before = t.lines.length;
+    await loadEarlier(processId);
+    if ((get().transcripts[processId]?.lines.length ?? 0) === before) break;
+  }
+  set({ found: { processId, seq } });
 }
 
 /** session-create or session-resume, then the chat history and the process list. A

@@ -116,6 +116,7 @@ export interface Requests {
   "session-list": SessionListRequest;
   "session-rename": SessionRenameRequest;
   "session-resume": SessionResumeRequest;
+  "session-search": SessionSearchRequest;
   "session-suspend": SessionSuspendRequest;
   "strategy-create": StrategyCreateRequest;
   "strategy-delete": StrategyDeleteRequest;
@@ -556,6 +557,18 @@ export interface SessionResumeRequest {
   sessionId: string;
 }
 /**
+ * Find the caller's own sessions by words of a title or of a chat line (what the user
+ * and Arthur said) of those not CLOSED: every word must be there, case and Latin accents
+ * aside; nothing typed is query syntax (docs/architecture.md, "Memory and knowledge").
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "SessionSearchRequest".
+ */
+export interface SessionSearchRequest {
+  limit?: number;
+  query: string;
+}
+/**
  * Names a session of the caller (``session-get``, ``session-suspend``, ``session-close``).
  *
  * This interface was referenced by `Frames`'s JSON-Schema
@@ -731,6 +744,7 @@ export interface Replies {
   "session-list": SessionListReply;
   "session-rename": SessionRenameReply;
   "session-resume": SessionResumeReply;
+  "session-search": SessionSearchReply;
   "session-suspend": SessionSuspendReply;
   "strategy-create": StrategyCreateReply;
   "strategy-delete": StrategyDeleteReply;
@@ -1179,6 +1193,43 @@ export interface SessionResumeReply {
   session: {
     [k: string]: unknown;
   };
+}
+/**
+ * Reply to ``session-search``: title hits first (``seq`` null), then chat lines, newest
+ * first; each snippet's parts mark the words found (text, never markup).
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "SessionSearchReply".
+ */
+export interface SessionSearchReply {
+  hits: ConversationHit[];
+}
+/**
+ * A session of the user, found by its title (``seq`` None) or by one line of its chat
+ * (``processId`` the session's chat process, ``seq`` the line's). ``at``: when the line was
+ * written, or when the session last changed for a title hit.
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "ConversationHit".
+ */
+export interface ConversationHit {
+  at: string;
+  processId?: string | null;
+  role?: string | null;
+  seq?: number | null;
+  sessionId: string;
+  snippet?: SnippetPart[];
+  title: string;
+}
+/**
+ * A run of a snippet's text; ``match``: it is one of the words searched.
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "SnippetPart".
+ */
+export interface SnippetPart {
+  match?: boolean;
+  text: string;
 }
 /**
  * Reply to ``session-get`` / ``session-suspend`` / ``session-close`` /

@@ -102,11 +102,13 @@ export interface State {
   documents: Record<string, DocumentView>;
   /** This tab's uploads in flight or refused, oldest first. */
   uploads: Upload[];
+  /** The chat line a search hit opened (`session-search`): scrolled to and marked. */
+  found: { processId: string; seq: number } | null;
 }
 
 const unbound = {
   sessionId: null, chatProcessId: null, lastSeq: 0, contextDrift: false, transcripts: {},
-  focus: null, unread: 0, processes: {},
+  focus: null, unread: 0, processes: {}, found: null,
 } satisfies Partial<State>;
 
 export const useStore = create<State>(() => ({

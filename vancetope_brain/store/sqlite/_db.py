@@ -36,7 +36,7 @@ import os
 import random
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
@@ -113,9 +113,8 @@ def create_schema(conn: sqlite3.Connection, tables: Iterable[str],
                     for statement in owned.get(version, ()):
                         conn.execute(statement)
         for script in tables:
-            for statement in script.split(";"):
-                if statement.strip():
-                    conn.execute(statement)
+            for statement in statements(script):
+                conn.execute(statement)
         conn.execute(
             "INSERT INTO schema_version (id, version) VALUES (1, ?) "
             "ON CONFLICT (id) DO UPDATE SET version = excluded.version", (SCHEMA_VERSION,)
@@ -124,6 +123,24 @@ def create_schema(conn: sqlite3.Connection, tables: Iterable[str],
         conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
+
+
+def statements(script: str) -> Iterator[str]:
+    """The statements of a ``;``-separated script, a trigger's body (``BEGIN … END``, with
+    ``;`` inside) kept whole."""
+    statement = ""
+    for part in script.split(";"):
+        statement += part + ";"
+        if sqlite3.complete_statement(statement):
+            if statement.strip(" \n;"):
+                yield statement
+            statement = ""
+
+
+def fts_query(words: Sequence[str], *, any_word: bool) -> str:
+    """An FTS5 query matching text with any (else all) of ``words``, each quoted: nothing a
+    user typed is FTS syntax."""
+    return (" OR " if any_word else " ").join('"' + w.replace('"', '""') + '"' for w in words)
 
 
 BUSY_DEADLINE = 10.0

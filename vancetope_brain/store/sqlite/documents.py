@@ -56,7 +56,7 @@ from vancetope_brain.store.documents import (
 )
 from vancetope_brain.store.ranking import Candidate
 from vancetope_brain.store.sqlite import SqliteAdapter
-from vancetope_brain.store.sqlite._db import equal_clauses, load_all
+from vancetope_brain.store.sqlite._db import equal_clauses, fts_query, load_all
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS knowledge_documents (
@@ -191,12 +191,14 @@ class SqliteDocuments(SqliteAdapter, DocumentStore):
             return []
         rows = self.db.read(
             f"SELECT c.id, c.length, c.text, d.name, c.ordinal, c.document_id {_IN_SCOPE} "
-            f"{in_projects} LIMIT ?", (_match(words), tenant_id, *projects, MAX_CANDIDATES + 1))
+            f"{in_projects} LIMIT ?",
+            (fts_query(words, any_word=True), tenant_id, *projects, MAX_CANDIDATES + 1))
         holding = None
         if len(rows) > MAX_CANDIDATES:
             rows = rows[:MAX_CANDIDATES]
             holding = {term: self.db.read(f"SELECT COUNT(*) {_IN_SCOPE} {in_projects}",
-                                          (_match(spelled[term]), tenant_id, *projects))[0][0]
+                                          (fts_query(spelled[term], any_word=True), tenant_id,
+                                           *projects))[0][0]
                        for term in spelled}
         terms = list(spelled)
         found = [Found(Candidate(frequencies_in(text, terms), length), name, ordinal,
@@ -265,11 +267,6 @@ def _current(conn: sqlite3.Connection, tenant_id: str, project_id: str, document
     row = conn.execute(_DOCUMENT, (tenant_id, project_id, document_id)).fetchone()
     stored = None if row is None else KnowledgeDocument.load(json.loads(row[0]))
     return stored if stored is not None and stored.version == version else None
-
-
-def _match(words: Sequence[str]) -> str:
-    """An FTS5 query matching any of ``words``, each quoted: never FTS syntax."""
-    return " OR ".join('"' + word.replace('"', '""') + '"' for word in words)
 
 
 def _put(conn: sqlite3.Connection, doc: KnowledgeDocument, *, tokens: int = 0) -> None:

@@ -29,9 +29,16 @@ export function Chat() {
   const kept = useRef<{ height: number; top: number } | null>(null);
   const [loading, setLoading] = useState(false);
   const last = lines[lines.length - 1]?.id;
+  const found = useStore((s) => (s.found?.processId === viewed ? s.found.seq : null));
   useEffect(() => {
     bottom.current?.scrollIntoView({ block: "end" });
   }, [viewed, last, streaming, liveTools.length, pending.length, working]);
+  // A search hit opened: its line in view, after the scroll to the end above.
+  useEffect(() => {
+    if (found !== null) {
+      viewport.current?.querySelector("[data-found]")?.scrollIntoView({ block: "center" });
+    }
+  }, [found, viewed]);
   // Earlier lines were put above: keep the lines that were in view where they were.
   useLayoutEffect(() => {
     const v = viewport.current;
@@ -104,7 +111,11 @@ export function Chat() {
               <NewProcess />
             </Stack>
           )}
-          {lines.map((line) => <ChatItem key={line.id} line={line} speaker={speaker} />)}
+          {lines.map((line) => line.seq === found
+            // The line a search hit opened, marked (only it: the others stay direct children).
+            ? <div key={line.id} className="found-line" data-found aria-label="Line found">
+                <ChatItem line={line} speaker={speaker} /></div>
+            : <ChatItem key={line.id} line={line} speaker={speaker} />)}
           {viewed && pending.map((p) => <PendingItem key={p.key} processId={viewed} line={p} />)}
           {liveTools.map((t) => <LiveTool key={t.toolCallId} call={t} />)}
           {streaming ? <Streaming text={streaming} speaker={speaker} />
