@@ -131,6 +131,11 @@ def user_feed(tenant_id: str, user_id: str) -> str:
     return f"user.{tenant_id}.{user_id}"
 
 
+def uploads(tenant_id: str, user_id: str) -> str:
+    """The count of a user's document uploads in the current minute (expires with it)."""
+    return f"{PREFIX}uploads:{tenant_id}:{user_id}"
+
+
 def service_job(tenant_id: str, project_id: str, service: str, subject: str) -> str:
     """The coalescing claim of a service's job for one subject (e.g. agrajag and a tool)."""
     return f"{PREFIX}service-job:{tenant_id}/{project_id}/{service}/{subject}"

@@ -18,7 +18,7 @@ from vancetope_brain.models.knowledge import MAX_DOCUMENT_BYTES
 from vancetope_brain.services import DocumentFiles
 from vancetope_brain.store import DocumentStore, IdentityStore
 from vancetope_gateway.docs_client import upload_document
-from vancetope_gateway.uploads import UPLOAD_LIMIT
+from vancetope_gateway.uploads import UPLOAD_LIMIT, UPLOADS_PER_MINUTE
 
 GUIDE = b"# Install\n\nThe zorbulator needs a flux capacitor.\n\n## Linux\n\nRun apt.\n"
 
@@ -195,3 +195,18 @@ def test_a_file_larger_than_any_other_body_is_taken(embedded, served, token):
     assert status == 202
     ready = settled(embedded, body["document"]["id"])
     assert ready.status.value == "READY" and ready.chunk_count > 100
+
+
+def test_a_user_past_the_uploads_of_a_minute_is_refused_and_others_are_not(embedded, served,
+                                                                           foreign):
+    identity = embedded.brain.identity
+    identity.create_user("acme", "bob", "bob")
+    bob = identity.issue_token("acme", "bob")
+    statuses = {upload(served, bob, "tool.exe", b"MZ\x90\x00")[0]
+                for _ in range(UPLOADS_PER_MINUTE)}
+    assert statuses == {415}  # counted, though refused for what they are
+    status, body = upload(served, bob, "a.txt", b"one more")
+    assert (status, body["code"]) == (429, "rate_limited") and "a minute" in body["message"]
+    assert upload(served, foreign, "tool.exe", b"MZ\x90\x00")[0] == 415  # not bob's minute
+    stored = embedded.brain.store.port(DocumentStore).list_documents("acme", "default")
+    assert "a.txt" not in {doc.name for doc in stored}
