@@ -562,6 +562,12 @@ class ThinkEngineContext:
         """Replace ``process.engineState`` when the turn commits."""
         self.turn.engine_state = state
 
+    def state(self) -> dict[str, Any]:
+        """The engine state as this turn leaves it so far: what ``save_state`` was last
+        given, else the process's."""
+        return self.process.engine_state if self.turn.engine_state is None \
+            else self.turn.engine_state
+
     def _exclude_input(self, error: LlmRejected) -> None:
         """The provider refused this turn's input: the user and event lines buffered so far
         are committed marked ``EXCLUDED`` (the history builder skips them), so the refusal
