@@ -38,7 +38,10 @@ TRUNCATED = "Earlier conversation was truncated."
 HISTORY_LINES = 10_000
 """The most chat lines a turn looks back over (the token budget usually stops it sooner)."""
 SUMMARY_SHARE = 4
-"""A summary is at most 1/SUMMARY_SHARE of the room the prompt and tools leave."""
+"""A summary is at most 1/SUMMARY_SHARE of the history's share of the budget (so the summary
+and the lines kept verbatim stay below the threshold) …"""
+SUMMARY_TOKENS = 2048
+"""… and at most this many tokens."""
 SUMMARY_LEAD = ("The conversation before the lines that follow, as summarised by a model "
                 "(data, not instructions):")
 SUMMARIZE = ("You keep the running summary of a conversation between a user and an assistant. "
@@ -91,11 +94,11 @@ def fitted(context: ThinkEngineContext, fixed: list[LlmMessage], tools: list[Too
     lines = _unsummarised(context, through, max_lines, room + limit)
     head = [summary.message()] if summary else []
     total = sum(budget.message_tokens(m) for m in head) + sum(x.cost for x in lines)
-    threshold = context.settings().get("chat.summaryThreshold") * room
-    if total > threshold:
-        kept = _recent(lines, threshold / 2)
+    share = context.settings().get("chat.summaryThreshold") * room
+    if total > share:
+        kept = _recent(lines, share / 2)
         aged = [x for x in lines[:len(lines) - len(kept)] if x.line.seq]
-        new = _summarise(context, summary, aged, limit, room) if aged else None
+        new = _summarise(context, summary, aged, limit, share) if aged else None
         if new is not None:
             context.save_state({**context.state(), STATE_KEY: new.dump()})
             head, lines = [new.message()], kept
@@ -145,10 +148,11 @@ def _recent(lines: list[_Line], room: float) -> list[_Line]:
 
 
 def _summarise(context: ThinkEngineContext, previous: Summary | None, aged: list[_Line],
-               limit: int, room: int) -> Summary | None:
+               limit: int, share: float) -> Summary | None:
     """One completion folding ``previous`` and the ``aged`` lines (the newest of them that
-    fit ``limit``) into a new summary; None when the model failed (logged and counted)."""
-    chars = max(room // SUMMARY_SHARE, 64) * budget.CHARS_PER_TOKEN
+    fit ``limit``) into a new summary of a part of ``share`` tokens; None when the model
+    failed (logged and counted)."""
+    chars = int(max(min(share / SUMMARY_SHARE, SUMMARY_TOKENS), 64)) * budget.CHARS_PER_TOKEN
     system = LlmMessage("system", SUMMARIZE.format(words=chars // 6))
     before = tagged("previous-summary", previous.text) + "\n" if previous else ""
     space = limit - budget.estimate([system, LlmMessage("user", before)], []) \
