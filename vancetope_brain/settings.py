@@ -118,7 +118,8 @@ KEYS: dict[str, SettingKey] = {k.name: k for k in [
     _k("session.idleTimeoutSec", int, 1800,
        "Seconds without a client before a new session counts as idle.", minimum=1),
     _k("chat.historyLimit", int, 200,
-       "How many chat lines an engine loads as conversation context.", minimum=1),
+       "How many chat lines ford loads as conversation context (Arthur's token budget "
+       "decides its own).", minimum=1),
     _k("arthur.maxContextTokens", int, 65536,
        "Token budget of one Arthur turn; older chat is summarised or truncated beyond it.", minimum=1024),
     _k("chat.summaryThreshold", float, 0.75,
