@@ -10,10 +10,13 @@ from __future__ import annotations
 import re
 import threading
 
+import pytest
+
 from tests.engines.test_arthur import _set, arthur_session, respond
 from tests.helpers import wait_for
+from vancetope_brain.engines.context import EXCLUDED
 from vancetope_brain.engines.history import STATE_KEY, TRUNCATED, Summary
-from vancetope_brain.errors import LlmError
+from vancetope_brain.errors import LlmError, LlmRejected
 from vancetope_brain.llm import LlmMessage
 from vancetope_brain.llm.demo import DemoModel
 from vancetope_brain.llm.demo_summary import HEADER, KEPT
@@ -31,7 +34,7 @@ class Model:
     """Arthur's and ford's model: a summarising call (no tools, a ``<chat-transcript>``) gets
     ``S<n>`` (or ``fail``'s error), anything else ``ok``; every input is kept."""
 
-    def __init__(self, fail: bool = False) -> None:
+    def __init__(self, fail: LlmError | None = None) -> None:
         self.summaries: list[str] = []
         self.replies: list[list[LlmMessage]] = []
         self.fail = fail
@@ -41,8 +44,8 @@ class Model:
         with self._lock:
             if not tools and "<chat-transcript>" in messages[-1].content:
                 self.summaries.append(messages[-1].content)
-                if self.fail:
-                    raise LlmError("summary endpoint down")
+                if self.fail is not None:
+                    raise self.fail
                 return f"S{len(self.summaries)} <b>&"
             self.replies.append(messages)
         return respond("ok") if tools else "ok"
@@ -118,8 +121,12 @@ def test_a_chat_past_its_threshold_is_summarised_once_and_rolls_on(embedded):
     assert min(_seqs(model.summaries[1])) > first.through_seq
 
 
-def test_a_failing_summary_truncates_as_before_and_the_turn_answers(embedded):
-    model = Model(fail=True)
+@pytest.mark.parametrize("error", [LlmError("summary endpoint down"),
+                                   LlmRejected("the context is too long")])
+def test_a_failing_summary_truncates_as_before_and_the_turn_answers(embedded, error):
+    """Refused or failed alike: a refusal of the summarising request is no refusal of the
+    turn's input, which it did not carry — nothing is excluded, no error line."""
+    model = Model(fail=error)
     failures = metrics.SUMMARY_FAILURES._value.get()
     pid = _arthur(embedded, model)
     turns = _talk_until(embedded, pid, lambda: bool(model.replies)
@@ -129,6 +136,8 @@ def test_a_failing_summary_truncates_as_before_and_the_turn_answers(embedded):
     assert _summary(embedded, pid) is None
     assert model.replies[-1][1].content == TRUNCATED
     assert model.replies[-1][-1].content == f"m{turns - 1} {LINE}"
+    chat = embedded.brain.store.port(LaneStore).chat_history("acme", pid, limit=1000)
+    assert not any(line.role is ChatRole.ERROR or EXCLUDED in line.meta for line in chat)
 
 
 def test_a_line_cannot_close_the_transcript_it_is_summarised_in(embedded):
