@@ -75,9 +75,15 @@ class Summary:
 
 @dataclass(frozen=True)
 class _Line:
+    """A chat line with the model messages it becomes and what they cost."""
+
     line: ChatMessage
     messages: list[LlmMessage]
     cost: int
+
+    @classmethod
+    def of(cls, line: ChatMessage, messages: list[LlmMessage]) -> _Line:
+        return cls(line, messages, sum(map(budget.message_tokens, messages)))
 
 
 def fitted(context: ThinkEngineContext, fixed: list[LlmMessage], tools: list[ToolSpec],
@@ -116,8 +122,7 @@ def _unsummarised(context: ThinkEngineContext, through: int, max_lines: int,
     def more(older: list[ChatMessage]) -> bool:
         nonlocal spent
         for line, messages in zip(older, line_messages(older), strict=True):
-            item = _Line(line, messages, sum(map(budget.message_tokens, messages)))
-            converted[line.id] = item
+            item = converted[line.id] = _Line.of(line, messages)
             spent += item.cost
         return older[0].seq > through + 1 and spent <= enough
 
@@ -127,9 +132,7 @@ def _unsummarised(context: ThinkEngineContext, through: int, max_lines: int,
         if 0 < line.seq <= through:
             continue
         if line.id not in converted:  # this turn's lines (``more`` sees committed ones)
-            messages = line_messages([line])[0]
-            converted[line.id] = _Line(line, messages, sum(map(budget.message_tokens,
-                                                                 messages)))
+            converted[line.id] = _Line.of(line, line_messages([line])[0])
         out.append(converted[line.id])
     return out
 
