@@ -22,6 +22,7 @@ from vancetope_brain.llm.demo import DemoModel
 from vancetope_brain.llm.demo_summary import HEADER, KEPT
 from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.models import ChatRole, ProcessStatus
+from vancetope_brain.models.lifecycle import LifecycleCall
 from vancetope_brain.models.markup import tagged
 from vancetope_brain.observability import metrics
 from vancetope_brain.store import LaneStore, SessionStore
@@ -191,3 +192,19 @@ def test_the_demo_model_summarises_deterministically_and_keeps_it_small():
     assert all(len(p) < 80 for p in points)
     # Any other request is answered as before.
     assert "offline demo model" in demo.complete([LlmMessage("user", "hi")]).content
+
+
+def test_a_reset_forgets_the_summary_with_the_rest_of_the_state(embedded):
+    model = Model()
+    pid = _arthur(embedded, model)
+    _talk_until(embedded, pid, lambda: bool(model.summaries))
+    assert _summary(embedded, pid) is not None
+    embedded.brain.sessions.control(embedded.who, pid, LifecycleCall.RESET)
+    processes = embedded.brain.store.port(SessionStore)
+    wait_for(lambda: processes.get_process("acme", pid).status is ProcessStatus.IDLE
+             and STATE_KEY not in processes.get_process("acme", pid).engine_state,
+             timeout=30, what="the reset")
+    _talk(embedded, pid, ["afresh"])
+    assert len(model.summaries) == 1
+    assert [m.content for m in model.replies[-1][1:]] == [
+        "Hi, I'm Arthur. How can I help?", "afresh"]
