@@ -21,6 +21,7 @@ import pytest
 
 from vancetope_brain.engines.arthur import WELCOME
 from vancetope_brain.knowledge.sample import SAMPLE_NAME
+from vancetope_brain.llm.demo_summary import HEADER
 
 CLI = [sys.executable, "-m", "vancetope_gateway.cli"]
 WAIT = 20
@@ -267,3 +268,28 @@ def test_a_revoked_token_is_said_so(tmp_path):
                                    "refused the token (HTTP 401: unknown or revoked); the token "
                                    "comes from the VANCETOPE_TOKEN variable: check or replace "
                                    "it"), again.stderr
+
+
+@pytest.mark.slow
+def test_summary_shows_what_the_model_sees_of_a_long_chat(tmp_path):
+    """Piped, against ``serve`` on the demo model: a short chat has no summary; messages long
+    enough to pass Arthur's default budget get one (the demo model's, deterministic), and
+    ``/summary`` shows it."""
+    server = Server(tmp_path)
+    folder = tmp_path / "elsewhere"
+    folder.mkdir()
+    long = [f"m{i} " + "word " * 6_000 for i in range(8)]  # 30,000 characters each
+    try:
+        done = subprocess.run(CLI + ["chat"], cwd=folder, env=_env(tmp_path), text=True,
+                              input="\n".join(["/summary", *long, "/summary"]) + "\n",
+                              capture_output=True, timeout=240)
+    finally:
+        server.kill()
+    out = done.stdout
+    assert done.returncode == 0 and not done.stderr, out[-2000:] + done.stderr
+    lines = out.splitlines()
+    assert "(no summary yet: the model still sees the whole chat)" in lines
+    shown = next(i for i, line in enumerate(lines) if line.startswith("Summary of lines 1–"))
+    assert lines[shown + 1] == HEADER
+    assert lines[shown + 2].startswith("- the assistant answered “Hi, I'm Arthur.")
+    assert lines[shown + 3].startswith("- the user said “m0 word word")

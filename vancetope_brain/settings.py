@@ -118,9 +118,16 @@ KEYS: dict[str, SettingKey] = {k.name: k for k in [
     _k("session.idleTimeoutSec", int, 1800,
        "Seconds without a client before a new session counts as idle.", minimum=1),
     _k("chat.historyLimit", int, 200,
-       "How many chat lines an engine loads as conversation context.", minimum=1),
+       "How many chat lines ford loads as conversation context (Arthur's token budget "
+       "decides its own).", minimum=1),
     _k("arthur.maxContextTokens", int, 65536,
-       "Token budget of one Arthur turn; older chat is truncated beyond it.", minimum=1024),
+       "Token budget of one Arthur turn; older chat is summarised or truncated beyond it.", minimum=1024),
+    _k("chat.summaryThreshold", float, 0.75,
+       "Share of a turn's token budget (what the prompt and tools leave) the chat history may "
+       "fill before its older part is summarised by the model.", minimum=0.1, maximum=1.0),
+    _k("ford.maxContextTokens", int, 65536,
+       "Token budget of one ford turn; older chat is summarised or truncated beyond it.",
+       minimum=1024),
     _k("arthur.includeProjectMemorySummary", bool, True,
        "Whether Arthur's context holds the project's memory summary: the project-scope "
        "memory entries bearing on the turn's user messages, then the newest."),

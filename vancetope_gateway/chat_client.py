@@ -501,6 +501,8 @@ def _run_command(chat: _Chat, line: str, view: View) -> str | None:
             view.line("note", "resumed")
         elif verb == "/details":
             _details(chat, line.split()[1:], view)
+        elif verb == "/summary":
+            _summary(chat, view)
         else:
             words = line.split()
             acts = (verb == "/answer" and len(words) > 2) or (verb == "/dismiss" and len(words) > 1)
@@ -535,6 +537,19 @@ def _details(chat: _Chat, words: list[str], view: View) -> None:
     else:
         view.line("help", "(no tool call or worker report yet; /details ITEM shows an "
                           "Inbox item)")
+
+
+def _summary(chat: _Chat, view: View) -> None:
+    """``/summary``: the rolling summary of this chat's older lines, which the model sees in
+    their place (``engineState.chatHistorySummary``, docs/architecture.md "The chat
+    summary")."""
+    process = chat.client.request("process-status", processId=chat.pid)["process"]
+    summary = (process.get("engineState") or {}).get("chatHistorySummary")
+    if summary:
+        view.line("details", f"Summary of lines 1–{summary['throughSeq']} (the model sees it "
+                             f"in their place):\n{summary['text']}")
+    else:
+        view.line("help", "(no summary yet: the model still sees the whole chat)")
 
 
 def fingerprint() -> dict[str, str]:

@@ -1,5 +1,6 @@
 """The slash commands of ``vancetope chat`` that talk to the server: the Inbox, /sessions and
-/help (``/details`` is ``chat_client``'s: it needs the printer's last lines)."""
+/help (``/details`` and ``/summary`` are ``chat_client``'s: they need the printer's last
+lines, the chat's process)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ HELP = """commands:
   /dismiss ITEM          click an item away
   /details               the last tool call or worker report in full
   /sessions              your sessions with their titles (`vancetope chat --session ID`)
+  /summary               the summary of this chat's older lines, if it has one
   /resume                resume a process left suspended by a changed working directory
   /quit                  leave (Ctrl-D too); `vancetope chat` continues the session"""
 

@@ -456,7 +456,8 @@ def test_thinkengines_list_is_think_engines_list_with_default_settings(client):
     arthur = {s["name"]: s for s in by_name["arthur"]["defaultSettings"]}
     assert arthur["arthur.maxContextTokens"] == {
         "name": "arthur.maxContextTokens", "type": "int", "default": 65536,
-        "description": "Token budget of one Arthur turn; older chat is truncated beyond it."}
+        "description": "Token budget of one Arthur turn; older chat is summarised or truncated "
+                       "beyond it."}
     assert all(e["defaultSettings"][0]["name"] == f"{e['name']}.model" for e in engines)
 
 

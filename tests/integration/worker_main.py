@@ -16,6 +16,8 @@ with the worker's configuration in ``VANCETOPE_*`` variables and these:
     ``journal-flow`` a worker whose side-effecting tool kills it (``scripts_journal``);
     ``agrajag-flow`` user workers failing on an MCP tool and agrajag (``scripts_agrajag``).
     ``poison`` echoes, but SIGKILLs its worker on a user message ``POISON``.
+    ``openai`` is no test model: the worker builds its models from its configuration as
+    a deployed one does (``OPENAI_BASE_URL`` … naming a fake OpenAI-compatible server).
     ``tool-flow`` (Arthur) calls the tool a user message ``call <tool> <json args>`` names
     and responds ``tool said: <result>``, else responds ``echo: <message>``; it logs the
     MCP tools it was offered (``tools <names>``).
@@ -276,13 +278,15 @@ def _postrun(task=None, retval=None, **_: object) -> None:  # type: ignore[no-un
 
 def main(argv: list[str]) -> None:
     name = argv[1] if len(argv) > 1 else f"vt-test-{os.getpid()}"
-    model = build_model(os.environ.get("VT_TEST_MODEL", "echo"))
+    mode = os.environ.get("VT_TEST_MODEL", "echo")
+    model = None if mode == "openai" else build_model(mode)
     if os.environ.get("VT_TEST_HOLD_COMMIT"):
         hold_commits(os.environ["VT_TEST_HOLD_COMMIT"])
     if os.environ.get("VT_TEST_VOGON_HOLD"):
         from tests.integration.scripts_vogon import hold_vogon_turns
         hold_vogon_turns(os.environ["VT_TEST_VOGON_HOLD"])
-    app = create_celery(Config.from_env(), model_for=lambda process: model)
+    app = create_celery(Config.from_env(),
+                        model_for=None if model is None else lambda process: model)
     # concurrency 1: prefetch is multiplier × concurrency, and a solo worker must not
     # reserve a second lane task while it runs (or is frozen in) one. VT_TEST_POOL=prefork
     # runs the pool of a worker pod instead (VT_TEST_CONCURRENCY children).

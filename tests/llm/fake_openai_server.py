@@ -12,12 +12,16 @@ request is recorded (headers and JSON body). With no reply left it answers a
 non-retryable 500. ``server.reject(marker, HttpError(400, …, code=…))`` answers
 every request whose messages contain ``marker`` with that error instead, as a
 provider's content filter would, consuming no scripted reply.
+``server.respond_with(fn)`` answers every other request with ``fn(body)`` where that
+is not None (a server that answers by what it is asked, e.g. for a real worker whose
+requests a test cannot foresee one by one), consuming no scripted reply.
 """
 
 from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -95,6 +99,7 @@ class RecordedRequest:
 class _State:
     replies: list[Reply] = field(default_factory=list)
     rejections: list[tuple[str, HttpError]] = field(default_factory=list)
+    responder: Callable[[dict[str, Any]], Reply | None] | None = None
     requests: list[RecordedRequest] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
     closing: threading.Event = field(default_factory=threading.Event)
@@ -133,6 +138,12 @@ class FakeOpenAiServer:
         with self._state.lock:
             self._state.rejections.append((marker, error))
 
+    def respond_with(self, responder: Callable[[dict[str, Any]], Reply | None]) -> None:
+        """Answer each request (not rejected) with ``responder(body)`` unless it returns
+        None; called under the server's lock, so it must not block (answer ``Stall``)."""
+        with self._state.lock:
+            self._state.responder = responder
+
     def __enter__(self) -> FakeOpenAiServer:
         self._thread.start()
         return self
@@ -169,7 +180,8 @@ class _Handler(BaseHTTPRequestHandler):
             )
             said = json.dumps([m.get("content") for m in body.get("messages", [])])
             rejected = next((e for marker, e in state.rejections if marker in said), None)
-            reply = rejected or (state.replies.pop(0) if state.replies else None)
+            reply = rejected or (state.responder(body) if state.responder else None) or (
+                state.replies.pop(0) if state.replies else None)
         try:
             if self.path.rstrip("/") != "/v1/chat/completions":
                 self._error(HttpError(404, f"no route {self.path}"))

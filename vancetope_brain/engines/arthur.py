@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 
+from vancetope_brain.engines import history
 from vancetope_brain.engines.base import register_engine
 from vancetope_brain.engines.context import ThinkEngineContext
 from vancetope_brain.engines.memory_summary import memory_summary
@@ -21,17 +22,14 @@ from vancetope_brain.engines.prompting import (
     RESPOND,
     RespondingEngine,
     ToolLoop,
-    conversation,
-    line_messages,
     record,
     system_prompt,
 )
 from vancetope_brain.engines.rag import auto_inject, used
 from vancetope_brain.errors import UserError
-from vancetope_brain.llm import LlmMessage, budget
+from vancetope_brain.llm import LlmMessage
 from vancetope_brain.llm.demo import DemoModel, welcome_hint, welcome_suggestions
 from vancetope_brain.models import (
-    ChatMessage,
     ChatRole,
     CloseReason,
     ExternalCommand,
@@ -46,7 +44,6 @@ log = logging.getLogger(__name__)
 
 FALLBACK_PROMPT = "You are Arthur, the user's coordinator: talk with them and delegate work."
 WELCOME = "Hi, I'm Arthur. How can I help?"
-TRUNCATED = "Earlier conversation was truncated."
 NOTICE = ("<vancetope-notice>Plain text does not reach the user. Call a tool now: answer with "
           "only the JSON of the call. Real work (research, analysis, writing) is "
           "process_create; anything else is respond.</vancetope-notice>")
@@ -58,8 +55,6 @@ NO_TOOLS = ("This model has no tool calling, so Arthur answers on its own: deleg
             "docs/configuration.md, \"LLM endpoint profiles\").")
 TOLD_NO_TOOLS = "toldNoTools"
 """``engineState`` key: the user was told (``NO_TOOLS``) that the model cannot delegate."""
-HISTORY_LINES = 10_000
-"""The most chat lines a turn looks back over (the token budget usually stops it sooner)."""
 
 
 @register_engine
@@ -134,23 +129,7 @@ class ArthurEngine(RespondingEngine):
         injected = auto_inject(process, context, texts)
         if injected is not None:
             prompt += "\n\n" + injected.prompt
-        fixed = [LlmMessage("system", prompt)]
-        # Only the newest lines that fit the budget reach the model: read no further back
-        # than the first page that does not fit any more (a long chat costs a turn its
-        # budget's worth of lines, not HISTORY_LINES).
-        room = [limit - budget.estimate(fixed, tools)]
-        converted: dict[str, list[LlmMessage]] = {}  # line id → its model messages
-
-        def more(older: list[ChatMessage]) -> bool:
-            for line, messages in zip(older, line_messages(older), strict=True):
-                converted[line.id] = messages
-                room[0] -= sum(map(budget.message_tokens, messages))
-            return room[0] >= 0
-
-        lines = context.chat().history(limit=HISTORY_LINES, more=more)
-        history = [m for line in lines for m in (
-            converted[line.id] if line.id in converted else conversation([line]))]
-        messages = budget.fit(fixed, history, tools, limit, LlmMessage("system", TRUNCATED))
+        messages = history.fitted(context, [LlmMessage("system", prompt)], tools, limit)
         reply = ToolLoop(context, tools, notice=NOTICE).run(messages)
         if reply is None:
             return
@@ -158,7 +137,7 @@ class ArthurEngine(RespondingEngine):
         if told:  # once per process: a line for the user, never shown to the model
             context.chat().append(ChatRole.SYSTEM, NO_TOOLS)
         sources = used(injected.citations, reply.message) if injected is not None else None
-        self.keep_reply(process, context, reply, sources=sources,
+        self.keep_reply(context, reply, sources=sources,
                         **({TOLD_NO_TOOLS: True} if told else {}))
         if reply.awaiting_user_input:
             context.set_status(ProcessStatus.BLOCKED)

@@ -200,10 +200,11 @@ class StreamingModel:
 
 class FencedModel:
     """Wraps the turn's model: refuses to start or finish a call once the lease is lost, and
-    reports a refusal of the input (``LlmRejected``) to ``on_rejected`` before raising it."""
+    reports a refusal of the input (``LlmRejected``) with the refused messages to
+    ``on_rejected`` before raising it."""
 
     def __init__(self, model: ChatModel, lease_lost: threading.Event,
-                 on_rejected: Callable[[LlmRejected], None]) -> None:
+                 on_rejected: Callable[[LlmRejected, list[LlmMessage]], None]) -> None:
         self.name = model.name
         self._model = model
         self._lost = lease_lost
@@ -226,7 +227,7 @@ class FencedModel:
                 response = request(self._model.complete(messages, tools=tools,
                                                         on_token=on_token))
             except LlmRejected as e:
-                self._on_rejected(e)
+                self._on_rejected(e, messages)
                 raise
         self._check()
         return response
@@ -572,12 +573,22 @@ class ThinkEngineContext:
         """Replace ``process.engineState`` when the turn commits."""
         self.turn.engine_state = state
 
-    def _exclude_input(self, error: LlmRejected) -> None:
+    def state(self) -> dict[str, Any]:
+        """The engine state as this turn leaves it so far: what ``save_state`` was last
+        given, else the process's."""
+        return self.process.engine_state if self.turn.engine_state is None \
+            else self.turn.engine_state
+
+    def _exclude_input(self, error: LlmRejected, messages: list[LlmMessage]) -> None:
         """The provider refused this turn's input: the user and event lines buffered so far
-        are committed marked ``EXCLUDED`` (the history builder skips them), so the refusal
-        does not repeat on every later turn, and an error line tells the user so."""
+        that the refused ``messages`` carried are committed marked ``EXCLUDED`` (the history
+        builder skips them), so the refusal does not repeat on every later turn, and an
+        error line tells the user so. (A refused request without them — summarising older
+        lines, ``engines/history.py`` — excludes nothing.)"""
+        sent = {m.content for m in messages}
         lines = [line for line in self.turn.chat
-                 if line.role in (ChatRole.USER, ChatRole.EVENT) and EXCLUDED not in line.meta]
+                 if line.role in (ChatRole.USER, ChatRole.EVENT) and EXCLUDED not in line.meta
+                 and line.content in sent]
         for line in lines:
             line.meta[EXCLUDED] = f"{error.code}: {error}"[:500]
         if lines:

@@ -15,18 +15,18 @@ from __future__ import annotations
 import logging
 from typing import ClassVar
 
+from vancetope_brain.engines import history
 from vancetope_brain.engines.base import register_engine
 from vancetope_brain.engines.context import ThinkEngineContext
 from vancetope_brain.engines.prompting import (
     RESPOND,
     RespondingEngine,
     ToolLoop,
-    conversation,
     record,
     system_prompt,
 )
 from vancetope_brain.errors import LlmError
-from vancetope_brain.llm import LlmMessage
+from vancetope_brain.llm import LlmMessage, ToolSpec
 from vancetope_brain.models import ChatRole, CloseReason, ProcessStatus, ThinkProcess
 from vancetope_brain.models.recipe import RecipeCategory
 
@@ -62,7 +62,7 @@ class FordEngine(RespondingEngine):
             return
         chat = context.chat()
         try:
-            reply = context.llm().complete(self._input(process, context),
+            reply = context.llm().complete(self._input(process, context, []),
                                            on_token=context.events().token)
         except LlmError as e:
             chat.append(ChatRole.ERROR, f"The model could not answer: {e}", source=last)
@@ -71,18 +71,24 @@ class FordEngine(RespondingEngine):
                     meta={"model": reply.model} if reply.model else None)
 
     def _work(self, process: ThinkProcess, context: ThinkEngineContext) -> None:
-        reply = ToolLoop(context, [*context.tools().specs(), RESPOND]).run(
-            self._input(process, context))
+        tools = [*context.tools().specs(), RESPOND]
+        reply = ToolLoop(context, tools).run(self._input(process, context, tools))
         if reply is None:
             return
-        self.keep_reply(process, context, reply)
+        self.keep_reply(context, reply)
         if reply.awaiting_user_input:
             context.set_status(ProcessStatus.BLOCKED)
         else:
             context.set_status(ProcessStatus.CLOSED, CloseReason.DONE)
 
-    def _input(self, process: ThinkProcess, context: ThinkEngineContext) -> list[LlmMessage]:
-        history = context.chat().history(context.settings().get("chat.historyLimit"))
-        return [LlmMessage("system", system_prompt(process, context, SYSTEM_PROMPT)),
-                *conversation(history)]
+    @staticmethod
+    def _input(process: ThinkProcess, context: ThinkEngineContext,
+               tools: list[ToolSpec]) -> list[LlmMessage]:
+        """The system prompt and the newest ``chat.historyLimit`` lines within
+        ``ford.maxContextTokens`` (older ones summarised: ``engines/history.py``)."""
+        settings = context.settings()
+        return history.fitted(
+            context, [LlmMessage("system", system_prompt(process, context, SYSTEM_PROMPT))],
+            tools, settings.get("ford.maxContextTokens"),
+            max_lines=settings.get("chat.historyLimit"))
 

@@ -161,12 +161,12 @@ class RespondingEngine(ThinkEngine):
     its parent hears that reply when the process is done or blocked."""
 
     @staticmethod
-    def keep_reply(process: ThinkProcess, context: ThinkEngineContext, reply: Reply, *,
+    def keep_reply(context: ThinkEngineContext, reply: Reply, *,
                    sources: list[Citation] | None = None, **state: Any) -> None:
         """The reply as the chat's line (with the document ``sources`` it used) and the
         state's ``lastReply`` (with ``state``'s other keys)."""
         context.chat().append(ChatRole.ASSISTANT, reply.message, sources=sources)
-        context.save_state({**process.engine_state, **state, LAST_REPLY: reply.message})
+        context.save_state({**context.state(), **state, LAST_REPLY: reply.message})
 
     def summarize_for_parent(self, process: ThinkProcess,
                              event_type: ProcessEventType) -> ParentReport:

@@ -16,7 +16,8 @@ and reports each answer in the chat. Offered agrajag's ``tool_probe`` or
 ``tool_health_write``, it probes and gives a verdict; a worker told to "call <tool>" calls
 it (``demo_agrajag``). Asked what the documents say, it quotes the passages of the
 ``<rag-context>`` block in its prompt with their sources, and asked what it remembers, it
-lists the entries of the ``<project-memory>`` block (``demo_rag``).
+lists the entries of the ``<project-memory>`` block (``demo_rag``). Asked to summarise
+a long chat, it lists the first words of its messages (``demo_summary``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from vancetope_brain.llm.base import LlmMessage, LlmResponse, TokenSink, ToolCal
 from vancetope_brain.llm.demo_agrajag import agrajag_call, named_tool_call
 from vancetope_brain.llm.demo_inbox import answer_report, inbox_calls, posted_report
 from vancetope_brain.llm.demo_rag import documents_answer, memory_answer
+from vancetope_brain.llm.demo_summary import summary_answer
 
 _QUOTE_LIMIT = 80
 
@@ -103,7 +105,8 @@ class DemoModel:
         if call is not None and call.name != "respond":
             return LlmResponse(content="", tool_calls=(call,), finish_reason="tool_calls",
                                model=self.name)
-        text = json.loads(call.arguments)["message"] if call else demo_answer(messages)
+        text = json.loads(call.arguments)["message"] if call else \
+            summary_answer(messages) or demo_answer(messages)
         if on_token is not None:
             for i, word in enumerate(split_words(text)):
                 if i and self.token_delay > 0:

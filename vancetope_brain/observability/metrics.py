@@ -95,6 +95,9 @@ TOOL_HEALTH_CHANGES = Counter("vancetope_tool_health_changes", "Changes of an MC
 RETRIEVAL_FAILURES = Counter("vancetope_retrieval_failures", "Knowledge searches whose "
                              "path failed, by stage (lexical: the store's search).",
                              ["stage"])
+SUMMARY_FAILURES = Counter("vancetope_summary_failures", "Chat summaries that failed (the "
+                           "model's error or empty answer); the turn truncated its history "
+                           "instead.")
 NOTIFICATIONS = Counter("vancetope_notifications", "Inbox-item deliveries, by channel and "
                         "status (SENT, FAILED, SKIPPED, QUEUED).", ["channel", "status"])
 

@@ -6,8 +6,8 @@ import { notifications } from "@mantine/notifications";
 import { forgetToken, storeToken, storedToken } from "./auth";
 import { Connection, ProtocolError, type CloseInfo } from "./connection";
 import type {
-  ConversationHit, OnDisconnect, Push, Reply, Requests, RequestType, SessionType, StreamEvent,
-  TenantUser,
+  ChatHistorySummary, ConversationHit, OnDisconnect, Push, Reply, Requests, RequestType,
+  SessionType, StreamEvent, TenantUser,
 } from "./protocol";
 import { onDocumentPush } from "./documents";
 import { loadInbox, onInboxPush } from "./inbox";
@@ -332,6 +332,14 @@ export async function findUsers(query: string): Promise<TenantUser[]> {
   const answer = await request("user-list",
     { query: query || null, limit: 50 }, true);
   return answer?.users ?? [];
+}
+
+/** The summary of the process's older chat lines as committed now; null while it has
+ * none (docs/protocol.md "The chat summary"), undefined when the request failed. */
+export async function chatSummary(processId: string)
+  : Promise<ChatHistorySummary | null | undefined> {
+  const answer = await request("process-status", { processId });
+  return answer && (answer.process.engineState?.chatHistorySummary ?? null);
 }
 
 async function refreshProcess(processId: string): Promise<void> {

@@ -68,6 +68,16 @@ export interface Process {
    * (docs/schemas/view.<engine>.json); null for an engine without a view or while there
    * is nothing to draw. */
   engineView?: EngineView | null;
+  /** The engine's committed state; a chat process's `chatHistorySummary` is the one part a
+   * client reads (docs/protocol.md "The chat summary"). */
+  engineState?: { chatHistorySummary?: ChatHistorySummary };
+}
+
+/** The summary of a chat's lines `1…throughSeq`, which its model sees in their place;
+ * written by a model: shown as text. */
+export interface ChatHistorySummary {
+  text: string;
+  throughSeq: number;
 }
 
 /** A process's `engineView`, by engine (docs/schemas/view.<engine>.json, generated). */

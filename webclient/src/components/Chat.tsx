@@ -6,13 +6,14 @@ import { useEffect, useLayoutEffect, useRef, useState } from "react";
 import { focusProcess, loadEarlier, sendMessage } from "../client";
 import { NO_TRANSCRIPT, useStore, viewedProcess } from "../store";
 import { ChatItem, LiveTool, Streaming } from "./ChatLines";
+import { ChatSummary } from "./ChatSummary";
 import { EngineView } from "./EngineViews";
 import { NewProcess } from "./NewProcess";
 import { PendingItem, Working } from "./Pending";
 import { STATUS_COLOR } from "./Workers";
 
 /** The chat of the process shown — the chat process (Arthur), or a focused worker — with
- * the worker's engine view, the transcript (*Load earlier* pages back), the reply being
+ * the worker's engine view, the chat summary on request, the transcript (*Load earlier* pages back), the reply being
  * streamed, and the composer addressed to that process (Enter sends, Shift+Enter breaks
  * the line). Shown once a session is bound (before, `NoSession`). */
 export function Chat() {
@@ -91,6 +92,7 @@ export function Chat() {
           </ScrollArea.Autosize>
         </Paper>
       )}
+      {viewed && <ChatSummary processId={viewed} key={`summary:${viewed}`} />}
       <ScrollArea style={{ flex: 1 }} className="transcript" offsetScrollbars viewportRef={viewport}
         viewportProps={{ tabIndex: 0 }}>
         {hasEarlier && (
