@@ -21,14 +21,17 @@ def test_session_search_finds_the_callers_own_sessions_only(emb, client):
     sid, chat = created["session"]["id"], created["chatProcessId"]
     wait_process(emb, emb.who, chat, ProcessStatus.IDLE)
     client.ok("process-steer", targetThinkProcessId=chat, content=f"Is {word} good for tea?")
-    wait_for(lambda: [m for m in emb.brain.store.port(LaneStore).chat_history("acme", chat)
-                      if m.role is ChatRole.ASSISTANT], what="the echo")
+    lines = wait_for(lambda: (history := emb.brain.store.port(LaneStore).chat_history(
+        "acme", chat)) and any(m.role is ChatRole.ASSISTANT and word in m.content
+                               for m in history) and history, what="the echo")
+    asked = next(m.seq for m in lines if m.role is ChatRole.USER)
+    echoed = next(m.seq for m in lines if m.role is ChatRole.ASSISTANT and word in m.content)
 
     hits = client.ok("session-search", query=f'tea "{word}" OR')["hits"]
     assert hits == []  # every word must be there, and "or" is a word like any other
     hits = client.ok("session-search", query=f"TEA {word}")["hits"]
     assert [(h["sessionId"], h["processId"], h["seq"], h["role"]) for h in hits] == [
-        (sid, None, None, None), (sid, chat, 2, "assistant"), (sid, chat, 1, "user")]
+        (sid, None, None, None), (sid, chat, echoed, "assistant"), (sid, chat, asked, "user")]
     assert hits[0]["title"] == f"Tea {word}" and hits[2]["at"]
     assert [p["text"] for p in hits[2]["snippet"] if p["match"]] == [word, "tea"]
     assert "".join(p["text"] for p in hits[2]["snippet"]) == f"Is {word} good for tea?"
