@@ -193,6 +193,12 @@ KEYS: dict[str, SettingKey] = {k.name: k for k in [
     _k("rag.minScore", float, 0.2,
        "Lowest score (0 to 1) a document passage needs to be put into a turn's context.",
        minimum=0.0, maximum=1.0),
+    _k("rag.embedding.profile", str, None,
+       "LLM endpoint profile whose /v1/embeddings embeds the project's documents and "
+       "searches (unset: lexical search only).", pattern=_KEBAB,
+       pattern_hint="a profile name (lowercase-kebab)"),
+    _k("rag.embedding.model", str, None,
+       "Embedding model asked of rag.embedding.profile (unset: the profile's model)."),
 ]}
 
 ENGINE_MODEL_SUFFIX = ".model"
