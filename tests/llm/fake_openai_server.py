@@ -12,11 +12,21 @@ request is recorded (headers and JSON body). With no reply left it answers a
 non-retryable 500. ``server.reject(marker, HttpError(400, …, code=…))`` answers
 every request whose messages contain ``marker`` with that error instead, as a
 provider's content filter would, consuming no scripted reply.
+
+POST /v1/embeddings answers deterministic vectors of ``EMBEDDING_DIM`` numbers from a toy
+model that knows only the concepts it is taught (``server.teach({"automobile": "car", "car":
+"car"})``): each known word of a text adds 1 to its concept's dimension (a hash of the
+concept), and every text has a small constant component, so no vector is zero and texts
+sharing no concept are nearly orthogonal (cosine about 0.05 or less), whatever words they
+share. ``server.break_embeddings(reply)`` answers every embedding request with ``reply``
+(an ``HttpError``, or ``Raw`` garbage) until ``break_embeddings(None)``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -91,9 +101,26 @@ class RecordedRequest:
     body: dict[str, Any]
 
 
+EMBEDDING_DIM = 384
+_BIAS = 0.1  # the constant component of every vector (dimension 0)
+
+
+def embedding(text: str, concepts: dict[str, str]) -> list[float]:
+    """The toy model's vector of ``text`` (module docstring)."""
+    vector = [0.0] * EMBEDDING_DIM
+    vector[0] = _BIAS
+    for word in re.findall(r"[^\W_]+", text.lower()):
+        if word in concepts:
+            digest = hashlib.sha256(concepts[word].encode()).digest()
+            vector[1 + int.from_bytes(digest[:4], "big") % (EMBEDDING_DIM - 1)] += 1.0
+    return vector
+
+
 @dataclass
 class _State:
     replies: list[Reply] = field(default_factory=list)
+    concepts: dict[str, str] = field(default_factory=dict)
+    broken_embeddings: Reply | None = None
     rejections: list[tuple[str, HttpError]] = field(default_factory=list)
     requests: list[RecordedRequest] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -133,6 +160,16 @@ class FakeOpenAiServer:
         with self._state.lock:
             self._state.rejections.append((marker, error))
 
+    def teach(self, concepts: dict[str, str]) -> None:
+        """Teach the embedding model words and their concepts (module docstring)."""
+        with self._state.lock:
+            self._state.concepts.update(concepts)
+
+    def break_embeddings(self, reply: Reply | None) -> None:
+        """Answer every embedding request with ``reply`` (None: embed again)."""
+        with self._state.lock:
+            self._state.broken_embeddings = reply
+
     def __enter__(self) -> FakeOpenAiServer:
         self._thread.start()
         return self
@@ -167,9 +204,15 @@ class _Handler(BaseHTTPRequestHandler):
             state.requests.append(
                 RecordedRequest(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
             )
+            embeds = self.path.rstrip("/") == "/v1/embeddings"
+            broken, concepts = state.broken_embeddings, dict(state.concepts)
             said = json.dumps([m.get("content") for m in body.get("messages", [])])
             rejected = next((e for marker, e in state.rejections if marker in said), None)
-            reply = rejected or (state.replies.pop(0) if state.replies else None)
+            reply = None if embeds else \
+                rejected or (state.replies.pop(0) if state.replies else None)
+        if embeds:
+            self._embeddings(body, broken, concepts)
+            return
         try:
             if self.path.rstrip("/") != "/v1/chat/completions":
                 self._error(HttpError(404, f"no route {self.path}"))
@@ -179,6 +222,22 @@ class _Handler(BaseHTTPRequestHandler):
                 self._answer(reply, body)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (timeout test); nothing to tell it
+
+    def _embeddings(self, body: dict[str, Any], broken: Reply | None,
+                    concepts: dict[str, str]) -> None:
+        texts = body.get("input", [])
+        texts = [texts] if isinstance(texts, str) else texts
+        try:
+            if broken is not None:
+                self._answer(broken, body)
+                return
+            self._json(200, {"object": "list", "model": body.get("model", ""),
+                             "data": [{"object": "embedding", "index": i,
+                                       "embedding": embedding(text, concepts)}
+                                      for i, text in enumerate(texts)],
+                             "usage": {"prompt_tokens": 0, "total_tokens": 0}})
+        except (BrokenPipeError, ConnectionResetError):
+            pass
 
     def _answer(self, reply: Reply, body: dict[str, Any]) -> None:
         if isinstance(reply, HttpError):
