@@ -17,11 +17,11 @@ from tests.conftest import Embedded
 from tests.engines.test_arthur_rag import Prompts, ask
 from tests.helpers import wait_for
 from tests.knowledge.test_retrieval import FILLER
-from tests.llm.fake_openai_server import FakeOpenAiServer, HttpError
-from vancetope_brain.knowledge.retrieval import Retriever
+from tests.llm.fake_openai_server import FakeOpenAiServer, HttpError, Raw
+from vancetope_brain.knowledge.retrieval import Retriever, fuse
 from vancetope_brain.llm.embeddings import Embeddings
 from vancetope_brain.llm.profiles import Profile
-from vancetope_brain.models.knowledge import DocumentStatus
+from vancetope_brain.models.knowledge import Chunk, Citation, DocumentStatus, SearchHit
 from vancetope_brain.models.settings import SettingScope
 from vancetope_brain.observability import metrics
 from vancetope_brain.store import DocumentStore
@@ -98,6 +98,14 @@ def test_vector_and_lexical_hits_are_fused_and_an_endpoint_down_falls_back(hybri
     assert CAR in block and LAUNCH in block
     assert 'document="car-care.md"' in block and 'document="launch.md"' in block
 
+    # Garbage from the endpoint: the search is lexical, counted under its own code.
+    garbage = _fallbacks("query", "embedding_invalid")
+    server.break_embeddings(Raw('{"data": [{"index": 0, "embedding": "oops"}]}',
+                                content_type="application/json"))
+    assert [(h.chunk.text, h.via) for h in retriever.search(
+        "acme", ["default"], QUESTION, top_k=5, min_score=MIN_SCORE)] == [(LAUNCH, "lexical")]
+    assert _fallbacks("query", "embedding_invalid") == garbage + 1
+
     # The endpoint answers 500: the turn answers from the lexical hit, and it is counted.
     before = _fallbacks("query")
     server.break_embeddings(HttpError(500, "down"))
@@ -129,3 +137,20 @@ def test_vector_and_lexical_hits_are_fused_and_an_endpoint_down_falls_back(hybri
     system, _ = ask(hybrid, QUESTION, Prompts())
     assert LAUNCH in _block(system) and CAR not in system
     assert _fallbacks("query") >= before + 1
+
+
+def _hit(ordinal: int, score: float, via: str) -> SearchHit:
+    chunk = Chunk(tenant_id="t", project_id="p", document_id="d", document_version=1,
+                  ordinal=ordinal, text=f"chunk {ordinal}")
+    return SearchHit(chunk=chunk, citation=Citation(document_id="d", document_name="d.md"),
+                     score=score, via=via)
+
+
+def test_fusion_is_by_reciprocal_rank_keeping_the_better_score():
+    lexical = [_hit(1, 0.9, "lexical"), _hit(2, 0.5, "lexical"), _hit(3, 0.3, "lexical")]
+    vector = [_hit(3, 0.8, "vector"), _hit(4, 0.7, "vector")]
+    fused = fuse(lexical, vector)
+    # chunk 3: 1/63 + 1/61; chunk 1: 1/61; chunk 4: 1/62; chunk 2: 1/62 (lower score).
+    assert [(h.chunk.ordinal, h.score, h.via) for h in fused] == [
+        (3, 0.8, "hybrid"), (1, 0.9, "lexical"), (4, 0.7, "vector"), (2, 0.5, "lexical")]
+    assert fuse(lexical, []) == lexical
