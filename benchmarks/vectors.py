@@ -70,6 +70,10 @@ def _seed(store: DocumentStore, chunks: int, dim: int, words: list[str],
                             vectors[:count])
 
 
+def _hybrid(retriever: Retriever, text: str) -> None:
+    retriever.search("bench", ["p1"], text, top_k=5, min_score=0.0)
+
+
 def _ms(samples: list[float]) -> str:
     ordered = sorted(samples)
     p95 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.95))]
@@ -102,14 +106,13 @@ def main() -> None:
         timings: dict[str, list[float]] = {"lexical": [], "vector": [], "hybrid": []}
         for text, vector in queries:
             embedder.vector = vector
-            for name, run in (
-                    ("lexical", lambda: store.search_chunks("bench", ["p1"], text, 20)),
-                    ("vector", lambda: store.search_vectors("bench", ["p1"], embedder.model,
-                                                            vector, 20)),
-                    ("hybrid", lambda: retriever.search("bench", ["p1"], text, top_k=5,
-                                                        min_score=0.0))):
+            for name, run, arguments in (
+                    ("lexical", store.search_chunks, ("bench", ["p1"], text, 20)),
+                    ("vector", store.search_vectors, ("bench", ["p1"], embedder.model,
+                                                      vector, 20)),
+                    ("hybrid", _hybrid, (retriever, text))):
                 began = time.perf_counter()
-                run()
+                run(*arguments)
                 timings[name].append(time.perf_counter() - began)
         for name, samples in timings.items():
             print(f"{name:8} {_ms(samples)}   ({len(samples)} queries)")

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from vancetope_brain.models.knowledge import Chunk, SearchHit
-from vancetope_brain.store.documents import lexical_hit
+from vancetope_brain.store.documents import MAX_SEARCH_LIMIT, lexical_hit
 
 MAX_VECTOR_DIM = 4_096
 """The most numbers one vector may have."""
@@ -50,6 +50,15 @@ def check_model(model: str) -> None:
     """``ValueError`` unless ``model`` is a model's name (1 to ``MAX_MODEL_CHARS``)."""
     if not 1 <= len(model) <= MAX_MODEL_CHARS:
         raise ValueError(f"an embedding model's name has 1 to {MAX_MODEL_CHARS} characters")
+
+
+def vector_query(model: str, vector: np.ndarray, project_ids: Sequence[str],
+                 limit: int) -> tuple[np.ndarray, list[str], int]:
+    """A vector search's checked arguments: the unit query vector, the distinct projects in
+    order, the limit (at most ``MAX_SEARCH_LIMIT``). ``ValueError`` for a bad model or
+    vector."""
+    check_model(model)
+    return unit_query(vector), sorted(set(project_ids)), min(limit, MAX_SEARCH_LIMIT)
 
 
 def nearest(matrix: np.ndarray, query: np.ndarray, keep: np.ndarray | None,

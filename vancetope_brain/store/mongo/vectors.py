@@ -24,15 +24,14 @@ from bson import Binary
 from pymongo import ASCENDING
 
 from vancetope_brain.models.knowledge import Chunk, DocumentStatus, KnowledgeDocument, SearchHit
-from vancetope_brain.store.documents import MAX_SEARCH_LIMIT
 from vancetope_brain.store.mongo._codec import from_bson, translated
 from vancetope_brain.store.vectors import (
     MAX_VECTOR_SCAN,
     check_model,
     nearest,
-    unit_query,
     unit_rows,
     vector_hit,
+    vector_query,
 )
 
 VECTOR_INDEX = ([("tenantId", ASCENDING), ("projectId", ASCENDING), ("vectorModel", ASCENDING),
@@ -68,10 +67,7 @@ class MongoVectors:
     @translated
     def search_vectors(self, tenant_id: str, project_ids: Sequence[str], model: str,
                        vector: np.ndarray, limit: int) -> list[SearchHit]:
-        check_model(model)
-        query = unit_query(vector)
-        projects = sorted(set(project_ids))
-        limit = min(limit, MAX_SEARCH_LIMIT)
+        query, projects, limit = vector_query(model, vector, project_ids, limit)
         if not projects or limit <= 0:
             return []
         ready = {raw["_id"]: raw for raw in self._docs.find(

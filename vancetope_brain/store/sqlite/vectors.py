@@ -32,15 +32,14 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from vancetope_brain.models.knowledge import Chunk, KnowledgeDocument, SearchHit
-from vancetope_brain.store.documents import MAX_SEARCH_LIMIT
 from vancetope_brain.store.sqlite._db import load_all
 from vancetope_brain.store.vectors import (
     MAX_VECTOR_SCAN,
     check_model,
     nearest,
-    unit_query,
     unit_rows,
     vector_hit,
+    vector_query,
 )
 
 if TYPE_CHECKING:
@@ -131,10 +130,7 @@ class SqliteVectors:
 
     def search_vectors(self, tenant_id: str, project_ids: Sequence[str], model: str,
                        vector: np.ndarray, limit: int) -> list[SearchHit]:
-        check_model(model)
-        query = unit_query(vector)
-        projects = sorted(set(project_ids))
-        limit = min(limit, MAX_SEARCH_LIMIT)
+        query, projects, limit = vector_query(model, vector, project_ids, limit)
         if not projects or limit <= 0:
             return []
         ready = {(doc_id, version): name for doc_id, version, name in self.db.read(
