@@ -198,7 +198,8 @@ KEYS: dict[str, SettingKey] = {k.name: k for k in [
        "searches (unset: lexical search only).", pattern=_KEBAB,
        pattern_hint="a profile name (lowercase-kebab)"),
     _k("rag.embedding.model", str, None,
-       "Embedding model asked of rag.embedding.profile (unset: the profile's model)."),
+       "Embedding model asked of rag.embedding.profile (unset: the profile's model).",
+       pattern=r"\S{1,200}", pattern_hint="a model name (1 to 200 characters, no spaces)"),
 ]}
 
 ENGINE_MODEL_SUFFIX = ".model"

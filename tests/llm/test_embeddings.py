@@ -6,13 +6,14 @@ endpoint and model a project's settings choose."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 
 import numpy as np
 import pytest
 
-from tests.llm.fake_openai_server import EMBEDDING_DIM, FakeOpenAiServer, HttpError, Raw
-from vancetope_brain.errors import EmbeddingFailed, EmbeddingInvalid
+from tests.llm.fake_openai_server import EMBEDDING_DIM, FakeOpenAiServer, HttpError, Raw, Stall
+from vancetope_brain.errors import EmbeddingFailed, EmbeddingInvalid, InvalidInput
 from vancetope_brain.llm.embeddings import (
     MAX_BATCH,
     MAX_DIM,
@@ -103,6 +104,14 @@ def test_an_endpoint_down_is_embedding_failed_and_never_shows_the_key(server):
         Embedder(Profile("embed", url, "m", KEY), "m", 2.0, 0).embed(["first"])
 
 
+def test_a_stalled_endpoint_is_given_up_at_the_timeout(server):
+    server.break_embeddings(Stall(10))
+    began = time.monotonic()
+    with pytest.raises(EmbeddingFailed, match="timed out"):
+        Embedder(Profile("embed", server.base_url, "m"), "m", 0.5, 0).embed(["first"])
+    assert time.monotonic() - began < 3
+
+
 @pytest.fixture
 def settings(acme_store) -> SettingsService:
     return SettingsService(acme_store.port(SettingStore), acme_store.port(IdentityStore))
@@ -122,6 +131,9 @@ def test_the_projects_settings_choose_the_profile_and_the_model(settings):
     chosen = embeddings.for_project("acme", "p1", query=False)
     assert chosen is not None
     assert (chosen.model, chosen.timeout, chosen.max_retries) == ("big-embed", 30.0, 3)
+    for bad in ("", "two words", "m" * 201):
+        with pytest.raises(InvalidInput, match="rag.embedding.model"):
+            settings.set("acme", SettingScope.tenant(), "rag.embedding.model", bad)
     settings.set("acme", SettingScope.user("ada"), "rag.embedding.profile", "nowhere")
     assert embeddings.for_project("acme", "p1", query=True) is not None  # not the user's
     settings.set("acme", SettingScope.project("p1"), "rag.embedding.profile", "nowhere")
