@@ -90,10 +90,10 @@ class _Matrix:
     pairs: list[tuple[str, int]]
     matrix: np.ndarray
 
-    def keep(self, ready: dict[tuple[str, int], str]) -> np.ndarray:
-        """Which rows are of a (document, version) in ``ready``."""
-        return np.fromiter((pair in ready for pair in self.pairs), bool,
-                           len(self.pairs))[self.codes]
+    def keep(self, ready: dict[tuple[str, int], str]) -> np.ndarray | None:
+        """Which rows are of a (document, version) in ``ready`` (None: all of them)."""
+        kept = np.fromiter((pair in ready for pair in self.pairs), bool, len(self.pairs))
+        return None if kept.all() else kept[self.codes]
 
 
 class SqliteVectors:
