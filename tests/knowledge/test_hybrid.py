@@ -16,15 +16,17 @@ import pytest
 from tests.conftest import Embedded
 from tests.engines.test_arthur_rag import Prompts, ask
 from tests.helpers import wait_for
-from tests.knowledge.test_retrieval import FILLER
+from tests.knowledge.test_retrieval import FILLER, add
 from tests.llm.fake_openai_server import FakeOpenAiServer, HttpError, Raw
+from vancetope_brain.errors import StoreError
 from vancetope_brain.knowledge.retrieval import Retriever, fuse
 from vancetope_brain.llm.embeddings import Embeddings
 from vancetope_brain.llm.profiles import Profile
 from vancetope_brain.models.knowledge import Chunk, Citation, DocumentStatus, SearchHit
 from vancetope_brain.models.settings import SettingScope
 from vancetope_brain.observability import metrics
-from vancetope_brain.store import DocumentStore
+from vancetope_brain.settings import SettingsService
+from vancetope_brain.store import DocumentStore, IdentityStore, SettingStore
 
 CAR = "Car maintenance: change the engine oil every 15000 km."
 LAUNCH = "Bluebird ships on 4 May."
@@ -154,3 +156,25 @@ def test_fusion_is_by_reciprocal_rank_keeping_the_better_score():
     assert [(h.chunk.ordinal, h.score, h.via) for h in fused] == [
         (3, 0.8, "hybrid"), (1, 0.9, "lexical"), (4, 0.7, "vector"), (2, 0.5, "lexical")]
     assert fuse(lexical, []) == lexical
+
+
+def test_a_failing_vector_store_raises_after_a_log_line_and_a_count(acme_store, monkeypatch,
+                                                                    caplog):
+    add(acme_store, "acme", "p1", "car-care.md", CAR)
+    settings = SettingsService(acme_store.port(SettingStore), acme_store.port(IdentityStore))
+    settings.set("acme", SettingScope.tenant(), "rag.embedding.profile", "embed")
+    documents = acme_store.port(DocumentStore)
+
+    def broken(*args, **kwargs):
+        raise StoreError("disk I/O error")
+
+    monkeypatch.setattr(documents, "search_vectors", broken)
+    failures = metrics.RETRIEVAL_FAILURES.labels(stage="vector")
+    before = failures._value.get()
+    with FakeOpenAiServer() as fake:
+        retriever = Retriever(documents, Embeddings(
+            {"embed": Profile("embed", fake.base_url, "toy-embed")}, settings))
+        with pytest.raises(StoreError):
+            retriever.search("acme", ["p1"], "car upkeep", top_k=5, min_score=0.0)
+    assert failures._value.get() == before + 1
+    assert "knowledge search failed (stage vector, tenant acme)" in caplog.text

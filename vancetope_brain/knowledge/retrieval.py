@@ -126,6 +126,9 @@ class Retriever:
             log.warning("knowledge search goes on lexical only (tenant %s): %s", tenant_id, e)
             metrics.EMBEDDING_FALLBACKS.labels(stage="query", code=e.code).inc()
             return None
+        except StoreError as e:  # reading the settings
+            _failed("vector", tenant_id, e)
+            raise
         try:
             return self._documents.search_vectors(tenant_id, project_ids, embedder.model,
                                                   vector, FUSION_DEPTH)

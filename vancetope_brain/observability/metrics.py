@@ -93,7 +93,8 @@ TOOL_HEALTH_CHANGES = Counter("vancetope_tool_health_changes", "Changes of an MC
                               "state, cause and source (checker, agrajag, operator).",
                               ["server", "state", "cause", "source"])
 RETRIEVAL_FAILURES = Counter("vancetope_retrieval_failures", "Knowledge searches whose "
-                             "path failed, by stage (lexical: the store's search).",
+                             "path failed, by stage (lexical: the store's search; vector: "
+                             "the store's vector search or the embedding settings).",
                              ["stage"])
 EMBEDDING_FALLBACKS = Counter("vancetope_embedding_fallbacks", "Embeddings that failed, so "
                               "the work went on lexical only, by stage (query: a search; "
