@@ -31,6 +31,8 @@
     │       ├── LlmRejected       (code ``llm_rejected``) — the provider refuses the input itself (content filter, context limit)
     │       ├── StructuredOutputError (code ``structured_output``) — an answer that fails its schema after one repair
     │       ├── UnknownLlmProfile (code ``unknown_llm_profile``) — a recipe or setting names a profile nobody configured
+    │       ├── EmbeddingFailed   (code ``embedding_failed``) — the embedding endpoint is down, refuses or times out
+    │       │   └── EmbeddingInvalid (code ``embedding_invalid``) — it answered garbage (count, dimension, non-finite values)
     │       └── JournalFull       (code ``journal_full``) — a turn's journal would pass its entry or size cap
     └── Signal                    control flow, never shown to a user
         ├── Fenced                the lane lease was taken over; this worker must write nothing
@@ -236,6 +238,20 @@ class UnknownLlmProfile(LlmError):
     profile that is not configured (``VANCETOPE_LLM_PROFILES``)."""
 
     code = "unknown_llm_profile"
+
+
+class EmbeddingFailed(LlmError):
+    """Raised when the embedding endpoint (``rag.embedding.profile``) cannot be reached, times
+    out, answers an HTTP error, or the setting names a profile nobody configured."""
+
+    code = "embedding_failed"
+
+
+class EmbeddingInvalid(EmbeddingFailed):
+    """Raised when the embedding endpoint answers, but not with one finite vector of one
+    dimension per text asked (``llm/embeddings.py``)."""
+
+    code = "embedding_invalid"
 
 
 class JournalFull(LlmError):

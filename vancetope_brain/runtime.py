@@ -29,6 +29,7 @@ from vancetope_brain.inbox.attachments import AttachmentStore, load_secret
 from vancetope_brain.inbox.service import InboxService
 from vancetope_brain.lanes import Waker
 from vancetope_brain.lanes.waker import Enqueue
+from vancetope_brain.llm.embeddings import Embeddings
 from vancetope_brain.notifications import NotificationDispatcher, build_dispatcher
 from vancetope_brain.recipes import RecipeAdmin
 from vancetope_brain.recipes.resolver import RecipeResolver
@@ -168,15 +169,16 @@ class Administration:
         # Pushes reach the users' clients where Redis is shared (the distributed shape).
         events = EventBus(redis_client(config), max_len=config.event_log_max,
                           ttl=config.event_log_ttl)
+        settings = SettingsService(store.port(SettingStore), store.port(IdentityStore))
         indexer = DocumentIndexer(documents=store.port(DocumentStore),
                                   files=DocumentFiles(config.attachments_dir),
-                                  pushes=DocumentPushes(events))
+                                  pushes=DocumentPushes(events),
+                                  embeddings=Embeddings.from_config(config, settings))
 
         def index_now(job: dict[str, Any]) -> None:
             indexer.index(IndexJob.model_validate(job))
 
-        return cls(store, identity,
-                   SettingsService(store.port(SettingStore), store.port(IdentityStore)),
+        return cls(store, identity, settings,
                    RecipeResolver(store.port(RecipeStore)),
                    # The admin CLI writes as the operator: the one who grants engine roles.
                    RecipeAdmin.on(store, config.max_definitions, engine=ENGINES.get,

@@ -104,6 +104,8 @@ class SettingKey:
 
 
 _KEBAB = r"[a-z][a-z0-9]*(-[a-z0-9]+)*"
+_A_PROFILE: dict[str, Any] = {"pattern": _KEBAB, "pattern_hint": "a profile name (lowercase-kebab)"}
+"""The bounds of a setting naming an LLM endpoint profile."""
 _HH_MM = r"([01][0-9]|2[0-3]):[0-5][0-9]"
 
 
@@ -154,8 +156,7 @@ KEYS: dict[str, SettingKey] = {k.name: k for k in [
        "Model name for every engine (unset: the deployment's VANCETOPE_LLM_MODEL)."),
     _k("llm.profile", str, None,
        "LLM endpoint profile for every engine (unset: the profile `default`, the "
-       "deployment's OPENAI_* endpoint).", pattern=_KEBAB,
-       pattern_hint="a profile name (lowercase-kebab)"),
+       "deployment's OPENAI_* endpoint).", **_A_PROFILE),
     _k("notify.email.address", str, None,
        "E-mail address for notifications; setting it enables the e-mail channel.",
        pattern=r"[^@\s]+@[^@\s]+", pattern_hint="an e-mail address"),
@@ -203,6 +204,12 @@ KEYS: dict[str, SettingKey] = {k.name: k for k in [
     _k("rag.minScore", float, 0.2,
        "Lowest score (0 to 1) a document passage needs to be put into a turn's context.",
        minimum=0.0, maximum=1.0),
+    _k("rag.embedding.profile", str, None,
+       "LLM endpoint profile whose /v1/embeddings embeds the project's documents and "
+       "searches (unset: lexical search only).", **_A_PROFILE),
+    _k("rag.embedding.model", str, None,
+       "Embedding model asked of rag.embedding.profile (unset: the profile's model).",
+       pattern=r"\S{1,200}", pattern_hint="a model name (1 to 200 characters, no spaces)"),
 ]}
 
 ENGINE_MODEL_SUFFIX = ".model"
@@ -220,8 +227,7 @@ def _engine_key(name: str) -> SettingKey | None:
                 return SettingKey(name, str, None, f"Model name for the {engine} engine "
                                   "(beats llm.model; unset: llm.model).")
             return SettingKey(name, str, None, f"LLM endpoint profile for the {engine} engine "
-                              "(beats llm.profile; unset: llm.profile).", pattern=_KEBAB,
-                              pattern_hint="a profile name (lowercase-kebab)")
+                              "(beats llm.profile; unset: llm.profile).", **_A_PROFILE)
     return None
 
 

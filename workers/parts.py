@@ -21,6 +21,7 @@ from vancetope_brain.knowledge.retrieval import Retriever
 from vancetope_brain.lanes import LaneRunner, LeaseKeeper
 from vancetope_brain.lanes.sweeper import fire_timers, sweep
 from vancetope_brain.lanes.waker import Enqueue
+from vancetope_brain.llm.embeddings import Embeddings
 from vancetope_brain.llm.profiles import ModelRouter
 from vancetope_brain.models import ThinkProcess, utcnow
 from vancetope_brain.runtime import Core
@@ -115,6 +116,7 @@ def build_worker(config: Config, enqueue: Enqueue, enqueue_job: EnqueueJob,
     store, events = core["store"], core["events"]
     if model_for is None:  # per process: its recipe, the settings cascade, the profiles
         model_for = ModelRouter.from_config(config, core["settings"])
+    embeddings = Embeddings.from_config(config, core["settings"])
     client_tools = ClientToolBridge(core["redis"], events)
     mcp = McpRegistry.from_file(config.mcp_servers_file)
     policy = HealthPolicy(config.tool_probe_backoff, config.tool_probe_backoff_max,
@@ -146,7 +148,7 @@ def build_worker(config: Config, enqueue: Enqueue, enqueue_job: EnqueueJob,
                               tool_health=tool_health.write,
                               tokens=tokens,
                               chat=ChatCache(lanes, config.chat_cache_lines),
-                              knowledge=Retriever(store.port(DocumentStore)),
+                              knowledge=Retriever(store.port(DocumentStore), embeddings),
                               memory=MemoryAccess(store.port(MemoryStore),
                                                   store.port(IdentityStore)))
     runner = LaneRunner(lanes=lanes, processes=processes, items=store.port(UserInboxStore),
@@ -157,7 +159,7 @@ def build_worker(config: Config, enqueue: Enqueue, enqueue_job: EnqueueJob,
                         max_engine_failures=config.max_engine_failures, worker_name=worker_name)
     indexer = DocumentIndexer(documents=store.port(DocumentStore),
                               files=DocumentFiles(config.attachments_dir),
-                              pushes=DocumentPushes(events))
+                              pushes=DocumentPushes(events), embeddings=embeddings)
     return Worker(**core, runner=runner, outbox=outbox, mcp=mcp, services=services,
                   system_sessions=system_sessions, tool_health=tool_health, indexer=indexer,
                   enqueue_index=enqueue_index, leases=leases, tokens=tokens)

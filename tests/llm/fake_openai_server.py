@@ -15,11 +15,21 @@ provider's content filter would, consuming no scripted reply.
 ``server.respond_with(fn)`` answers every other request with ``fn(body)`` where that
 is not None (a server that answers by what it is asked, e.g. for a real worker whose
 requests a test cannot foresee one by one), consuming no scripted reply.
+
+POST /v1/embeddings answers deterministic vectors of ``EMBEDDING_DIM`` numbers from a toy
+model that knows only the concepts it is taught (``server.teach({"automobile": "car", "car":
+"car"})``): each known word of a text adds 1 to its concept's dimension (a hash of the
+concept), and every text has a small constant component, so no vector is zero and texts
+sharing no concept are nearly orthogonal (cosine about 0.05 or less), whatever words they
+share. ``server.break_embeddings(reply)`` answers every embedding request with ``reply``
+(an ``HttpError``, or ``Raw`` garbage) until ``break_embeddings(None)``.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -95,9 +105,26 @@ class RecordedRequest:
     body: dict[str, Any]
 
 
+EMBEDDING_DIM = 384
+_BIAS = 0.1  # the constant component of every vector (dimension 0)
+
+
+def embedding(text: str, concepts: dict[str, str]) -> list[float]:
+    """The toy model's vector of ``text`` (module docstring)."""
+    vector = [0.0] * EMBEDDING_DIM
+    vector[0] = _BIAS
+    for word in re.findall(r"[^\W_]+", text.lower()):
+        if word in concepts:
+            digest = hashlib.sha256(concepts[word].encode()).digest()
+            vector[1 + int.from_bytes(digest[:4], "big") % (EMBEDDING_DIM - 1)] += 1.0
+    return vector
+
+
 @dataclass
 class _State:
     replies: list[Reply] = field(default_factory=list)
+    concepts: dict[str, str] = field(default_factory=dict)
+    broken_embeddings: Reply | None = None
     rejections: list[tuple[str, HttpError]] = field(default_factory=list)
     responder: Callable[[dict[str, Any]], Reply | None] | None = None
     requests: list[RecordedRequest] = field(default_factory=list)
@@ -144,6 +171,16 @@ class FakeOpenAiServer:
         with self._state.lock:
             self._state.responder = responder
 
+    def teach(self, concepts: dict[str, str]) -> None:
+        """Teach the embedding model words and their concepts (module docstring)."""
+        with self._state.lock:
+            self._state.concepts.update(concepts)
+
+    def break_embeddings(self, reply: Reply | None) -> None:
+        """Answer every embedding request with ``reply`` (None: embed again)."""
+        with self._state.lock:
+            self._state.broken_embeddings = reply
+
     def __enter__(self) -> FakeOpenAiServer:
         self._thread.start()
         return self
@@ -178,10 +215,16 @@ class _Handler(BaseHTTPRequestHandler):
             state.requests.append(
                 RecordedRequest(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
             )
+            embeds = self.path.rstrip("/") == "/v1/embeddings"
+            broken, concepts = state.broken_embeddings, dict(state.concepts)
             said = json.dumps([m.get("content") for m in body.get("messages", [])])
             rejected = next((e for marker, e in state.rejections if marker in said), None)
-            reply = rejected or (state.responder(body) if state.responder else None) or (
+            reply = None if embeds else rejected or (
+                state.responder(body) if state.responder else None) or (
                 state.replies.pop(0) if state.replies else None)
+        if embeds:
+            self._embeddings(body, broken, concepts)
+            return
         try:
             if self.path.rstrip("/") != "/v1/chat/completions":
                 self._error(HttpError(404, f"no route {self.path}"))
@@ -191,6 +234,22 @@ class _Handler(BaseHTTPRequestHandler):
                 self._answer(reply, body)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (timeout test); nothing to tell it
+
+    def _embeddings(self, body: dict[str, Any], broken: Reply | None,
+                    concepts: dict[str, str]) -> None:
+        texts = body.get("input", [])
+        texts = [texts] if isinstance(texts, str) else texts
+        try:
+            if broken is not None:
+                self._answer(broken, body)
+                return
+            self._json(200, {"object": "list", "model": body.get("model", ""),
+                             "data": [{"object": "embedding", "index": i,
+                                       "embedding": embedding(text, concepts)}
+                                      for i, text in enumerate(texts)],
+                             "usage": {"prompt_tokens": 0, "total_tokens": 0}})
+        except (BrokenPipeError, ConnectionResetError):
+            pass
 
     def _answer(self, reply: Reply, body: dict[str, Any]) -> None:
         if isinstance(reply, HttpError):

@@ -5,8 +5,9 @@ sources a reply keeps.
 When autoInject resolves ON for the turn — the recipe param ``rag.autoInject`` (true/false,
 or on/off) wins over the setting ``rag.autoInject.enabled`` (innermost wins) — the drained
 user texts are searched in the process's project (``context.knowledge()``, at most
-``rag.topK`` hits scoring at least ``rag.minScore``). No user text, no hits, or a failing
-store (logged and counted by the ``Retriever``) is a silent skip: no block, the turn goes on.
+``rag.topK`` hits scoring at least ``rag.minScore``; hybrid with an embedding endpoint, and
+lexical when embedding fails). No user text, no hits, or a failing store (logged and counted
+by the ``Retriever``) is a silent skip: no block, the turn goes on.
 
 Every passage is data: its text and its source (document name, section, page or lines) go
 through ``models.markup.tagged``, so nothing a document says can close the block or forge a

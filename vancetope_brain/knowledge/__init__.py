@@ -7,10 +7,11 @@ pypdf in a child process, ``pdf_child``, bounded in time and memory); ``chunking
 text into passages.
 
 ``retrieval`` searches a project's passages through the ``DocumentStore`` port
-(``Retriever``); ``sample`` seeds the sample document ``vancetope serve`` gives a new project.
+(``Retriever``), lexically and, with an embedding endpoint, by vector (fused); ``sample`` seeds the sample document ``vancetope serve`` gives a new project.
 
 Rule: the reading modules only read bytes they are given, importing ``errors``, ``config``
 and ``models`` — no store, no events, no network. ``retrieval`` and ``sample`` also use
-``store`` and ``observability``, and nothing above them. Modules import each submodule
+``store`` and ``observability``, ``retrieval`` the embeddings of ``llm``, and nothing above
+them. Modules import each submodule
 directly, so this file exports nothing.
 """

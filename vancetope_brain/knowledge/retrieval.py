@@ -3,16 +3,29 @@ arthur-engine §3.8 item 4).
 
 ``Retriever.search`` is the one entry: it turns the user's free text into a bounded query,
 asks each search path for its ranked hits, and keeps the best ``top_k`` that reach
-``min_score``. Today there is one path, lexical (``DocumentStore.search_chunks``: BM25,
-scores normalised to 0..1). A vector path (an embedding endpoint and a vector index) adds
-its own ranked list in ``_ranked``, and the lists are then fused by reciprocal rank
-(``via="hybrid"``); a failing vector path degrades to the lexical one. Nothing here knows
-who asks: the caller gives the tenant and the projects, and the store never reads beyond
-them.
+``min_score``. Nothing here knows who asks: the caller gives the tenant and the projects,
+and the store never reads beyond them.
 
-A failing store raises ``StoreError`` after a WARNING log line and a count in
-``vancetope_retrieval_failures_total`` (stage ``lexical``); whether that fails the caller is
-the caller's choice (Arthur's autoInject skips silently, arthur-engine §3.8).
+**Paths.** Lexical always (``DocumentStore.search_chunks``: BM25, normalised to 0..1).
+Vector when the project has an embedding endpoint (``rag.embedding.profile``, read for the
+first project searched; ``llm/embeddings.py``): the text's vector (its first
+``MAX_QUERY_CHARS`` characters, at most ``QUERY_TIMEOUT`` seconds, no retry) against the
+chunks' vectors of the same model (``DocumentStore.search_vectors``: the cosine, 0..1).
+
+**Fusion.** Each path's hits below ``min_score`` are dropped first — so ``rag.minScore``
+means the same on either path: a BM25 share for a lexical hit, a cosine for a vector hit —
+and the rest (``FUSION_DEPTH`` a path) fused by reciprocal rank: a chunk's weight is the
+sum over the lists holding it of ``1 / (RRF_K + rank)``, best weight first (ties: the
+higher score, then lexical order). A fused hit's score is the best of its paths' scores,
+its ``via`` ``"hybrid"`` when both found it. With no embedding endpoint the search is
+lexical only, exactly as without this path.
+
+**Failures.** An embedding that fails or answers garbage (``EmbeddingFailed``) makes that
+search lexical only, after a WARNING line (no key: see ``llm/embeddings.py``) and a count
+in ``vancetope_embedding_fallbacks_total`` (stage ``query``): it never fails the caller. A
+failing store raises ``StoreError`` after a WARNING log line and a count in
+``vancetope_retrieval_failures_total`` (stage ``lexical`` or ``vector``); whether that fails
+the caller is the caller's choice (Arthur's autoInject skips silently, arthur-engine §3.8).
 """
 
 from __future__ import annotations
@@ -22,7 +35,8 @@ import re
 import unicodedata
 from collections.abc import Sequence
 
-from vancetope_brain.errors import StoreError
+from vancetope_brain.errors import EmbeddingFailed, StoreError
+from vancetope_brain.llm.embeddings import Embeddings
 from vancetope_brain.models.knowledge import Chunk, KnowledgeDocument, SearchHit
 from vancetope_brain.observability import metrics
 from vancetope_brain.store.documents import MAX_QUERY_TERMS, DocumentStore
@@ -33,6 +47,10 @@ MAX_QUERY_CHARS = 4_000
 """Characters of the text a search reads (the start of it); the rest is ignored."""
 MAX_TOP_K = 20
 """Hits one search returns at most, whatever ``top_k`` asks."""
+FUSION_DEPTH = 20
+"""Hits of each path a hybrid search fuses."""
+RRF_K = 60
+"""Reciprocal-rank fusion's constant (the usual one: a first rank weighs 1/61)."""
 STOP_WORDS = frozenset(["a", "an", "and", "are", "as", "at", "be", "been", "but", "by", "can", "could", "did", "do", "does", "for", "from", "had", "has", "have", "how", "i", "if", "in", "into", "is", "it", "its", "me", "my", "of", "on", "or", "our", "please", "say", "says", "should", "so", "tell", "than", "that", "the", "their", "them", "then", "there", "these", "they", "this", "those", "to", "us", "was", "we", "were", "what", "when", "where", "which", "who", "why", "will", "with", "would", "you", "your", "about", "documents", "document", "docs", "doc", "files", "file"])
 """English words that say how a question is asked, not what about (and the words a user
 names the documents by: "what do my documents say about X" searches for X). They weigh like
@@ -53,25 +71,33 @@ def query_text(text: str) -> str:
 
 
 class Retriever:
-    """Search over the documents of a tenant's projects, through ``DocumentStore``.
-    Thread-safe (it keeps no state of its own)."""
+    """Search over the documents of a tenant's projects, through ``DocumentStore`` and, when
+    configured, an embedding endpoint (``embeddings``; None: lexical only). Thread-safe (it
+    keeps no state of its own)."""
 
-    def __init__(self, documents: DocumentStore) -> None:
+    def __init__(self, documents: DocumentStore, embeddings: Embeddings | None = None) -> None:
         self._documents = documents
+        self._embeddings = embeddings
 
     def search(self, tenant_id: str, project_ids: Sequence[str], text: str, *, top_k: int,
                min_score: float) -> list[SearchHit]:
         """The hits for ``text`` in the READY documents of ``project_ids`` of the tenant,
         best first, at most ``min(top_k, MAX_TOP_K)``, each scoring at least ``min_score``
-        (0..1). Text without searchable words, no projects or ``top_k`` < 1 finds nothing
-        (and asks the store nothing). Raises ``StoreError`` when the store fails (logged and
-        counted)."""
+        (0..1) on its path (module docstring). Text without searchable words, no projects
+        or ``top_k`` < 1 finds nothing (and asks nothing). Raises ``StoreError`` when the
+        store fails (logged and counted); a failing embedding only makes it lexical."""
         limit = min(top_k, MAX_TOP_K)
         query = query_text(text)
         if limit < 1 or not query or not project_ids:
             return []
-        return [hit for hit in self._ranked(tenant_id, project_ids, query, limit)
-                if hit.score >= min_score]
+        projects = list(project_ids)
+        vector = self._vector(tenant_id, projects, text)
+        if vector is None:
+            return [hit for hit in self._lexical(tenant_id, projects, query, limit)
+                    if hit.score >= min_score]
+        lexical = self._lexical(tenant_id, projects, query, FUSION_DEPTH)
+        return fuse([hit for hit in lexical if hit.score >= min_score],
+                    [hit for hit in vector if hit.score >= min_score])[:limit]
 
     def documents(self, tenant_id: str, project_id: str) -> list[KnowledgeDocument]:
         """The project's documents by name, whatever their status."""
@@ -86,13 +112,55 @@ class Retriever:
                                            section=section, page=page, lines=lines,
                                            limit=limit)
 
-    def _ranked(self, tenant_id: str, project_ids: Sequence[str], query: str,
-                limit: int) -> list[SearchHit]:
-        """The best ``limit`` hits of every search path, fused, best first (one path today:
-        lexical)."""
+    def _lexical(self, tenant_id: str, project_ids: list[str], query: str,
+                 limit: int) -> list[SearchHit]:
         try:
-            return self._documents.search_chunks(tenant_id, list(project_ids), query, limit)
+            return self._documents.search_chunks(tenant_id, project_ids, query, limit)
         except StoreError as e:
-            log.warning("knowledge search failed (stage lexical, tenant %s): %s", tenant_id, e)
-            metrics.RETRIEVAL_FAILURES.labels(stage="lexical").inc()
+            _failed("lexical", tenant_id, e)
             raise
+
+    def _vector(self, tenant_id: str, project_ids: list[str],
+                text: str) -> list[SearchHit] | None:
+        """The vector path's best ``FUSION_DEPTH`` hits; None when the project has no
+        embedding endpoint or embedding the text failed (logged and counted)."""
+        if self._embeddings is None:
+            return None
+        try:
+            embedder = self._embeddings.for_project(tenant_id, project_ids[0], query=True)
+            if embedder is None:
+                return None
+            [vector] = embedder.embed([text[:MAX_QUERY_CHARS]])
+        except EmbeddingFailed as e:
+            log.warning("knowledge search goes on lexical only (tenant %s): %s", tenant_id, e)
+            metrics.EMBEDDING_FALLBACKS.labels(stage="query", code=e.code).inc()
+            return None
+        except StoreError as e:  # reading the settings
+            _failed("vector", tenant_id, e)
+            raise
+        try:
+            return self._documents.search_vectors(tenant_id, project_ids, embedder.model,
+                                                  vector, FUSION_DEPTH)
+        except StoreError as e:
+            _failed("vector", tenant_id, e)
+            raise
+
+
+def _failed(stage: str, tenant_id: str, error: StoreError) -> None:
+    log.warning("knowledge search failed (stage %s, tenant %s): %s", stage, tenant_id, error)
+    metrics.RETRIEVAL_FAILURES.labels(stage=stage).inc()
+
+
+def fuse(*ranked: Sequence[SearchHit]) -> list[SearchHit]:
+    """The hits of the ``ranked`` lists (each best first) fused by reciprocal rank (module
+    docstring): each chunk once, best first, scored by its best path, ``via`` ``"hybrid"``
+    when more than one list holds it."""
+    fused: dict[str, tuple[float, SearchHit, set[str]]] = {}
+    for hits in ranked:
+        for rank, hit in enumerate(hits, start=1):
+            weight, kept, vias = fused.get(hit.chunk.id, (0.0, hit, set()))
+            best = hit if hit.score > kept.score else kept
+            fused[hit.chunk.id] = (weight + 1 / (RRF_K + rank), best, vias | {hit.via})
+    order = sorted(fused.values(), key=lambda entry: (-entry[0], -entry[1].score))
+    return [hit.model_copy(update={"via": "hybrid"}) if len(vias) > 1 else hit
+            for _, hit, vias in order]

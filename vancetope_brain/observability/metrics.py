@@ -93,11 +93,17 @@ TOOL_HEALTH_CHANGES = Counter("vancetope_tool_health_changes", "Changes of an MC
                               "state, cause and source (checker, agrajag, operator).",
                               ["server", "state", "cause", "source"])
 RETRIEVAL_FAILURES = Counter("vancetope_retrieval_failures", "Knowledge searches whose "
-                             "path failed, by stage (lexical: the store's search).",
+                             "path failed, by stage (lexical: the store's search; vector: "
+                             "the store's vector search or the embedding settings).",
                              ["stage"])
 SUMMARY_FAILURES = Counter("vancetope_summary_failures", "Chat summaries that failed (the "
                            "model's error or empty answer); the turn truncated its history "
                            "instead.")
+
+EMBEDDING_FALLBACKS = Counter("vancetope_embedding_fallbacks", "Embeddings that failed, so "
+                              "the work went on lexical only, by stage (query: a search; "
+                              "index: a document's chunks) and code (embedding_failed, "
+                              "embedding_invalid).", ["stage", "code"])
 NOTIFICATIONS = Counter("vancetope_notifications", "Inbox-item deliveries, by channel and "
                         "status (SENT, FAILED, SKIPPED, QUEUED).", ["channel", "status"])
 

@@ -13,6 +13,15 @@ process) and writes its chunks, or marks it FAILED with the error's code. Every 
 fenced by the document's version, so a job for a version that was replaced or deleted writes
 nothing, and a redelivered job of a version that is READY or FAILED does nothing.
 
+**Vectors.** When the project has an embedding endpoint (``rag.embedding.profile``,
+``llm/embeddings.py``), a job that wrote its chunks embeds them and stores their vectors
+(``DocumentStore.write_vectors``), then embeds up to ``BACKFILL_DOCUMENTS`` more of the
+project's READY documents that have no vectors of the model (their chunks again from the
+stored file): an endpoint that failed, a model that changed. Embedding fails the job never:
+the document is READY and found lexically; the failure is a WARNING line and a count in
+``vancetope_embedding_fallbacks_total`` (stage ``index``), and its vectors are filled by a
+later job of the project (any document added or changed there).
+
 Every change is pushed to the user who added the document as ``document-updated`` (or
 ``document-deleted``) in their user feed, which every connection of theirs follows, like the
 Inbox's pushes. A push is a live overlay: one Redis failed to take is logged, never fails
@@ -35,6 +44,7 @@ from pydantic import Field
 from vancetope_brain import keys
 from vancetope_brain.errors import (
     DocumentTooLarge,
+    EmbeddingFailed,
     InvalidInput,
     NotFound,
     RuntimeFailure,
@@ -45,6 +55,7 @@ from vancetope_brain.events import EventBus, EventType
 from vancetope_brain.identity import Principal
 from vancetope_brain.knowledge.formats import detect_format
 from vancetope_brain.knowledge.parsing import parse
+from vancetope_brain.llm.embeddings import Embeddings
 from vancetope_brain.models.base import Wire
 from vancetope_brain.models.knowledge import (
     MAX_DOCUMENT_BYTES,
@@ -58,12 +69,15 @@ from vancetope_brain.models.knowledge import (
     DocumentView,
     KnowledgeDocument,
 )
+from vancetope_brain.observability import metrics
 from vancetope_brain.services.document_files import DocumentFiles
 from vancetope_brain.store import Backend, DocumentStore, IdentityStore
 
 log = logging.getLogger(__name__)
 
 HEAD_BYTES = 8192
+BACKFILL_DOCUMENTS = 2
+"""Documents without vectors one indexing job embeds after its own (module docstring)."""
 """Bytes of a file ``add`` reads to decide its format."""
 _BAD_NAME = re.compile(r"[\x00-\x1f\x7f/\\]")
 
@@ -218,11 +232,13 @@ class DocumentIndexer:
     """The worker's side: runs ``IndexJob``s (see the module docstring)."""
 
     def __init__(self, *, documents: DocumentStore, files: DocumentFiles,
-                 pushes: DocumentPushes, seconds: float = PARSE_SECONDS) -> None:
+                 pushes: DocumentPushes, seconds: float = PARSE_SECONDS,
+                 embeddings: Embeddings | None = None) -> None:
         self._documents = documents
         self._files = files
         self._pushes = pushes
         self._seconds = seconds
+        self._embeddings = embeddings
 
     def index(self, job: IndexJob) -> DocumentStatus | None:
         """Index the job's version; returns the status it left, or None when the job was
@@ -257,6 +273,7 @@ class DocumentIndexer:
             return None
         self._files.prune(t, d, keep=v)
         self._push_current(t, p, d)
+        self._add_vectors(job, [c.text for c in chunks])
         return DocumentStatus.READY
 
     def resume_stalled(self, now: datetime, enqueue: EnqueueIndex) -> int:
@@ -281,6 +298,33 @@ class DocumentIndexer:
                 enqueue(IndexJob(tenant_id=doc.tenant_id, project_id=doc.project_id,
                                  document_id=doc.id, version=doc.version).dump())
         return len(stalled)
+
+    def _add_vectors(self, job: IndexJob, texts: list[str]) -> None:
+        """The vectors of the chunks just written (``texts``), then of up to
+        ``BACKFILL_DOCUMENTS`` documents lacking them (module docstring)."""
+        t, p = job.tenant_id, job.project_id
+        if self._embeddings is None:
+            return
+        try:
+            embedder = self._embeddings.for_project(t, p, query=False)
+            if embedder is None:
+                return
+            if texts:
+                self._documents.write_vectors(t, p, job.document_id, job.version,
+                                              embedder.model, embedder.embed(texts))
+            for doc in self._documents.without_vectors(t, p, embedder.model,
+                                                       BACKFILL_DOCUMENTS):
+                try:
+                    passages = parse(self._files.read(t, doc.id, doc.version), doc.format,
+                                     name=doc.name, seconds=self._seconds).passages
+                    self._documents.write_vectors(t, p, doc.id, doc.version, embedder.model,
+                                                  embedder.embed([x.text for x in passages]))
+                except (UserError, ValueError) as e:  # its bytes are gone, or read otherwise
+                    log.warning("document %s keeps no vectors: %s", doc.id, e)
+        except EmbeddingFailed as e:
+            log.warning("document %s is found lexically only until its vectors are filled: "
+                        "%s", job.document_id, e)
+            metrics.EMBEDDING_FALLBACKS.labels(stage="index", code=e.code).inc()
 
     def _fail(self, doc: KnowledgeDocument, code: str, message: str) -> DocumentStatus | None:
         if not self._documents.mark_document(doc.tenant_id, doc.project_id, doc.id,

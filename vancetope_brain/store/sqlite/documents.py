@@ -1,5 +1,5 @@
 """SQLite ``DocumentStore``: tables ``knowledge_documents``, ``knowledge_chunks`` and the
-FTS5 index ``knowledge_fts``.
+FTS5 index ``knowledge_fts`` (the vectors: ``sqlite/vectors.py``).
 
 A document row holds the ``KnowledgeDocument`` whole in ``doc`` with its key, name, version,
 status and size as columns, rewritten whole on each change; (tenant, project, name) is
@@ -57,6 +57,7 @@ from vancetope_brain.store.documents import (
 from vancetope_brain.store.ranking import Candidate
 from vancetope_brain.store.sqlite import SqliteAdapter
 from vancetope_brain.store.sqlite._db import equal_clauses, fts_query, load_all
+from vancetope_brain.store.sqlite.vectors import VECTOR_TABLES, SqliteVectors, drop_vectors
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS knowledge_documents (
@@ -93,8 +94,8 @@ _IN_SCOPE = (
 _DOCUMENT = "SELECT doc FROM knowledge_documents WHERE tenant_id = ? AND project_id = ? AND id = ?"
 
 
-class SqliteDocuments(SqliteAdapter, DocumentStore):
-    tables = _TABLES
+class SqliteDocuments(SqliteAdapter, SqliteVectors, DocumentStore):
+    tables = f"{_TABLES};{VECTOR_TABLES}"
 
     def add_document(self, doc: KnowledgeDocument, *, max_project_documents: int,
                      max_project_bytes: int, max_tenant_bytes: int) -> KnowledgeDocument:
@@ -285,6 +286,7 @@ def _put(conn: sqlite3.Connection, doc: KnowledgeDocument, *, tokens: int = 0) -
 def _drop_chunks(conn: sqlite3.Connection, tenant_id: str, document_id: str) -> None:
     """Delete every chunk of the document, and its index entries first (an external-content
     index forgets a row only when told the text it indexed)."""
+    drop_vectors(conn, tenant_id, document_id)
     conn.execute("INSERT INTO knowledge_fts (knowledge_fts, rowid, text) SELECT 'delete', id, "
                  "text FROM knowledge_chunks WHERE tenant_id = ? AND document_id = ?",
                  (tenant_id, document_id))

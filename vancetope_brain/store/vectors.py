@@ -1,0 +1,84 @@
+"""What both ``DocumentStore`` adapters share for vector search (no I/O): checking the vectors
+written, the exact cosine scan and the hit it makes.
+
+**Score**: vectors are stored with unit length, so a dot product is the cosine; a hit's score
+is the cosine, and a chunk whose cosine is 0 or less is no hit (0..1, like the lexical
+score; ``knowledge/retrieval.py`` says how the two are fused).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from vancetope_brain.models.knowledge import Chunk, SearchHit
+from vancetope_brain.store.documents import MAX_SEARCH_LIMIT, lexical_hit
+
+MAX_VECTOR_DIM = 4_096
+"""The most numbers one vector may have."""
+MAX_VECTOR_SCAN = 200_000
+"""Vectors one search compares at most per project searched (in storage order): a project
+with more chunks embedded finds by vector only among the first of them."""
+MAX_MODEL_CHARS = 200
+"""Characters of an embedding model's name."""
+
+
+def unit_rows(vectors: np.ndarray | Sequence[Sequence[float]], count: int) -> np.ndarray:
+    """``vectors`` as a C-contiguous float32 matrix of unit rows; ``ValueError`` unless it
+    has ``count`` rows of one dimension (1 to ``MAX_VECTOR_DIM``), finite and not zero."""
+    matrix = np.asarray(vectors, dtype=np.float64)
+    if matrix.ndim != 2 or matrix.shape[0] != count or \
+            not 1 <= matrix.shape[1] <= MAX_VECTOR_DIM:
+        raise ValueError(f"expected {count} vectors of 1 to {MAX_VECTOR_DIM} numbers, got an "
+                         f"array of shape {matrix.shape}")
+    norms = np.linalg.norm(matrix, axis=1)
+    if not np.isfinite(matrix).all() or not (norms > 0).all():
+        raise ValueError("a vector is not finite, or all zero")
+    return np.ascontiguousarray(matrix / norms[:, None], dtype=np.float32)
+
+
+def unit_query(vector: np.ndarray | Sequence[float]) -> np.ndarray:
+    """The query ``vector`` as a float32 unit vector (``unit_rows`` of one row, flattened)."""
+    flat = np.asarray(vector, dtype=np.float64)
+    if flat.ndim != 1:
+        raise ValueError(f"a query vector is flat, not of shape {flat.shape}")
+    return unit_rows(flat[None, :], 1)[0]
+
+
+def check_model(model: str) -> None:
+    """``ValueError`` unless ``model`` is a model's name (1 to ``MAX_MODEL_CHARS``)."""
+    if not 1 <= len(model) <= MAX_MODEL_CHARS:
+        raise ValueError(f"an embedding model's name has 1 to {MAX_MODEL_CHARS} characters")
+
+
+def vector_query(model: str, vector: np.ndarray, project_ids: Sequence[str],
+                 limit: int) -> tuple[np.ndarray, list[str], int]:
+    """A vector search's checked arguments: the unit query vector, the distinct projects in
+    order, the limit (at most ``MAX_SEARCH_LIMIT``). ``ValueError`` for a bad model or
+    vector."""
+    check_model(model)
+    return unit_query(vector), sorted(set(project_ids)), min(limit, MAX_SEARCH_LIMIT)
+
+
+def nearest(matrix: np.ndarray, query: np.ndarray, keep: np.ndarray | None,
+            limit: int) -> list[tuple[int, float]]:
+    """The best ``limit`` rows of ``matrix`` by cosine with ``query`` (both unit), among
+    the rows ``keep`` marks (None: all), as (row, score) best first, ties by row; rows
+    scoring 0 or less left out."""
+    if limit <= 0 or matrix.shape[0] == 0:
+        return []
+    scores = matrix @ query
+    if keep is not None:
+        scores = np.where(keep, scores, -1.0)
+    if limit < scores.shape[0]:
+        rows = np.argpartition(-scores, limit - 1)[:limit]
+    else:
+        rows = np.arange(scores.shape[0])
+    rows = rows[np.lexsort((rows, -scores[rows]))]
+    return [(int(row), min(float(scores[row]), 1.0)) for row in rows if scores[row] > 0]
+
+
+def vector_hit(chunk: Chunk, document_name: str, score: float) -> SearchHit:
+    """The hit of ``chunk`` of the document named ``document_name`` found by vector."""
+    return lexical_hit(chunk, document_name, score).model_copy(update={"via": "vector"})
