@@ -217,3 +217,15 @@ def test_capped_candidates_keep_the_scope_statistics(documents: DocumentStore,
     capped = documents.search_chunks("ten_1", ["prj_1"], "ficus water", 100)
     assert 1 <= len(capped) <= 3 and len(uncapped) == 7  # stale chunks are cut after the cap
     assert all(hit.score == uncapped[hit.chunk.text] for hit in capped)
+
+
+def test_capped_candidates_take_the_rarest_terms_chunks_first(
+        documents: DocumentStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past ``MAX_CANDIDATES`` the chunks holding the rarer term are ranked whatever their
+    place in the index: a common word's long list is what is cut."""
+    indexed(documents, *[f"ficus {n}" for n in range(8)], name="a.md")
+    indexed(documents, "ficus orchid", name="b.md")  # indexed last
+    for adapter in ("sqlite", "mongo"):
+        monkeypatch.setattr(f"vancetope_brain.store.{adapter}.documents.MAX_CANDIDATES", 3)
+    hits = documents.search_chunks("ten_1", ["prj_1"], "ficus orchid", 10)
+    assert hits[0].chunk.text == "ficus orchid" and len(hits) <= 3
