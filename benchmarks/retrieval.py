@@ -14,7 +14,8 @@ a chunk the chunker cuts.
 Then, per query class, ``--queries`` searches through ``Retriever.search`` (what Arthur's
 autoInject and ``memory_query`` call; top 5, ``min_score`` 0), one at a time in this thread:
 
-- ``rare``: one word of Zipf rank 20,000–``--vocabulary`` (in ~10–70 of 100,000 chunks);
+- ``rare``: one word of Zipf rank ``--vocabulary`` / 5 – ``--vocabulary`` (in ~10–70 of
+  100,000 chunks);
 - ``mid``: one word of rank 300–3,000 (in ~0.5–5 % of the chunks);
 - ``common``: one word of rank 1–30 (in ~40–100 % of the chunks: the worst case);
 - ``question``: a user's sentence with stop words and one word of each class.
@@ -62,8 +63,9 @@ from vancetope_brain.store.sqlite.documents import SqliteDocuments  # noqa: E402
 TENANT, PROJECT = "ten_bench", "prj_bench"
 ROOMY = {"max_project_documents": 10_000, "max_project_bytes": 10**12,
          "max_tenant_bytes": 10**12}
-CLASSES = {"rare": (20_000, None), "mid": (300, 3_000), "common": (1, 30)}
-"""Zipf rank ranges (1-based, end inclusive; None: the vocabulary's end) of each class."""
+CLASSES = {"rare": (None, None), "mid": (300, 3_000), "common": (1, 30)}
+"""Zipf rank ranges (1-based, end inclusive) of each class; None: from a fifth of the
+vocabulary (20,000 of 100,000), to its end."""
 QUESTION = "what do my documents say about {} and {} when {}?"
 
 
@@ -96,8 +98,8 @@ class Zipf:
     def rank_word(self, rank: int) -> str:
         return self.words[rank - 1]
 
-    def between(self, low: int, high: int | None) -> list[str]:
-        return self.words[low - 1:(high or len(self.words))]
+    def between(self, low: int | None, high: int | None) -> list[str]:
+        return self.words[(low or len(self.words) // 5) - 1:(high or len(self.words))]
 
 
 @dataclass
