@@ -229,3 +229,32 @@ def test_capped_candidates_take_the_rarest_terms_chunks_first(
         monkeypatch.setattr(f"vancetope_brain.store.{adapter}.documents.MAX_CANDIDATES", 3)
     hits = documents.search_chunks("ten_1", ["prj_1"], "ficus orchid", 10)
     assert hits[0].chunk.text == "ficus orchid" and len(hits) <= 3
+
+
+def test_statistics_follow_deletes_replacements_and_status_changes(
+        documents: DocumentStore) -> None:
+    """A document's chunks count while it is READY, at its current version only: deleting it,
+    re-indexing it, or a status change of a READY document leaves the scores as if the
+    chunks that left had never been written."""
+    indexed(documents, "ficus water", "cactus sand", name="a.md")
+
+    def scores() -> list[tuple[str, float]]:
+        return [(hit.chunk.text, hit.score)
+                for hit in documents.search_chunks("ten_1", ["prj_1"], "ficus sand", 5)]
+
+    alone = scores()
+    gone = indexed(documents, "ficus ficus sand", "ficus", name="b.md")
+    assert scores() != alone
+    assert documents.delete_document("ten_1", "prj_1", gone.id)
+    assert scores() == alone
+    again = indexed(documents, "ficus", name="c.md")
+    assert documents.mark_document("ten_1", "prj_1", again.id, 1, DocumentStatus.INDEXING)
+    assert scores() == alone
+    assert documents.write_chunks("ten_1", "prj_1", again.id, 1, chunks(again, "pear"),
+                                  pages=None)
+    with_pear = scores()
+    assert documents.write_chunks("ten_1", "prj_1", again.id, 1, chunks(again, "pear"),
+                                  pages=None)  # READY written again: counted once
+    assert scores() == with_pear
+    indexed(documents, "plum", name="c.md", content="v2")  # replaced: v1's "pear" leaves
+    assert [text for text, _ in scores()] == [text for text, _ in alone]

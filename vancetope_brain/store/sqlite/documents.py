@@ -14,12 +14,15 @@ version, deletes every chunk of the document, inserts the new ones and flips the
 
 A document row also keeps ``chunks`` and ``tokens``, the count of its current chunks and
 of their tokens (set by ``write_chunks``), a chunk row its ``length`` in tokens
-(``index_terms``), and ``knowledge_terms`` per (tenant, document, term) how many of the
-document's current chunks hold the term, written with the chunks and dropped with them: the
-statistics of a search without reading the chunks.
+(``index_terms``), and ``knowledge_terms`` per (tenant, project, term) how many current
+chunks of the project's READY documents hold the term: ``write_chunks`` adds its chunks'
+terms as it makes a document READY, and whatever makes a READY document stop being one, or
+replaces or deletes its chunks, first takes them away (``_unready``: their texts read and
+tokenised again), all in that call's transaction. So a search has its statistics without
+reading the chunks.
 
-Search, per query term rarest first (n from ``knowledge_terms`` summed over the READY
-documents of the searched projects — one indexed read; terms no chunk holds are skipped):
+Search, per query term rarest first (n from ``knowledge_terms`` summed over the searched
+projects — one read of its key; terms no chunk holds are skipped):
 ``knowledge_fts`` ``MATCH``es the term's words (each quoted: nothing the user typed is FTS
 syntax), joined to the chunks of the tenant's projects and to their READY document at the
 chunk's version, in rowid order, until ``MAX_CANDIDATES`` chunks are found in all. So the
@@ -31,7 +34,7 @@ counted in its text (``counter``: as ``index_terms`` counts). FTS5's ``bm25()`` 
 its statistics span the whole file (every tenant, old versions). The best ``limit`` are then
 read whole. Cost (``benchmarks/retrieval.py``): a search reads at most ``MAX_CANDIDATES``
 chunk texts whatever the store's size; ``knowledge_terms`` holds one row per distinct term
-of each document (+64 % on the benchmark's 100,000 chunks of Zipf text).
+of each project.
 The knowledge tables came without a schema version (``_db``: a new table needs none) and
 have had ``length``, ``chunks``, ``tokens`` and ``knowledge_terms`` since before any release.
 """
@@ -84,8 +87,8 @@ CREATE VIRTUAL TABLE IF NOT EXISTS knowledge_fts USING fts5(
     tokenize = 'unicode61 remove_diacritics 2'
 );
 CREATE TABLE IF NOT EXISTS knowledge_terms (
-    tenant_id TEXT NOT NULL, document_id TEXT NOT NULL, term TEXT NOT NULL,
-    chunks INTEGER NOT NULL, PRIMARY KEY (tenant_id, document_id, term)
+    tenant_id TEXT NOT NULL, project_id TEXT NOT NULL, term TEXT NOT NULL,
+    chunks INTEGER NOT NULL, PRIMARY KEY (tenant_id, project_id, term)
 ) WITHOUT ROWID
 """
 
@@ -119,6 +122,7 @@ class SqliteDocuments(SqliteAdapter, DocumentStore):
             if new is None:
                 assert stored is not None
                 return stored
+            _unready(conn, stored)
             _put(conn, new)
         return new
 
@@ -141,6 +145,7 @@ class SqliteDocuments(SqliteAdapter, DocumentStore):
             stored = _current(conn, tenant_id, project_id, document_id, version)
             if stored is None:
                 return False
+            _unready(conn, stored)
             _put(conn, stored.model_copy(update={"status": status, "error_code": error_code,
                                                  "error": error, "updated_at": utcnow()}))
         return True
@@ -152,6 +157,7 @@ class SqliteDocuments(SqliteAdapter, DocumentStore):
             stored = _current(conn, tenant_id, project_id, document_id, version)
             if stored is None:
                 return False
+            _unready(conn, stored)
             _drop_chunks(conn, tenant_id, document_id)
             tokens = 0
             holding: Counter[str] = Counter()
@@ -168,9 +174,7 @@ class SqliteDocuments(SqliteAdapter, DocumentStore):
                 ).lastrowid
                 conn.execute("INSERT INTO knowledge_fts (rowid, text) VALUES (?, ?)",
                              (rowid, chunk.text))
-            conn.executemany("INSERT INTO knowledge_terms (tenant_id, document_id, term, chunks)"
-                             " VALUES (?, ?, ?, ?)",
-                             ((tenant_id, document_id, term, n) for term, n in sorted(holding.items())))
+            _count_terms(conn, tenant_id, project_id, holding, 1)
             _put(conn, stored.model_copy(update={
                 "status": DocumentStatus.READY, "chunk_count": len(chunks), "pages": pages,
                 "error_code": None, "error": None, "updated_at": utcnow()}),
@@ -179,8 +183,10 @@ class SqliteDocuments(SqliteAdapter, DocumentStore):
 
     def delete_document(self, tenant_id: str, project_id: str, document_id: str) -> bool:
         with self.db.write() as conn:
-            if conn.execute(_DOCUMENT, (tenant_id, project_id, document_id)).fetchone() is None:
+            row = conn.execute(_DOCUMENT, (tenant_id, project_id, document_id)).fetchone()
+            if row is None:
                 return False
+            _unready(conn, KnowledgeDocument.load(json.loads(row[0])))
             _drop_chunks(conn, tenant_id, document_id)
             conn.execute("DELETE FROM knowledge_documents WHERE tenant_id = ? AND id = ?",
                          (tenant_id, document_id))
@@ -197,17 +203,17 @@ class SqliteDocuments(SqliteAdapter, DocumentStore):
         for word in words:
             spelled.setdefault(fold(word), []).append(word)
         ready = self.db.read(
-            f"SELECT id, chunks, tokens FROM knowledge_documents WHERE tenant_id = ? AND "
+            f"SELECT chunks, tokens FROM knowledge_documents WHERE tenant_id = ? AND "
             f"project_id IN {_marks(projects)} AND status = 'READY'", (tenant_id, *projects))
-        chunk_count, tokens = sum(row[1] for row in ready), sum(row[2] for row in ready)
+        chunk_count, tokens = sum(row[0] for row in ready), sum(row[1] for row in ready)
         if chunk_count == 0:
             return []
-        documents, terms = [row[0] for row in ready], list(spelled)
+        terms = list(spelled)
         holding = dict.fromkeys(terms, 0)
         holding.update(self.db.read(
-            f"SELECT term, SUM(chunks) FROM knowledge_terms WHERE tenant_id = ? AND document_id "
-            f"IN {_marks(documents)} AND term IN {_marks(terms)} GROUP BY term",
-            (tenant_id, *documents, *terms)))
+            f"SELECT term, SUM(chunks) FROM knowledge_terms WHERE tenant_id = ? AND project_id "
+            f"IN {_marks(projects)} AND term IN {_marks(terms)} GROUP BY term",
+            (tenant_id, *projects, *terms)))
         rows: dict[int, tuple[int, str, str, int, str]] = {}
         for term in sorted((t for t in terms if holding[t]), key=lambda t: (holding[t], t)):
             if len(rows) >= MAX_CANDIDATES:
@@ -279,6 +285,31 @@ def _put(conn: sqlite3.Connection, doc: KnowledgeDocument, *, tokens: int = 0) -
          doc.size, doc.model_dump_json(by_alias=True), doc.chunk_count, tokens))
 
 
+def _count_terms(conn: sqlite3.Connection, tenant_id: str, project_id: str,
+                 holding: Counter[str], sign: int) -> None:
+    """Add (``sign`` 1) or take away (-1) ``holding``, chunks per term, to or from the
+    project's ``knowledge_terms``; a term no chunk holds any more loses its row."""
+    rows = [(tenant_id, project_id, term, sign * n) for term, n in sorted(holding.items())]
+    conn.executemany("INSERT INTO knowledge_terms (tenant_id, project_id, term, chunks) "
+                     "VALUES (?, ?, ?, ?) ON CONFLICT (tenant_id, project_id, term) "
+                     "DO UPDATE SET chunks = chunks + excluded.chunks", rows)
+    if sign < 0:
+        conn.executemany("DELETE FROM knowledge_terms WHERE tenant_id = ? AND project_id = ? "
+                         "AND term = ? AND chunks <= 0", (row[:3] for row in rows))
+
+
+def _unready(conn: sqlite3.Connection, stored: KnowledgeDocument | None) -> None:
+    """Before a READY document stops being one or gets new chunks: take its chunks out of
+    its project's term counts (their terms read again from their texts)."""
+    if stored is None or stored.status is not DocumentStatus.READY:
+        return
+    holding: Counter[str] = Counter()
+    for (text,) in conn.execute("SELECT text FROM knowledge_chunks WHERE tenant_id = ? AND "
+                                "document_id = ?", (stored.tenant_id, stored.id)):
+        holding.update(set(index_terms(text)))
+    _count_terms(conn, stored.tenant_id, stored.project_id, holding, -1)
+
+
 def _drop_chunks(conn: sqlite3.Connection, tenant_id: str, document_id: str) -> None:
     """Delete every chunk of the document, and its index entries first (an external-content
     index forgets a row only when told the text it indexed)."""
@@ -286,6 +317,4 @@ def _drop_chunks(conn: sqlite3.Connection, tenant_id: str, document_id: str) -> 
                  "text FROM knowledge_chunks WHERE tenant_id = ? AND document_id = ?",
                  (tenant_id, document_id))
     conn.execute("DELETE FROM knowledge_chunks WHERE tenant_id = ? AND document_id = ?",
-                 (tenant_id, document_id))
-    conn.execute("DELETE FROM knowledge_terms WHERE tenant_id = ? AND document_id = ?",
                  (tenant_id, document_id))
