@@ -53,7 +53,7 @@ from vancetope_brain.services.documents import (  # noqa: E402
     DocumentService,
     IndexJob,
 )
-from vancetope_brain.store import IdentityStore  # noqa: E402
+from vancetope_brain.store import DocumentStore, IdentityStore  # noqa: E402
 from vancetope_brain.store.sqlite import SqliteBackend  # noqa: E402
 
 
@@ -81,12 +81,11 @@ def run(args: argparse.Namespace, redis_url: str, tmp: Path) -> dict[str, Any]:
     project = Project(id="prj_bench", tenant_id="ten_bench", name="bench")
     identity.create_project(project)
     who = Principal(tenant_id="ten_bench", user_id="usr_bench")
-    client = redis.Redis.from_url(redis_url)
-    pushes = DocumentPushes(EventBus(client, max_len=1000, ttl=600))
-    files = DocumentFiles(tmp / "files")
+    events = EventBus(redis.Redis.from_url(redis_url), max_len=1000, ttl=600)
     queued: list[dict[str, Any]] = []
-    service = DocumentService.on(backend, tmp / "files", pushes._events, queued.append)
-    indexer = DocumentIndexer(documents=service._documents, files=files, pushes=pushes)
+    service = DocumentService.on(backend, tmp / "files", events, queued.append)
+    indexer = DocumentIndexer(documents=backend.port(DocumentStore),
+                              files=DocumentFiles(tmp / "files"), pushes=DocumentPushes(events))
 
     cpu = [0.0]
 
