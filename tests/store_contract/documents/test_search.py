@@ -217,3 +217,44 @@ def test_capped_candidates_keep_the_scope_statistics(documents: DocumentStore,
     capped = documents.search_chunks("ten_1", ["prj_1"], "ficus water", 100)
     assert 1 <= len(capped) <= 3 and len(uncapped) == 7  # stale chunks are cut after the cap
     assert all(hit.score == uncapped[hit.chunk.text] for hit in capped)
+
+
+def test_capped_candidates_take_the_rarest_terms_chunks_first(
+        documents: DocumentStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past ``MAX_CANDIDATES`` the chunks holding the rarer term are ranked whatever their
+    place in the index: a common word's long list is what is cut."""
+    indexed(documents, *[f"ficus {n}" for n in range(8)], name="a.md")
+    indexed(documents, "ficus orchid", name="b.md")  # indexed last
+    for adapter in ("sqlite", "mongo"):
+        monkeypatch.setattr(f"vancetope_brain.store.{adapter}.documents.MAX_CANDIDATES", 3)
+    hits = documents.search_chunks("ten_1", ["prj_1"], "ficus orchid", 10)
+    assert hits[0].chunk.text == "ficus orchid" and len(hits) <= 3
+
+
+def test_statistics_follow_deletes_replacements_and_status_changes(
+        documents: DocumentStore) -> None:
+    """A document's chunks count while it is READY, at its current version only: deleting it,
+    re-indexing it, or a status change of a READY document leaves the scores as if the
+    chunks that left had never been written."""
+    indexed(documents, "ficus water", "cactus sand", name="a.md")
+
+    def scores() -> list[tuple[str, float]]:
+        return [(hit.chunk.text, hit.score)
+                for hit in documents.search_chunks("ten_1", ["prj_1"], "ficus sand", 5)]
+
+    alone = scores()
+    gone = indexed(documents, "ficus ficus sand", "ficus", name="b.md")
+    assert scores() != alone
+    assert documents.delete_document("ten_1", "prj_1", gone.id)
+    assert scores() == alone
+    again = indexed(documents, "ficus", name="c.md")
+    assert documents.mark_document("ten_1", "prj_1", again.id, 1, DocumentStatus.INDEXING)
+    assert scores() == alone
+    assert documents.write_chunks("ten_1", "prj_1", again.id, 1, chunks(again, "pear"),
+                                  pages=None)
+    with_pear = scores()
+    assert documents.write_chunks("ten_1", "prj_1", again.id, 1, chunks(again, "pear"),
+                                  pages=None)  # READY written again: counted once
+    assert scores() == with_pear
+    indexed(documents, "plum", name="c.md", content="v2")  # replaced: v1's "pear" leaves
+    assert [text for text, _ in scores()] == [text for text, _ in alone]

@@ -27,10 +27,11 @@ that nothing finds, or a READY document written again showing fewer hits meanwhi
 
 Search: the READY documents of the projects give N (their chunks) and the mean length
 (their ``tokens``); candidates are the chunks holding any query term (``terms: {$in: …}``),
-at most ``MAX_CANDIDATES`` of them in index order, kept when their (document, version) is a
-READY document's current one; their term frequencies come from ``terms``; n per term is
-counted over the candidates — all the chunks holding a query term — or, when they are
-capped, by one count per term over the same scope. The port's ranking
+kept when their (document, version) is a READY document's current one; their term
+frequencies come from ``terms``; n per term is counted over the candidates — all the chunks
+holding a query term. When more than ``MAX_CANDIDATES`` match, n is one count per term over
+the same scope, and the candidates are taken again term by term, rarest first (as on SQLite),
+up to ``MAX_CANDIDATES`` in all. The port's ranking
 (``store/ranking.py``) scores them, the same function as on SQLite; the best ``limit`` are
 then read whole.
 """
@@ -181,16 +182,17 @@ class MongoDocuments(MongoAdapter, MongoVectors, DocumentStore):
         chunk_count = sum(raw["chunkCount"] for raw in ready.values())
         if chunk_count == 0:
             return []
-        matched = list(self._chunks.aggregate([
-            {"$match": {**scope, "terms": {"$in": terms}}},
-            {"$project": {"documentId": 1, "documentVersion": 1, "ordinal": 1, "length": 1,
-                          "hits": {"$filter": {"input": "$terms",
-                                               "cond": {"$in": ["$$this", terms]}}}}},
-            {"$limit": MAX_CANDIDATES + 1}]))
+        matched = self._matched(scope, {"$in": terms}, terms, MAX_CANDIDATES + 1)
         holding = None
-        if len(matched) > MAX_CANDIDATES:
-            matched = matched[:MAX_CANDIDATES]
+        if len(matched) > MAX_CANDIDATES:  # the rarest term's chunks first, as on SQLite
             holding = {term: self._holding(scope, term, ready) for term in terms}
+            taken: dict[Any, dict[str, Any]] = {}
+            for term in sorted((t for t in terms if holding[t]), key=lambda t: (holding[t], t)):
+                if len(taken) >= MAX_CANDIDATES:
+                    break
+                for raw in self._matched(scope, term, terms, MAX_CANDIDATES - len(taken)):
+                    taken.setdefault(raw["_id"], raw)
+            matched = list(taken.values())
         found = [Found(Candidate(Counter(raw["hits"]), raw["length"]),
                        ready[raw["documentId"]]["name"], raw["ordinal"], raw["documentId"],
                        raw["_id"])
@@ -202,6 +204,17 @@ class MongoDocuments(MongoAdapter, MongoVectors, DocumentStore):
             {"_id": {"$in": [hit.key for hit, _ in ranked]}}, {"terms": 0, "length": 0})}
         return [lexical_hit(from_bson(Chunk, full[hit.key]), hit.document_name, score)
                 for hit, score in ranked if hit.key in full]
+
+    def _matched(self, scope: dict[str, Any], holds: Any, terms: list[str],
+                 limit: int) -> list[dict[str, Any]]:
+        """At most ``limit`` chunks in ``scope`` whose ``terms`` match ``holds``, in index
+        order, each with its ``hits``: its tokens that are query ``terms``."""
+        return list(self._chunks.aggregate([
+            {"$match": {**scope, "terms": holds}},
+            {"$project": {"documentId": 1, "documentVersion": 1, "ordinal": 1, "length": 1,
+                          "hits": {"$filter": {"input": "$terms",
+                                               "cond": {"$in": ["$$this", terms]}}}}},
+            {"$limit": limit}]))
 
     def _holding(self, scope: dict[str, Any], term: str, ready: dict[str, Any]) -> int:
         """The current chunks of the READY documents in ``scope`` holding ``term``."""

@@ -1,5 +1,5 @@
-"""SQLite ``DocumentStore``: tables ``knowledge_documents``, ``knowledge_chunks`` and the
-FTS5 index ``knowledge_fts`` (the vectors: ``sqlite/vectors.py``).
+"""SQLite ``DocumentStore``: tables ``knowledge_documents``, ``knowledge_chunks``,
+``knowledge_terms`` and the FTS5 index ``knowledge_fts`` (the vectors: ``sqlite/vectors.py``).
 
 A document row holds the ``KnowledgeDocument`` whole in ``doc`` with its key, name, version,
 status and size as columns, rewritten whole on each change; (tenant, project, name) is
@@ -13,28 +13,38 @@ usage and the document of that name and writes inside it; ``write_chunks`` check
 version, deletes every chunk of the document, inserts the new ones and flips the document.
 
 A document row also keeps ``chunks`` and ``tokens``, the count of its current chunks and
-of their tokens (set by ``write_chunks``), and a chunk row its ``length`` in tokens
-(``index_terms``): the statistics of a search without reading the chunks.
+of their tokens (set by ``write_chunks``), a chunk row its ``length`` in tokens
+(``index_terms``), and ``knowledge_terms`` per (tenant, project, term) how many current
+chunks of the project's READY documents hold the term: ``write_chunks`` adds its chunks'
+terms as it makes a document READY, and whatever makes a READY document stop being one, or
+replaces or deletes its chunks, first takes them away (``_unready``: their texts read and
+tokenised again), all in that call's transaction. So a search has its statistics without
+reading the chunks.
 
-Search: ``knowledge_fts`` only finds candidates: ``MATCH`` the query's words each quoted
-and joined by ``OR`` (so nothing the user typed is FTS syntax), joined to the chunks of the
-tenant's projects and to their READY document at the chunk's version, at most
-``MAX_CANDIDATES`` in rowid order. They are scored in Python by the port's ranking
+Search, per query term rarest first (n from ``knowledge_terms`` summed over the searched
+projects — one read of its key; terms no chunk holds are skipped):
+``knowledge_fts`` ``MATCH``es the term's words (each quoted: nothing the user typed is FTS
+syntax), joined to the chunks of the tenant's projects and to their READY document at the
+chunk's version, in rowid order, until ``MAX_CANDIDATES`` chunks are found in all. So the
+chunks holding a rare term are always ranked, and only a common term's long list is cut
+(``MAX_CANDIDATES`` in the port). They are scored in Python by the port's ranking
 (``store/ranking.py``): N and the mean length are the sums of ``chunks`` and ``tokens`` over
-the READY documents of the projects (one read of the document rows), each candidate's term
-frequencies are counted in its text (``frequencies_in``: as ``index_terms`` counts), and n per term is counted over
-the candidates — all chunks holding a query term — or, when they are capped, by one
-``MATCH`` count per term over the same scope. FTS5's ``bm25()`` is not used: its statistics
-span the whole file (every tenant, old versions). The best ``limit`` are then read whole.
+those documents, n per term is ``knowledge_terms``', each candidate's term frequencies are
+counted in its text (``counter``: as ``index_terms`` counts). FTS5's ``bm25()`` is not used:
+its statistics span the whole file (every tenant, old versions). The best ``limit`` are then
+read whole. Cost (``benchmarks/retrieval.py``): a search reads at most ``MAX_CANDIDATES``
+chunk texts whatever the store's size; ``knowledge_terms`` holds one row per distinct term
+of each project.
 The knowledge tables came without a schema version (``_db``: a new table needs none) and
-have had ``length``, ``chunks`` and ``tokens`` since before any release.
+have had ``length``, ``chunks``, ``tokens`` and ``knowledge_terms`` since before any release.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Sequence, Sized
 from datetime import datetime
 
 from vancetope_brain.models import utcnow
@@ -48,8 +58,8 @@ from vancetope_brain.store.documents import (
     admitted,
     best,
     check_chunks,
+    counter,
     fold,
-    frequencies_in,
     index_terms,
     lexical_hit,
     query_words,
@@ -79,7 +89,11 @@ CREATE INDEX IF NOT EXISTS knowledge_chunks_by_document
 CREATE VIRTUAL TABLE IF NOT EXISTS knowledge_fts USING fts5(
     text, content = 'knowledge_chunks', content_rowid = 'id',
     tokenize = 'unicode61 remove_diacritics 2'
-)
+);
+CREATE TABLE IF NOT EXISTS knowledge_terms (
+    tenant_id TEXT NOT NULL, project_id TEXT NOT NULL, term TEXT NOT NULL,
+    chunks INTEGER NOT NULL, PRIMARY KEY (tenant_id, project_id, term)
+) WITHOUT ROWID
 """
 
 _IN_SCOPE = (
@@ -112,6 +126,7 @@ class SqliteDocuments(SqliteAdapter, SqliteVectors, DocumentStore):
             if new is None:
                 assert stored is not None
                 return stored
+            _unready(conn, stored)
             _put(conn, new)
         return new
 
@@ -134,6 +149,7 @@ class SqliteDocuments(SqliteAdapter, SqliteVectors, DocumentStore):
             stored = _current(conn, tenant_id, project_id, document_id, version)
             if stored is None:
                 return False
+            _unready(conn, stored)
             _put(conn, stored.model_copy(update={"status": status, "error_code": error_code,
                                                  "error": error, "updated_at": utcnow()}))
         return True
@@ -145,11 +161,15 @@ class SqliteDocuments(SqliteAdapter, SqliteVectors, DocumentStore):
             stored = _current(conn, tenant_id, project_id, document_id, version)
             if stored is None:
                 return False
+            _unready(conn, stored)
             _drop_chunks(conn, tenant_id, document_id)
             tokens = 0
+            holding: Counter[str] = Counter()
             for chunk in chunks:
-                length = len(index_terms(chunk.text))
+                terms = index_terms(chunk.text)
+                length = len(terms)
                 tokens += length
+                holding.update(set(terms))
                 rowid = conn.execute(
                     "INSERT INTO knowledge_chunks (tenant_id, project_id, document_id, version, "
                     "ordinal, length, text, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -158,6 +178,7 @@ class SqliteDocuments(SqliteAdapter, SqliteVectors, DocumentStore):
                 ).lastrowid
                 conn.execute("INSERT INTO knowledge_fts (rowid, text) VALUES (?, ?)",
                              (rowid, chunk.text))
+            _count_terms(conn, tenant_id, project_id, holding, 1)
             _put(conn, stored.model_copy(update={
                 "status": DocumentStatus.READY, "chunk_count": len(chunks), "pages": pages,
                 "error_code": None, "error": None, "updated_at": utcnow()}),
@@ -166,8 +187,10 @@ class SqliteDocuments(SqliteAdapter, SqliteVectors, DocumentStore):
 
     def delete_document(self, tenant_id: str, project_id: str, document_id: str) -> bool:
         with self.db.write() as conn:
-            if conn.execute(_DOCUMENT, (tenant_id, project_id, document_id)).fetchone() is None:
+            row = conn.execute(_DOCUMENT, (tenant_id, project_id, document_id)).fetchone()
+            if row is None:
                 return False
+            _unready(conn, KnowledgeDocument.load(json.loads(row[0])))
             _drop_chunks(conn, tenant_id, document_id)
             conn.execute("DELETE FROM knowledge_documents WHERE tenant_id = ? AND id = ?",
                          (tenant_id, document_id))
@@ -183,35 +206,38 @@ class SqliteDocuments(SqliteAdapter, SqliteVectors, DocumentStore):
         spelled: dict[str, list[str]] = {}  # each folded term and the query words it comes of
         for word in words:
             spelled.setdefault(fold(word), []).append(word)
-        in_projects = f"({', '.join('?' * len(projects))})"
-        [(chunk_count, tokens)] = self.db.read(
-            "SELECT COALESCE(SUM(chunks), 0), COALESCE(SUM(tokens), 0) FROM knowledge_documents "
-            f"WHERE tenant_id = ? AND project_id IN {in_projects} AND status = 'READY'",
-            (tenant_id, *projects))
+        ready = self.db.read(
+            f"SELECT chunks, tokens FROM knowledge_documents WHERE tenant_id = ? AND "
+            f"project_id IN {_marks(projects)} AND status = 'READY'", (tenant_id, *projects))
+        chunk_count, tokens = sum(row[0] for row in ready), sum(row[1] for row in ready)
         if chunk_count == 0:
             return []
-        rows = self.db.read(
-            f"SELECT c.id, c.length, c.text, d.name, c.ordinal, c.document_id {_IN_SCOPE} "
-            f"{in_projects} LIMIT ?",
-            (fts_query(words, any_word=True), tenant_id, *projects, MAX_CANDIDATES + 1))
-        holding = None
-        if len(rows) > MAX_CANDIDATES:
-            rows = rows[:MAX_CANDIDATES]
-            holding = {term: self.db.read(f"SELECT COUNT(*) {_IN_SCOPE} {in_projects}",
-                                          (fts_query(spelled[term], any_word=True), tenant_id,
-                                           *projects))[0][0]
-                       for term in spelled}
         terms = list(spelled)
-        found = [Found(Candidate(frequencies_in(text, terms), length), name, ordinal,
-                       document_id, rowid)
-                 for rowid, length, text, name, ordinal, document_id in rows]
+        holding = dict.fromkeys(terms, 0)
+        holding.update(self.db.read(
+            f"SELECT term, SUM(chunks) FROM knowledge_terms WHERE tenant_id = ? AND project_id "
+            f"IN {_marks(projects)} AND term IN {_marks(terms)} GROUP BY term",
+            (tenant_id, *projects, *terms)))
+        rows: dict[int, tuple[int, str, str, int, str]] = {}
+        for term in sorted((t for t in terms if holding[t]), key=lambda t: (holding[t], t)):
+            if len(rows) >= MAX_CANDIDATES:
+                break
+            for rowid, *found in self.db.read(
+                    f"SELECT c.id, c.length, c.text, d.name, c.ordinal, c.document_id "
+                    f"{_IN_SCOPE} {_marks(projects)} LIMIT ?",
+                    (fts_query(spelled[term], any_word=True), tenant_id, *projects,
+                     MAX_CANDIDATES - len(rows))):
+                rows.setdefault(rowid, found)  # type: ignore[arg-type]
+        count = counter(terms)
+        found = [Found(Candidate(count(text), length), name, ordinal, document_id, rowid)
+                 for rowid, (length, text, name, ordinal, document_id) in rows.items()]
         ranked = best(found, terms, chunks=chunk_count, tokens=tokens, holding=holding,
                       limit=limit)
         if not ranked:
             return []
         full = {rowid: (text, doc) for rowid, text, doc in self.db.read(
             f"SELECT id, text, doc FROM knowledge_chunks WHERE id IN "
-            f"({', '.join('?' * len(ranked))})", tuple(hit.key for hit, _ in ranked))}
+            f"{_marks(ranked)}", tuple(hit.key for hit, _ in ranked))}
         return [lexical_hit(Chunk.load({**json.loads(full[hit.key][1]), "text": full[hit.key][0]}),
                             hit.document_name, score)
                 for hit, score in ranked if hit.key in full]
@@ -270,6 +296,11 @@ def _current(conn: sqlite3.Connection, tenant_id: str, project_id: str, document
     return stored if stored is not None and stored.version == version else None
 
 
+def _marks(values: Sized) -> str:
+    """``(?, ?, …)``, one mark per value."""
+    return f"({', '.join('?' * len(values))})"
+
+
 def _put(conn: sqlite3.Connection, doc: KnowledgeDocument, *, tokens: int = 0) -> None:
     """Write the document row; ``chunks`` is its ``chunk_count``, ``tokens`` its chunks'
     tokens (both counted by a search only while it is READY)."""
@@ -281,6 +312,31 @@ def _put(conn: sqlite3.Connection, doc: KnowledgeDocument, *, tokens: int = 0) -
         "doc = excluded.doc, chunks = excluded.chunks, tokens = excluded.tokens",
         (doc.tenant_id, doc.id, doc.project_id, doc.name, doc.version, doc.status.value,
          doc.size, doc.model_dump_json(by_alias=True), doc.chunk_count, tokens))
+
+
+def _count_terms(conn: sqlite3.Connection, tenant_id: str, project_id: str,
+                 holding: Counter[str], sign: int) -> None:
+    """Add (``sign`` 1) or take away (-1) ``holding``, chunks per term, to or from the
+    project's ``knowledge_terms``; a term no chunk holds any more loses its row."""
+    rows = [(tenant_id, project_id, term, sign * n) for term, n in sorted(holding.items())]
+    conn.executemany("INSERT INTO knowledge_terms (tenant_id, project_id, term, chunks) "
+                     "VALUES (?, ?, ?, ?) ON CONFLICT (tenant_id, project_id, term) "
+                     "DO UPDATE SET chunks = chunks + excluded.chunks", rows)
+    if sign < 0:
+        conn.executemany("DELETE FROM knowledge_terms WHERE tenant_id = ? AND project_id = ? "
+                         "AND term = ? AND chunks <= 0", (row[:3] for row in rows))
+
+
+def _unready(conn: sqlite3.Connection, stored: KnowledgeDocument | None) -> None:
+    """Before a READY document stops being one or gets new chunks: take its chunks out of
+    its project's term counts (their terms read again from their texts)."""
+    if stored is None or stored.status is not DocumentStatus.READY:
+        return
+    holding: Counter[str] = Counter()
+    for (text,) in conn.execute("SELECT text FROM knowledge_chunks WHERE tenant_id = ? AND "
+                                "document_id = ?", (stored.tenant_id, stored.id)):
+        holding.update(set(index_terms(text)))
+    _count_terms(conn, stored.tenant_id, stored.project_id, holding, -1)
 
 
 def _drop_chunks(conn: sqlite3.Connection, tenant_id: str, document_id: str) -> None:
