@@ -27,7 +27,7 @@ from vancetope_brain.engines.prompting import (
 )
 from vancetope_brain.engines.rag import auto_inject, used
 from vancetope_brain.errors import UserError
-from vancetope_brain.llm import LlmMessage
+from vancetope_brain.llm import LlmMessage, budget
 from vancetope_brain.llm.demo import DemoModel, welcome_hint, welcome_suggestions
 from vancetope_brain.models import (
     ChatRole,
@@ -124,9 +124,16 @@ class ArthurEngine(RespondingEngine):
         tools = context.tools().specs() + [RESPOND]
         limit = context.settings().get("arthur.maxContextTokens")
         prompt = system_prompt(process, context, FALLBACK_PROMPT)
-        if (summary := memory_summary(context, texts)) is not None:
-            prompt += "\n\n" + summary
+        # The context blocks take at most half of what the prompt and tools leave of the
+        # budget (the rest is the chat's): the documents' first, then the memory's.
+        room = (limit - budget.estimate([LlmMessage("system", prompt)], tools)) // 2
         injected = auto_inject(process, context, texts)
+        if injected is not None and not _fits(context, "<rag-context>", injected.prompt, room):
+            injected = None
+        room -= _tokens(injected.prompt) if injected is not None else 0
+        summary = memory_summary(context, texts)
+        if summary is not None and _fits(context, "<project-memory>", summary, room):
+            prompt += "\n\n" + summary
         if injected is not None:
             prompt += "\n\n" + injected.prompt
         messages = history.fitted(context, [LlmMessage("system", prompt)], tools, limit)
@@ -147,3 +154,16 @@ class ArthurEngine(RespondingEngine):
         else:
             context.set_status(ProcessStatus.IDLE)
 
+
+def _tokens(block: str) -> int:
+    return budget.message_tokens(LlmMessage("system", "\n\n" + block))
+
+
+def _fits(context: ThinkEngineContext, name: str, block: str, room: int) -> bool:
+    """Whether ``block`` fits ``room`` tokens; if not, a WARNING says it is left out."""
+    if _tokens(block) <= room:
+        return True
+    log.warning("process %s: the %s block is left out of this turn: it needs %s tokens, "
+                "arthur.maxContextTokens leaves it %s", context.scope.process_id, name,
+                _tokens(block), max(room, 0))
+    return False
