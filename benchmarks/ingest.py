@@ -53,7 +53,7 @@ from vancetope_brain.services.documents import (  # noqa: E402
     DocumentService,
     IndexJob,
 )
-from vancetope_brain.store import DocumentStore, IdentityStore  # noqa: E402
+from vancetope_brain.store import DocumentStore, DocumentVectors, IdentityStore  # noqa: E402
 from vancetope_brain.store.sqlite import SqliteBackend  # noqa: E402
 
 
@@ -85,6 +85,7 @@ def run(args: argparse.Namespace, redis_url: str, tmp: Path) -> dict[str, Any]:
     queued: list[dict[str, Any]] = []
     service = DocumentService.on(backend, tmp / "files", events, queued.append)
     indexer = DocumentIndexer(documents=backend.port(DocumentStore),
+                              vectors=backend.port(DocumentVectors),
                               files=DocumentFiles(tmp / "files"), pushes=DocumentPushes(events))
 
     cpu = [0.0]

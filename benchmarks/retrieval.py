@@ -56,7 +56,7 @@ from vancetope_brain.models.knowledge import (  # noqa: E402
     DocumentFormat,
     KnowledgeDocument,
 )
-from vancetope_brain.store import DocumentStore  # noqa: E402
+from vancetope_brain.store import DocumentStore, DocumentVectors  # noqa: E402
 from vancetope_brain.store.sqlite import SqliteBackend  # noqa: E402
 from vancetope_brain.store.sqlite.documents import SqliteDocuments  # noqa: E402
 
@@ -208,7 +208,7 @@ def queries(corpus: Corpus, count: int) -> Iterator[tuple[str, list[str], list[s
 
 
 def lexical(corpus: Corpus, count: int) -> list[Timing]:
-    retriever = Retriever(corpus.documents)
+    retriever = Retriever(corpus.documents, corpus.backend.port(DocumentVectors))
 
     def search(text: str) -> int:
         return len(retriever.search(TENANT, [PROJECT], text, top_k=5, min_score=0.0))

@@ -1,7 +1,7 @@
 """Vector and hybrid retrieval over one project of N chunks on SQLite (issue 29 target:
 hybrid query p95 <= 25 ms over 100,000 chunks, not counting the embedding call).
 
-Seeds a fresh SQLite store through the ``DocumentStore`` port: ``--chunks`` passages of
+Seeds a fresh SQLite store through the ``DocumentStore`` and ``DocumentVectors`` ports: ``--chunks`` passages of
 random words from a 5,000-word vocabulary, in documents of 1,000, each with a random
 ``--dim``-dimensional vector. Then times, for ``--queries`` random three-word queries with a
 random vector each: the lexical search (``search_chunks``), the vector search
@@ -28,7 +28,7 @@ import numpy as np
 from vancetope_brain.knowledge.retrieval import Retriever
 from vancetope_brain.llm.embeddings import Embeddings
 from vancetope_brain.models.knowledge import Chunk, DocumentFormat, KnowledgeDocument
-from vancetope_brain.store import DocumentStore, open_store
+from vancetope_brain.store import DocumentStore, DocumentVectors, open_store
 
 PER_DOCUMENT = 1_000
 ROOMY = {"max_project_documents": 10_000, "max_project_bytes": 10**12,
@@ -50,8 +50,8 @@ class _Precomputed:
         return self.vector[None, :]
 
 
-def _seed(store: DocumentStore, chunks: int, dim: int, words: list[str],
-          rng: random.Random) -> None:
+def _seed(store: DocumentStore, vectors_port: DocumentVectors, chunks: int, dim: int,
+          words: list[str], rng: random.Random) -> None:
     vectors = np.random.default_rng(1).standard_normal((PER_DOCUMENT, dim), np.float32)
     for start in range(0, chunks, PER_DOCUMENT):
         count = min(PER_DOCUMENT, chunks - start)
@@ -66,8 +66,8 @@ def _seed(store: DocumentStore, chunks: int, dim: int, words: list[str],
                   document_version=doc.version, ordinal=i, text=text)
             for i, text in enumerate(texts)], pages=None)
         np.random.default_rng(start).shuffle(vectors)
-        store.write_vectors("bench", "p1", doc.id, doc.version, _Precomputed.model,
-                            vectors[:count])
+        vectors_port.write_vectors("bench", "p1", doc.id, doc.version, _Precomputed.model,
+                                   vectors[:count])
 
 
 def _hybrid(retriever: Retriever, text: str) -> None:
@@ -90,26 +90,26 @@ def main() -> None:
     words = [f"w{i}" for i in range(5_000)]
     with tempfile.TemporaryDirectory() as folder:
         backend = open_store(f"sqlite:///{Path(folder) / 'bench.db'}")
-        store = backend.port(DocumentStore)
+        store, vector_store = backend.port(DocumentStore), backend.port(DocumentVectors)
         began = time.perf_counter()
-        _seed(store, args.chunks, args.dim, words, rng)
+        _seed(store, vector_store, args.chunks, args.dim, words, rng)
         print(f"seeded {args.chunks} chunks of {args.dim} dimensions in "
               f"{time.perf_counter() - began:.1f} s")
         embedder = _Precomputed()
-        retriever = Retriever(store, cast(Embeddings, embedder))
+        retriever = Retriever(store, vector_store, cast(Embeddings, embedder))
         queries = [(" ".join(rng.choices(words, k=3)),
                     np.random.default_rng(i).standard_normal(args.dim).astype(np.float32))
                    for i in range(args.queries)]
         began = time.perf_counter()
-        store.search_vectors("bench", ["p1"], embedder.model, queries[0][1], 20)
+        vector_store.search_vectors("bench", ["p1"], embedder.model, queries[0][1], 20)
         print(f"first vector search (reads the matrix): {time.perf_counter() - began:.2f} s")
         timings: dict[str, list[float]] = {"lexical": [], "vector": [], "hybrid": []}
         for text, vector in queries:
             embedder.vector = vector
             for name, run, arguments in (
                     ("lexical", store.search_chunks, ("bench", ["p1"], text, 20)),
-                    ("vector", store.search_vectors, ("bench", ["p1"], embedder.model,
-                                                      vector, 20)),
+                    ("vector", vector_store.search_vectors, ("bench", ["p1"], embedder.model,
+                                                             vector, 20)),
                     ("hybrid", _hybrid, (retriever, text))):
                 began = time.perf_counter()
                 run(*arguments)

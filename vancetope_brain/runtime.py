@@ -48,6 +48,7 @@ from vancetope_brain.store import (
     DeadLetterStore,
     DeliveryStore,
     DocumentStore,
+    DocumentVectors,
     IdentityStore,
     LaneStore,
     RecipeStore,
@@ -171,6 +172,7 @@ class Administration:
                           ttl=config.event_log_ttl)
         settings = SettingsService(store.port(SettingStore), store.port(IdentityStore))
         indexer = DocumentIndexer(documents=store.port(DocumentStore),
+                                  vectors=store.port(DocumentVectors),
                                   files=DocumentFiles(config.attachments_dir),
                                   pushes=DocumentPushes(events),
                                   embeddings=Embeddings.from_config(config, settings))

@@ -37,6 +37,7 @@ from vancetope_brain.services.jobs import EnqueueJob
 from vancetope_brain.store import (
     Backend,
     DocumentStore,
+    DocumentVectors,
     EventOutboxStore,
     IdentityStore,
     JournalStore,
@@ -148,7 +149,8 @@ def build_worker(config: Config, enqueue: Enqueue, enqueue_job: EnqueueJob,
                               tool_health=tool_health.write,
                               tokens=tokens,
                               chat=ChatCache(lanes, config.chat_cache_lines),
-                              knowledge=Retriever(store.port(DocumentStore), embeddings),
+                              knowledge=Retriever(store.port(DocumentStore),
+                                                  store.port(DocumentVectors), embeddings),
                               memory=MemoryAccess(store.port(MemoryStore),
                                                   store.port(IdentityStore)))
     runner = LaneRunner(lanes=lanes, processes=processes, items=store.port(UserInboxStore),
@@ -158,6 +160,7 @@ def build_worker(config: Config, enqueue: Enqueue, enqueue_job: EnqueueJob,
                         max_attempts=config.max_attempts,
                         max_engine_failures=config.max_engine_failures, worker_name=worker_name)
     indexer = DocumentIndexer(documents=store.port(DocumentStore),
+                              vectors=store.port(DocumentVectors),
                               files=DocumentFiles(config.attachments_dir),
                               pushes=DocumentPushes(events), embeddings=embeddings)
     return Worker(**core, runner=runner, outbox=outbox, mcp=mcp, services=services,

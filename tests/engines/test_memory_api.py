@@ -46,6 +46,7 @@ from vancetope_brain.models.steer import ToolCallStatus
 from vancetope_brain.store import (
     Backend,
     DocumentStore,
+    DocumentVectors,
     IdentityStore,
     JournalStore,
     LaneStore,
@@ -223,7 +224,8 @@ def test_document_read_reads_the_passages_a_citation_names(store):
     add(store, "acme", "p1", "handbook.txt", "Expenses are reimbursed monthly.",
         "Travel expenses need approval.", "The kitchen has coffee.", section="Money")
     add(store, "acme", "p2", "other.txt", "Expenses of another project.", section="Money")
-    ctx = context(store, process(store), knowledge=Retriever(store.port(DocumentStore)))
+    ctx = context(store, process(store), knowledge=Retriever(store.port(DocumentStore),
+                                                                store.port(DocumentVectors)))
     [hit] = ctx.knowledge().query("kitchen coffee", top_k=1, min_score=0.0)
     cited = hit.citation  # what a <rag-context> passage or a reply's source names
     read = ctx.tools().invoke("document_read", {
@@ -252,7 +254,8 @@ def test_document_read_reads_the_passages_a_citation_names(store):
 def test_document_read_is_capped_in_passages_and_characters(store):
     add(store, "acme", "p1", "long.txt", *[f"passage {n}" for n in range(READ_PASSAGES + 3)])
     add(store, "acme", "p1", "huge.txt", "x" * (READ_CHARS - 10), "y" * 100, "z")
-    ctx = context(store, process(store), knowledge=Retriever(store.port(DocumentStore)))
+    ctx = context(store, process(store), knowledge=Retriever(store.port(DocumentStore),
+                                                                store.port(DocumentVectors)))
     many = ctx.tools().invoke("document_read", {"document": "long.txt"}).result
     assert [p["text"] for p in many["passages"]] == [f"passage {n}" for n in range(READ_PASSAGES)]
     assert many["truncated"] is True

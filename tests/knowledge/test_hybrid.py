@@ -26,7 +26,7 @@ from vancetope_brain.models.knowledge import Chunk, Citation, DocumentStatus, Se
 from vancetope_brain.models.settings import SettingScope
 from vancetope_brain.observability import metrics
 from vancetope_brain.settings import SettingsService
-from vancetope_brain.store import DocumentStore, IdentityStore, SettingStore
+from vancetope_brain.store import DocumentStore, DocumentVectors, IdentityStore, SettingStore
 
 CAR = "Car maintenance: change the engine oil every 15000 km."
 LAUNCH = "Bluebird ships on 4 May."
@@ -67,7 +67,7 @@ def _add(emb: Embedded, name: str, *texts: str) -> str:
 
 
 def _missing(emb: Embedded) -> list[str]:
-    return [d.name for d in emb.brain.store.port(DocumentStore).without_vectors(
+    return [d.name for d in emb.brain.store.port(DocumentVectors).without_vectors(
         "acme", "default", "toy-embed", 10)]
 
 
@@ -88,7 +88,8 @@ def test_vector_and_lexical_hits_are_fused_and_an_endpoint_down_falls_back(hybri
     assert any(r.path == "/v1/embeddings" for r in server.requests)
 
     # The search itself: the car passage only by vector, the launch only lexically.
-    retriever = Retriever(hybrid.brain.store.port(DocumentStore), Embeddings(
+    retriever = Retriever(hybrid.brain.store.port(DocumentStore),
+                          hybrid.brain.store.port(DocumentVectors), Embeddings(
         {"embed": Profile("embed", server.base_url, "toy-embed")}, hybrid.brain.settings))
     hits = retriever.search("acme", ["default"], QUESTION, top_k=5, min_score=MIN_SCORE)
     # Each first on its path: the same fused weight, then the higher score (cosine 1) first.
@@ -163,16 +164,16 @@ def test_a_failing_vector_store_raises_after_a_log_line_and_a_count(acme_store, 
     add(acme_store, "acme", "p1", "car-care.md", CAR)
     settings = SettingsService(acme_store.port(SettingStore), acme_store.port(IdentityStore))
     settings.set("acme", SettingScope.tenant(), "rag.embedding.profile", "embed")
-    documents = acme_store.port(DocumentStore)
+    vectors = acme_store.port(DocumentVectors)
 
     def broken(*args, **kwargs):
         raise StoreError("disk I/O error")
 
-    monkeypatch.setattr(documents, "search_vectors", broken)
+    monkeypatch.setattr(vectors, "search_vectors", broken)
     failures = metrics.RETRIEVAL_FAILURES.labels(stage="vector")
     before = failures._value.get()
     with FakeOpenAiServer() as fake:
-        retriever = Retriever(documents, Embeddings(
+        retriever = Retriever(acme_store.port(DocumentStore), vectors, Embeddings(
             {"embed": Profile("embed", fake.base_url, "toy-embed")}, settings))
         with pytest.raises(StoreError):
             retriever.search("acme", ["p1"], "car upkeep", top_k=5, min_score=0.0)

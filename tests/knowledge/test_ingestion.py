@@ -30,7 +30,7 @@ from vancetope_brain.services import (
     IndexJob,
 )
 from vancetope_brain.services.documents import GIVE_UP_SECONDS, STALL_SECONDS
-from vancetope_brain.store import DocumentStore, IdentityStore
+from vancetope_brain.store import DocumentStore, DocumentVectors, IdentityStore
 
 ADA = Principal("acme", "ada")
 
@@ -53,7 +53,8 @@ class Parts:
         self.service = DocumentService(documents=self.documents,
                                        identity=store.port(IdentityStore), files=self.files,
                                        pushes=pushes, enqueue=enqueue, **caps)
-        self.indexer = DocumentIndexer(documents=self.documents, files=self.files,
+        self.indexer = DocumentIndexer(documents=self.documents,
+                                       vectors=store.port(DocumentVectors), files=self.files,
                                        pushes=pushes, seconds=1.0)
 
     def pushed(self) -> list[tuple[str, str, int]]:

@@ -16,7 +16,7 @@ from vancetope_brain.knowledge.retrieval import MAX_QUERY_CHARS, MAX_TOP_K, Retr
 from vancetope_brain.knowledge.sample import SAMPLE_NAME, sample_bytes, seed_sample
 from vancetope_brain.models.knowledge import Chunk, DocumentFormat, KnowledgeDocument
 from vancetope_brain.observability import metrics
-from vancetope_brain.store import Backend, DocumentStore, open_store
+from vancetope_brain.store import Backend, DocumentStore, DocumentVectors, open_store
 
 CAPS = {"max_project_documents": 500, "max_project_bytes": 10**9, "max_tenant_bytes": 10**10}
 
@@ -52,7 +52,7 @@ def test_the_best_passage_comes_first_and_scores_are_normalised(store):
     add(store, "acme", "p1", "handbook.txt", *FILLER,
         "Expenses are reimbursed monthly; expenses need receipts.",
         "Travel expenses above 500 euros need approval.")
-    hits = Retriever(store.port(DocumentStore)).search(
+    hits = Retriever(store.port(DocumentStore), store.port(DocumentVectors)).search(
         "acme", ["p1"], "How are expenses reimbursed?", top_k=5, min_score=0.0)
     assert [h.chunk.ordinal for h in hits] == [4, 5]  # both words, then one
     assert all(0 < h.score < 1 and h.via == "lexical" for h in hits)
@@ -65,7 +65,7 @@ def test_another_tenants_or_projects_passages_are_never_found(store):
     add(store, "acme", "p1", "mine.txt", *FILLER, "Our launch codename is Bluebird.")
     add(store, "acme", "p2", "other-project.txt", *FILLER, "Bluebird launch secrets of p2.")
     add(store, "evil", "p1", "other-tenant.txt", *FILLER, "Bluebird launch secrets of evil.")
-    retriever = Retriever(store.port(DocumentStore))
+    retriever = Retriever(store.port(DocumentStore), store.port(DocumentVectors))
     hits = retriever.search("acme", ["p1"], "bluebird launch", top_k=20, min_score=0.0)
     assert [h.citation.document_name for h in hits] == ["mine.txt"]
     assert {h.chunk.tenant_id for h in hits} == {"acme"}
@@ -76,7 +76,7 @@ def test_another_tenants_or_projects_passages_are_never_found(store):
 def test_top_k_and_min_score_bound_the_hits(store):
     add(store, "acme", "p1", "many.txt", *FILLER,
         *[f"Widget note {i}: widgets{' widgets' * i}" for i in range(30)])
-    retriever = Retriever(store.port(DocumentStore))
+    retriever = Retriever(store.port(DocumentStore), store.port(DocumentVectors))
     assert len(retriever.search("acme", ["p1"], "widgets", top_k=3, min_score=0.0)) == 3
     assert len(retriever.search("acme", ["p1"], "widgets", top_k=500,
                                 min_score=0.0)) == MAX_TOP_K
@@ -104,11 +104,12 @@ def test_a_failing_store_raises_after_a_log_line_and_a_count(store, monkeypatch,
     monkeypatch.setattr(documents, "search_chunks", broken)
     failures = metrics.RETRIEVAL_FAILURES.labels(stage="lexical")
     before = failures._value.get()
+    retriever = Retriever(documents, store.port(DocumentVectors))
     with pytest.raises(StoreError):
-        Retriever(documents).search("acme", ["p1"], "anything", top_k=5, min_score=0.0)
+        retriever.search("acme", ["p1"], "anything", top_k=5, min_score=0.0)
     assert failures._value.get() == before + 1
     assert "knowledge search failed (stage lexical, tenant acme)" in caplog.text
-    Retriever(documents).search("acme", ["p1"], "the", top_k=0, min_score=0.0)  # no query
+    retriever.search("acme", ["p1"], "the", top_k=0, min_score=0.0)  # no query
     assert failures._value.get() == before + 1
 
 
@@ -120,8 +121,9 @@ def test_the_sample_is_seeded_ready_once_and_found(store):
         == [SAMPLE_NAME]
     assert first.status == "READY" and first.version == 1 and first.chunk_count >= 4
     assert first.size == len(sample_bytes())
-    [hit] = Retriever(documents).search("local", ["default"], "what do my documents say "
-                                        "about citations", top_k=1, min_score=0.2)
+    [hit] = Retriever(documents, store.port(DocumentVectors)).search(
+        "local", ["default"], "what do my documents say about citations", top_k=1,
+        min_score=0.2)
     assert hit.citation.section.endswith("Citations") and "citation" in hit.chunk.text
 
 

@@ -5,8 +5,8 @@ and a small data builder.
 backends on it (so a test can reopen it) and can write a raw field behind the
 ports' back. ``backend`` is the ``vancetope_brain.store.Backend`` under test;
 ``identity``, ``sessions``, ``lanes``, ``event_outbox``, ``journal``, ``dead_letters``,
-``user_inbox``, ``deliveries``, ``recipes``, ``settings``, ``tool_health``, ``memory`` and
-``documents`` are its ports. ``world`` builds tenants,
+``user_inbox``, ``deliveries``, ``recipes``, ``settings``, ``tool_health``, ``memory``,
+``documents`` and ``vectors`` are its ports. ``world`` builds tenants,
 sessions, processes, messages, turn commits, user Inbox items and
 notification deliveries through the ports.
 """
@@ -53,6 +53,7 @@ from vancetope_brain.store import (
     DeadLetterStore,
     DeliveryStore,
     DocumentStore,
+    DocumentVectors,
     EventOutboxStore,
     IdentityStore,
     JournalStore,
@@ -216,6 +217,12 @@ def memory(backend: Backend) -> MemoryStore:
 @pytest.fixture
 def documents(backend: Backend) -> DocumentStore:
     return backend.port(DocumentStore)
+
+
+@pytest.fixture
+def vectors(backend: Backend) -> DocumentVectors:
+    """The vectors of the chunks ``documents`` writes (the same backend)."""
+    return backend.port(DocumentVectors)
 
 
 class World:

@@ -10,7 +10,7 @@ and the store never reads beyond them.
 Vector when the project has an embedding endpoint (``rag.embedding.profile``, read for the
 first project searched; ``llm/embeddings.py``): the text's vector (its first
 ``MAX_QUERY_CHARS`` characters, at most ``QUERY_TIMEOUT`` seconds, no retry) against the
-chunks' vectors of the same model (``DocumentStore.search_vectors``: the cosine, 0..1).
+chunks' vectors of the same model (``DocumentVectors.search_vectors``: the cosine, 0..1).
 
 **Fusion.** Each path's hits below ``min_score`` are dropped first — so ``rag.minScore``
 means the same on either path: a BM25 share for a lexical hit, a cosine for a vector hit —
@@ -40,6 +40,7 @@ from vancetope_brain.llm.embeddings import Embeddings
 from vancetope_brain.models.knowledge import Chunk, KnowledgeDocument, SearchHit
 from vancetope_brain.observability import metrics
 from vancetope_brain.store.documents import MAX_QUERY_TERMS, DocumentStore
+from vancetope_brain.store.vectors import DocumentVectors
 
 log = logging.getLogger(__name__)
 
@@ -72,11 +73,13 @@ def query_text(text: str) -> str:
 
 class Retriever:
     """Search over the documents of a tenant's projects, through ``DocumentStore`` and, when
-    configured, an embedding endpoint (``embeddings``; None: lexical only). Thread-safe (it
-    keeps no state of its own)."""
+    configured, an embedding endpoint (``embeddings``; None: lexical only) and
+    ``DocumentVectors``. Thread-safe (it keeps no state of its own)."""
 
-    def __init__(self, documents: DocumentStore, embeddings: Embeddings | None = None) -> None:
+    def __init__(self, documents: DocumentStore, vectors: DocumentVectors,
+                 embeddings: Embeddings | None = None) -> None:
         self._documents = documents
+        self._vectors = vectors
         self._embeddings = embeddings
 
     def search(self, tenant_id: str, project_ids: Sequence[str], text: str, *, top_k: int,
@@ -139,8 +142,8 @@ class Retriever:
             _failed("vector", tenant_id, e)
             raise
         try:
-            return self._documents.search_vectors(tenant_id, project_ids, embedder.model,
-                                                  vector, FUSION_DEPTH)
+            return self._vectors.search_vectors(tenant_id, project_ids, embedder.model, vector,
+                                                FUSION_DEPTH)
         except StoreError as e:
             _failed("vector", tenant_id, e)
             raise

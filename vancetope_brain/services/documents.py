@@ -15,7 +15,7 @@ nothing, and a redelivered job of a version that is READY or FAILED does nothing
 
 **Vectors.** When the project has an embedding endpoint (``rag.embedding.profile``,
 ``llm/embeddings.py``), a job that wrote its chunks embeds them and stores their vectors
-(``DocumentStore.write_vectors``), then embeds up to ``BACKFILL_DOCUMENTS`` more of the
+(``DocumentVectors.write_vectors``), then embeds up to ``BACKFILL_DOCUMENTS`` more of the
 project's READY documents that have no vectors of the model (their chunks again from the
 stored file): an endpoint that failed, a model that changed. Embedding fails the job never:
 the document is READY and found lexically; the failure is a WARNING line and a count in
@@ -71,7 +71,7 @@ from vancetope_brain.models.knowledge import (
 )
 from vancetope_brain.observability import metrics
 from vancetope_brain.services.document_files import DocumentFiles
-from vancetope_brain.store import Backend, DocumentStore, IdentityStore
+from vancetope_brain.store import Backend, DocumentStore, DocumentVectors, IdentityStore
 
 log = logging.getLogger(__name__)
 
@@ -231,10 +231,11 @@ class DocumentService:
 class DocumentIndexer:
     """The worker's side: runs ``IndexJob``s (see the module docstring)."""
 
-    def __init__(self, *, documents: DocumentStore, files: DocumentFiles,
-                 pushes: DocumentPushes, seconds: float = PARSE_SECONDS,
+    def __init__(self, *, documents: DocumentStore, vectors: DocumentVectors,
+                 files: DocumentFiles, pushes: DocumentPushes, seconds: float = PARSE_SECONDS,
                  embeddings: Embeddings | None = None) -> None:
         self._documents = documents
+        self._vectors = vectors
         self._files = files
         self._pushes = pushes
         self._seconds = seconds
@@ -310,15 +311,14 @@ class DocumentIndexer:
             if embedder is None:
                 return
             if texts:
-                self._documents.write_vectors(t, p, job.document_id, job.version,
-                                              embedder.model, embedder.embed(texts))
-            for doc in self._documents.without_vectors(t, p, embedder.model,
-                                                       BACKFILL_DOCUMENTS):
+                self._vectors.write_vectors(t, p, job.document_id, job.version,
+                                            embedder.model, embedder.embed(texts))
+            for doc in self._vectors.without_vectors(t, p, embedder.model, BACKFILL_DOCUMENTS):
                 try:
                     passages = parse(self._files.read(t, doc.id, doc.version), doc.format,
                                      name=doc.name, seconds=self._seconds).passages
-                    self._documents.write_vectors(t, p, doc.id, doc.version, embedder.model,
-                                                  embedder.embed([x.text for x in passages]))
+                    self._vectors.write_vectors(t, p, doc.id, doc.version, embedder.model,
+                                                embedder.embed([x.text for x in passages]))
                 except (UserError, ValueError) as e:  # its bytes are gone, or read otherwise
                     log.warning("document %s keeps no vectors: %s", doc.id, e)
         except EmbeddingFailed as e:

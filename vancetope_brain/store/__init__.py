@@ -28,8 +28,9 @@ from vancetope_brain.store.sessions import SessionStore
 from vancetope_brain.store.settings import SettingStore
 from vancetope_brain.store.tool_health import ToolHealthStore
 from vancetope_brain.store.user_inbox import UserInboxStore
+from vancetope_brain.store.vectors import DocumentVectors
 
-__all__ = ["Backend", "DeadLetterStore", "DeliveryStore", "DocumentStore", "EventOutboxStore",
-           "IdentityStore", "JournalStore", "LaneStore", "MemoryStore", "Port", "RecipeStore",
-           "SessionSearch", "SessionStore", "SettingStore", "ToolHealthStore", "UserInboxStore",
-           "open_store"]
+__all__ = ["Backend", "DeadLetterStore", "DeliveryStore", "DocumentStore", "DocumentVectors",
+           "EventOutboxStore", "IdentityStore", "JournalStore", "LaneStore", "MemoryStore", "Port",
+           "RecipeStore", "SessionSearch", "SessionStore", "SettingStore", "ToolHealthStore",
+           "UserInboxStore", "open_store"]

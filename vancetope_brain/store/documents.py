@@ -20,8 +20,6 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
-import numpy as np
-
 from vancetope_brain.errors import ProjectKnowledgeFull, TenantKnowledgeFull
 from vancetope_brain.models import utcnow
 from vancetope_brain.models.knowledge import (
@@ -194,6 +192,8 @@ class DocumentStore(Port):
     docstring says; the MongoDB adapter's docstring says how ``write_chunks`` is made
     safe without transactions. Writes of a worker carry the document ``version`` it was
     given and write nothing once the document moved on (it was added again or deleted).
+    The chunks' vectors are another port's (``DocumentVectors``, ``store/vectors.py``) on
+    the same storage: ``write_chunks`` and ``delete_document`` drop them with the chunks.
     """
 
     @abstractmethod
@@ -272,29 +272,3 @@ class DocumentStore(Port):
     def usage(self, tenant_id: str, project_id: str | None = None) -> tuple[int, int]:
         """(documents, bytes) of the tenant's knowledge, of one project or of all; the
         bytes are the documents' ``size``."""
-
-    # ── Vectors (``store/vectors.py``): one per chunk of a document's current version ──
-
-    @abstractmethod
-    def write_vectors(self, tenant_id: str, project_id: str, document_id: str, version: int,
-                      model: str, vectors: np.ndarray) -> bool:
-        """Store ``vectors`` (row i: chunk i) as the document's vectors of ``model``,
-        replacing any it had (of any model), stored at unit length. False, writing nothing,
-        unless the document is READY at ``version``. ``ValueError`` unless there is one
-        vector per chunk, of one dimension (1 to ``MAX_VECTOR_DIM``), finite, not zero."""
-
-    @abstractmethod
-    def search_vectors(self, tenant_id: str, project_ids: Sequence[str], model: str,
-                       vector: np.ndarray, limit: int) -> list[SearchHit]:
-        """The chunks nearest ``vector`` among the current chunks of the READY documents of
-        those projects of the tenant that have vectors of ``model`` and of its dimension
-        (others are not compared): at most ``min(limit, MAX_SEARCH_LIMIT)`` hits, ``via``
-        ``"vector"``, the score the cosine (0 or less: no hit), best first. At most
-        ``MAX_VECTOR_SCAN`` vectors per project are compared. ``ValueError`` for a vector
-        that is not flat, finite and non-zero."""
-
-    @abstractmethod
-    def without_vectors(self, tenant_id: str, project_id: str, model: str,
-                        limit: int) -> list[KnowledgeDocument]:
-        """At most ``limit`` READY documents of the project with chunks but no vectors of
-        ``model`` for their current version, by name."""

@@ -1,5 +1,11 @@
-"""What both ``DocumentStore`` adapters share for vector search (no I/O): checking the vectors
-written, the exact cosine scan and the hit it makes.
+"""The document vector port: one vector per chunk of a document's current version, and an
+exact cosine search over them (``DocumentVectors``), with what both adapters share (no
+I/O): checking the vectors written, the exact cosine scan and the hit it makes.
+
+Split from ``DocumentStore`` (STYLE.md: a port past a dozen methods is two ports), it works
+on the documents and chunks that port writes, on the same storage: a backend's two adapters
+read each other's tables or collections, and the chunks' vectors go with them when
+``DocumentStore.write_chunks`` replaces them or ``delete_document`` deletes them.
 
 **Score**: vectors are stored with unit length, so a dot product is the cosine; a hit's score
 is the cosine, and a chunk whose cosine is 0 or less is no hit (0..1, like the lexical
@@ -8,11 +14,13 @@ score; ``knowledge/retrieval.py`` says how the two are fused).
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Sequence
 
 import numpy as np
 
-from vancetope_brain.models.knowledge import Chunk, SearchHit
+from vancetope_brain.models.knowledge import Chunk, KnowledgeDocument, SearchHit
+from vancetope_brain.store.backend import Port
 from vancetope_brain.store.documents import MAX_SEARCH_LIMIT, lexical_hit
 
 MAX_VECTOR_DIM = 4_096
@@ -82,3 +90,34 @@ def nearest(matrix: np.ndarray, query: np.ndarray, keep: np.ndarray | None,
 def vector_hit(chunk: Chunk, document_name: str, score: float) -> SearchHit:
     """The hit of ``chunk`` of the document named ``document_name`` found by vector."""
     return lexical_hit(chunk, document_name, score).model_copy(update={"via": "vector"})
+
+
+class DocumentVectors(Port):
+    """The vectors of the ``Chunk``s of each ``KnowledgeDocument``'s current version, as
+    ``DocumentStore`` keeps them on the same storage; each adapter's docstring says what is
+    atomic. A document's vectors are gone once its chunks are replaced or it is deleted.
+    """
+
+    @abstractmethod
+    def write_vectors(self, tenant_id: str, project_id: str, document_id: str, version: int,
+                      model: str, vectors: np.ndarray) -> bool:
+        """Store ``vectors`` (row i: chunk i) as the document's vectors of ``model``,
+        replacing any it had (of any model), stored at unit length. False, writing nothing,
+        unless the document is READY at ``version``. ``ValueError`` unless there is one
+        vector per chunk, of one dimension (1 to ``MAX_VECTOR_DIM``), finite, not zero."""
+
+    @abstractmethod
+    def search_vectors(self, tenant_id: str, project_ids: Sequence[str], model: str,
+                       vector: np.ndarray, limit: int) -> list[SearchHit]:
+        """The chunks nearest ``vector`` among the current chunks of the READY documents of
+        those projects of the tenant that have vectors of ``model`` and of its dimension
+        (others are not compared): at most ``min(limit, MAX_SEARCH_LIMIT)`` hits, ``via``
+        ``"vector"``, the score the cosine (0 or less: no hit), best first. At most
+        ``MAX_VECTOR_SCAN`` vectors per project are compared. ``ValueError`` for a vector
+        that is not flat, finite and non-zero."""
+
+    @abstractmethod
+    def without_vectors(self, tenant_id: str, project_id: str, model: str,
+                        limit: int) -> list[KnowledgeDocument]:
+        """At most ``limit`` READY documents of the project with chunks but no vectors of
+        ``model`` for their current version, by name."""

@@ -1,5 +1,6 @@
 """MongoDB ``DocumentStore``: collections ``knowledge_documents``, ``knowledge_chunks`` and
-``knowledge_locks`` (the vectors, in the chunks: ``mongo/vectors.py``).
+``knowledge_locks`` (the vectors, in the chunks:
+``DocumentVectors``, ``mongo/vectors.py``).
 
 A document is a ``KnowledgeDocument`` (``_id`` its id; (tenantId, projectId, name) unique)
 with ``tokens``, the tokens of its current chunks, for the mean chunk length. A chunk is a
@@ -66,7 +67,6 @@ from vancetope_brain.store.documents import (
 )
 from vancetope_brain.store.mongo import MongoAdapter, MongoBackend
 from vancetope_brain.store.mongo._codec import from_bson, naive_utc, to_bson, translated
-from vancetope_brain.store.mongo.vectors import VECTOR_INDEX, MongoVectors
 from vancetope_brain.store.ranking import Candidate
 
 LOCK_LEASE = timedelta(seconds=30)
@@ -77,7 +77,7 @@ LOCK_WAIT = 10.0
 _READY = DocumentStatus.READY.value
 
 
-class MongoDocuments(MongoAdapter, MongoVectors, DocumentStore):
+class MongoDocuments(MongoAdapter, DocumentStore):
     def __init__(self, db: MongoBackend) -> None:
         super().__init__(db)
         self._docs = db.database["knowledge_documents"]
@@ -91,7 +91,6 @@ class MongoDocuments(MongoAdapter, MongoVectors, DocumentStore):
                                    ("terms", ASCENDING)], name="by_term")
         self._chunks.create_index([("tenantId", ASCENDING), ("documentId", ASCENDING),
                                    ("documentVersion", ASCENDING)], name="by_document")
-        self._chunks.create_index(VECTOR_INDEX[0], name=VECTOR_INDEX[1])
 
     @translated
     def add_document(self, doc: KnowledgeDocument, *, max_project_documents: int,

@@ -1,5 +1,5 @@
-"""The vector half of the MongoDB ``DocumentStore`` (``MongoVectors``, mixed into
-``MongoDocuments``).
+"""MongoDB ``DocumentVectors``: in ``mongo/documents.py``'s collections ``knowledge_documents``
+and ``knowledge_chunks``.
 
 A chunk's unit vector is kept in its chunk document: ``vector`` (float32 bytes, BSON binary),
 ``vectorModel`` and ``vectorDim``; index (tenantId, projectId, vectorModel, vectorDim). So
@@ -17,22 +17,27 @@ Atlas, and nothing here can test it (docs/architecture.md).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 from bson import Binary
 from pymongo import ASCENDING
 
 from vancetope_brain.models.knowledge import Chunk, DocumentStatus, KnowledgeDocument, SearchHit
+from vancetope_brain.store.mongo import MongoAdapter
 from vancetope_brain.store.mongo._codec import from_bson, translated
 from vancetope_brain.store.vectors import (
     MAX_VECTOR_SCAN,
+    DocumentVectors,
     check_model,
     nearest,
     unit_rows,
     vector_hit,
     vector_query,
 )
+
+if TYPE_CHECKING:
+    from vancetope_brain.store.mongo import MongoBackend
 
 VECTOR_INDEX = ([("tenantId", ASCENDING), ("projectId", ASCENDING), ("vectorModel", ASCENDING),
                  ("vectorDim", ASCENDING)], "by_vector_model")
@@ -41,11 +46,12 @@ _READY = DocumentStatus.READY.value
 _NOT_CHUNK = {"terms": 0, "length": 0, "vector": 0, "vectorModel": 0, "vectorDim": 0}
 
 
-class MongoVectors:
-    """``write_vectors``, ``search_vectors`` and ``without_vectors`` (module docstring)."""
-
-    _docs: Any
-    _chunks: Any
+class MongoDocumentVectors(MongoAdapter, DocumentVectors):
+    def __init__(self, db: MongoBackend) -> None:
+        super().__init__(db)
+        self._docs = db.database["knowledge_documents"]
+        self._chunks = db.database["knowledge_chunks"]
+        self._chunks.create_index(VECTOR_INDEX[0], name=VECTOR_INDEX[1])
 
     @translated
     def write_vectors(self, tenant_id: str, project_id: str, document_id: str, version: int,

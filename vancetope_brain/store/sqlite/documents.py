@@ -1,5 +1,6 @@
 """SQLite ``DocumentStore``: tables ``knowledge_documents``, ``knowledge_chunks``,
-``knowledge_terms`` and the FTS5 index ``knowledge_fts`` (the vectors: ``sqlite/vectors.py``).
+``knowledge_terms`` and the FTS5 index ``knowledge_fts`` (the vectors,
+``DocumentVectors``: ``sqlite/vectors.py``).
 
 A document row holds the ``KnowledgeDocument`` whole in ``doc`` with its key, name, version,
 status and size as columns, rewritten whole on each change; (tenant, project, name) is
@@ -67,7 +68,7 @@ from vancetope_brain.store.documents import (
 from vancetope_brain.store.ranking import Candidate
 from vancetope_brain.store.sqlite import SqliteAdapter
 from vancetope_brain.store.sqlite._db import equal_clauses, fts_query, load_all
-from vancetope_brain.store.sqlite.vectors import VECTOR_TABLES, SqliteVectors, drop_vectors
+from vancetope_brain.store.sqlite.vectors import drop_vectors
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS knowledge_documents (
@@ -108,8 +109,8 @@ _IN_SCOPE = (
 _DOCUMENT = "SELECT doc FROM knowledge_documents WHERE tenant_id = ? AND project_id = ? AND id = ?"
 
 
-class SqliteDocuments(SqliteAdapter, SqliteVectors, DocumentStore):
-    tables = f"{_TABLES};{VECTOR_TABLES}"
+class SqliteDocuments(SqliteAdapter, DocumentStore):
+    tables = _TABLES
 
     def add_document(self, doc: KnowledgeDocument, *, max_project_documents: int,
                      max_project_bytes: int, max_tenant_bytes: int) -> KnowledgeDocument:

@@ -1,5 +1,5 @@
-"""The vector half of the SQLite ``DocumentStore`` (``SqliteVectors``, mixed into
-``SqliteDocuments``): table ``knowledge_vectors`` and ``knowledge_vector_generations``.
+"""SQLite ``DocumentVectors``: tables ``knowledge_vectors`` and
+``knowledge_vector_generations``, next to ``sqlite/documents.py``'s tables, which it reads.
 
 A vector row is one chunk's (``chunk_id`` = ``knowledge_chunks.id``) unit vector as a
 float32 BLOB, with its tenant, project, document, version, model and dimension. No
@@ -11,9 +11,10 @@ Search reads each searched project's vectors of the model and dimension (at most
 ``MAX_CACHED_BYTES`` (least recently used out first), and multiplies it by the query. A
 cached matrix is valid while the project's row in ``knowledge_vector_generations`` says the
 generation it was read at: every write that adds or removes vectors of a project (in
-``write_vectors``, and ``drop_vectors`` when ``write_chunks`` or ``delete_document`` drop a
-document's chunks) bumps it in the same transaction, so every process sharing the file reads
-a changed project again at its next search (one indexed read a search). Which rows may be
+``write_vectors``, and ``drop_vectors``, which ``SqliteDocuments`` calls when ``write_chunks``
+or ``delete_document`` drop a document's chunks) bumps it in the same transaction, so every
+process sharing the file reads a changed project again at its next search (one indexed read
+a search). Which rows may be
 returned — current versions of READY documents — is decided per search from the document
 rows, not cached, so a document re-added or deleted is never found through a stale matrix.
 """
@@ -26,15 +27,16 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cached_property
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from vancetope_brain.models.knowledge import Chunk, KnowledgeDocument, SearchHit
+from vancetope_brain.store.sqlite import SqliteAdapter
 from vancetope_brain.store.sqlite._db import load_all
 from vancetope_brain.store.vectors import (
     MAX_VECTOR_SCAN,
+    DocumentVectors,
     check_model,
     nearest,
     unit_rows,
@@ -96,14 +98,13 @@ class _Matrix:
         return None if kept.all() else kept[self.codes]
 
 
-class SqliteVectors:
-    """``write_vectors``, ``search_vectors`` and ``without_vectors`` (module docstring)."""
+class SqliteDocumentVectors(SqliteAdapter, DocumentVectors):
+    tables = VECTOR_TABLES
 
-    db: SqliteBackend
-
-    @cached_property
-    def _cache(self) -> tuple[threading.Lock, OrderedDict[tuple[str, ...], _Matrix]]:
-        return threading.Lock(), OrderedDict()
+    def __init__(self, db: SqliteBackend) -> None:
+        super().__init__(db)
+        self._cache: tuple[threading.Lock, OrderedDict[tuple[str, ...], _Matrix]] = (
+            threading.Lock(), OrderedDict())
 
     def write_vectors(self, tenant_id: str, project_id: str, document_id: str, version: int,
                       model: str, vectors: np.ndarray) -> bool:
