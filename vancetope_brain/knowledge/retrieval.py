@@ -30,13 +30,15 @@ the caller is the caller's choice (Arthur's autoInject skips silently, arthur-en
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import re
 import unicodedata
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 from vancetope_brain.errors import EmbeddingFailed, StoreError
-from vancetope_brain.llm.embeddings import Embeddings
+from vancetope_brain.llm.embeddings import Embedder, Embeddings
 from vancetope_brain.models.knowledge import Chunk, KnowledgeDocument, SearchHit
 from vancetope_brain.observability import metrics
 from vancetope_brain.store.documents import MAX_QUERY_TERMS, DocumentStore
@@ -52,6 +54,10 @@ FUSION_DEPTH = 20
 """Hits of each path a hybrid search fuses."""
 RRF_K = 60
 """Reciprocal-rank fusion's constant (the usual one: a first rank weighs 1/61)."""
+VECTOR_THREADS = 16
+"""Threads of a process that run hybrid searches' vector paths beside their lexical ones
+(more searches at once wait for one)."""
+_PATHS = ThreadPoolExecutor(max_workers=VECTOR_THREADS, thread_name_prefix="vector-search")
 STOP_WORDS = frozenset(["a", "an", "and", "are", "as", "at", "be", "been", "but", "by", "can", "could", "did", "do", "does", "for", "from", "had", "has", "have", "how", "i", "if", "in", "into", "is", "it", "its", "me", "my", "of", "on", "or", "our", "please", "say", "says", "should", "so", "tell", "than", "that", "the", "their", "them", "then", "there", "these", "they", "this", "those", "to", "us", "was", "we", "were", "what", "when", "where", "which", "who", "why", "will", "with", "would", "you", "your", "about", "documents", "document", "docs", "doc", "files", "file"])
 """English words that say how a question is asked, not what about (and the words a user
 names the documents by: "what do my documents say about X" searches for X). They weigh like
@@ -94,13 +100,20 @@ class Retriever:
         if limit < 1 or not query or not project_ids:
             return []
         projects = list(project_ids)
-        vector = self._vector(tenant_id, projects, text)
-        if vector is None:
+        embedder = self._embedder(tenant_id, projects)
+        if embedder is None:
             return [hit for hit in self._lexical(tenant_id, projects, query, limit)
                     if hit.score >= min_score]
-        lexical = self._lexical(tenant_id, projects, query, FUSION_DEPTH)
-        return fuse([hit for hit in lexical if hit.score >= min_score],
-                    [hit for hit in vector if hit.score >= min_score])[:limit]
+        # The vector path (an HTTP call, then a scan that frees the GIL) runs beside the
+        # lexical one, so a hybrid search takes about the longer of the two, not their sum.
+        pending = _PATHS.submit(contextvars.copy_context().run, self._vector, tenant_id,
+                                projects, text, embedder)
+        lexical = [hit for hit in self._lexical(tenant_id, projects, query, FUSION_DEPTH)
+                   if hit.score >= min_score]
+        vector = pending.result()
+        if vector is None:
+            return lexical[:limit]
+        return fuse(lexical, [hit for hit in vector if hit.score >= min_score])[:limit]
 
     def documents(self, tenant_id: str, project_id: str) -> list[KnowledgeDocument]:
         """The project's documents by name, whatever their status."""
@@ -123,30 +136,41 @@ class Retriever:
             _failed("lexical", tenant_id, e)
             raise
 
-    def _vector(self, tenant_id: str, project_ids: list[str],
-                text: str) -> list[SearchHit] | None:
-        """The vector path's best ``FUSION_DEPTH`` hits; None when the project has no
-        embedding endpoint or embedding the text failed (logged and counted)."""
+    def _embedder(self, tenant_id: str, project_ids: list[str]) -> Embedder | None:
+        """The embedder of the first project searched; None when it has no embedding
+        endpoint, or when its setting names a profile that cannot embed (logged and
+        counted)."""
         if self._embeddings is None:
             return None
         try:
-            embedder = self._embeddings.for_project(tenant_id, project_ids[0], query=True)
-            if embedder is None:
-                return None
-            [vector] = embedder.embed([text[:MAX_QUERY_CHARS]])
+            return self._embeddings.for_project(tenant_id, project_ids[0], query=True)
         except EmbeddingFailed as e:
-            log.warning("knowledge search goes on lexical only (tenant %s): %s", tenant_id, e)
-            metrics.EMBEDDING_FALLBACKS.labels(stage="query", code=e.code).inc()
+            _lexical_only(tenant_id, e)
             return None
         except StoreError as e:  # reading the settings
             _failed("vector", tenant_id, e)
             raise
+
+    def _vector(self, tenant_id: str, project_ids: list[str], text: str,
+                embedder: Embedder) -> list[SearchHit] | None:
+        """The vector path's best ``FUSION_DEPTH`` hits; None when embedding the text failed
+        (logged and counted)."""
+        try:
+            [vector] = embedder.embed([text[:MAX_QUERY_CHARS]])
+        except EmbeddingFailed as e:
+            _lexical_only(tenant_id, e)
+            return None
         try:
             return self._vectors.search_vectors(tenant_id, project_ids, embedder.model, vector,
                                                 FUSION_DEPTH)
         except StoreError as e:
             _failed("vector", tenant_id, e)
             raise
+
+
+def _lexical_only(tenant_id: str, error: EmbeddingFailed) -> None:
+    log.warning("knowledge search goes on lexical only (tenant %s): %s", tenant_id, error)
+    metrics.EMBEDDING_FALLBACKS.labels(stage="query", code=error.code).inc()
 
 
 def _failed(stage: str, tenant_id: str, error: StoreError) -> None:
