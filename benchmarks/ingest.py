@@ -39,7 +39,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 sys.path.insert(0, str(HERE.parent))
 
-from _proc import CLK_TCK, tree  # noqa: E402
+from _proc import cpu_seconds, tree  # noqa: E402
 from _redis import check_url, claimed_db, reset  # noqa: E402
 from retrieval import Zipf  # noqa: E402
 
@@ -145,18 +145,8 @@ def _cpu() -> float:
     from ``/proc``) with the children they forked and reaped, and the finished ones."""
     own, children = (resource.getrusage(who) for who in (resource.RUSAGE_SELF,
                                                           resource.RUSAGE_CHILDREN))
-    readers = sum(_stat_cpu(pid) for pid in tree(os.getpid())[1:])
+    readers = cpu_seconds(tree(os.getpid())[1:], reaped=True)
     return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime + readers
-
-
-def _stat_cpu(pid: int) -> float:
-    """utime + stime + cutime + cstime of a live process."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:  # ended meanwhile: counted in RUSAGE_CHILDREN once reaped
-        return 0.0
-    fields = raw[raw.rindex(")") + 2:].split()
-    return sum(int(field) for field in fields[11:15]) / CLK_TCK
 
 
 def _timed(call: Any) -> float:
