@@ -33,13 +33,14 @@ def tree(root: int) -> list[int]:
     return out
 
 
-def cpu_seconds(pids: list[int]) -> float:
-    """User + system CPU seconds of these processes (all their threads) so far."""
+def cpu_seconds(pids: list[int], *, reaped: bool = False) -> float:
+    """User + system CPU seconds of these processes (all their threads) so far; with
+    ``reaped``, plus those of the children they waited for."""
     total = 0
     for pid in pids:
         st = _stat(pid)
         if st:
-            total += int(st[11]) + int(st[12])
+            total += sum(int(field) for field in st[11:15 if reaped else 13])
     return total / CLK_TCK
 
 

@@ -3,8 +3,8 @@
 ``formats`` decides how a file is read (``detect_format``); ``parsing`` turns its bytes into
 ``Passage``s that a search hit can cite by section and page or lines (``parse``), through
 ``markup`` (Markdown and HTML), ``code`` (source files) and ``pdf`` (which reads a PDF with
-pypdf in a child process, ``pdf_child``, bounded in time and memory); ``chunking`` cuts the
-text into passages.
+pypdf in a child process bounded in time and memory, forked per file by a warm reader
+process, ``pdf_child``); ``chunking`` cuts the text into passages.
 
 ``retrieval`` searches a project's passages through the ``DocumentStore`` port
 (``Retriever``), lexically and, with an embedding endpoint, by vector (fused); ``sample`` seeds the sample document ``vancetope serve`` gives a new project.
