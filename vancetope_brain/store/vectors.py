@@ -28,6 +28,14 @@ MAX_VECTOR_DIM = 4_096
 MAX_VECTOR_SCAN = 200_000
 """Vectors one search compares at most per project searched (in storage order): a project
 with more chunks embedded finds by vector only among the first of them."""
+MAX_SCAN_BYTES = 512 * 1024 * 1024
+"""Bytes of float32 vectors one search reads at most per project: long vectors lower the
+count ``scan_rows`` allows (3,072 numbers: 43,690 vectors)."""
+
+
+def scan_rows(dim: int) -> int:
+    """Vectors of ``dim`` numbers one search compares at most per project."""
+    return min(MAX_VECTOR_SCAN, MAX_SCAN_BYTES // (4 * dim))
 MAX_MODEL_CHARS = 200
 """Characters of an embedding model's name."""
 
@@ -113,7 +121,7 @@ class DocumentVectors(Port):
         those projects of the tenant that have vectors of ``model`` and of its dimension
         (others are not compared): at most ``min(limit, MAX_SEARCH_LIMIT)`` hits, ``via``
         ``"vector"``, the score the cosine (0 or less: no hit), best first. At most
-        ``MAX_VECTOR_SCAN`` vectors per project are compared. ``ValueError`` for a vector
+        ``scan_rows(dim)`` vectors per project are compared. ``ValueError`` for a vector
         that is not flat, finite and non-zero."""
 
     @abstractmethod

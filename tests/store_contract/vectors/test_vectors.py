@@ -12,6 +12,7 @@ import pytest
 
 from tests.store_contract.documents._build import ROOMY, chunks, document, indexed
 from vancetope_brain.store import DocumentStore, DocumentVectors
+from vancetope_brain.store import vectors as store_vectors
 from vancetope_brain.store.documents import MAX_SEARCH_LIMIT
 
 M = "embed-small"
@@ -122,3 +123,13 @@ def test_another_backend_on_the_same_storage_sees_every_change(storage):
     assert documents.delete_document("ten_1", "prj_1", second.id)
     assert _found(reader, AXES[0]) == []
     assert _found(reader, AXES[1]) == [("first", 1.0)]
+
+
+def test_a_search_compares_no_more_vectors_than_its_byte_cap_allows(documents, vectors,
+                                                                    monkeypatch):
+    doc = indexed(documents, "north", "east", "south")
+    assert _vectors(vectors, doc, [0, 1, 0, 0], [1, 0, 0, 0], [0, -1, 0, 0])
+    monkeypatch.setattr(store_vectors, "MAX_SCAN_BYTES", 2 * 4 * 4)  # two vectors of four
+    assert store_vectors.scan_rows(4) == 2 and store_vectors.scan_rows(1) == 8
+    assert _found(vectors, [0, -1, 0, 0.1]) == []  # south is the third: not compared
+    assert [text for text, _ in _found(vectors, [1, 0, 0, 0])] == ["east"]

@@ -6,7 +6,7 @@ A chunk's unit vector is kept in its chunk document: ``vector`` (float32 bytes, 
 replacing or deleting a document's chunks replaces or deletes their vectors with them.
 
 Search is an exact scan: each searched project's chunks with vectors of the model and
-dimension (at most ``MAX_VECTOR_SCAN``, in index order) are read, those of a READY
+dimension (at most ``scan_rows``, in index order) are read, those of a READY
 document's current version kept, and multiplied by the query in numpy. Nothing is cached:
 every search reads the project's vectors (about 1.5 KB a chunk at 384 dimensions), so its
 cost grows with the project — fine for thousands of chunks, slow for a hundred thousand.
@@ -27,10 +27,10 @@ from vancetope_brain.models.knowledge import Chunk, DocumentStatus, KnowledgeDoc
 from vancetope_brain.store.mongo import MongoAdapter
 from vancetope_brain.store.mongo._codec import from_bson, translated
 from vancetope_brain.store.vectors import (
-    MAX_VECTOR_SCAN,
     DocumentVectors,
     check_model,
     nearest,
+    scan_rows,
     unit_rows,
     vector_hit,
     vector_query,
@@ -84,7 +84,7 @@ class MongoDocumentVectors(MongoAdapter, DocumentVectors):
             raws = [raw for raw in self._chunks.find(
                 {"tenantId": tenant_id, "projectId": project, "vectorModel": model,
                  "vectorDim": query.shape[0]},
-                {"vector": 1, "documentId": 1, "documentVersion": 1}).limit(MAX_VECTOR_SCAN)
+                {"vector": 1, "documentId": 1, "documentVersion": 1}).limit(scan_rows(query.shape[0]))
                 if raw["documentId"] in ready and
                 ready[raw["documentId"]]["version"] == raw["documentVersion"]]
             matrix = np.frombuffer(b"".join(bytes(raw["vector"]) for raw in raws),

@@ -7,7 +7,7 @@ float32 BLOB, with its tenant, project, document, version, model and dimension. 
 Python's ``sqlite3`` has (docs/architecture.md); the scan is exact, in numpy.
 
 Search reads each searched project's vectors of the model and dimension (at most
-``MAX_VECTOR_SCAN``) into one matrix, kept in a per-process cache of at most
+``scan_rows``) into one matrix, kept in a per-process cache of at most
 ``MAX_CACHED_BYTES`` (least recently used out first), and multiplies it by the query. A
 cached matrix is valid while the project's row in ``knowledge_vector_generations`` says the
 generation it was read at: every write that adds or removes vectors of a project (in
@@ -35,10 +35,10 @@ from vancetope_brain.models.knowledge import Chunk, KnowledgeDocument, SearchHit
 from vancetope_brain.store.sqlite import SqliteAdapter
 from vancetope_brain.store.sqlite._db import load_all
 from vancetope_brain.store.vectors import (
-    MAX_VECTOR_SCAN,
     DocumentVectors,
     check_model,
     nearest,
+    scan_rows,
     unit_rows,
     vector_hit,
     vector_query,
@@ -191,7 +191,7 @@ class SqliteDocumentVectors(SqliteAdapter, DocumentVectors):
         rows = self.db.read(
             "SELECT chunk_id, document_id, version, vector FROM knowledge_vectors WHERE "
             "tenant_id = ? AND project_id = ? AND model = ? AND dim = ? ORDER BY chunk_id "
-            "LIMIT ?", (tenant_id, project_id, model, dim, MAX_VECTOR_SCAN))
+            "LIMIT ?", (tenant_id, project_id, model, dim, scan_rows(dim)))
         codes: dict[tuple[str, int], int] = {}
         matrix = np.frombuffer(b"".join(row[3] for row in rows), np.float32).reshape(-1, dim)
         return _Matrix(generation, np.fromiter((row[0] for row in rows), np.int64, len(rows)),
