@@ -64,8 +64,9 @@ def test_an_alias_cannot_be_registered_and_resolves_to_its_engine():
 
 def test_describe_lists_the_engines_settings_as_default_settings():
     described = ENGINES.get("arthur").describe()["defaultSettings"]
-    assert [s["name"] for s in described] == ["arthur.model", "arthur.maxContextTokens"]
-    assert described[1]["type"] == "int" and described[1]["default"] == 65536
+    assert [s["name"] for s in described] == [
+        "arthur.model", "arthur.includeProjectMemorySummary", "arthur.maxContextTokens"]
+    assert described[2]["type"] == "int" and described[2]["default"] == 65536
     assert _engine("alpha").describe()["defaultSettings"] == [
         {"name": "alpha.model", "type": "str", "default": None,
          "description": "Model name for the alpha engine (beats llm.model; unset: llm.model)."}]

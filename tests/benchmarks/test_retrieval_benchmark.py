@@ -28,7 +28,7 @@ SMALL = ["--chunks", "400", "--other-chunks", "200", "--documents", "4", "--quer
 
 def test_the_retrieval_benchmark_runs_every_query_class(capsys: pytest.CaptureFixture[str]
                                                         ) -> None:
-    result = _script().main(SMALL)
+    result = _script().main([*SMALL, "--mode", "lexical"])
     [rows] = result["modes"].values()
     assert [row["class"] for row in rows] == ["rare", "mid", "common", "question"]
     assert all(row["queries"] == 5 and math.isfinite(row["p99_ms"]) for row in rows)
@@ -38,6 +38,11 @@ def test_the_retrieval_benchmark_runs_every_query_class(capsys: pytest.CaptureFi
     assert '"modes"' in capsys.readouterr().out
 
 
-def test_the_modes_without_their_index_say_so(tmp_path: Path) -> None:
-    with pytest.raises(SystemExit, match="vector index"):
-        _script().main([*SMALL, "--mode", "vector", "--store", str(tmp_path / "s.db")])
+def test_the_vector_and_hybrid_modes_search_the_seeded_vectors(tmp_path: Path) -> None:
+    result = _script().main([*SMALL, "--dim", "8", "--store", str(tmp_path / "s.db")])
+    assert list(result["modes"]) == ["lexical", "vector", "hybrid"]
+    [scan] = result["modes"]["vector"]
+    assert scan["queries"] == 5 and scan["hits"] == 5 * 20  # every chunk has a vector
+    hybrid = {row["class"]: row for row in result["modes"]["hybrid"]}
+    assert list(hybrid) == ["rare", "mid", "common", "question"]
+    assert all(row["hits"] == 25 for row in hybrid.values())  # the vector path fills top 5
