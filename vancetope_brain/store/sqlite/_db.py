@@ -36,7 +36,7 @@ import os
 import random
 import sqlite3
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from pathlib import Path
@@ -135,6 +135,11 @@ def statements(script: str) -> Iterator[str]:
             if statement.strip(" \n;"):
                 yield statement
             statement = ""
+
+
+def marks(values: Sized) -> str:
+    """``(?, ?, …)``, one parameter mark per value (for ``IN``)."""
+    return f"({', '.join('?' * len(values))})"
 
 
 def fts_query(words: Sequence[str], *, any_word: bool) -> str:

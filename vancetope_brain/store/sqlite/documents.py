@@ -45,7 +45,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections import Counter
-from collections.abc import Sequence, Sized
+from collections.abc import Sequence
 from datetime import datetime
 
 from vancetope_brain.models import utcnow
@@ -67,7 +67,7 @@ from vancetope_brain.store.documents import (
 )
 from vancetope_brain.store.ranking import Candidate
 from vancetope_brain.store.sqlite import SqliteAdapter
-from vancetope_brain.store.sqlite._db import equal_clauses, fts_query, load_all
+from vancetope_brain.store.sqlite._db import equal_clauses, fts_query, load_all, marks
 from vancetope_brain.store.sqlite.vectors import drop_vectors
 
 _TABLES = """
@@ -209,7 +209,7 @@ class SqliteDocuments(SqliteAdapter, DocumentStore):
             spelled.setdefault(fold(word), []).append(word)
         ready = self.db.read(
             f"SELECT chunks, tokens FROM knowledge_documents WHERE tenant_id = ? AND "
-            f"project_id IN {_marks(projects)} AND status = 'READY'", (tenant_id, *projects))
+            f"project_id IN {marks(projects)} AND status = 'READY'", (tenant_id, *projects))
         chunk_count, tokens = sum(row[0] for row in ready), sum(row[1] for row in ready)
         if chunk_count == 0:
             return []
@@ -217,7 +217,7 @@ class SqliteDocuments(SqliteAdapter, DocumentStore):
         holding = dict.fromkeys(terms, 0)
         holding.update(self.db.read(
             f"SELECT term, SUM(chunks) FROM knowledge_terms WHERE tenant_id = ? AND project_id "
-            f"IN {_marks(projects)} AND term IN {_marks(terms)} GROUP BY term",
+            f"IN {marks(projects)} AND term IN {marks(terms)} GROUP BY term",
             (tenant_id, *projects, *terms)))
         rows: dict[int, tuple[int, str, str, int, str]] = {}
         for term in sorted((t for t in terms if holding[t]), key=lambda t: (holding[t], t)):
@@ -225,7 +225,7 @@ class SqliteDocuments(SqliteAdapter, DocumentStore):
                 break
             for rowid, *found in self.db.read(
                     f"SELECT c.id, c.length, c.text, d.name, c.ordinal, c.document_id "
-                    f"{_IN_SCOPE} {_marks(projects)} LIMIT ?",
+                    f"{_IN_SCOPE} {marks(projects)} LIMIT ?",
                     (fts_query(spelled[term], any_word=True), tenant_id, *projects,
                      MAX_CANDIDATES - len(rows))):
                 rows.setdefault(rowid, found)  # type: ignore[arg-type]
@@ -238,7 +238,7 @@ class SqliteDocuments(SqliteAdapter, DocumentStore):
             return []
         full = {rowid: (text, doc) for rowid, text, doc in self.db.read(
             f"SELECT id, text, doc FROM knowledge_chunks WHERE id IN "
-            f"{_marks(ranked)}", tuple(hit.key for hit, _ in ranked))}
+            f"{marks(ranked)}", tuple(hit.key for hit, _ in ranked))}
         return [lexical_hit(Chunk.load({**json.loads(full[hit.key][1]), "text": full[hit.key][0]}),
                             hit.document_name, score)
                 for hit, score in ranked if hit.key in full]
@@ -295,11 +295,6 @@ def _current(conn: sqlite3.Connection, tenant_id: str, project_id: str, document
     row = conn.execute(_DOCUMENT, (tenant_id, project_id, document_id)).fetchone()
     stored = None if row is None else KnowledgeDocument.load(json.loads(row[0]))
     return stored if stored is not None and stored.version == version else None
-
-
-def _marks(values: Sized) -> str:
-    """``(?, ?, …)``, one mark per value."""
-    return f"({', '.join('?' * len(values))})"
 
 
 def _put(conn: sqlite3.Connection, doc: KnowledgeDocument, *, tokens: int = 0) -> None:

@@ -16,7 +16,7 @@ from vancetope_brain.errors import NotFound
 from vancetope_brain.models import JournalEntry, StepState
 from vancetope_brain.store.journal import MAX_ENTRIES, JournalStore, entry_json, too_many
 from vancetope_brain.store.sqlite import SqliteAdapter
-from vancetope_brain.store.sqlite._db import load_all
+from vancetope_brain.store.sqlite._db import load_all, marks
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS journal (
@@ -58,7 +58,7 @@ class SqliteJournal(SqliteAdapter, JournalStore):
             keys = {key for key, _, _ in rows}
             (held,) = conn.execute(
                 "SELECT COUNT(*) FROM journal WHERE tenant_id = ? AND process_id = ? "
-                f"AND key NOT IN ({', '.join('?' * len(keys))})",
+                f"AND key NOT IN {marks(keys)}",
                 (tenant_id, process_id, *keys)).fetchone()
             if held + len(keys) > MAX_ENTRIES:
                 raise too_many(process_id)

@@ -40,7 +40,7 @@ from vancetope_brain.models import (
 from vancetope_brain.store.event_outbox import turn_events
 from vancetope_brain.store.lanes import LaneStore
 from vancetope_brain.store.sqlite import SqliteAdapter
-from vancetope_brain.store.sqlite._db import iso, load_all, to_ms
+from vancetope_brain.store.sqlite._db import iso, load_all, marks, to_ms
 from vancetope_brain.store.sqlite.event_outbox import enqueue_in
 from vancetope_brain.store.sqlite.journal import clear_in as clear_journal_in
 from vancetope_brain.store.sqlite.sessions import (
@@ -274,7 +274,7 @@ class SqliteLanes(SqliteAdapter, LaneStore):
             " FROM messages m JOIN lanes l"
             " ON l.process_id = m.target_process_id AND l.tenant_id = m.tenant_id"
             f" WHERE m.drained_at IS NULL AND m.created_ms < ? AND (l.status NOT IN"
-            f"  ({', '.join('?' * len(held))})"
+            f"  {marks(held)}"
             "  OR l.status = ? AND (SELECT json_extract(p.doc, '$.closeReason')"
             "   FROM processes p WHERE p.id = l.process_id) = ?)"
             " UNION ALL"

@@ -32,7 +32,7 @@ from vancetope_brain.store.memory import (
     rank,
 )
 from vancetope_brain.store.sqlite import SqliteAdapter
-from vancetope_brain.store.sqlite._db import load_all, load_one, to_ms
+from vancetope_brain.store.sqlite._db import load_all, load_one, marks, to_ms
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS memory_entries (
@@ -109,7 +109,7 @@ class SqliteMemory(SqliteAdapter, MemoryStore):
         limit = capped(limit)
         if limit == 0 or wanted == []:
             return []
-        kind_clause = "" if wanted is None else f" AND kind IN ({', '.join('?' * len(wanted))})"
+        kind_clause = "" if wanted is None else f" AND kind IN {marks(wanted)}"
         # One index walk per scope, newest first, merged here: a single query over several
         # scopes would sort all their entries.
         found = [entry for scope in checked_scopes(scopes) for entry in load_all(
@@ -131,7 +131,7 @@ class SqliteMemory(SqliteAdapter, MemoryStore):
         stats = self.db.read(" UNION ALL ".join(
             [f"SELECT entries, terms FROM memory_scopes WHERE {_SCOPE_KEY}"] * len(asked)),
             tuple(part for scope in asked for part in (tenant_id, *scope)))
-        terms_in = f"term IN ({', '.join('?' * len(wanted))})"
+        terms_in = f"term IN {marks(wanted)}"
         rows = self.db.read(" UNION ALL ".join(
             [f"SELECT doc FROM memory_entries WHERE id IN (SELECT entry_id FROM memory_terms "
              f"WHERE {_SCOPE_KEY} AND {terms_in})"] * len(asked)),

@@ -39,7 +39,7 @@ from vancetope_brain.store.session_search import (
     title_hits,
 )
 from vancetope_brain.store.sqlite import SqliteAdapter
-from vancetope_brain.store.sqlite._db import fts_query, load_all
+from vancetope_brain.store.sqlite._db import fts_query, load_all, marks
 
 _ROLES = ", ".join(f"'{role.value}'" for role in SEARCHED_ROLES)
 
@@ -86,7 +86,7 @@ class SqliteSessionSearch(SqliteAdapter, SessionSearch):
         rows = self.db.read(
             "SELECT c.doc FROM conversation_fts f CROSS JOIN chat c ON c.rowid = f.rowid "
             "WHERE conversation_fts MATCH ? AND c.tenant_id = ? "
-            f"AND c.process_id IN ({', '.join('?' * len(by_chat))}) "
+            f"AND c.process_id IN {marks(by_chat)} "
             "ORDER BY f.rowid DESC LIMIT ?",
             (fts_query(wanted, any_word=False), tenant_id, *by_chat, limit - len(hits)))
         return hits + [line_hit(by_chat[line.process_id], line, wanted)

@@ -22,7 +22,14 @@ from vancetope_brain.errors import Conflict, NotFound
 from vancetope_brain.models import InboxMessage
 from vancetope_brain.models.inbox import InboxItem, InboxQuery, ItemStatus
 from vancetope_brain.store.sqlite import SqliteAdapter
-from vancetope_brain.store.sqlite._db import equal_clauses, from_ms, load_all, load_one, to_ms
+from vancetope_brain.store.sqlite._db import (
+    equal_clauses,
+    from_ms,
+    load_all,
+    load_one,
+    marks,
+    to_ms,
+)
 from vancetope_brain.store.sqlite.lanes import append_in
 from vancetope_brain.store.user_inbox import UserInboxStore
 
@@ -69,7 +76,7 @@ def _where(tenant_id: str, query: InboxQuery) -> tuple[str, list[Any]]:
                                     origin_process_id=query.origin_process_id)
     for column, values in (("status", query.statuses), ("criticality", query.criticalities)):
         if values is not None:  # an empty set matches nothing
-            clauses.append(f"{column} IN ({', '.join('?' * len(values))})")
+            clauses.append(f"{column} IN {marks(values)}")
             params += [value.value for value in values]
     for tag in query.tags:
         clauses.append("EXISTS (SELECT 1 FROM json_each(doc, '$.tags') WHERE value = ?)")

@@ -33,7 +33,7 @@ import numpy as np
 
 from vancetope_brain.models.knowledge import Chunk, KnowledgeDocument, SearchHit
 from vancetope_brain.store.sqlite import SqliteAdapter
-from vancetope_brain.store.sqlite._db import load_all
+from vancetope_brain.store.sqlite._db import load_all, marks
 from vancetope_brain.store.vectors import (
     DocumentVectors,
     check_model,
@@ -136,7 +136,7 @@ class SqliteDocumentVectors(SqliteAdapter, DocumentVectors):
             return []
         ready = {(doc_id, version): name for doc_id, version, name in self.db.read(
             "SELECT id, version, name FROM knowledge_documents WHERE tenant_id = ? AND "
-            f"project_id IN ({', '.join('?' * len(projects))}) AND status = 'READY'",
+            f"project_id IN {marks(projects)} AND status = 'READY'",
             (tenant_id, *projects))}
         found: list[tuple[float, int, str]] = []
         for project in projects if ready else ():
@@ -148,7 +148,7 @@ class SqliteDocumentVectors(SqliteAdapter, DocumentVectors):
             return []
         full = {chunk_id: (text, doc) for chunk_id, text, doc in self.db.read(
             f"SELECT id, text, doc FROM knowledge_chunks WHERE id IN "
-            f"({', '.join('?' * len(found))})", tuple(chunk_id for _, chunk_id, _ in found))}
+            f"{marks(found)}", tuple(chunk_id for _, chunk_id, _ in found))}
         return [vector_hit(Chunk.load({**json.loads(full[chunk_id][1]),
                                        "text": full[chunk_id][0]}), name, score)
                 for score, chunk_id, name in found if chunk_id in full]
