@@ -128,11 +128,14 @@ class ArthurEngine(RespondingEngine):
         # budget (the rest is the chat's): the documents' first, then the memory's.
         room = (limit - budget.estimate([LlmMessage("system", prompt)], tools)) // 2
         injected = auto_inject(process, context, texts)
-        if injected is not None and not _fits(context, "<rag-context>", injected.prompt, room):
+        cost = None if injected is None else _fits(context, "<rag-context>", injected.prompt,
+                                                   room)
+        if cost is None:
             injected = None
-        room -= _tokens(injected.prompt) if injected is not None else 0
+        else:
+            room -= cost
         summary = memory_summary(context, texts)
-        if summary is not None and _fits(context, "<project-memory>", summary, room):
+        if summary is not None and _fits(context, "<project-memory>", summary, room) is not None:
             prompt += "\n\n" + summary
         if injected is not None:
             prompt += "\n\n" + injected.prompt
@@ -155,15 +158,13 @@ class ArthurEngine(RespondingEngine):
             context.set_status(ProcessStatus.IDLE)
 
 
-def _tokens(block: str) -> int:
-    return budget.message_tokens(LlmMessage("system", "\n\n" + block))
-
-
-def _fits(context: ThinkEngineContext, name: str, block: str, room: int) -> bool:
-    """Whether ``block`` fits ``room`` tokens; if not, a WARNING says it is left out."""
-    if _tokens(block) <= room:
-        return True
+def _fits(context: ThinkEngineContext, name: str, block: str, room: int) -> int | None:
+    """The tokens ``block`` costs in the system prompt if that fits ``room``; else None,
+    and a WARNING says it is left out."""
+    cost = budget.message_tokens(LlmMessage("system", "\n\n" + block))
+    if cost <= room:
+        return cost
     log.warning("process %s: the %s block is left out of this turn: it needs %s tokens, "
-                "arthur.maxContextTokens leaves it %s", context.scope.process_id, name,
-                _tokens(block), max(room, 0))
-    return False
+                "arthur.maxContextTokens leaves it %s", context.scope.process_id, name, cost,
+                max(room, 0))
+    return None
