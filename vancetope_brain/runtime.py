@@ -33,10 +33,8 @@ from vancetope_brain.llm.embeddings import Embeddings
 from vancetope_brain.notifications import NotificationDispatcher, build_dispatcher
 from vancetope_brain.recipes import RecipeAdmin
 from vancetope_brain.recipes.resolver import RecipeResolver
-from vancetope_brain.services.document_files import DocumentFiles
 from vancetope_brain.services.documents import (
     DocumentIndexer,
-    DocumentPushes,
     DocumentService,
     IndexJob,
 )
@@ -47,8 +45,6 @@ from vancetope_brain.store import (
     Backend,
     DeadLetterStore,
     DeliveryStore,
-    DocumentStore,
-    DocumentVectors,
     IdentityStore,
     LaneStore,
     RecipeStore,
@@ -171,11 +167,8 @@ class Administration:
         events = EventBus(redis_client(config), max_len=config.event_log_max,
                           ttl=config.event_log_ttl)
         settings = SettingsService(store.port(SettingStore), store.port(IdentityStore))
-        indexer = DocumentIndexer(documents=store.port(DocumentStore),
-                                  vectors=store.port(DocumentVectors),
-                                  files=DocumentFiles(config.attachments_dir),
-                                  pushes=DocumentPushes(events),
-                                  embeddings=Embeddings.from_config(config, settings))
+        indexer = DocumentIndexer.on(store, config.attachments_dir, events,
+                                     Embeddings.from_config(config, settings))
 
         def index_now(job: dict[str, Any]) -> None:
             indexer.index(IndexJob.model_validate(job))

@@ -26,9 +26,7 @@ from vancetope_brain.llm.profiles import ModelRouter
 from vancetope_brain.models import ThinkProcess, utcnow
 from vancetope_brain.runtime import Core
 from vancetope_brain.services import (
-    DocumentFiles,
     DocumentIndexer,
-    DocumentPushes,
     ServiceJobs,
     SystemSessions,
 )
@@ -159,10 +157,7 @@ def build_worker(config: Config, enqueue: Enqueue, enqueue_job: EnqueueJob,
                         waker=core["waker"], engines=engines, contexts=contexts,
                         max_attempts=config.max_attempts,
                         max_engine_failures=config.max_engine_failures, worker_name=worker_name)
-    indexer = DocumentIndexer(documents=store.port(DocumentStore),
-                              vectors=store.port(DocumentVectors),
-                              files=DocumentFiles(config.attachments_dir),
-                              pushes=DocumentPushes(events), embeddings=embeddings)
+    indexer = DocumentIndexer.on(store, config.attachments_dir, events, embeddings)
     return Worker(**core, runner=runner, outbox=outbox, mcp=mcp, services=services,
                   system_sessions=system_sessions, tool_health=tool_health, indexer=indexer,
                   enqueue_index=enqueue_index, leases=leases, tokens=tokens)

@@ -241,6 +241,14 @@ class DocumentIndexer:
         self._seconds = seconds
         self._embeddings = embeddings
 
+    @classmethod
+    def on(cls, store: Backend, attachments_dir: Path, events: EventBus,
+           embeddings: Embeddings) -> DocumentIndexer:
+        """The indexer over ``store``'s ports, reading bytes under ``attachments_dir``."""
+        return cls(documents=store.port(DocumentStore), vectors=store.port(DocumentVectors),
+                   files=DocumentFiles(attachments_dir), pushes=DocumentPushes(events),
+                   embeddings=embeddings)
+
     def index(self, job: IndexJob) -> DocumentStatus | None:
         """Index the job's version; returns the status it left, or None when the job was
         moot (the document moved on, is gone, or this version is done already). Raises only
