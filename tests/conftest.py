@@ -4,7 +4,9 @@ fakeredis only for the embedded shape.
 Each test run — each pytest-xdist worker — claims its own Redis database
 (``tests/redis_claim.py``) the first time a test asks for ``redis_url``: one of 1..15 at 127.0.0.1:6379 that no client is connected
 to and no other run holds, or the one ``VANCETOPE_TEST_REDIS_URL`` pins. Every test gets
-it empty; the run flushes no other database and releases its own at exit.
+it empty; the run flushes no other database and releases its own at exit. Likewise each
+run creates its own PostgreSQL database (``tests/postgres_db.py``) the first time a test asks
+for ``postgres_url``, and each such test gets a schema of its own in it.
 """
 
 from __future__ import annotations
@@ -16,10 +18,13 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 import redis
 
 from tests.helpers import server_env
+from tests.postgres_db import SERVER as POSTGRES_SERVER
+from tests.postgres_db import RunDatabase as PostgresRunDatabase
 from tests.redis_claim import SERVER, NoFreeDatabase, RunDatabase
 from vancetope_brain import keys
 from vancetope_brain.config import Config
@@ -59,6 +64,26 @@ def run_database() -> Iterator[RunDatabase]:
         pytest.fail(str(e))
     yield database
     database.release()
+
+
+@pytest.fixture(scope="session")
+def postgres_run_database() -> Iterator[PostgresRunDatabase]:
+    """The PostgreSQL database this test run created."""
+    try:
+        database = PostgresRunDatabase()
+    except psycopg.OperationalError as e:
+        pytest.fail(f"PostgreSQL is not answering at {POSTGRES_SERVER}: start it (Debian: "
+                    f"`pg_ctlcluster 15 main start`) or point VANCETOPE_TEST_POSTGRES_URL at "
+                    f"a server where this user may create databases ({e})")
+    yield database
+    database.drop()
+
+
+@pytest.fixture
+def postgres_url(postgres_run_database: PostgresRunDatabase) -> Iterator[str]:
+    """A store URL on an empty schema of this run's PostgreSQL database, for this test."""
+    with postgres_run_database.schema() as url:
+        yield url
 
 
 @pytest.fixture

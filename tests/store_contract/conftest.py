@@ -22,7 +22,9 @@ from datetime import datetime
 from typing import Any
 
 import mongomock
+import psycopg
 import pytest
+from psycopg.types.json import Jsonb
 from pymongo import MongoClient
 
 from vancetope_brain.models import (
@@ -66,11 +68,13 @@ from vancetope_brain.store import (
     UserInboxStore,
 )
 from vancetope_brain.store.mongo import MongoBackend
+from vancetope_brain.store.postgres import PostgresBackend
 from vancetope_brain.store.sqlite import SqliteBackend
 
 MONGO_URL = os.environ.get("VANCETOPE_TEST_MONGO_URL")
-# The real-server backend is not generated at all without a URL (not skipped).
-BACKENDS = ["sqlite", "mongomock", *(["mongo"] if MONGO_URL else [])]
+# The real MongoDB backend is not generated at all without a URL (not skipped); PostgreSQL
+# runs on every developer machine and in CI (tests/postgres_db.py).
+BACKENDS = ["sqlite", "postgres", "mongomock", *(["mongo"] if MONGO_URL else [])]
 
 
 @dataclass
@@ -112,6 +116,25 @@ def _sqlite_storage(path: str) -> Storage:
     return Storage("sqlite", lambda: SqliteBackend(path), set_raw, drop_raw)
 
 
+def _postgres_storage(url: str) -> Storage:
+    tables = {"process": ("processes", "id"), "session": ("sessions", "id"),
+              "user": ("users", "id"), "tool_health": ("tool_health", "server")}
+
+    def update(kind: str, record_id: str, change: str, params: tuple[Any, ...]) -> None:
+        table, column = tables[kind]
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f"UPDATE {table} SET doc = {change} WHERE {column} = %s",
+                         (*params, record_id))
+
+    def set_raw(kind: str, record_id: str, name: str, value: Any) -> None:
+        update(kind, record_id, "jsonb_set(doc, %s, %s)", ([name], Jsonb(value)))
+
+    def drop_raw(kind: str, record_id: str, name: str) -> None:
+        update(kind, record_id, "doc - %s", (name,))
+
+    return Storage("postgres", lambda: PostgresBackend(url), set_raw, drop_raw)
+
+
 def _mongo_storage(name: str, client: Any, db_name: str) -> Storage:
     collections = {"process": ("think_processes", "_id"), "session": ("sessions", "_id"),
                    "user": ("users", "_id"), "tool_health": ("tool_health", "server")}
@@ -135,6 +158,8 @@ def storage(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Storage]:
     db_name = f"vancetope_test_{uuid.uuid4().hex[:12]}"
     if request.param == "sqlite":
         made = _sqlite_storage(str(tmp_path / "store" / "vancetope.db"))
+    elif request.param == "postgres":
+        made = _postgres_storage(request.getfixturevalue("postgres_url"))
     elif request.param == "mongomock":
         client = mongomock.MongoClient(tz_aware=True)
         made = _mongo_storage("mongomock", client, db_name)

@@ -1,6 +1,6 @@
 """Opening a storage and reaching its ports.
 
-A ``Backend`` is one storage (a SQLite file, a MongoDB database) with one
+A ``Backend`` is one storage (a SQLite file, a PostgreSQL or MongoDB database) with one
 adapter per port on it, made when it opens; ``backend.port(LaneStore)`` is that
 adapter. Adapters register themselves: an adapter class names its backend by
 subclassing the backend's adapter base and its port by subclassing the port
@@ -87,15 +87,21 @@ class Backend(ABC):
 
 
 def open_store(url: str) -> Backend:
-    """Open the backend named by the URL: ``sqlite:///path`` or ``mongodb://…``."""
+    """Open the backend named by the URL: ``sqlite:///path``, ``postgresql://…`` or
+    ``mongodb://…``."""
     if url.startswith("sqlite:///"):
         from vancetope_brain.store.sqlite import SqliteBackend
 
         return SqliteBackend(url.removeprefix("sqlite:///"))
+    if url.startswith(("postgresql://", "postgres://")):
+        from vancetope_brain.store.postgres import PostgresBackend
+
+        return PostgresBackend(url)
     if url.startswith(("mongodb://", "mongodb+srv://")):
         from vancetope_brain.store.mongo import MongoBackend
 
         return MongoBackend(url)
     raise ConfigError(
-        f"unsupported VANCETOPE_STORE_URL {url!r}: use sqlite:///PATH or mongodb://HOST/DB"
+        f"unsupported VANCETOPE_STORE_URL {url!r}: use sqlite:///PATH, "
+        "postgresql://USER@HOST/DB or mongodb://HOST/DB"
     )

@@ -24,8 +24,7 @@ newer one is refused. The statements of versions 2, 3, 6 and 7 are the
 recipes, lanes); versions 4 and 5 only added tables, which every adapter's
 ``CREATE … IF NOT EXISTS`` makes at open.
 
-Times in ``*_ms`` columns are milliseconds since the Unix epoch (``to_ms``),
-so they order and compare as integers.
+Times in ``*_ms`` columns are milliseconds since the Unix epoch (``store/sql.py``).
 """
 
 from __future__ import annotations
@@ -37,8 +36,6 @@ import random
 import sqlite3
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence, Sized
-from datetime import UTC, datetime, timedelta
-from enum import StrEnum
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -57,33 +54,6 @@ CREATE TABLE IF NOT EXISTS schema_version (
     version INTEGER NOT NULL
 )
 """
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def sql_literals(values: Iterable[StrEnum]) -> str:
-    """Enum values as SQL string literals, sorted: the text of an ``IN (…)`` list that a
-    partial index and the queries that use it must spell alike (SQLite matches a query to a
-    partial index by its terms, which a bound parameter is not)."""
-    return ", ".join(f"'{v.value}'" for v in sorted(values))
-
-
-def to_ms(moment: datetime) -> int:
-    """Milliseconds since the Unix epoch; naive datetimes are taken as UTC."""
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return (moment - _EPOCH) // timedelta(milliseconds=1)
-
-
-def from_ms(ms: int | None) -> datetime | None:
-    """The aware UTC datetime of a ``*_ms`` column (None stays None)."""
-    return None if ms is None else _EPOCH + timedelta(milliseconds=ms)
-
-
-def iso(moment: datetime) -> str:
-    """A time as the documents spell it (``…Z``), for ``json_set``."""
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
 
 def create_schema(conn: sqlite3.Connection, tables: Iterable[str],
                   migrations: Sequence[Mapping[int, Sequence[str]]]) -> None:

@@ -14,8 +14,9 @@ from datetime import datetime
 
 from vancetope_brain.models.inbox import DeliveryStatus, NotificationDelivery
 from vancetope_brain.store.deliveries import DeliveryStore
+from vancetope_brain.store.sql import to_ms
 from vancetope_brain.store.sqlite import SqliteAdapter
-from vancetope_brain.store.sqlite._db import equal_clauses, load_all, to_ms
+from vancetope_brain.store.sqlite._db import equal_clauses, load_all
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS notification_deliveries (

@@ -14,8 +14,9 @@ from datetime import datetime
 
 from vancetope_brain.models import OutboxEvent
 from vancetope_brain.store.event_outbox import EventOutboxStore
+from vancetope_brain.store.sql import to_ms
 from vancetope_brain.store.sqlite import SqliteAdapter
-from vancetope_brain.store.sqlite._db import load_all, to_ms
+from vancetope_brain.store.sqlite._db import load_all
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS event_outbox (

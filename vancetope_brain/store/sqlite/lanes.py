@@ -39,8 +39,9 @@ from vancetope_brain.models import (
 )
 from vancetope_brain.store.event_outbox import turn_events
 from vancetope_brain.store.lanes import LaneStore
+from vancetope_brain.store.sql import iso, to_ms
 from vancetope_brain.store.sqlite import SqliteAdapter
-from vancetope_brain.store.sqlite._db import iso, load_all, marks, to_ms
+from vancetope_brain.store.sqlite._db import load_all, marks
 from vancetope_brain.store.sqlite.event_outbox import enqueue_in
 from vancetope_brain.store.sqlite.journal import clear_in as clear_journal_in
 from vancetope_brain.store.sqlite.sessions import (

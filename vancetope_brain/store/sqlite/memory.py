@@ -31,8 +31,9 @@ from vancetope_brain.store.memory import (
     memory_full,
     rank,
 )
+from vancetope_brain.store.sql import to_ms
 from vancetope_brain.store.sqlite import SqliteAdapter
-from vancetope_brain.store.sqlite._db import load_all, load_one, marks, to_ms
+from vancetope_brain.store.sqlite._db import load_all, load_one, marks
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS memory_entries (

@@ -31,15 +31,9 @@ from vancetope_brain.models import (
     utcnow,
 )
 from vancetope_brain.store.sessions import SessionStore
+from vancetope_brain.store.sql import from_ms, iso, sql_literals, to_ms
 from vancetope_brain.store.sqlite import SqliteAdapter
-from vancetope_brain.store.sqlite._db import (
-    from_ms,
-    iso,
-    load_all,
-    load_one,
-    sql_literals,
-    to_ms,
-)
+from vancetope_brain.store.sqlite._db import load_all, load_one
 
 UNSETTLED_LANES = f"status IN ({sql_literals(lifecycle.UNSETTLED)})"
 """The lanes the sweeper wakes without a message: the predicate of the partial index

@@ -12,8 +12,9 @@ import json
 from datetime import datetime
 
 from vancetope_brain.models.tool_health import HealthState, ToolHealth
+from vancetope_brain.store.sql import to_ms
 from vancetope_brain.store.sqlite import SqliteAdapter
-from vancetope_brain.store.sqlite._db import equal_clauses, load_all, to_ms
+from vancetope_brain.store.sqlite._db import equal_clauses, load_all
 from vancetope_brain.store.tool_health import ToolHealthStore
 
 _TABLES = """

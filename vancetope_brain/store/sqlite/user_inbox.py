@@ -21,15 +21,9 @@ from typing import Any
 from vancetope_brain.errors import Conflict, NotFound
 from vancetope_brain.models import InboxMessage
 from vancetope_brain.models.inbox import InboxItem, InboxQuery, ItemStatus
+from vancetope_brain.store.sql import from_ms, to_ms
 from vancetope_brain.store.sqlite import SqliteAdapter
-from vancetope_brain.store.sqlite._db import (
-    equal_clauses,
-    from_ms,
-    load_all,
-    load_one,
-    marks,
-    to_ms,
-)
+from vancetope_brain.store.sqlite._db import equal_clauses, load_all, load_one, marks
 from vancetope_brain.store.sqlite.lanes import append_in
 from vancetope_brain.store.user_inbox import UserInboxStore
 

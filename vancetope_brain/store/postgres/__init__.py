@@ -1,0 +1,166 @@
+"""The PostgreSQL backend (psycopg 3 with a connection pool): the store of the distributed
+shape, with real transactions across hosts.
+
+Rule: only this package talks to the server; its adapters reach it through
+``PostgresBackend.write`` / ``read`` / ``execute`` and never hold a connection
+past one call. Each module below is the adapter of one port (``sessions.py``
+implements ``SessionStore``, and so on); ``_db.py`` is the plumbing.
+
+The layout follows the SQLite backend's: each document is kept whole as camelCase
+``jsonb`` in ``doc``; the other columns exist for indexes or because they change
+often, and the columns that change after insert are authoritative and merged over
+``doc`` on load. Times in ``*_ms`` columns are milliseconds since the Unix epoch.
+
+Transactions: every write that must be atomic is one transaction at READ COMMITTED.
+Where two writers could interleave, the transaction first takes a row lock
+(``SELECT … FOR UPDATE`` on the row it decides on: the process's ``lanes`` row for
+everything a lane orders, so its sequence numbers are gap-free and become visible
+in order) or relies on a unique index and ``ON CONFLICT``; work that several
+takers share is taken with ``FOR UPDATE SKIP LOCKED``. Each adapter's docstring
+says which. Atomic writes that span ports call the owning adapter's module-level
+``…_in(conn, …)`` function inside their one transaction, as on SQLite.
+
+Schema: each adapter owns its tables (its ``tables`` script of ``CREATE … IF NOT
+EXISTS``) and its ``migrations`` per schema version; ``_db.create_schema`` runs them
+at open under an advisory lock, so pods that start together migrate once.
+
+Faults: a statement running longer than ``STATEMENT_TIMEOUT`` is cancelled by the
+server; a lost connection (a server restart) fails the call with ``StoreError``,
+which every caller already treats as a runtime failure (the turn is retried, the
+request answered 503), and the pool replaces broken connections, so the next call
+reconnects. Nothing accepted is lost: a write either committed or raised.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any, ClassVar
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import psycopg
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from vancetope_brain.errors import ConfigError, Conflict, StoreError
+from vancetope_brain.store.backend import Adapter, Backend, Port, import_adapters
+from vancetope_brain.store.postgres._db import STATEMENT_TIMEOUT_MS, create_schema
+
+POOL_MAX = 10
+"""Connections one OS process opens at most, unless the URL's ``pool_max`` says otherwise;
+a call that finds them all busy waits up to ``POOL_WAIT`` seconds, then fails."""
+POOL_WAIT = 30.0
+
+
+class PostgresAdapter(Adapter):
+    """Base of the PostgreSQL adapters: each keeps its backend and declares its schema."""
+
+    registry: ClassVar[dict[type[Port], type[Any]]] = {}
+    tables: ClassVar[str] = ""
+    """``CREATE … IF NOT EXISTS`` statements (``;``-separated) of the tables it owns."""
+    migrations: ClassVar[Mapping[int, Sequence[str]]] = {}
+    """Schema version → the statements that bring its tables of the version before up."""
+
+    def __init__(self, db: PostgresBackend) -> None:
+        self.db = db
+
+
+def _split_url(url: str) -> tuple[str, int]:
+    """The libpq URL without our own ``pool_max`` parameter, and that parameter."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    pool_max = POOL_MAX
+    for name, value in query:
+        if name == "pool_max":
+            if not value.isdigit() or int(value) < 1:
+                raise ConfigError(f"pool_max in VANCETOPE_STORE_URL must be a positive "
+                                  f"integer, not {value!r}")
+            pool_max = int(value)
+    rest = urlencode([(n, v) for n, v in query if n != "pool_max"])
+    return urlunsplit(parts._replace(query=rest)), pool_max
+
+
+def _configure(conn: psycopg.Connection[Any]) -> None:
+    conn.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_MS}")
+    conn.execute("SET TIME ZONE 'UTC'")
+
+
+class PostgresBackend(Backend):
+    """The ports on one PostgreSQL database (or, with ``options=-csearch_path=S`` in the
+    URL, one schema of it).
+
+    ``url`` is a libpq URL (``postgresql://user@host:5432/db``), plus an optional
+    ``pool_max`` parameter of ours. The pool opens connections lazily (one at first,
+    up to ``pool_max``) in autocommit mode: a single statement is its own
+    transaction, and ``write`` opens an explicit one.
+    """
+
+    adapters = PostgresAdapter.registry
+
+    def __init__(self, url: str) -> None:
+        conninfo, pool_max = _split_url(url)
+        self.pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
+            conninfo, min_size=1, max_size=pool_max, timeout=POOL_WAIT, open=False,
+            kwargs={"autocommit": True}, configure=_configure, name="vancetope-store")
+        owners = list(self.adapters.values())
+        try:
+            self.pool.open(wait=True, timeout=POOL_WAIT)
+            with self.pool.connection() as conn:
+                create_schema(conn, [owner.tables for owner in owners],
+                              [owner.migrations for owner in owners])
+        except (PoolTimeout, psycopg.Error) as e:
+            self.pool.close()
+            raise StoreError(f"cannot open PostgreSQL store {_redacted(url)}: {e}") from e
+        except StoreError:
+            self.pool.close()
+            raise
+        super().__init__()
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        try:
+            yield
+        except psycopg.errors.UniqueViolation as e:
+            raise Conflict(f"duplicate record: {e.diag.constraint_name or e}") from e
+        except psycopg.OperationalError as e:
+            # A lost server leaves every idle connection of the pool broken too: drop them
+            # now rather than failing one call per stale connection.
+            self.pool.check()
+            raise StoreError(f"PostgreSQL store: {e}") from e
+        except (psycopg.Error, PoolTimeout) as e:
+            raise StoreError(f"PostgreSQL store: {e}") from e
+
+    @contextmanager
+    def write(self) -> Iterator[psycopg.Connection[Any]]:
+        """One transaction on one connection: committed when the block ends, rolled back
+        on any exception."""
+        with self._errors(), self.pool.connection() as conn, conn.transaction():
+            yield conn
+
+    def read(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[Any]:
+        """The rows of one statement (a query, or a write ``… RETURNING``), which is its
+        own transaction."""
+        with self._errors(), self.pool.connection() as conn:
+            return conn.execute(sql, params).fetchall()
+
+    def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> int:
+        """One writing statement in its own transaction; the number of rows it changed."""
+        with self._errors(), self.pool.connection() as conn:
+            return conn.execute(sql, params).rowcount
+
+    def ping(self) -> None:
+        self.read("SELECT 1")
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+def _redacted(url: str) -> str:
+    """``url`` without its password."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+import_adapters(__name__, __path__)

@@ -1,0 +1,103 @@
+"""The PostgreSQL backend's plumbing: the schema version and its migrations, and the
+column codecs the adapters share.
+
+Schema versions (table ``schema_version``): 1 — the first, the tables of every
+adapter as of the SQLite backend's version 7. A migration is forward-only: an
+adapter's ``migrations[N]`` are the statements that bring its tables from version
+N-1 to N, run once, in version order, in the same transaction that records N (DDL
+is transactional on PostgreSQL, so a failed migration leaves the previous version
+whole). Opening a database of a newer version is refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import psycopg
+
+from vancetope_brain.errors import NotFound, StoreError
+from vancetope_brain.models import Document
+
+D = TypeVar("D", bound=Document)
+
+SCHEMA_VERSION = 1
+"""Bumped by a migration that changes an existing table (never by a new table)."""
+
+STATEMENT_TIMEOUT_MS = 30_000
+"""The server cancels a statement that runs longer (every connection of the pool)."""
+
+_LOCK_CLASS = 0x7661_6E63
+"""The first key of the advisory lock held while the schema is created or migrated; the
+second is the schema's name hashed, so stores in two schemas of one database do not wait
+for each other."""
+
+_VERSION_TABLE = """
+CREATE TABLE IF NOT EXISTS schema_version (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    version INTEGER NOT NULL
+)
+"""
+
+
+def create_schema(conn: psycopg.Connection[Any], tables: Iterable[str],
+                  migrations: Sequence[Mapping[int, Sequence[str]]],
+                  version: int = SCHEMA_VERSION) -> None:
+    """Create or migrate the schema to ``version`` in one transaction.
+
+    ``tables``: each adapter's ``CREATE … IF NOT EXISTS`` script; ``migrations``:
+    each adapter's statements per version. The transaction first takes a
+    transaction-scoped advisory lock, so of several processes opening the store at
+    once one creates or migrates and the others then find the current version. An
+    older database runs every migration above its version, in version order
+    (adapters in registry order within one version), then the scripts, whose new
+    indexes may need the new columns. Raises ``StoreError``, having changed
+    nothing, if the database was written by a newer schema than ``version``.
+    """
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(current_schema()))",
+                     (_LOCK_CLASS,))
+        conn.execute(_VERSION_TABLE)
+        row = conn.execute("SELECT version FROM schema_version WHERE id = 1").fetchone()
+        if row is not None and row[0] > version:
+            raise StoreError(
+                f"PostgreSQL store has schema version {row[0]}, newer than this server's "
+                f"{version}; upgrade the server")
+        if row is not None:  # a new database has nothing to migrate: the scripts create it
+            for step in range(row[0] + 1, version + 1):
+                for owned in migrations:
+                    for statement in owned.get(step, ()):
+                        conn.execute(statement)
+        for script in tables:
+            for statement in script.split(";"):
+                if statement.strip():
+                    conn.execute(statement)
+        conn.execute("INSERT INTO schema_version (id, version) VALUES (1, %s) "
+                     "ON CONFLICT (id) DO UPDATE SET version = excluded.version", (version,))
+
+
+def schema_version(conn: psycopg.Connection[Any]) -> int:
+    """The version the store's schema is at."""
+    row = conn.execute("SELECT version FROM schema_version WHERE id = 1").fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def load_one(cls: type[D], rows: list[Any], missing: str) -> D:
+    """The document in the ``doc`` column of the first of ``rows`` (a point read);
+    ``NotFound(missing)`` when there is none."""
+    if not rows:
+        raise NotFound(missing)
+    return cls.load(rows[0][0])
+
+
+def load_all(cls: type[D], rows: Iterable[Any]) -> list[D]:
+    """The documents in the ``doc`` column of ``rows``, in order."""
+    return [cls.load(row[0]) for row in rows]
+
+
+def equal_clauses(tenant_id: str, **columns: str | None) -> tuple[list[str], list[Any]]:
+    """The clauses ``tenant_id = %s`` and ``column = %s`` for each given value, and their
+    parameters."""
+    given = {column: value for column, value in columns.items() if value is not None}
+    return ["tenant_id = %s", *(f"{column} = %s" for column in given)], [tenant_id,
+                                                                          *given.values()]

@@ -1,0 +1,37 @@
+"""What the two SQL backends (SQLite, PostgreSQL) share: the codecs of their columns.
+
+Times in ``*_ms`` columns are milliseconds since the Unix epoch (``to_ms``), so they
+order and compare as integers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+from enum import StrEnum
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def sql_literals(values: Iterable[StrEnum]) -> str:
+    """Enum values as SQL string literals, sorted: the text of an ``IN (…)`` list that a
+    partial index and the queries that use it must spell alike (SQLite matches a query to a
+    partial index by its terms, which a bound parameter is not)."""
+    return ", ".join(f"'{v.value}'" for v in sorted(values))
+
+
+def to_ms(moment: datetime) -> int:
+    """Milliseconds since the Unix epoch; naive datetimes are taken as UTC."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return (moment - _EPOCH) // timedelta(milliseconds=1)
+
+
+def from_ms(ms: int | None) -> datetime | None:
+    """The aware UTC datetime of a ``*_ms`` column (None stays None)."""
+    return None if ms is None else _EPOCH + timedelta(milliseconds=ms)
+
+
+def iso(moment: datetime) -> str:
+    """A time as the documents spell it (``…Z``), for ``json_set``."""
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
