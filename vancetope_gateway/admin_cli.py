@@ -56,6 +56,11 @@ def add_admin_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         return kinds.add_parser(name, help=summary).add_subparsers(
             dest="admin_verb", required=True, metavar="VERB")
 
+    kinds.add_parser(
+        "migrate", parents=[quiet],
+        help="bring the store's schema to this server's version and print it (every process "
+             "also does this when it opens the store; run it once before a rolling upgrade)",
+    ).set_defaults(admin_verb="")
     tenant = verbs("tenant", "tenants (each gets a project 'default')")
     p = tenant.add_parser("create", parents=[quiet, exist_ok], help="create a tenant")
     p.add_argument("name")
@@ -234,6 +239,18 @@ def _create(args: argparse.Namespace, create: Callable[[], Any], exists: Callabl
         return
     _note(args, created(record))
     print(record.id)
+
+
+def _migrate(admin: Administration, args: argparse.Namespace) -> None:
+    # Opening the store (Administration.open) created or migrated it, under the store's lock.
+    version = admin.store.schema_version()
+    if version is None:
+        _note(args, "this store keeps a schema version in each record and upgrades records "
+                    "as it reads them: nothing to migrate")
+        print("per-record")
+    else:
+        _note(args, f"the store's schema is at version {version}, this server's")
+        print(version)
 
 
 def _tenant_create(admin: Administration, args: argparse.Namespace) -> None:
@@ -560,6 +577,7 @@ def _setting_unset(admin: Administration, args: argparse.Namespace) -> None:
 
 
 _COMMANDS: dict[tuple[str, str], _Command] = {
+    ("migrate", ""): _migrate,
     ("system-session", "list"): _system_session_list,
     ("tenant", "create"): _tenant_create,
     ("tenant", "list"): _tenant_list,

@@ -77,6 +77,11 @@ class Backend(ABC):
             raise ConfigError(f"{type(self).__name__} has no adapter for "
                               f"{kind.__name__}") from None
 
+    def schema_version(self) -> int | None:
+        """The version of the storage's schema as a whole (brought up to this server's when
+        the backend opened), or None where each record carries its own (MongoDB)."""
+        return None
+
     @abstractmethod
     def ping(self) -> None:
         """Raise ``StoreError`` unless the storage answers."""

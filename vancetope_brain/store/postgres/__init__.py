@@ -103,16 +103,14 @@ class PostgresBackend(Backend):
             kwargs={"autocommit": True}, configure=_configure, name="vancetope-store")
         owners = list(self.adapters.values())
         try:
-            self.pool.open(wait=True, timeout=POOL_WAIT)
-            with self.pool.connection() as conn:
+            # A connection of its own, so that an unreachable server fails at once with
+            # libpq's reason (the pool would retry in the background until its wait ends).
+            with psycopg.connect(conninfo, autocommit=True) as conn:
                 create_schema(conn, [owner.tables for owner in owners],
                               [owner.migrations for owner in owners])
-        except (PoolTimeout, psycopg.Error) as e:
-            self.pool.close()
+        except psycopg.Error as e:
             raise StoreError(f"cannot open PostgreSQL store {_redacted(url)}: {e}") from e
-        except StoreError:
-            self.pool.close()
-            raise
+        self.pool.open()
         super().__init__()
 
     @contextmanager
@@ -146,6 +144,9 @@ class PostgresBackend(Backend):
         """One writing statement in its own transaction; the number of rows it changed."""
         with self._errors(), self.pool.connection() as conn:
             return conn.execute(sql, params).rowcount
+
+    def schema_version(self) -> int:
+        return int(self.read("SELECT version FROM schema_version WHERE id = 1")[0][0])
 
     def ping(self) -> None:
         self.read("SELECT 1")

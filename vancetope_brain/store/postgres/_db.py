@@ -11,6 +11,7 @@ whole). Opening a database of a newer version is refused.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -20,6 +21,7 @@ from vancetope_brain.errors import NotFound, StoreError
 from vancetope_brain.models import Document
 
 D = TypeVar("D", bound=Document)
+log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
 """Bumped by a migration that changes an existing table (never by a new table)."""
@@ -63,7 +65,9 @@ def create_schema(conn: psycopg.Connection[Any], tables: Iterable[str],
             raise StoreError(
                 f"PostgreSQL store has schema version {row[0]}, newer than this server's "
                 f"{version}; upgrade the server")
-        if row is not None:  # a new database has nothing to migrate: the scripts create it
+        if row is not None and row[0] < version:  # a new database: the scripts create it
+            log.info("migrating the PostgreSQL store's schema from version %d to %d",
+                     row[0], version)
             for step in range(row[0] + 1, version + 1):
                 for owned in migrations:
                     for statement in owned.get(step, ()):
@@ -74,12 +78,6 @@ def create_schema(conn: psycopg.Connection[Any], tables: Iterable[str],
                     conn.execute(statement)
         conn.execute("INSERT INTO schema_version (id, version) VALUES (1, %s) "
                      "ON CONFLICT (id) DO UPDATE SET version = excluded.version", (version,))
-
-
-def schema_version(conn: psycopg.Connection[Any]) -> int:
-    """The version the store's schema is at."""
-    row = conn.execute("SELECT version FROM schema_version WHERE id = 1").fetchone()
-    return 0 if row is None else int(row[0])
 
 
 def load_one(cls: type[D], rows: list[Any], missing: str) -> D:

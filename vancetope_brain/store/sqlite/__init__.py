@@ -134,6 +134,9 @@ class SqliteBackend(Backend):
         with self.write() as conn:
             return conn.execute(sql, params)
 
+    def schema_version(self) -> int:
+        return int(self.read("SELECT version FROM schema_version WHERE id = 1", ())[0][0])
+
     def ping(self) -> None:
         self.read("SELECT 1", ())
 

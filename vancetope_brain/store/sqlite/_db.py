@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import random
 import sqlite3
@@ -44,6 +45,7 @@ from vancetope_brain.models import Document
 
 T = TypeVar("T")
 D = TypeVar("D", bound=Document)
+log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 7
 """Bumped by a migration that changes an existing table (never by a new table)."""
@@ -77,7 +79,9 @@ def create_schema(conn: sqlite3.Connection, tables: Iterable[str],
                 f"SQLite store has schema version {row[0]}, newer than this server's "
                 f"{SCHEMA_VERSION}; upgrade the server"
             )
-        if row is not None:  # a new file has nothing to migrate: the scripts create it current
+        if row is not None and row[0] < SCHEMA_VERSION:  # a new file: the scripts create it
+            log.info("migrating the SQLite store's schema from version %d to %d", row[0],
+                     SCHEMA_VERSION)
             for version in range(row[0] + 1, SCHEMA_VERSION + 1):
                 for owned in migrations:
                     for statement in owned.get(version, ()):

@@ -1,0 +1,121 @@
+"""The PostgreSQL schema: created once however many pods open it together, migrated forward
+from the previous version's data in one transaction, refused when newer than the server."""
+
+from __future__ import annotations
+
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import psycopg
+import pytest
+
+from vancetope_brain.errors import ConfigError, StoreError
+from vancetope_brain.models.settings import SettingLevel, SettingScope
+from vancetope_brain.store import SettingStore
+from vancetope_brain.store.postgres import PostgresAdapter, PostgresBackend, _redacted, _split_url
+from vancetope_brain.store.postgres._db import SCHEMA_VERSION, create_schema
+
+SCOPE = SettingScope(level=SettingLevel.TENANT, id="")
+
+
+def _tables(url: str) -> set[str]:
+    with psycopg.connect(url) as conn:
+        return {name for (name,) in conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")}
+
+
+def _rewind(url: str) -> None:
+    """Make the stored schema version 1 (the first), as an older server left it."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("UPDATE schema_version SET version = 1")
+
+
+def _migrate(url: str, version: int, migrations: dict[int, list[str]]) -> None:
+    owners = list(PostgresAdapter.registry.values())
+    with psycopg.connect(url, autocommit=True) as conn:
+        create_schema(conn, [owner.tables for owner in owners], [migrations], version)
+
+
+def test_a_new_store_is_at_this_servers_version_and_reopening_changes_nothing(
+        postgres_url: str) -> None:
+    first = PostgresBackend(postgres_url)
+    first.port(SettingStore).set_setting("ten_1", SCOPE, "chat.summaryThreshold", 40)
+    tables = _tables(postgres_url)
+    assert "settings" in tables and "schema_version" in tables
+    again = PostgresBackend(postgres_url)
+    assert again.schema_version() == first.schema_version() == SCHEMA_VERSION
+    assert again.port(SettingStore).list_settings("ten_1", SCOPE) == {"chat.summaryThreshold": 40}
+    assert _tables(postgres_url) == tables
+    first.close()
+    again.close()
+
+
+def test_pods_that_open_a_new_store_at_once_create_it_once(postgres_url: str) -> None:
+    # Without the advisory lock, concurrent CREATE TABLE IF NOT EXISTS collide in the
+    # catalogue (a unique violation on pg_type) and some opens fail.
+    start = threading.Barrier(8)
+
+    def open_one(_: int) -> int | None:
+        start.wait()
+        backend = PostgresBackend(postgres_url)
+        try:
+            return backend.schema_version()
+        finally:
+            backend.close()
+
+    with ThreadPoolExecutor(8) as pool:
+        assert list(pool.map(open_one, range(8))) == [SCHEMA_VERSION] * 8
+
+
+def test_a_migration_brings_the_previous_versions_data_forward(postgres_url: str) -> None:
+    backend = PostgresBackend(postgres_url)
+    backend.port(SettingStore).set_setting("ten_1", SCOPE, "chat.summaryThreshold", 40)
+    backend.close()
+    _rewind(postgres_url)
+    _migrate(postgres_url, 2, {2: [
+        "ALTER TABLE settings ADD COLUMN changed_by TEXT NOT NULL DEFAULT 'operator'"]})
+    with psycopg.connect(postgres_url) as conn:
+        assert conn.execute("SELECT key, changed_by, doc->>'value' FROM settings").fetchall() \
+            == [("chat.summaryThreshold", "operator", "40")]
+        assert conn.execute("SELECT version FROM schema_version").fetchone() == (2,)
+
+
+def test_a_migration_that_fails_leaves_the_previous_version_whole(postgres_url: str) -> None:
+    PostgresBackend(postgres_url).close()
+    _rewind(postgres_url)
+    with pytest.raises(psycopg.errors.UndefinedTable):
+        _migrate(postgres_url, 2, {2: ["ALTER TABLE settings ADD COLUMN half TEXT",
+                                       "ALTER TABLE no_such_table ADD COLUMN x TEXT"]})
+    with psycopg.connect(postgres_url) as conn:
+        columns = {name for (name,) in conn.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 'settings' "
+            "AND table_schema = current_schema()")}
+        assert "half" not in columns
+        assert conn.execute("SELECT version FROM schema_version").fetchone() == (1,)
+
+
+def test_a_store_of_a_newer_schema_is_refused_unchanged(postgres_url: str) -> None:
+    PostgresBackend(postgres_url).close()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("UPDATE schema_version SET version = %s", (SCHEMA_VERSION + 1,))
+    with pytest.raises(StoreError, match="newer than this server's"):
+        PostgresBackend(postgres_url)
+    with psycopg.connect(postgres_url) as conn:
+        assert conn.execute("SELECT version FROM schema_version").fetchone() == (
+            SCHEMA_VERSION + 1,)
+
+
+def test_the_url_names_the_pool_size_and_its_password_never_reaches_an_error() -> None:
+    assert _split_url("postgresql://u@h/db?pool_max=3&sslmode=disable") == (
+        "postgresql://u@h/db?sslmode=disable", 3)
+    assert _split_url("postgresql://u@h/db")[1] == 10
+    with pytest.raises(ConfigError, match="pool_max"):
+        _split_url("postgresql://u@h/db?pool_max=0")
+    assert _redacted("postgresql://u:s3cret@h/db") == "postgresql://u:***@h/db"
+
+
+def test_an_unreachable_server_is_a_store_error_naming_no_secret() -> None:
+    with pytest.raises(StoreError) as caught:
+        # A port nothing listens on; the pool gives up after its wait.
+        PostgresBackend("postgresql://u:s3cret@127.0.0.1:9/db?connect_timeout=1")
+    assert "s3cret" not in str(caught.value)
