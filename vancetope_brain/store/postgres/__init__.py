@@ -24,8 +24,8 @@ Schema: each adapter owns its tables (its ``tables`` script of ``CREATE … IF N
 EXISTS``) and its ``migrations`` per schema version; ``_db.create_schema`` runs them
 at open under an advisory lock, so pods that start together migrate once.
 
-Faults: a statement running longer than ``STATEMENT_TIMEOUT`` is cancelled by the
-server; a lost connection (a server restart) fails the call with ``StoreError``,
+Faults: a statement running longer than ``STATEMENT_TIMEOUT_MS``, or a transaction left
+idle that long (a frozen process holding row locks), is ended by the server; a lost connection (a server restart) fails the call with ``StoreError``,
 which every caller already treats as a runtime failure (the turn is retried, the
 request answered 503), and the pool replaces broken connections, so the next call
 reconnects. Nothing accepted is lost: a write either committed or raised.
@@ -81,6 +81,9 @@ def _split_url(url: str) -> tuple[str, int]:
 
 def _configure(conn: psycopg.Connection[Any]) -> None:
     conn.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_MS}")
+    # A process frozen inside a transaction (SIGSTOP, a long GC) must not hold its row locks
+    # past its lease: the server ends the transaction, and the frozen turn is fenced anyway.
+    conn.execute(f"SET idle_in_transaction_session_timeout = {STATEMENT_TIMEOUT_MS}")
     conn.execute("SET TIME ZONE 'UTC'")
 
 
