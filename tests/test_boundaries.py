@@ -117,6 +117,8 @@ LAZY_IMPORTS = {
         "only a process that talks to an endpoint pays openai's import (over a second)",
     ("vancetope_brain/store/backend.py", "vancetope_brain.store.sqlite"):
         "a backend package builds on backend.py, and only the opened backend is imported",
+    ("vancetope_brain/store/backend.py", "vancetope_brain.store.postgres"):
+        "a backend package builds on backend.py; psycopg is imported only to open PostgreSQL",
     ("vancetope_brain/store/backend.py", "vancetope_brain.store.mongo"):
         "a backend package builds on backend.py; pymongo is imported only to open MongoDB",
 }
