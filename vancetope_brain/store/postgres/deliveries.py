@@ -1,7 +1,7 @@
 """PostgreSQL ``DeliveryStore``: table ``notification_deliveries``.
 
 A row holds the whole ``NotificationDelivery`` in ``doc``, with copies of its
-fields for the indexes; ``seq`` (an identity column) is the insertion order that
+fields for the indexes; ``row_no`` (an identity column) is the insertion order that
 breaks ties of equal ``created_ms``, as SQLite's ``rowid`` does.
 
 Atomicity: each call is one statement in its own transaction. ``finish_delivery``
@@ -25,14 +25,14 @@ _TABLES = """
 CREATE TABLE IF NOT EXISTS notification_deliveries (
     id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, item_id TEXT NOT NULL, user_id TEXT NOT NULL,
     channel TEXT NOT NULL, status TEXT NOT NULL, created_ms BIGINT NOT NULL,
-    seq BIGINT GENERATED ALWAYS AS IDENTITY, doc JSONB NOT NULL
+    row_no BIGINT GENERATED ALWAYS AS IDENTITY, doc JSONB NOT NULL
 );
 CREATE INDEX IF NOT EXISTS deliveries_by_item
-    ON notification_deliveries (tenant_id, item_id, created_ms, seq);
+    ON notification_deliveries (tenant_id, item_id, created_ms, row_no);
 CREATE INDEX IF NOT EXISTS deliveries_by_user
-    ON notification_deliveries (tenant_id, user_id, created_ms, seq);
+    ON notification_deliveries (tenant_id, user_id, created_ms, row_no);
 CREATE INDEX IF NOT EXISTS deliveries_queued
-    ON notification_deliveries (channel, status, created_ms, seq);
+    ON notification_deliveries (channel, status, created_ms, row_no);
 """
 
 
@@ -52,12 +52,12 @@ class PostgresDeliveries(PostgresAdapter, DeliveryStore):
         clauses, params = equal_clauses(tenant_id, item_id=item_id, user_id=user_id)
         return load_all(NotificationDelivery, self.db.read(
             f"SELECT doc FROM notification_deliveries WHERE {' AND '.join(clauses)} "
-            "ORDER BY created_ms, seq", params))
+            "ORDER BY created_ms, row_no", params))
 
     def queued_deliveries(self, channel: str, limit: int = 1000) -> list[NotificationDelivery]:
         return load_all(NotificationDelivery, self.db.read(
             "SELECT doc FROM notification_deliveries WHERE channel = %s AND status = %s "
-            "ORDER BY created_ms, seq LIMIT %s",
+            "ORDER BY created_ms, row_no LIMIT %s",
             (channel, DeliveryStatus.QUEUED.value, max(0, limit))))
 
     def finish_delivery(self, tenant_id: str, delivery_id: str, status: DeliveryStatus, *,

@@ -8,7 +8,7 @@ columns are for a process).
 
 Atomicity: each call is one statement in its own transaction; a duplicate key
 raises ``Conflict`` (the backend translates the unique violation). Ordering: each
-table has an identity column ``seq`` (insertion order, as SQLite's ``rowid``);
+table has an identity column ``row_no`` (insertion order, as SQLite's ``rowid``);
 administration-sized lists are read in that order, then sorted by ``createdAt``
 (stable, so equal times keep insertion order).
 """
@@ -26,23 +26,23 @@ from vancetope_brain.store.postgres._db import load_all, load_one
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS tenants (
-    id TEXT PRIMARY KEY, seq BIGINT GENERATED ALWAYS AS IDENTITY, doc JSONB NOT NULL
+    id TEXT PRIMARY KEY, row_no BIGINT GENERATED ALWAYS AS IDENTITY, doc JSONB NOT NULL
 );
 CREATE TABLE IF NOT EXISTS projects (
-    tenant_id TEXT NOT NULL, id TEXT NOT NULL, seq BIGINT GENERATED ALWAYS AS IDENTITY,
+    tenant_id TEXT NOT NULL, id TEXT NOT NULL, row_no BIGINT GENERATED ALWAYS AS IDENTITY,
     doc JSONB NOT NULL, PRIMARY KEY (tenant_id, id)
 );
 CREATE TABLE IF NOT EXISTS users (
-    id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, seq BIGINT GENERATED ALWAYS AS IDENTITY,
+    id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, row_no BIGINT GENERATED ALWAYS AS IDENTITY,
     doc JSONB NOT NULL
 );
-CREATE INDEX IF NOT EXISTS users_by_tenant ON users (tenant_id, seq);
+CREATE INDEX IF NOT EXISTS users_by_tenant ON users (tenant_id, row_no);
 CREATE TABLE IF NOT EXISTS api_tokens (
     id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, user_id TEXT NOT NULL,
     token_hash TEXT NOT NULL UNIQUE, revoked BOOLEAN NOT NULL,
-    seq BIGINT GENERATED ALWAYS AS IDENTITY, doc JSONB NOT NULL
+    row_no BIGINT GENERATED ALWAYS AS IDENTITY, doc JSONB NOT NULL
 );
-CREATE INDEX IF NOT EXISTS tokens_by_user ON api_tokens (tenant_id, user_id, seq);
+CREATE INDEX IF NOT EXISTS tokens_by_user ON api_tokens (tenant_id, user_id, row_no);
 """
 
 _D = TypeVar("_D", Tenant, Project, User, ApiToken)
@@ -66,7 +66,7 @@ class PostgresIdentity(PostgresAdapter, IdentityStore):
 
     def list_tenants(self) -> list[Tenant]:
         return _oldest_first(load_all(Tenant, self.db.read(
-            "SELECT doc FROM tenants ORDER BY seq")))
+            "SELECT doc FROM tenants ORDER BY row_no")))
 
     def create_project(self, project: Project) -> None:
         self.db.execute("INSERT INTO projects (tenant_id, id, doc) VALUES (%s, %s, %s)",
@@ -79,7 +79,7 @@ class PostgresIdentity(PostgresAdapter, IdentityStore):
 
     def list_projects(self, tenant_id: str) -> list[Project]:
         return _oldest_first(load_all(Project, self.db.read(
-            "SELECT doc FROM projects WHERE tenant_id = %s ORDER BY seq", (tenant_id,))))
+            "SELECT doc FROM projects WHERE tenant_id = %s ORDER BY row_no", (tenant_id,))))
 
     def create_user(self, user: User) -> None:
         self.db.execute("INSERT INTO users (id, tenant_id, doc) VALUES (%s, %s, %s)",
@@ -87,7 +87,7 @@ class PostgresIdentity(PostgresAdapter, IdentityStore):
 
     def list_users(self, tenant_id: str) -> list[User]:
         return _oldest_first(load_all(User, self.db.read(
-            "SELECT doc FROM users WHERE tenant_id = %s ORDER BY seq", (tenant_id,))))
+            "SELECT doc FROM users WHERE tenant_id = %s ORDER BY row_no", (tenant_id,))))
 
     def get_user(self, tenant_id: str, user_id: str) -> User:
         return load_one(User, self.db.read(
@@ -104,7 +104,7 @@ class PostgresIdentity(PostgresAdapter, IdentityStore):
     def list_tokens(self, tenant_id: str, user_id: str) -> list[ApiToken]:
         rows = self.db.read(
             "SELECT doc, revoked FROM api_tokens WHERE tenant_id = %s AND user_id = %s "
-            "ORDER BY seq", (tenant_id, user_id))
+            "ORDER BY row_no", (tenant_id, user_id))
         return _oldest_first(_token(row) for row in rows)
 
     def revoke_token(self, tenant_id: str, token_id: str) -> None:
