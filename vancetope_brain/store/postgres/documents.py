@@ -42,12 +42,16 @@ document at the chunk's version, in ``id`` order, until ``MAX_CANDIDATES`` chunk
 in all — SQLite's candidates, in the same order. They are scored in Python by the port's
 ranking (``store/ranking.py``) with the statistics SQLite uses (N and the mean length from
 ``chunks`` and ``tokens`` of those documents, n from ``knowledge_terms``, each candidate's
-term frequencies counted in its text by ``counter``), so both backends give the same
+term frequencies counted in its text by ``counter``), so every backend gives the same
 numbers (``tests/store_contract/documents/test_backends_agree.py``). ``ts_rank`` is not
 used: its statistics are not BM25's. The best ``limit`` are then read whole. Cost: the GIN
-index holds every tenant's chunks, so finding a term's chunks costs what the term's
-matches across the store cost (as SQLite's FTS5 index); a search then reads at most
-``MAX_CANDIDATES`` chunk texts.
+index holds every tenant's chunks, so finding a rare term's chunks costs what its matches
+across the store cost (as SQLite's FTS5 index); a common term is read in ``id`` order until
+enough match; a search then reads at most ``MAX_CANDIDATES`` chunk texts. The planner
+chooses between the two per term (the term is a literal in the query: ``_CANDIDATES``),
+from the statistics autovacuum's ``ANALYZE`` keeps. Measured on 20,000 chunks of one
+project and 10,000 of another tenant (180 Zipf words each, one client on the same host):
+p50 2 ms for a rare word, 5 ms for a word in 0.5–5 % of the chunks, 10 ms for the commonest.
 """
 
 from __future__ import annotations
