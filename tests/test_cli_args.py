@@ -13,6 +13,7 @@ import pytest
 from vancetope_brain.config import Config
 from vancetope_brain.errors import ConfigError
 from vancetope_gateway.cli import main
+from vancetope_gateway.discovery import websocket_url
 from vancetope_gateway.schemas import frame_schemas
 
 
@@ -65,3 +66,20 @@ def test_health_answers_for_a_liveness_file(tmp_path, capsys):
     os.utime(alive, (old, old))
     assert main(["health", str(alive), "--max-age", "30"]) == 1
     assert "last touched 120 s ago" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("given", "url"), [
+    ("http://127.0.0.1:8765", "ws://127.0.0.1:8765/ws"),
+    ("http://127.0.0.1:8765/", "ws://127.0.0.1:8765/ws"),
+    ("HTTPS://chat.example.com", "wss://chat.example.com/ws"),
+    ("ws://127.0.0.1:8765/ws", "ws://127.0.0.1:8765/ws"),
+    ("wss://lb.example.com/vancetope/ws", "wss://lb.example.com/vancetope/ws"),
+])
+def test_chat_takes_the_address_a_browser_opens(given: str, url: str) -> None:
+    assert websocket_url(given) == url
+
+
+@pytest.mark.parametrize("given", ["127.0.0.1:8765", "ftp://host/ws", "http://"])
+def test_chat_says_what_a_server_address_looks_like(given: str) -> None:
+    with pytest.raises(ConfigError, match="give http://HOST:PORT"):
+        websocket_url(given)

@@ -29,9 +29,10 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from vancetope_brain.config import PRIVATE_DIR, Config, write_private
-from vancetope_brain.errors import Conflict, Unauthorized
+from vancetope_brain.errors import ConfigError, Conflict, Unauthorized
 
 SERVER_FILE = "server.json"
 LOCK_FILE = "serve.lock"
@@ -114,8 +115,21 @@ def chat_config(config: Config, env: Mapping[str, str]) -> Config:
 
 def server_url(config: Config, env: Mapping[str, str], url: str | None) -> str:
     """The WebSocket URL ``chat`` connects to."""
-    return (url or env.get("VANCETOPE_URL") or _read(config.data_dir / SERVER_FILE).get("url")
-            or f"ws://{config.host}:{config.port}/ws")
+    given = url or env.get("VANCETOPE_URL")
+    if given:
+        return websocket_url(given)
+    return _read(config.data_dir / SERVER_FILE).get("url") or f"ws://{config.host}:{config.port}/ws"
+
+
+def websocket_url(url: str) -> str:
+    """``url`` as the gateway's WebSocket URL: the address a browser opens
+    (``http(s)://HOST:PORT``) becomes ``ws(s)://…``, and one without a path gets ``/ws``."""
+    parts = urlsplit(url)
+    scheme = {"http": "ws", "https": "wss"}.get(parts.scheme.lower(), parts.scheme.lower())
+    if scheme not in ("ws", "wss") or not parts.hostname:
+        raise ConfigError(f"{url!r} is not a server address: give http://HOST:PORT (or "
+                          "ws://HOST:PORT/ws), as `vancetope serve` prints it")
+    return urlunsplit((scheme, parts.netloc, parts.path.rstrip("/") or "/ws", parts.query, ""))
 
 
 @dataclass(frozen=True)
