@@ -36,9 +36,9 @@ class JournalStore(Port):
     Entries are keyed by (process, ``key``); they are written by the turn's own epoch only
     (fenced like ``LaneStore.commit_turn``) and leave with the turn's commit: a
     ``LaneStore.commit_turn`` whose ``TurnCommit.journal_opened`` is set deletes every entry
-    of the process but its IN_DOUBT ones, in the same atomic step as the commit (SQLite; on
-    MongoDB right after the commit's claim, see its adapter), and a commit that closes the
-    process deletes them all. Caps: ``MAX_ENTRY_BYTES`` per entry, ``MAX_ENTRIES`` per
+    of the process but its IN_DOUBT ones, in the same atomic step as the commit (SQLite,
+    PostgreSQL; on MongoDB right after the commit's claim, see its adapter), and a commit that
+    closes the process deletes them all. Caps: ``MAX_ENTRY_BYTES`` per entry, ``MAX_ENTRIES`` per
     process.
     """
 

@@ -1,0 +1,175 @@
+"""Lanes under concurrency: writers on separate connections (a backend each, as separate
+workers and gateways are) append gap-free, become visible in seq order, drain a message
+once, fire a timer once, and never deadlock sending each other messages."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from datetime import timedelta
+from typing import TYPE_CHECKING, TypeVar
+
+import pytest
+
+from tests.store_contract.conftest import BACKENDS
+from vancetope_brain.models import (
+    ExternalCommand,
+    InboxMessage,
+    Timer,
+    UserChatInput,
+    new_id,
+    utcnow,
+)
+from vancetope_brain.store import LaneStore
+
+if TYPE_CHECKING:
+    from tests.store_contract.conftest import Storage, World
+
+T = TypeVar("T")
+WRITERS = 8
+
+# mongomock is not thread-safe: SQLite, PostgreSQL and (with VANCETOPE_TEST_MONGO_URL) the
+# real server race.
+concurrent = pytest.mark.parametrize("storage", [b for b in BACKENDS if b != "mongomock"],
+                                     indirect=True)
+
+
+def _race(storage: Storage, work: Callable[[LaneStore, int], T], n: int = WRITERS) -> list[T]:
+    """``work(lanes, i)`` for i in 0..n-1, each in a thread of its own on a backend of its own,
+    released together; their results in order (a thread's exception is raised here)."""
+    stores = [storage.open_backend().port(LaneStore) for _ in range(n)]
+    start = threading.Barrier(n)
+
+    def run(i: int) -> T:
+        start.wait(timeout=30)
+        return work(stores[i], i)
+
+    with ThreadPoolExecutor(n) as pool:
+        return list(pool.map(run, range(n), timeout=60))
+
+
+@concurrent
+def test_concurrent_appends_to_one_process_number_it_gap_free(storage: Storage,
+                                                              world: World) -> None:
+    process = world.process("ten_1")
+    per_writer = 5
+
+    def append(lanes: LaneStore, i: int) -> list[int]:
+        return [lanes.append_message(world.message("ten_1", process.id, f"{i}.{n}"))[0].seq
+                for n in range(per_writer)]
+
+    seqs = [seq for mine in _race(storage, append) for seq in mine]
+    total = WRITERS * per_writer
+    assert sorted(seqs) == list(range(1, total + 1))
+    lanes = storage.open_backend().port(LaneStore)
+    pending = lanes.pending_messages("ten_1", process.id)
+    assert [m.seq for m in pending] == list(range(1, total + 1))
+    assert lanes.append_message(world.message("ten_1", process.id))[0].seq == total + 1
+
+
+@concurrent
+def test_appends_become_visible_in_seq_order(storage: Storage, world: World) -> None:
+    # A reader never sees seq n without every seq before it: what a turn drains is a prefix.
+    process = world.process("ten_1")
+    done = threading.Event()
+    seen: list[list[int]] = []
+
+    def read() -> None:
+        lanes = storage.open_backend().port(LaneStore)
+        while not done.is_set():
+            seen.append([m.seq for m in lanes.pending_messages("ten_1", process.id)])
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        _race(storage, lambda lanes, i: [
+            lanes.append_message(world.message("ten_1", process.id, f"{i}.{n}"))
+            for n in range(5)])
+    finally:
+        done.set()
+        reader.join(timeout=30)
+    assert seen
+    for seqs in seen:
+        assert seqs == list(range(1, len(seqs) + 1))
+
+
+@concurrent
+def test_concurrent_appends_with_one_idempotency_key_store_one(storage: Storage,
+                                                               world: World) -> None:
+    process = world.process("ten_1")
+    results = _race(storage, lambda lanes, i: lanes.append_message(
+        world.message("ten_1", process.id, f"attempt {i}", key="once")))
+    winners = [message for message, created in results if created]
+    assert len(winners) == 1
+    assert {message.id for message, _ in results} == {winners[0].id}
+    assert storage.open_backend().port(LaneStore).pending_messages("ten_1", process.id) \
+        == winners
+
+
+@concurrent
+def test_concurrent_commits_draining_one_message_apply_once(storage: Storage,
+                                                            world: World) -> None:
+    # Two workers that both believe they hold the turn (one epoch): the drain decides.
+    process = world.process("ten_1")
+    message = world.append("ten_1", process.id)
+    lanes = storage.open_backend().port(LaneStore)
+    epoch = lanes.acquire_epoch("ten_1", process.id).epoch
+    results = _race(storage, lambda store, i: store.commit_turn(
+        "ten_1", process.id, epoch,
+        world.turn(process, epoch, drained=[message.id],
+                   chat=[world.line(process, f"answer {i}")])))
+    assert len([r for r in results if r is not None]) == 1
+    assert len(lanes.chat_history("ten_1", process.id)) == 1
+    assert len(lanes.turn_records("ten_1", process.id)) == 1
+    assert lanes.pending_messages("ten_1", process.id) == []
+
+
+@concurrent
+def test_a_timer_fired_by_several_sweepers_at_once_appends_once(storage: Storage,
+                                                                world: World) -> None:
+    process = world.process("ten_1")
+    timer = Timer(id=f"{process.id}:t", tenant_id="ten_1", process_id=process.id, key="t",
+                  due_at=utcnow() - timedelta(seconds=1))
+    lanes = storage.open_backend().port(LaneStore)
+    epoch = lanes.acquire_epoch("ten_1", process.id).epoch
+    assert lanes.commit_turn("ten_1", process.id, epoch,
+                             world.turn(process, epoch, timers=[timer])) is not None
+
+    def fire(store: LaneStore, i: int) -> bool:
+        # No idempotency key: only the timer's removal keeps the delivery single.
+        return store.fire_timer(timer, InboxMessage(
+            id=new_id("msg"), tenant_id="ten_1", target_process_id=process.id,
+            message=ExternalCommand(command="timer", params={"sweeper": i})))
+
+    assert sorted(_race(storage, fire)) == [False] * (WRITERS - 1) + [True]
+    assert len(lanes.pending_messages("ten_1", process.id)) == 1
+    assert lanes.due_timers(utcnow() + timedelta(days=1)) == []
+
+
+@concurrent
+def test_processes_sending_each_other_messages_at_once_all_commit(storage: Storage,
+                                                                  world: World) -> None:
+    # Each commit locks its own lane and its targets' lanes: in opposite orders, two such
+    # transactions would deadlock.
+    procs = [world.process("ten_1") for _ in range(4)]
+    lanes = storage.open_backend().port(LaneStore)
+    epochs = [lanes.acquire_epoch("ten_1", p.id).epoch for p in procs]
+    rounds = 5
+
+    def send(store: LaneStore, i: int) -> int:
+        me, committed = procs[i], 0
+        for n in range(rounds):
+            notes = [InboxMessage(id=new_id("msg"), tenant_id="ten_1", target_process_id=p.id,
+                                  sender_process_id=me.id,
+                                  message=UserChatInput(from_user="process", content=f"{n}"))
+                     for p in reversed(procs) if p.id != me.id]
+            commit = replace(world.turn(me, epochs[i]), outbox=notes)
+            committed += store.commit_turn("ten_1", me.id, epochs[i], commit) is not None
+        return committed
+
+    assert _race(storage, send, n=len(procs)) == [rounds] * len(procs)
+    for p in procs:
+        seqs = [m.seq for m in lanes.pending_messages("ten_1", p.id)]
+        assert seqs == list(range(1, rounds * (len(procs) - 1) + 1))

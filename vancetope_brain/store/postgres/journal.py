@@ -1,0 +1,78 @@
+"""PostgreSQL ``JournalStore``: table ``journal``.
+
+A row holds a ``JournalEntry`` under (tenant, process, key); ``row_no`` (an identity
+column) keeps the order in which keys were first written (an upsert keeps its row).
+``record_steps`` is one transaction that first locks the process's ``lanes`` row (owned
+by ``sessions.py``) ``FOR UPDATE`` and checks its epoch under that lock, so a write
+either precedes a newer turn's ``acquire_epoch`` — which waits for the lock, and that
+turn then reads it — or is refused; the lock also serialises two writers of one
+process, so the ``MAX_ENTRIES`` count and the upserts are one step. ``clear_in`` is
+how ``commit_turn`` empties the journal inside its own transaction (which holds the
+lane's lock).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+
+from vancetope_brain.errors import NotFound
+from vancetope_brain.models import JournalEntry, StepState
+from vancetope_brain.store.journal import MAX_ENTRIES, JournalStore, entry_json, too_many
+from vancetope_brain.store.postgres import PostgresAdapter
+from vancetope_brain.store.postgres._db import load_all
+
+_TABLES = """
+CREATE TABLE IF NOT EXISTS journal (
+    tenant_id TEXT NOT NULL, process_id TEXT NOT NULL, key TEXT NOT NULL,
+    state TEXT NOT NULL, doc JSONB NOT NULL,
+    row_no BIGINT GENERATED ALWAYS AS IDENTITY,
+    PRIMARY KEY (tenant_id, process_id, key)
+);
+"""
+
+
+def clear_in(conn: psycopg.Connection[Any], tenant_id: str, process_id: str, *,
+             in_doubt: bool) -> None:
+    """Delete the process's journal inside an open transaction; its IN_DOUBT entries
+    only if ``in_doubt``."""
+    conn.execute("DELETE FROM journal WHERE tenant_id = %s AND process_id = %s "
+                 "AND (%s OR state <> %s)",
+                 (tenant_id, process_id, in_doubt, StepState.IN_DOUBT.value))
+
+
+class PostgresJournal(PostgresAdapter, JournalStore):
+    tables = _TABLES
+
+    def journal(self, tenant_id: str, process_id: str) -> list[JournalEntry]:
+        return load_all(JournalEntry, self.db.read(
+            "SELECT doc FROM journal WHERE tenant_id = %s AND process_id = %s ORDER BY row_no",
+            (tenant_id, process_id)))
+
+    def record_steps(self, tenant_id: str, process_id: str, epoch: int,
+                     entries: list[JournalEntry]) -> bool:
+        if any((e.tenant_id, e.process_id) != (tenant_id, process_id) for e in entries):
+            raise ValueError(f"an entry of another process than {process_id}")
+        rows = [(e.key, e.state.value, entry_json(e)) for e in entries]
+        with self.db.write() as conn:
+            lane = conn.execute(
+                "SELECT epoch FROM lanes WHERE process_id = %s AND tenant_id = %s FOR UPDATE",
+                (process_id, tenant_id)).fetchone()
+            if lane is None:
+                raise NotFound(f"process {process_id} not found")
+            if lane[0] != epoch:
+                return False
+            keys = sorted({key for key, _, _ in rows})
+            (held,) = conn.execute(
+                "SELECT COUNT(*) FROM journal WHERE tenant_id = %s AND process_id = %s "
+                "AND key <> ALL(%s)", (tenant_id, process_id, keys)).fetchone() or (0,)
+            if held + len(keys) > MAX_ENTRIES:
+                raise too_many(process_id)
+            if rows:
+                conn.cursor().executemany(
+                    "INSERT INTO journal (tenant_id, process_id, key, state, doc) "
+                    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (tenant_id, process_id, key) "
+                    "DO UPDATE SET state = excluded.state, doc = excluded.doc",
+                    [(tenant_id, process_id, key, state, doc) for key, state, doc in rows])
+        return True
