@@ -20,6 +20,7 @@ from vancetope_brain.store.documents import admitted, index_terms
 from vancetope_brain.store.mongo import MongoBackend
 from vancetope_brain.store.mongo import documents as mongo_documents
 from vancetope_brain.store.mongo._codec import naive_utc
+from vancetope_brain.store.postgres import documents as postgres_documents
 from vancetope_brain.store.sqlite import documents as sqlite_documents
 
 from ._build import ROOMY, chunks, document, indexed
@@ -31,7 +32,7 @@ def test_concurrent_adds_cannot_pass_the_project_cap_together(
         time.sleep(0.005)  # widen the window between reading the usage and writing
         return admitted(*args, **kwargs)
 
-    for adapter in (mongo_documents, sqlite_documents):
+    for adapter in (mongo_documents, postgres_documents, sqlite_documents):
         monkeypatch.setattr(adapter, "admitted", slow_admitted)
     caps = {**ROOMY, "max_project_documents": 3}
     refused: list[Exception] = []

@@ -212,7 +212,7 @@ def test_capped_candidates_keep_the_scope_statistics(documents: DocumentStore,
     documents.add_document(document("guide.md", "v2"), **ROOMY)  # not READY: not counted
     uncapped = {hit.chunk.text: hit.score
                 for hit in documents.search_chunks("ten_1", ["prj_1"], "ficus water", 100)}
-    for adapter in ("sqlite", "mongo"):
+    for adapter in ("sqlite", "postgres", "mongo"):
         monkeypatch.setattr(f"vancetope_brain.store.{adapter}.documents.MAX_CANDIDATES", 3)
     capped = documents.search_chunks("ten_1", ["prj_1"], "ficus water", 100)
     assert 1 <= len(capped) <= 3 and len(uncapped) == 7  # stale chunks are cut after the cap
@@ -225,7 +225,7 @@ def test_capped_candidates_take_the_rarest_terms_chunks_first(
     place in the index: a common word's long list is what is cut."""
     indexed(documents, *[f"ficus {n}" for n in range(8)], name="a.md")
     indexed(documents, "ficus orchid", name="b.md")  # indexed last
-    for adapter in ("sqlite", "mongo"):
+    for adapter in ("sqlite", "postgres", "mongo"):
         monkeypatch.setattr(f"vancetope_brain.store.{adapter}.documents.MAX_CANDIDATES", 3)
     hits = documents.search_chunks("ten_1", ["prj_1"], "ficus orchid", 10)
     assert hits[0].chunk.text == "ficus orchid" and len(hits) <= 3
