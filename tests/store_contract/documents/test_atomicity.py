@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tests.store_contract.conftest import BACKENDS
-from vancetope_brain.errors import ProjectKnowledgeFull, StoreError
+from vancetope_brain.errors import ProjectKnowledgeFull, StoreError, TenantKnowledgeFull
 from vancetope_brain.models import utcnow
 from vancetope_brain.models.knowledge import Chunk, KnowledgeDocument
 from vancetope_brain.store import Backend, DocumentStore
@@ -52,6 +52,74 @@ def test_concurrent_adds_cannot_pass_the_project_cap_together(
         thread.join(timeout=30)
     assert len(documents.list_documents("ten_1", "prj_1")) == 3
     assert len(refused) == 5
+
+
+def test_concurrent_adds_to_two_projects_cannot_pass_the_tenant_cap_together(
+        documents: DocumentStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    def slow_admitted(*args: Any, **kwargs: Any) -> KnowledgeDocument | None:
+        time.sleep(0.005)
+        return admitted(*args, **kwargs)
+
+    for adapter in (mongo_documents, postgres_documents, sqlite_documents):
+        monkeypatch.setattr(adapter, "admitted", slow_admitted)
+    caps = {**ROOMY, "max_tenant_bytes": 300}
+    refused: list[Exception] = []
+    start = threading.Barrier(6)
+
+    def add(n: int) -> None:
+        start.wait()
+        try:
+            documents.add_document(document(f"doc{n}.md", "x" * 100, project=f"prj_{n % 2}"),
+                                   **caps)
+        except TenantKnowledgeFull as e:
+            refused.append(e)
+
+    threads = [threading.Thread(target=add, args=(n,)) for n in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert documents.usage("ten_1") == (3, 300)
+    assert len(refused) == 3
+
+
+def test_concurrent_indexing_of_one_project_counts_as_one_after_another(
+        documents: DocumentStore) -> None:
+    """Documents of one project sharing their words, their chunks written again and again at
+    once: no writer fails or waits for ever, and the scores after are those of the same
+    chunks written one by one (every change of the term statistics counted once)."""
+    words = [f"w{n}" for n in range(30)]
+
+    def texts(n: int, round_: int) -> list[str]:
+        turned = words[n + round_:] + words[:n + round_]
+        return [" ".join(turned[:12]), " ".join(reversed(turned[5:25])), f"d{n} r{round_}"]
+
+    docs = [indexed(documents, *texts(n, 0), name=f"d{n}.md") for n in range(6)]
+    start = threading.Barrier(len(docs))
+    failed: list[Exception] = []
+
+    def rewrite(n: int, doc: KnowledgeDocument) -> None:
+        start.wait()
+        try:
+            for round_ in range(1, 4):
+                assert documents.write_chunks("ten_1", "prj_1", doc.id, doc.version,
+                                              chunks(doc, *texts(n, round_)), pages=None)
+        except Exception as e:  # noqa: BLE001 - reported below
+            failed.append(e)
+
+    threads = [threading.Thread(target=rewrite, args=(n, doc)) for n, doc in enumerate(docs)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert failed == []
+    for n in range(len(docs)):
+        indexed(documents, *texts(n, 3), name=f"d{n}.md", project="prj_2")
+    for query in ("w0 w7", "w3 d2 r3", "w12 w29 r1", "d5 w20"):
+        found = [[(hit.citation.document_name, hit.chunk.ordinal, hit.score)
+                  for hit in documents.search_chunks("ten_1", [project], query, 20)]
+                 for project in ("prj_1", "prj_2")]
+        assert found[0] == found[1] and found[0]
 
 
 # SQLite writes each call in one transaction, with no step between: these are MongoDB's.

@@ -181,6 +181,19 @@ def test_other_scripts_are_searched_by_their_words(documents: DocumentStore) -> 
     assert _texts(documents, "ΛΌΓΟΣ") == ["λόγος καὶ"]
 
 
+def test_a_very_long_word_is_searched_like_any_other(documents: DocumentStore) -> None:
+    """A run of CJK letters is one word however long (no spaces): past what a database
+    index keys, it is still found, counted once and scored like a short word."""
+    long_word = "東京タワー" * 200  # 1,000 letters, 3,000 bytes of UTF-8
+    indexed(documents, f"{long_word} guide", "guide only", f"{long_word} {long_word}")
+    hits = documents.search_chunks("ten_1", ["prj_1"], long_word, 10)
+    assert [hit.chunk.ordinal for hit in hits] == [2, 0]
+    assert hits[1].score == pytest.approx(
+        _normalised(_idf(3, 2) * 2.2 / (1 + 1.2 * (1 - 0.75 + 0.75 * 2 / 2)), _idf(3, 2)),
+        rel=1e-9)
+    assert _texts(documents, long_word[:-1]) == []
+
+
 def test_only_ready_documents_are_searched(documents: DocumentStore) -> None:
     indexed(documents, "walrus facts", name="ready.md")
     pending = documents.add_document(document("pending.md"), **ROOMY)
