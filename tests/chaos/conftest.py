@@ -176,12 +176,16 @@ class OwnPostgres:
         postmaster = self.popen.pid
         with contextlib.suppress(ProcessLookupError):
             os.kill(postmaster, signal.SIGSTOP)
-        for child in _children(postmaster):
+        backends = _children(postmaster)
+        for child in backends:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(child, signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):
             os.kill(postmaster, signal.SIGKILL)
         self.popen.wait(timeout=10)
+        # Not our children, so not reaped here: gone once they are zombies or reaped.
+        wait_for(lambda: not any(map(alive, backends)), timeout=10, interval=0.01,
+                 what="the killed PostgreSQL backends to exit")
 
     def restart(self, down: float = 0.0) -> None:
         """``kill``, ``down`` seconds without a server, ``start``."""
@@ -196,6 +200,15 @@ class OwnPostgres:
         finally:
             self._log.close()
             shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2] != "Z"
 
 
 def _children(pid: int) -> list[int]:
