@@ -49,7 +49,11 @@ from psycopg_pool.base import AttemptWithBackoff
 
 from vancetope_brain.errors import ConfigError, Conflict, StoreError
 from vancetope_brain.store.backend import Adapter, Backend, Port, import_adapters
-from vancetope_brain.store.postgres._db import STATEMENT_TIMEOUT_MS, create_schema
+from vancetope_brain.store.postgres._db import (
+    STATEMENT_TIMEOUT_MS,
+    create_schema,
+    register_dumpers,
+)
 
 POOL_MAX = 10
 """Connections one OS process opens at most, unless the URL's ``pool_max`` says otherwise;
@@ -89,6 +93,7 @@ def _split_url(url: str) -> tuple[str, int]:
 
 
 def _configure(conn: psycopg.Connection[Any]) -> None:
+    register_dumpers(conn)
     conn.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_MS}")
     # A process frozen inside a transaction (SIGSTOP, a long GC) must not hold its row locks
     # past its lease: the server ends the transaction, and the frozen turn is fenced anyway.

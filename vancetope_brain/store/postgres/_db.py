@@ -12,10 +12,16 @@ whole). Opening a database of a newer version is refused.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import psycopg
+from psycopg.adapt import Buffer
+from psycopg.pq import Format
+from psycopg.types.string import StrDumperUnknown
+from pydantic import BaseModel
+from pydantic_core import to_json
 
 from vancetope_brain.errors import NotFound, StoreError
 from vancetope_brain.models import Document
@@ -78,6 +84,53 @@ def create_schema(conn: psycopg.Connection[Any], tables: Iterable[str],
                     conn.execute(statement)
         conn.execute("INSERT INTO schema_version (id, version) VALUES (1, %s) "
                      "ON CONFLICT (id) DO UPDATE SET version = excluded.version", (version,))
+
+
+class JsonDoc(str):
+    """A document's JSON text, written as ``jsonb`` (``doc_json(…)`` makes one)."""
+
+
+def doc_json(value: BaseModel | Any) -> JsonDoc:
+    """The camelCase JSON of a record (or of any JSON-ready value), for a ``doc`` column."""
+    if isinstance(value, BaseModel):
+        return JsonDoc(value.model_dump_json(by_alias=True))
+    return JsonDoc(to_json(value).decode())
+
+
+REPLACEMENT = "\ufffd"
+"""What U+0000 becomes: PostgreSQL stores no NUL in ``text`` or ``jsonb``, and a user's
+message, a model's reply or an Inbox answer that holds one must still be stored rather
+than fail its write (and be retried forever). Every other backend keeps it."""
+
+# A JSON escape of U+0000: ``\u0000`` after an even number of backslashes (an odd number
+# makes the backslash before ``u`` a literal one).
+_JSON_NUL = re.compile(r"(?<!\\)((?:\\\\)*)\\u0000")
+
+
+class NulFreeText(StrDumperUnknown):
+    """Every ``str`` parameter, with U+0000 replaced (PostgreSQL refuses it in text)."""
+
+    def dump(self, obj: str) -> Buffer | None:
+        return super().dump(obj.replace("\x00", REPLACEMENT) if "\x00" in obj else obj)
+
+
+class NulFreeJson(StrDumperUnknown):
+    """A ``JsonDoc`` parameter, typed ``jsonb``, with U+0000's escape replaced (``jsonb``
+    refuses ``\\u0000``)."""
+
+    oid = psycopg.adapters.types["jsonb"].oid
+    format = Format.TEXT
+
+    def dump(self, obj: str) -> Buffer | None:
+        if "\\u0000" in obj:
+            obj = _JSON_NUL.sub(lambda m: m.group(1) + "\\ufffd", obj)
+        return super().dump(obj)
+
+
+def register_dumpers(conn: psycopg.Connection[Any]) -> None:
+    """Make ``conn`` write ``str`` and ``JsonDoc`` parameters through the dumpers above."""
+    conn.adapters.register_dumper(str, NulFreeText)
+    conn.adapters.register_dumper(JsonDoc, NulFreeJson)
 
 
 def load_one(cls: type[D], rows: list[Any], missing: str) -> D:

@@ -18,7 +18,7 @@ from datetime import datetime
 from vancetope_brain.models.inbox import DeliveryStatus, NotificationDelivery
 from vancetope_brain.store.deliveries import DeliveryStore
 from vancetope_brain.store.postgres import PostgresAdapter
-from vancetope_brain.store.postgres._db import equal_clauses, load_all
+from vancetope_brain.store.postgres._db import doc_json, equal_clauses, load_all
 from vancetope_brain.store.sql import iso, to_ms
 
 _TABLES = """
@@ -45,7 +45,7 @@ class PostgresDeliveries(PostgresAdapter, DeliveryStore):
             "status, created_ms, doc) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
             (delivery.id, delivery.tenant_id, delivery.item_id, delivery.user_id,
              delivery.channel, delivery.status.value, to_ms(delivery.created_at),
-             delivery.model_dump_json(by_alias=True)))
+             doc_json(delivery)))
 
     def list_deliveries(self, tenant_id: str, *, item_id: str | None = None,
                         user_id: str | None = None) -> list[NotificationDelivery]:

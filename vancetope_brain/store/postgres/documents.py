@@ -82,7 +82,7 @@ from vancetope_brain.store.documents import (
     search_terms,
 )
 from vancetope_brain.store.postgres import PostgresAdapter
-from vancetope_brain.store.postgres._db import equal_clauses, load_all
+from vancetope_brain.store.postgres._db import JsonDoc, doc_json, equal_clauses, load_all
 from vancetope_brain.store.postgres.vectors import drop_vectors
 from vancetope_brain.store.ranking import Candidate
 
@@ -231,7 +231,7 @@ class PostgresDocuments(PostgresAdapter, DocumentStore):
                 change.update(keys)
                 rows.append((tenant_id, project_id, document_id, version, chunk.ordinal,
                              len(terms), chunk.text,
-                             chunk.model_dump_json(by_alias=True, exclude={"text"}), keys))
+                             JsonDoc(chunk.model_dump_json(by_alias=True, exclude={"text"})), keys))
             conn.cursor().executemany(
                 "INSERT INTO knowledge_chunks (tenant_id, project_id, document_id, version, "
                 "ordinal, length, text, doc, terms) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, "
@@ -366,7 +366,7 @@ def _put(conn: psycopg.Connection[Any], doc: KnowledgeDocument, *, tokens: int =
         "updated_us = excluded.updated_us, doc = excluded.doc, chunks = excluded.chunks, "
         "tokens = excluded.tokens",
         (doc.tenant_id, doc.id, doc.project_id, doc.name, doc.version, doc.status.value,
-         doc.size, _us(doc.updated_at), doc.model_dump_json(by_alias=True), doc.chunk_count,
+         doc.size, _us(doc.updated_at), doc_json(doc), doc.chunk_count,
          tokens))
 
 

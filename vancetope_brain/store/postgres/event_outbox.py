@@ -18,7 +18,7 @@ import psycopg
 from vancetope_brain.models import OutboxEvent
 from vancetope_brain.store.event_outbox import EventOutboxStore
 from vancetope_brain.store.postgres import PostgresAdapter
-from vancetope_brain.store.postgres._db import load_all
+from vancetope_brain.store.postgres._db import doc_json, load_all
 from vancetope_brain.store.sql import to_ms
 
 _TABLES = """
@@ -36,7 +36,7 @@ CREATE INDEX IF NOT EXISTS event_outbox_by_age ON event_outbox (created_ms);
 def enqueue_in(conn: psycopg.Connection[Any], events: Iterable[OutboxEvent]) -> None:
     """Insert outbox rows inside an open transaction (an id already there is kept)."""
     rows = [(e.id, e.tenant_id, e.process_id, e.epoch, e.index, to_ms(e.created_at),
-             e.model_dump_json(by_alias=True)) for e in events]
+             doc_json(e)) for e in events]
     if rows:
         conn.cursor().executemany(
             "INSERT INTO event_outbox (id, tenant_id, process_id, epoch, idx, created_ms, doc) "

@@ -22,7 +22,7 @@ from vancetope_brain.errors import NotFound
 from vancetope_brain.models import ApiToken, Project, Tenant, User
 from vancetope_brain.store.identity import IdentityStore
 from vancetope_brain.store.postgres import PostgresAdapter
-from vancetope_brain.store.postgres._db import load_all, load_one
+from vancetope_brain.store.postgres._db import doc_json, load_all, load_one
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS tenants (
@@ -62,7 +62,7 @@ class PostgresIdentity(PostgresAdapter, IdentityStore):
 
     def create_tenant(self, tenant: Tenant) -> None:
         self.db.execute("INSERT INTO tenants (id, doc) VALUES (%s, %s)",
-                        (tenant.id, tenant.model_dump_json(by_alias=True)))
+                        (tenant.id, doc_json(tenant)))
 
     def list_tenants(self) -> list[Tenant]:
         return _oldest_first(load_all(Tenant, self.db.read(
@@ -70,7 +70,7 @@ class PostgresIdentity(PostgresAdapter, IdentityStore):
 
     def create_project(self, project: Project) -> None:
         self.db.execute("INSERT INTO projects (tenant_id, id, doc) VALUES (%s, %s, %s)",
-                        (project.tenant_id, project.id, project.model_dump_json(by_alias=True)))
+                        (project.tenant_id, project.id, doc_json(project)))
 
     def get_project(self, tenant_id: str, project_id: str) -> Project:
         return load_one(Project, self.db.read(
@@ -83,7 +83,7 @@ class PostgresIdentity(PostgresAdapter, IdentityStore):
 
     def create_user(self, user: User) -> None:
         self.db.execute("INSERT INTO users (id, tenant_id, doc) VALUES (%s, %s, %s)",
-                        (user.id, user.tenant_id, user.model_dump_json(by_alias=True)))
+                        (user.id, user.tenant_id, doc_json(user)))
 
     def list_users(self, tenant_id: str) -> list[User]:
         return _oldest_first(load_all(User, self.db.read(
@@ -99,7 +99,7 @@ class PostgresIdentity(PostgresAdapter, IdentityStore):
             "INSERT INTO api_tokens (id, tenant_id, user_id, token_hash, revoked, doc) "
             "VALUES (%s, %s, %s, %s, %s, %s)",
             (token.id, token.tenant_id, token.user_id, token.token_hash, token.revoked,
-             token.model_dump_json(by_alias=True)))
+             doc_json(token)))
 
     def list_tokens(self, tenant_id: str, user_id: str) -> list[ApiToken]:
         rows = self.db.read(

@@ -32,7 +32,6 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
-from pydantic_core import to_json
 
 from vancetope_brain.errors import Conflict, Fenced, NotFound
 from vancetope_brain.models import (
@@ -50,7 +49,7 @@ from vancetope_brain.models import (
 from vancetope_brain.store.event_outbox import turn_events
 from vancetope_brain.store.lanes import LaneStore
 from vancetope_brain.store.postgres import PostgresAdapter
-from vancetope_brain.store.postgres._db import load_all
+from vancetope_brain.store.postgres._db import doc_json, load_all
 from vancetope_brain.store.postgres.event_outbox import enqueue_in
 from vancetope_brain.store.postgres.journal import clear_in as clear_journal_in
 from vancetope_brain.store.postgres.sessions import (
@@ -161,7 +160,7 @@ def append_in(conn: psycopg.Connection[Any],
         "INSERT INTO messages (id, tenant_id, target_process_id, seq, idempotency_key, "
         "created_ms, doc) VALUES (%s, %s, %s, %s, %s, %s, %s)",
         (stored.id, tenant_id, target, seq, stored.idempotency_key,
-         to_ms(stored.created_at), stored.model_dump_json(by_alias=True)),
+         to_ms(stored.created_at), doc_json(stored)),
     )
     return stored, True
 
@@ -193,7 +192,7 @@ def _commit_in(conn: psycopg.Connection[Any], tenant_id: str, process_id: str, e
             "doc = doc || jsonb_build_object('deadLetter', %s::jsonb) "
             "WHERE id = %s AND tenant_id = %s AND target_process_id = %s "
             "AND drained_at IS NULL",
-            (iso(now), epoch, to_ms(mark.at), mark.model_dump_json(by_alias=True), mid,
+            (iso(now), epoch, to_ms(mark.at), doc_json(mark), mid,
              tenant_id, process_id)).rowcount
         if changed != 1:
             raise Fenced(f"a dead letter of this turn of {process_id} is already drained")
@@ -214,7 +213,7 @@ def _commit_in(conn: psycopg.Connection[Any], tenant_id: str, process_id: str, e
             "ON CONFLICT (tenant_id, process_id, source_message_id, role) "
             "WHERE source_message_id IS NOT NULL DO NOTHING",
             (line.id, tenant_id, process_id, line.seq, line.role.value,
-             line.source_message_id, line.model_dump_json(by_alias=True)),
+             line.source_message_id, doc_json(line)),
         ).rowcount
         if inserted:
             written.append(line)
@@ -236,7 +235,7 @@ def _commit_in(conn: psycopg.Connection[Any], tenant_id: str, process_id: str, e
         conn.execute(_SET_OUTCOME, (*outcome, process_id))
     else:
         conn.execute(_SET_OUTCOME_AND_STATE,
-                     (*outcome, to_json(commit.engine_state).decode(), process_id))
+                     (*outcome, doc_json(commit.engine_state), process_id))
     for child in commit.spawned:
         insert_process_in(conn, child)
     for message in commit.outbox:
@@ -250,12 +249,12 @@ def _commit_in(conn: psycopg.Connection[Any], tenant_id: str, process_id: str, e
             "VALUES (%s, %s, %s, %s, %s) "
             "ON CONFLICT (id) DO UPDATE SET due_ms = excluded.due_ms, doc = excluded.doc",
             [(timer.id, tenant_id, process_id, to_ms(timer.due_at),
-              timer.model_dump_json(by_alias=True)) for timer in commit.timers])
+              doc_json(timer)) for timer in commit.timers])
     record = commit.record.model_copy(
         update={"tenant_id": tenant_id, "process_id": process_id, "epoch": epoch})
     conn.execute(
         "INSERT INTO turns (id, tenant_id, process_id, epoch, doc) VALUES (%s, %s, %s, %s, %s)",
-        (record.id, tenant_id, process_id, record.epoch, record.model_dump_json(by_alias=True)),
+        (record.id, tenant_id, process_id, record.epoch, doc_json(record)),
     )
     events = []
     if written or commit.events:

@@ -18,7 +18,7 @@ from typing import TypeVar
 from vancetope_brain.errors import Conflict, NotFound
 from vancetope_brain.models.recipe import Definition
 from vancetope_brain.store.postgres import PostgresAdapter
-from vancetope_brain.store.postgres._db import load_all, load_one
+from vancetope_brain.store.postgres._db import doc_json, load_all, load_one
 from vancetope_brain.store.recipes import RecipeStore, over_limit, recipe_level
 
 D = TypeVar("D", bound=Definition)
@@ -52,7 +52,7 @@ class PostgresRecipes(PostgresAdapter, RecipeStore):
                     "(SELECT COUNT(*) FROM recipes WHERE tenant_id = %s AND kind = %s) "
                     "< %s::bigint",
                     (tenant_id, project_id or "", definition.KIND, definition.name,
-                     definition.model_dump_json(by_alias=True), limit, tenant_id,
+                     doc_json(definition), limit, tenant_id,
                      definition.KIND, limit))
         except Conflict as e:
             raise Conflict(f"{definition.KIND} {definition.name} already exists in "
@@ -65,7 +65,7 @@ class PostgresRecipes(PostgresAdapter, RecipeStore):
         changed = self.db.execute(
             "UPDATE recipes SET doc = %s WHERE tenant_id = %s AND project_id = %s AND kind = %s "
             "AND name = %s",
-            (definition.model_dump_json(by_alias=True), tenant_id, project_id or "",
+            (doc_json(definition), tenant_id, project_id or "",
              definition.KIND, definition.name))
         if changed == 0:
             raise NotFound(f"{definition.KIND} {definition.name} not found in "

@@ -44,7 +44,7 @@ from vancetope_brain.models import (
     utcnow,
 )
 from vancetope_brain.store.postgres import PostgresAdapter
-from vancetope_brain.store.postgres._db import load_all, load_one
+from vancetope_brain.store.postgres._db import doc_json, load_all, load_one
 from vancetope_brain.store.sessions import SessionStore
 from vancetope_brain.store.sql import from_ms, iso, sql_literals, to_ms
 
@@ -133,7 +133,7 @@ def insert_process_in(conn: psycopg.Connection[Any], process: ThinkProcess) -> N
         "INSERT INTO processes (id, tenant_id, session_id, created_ms, doc) "
         "VALUES (%s, %s, %s, %s, %s)",
         (process.id, process.tenant_id, process.session_id, to_ms(process.created_at),
-         process.model_dump_json(by_alias=True)),
+         doc_json(process)),
     )
     conn.execute(
         "INSERT INTO lanes (process_id, tenant_id, status, epoch, next_seq, next_chat_seq, "
@@ -154,7 +154,7 @@ class PostgresSessions(PostgresAdapter, SessionStore):
             "INSERT INTO sessions (id, tenant_id, user_id, created_ms, doc) "
             "VALUES (%s, %s, %s, %s, %s)",
             (session.id, session.tenant_id, session.user_id, to_ms(session.created_at),
-             session.model_dump_json(by_alias=True)),
+             doc_json(session)),
         )
 
     def get_session(self, tenant_id: str, session_id: str) -> Session:
@@ -195,7 +195,7 @@ class PostgresSessions(PostgresAdapter, SessionStore):
             updated = current.model_copy(update={"status": status, "suspend_cause": suspend_cause,
                                                  "updated_at": utcnow()})
             conn.execute("UPDATE sessions SET doc = %s WHERE id = %s",
-                         (updated.model_dump_json(by_alias=True), session_id))
+                         (doc_json(updated), session_id))
         return updated
 
     def set_details(self, tenant_id: str, session_id: str, *, title: str | None = None,
@@ -212,7 +212,7 @@ class PostgresSessions(PostgresAdapter, SessionStore):
                 return current
             updated = current.model_copy(update={**change, "updated_at": utcnow()})
             conn.execute("UPDATE sessions SET doc = %s WHERE id = %s",
-                         (updated.model_dump_json(by_alias=True), session_id))
+                         (doc_json(updated), session_id))
         return updated
 
     def create_process(self, process: ThinkProcess) -> None:

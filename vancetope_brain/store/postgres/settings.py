@@ -13,7 +13,7 @@ from typing import Any
 from vancetope_brain.errors import NotFound
 from vancetope_brain.models.settings import SettingScope, StoredSetting
 from vancetope_brain.store.postgres import PostgresAdapter
-from vancetope_brain.store.postgres._db import load_all
+from vancetope_brain.store.postgres._db import doc_json, load_all
 from vancetope_brain.store.settings import SettingStore
 
 _TABLES = """
@@ -46,7 +46,7 @@ class PostgresSettings(PostgresAdapter, SettingStore):
             "INSERT INTO settings (tenant_id, level, scope_id, key, doc) "
             "VALUES (%s, %s, %s, %s, %s) "
             "ON CONFLICT (tenant_id, level, scope_id, key) DO UPDATE SET doc = excluded.doc",
-            (tenant_id, scope.level.value, scope.id, key, stored.model_dump_json(by_alias=True)))
+            (tenant_id, scope.level.value, scope.id, key, doc_json(stored)))
 
     def delete_setting(self, tenant_id: str, scope: SettingScope, key: str) -> None:
         changed = self.db.execute(

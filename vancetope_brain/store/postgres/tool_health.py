@@ -19,7 +19,7 @@ from datetime import datetime
 
 from vancetope_brain.models.tool_health import HealthState, ToolHealth
 from vancetope_brain.store.postgres import PostgresAdapter
-from vancetope_brain.store.postgres._db import equal_clauses, load_all
+from vancetope_brain.store.postgres._db import doc_json, equal_clauses, load_all
 from vancetope_brain.store.sql import to_ms
 from vancetope_brain.store.tool_health import ToolHealthStore
 
@@ -56,7 +56,7 @@ class PostgresToolHealth(PostgresAdapter, ToolHealthStore):
         key = (health.tenant_id, health.project_id, health.server, health.tool or "")
         probe = (to_ms(health.next_probe_at) if health.next_probe_at is not None
                  and health.state is not HealthState.UP else None)
-        doc = stored.model_dump_json(by_alias=True)
+        doc = doc_json(stored)
         if expected_revision is None:
             rows = self.db.read(
                 "INSERT INTO tool_health (tenant_id, project_id, server, tool, probe_ms, doc) "

@@ -26,7 +26,7 @@ from vancetope_brain.errors import Conflict, NotFound
 from vancetope_brain.models import InboxMessage
 from vancetope_brain.models.inbox import InboxItem, InboxQuery, ItemStatus
 from vancetope_brain.store.postgres import PostgresAdapter
-from vancetope_brain.store.postgres._db import equal_clauses, load_all, load_one
+from vancetope_brain.store.postgres._db import doc_json, equal_clauses, load_all, load_one
 from vancetope_brain.store.postgres.lanes import append_in
 from vancetope_brain.store.sql import from_ms, to_ms
 from vancetope_brain.store.user_inbox import UserInboxStore
@@ -67,7 +67,7 @@ def _item_values(item: InboxItem) -> tuple[Any, ...]:
     return (item.assigned_to_user_id, item.status.value, item.criticality.value,
             item.origin_process_id, item.origin_session_id, item.idempotency_key,
             to_ms(item.created_at), None if item.resolved_at is None else to_ms(item.resolved_at),
-            item.revision, item.model_dump_json(by_alias=True))
+            item.revision, doc_json(item))
 
 
 def _where(tenant_id: str, query: InboxQuery) -> tuple[str, list[Any]]:
