@@ -441,3 +441,78 @@ def test_tool_health_is_listed_and_reset(admin, store: Backend,
     assert admin("tool-health", "reset", "-q", "--tenant", "acme").out.strip() == "1"
     assert admin("tool-health", "list", "--tenant", "acme").rows == []
     assert admin("tool-health", "list", "--tenant", "nope").code == 2
+
+
+def test_purge_shows_then_deletes_what_the_tenants_retention_lets_go(
+        admin, store: Backend, store_url: str) -> None:
+    import sqlite3
+    from datetime import timedelta
+
+    from vancetope_brain.errors import NotFound
+    from vancetope_brain.models import (
+        ProcessStatus,
+        Session,
+        SessionStatus,
+        ThinkProcess,
+        new_id,
+        utcnow,
+    )
+    from vancetope_brain.models.inbox import Criticality, DeliveryStatus, NotificationDelivery
+    from vancetope_brain.store.sql import iso
+
+    admin("tenant", "create", "Acme", "--id", "acme")
+    admin("tenant", "create", "Other", "--id", "other")
+    for key in ("retention.closedSessionDays", "retention.deliveryLogDays"):
+        assert admin("setting", "set", "--tenant", "acme", key, "30").code == 0
+    refused = admin("setting", "set", "--tenant", "acme", "--project", "default",
+                    "retention.closedSessionDays", "5")
+    assert refused.code == 2 and "applies to the whole tenant" in refused.err
+    sessions = store.port(SessionStore)
+    made = {}
+    for name, tenant in (("old", "acme"), ("recent", "acme"), ("other", "other")):
+        session = Session(id=new_id("ses"), tenant_id=tenant, user_id="ada",
+                          status=SessionStatus.CLOSED)
+        sessions.create_session(session)
+        sessions.create_process(ThinkProcess(
+            id=new_id("proc"), tenant_id=tenant, session_id=session.id, user_id="ada",
+            name="chat", engine="ford", engine_version="1", status=ProcessStatus.CLOSED))
+        made[name] = session.id
+    long_ago = utcnow() - timedelta(days=40)
+    with sqlite3.connect(store_url.removeprefix("sqlite:///")) as conn:
+        for table, column in (("sessions", "id"), ("processes", "session_id")):
+            conn.execute(f"UPDATE {table} SET doc = json_set(doc, '$.updatedAt', ?), "
+                         f"created_ms = created_ms - 40 * 86400000 WHERE {column} IN (?, ?)",
+                         (iso(long_ago), made["old"], made["other"]))
+    conn.close()
+    for tenant, age in (("acme", 40), ("acme", 1), ("other", 40)):
+        store.port(DeliveryStore).add_delivery(NotificationDelivery(
+            id=new_id("dlv"), tenant_id=tenant, item_id="itm_1", user_id="ada", channel="ws",
+            status=DeliveryStatus.SENT, criticality=Criticality.NORMAL,
+            created_at=utcnow() - timedelta(days=age)))
+
+    dry = admin("purge", "--dry-run")
+    assert dry.code == 0 and dry.out.splitlines()[0].split() == [
+        "TENANT", "KIND", "DUE", "OLDEST", "BEFORE"]
+    due = {(row[0], row[1]): row[2] for row in dry.rows}
+    assert due[("acme", "sessions")] == "1" and due[("acme", "processes")] == "1"
+    assert due[("acme", "deliveries")] == "1"
+    assert due[("other", "sessions")] == "kept" and due[("other", "deliveries")] == "kept"
+    assert [row[3] for row in dry.rows if row[:2] == ["acme", "sessions"]] == [
+        long_ago.strftime("%Y-%m-%dT%H:%M:%SZ")]
+    assert sessions.get_session("acme", made["old"])  # a dry run deletes nothing
+    assert [r for r in admin("purge", "--dry-run", "--tenant", "other").rows
+            if r[0] != "other"] == []
+
+    done = admin("purge")
+    assert done.code == 0 and "acme: deleted 1 sessions, 1 processes" in done.err
+    assert {row[0]: row[1] for row in done.rows} == {
+        "sessions": "1", "processes": "1", "messages": "0", "chat": "0", "turns": "0",
+        "timers": "0", "journal": "0", "event_outbox": "0", "deliveries": "1"}
+    with pytest.raises(NotFound):
+        sessions.get_session("acme", made["old"])
+    assert sessions.get_session("acme", made["recent"]).status is SessionStatus.CLOSED
+    assert sessions.get_session("other", made["other"]).status is SessionStatus.CLOSED
+    assert len(store.port(DeliveryStore).list_deliveries("acme")) == 1
+    assert len(store.port(DeliveryStore).list_deliveries("other")) == 1
+    again = admin("purge", "--tenant", "acme")
+    assert {row[0]: row[1] for row in again.rows}["sessions"] == "0"

@@ -95,6 +95,18 @@ def test_a_project_or_user_scope_must_exist(service: SettingsService) -> None:
         service.set("acme", SettingScope.user("bob"), "llm.model", "m")
 
 
+def test_a_retention_setting_is_the_whole_tenants_and_unset_keeps_forever(
+        service: SettingsService) -> None:
+    for key in ("retention.closedSessionDays", "retention.deliveryLogDays"):
+        assert KEYS[key].tenant_only and KEYS[key].default is None
+        assert service.set("acme", SettingScope.tenant(), key, 30) == 30
+        for scope in (SettingScope.project("default"), SettingScope.user("ada")):
+            with pytest.raises(InvalidInput, match=f"{key} applies to the whole tenant"):
+                service.set("acme", scope, key, 1)
+        with pytest.raises(InvalidInput, match="at least 1"):
+            service.set("acme", SettingScope.tenant(), key, 0)
+
+
 def test_values_typed_on_a_command_line_are_parsed() -> None:
     assert setting_key("chat.historyLimit").parse("50") == 50
     assert setting_key("notify.quietHours.exceptCritical").parse("no") is False

@@ -38,7 +38,7 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "VANCETOPE_LANE_SHARDS": ("8", "Number of lane queues `lanes.0 … lanes.N-1`; a process always maps to the same one."),
     "VANCETOPE_LEASE_TTL": ("10", "Seconds a lane lease lives without a heartbeat (renewed every TTL/3)."),
     "VANCETOPE_SWEEP_INTERVAL": ("5", "Seconds between sweeper runs (scheduled by the workers, one per interval across the cluster)."),
-    "VANCETOPE_HOUSEKEEPING_INTERVAL": ("30", "Seconds between housekeeping runs (beat): due e-mail batches, inbox auto-archive, probes of unhealthy MCP servers, deletion of service processes closed past `VANCETOPE_SERVICE_RETENTION`."),
+    "VANCETOPE_HOUSEKEEPING_INTERVAL": ("30", "Seconds between housekeeping runs (beat): due e-mail batches, inbox auto-archive, probes of unhealthy MCP servers, deletion of service processes closed past `VANCETOPE_SERVICE_RETENTION`, the retention purge (`retention.*` settings)."),
     "VANCETOPE_SWEEP_AGE": ("3", "A pending message older than this many seconds with no live lease is re-woken; committed events still unpublished after it are published by the sweeper."),
     "VANCETOPE_MAX_ATTEMPTS": ("3", "Turns a message may be in that never complete (its worker dies or freezes) before it is set aside as a dead letter; also bounds a start or lifecycle call that never completes."),
     "VANCETOPE_MAX_ENGINE_FAILURES": ("3", "Consecutive turns whose engine raises before the process is closed FAILED; a turn that succeeds resets the count."),

@@ -38,6 +38,7 @@ from vancetope_brain.services.documents import (
     DocumentService,
     IndexJob,
 )
+from vancetope_brain.services.retention import RetentionService
 from vancetope_brain.sessions import SessionService
 from vancetope_brain.sessions.lifecycle import SessionLifecycle
 from vancetope_brain.settings import SettingsService
@@ -48,6 +49,7 @@ from vancetope_brain.store import (
     IdentityStore,
     LaneStore,
     RecipeStore,
+    RetentionStore,
     SessionSearch,
     SessionStore,
     SettingStore,
@@ -143,7 +145,8 @@ class Administration:
     """The admin CLI's composition root: what an operator changes, through services (and the
     delivery log, which it only reads, the dead letters, which it lists and puts back, tool
     health, which it lists and resets, the system sessions, which it lists, and knowledge
-    documents, which it adds, indexing them itself, lists and deletes)."""
+    documents, which it adds, indexing them itself, lists and deletes, and the retention
+    purge, which it shows and runs)."""
 
     store: Backend
     identity: IdentityService
@@ -158,6 +161,8 @@ class Administration:
     documents: DocumentService
     """Knowledge documents; an add is indexed here, in the admin process, before it returns
     (``vancetope admin docs add``), so it needs no worker."""
+    retention: RetentionService
+    """The retention purge: ``vancetope admin purge [--dry-run]``."""
 
     @classmethod
     def open(cls, config: Config) -> Administration:
@@ -180,7 +185,9 @@ class Administration:
                                   operator=True),
                    store.port(DeliveryStore), store.port(DeadLetterStore),
                    ToolHealthService(store.port(ToolHealthStore)), store.port(SessionStore),
-                   DocumentService.on(store, config.attachments_dir, events, index_now))
+                   DocumentService.on(store, config.attachments_dir, events, index_now),
+                   RetentionService(store.port(RetentionStore), store.port(IdentityStore),
+                                    settings))
 
     def close(self) -> None:
         self.store.close()

@@ -53,6 +53,9 @@ class SettingKey:
     maximum: float | None = None
     pattern: str | None = None
     pattern_hint: str = ""
+    tenant_only: bool = False
+    """Stored at the tenant's level only (a policy of the whole tenant, such as retention);
+    a project or user value is refused."""
 
     def validate(self, value: Any) -> Any:
         """``value`` if it fits the key; else ``InvalidInput`` naming the key. A float key
@@ -100,7 +103,8 @@ class SettingKey:
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "type": self.type.__name__, "default": self.default,
                 "description": self.description, **({"choices": list(self.choices)}
-                                                   if self.choices else {})}
+                                                   if self.choices else {}),
+                **({"tenantOnly": True} if self.tenant_only else {})}
 
 
 _KEBAB = r"[a-z][a-z0-9]*(-[a-z0-9]+)*"
@@ -180,6 +184,16 @@ KEYS: dict[str, SettingKey] = {k.name: k for k in [
     _k("inbox.autoArchiveAfterDays", int, 30,
        "Days after which ANSWERED and DISMISSED inbox items are archived (PENDING never).",
        minimum=1),
+    _k("retention.closedSessionDays", int, None,
+       "Days a CLOSED session is kept after it closed; then housekeeping deletes it whole: "
+       "its processes with their chat, steer messages, turn records, journal, timers and "
+       "events (unset: kept forever). A session a PENDING Inbox ask came from, or with a "
+       "process not CLOSED, is kept; Inbox items, memory and documents are never deleted. "
+       "Tenant level only.", minimum=1, tenant_only=True),
+    _k("retention.deliveryLogDays", int, None,
+       "Days a notification delivery record is kept; then housekeeping deletes it (unset: "
+       "kept forever; a QUEUED one is kept until sent). Tenant level only.", minimum=1,
+       tenant_only=True),
     _k("marvin.maxDepth", int, 3,
        "Most planning levels of a marvin task tree (the root plan is level 1).", minimum=1),
     _k("marvin.maxNodes", int, 40,
@@ -215,7 +229,7 @@ KEYS: dict[str, SettingKey] = {k.name: k for k in [
 ENGINE_MODEL_SUFFIX = ".model"
 ENGINE_PROFILE_SUFFIX = ".profile"
 # Namespaces of KEYS that are not engines, so "chat.model" is a typo, not an engine's model.
-_NOT_ENGINES = frozenset({"session", "chat", "llm", "notify", "inbox", "rag"})
+_NOT_ENGINES = frozenset({"session", "chat", "llm", "notify", "inbox", "rag", "retention"})
 
 
 def _engine_key(name: str) -> SettingKey | None:
@@ -281,8 +295,13 @@ class SettingsService:
         return spec.default, None
 
     def set(self, tenant_id: str, scope: SettingScope, key: str, value: Any) -> Any:
-        """Validate and store; returns the value. A project or user scope must exist."""
-        value = setting_key(key).validate(value)
+        """Validate and store; returns the value. A project or user scope must exist; a
+        ``tenant_only`` key takes the tenant's scope only."""
+        spec = setting_key(key)
+        value = spec.validate(value)
+        if spec.tenant_only and scope.level is not SettingLevel.TENANT:
+            raise InvalidInput(f"setting {key} applies to the whole tenant: set it at the "
+                               f"tenant's level, not for {scope}")
         self._check_scope(tenant_id, scope)
         self._store.set_setting(tenant_id, scope, key, value)
         return value

@@ -1,5 +1,6 @@
 """``vancetope admin …``: tenants, projects, users, API tokens, recipes, settings, the
-delivery log, dead letters, tool health and knowledge documents, on the configured store.
+delivery log, dead letters, tool health, knowledge documents and the retention purge, on the
+configured store.
 
 Output is made to be scripted: the result (a new id, a token's secret, a
 table whose first column is the id) goes to stdout, notes for people go to
@@ -34,7 +35,7 @@ DEFINITION_KINDS = ("strategy", "template")
 
 _DESCRIPTION = (
     "Administer tenants, projects, users, API tokens, recipes and settings, and read the delivery "
-    "log, dead letters, tool health and system sessions, in the store named by VANCETOPE_STORE_URL (default: the SQLite file in VANCETOPE_DATA_DIR). Results go to "
+    "log, dead letters, tool health and system sessions, purge what retention lets go, in the store named by VANCETOPE_STORE_URL (default: the SQLite file in VANCETOPE_DATA_DIR). Results go to "
     "stdout (a new id, a token's secret, a table whose first column is the id), notes to "
     "stderr; errors exit with code 2."
 )
@@ -61,6 +62,15 @@ def add_admin_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         help="bring the store's schema to this server's version and print it (every process "
              "also does this when it opens the store; run it once before a rolling upgrade)",
     ).set_defaults(admin_verb="")
+    p = kinds.add_parser(
+        "purge", parents=[quiet],
+        help="delete now what the tenants' retention settings (retention.*) let go, in the "
+             "housekeeping's bounded batches until nothing due is left; --dry-run shows it")
+    p.add_argument("--dry-run", action="store_true",
+                   help="delete nothing: per tenant and kind, how many records would go and "
+                        "the oldest one's time")
+    p.add_argument("--tenant", help="only this tenant (default: every tenant)")
+    p.set_defaults(admin_verb="")
     tenant = verbs("tenant", "tenants (each gets a project 'default')")
     p = tenant.add_parser("create", parents=[quiet, exist_ok], help="create a tenant")
     p.add_argument("name")
@@ -251,6 +261,42 @@ def _migrate(admin: Administration, args: argparse.Namespace) -> None:
     else:
         _note(args, f"the store's schema is at version {version}, this server's")
         print(version)
+
+
+def _purge(admin: Administration, args: argparse.Namespace) -> None:
+    from vancetope_brain.models import utcnow
+    from vancetope_brain.services.retention import KINDS
+
+    if args.tenant is not None:
+        admin.identity.require_tenant(args.tenant)
+    now = utcnow()
+    if args.dry_run:
+        rows: list[Sequence[str]] = []
+        for tenant in admin.retention.due(now, args.tenant):
+            cutoffs = {"sessions": tenant.sessions_before, "deliveries": tenant.deliveries_before}
+            for kind in KINDS:
+                cutoff = cutoffs["deliveries" if kind == "deliveries" else "sessions"]
+                due = tenant.due[kind]
+                rows.append((tenant.tenant_id, kind, "kept" if cutoff is None else str(due.count),
+                             _when(due.oldest) if due.oldest else "-",
+                             _when(cutoff) if cutoff else "-"))
+        _table(("TENANT", "KIND", "DUE", "OLDEST", "BEFORE"), rows)
+        _note(args, "dry run: nothing was deleted (kept: the tenant's retention setting for "
+                    "this kind is unset)")
+        return
+    total = dict.fromkeys(KINDS, 0)
+
+    def progress(tenant: str, gone: dict[str, int]) -> None:
+        _note(args, f"{tenant}: deleted " + ", ".join(f"{n} {kind}" for kind, n in gone.items()
+                                                     if n))
+
+    while True:  # one housekeeping-sized run after another, until one deletes nothing
+        run = admin.retention.purge(now, args.tenant, progress=progress)
+        for kind, count in run.items():
+            total[kind] += count
+        if not run["sessions"] and not run["deliveries"]:
+            break
+    _table(("KIND", "DELETED"), [(kind, str(total[kind])) for kind in KINDS])
 
 
 def _tenant_create(admin: Administration, args: argparse.Namespace) -> None:
@@ -578,6 +624,7 @@ def _setting_unset(admin: Administration, args: argparse.Namespace) -> None:
 
 _COMMANDS: dict[tuple[str, str], _Command] = {
     ("migrate", ""): _migrate,
+    ("purge", ""): _purge,
     ("system-session", "list"): _system_session_list,
     ("tenant", "create"): _tenant_create,
     ("tenant", "list"): _tenant_list,

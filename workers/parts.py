@@ -27,6 +27,7 @@ from vancetope_brain.models import ThinkProcess, utcnow
 from vancetope_brain.runtime import Core
 from vancetope_brain.services import (
     DocumentIndexer,
+    RetentionService,
     ServiceJobs,
     SystemSessions,
 )
@@ -41,6 +42,7 @@ from vancetope_brain.store import (
     JournalStore,
     LaneStore,
     MemoryStore,
+    RetentionStore,
     SessionStore,
     ToolHealthStore,
     UserInboxStore,
@@ -61,6 +63,8 @@ class Worker(Core):
     mcp: McpRegistry
     services: ServiceJobs
     system_sessions: SystemSessions
+    retention: RetentionService
+    """The retention purge (``retention.*`` settings), a bounded batch per housekeeping run."""
     tool_health: ToolHealthService
     indexer: DocumentIndexer
     """Runs the ingestion jobs of knowledge documents (``vancetope.index_document``)."""
@@ -86,13 +90,16 @@ class Worker(Core):
         """The slower beat job: finish inbox answers a crash cut short (their processes are
         then woken by the sweeper), send e-mail batches that are due, archive old items,
         probe MCP servers and tools whose health record is due (never in a user's turn),
-        delete service processes closed longer than ``VANCETOPE_SERVICE_RETENTION``, queue
+        delete service processes closed longer than ``VANCETOPE_SERVICE_RETENTION``, purge
+        what the tenants' retention lets go (a bounded batch: ``services.retention``), queue
         again the ingestion of documents whose job was lost."""
         now = utcnow()
-        return self.store.port(UserInboxStore).redeliver_inbox_messages() + \
+        done = self.store.port(UserInboxStore).redeliver_inbox_messages() + \
             self.notifications.flush(now) + self.inbox.auto_archive() + \
             self.tool_health.probe_due(self.mcp) + self.system_sessions.purge(now) + \
             self.indexer.resume_stalled(now, self.enqueue_index)
+        purged = self.retention.purge(now)
+        return done + purged["sessions"] + purged["deliveries"]
 
     def close(self) -> None:
         """Stop the threads these parts started (lease heartbeat, token flush, MCP) and
@@ -160,4 +167,6 @@ def build_worker(config: Config, enqueue: Enqueue, enqueue_job: EnqueueJob,
     indexer = DocumentIndexer.on(store, config.attachments_dir, events, embeddings)
     return Worker(**core, runner=runner, outbox=outbox, mcp=mcp, services=services,
                   system_sessions=system_sessions, tool_health=tool_health, indexer=indexer,
+                  retention=RetentionService(store.port(RetentionStore), store.port(IdentityStore),
+                                             core["settings"]),
                   enqueue_index=enqueue_index, leases=leases, tokens=tokens)

@@ -71,16 +71,19 @@ def test_auto_archive_follows_the_users_setting_and_spares_pending(embedded):
     cleo = Principal("acme", "cleo")
     brain.inbox.dismiss(cleo, make[0].id)
     brain.inbox.dismiss(cleo, make[1].id)
+    asked, _ = brain.inbox.create("acme", "ada", NewItem(ItemType.APPROVAL, "Ship it?",
+                                                         assigned_to="cleo"))
+    brain.inbox.answer(cleo, asked.id, Outcome.UNDECIDABLE, reason="not mine")
 
     def service(days_later: float) -> InboxService:
         return dataclasses.replace(brain.inbox, base_url="http://x", publish=lambda *a: None,
                                    clock=lambda: utcnow() + timedelta(days=days_later))
 
     assert service(1).auto_archive() == 0
-    assert service(3).auto_archive() == 2
+    assert service(3).auto_archive() == 3  # the ANSWERED ask and the DISMISSED notes
     statuses = {i.id: i.status for i in brain.inbox.list(cleo, statuses=ItemStatus)}
     assert statuses == {make[0].id: ItemStatus.ARCHIVED, make[1].id: ItemStatus.ARCHIVED,
-                        make[2].id: ItemStatus.PENDING}
+                        make[2].id: ItemStatus.PENDING, asked.id: ItemStatus.ARCHIVED}
     archived = brain.store.port(UserInboxStore).get_inbox_item("acme", make[0].id)
     assert archived.history[-1].by == "system:auto-archive" and archived.archived_at
     service(400).auto_archive()  # PENDING is never archived

@@ -271,7 +271,7 @@ def test_sqlite_migrates_a_version_4_file(tmp_path: Path) -> None:
     assert indexes == {("inbox_by_assignee", 0, 0), ("inbox_by_session", 0, 0),
                        ("inbox_by_process", 0, 0), ("inbox_idempotency", 1, 1),
                        ("deliveries_by_item", 0, 0), ("deliveries_by_user", 0, 0),
-                       ("deliveries_queued", 0, 0)}
+                       ("deliveries_queued", 0, 0), ("deliveries_by_age", 0, 0)}
 
 
 def test_every_sqlite_migration_is_within_the_schema_version() -> None:

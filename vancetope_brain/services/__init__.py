@@ -6,6 +6,9 @@ A service process is spawned by the system, never by a user or an engine: a job
 worker's composition root) and run into a new process of the service's recipe in the
 hidden system session of its (tenant, project, service).
 
+``retention`` deletes what a tenant's retention settings let go (``RetentionService``, run by
+the housekeeping beat and ``vancetope admin purge``).
+
 ``documents`` adds documents, queues their ingestion and runs it on a worker
 (``DocumentService``, ``DocumentIndexer``), keeping their bytes in ``DocumentFiles``.
 
@@ -22,7 +25,9 @@ from vancetope_brain.services.documents import (
     IndexJob,
 )
 from vancetope_brain.services.jobs import ServiceJob, ServiceJobs
+from vancetope_brain.services.retention import RetentionService
 from vancetope_brain.services.system_sessions import SYSTEM_USER, SystemSessions
 
 __all__ = ["SYSTEM_USER", "DocumentFiles", "DocumentIndexer", "DocumentPushes",
-           "DocumentService", "IndexJob", "ServiceJob", "ServiceJobs", "SystemSessions"]
+           "DocumentService", "IndexJob", "RetentionService", "ServiceJob", "ServiceJobs",
+           "SystemSessions"]

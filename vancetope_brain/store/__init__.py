@@ -23,6 +23,7 @@ from vancetope_brain.store.journal import JournalStore
 from vancetope_brain.store.lanes import LaneStore
 from vancetope_brain.store.memory import MemoryStore
 from vancetope_brain.store.recipes import RecipeStore
+from vancetope_brain.store.retention import RetentionStore
 from vancetope_brain.store.session_search import SessionSearch
 from vancetope_brain.store.sessions import SessionStore
 from vancetope_brain.store.settings import SettingStore
@@ -32,5 +33,5 @@ from vancetope_brain.store.vectors import DocumentVectors
 
 __all__ = ["Backend", "DeadLetterStore", "DeliveryStore", "DocumentStore", "DocumentVectors",
            "EventOutboxStore", "IdentityStore", "JournalStore", "LaneStore", "MemoryStore", "Port",
-           "RecipeStore", "SessionSearch", "SessionStore", "SettingStore", "ToolHealthStore",
-           "UserInboxStore", "open_store"]
+           "RecipeStore", "RetentionStore", "SessionSearch", "SessionStore", "SettingStore",
+           "ToolHealthStore", "UserInboxStore", "open_store"]

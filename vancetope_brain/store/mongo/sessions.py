@@ -34,8 +34,8 @@ from vancetope_brain.store.sessions import SessionStore
 
 PROCESSES = "think_processes"
 """The collection of process documents."""
-_PROCESS_OWNED = ("chat_messages", "turn_records", "process_timers", "turn_journal",
-                  "event_outbox")
+PROCESS_OWNED = ("chat_messages", "turn_records", "process_timers", "turn_journal",
+                 "event_outbox")
 """The collections whose documents a process owns by ``processId`` (deleted with it)."""
 _MESSAGES = "engine_messages"
 """Its inbox messages (by ``targetProcessId``); ``mongo.lanes.MESSAGES``."""
@@ -163,7 +163,7 @@ class MongoSessions(MongoAdapter, SessionStore):
             mine = {"tenantId": process.tenant_id, "processId": process.id}
             database[_MESSAGES].delete_many({"tenantId": process.tenant_id,
                                             "targetProcessId": process.id})
-            for collection in _PROCESS_OWNED:
+            for collection in PROCESS_OWNED:
                 database[collection].delete_many(mine)
             self._processes.delete_one({"_id": process.id, "tenantId": process.tenant_id})
         return gone

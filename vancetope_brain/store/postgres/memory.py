@@ -73,7 +73,7 @@ from vancetope_brain.store.memory import (
     rank,
 )
 from vancetope_brain.store.postgres import PostgresAdapter
-from vancetope_brain.store.postgres._db import load_all, load_one
+from vancetope_brain.store.postgres._db import doc_json, load_all, load_one
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS memory_entries (
@@ -165,7 +165,7 @@ class PostgresMemory(PostgresAdapter, MemoryStore):
                     "ON CONFLICT (tenant_id, process_id, idempotency_key) "
                     "WHERE idempotency_key IS NOT NULL DO NOTHING",
                     (entry.id, *key, entry.process_id, entry.kind.value, entry.idempotency_key,
-                     len(indexed), _us(entry), entry.model_dump_json(by_alias=True),
+                     len(indexed), _us(entry), doc_json(entry),
                      sorted({prefix + term for term in indexed}))).rowcount
             except psycopg.errors.UniqueViolation as e:
                 raise Conflict(f"memory entry {entry.id} exists") from e

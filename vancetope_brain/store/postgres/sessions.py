@@ -61,6 +61,9 @@ CREATE TABLE IF NOT EXISTS sessions (
 CREATE INDEX IF NOT EXISTS sessions_by_user ON sessions (tenant_id, user_id, created_ms);
 CREATE INDEX IF NOT EXISTS sessions_open ON sessions (tenant_id, user_id)
     WHERE doc->>'status' <> 'CLOSED';
+-- The retention purge's candidates (``retention.py``): only CLOSED sessions.
+CREATE INDEX IF NOT EXISTS sessions_closed ON sessions (tenant_id, created_ms)
+    WHERE doc->>'status' = 'CLOSED';
 CREATE TABLE IF NOT EXISTS processes (
     id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, session_id TEXT NOT NULL,
     created_ms BIGINT NOT NULL, doc JSONB NOT NULL,

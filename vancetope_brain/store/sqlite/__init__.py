@@ -123,13 +123,13 @@ class SqliteBackend(Backend):
                     conn.execute("ROLLBACK")
                 raise
 
-    def read(self, sql: str, params: tuple[Any, ...]) -> list[Any]:
+    def read(self, sql: str, params: Sequence[Any] | Mapping[str, Any]) -> list[Any]:
         """The rows of one query, outside any transaction."""
         with self._errors():
             conn = self._conn()
             return retry_busy(lambda: conn.execute(sql, params).fetchall())
 
-    def execute(self, sql: str, params: tuple[Any, ...]) -> sqlite3.Cursor:
+    def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any]) -> sqlite3.Cursor:
         """One writing statement in its own transaction."""
         with self.write() as conn:
             return conn.execute(sql, params)

@@ -47,6 +47,9 @@ CREATE TABLE IF NOT EXISTS sessions (
 CREATE INDEX IF NOT EXISTS sessions_by_user ON sessions (tenant_id, user_id, created_ms);
 CREATE INDEX IF NOT EXISTS sessions_open ON sessions (tenant_id, user_id)
     WHERE json_extract(doc, '$.status') != 'CLOSED';
+-- The retention purge's candidates (``retention.py``): only CLOSED sessions.
+CREATE INDEX IF NOT EXISTS sessions_closed ON sessions (tenant_id, created_ms)
+    WHERE json_extract(doc, '$.status') = 'CLOSED';
 CREATE TABLE IF NOT EXISTS processes (
     id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, session_id TEXT NOT NULL,
     created_ms INTEGER NOT NULL, doc TEXT NOT NULL
