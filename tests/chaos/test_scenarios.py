@@ -1,7 +1,9 @@
 """Chaos scenarios on the distributed shape with the default settings (issue 11): each
 injects a fault under load, waits for the system to settle, runs the oracle and reports
 its recovery time. Bounds are generous multiples of the documented ones; the figures are
-in the run's "chaos: recovery" summary."""
+in the run's "chaos: recovery" summary. The store is SQLite; the Redis restart and the
+worker kills run once more on PostgreSQL (a server of the test's own), and one scenario
+crashes that server under load."""
 
 from __future__ import annotations
 
@@ -12,7 +14,17 @@ import time
 
 import pytest
 
-from tests.chaos.conftest import LEASE_TTL, ROUNDS, OwnRedis, report, since
+from tests.chaos.conftest import (
+    LEASE_TTL,
+    POSTGRESQL,
+    ROUNDS,
+    OwnPostgres,
+    OwnRedis,
+    cases,
+    on,
+    report,
+    since,
+)
 from tests.chaos.oracle import Oracle
 from tests.helpers import wait_for
 from tests.integration.conftest import stop_process
@@ -77,7 +89,7 @@ def _load_until(oracle: Oracle, pids: list[str], done: threading.Event,
     return thread
 
 
-@pytest.mark.parametrize("round", range(ROUNDS))
+@pytest.mark.parametrize(("chaos", "round"), cases(postgresql=True), indirect=["chaos"])
 def test_redis_killed_and_restarted_empty_while_replies_stream(
         chaos: Stack, own_redis: OwnRedis, round: int) -> None:
     processes = 20
@@ -96,13 +108,13 @@ def test_redis_killed_and_restarted_empty_while_replies_stream(
     for worker in workers:
         assert worker.popen.poll() is None, f"worker {worker.name} exited after the restart"
     oracle.check(clients)
-    report("redis SIGKILL + restart empty 3 s later, 20 streaming processes",
+    report("redis SIGKILL + restart empty 3 s later, 20 streaming processes" + on(chaos),
            answered_after_kill_s=recovered, messages=sum(map(len, oracle.sent.values())),
            sends_retried=oracle.refused,
            clients_with_gap=sum(bool(c.gaps) for c in clients.values()))
 
 
-@pytest.mark.parametrize("round", range(ROUNDS))
+@pytest.mark.parametrize(("chaos", "round"), cases(postgresql=True), indirect=["chaos"])
 def test_all_workers_killed_mid_turn_and_restarted_without_beat(chaos: Stack, round: int) -> None:
     cluster = chaos.cluster
     cluster.env["VT_TEST_DELAY"] = "1.5"  # each reply takes 1.5 s: the kill lands mid-turn
@@ -122,9 +134,41 @@ def test_all_workers_killed_mid_turn_and_restarted_without_beat(chaos: Stack, ro
     wait_for(oracle.answered, timeout=LEASE_TTL + 60, interval=0.1, what="every message answered")
     recovered = since(killed)
     oracle.check()
-    report("all workers SIGKILLed mid-turn and restarted, no beat",
+    report("all workers SIGKILLed mid-turn and restarted, no beat" + on(chaos),
            answered_after_kill_s=recovered, bound_s=LEASE_TTL + 5)
     assert recovered <= LEASE_TTL + 5 + 2 * 1.5 + 5, "slower than lease TTL + 5 s (+ the turns)"
+
+
+@pytest.mark.parametrize("chaos", [POSTGRESQL], indirect=True)
+def test_postgresql_restarted_under_load(chaos: Stack, own_postgres: OwnPostgres) -> None:
+    """The store's server crashes (postmaster and backends SIGKILLed at once) while replies
+    stream and messages arrive, and comes back 3 s later (crash recovery): turns in flight
+    are abandoned unwritten and run again, sends meeting the outage are retried with their
+    idempotency keys, the workers reconnect and keep running."""
+    cluster = chaos.cluster
+    per_process = 4
+    workers = cluster.start_workers("stream", "stream", sweeping=True, pool="prefork")
+    pids, clients = _sessions(chaos, 12, with_clients=4)
+    oracle = Oracle(cluster)
+    sender = _load(oracle, pids, per_process=per_process, pause=0.5, tag="pg")
+    time.sleep(1.0)  # replies are streaming
+    own_postgres.kill()
+    killed = time.monotonic()
+    time.sleep(3.0)
+    own_postgres.start()
+    down = since(killed)
+    sender.join(timeout=120)
+    assert not sender.is_alive() and all(
+        len(oracle.sent.get(pid, ())) == per_process for pid in pids), "sends not accepted"
+    wait_for(oracle.answered, timeout=120, interval=0.2, what="every message answered")
+    recovered = since(killed)
+    for worker in workers:
+        assert worker.popen.poll() is None, f"worker {worker.name} exited after the restart"
+    oracle.check(clients)
+    report("PostgreSQL SIGKILL (server and backends) + restart 3 s later, 12 streaming "
+           "processes", down_s=down, answered_after_kill_s=recovered,
+           messages=sum(map(len, oracle.sent.values())), sends_retried=oracle.refused,
+           clients_with_gap=sum(bool(c.gaps) for c in clients.values()))
 
 
 @pytest.mark.parametrize("round", range(ROUNDS))

@@ -159,12 +159,14 @@ class Worker:
 
 class Cluster:
     """Workers, a test process with a gateway's parts (``brain``) on the same Redis and SQLite
-    file, and an optional sweeper (a worker's parts, built when it starts)."""
+    file (or the store ``VANCETOPE_STORE_URL`` in ``extra`` names), and an optional sweeper
+    (a worker's parts, built when it starts)."""
 
     def __init__(self, tmp_path: Path, redis_url: str, **extra: str) -> None:
         self.tmp = tmp_path
+        # The SQLite file unless ``extra`` names another store (the chaos suite's PostgreSQL).
+        extra = {"VANCETOPE_STORE_URL": f"sqlite:///{tmp_path / 'v.db'}", **extra}
         self.env = child_env(server_env(tmp_path / "data", VANCETOPE_REDIS_URL=redis_url,
-                                        VANCETOPE_STORE_URL=f"sqlite:///{tmp_path / 'v.db'}",
                                         **extra))
         self.config = Config.from_env(self.env)
         self.app = create_celery(self.config)

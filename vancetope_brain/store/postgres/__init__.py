@@ -25,10 +25,15 @@ EXISTS``) and its ``migrations`` per schema version; ``_db.create_schema`` runs 
 at open under an advisory lock, so pods that start together migrate once.
 
 Faults: a statement running longer than ``STATEMENT_TIMEOUT_MS``, or a transaction left
-idle that long (a frozen process holding row locks), is ended by the server; a lost connection (a server restart) fails the call with ``StoreError``,
-which every caller already treats as a runtime failure (the turn is retried, the
-request answered 503), and the pool replaces broken connections, so the next call
-reconnects. Nothing accepted is lost: a write either committed or raised.
+idle that long (a frozen process holding row locks), is ended by the server; a lost
+connection (a server restart) fails the call with ``StoreError``, which every caller
+already treats as a runtime failure (the turn is retried, the request answered 503), and
+the pool replaces broken connections, trying at least every ``RECONNECT_MAX_DELAY``
+seconds while the server is away (a call meanwhile waits up to ``POOL_WAIT`` seconds for
+a connection). Nothing accepted is lost: a write committed or raised — and one that
+raised because its connection was lost during COMMIT may have committed too, so callers
+re-read rather than assume (a retried turn finds its messages drained; a send repeated
+with its idempotency key is stored once). tests/chaos crashes the server under load.
 """
 
 from __future__ import annotations
@@ -40,6 +45,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
+from psycopg_pool.base import AttemptWithBackoff
 
 from vancetope_brain.errors import ConfigError, Conflict, StoreError
 from vancetope_brain.store.backend import Adapter, Backend, Port, import_adapters
@@ -53,6 +59,9 @@ POOL_MAX = 10
 """Connections one OS process opens at most, unless the URL's ``pool_max`` says otherwise;
 a call that finds them all busy waits up to ``POOL_WAIT`` seconds, then fails."""
 POOL_WAIT = 30.0
+RECONNECT_MAX_DELAY = 1.0
+"""Most seconds between two attempts of the pool to replace a lost connection, so that
+calls find the server at most about this long after it is back (see ``_Pool``)."""
 
 
 class PostgresAdapter(Adapter):
@@ -92,6 +101,31 @@ def _configure(conn: psycopg.Connection[Any]) -> None:
     conn.execute("SET TIME ZONE 'UTC'")
 
 
+class _Reconnect(AttemptWithBackoff):
+    """psycopg_pool's reconnect attempt with its back-off capped at ``RECONNECT_MAX_DELAY``."""
+
+    def update_delay(self, now: float) -> None:
+        super().update_delay(now)
+        self.delay = min(self.delay, RECONNECT_MAX_DELAY)
+
+
+class _Pool(ConnectionPool[psycopg.Connection[Any]]):
+    """The connection pool, reconnecting at least every ``RECONNECT_MAX_DELAY`` seconds.
+
+    psycopg_pool replaces a lost connection in the background, doubling the delay between
+    attempts without bound (1, 2, 4, 8 … s, for up to ``reconnect_timeout``), while the
+    calls that need a connection wait for it (``POOL_WAIT``): after a server restart that
+    took D seconds, the store answered again only up to about D seconds after the server
+    did (a 20 s outage: 9 s later; tests/chaos/test_own_postgres.py). ``_add_connection``
+    (every replacement and growth starts there, and its retries carry the attempt along)
+    is psycopg_pool's own, not public; that test fails if it stops being called."""
+
+    def _add_connection(self, attempt: AttemptWithBackoff | None,
+                        growing: bool = False) -> None:
+        super()._add_connection(attempt or _Reconnect(timeout=self.reconnect_timeout),
+                                growing=growing)
+
+
 class PostgresBackend(Backend):
     """The ports on one PostgreSQL database (or, with ``options=-csearch_path=S`` in the
     URL, one schema of it).
@@ -106,7 +140,7 @@ class PostgresBackend(Backend):
 
     def __init__(self, url: str) -> None:
         conninfo, pool_max = _split_url(url)
-        self.pool: ConnectionPool[psycopg.Connection[Any]] = ConnectionPool(
+        self.pool: ConnectionPool[psycopg.Connection[Any]] = _Pool(
             conninfo, min_size=1, max_size=pool_max, timeout=POOL_WAIT, open=False,
             kwargs={"autocommit": True}, configure=_configure, name="vancetope-store")
         owners = list(self.adapters.values())
