@@ -12,6 +12,7 @@ import pytest
 
 from tests.chaos.conftest import OwnPostgres, _children, alive
 from vancetope_brain.errors import StoreError
+from vancetope_brain.store import postgres
 from vancetope_brain.store.postgres import RECONNECT_MAX_DELAY, PostgresBackend
 
 pytestmark = [pytest.mark.chaos]
@@ -39,10 +40,12 @@ def test_a_crash_keeps_what_was_committed_and_close_leaves_nothing(tmp_path: Pat
     assert not server.dir.exists()
 
 
-def test_the_store_answers_within_a_second_of_the_servers_return(tmp_path: Path) -> None:
+def test_the_store_answers_within_a_second_of_the_servers_return(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """After an 8 s outage the pool's own back-off (1, 2, 4, 8 s) would have tried again
     only 15 s after the crash; capped (``_Pool``), it finds the server within
     ``RECONNECT_MAX_DELAY`` of its return."""
+    monkeypatch.setattr(postgres, "IDLE_CHECK", 3600.0)  # the stale connection is used
     server = OwnPostgres(tmp_path)
     try:
         db = PostgresBackend(server.url)
@@ -57,6 +60,26 @@ def test_the_store_answers_within_a_second_of_the_servers_return(tmp_path: Path)
             back = time.monotonic()
             db.ping()  # waits for the pool's next connection
             assert time.monotonic() - back < RECONNECT_MAX_DELAY + 1.0
+        finally:
+            db.close()
+    finally:
+        server.close()
+
+
+def test_a_call_after_a_restart_while_the_store_was_idle_succeeds(tmp_path: Path) -> None:
+    """A connection idle past ``IDLE_CHECK`` is checked before use: after the server was
+    restarted while nobody called (a user typing), the next call reconnects instead of
+    failing with the stale connection's error."""
+    server = OwnPostgres(tmp_path)
+    try:
+        db = PostgresBackend(server.url)
+        try:
+            db.ping()
+            server.kill()
+            server.start()
+            time.sleep(postgres.IDLE_CHECK + 0.2)
+            db.ping()
+            assert db.read("SELECT 41 + 1") == [(42,)]
         finally:
             db.close()
     finally:

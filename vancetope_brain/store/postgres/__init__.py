@@ -40,8 +40,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from time import monotonic
 from typing import Any, ClassVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from weakref import WeakKeyDictionary
 
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
@@ -59,6 +61,8 @@ POOL_MAX = 10
 """Connections one OS process opens at most, unless the URL's ``pool_max`` says otherwise;
 a call that finds them all busy waits up to ``POOL_WAIT`` seconds, then fails."""
 POOL_WAIT = 30.0
+IDLE_CHECK = 1.0
+"""Seconds a connection may lie idle in the pool before it is checked as it is taken."""
 RECONNECT_MAX_DELAY = 1.0
 """Most seconds between two attempts of the pool to replace a lost connection, so that
 calls find the server at most about this long after it is back (see ``_Pool``)."""
@@ -152,6 +156,7 @@ class PostgresBackend(Backend):
                               [owner.migrations for owner in owners])
         except psycopg.Error as e:
             raise StoreError(f"cannot open PostgreSQL store {_redacted(url)}: {e}") from e
+        self._used: WeakKeyDictionary[psycopg.Connection[Any], float] = WeakKeyDictionary()
         self.pool.open()
         super().__init__()
 
@@ -170,21 +175,42 @@ class PostgresBackend(Backend):
             raise StoreError(f"PostgreSQL store: {e}") from e
 
     @contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """A connection of the pool, given back after the block. One that lay idle longer
+        than ``IDLE_CHECK`` is first checked with an empty query (before any statement of
+        ours, so nothing can have run): if the server went away meanwhile (a restart while
+        a user was typing), the stale connections are dropped and a fresh one is taken,
+        instead of failing the call."""
+        conn = self.pool.getconn()
+        if monotonic() - self._used.get(conn, 0.0) > IDLE_CHECK:
+            try:
+                conn.execute("")
+            except psycopg.OperationalError:
+                self.pool.putconn(conn)  # broken: the pool discards it
+                self.pool.check()
+                conn = self.pool.getconn()
+        try:
+            yield conn
+        finally:
+            self._used[conn] = monotonic()
+            self.pool.putconn(conn)
+
+    @contextmanager
     def write(self) -> Iterator[psycopg.Connection[Any]]:
         """One transaction on one connection: committed when the block ends, rolled back
         on any exception."""
-        with self._errors(), self.pool.connection() as conn, conn.transaction():
+        with self._errors(), self._connection() as conn, conn.transaction():
             yield conn
 
     def read(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[Any]:
         """The rows of one statement (a query, or a write ``… RETURNING``), which is its
         own transaction."""
-        with self._errors(), self.pool.connection() as conn:
+        with self._errors(), self._connection() as conn:
             return conn.execute(sql, params).fetchall()
 
     def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> int:
         """One writing statement in its own transaction; the number of rows it changed."""
-        with self._errors(), self.pool.connection() as conn:
+        with self._errors(), self._connection() as conn:
             return conn.execute(sql, params).rowcount
 
     def schema_version(self) -> int:
