@@ -26,6 +26,8 @@ from vancetope_brain.store import (
     SessionStore,
     open_store,
 )
+from vancetope_brain.store.postgres._db import SCHEMA_VERSION as POSTGRES_VERSION
+from vancetope_brain.store.sqlite._db import SCHEMA_VERSION as SQLITE_VERSION
 from vancetope_gateway.cli import main
 
 
@@ -516,3 +518,13 @@ def test_purge_shows_then_deletes_what_the_tenants_retention_lets_go(
     assert len(store.port(DeliveryStore).list_deliveries("other")) == 1
     again = admin("purge", "--tenant", "acme")
     assert {row[0]: row[1] for row in again.rows}["sessions"] == "0"
+
+
+def test_migrate_brings_the_store_to_this_servers_schema_and_prints_it(
+        admin, store_url: str, postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    done = admin("migrate")
+    assert (done.code, done.out) == (0, f"{SQLITE_VERSION}\n")
+    assert "schema is at version" in done.err
+    monkeypatch.setenv("VANCETOPE_STORE_URL", postgres_url)
+    done = admin("migrate", "-q")
+    assert (done.code, done.out, done.err) == (0, f"{POSTGRES_VERSION}\n", "")
