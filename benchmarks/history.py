@@ -841,11 +841,22 @@ def traced_pg_connections(statements: list[str]) -> Iterator[None]:
         original(conn)
         conn.cursor_factory = Traced
 
+    write = backend.PostgresBackend.write
+
+    @contextlib.contextmanager
+    def traced_write(self: Any) -> Iterator[Any]:
+        statements.append("BEGIN")  # psycopg sends it outside a cursor
+        with write(self) as conn:
+            yield conn
+        statements.append("COMMIT")
+
     backend._configure = configure  # type: ignore[assignment]
+    backend.PostgresBackend.write = traced_write  # type: ignore[method-assign]
     try:
         yield
     finally:
         backend._configure = original  # type: ignore[assignment]
+        backend.PostgresBackend.write = write  # type: ignore[method-assign]
 
 
 def turn_statements(redis_url: str, store_url: str, tmp: Path, tid: str, uid: str,
@@ -986,6 +997,8 @@ def explain_pg(seeded_sql: list[tuple[str, str]], empty_sql: list[tuple[str, str
         seen: dict[tuple[str, str], int] = {}
         out = {}
         for part, sql in trace:
+            if sql in ("BEGIN", "COMMIT"):
+                continue
             shape = _shape(sql)
             n = seen[(part, shape)] = seen.get((part, shape), -1) + 1
             out[(part, shape, n)] = sql
@@ -1011,12 +1024,15 @@ def explain_pg(seeded_sql: list[tuple[str, str]], empty_sql: list[tuple[str, str
 
 
 def print_counts(trace: list[tuple[str, str]]) -> None:
-    """Statements per part of the seeded trace (SQLite: with BEGIN/COMMIT, which the
-    trace callback sees; PostgreSQL: without, which psycopg sends outside a cursor)."""
-    counts = {part: sum(1 for p, _ in trace if p == part)
-              for part in ("steer", "turn", "chat-history")}
-    print("statements on the seeded store: " + ", ".join(
-        f"{part} {n}" for part, n in counts.items()), flush=True)
+    """Statements per part of the seeded trace, and the explicit transactions among them
+    (``BEGIN``; on PostgreSQL every other statement is a transaction of its own)."""
+    parts = ("steer", "turn", "chat-history")
+    counts = {part: sum(1 for p, sql in trace if p == part and sql not in ("BEGIN", "COMMIT"))
+              for part in parts}
+    begins = {part: sum(1 for p, sql in trace if p == part and sql.startswith("BEGIN"))
+              for part in parts}
+    print("statements on the seeded store (explicit transactions among them): " + ", ".join(
+        f"{part} {counts[part]} ({begins[part]})" for part in parts), flush=True)
 
 
 def print_plans(rows: list[dict[str, Any]]) -> None:

@@ -131,21 +131,34 @@ class PostgresBackend(Backend):
             raise StoreError(f"PostgreSQL store: {e}") from e
 
     @contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection[Any]]:
+        """A pooled connection for one call. ``getconn``/``putconn`` rather than
+        ``pool.connection()``, whose ``with conn`` adds a ``commit()`` that is a no-op on
+        these autocommit connections but costs ~15 µs of CPU per call (a store read is
+        ~40 µs): ``putconn`` still rolls back a connection left in a transaction and
+        replaces a broken one."""
+        conn = self.pool.getconn()
+        try:
+            yield conn
+        finally:
+            self.pool.putconn(conn)
+
+    @contextmanager
     def write(self) -> Iterator[psycopg.Connection[Any]]:
         """One transaction on one connection: committed when the block ends, rolled back
         on any exception."""
-        with self._errors(), self.pool.connection() as conn, conn.transaction():
+        with self._errors(), self._connection() as conn, conn.transaction():
             yield conn
 
     def read(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> list[Any]:
         """The rows of one statement (a query, or a write ``… RETURNING``), which is its
         own transaction."""
-        with self._errors(), self.pool.connection() as conn:
+        with self._errors(), self._connection() as conn:
             return conn.execute(sql, params).fetchall()
 
     def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] = ()) -> int:
         """One writing statement in its own transaction; the number of rows it changed."""
-        with self._errors(), self.pool.connection() as conn:
+        with self._errors(), self._connection() as conn:
             return conn.execute(sql, params).rowcount
 
     def schema_version(self) -> int:
