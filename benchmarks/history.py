@@ -36,6 +36,24 @@ What it does (all on 127.0.0.1):
    seeded store) with its ``EXPLAIN QUERY PLAN`` and its time on the empty and the seeded
    store; a plan that scans a table or sorts into a temporary b-tree is flagged.
 5. The bare Celery round trip and the LangGraph peer (``_compare.py``), once.
+
+``--store postgres`` (``benchmarks/_store.py``): the same on PostgreSQL. The templates are
+still written by the product into SQLite (their documents are the product's JSON text);
+the seeding copies them into the PostgreSQL tables of ``vancetope_brain/store/postgres``
+(the same columns but ``row_no``, which PostgreSQL numbers itself): sessions, processes and
+lanes by ``COPY``, the history by ``INSERT … SELECT`` over ``generate_series`` on the
+server with the same numbering (``PgSeeder``), every index and the session search's GIN
+index on ``chat`` kept as the product keeps them, then ``VACUUM ANALYZE`` (statistics and
+hint bits, as autovacuum leaves a long-lived store). A size kept for the runs is a
+database ``vt_hist_<key hash>_<size>`` on the server (``CREATE DATABASE … TEMPLATE``),
+reused by later runs of the same sizes like the SQLite cache files (its sizes and counts
+in ``--cache``; ``DROP DATABASE`` to free it); each run's database is created from it.
+The store's size is that of its tables with their indexes and TOAST. The query plans:
+the statements are recorded by a psycopg cursor class of ours on the product's pooled
+connections (``pg_stat_statements`` is not preloaded on these servers) with their
+parameters spliced in, then ``EXPLAIN``-ed (a sequential scan or a sort is flagged) and
+timed as literal SQL in a rolled-back transaction (so they are parsed and planned each
+time, where the product's are prepared after 5 executions).
 """
 
 from __future__ import annotations
