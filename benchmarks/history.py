@@ -36,6 +36,24 @@ What it does (all on 127.0.0.1):
    seeded store) with its ``EXPLAIN QUERY PLAN`` and its time on the empty and the seeded
    store; a plan that scans a table or sorts into a temporary b-tree is flagged.
 5. The bare Celery round trip and the LangGraph peer (``_compare.py``), once.
+
+``--store postgres`` (``benchmarks/_store.py``): the same on PostgreSQL. The templates are
+still written by the product into SQLite (their documents are the product's JSON text);
+the seeding copies them into the PostgreSQL tables of ``vancetope_brain/store/postgres``
+(the same columns but ``row_no``, which PostgreSQL numbers itself): sessions, processes and
+lanes by ``COPY``, the history by ``INSERT … SELECT`` over ``generate_series`` on the
+server with the same numbering (``PgSeeder``), every index and the session search's GIN
+index on ``chat`` kept as the product keeps them, then ``VACUUM ANALYZE`` (statistics and
+hint bits, as autovacuum leaves a long-lived store). A size kept for the runs is a
+database ``vt_hist_<key hash>_<size>`` on the server (``CREATE DATABASE … TEMPLATE``),
+reused by later runs of the same sizes like the SQLite cache files (its sizes and counts
+in ``--cache``; ``DROP DATABASE`` to free it); each run's database is created from it.
+The store's size is that of its tables with their indexes and TOAST. The query plans:
+the statements are recorded by a psycopg cursor class of ours on the product's pooled
+connections (``pg_stat_statements`` is not preloaded on these servers) with their
+parameters spliced in, then ``EXPLAIN``-ed (a sequential scan or a sort is flagged) and
+timed as literal SQL in a rolled-back transaction (so they are parsed and planned each
+time, where the product's are prepared after 5 executions).
 """
 
 from __future__ import annotations
@@ -43,6 +61,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import hashlib
 import json
 import os
 import random
@@ -61,6 +80,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import _compare  # noqa: E402
+import _store  # noqa: E402
 import lane_turns  # noqa: E402
 from _redis import check_url, claimed_db, reset  # noqa: E402
 
@@ -182,8 +202,7 @@ class Seeder:
         self.batches: dict[str, list[tuple[Any, ...]]] = {t: [] for t in SEED_TABLES}
         self.procs: list[tuple[Any, ...]] = []
         self.counts = dict.fromkeys(("messages", "chat", "turns"), 0)
-        for statement in _SEED_TEMP.split(";"):
-            conn.execute(statement)
+        self.temp_tables()
         r = tpl.rows
         self.idx = {t: {name: i for i, name in enumerate(tpl.columns[t])} for t in SEED_TABLES}
         sess, proc, msg = r["sessions"][0], r["processes"][0], r["messages"][0]
@@ -223,6 +242,10 @@ class Seeder:
             (steer[0], "@ID@"), ids[0], ids[3], ('"epoch":2,', '"epoch":@EPOCH@,'),
             (json.dumps(parsed["drainedIds"], separators=(",", ":")), "@DRAINED@"),
             (parsed["startedAt"], "@STARTED@"), (parsed["endedAt"], "@ENDED@")])
+
+    def temp_tables(self) -> None:
+        for statement in _SEED_TEMP.split(";"):
+            self.conn.execute(statement)
 
     def _doc(self, table: str, row: tuple[Any, ...]) -> str:
         return str(row[self.idx[table]["doc"]])
@@ -385,6 +408,123 @@ class Seeder:
         self.procs.clear()
 
 
+# PostgreSQL: the same rows through the tables of ``vancetope_brain/store/postgres`` (the
+# template rows come from SQLite, whose columns are PostgreSQL's but ``row_no``, an identity
+# column PostgreSQL fills; a document's JSON text becomes ``jsonb``).
+_PG_ISO = ("(to_char(timestamp 'epoch' + ({}) * interval '1 millisecond', "
+           "'YYYY-MM-DD\"T\"HH24:MI:SS.US') || 'Z')")
+_PG_NEW_ID = "('{}_' || substr(md5(random()::text || clock_timestamp()::text), 1, 16))"
+
+_PG_SEED_TEMP = """
+CREATE TEMP TABLE IF NOT EXISTS seed_procs (
+    pid TEXT PRIMARY KEY, tid TEXT, uid TEXT, sid TEXT,
+    n INTEGER, seq0 BIGINT, chat0 BIGINT, epoch0 BIGINT, base_ms BIGINT);
+CREATE TEMP TABLE IF NOT EXISTS seed_turns (
+    pid TEXT, tid TEXT, sid TEXT, epoch BIGINT, cnt BIGINT, drained TEXT,
+    started BIGINT, ended BIGINT, chat_seq BIGINT)
+"""
+
+
+def _pg_replace(column: str, keys: dict[str, str]) -> str:
+    """``_sql_replace`` for PostgreSQL (each value cast to text)."""
+    for key, expr in keys.items():
+        column = f"replace({column}, '@{key}@', ({expr})::text)"
+    return column
+
+
+class PgSeeder(Seeder):
+    """``Seeder`` on PostgreSQL (a psycopg connection in autocommit mode): the rows from
+    Python by ``COPY``, the history of a batch of processes by ``INSERT … SELECT`` over
+    ``generate_series`` on the server, with the same numbering as on SQLite."""
+
+    flushes = 0
+
+    def temp_tables(self) -> None:
+        for statement in _PG_SEED_TEMP.split(";"):
+            self.conn.execute(statement)
+
+    def flush(self) -> None:
+        conn = self.conn
+        with conn.transaction():
+            for table, rows in self.batches.items():
+                if rows:
+                    cols = ", ".join(self.tpl.columns[table])
+                    with conn.cursor().copy(f"COPY {table} ({cols}) FROM STDIN") as copy:
+                        for row in rows:
+                            copy.write_row(row)
+                    rows.clear()
+            if self.procs:
+                self._history_sql()
+        self.flushes += 1
+        if self.flushes % 25 == 0:  # the planner must see the tables grow (index joins)
+            conn.execute("ANALYZE messages, chat, turns")
+
+    def _history_sql(self) -> None:
+        conn, k = self.conn, self.k
+        conn.execute("DELETE FROM seed_procs")
+        conn.cursor().executemany("INSERT INTO seed_procs VALUES (%s, %s, %s, %s, %s, %s, %s, "
+                                  "%s, %s)", self.procs)
+        conn.execute("ANALYZE seed_procs")
+        doc = _pg_replace("%s", {"MID": "mid", "TID": "tid", "UID": "uid", "PID": "pid",
+                                 "TEXT": "text", "SEQ": "seq", "AT": _PG_ISO.format("at")})
+        conn.execute(
+            "WITH r AS MATERIALIZED (SELECT " + _PG_NEW_ID.format("msg") + " AS mid, p.tid,"
+            " p.uid, p.pid, p.seq0 + s.m AS seq, p.base_ms + s.m * 60000 AS at,"
+            " p.epoch0 + (s.m - 1) / %s + 1 AS epoch,"
+            " substr(%s, 1 + floor(random() * 4000)::int, 15 + floor(random() * 180)::int)"
+            " AS text FROM seed_procs p CROSS JOIN LATERAL generate_series(1, p.n) AS s(m))"
+            " INSERT INTO messages (id, tenant_id, target_process_id, seq, idempotency_key,"
+            " created_ms, drained_at, drained_epoch, doc, attempts, dead_ms)"
+            f" SELECT mid, tid, pid, seq, NULL, at, {_PG_ISO.format('at + 50')}, epoch,"
+            f" ({doc})::jsonb, 1, NULL FROM r", (k, _LOREM, self.t_message))
+        doc = _pg_replace("%s", {"CID": "cid", "MID": "mid", "TID": "tid", "SID": "sid",
+                                 "PID": "pid", "TEXT": "text", "SEQ": "cseq",
+                                 "AT": _PG_ISO.format("at")})
+        conn.execute(
+            "WITH r AS MATERIALIZED (SELECT " + _PG_NEW_ID.format("chat") + " AS cid,"
+            " m.id AS mid, p.tid, p.sid, p.pid, m.doc -> 'message' ->> 'content' AS text,"
+            " p.chat0 + (m.seq - p.seq0 - 1) / %s * (%s + 1) + mod(m.seq - p.seq0 - 1, %s) + 1"
+            " AS cseq, m.created_ms + 20 AS at"
+            " FROM seed_procs p JOIN messages m ON m.tenant_id = p.tid"
+            " AND m.target_process_id = p.pid AND m.seq > p.seq0)"
+            " INSERT INTO chat (id, tenant_id, process_id, seq, role, source_message_id, doc)"
+            f" SELECT cid, tid, pid, cseq, 'user', mid, ({doc})::jsonb FROM r",
+            (k, k, k, self.t_user_line))
+        conn.execute("DELETE FROM seed_turns")
+        conn.execute(
+            "INSERT INTO seed_turns SELECT p.pid, p.tid, p.sid, m.drained_epoch, COUNT(*),"
+            " json_agg(m.id ORDER BY m.seq)::text, MIN(m.created_ms), MAX(m.created_ms) + 900,"
+            " p.chat0 + (m.drained_epoch - p.epoch0 - 1) * (%s + 1) + COUNT(*) + 1"
+            " FROM seed_procs p JOIN messages m ON m.tenant_id = p.tid"
+            " AND m.target_process_id = p.pid AND m.seq > p.seq0"
+            " GROUP BY p.pid, m.drained_epoch", (k,))
+        doc = _pg_replace("%s", {"CID": "cid", "TID": "tid", "SID": "sid", "PID": "pid",
+                                 "TEXT": "text", "SEQ": "chat_seq",
+                                 "AT": _PG_ISO.format("ended")})
+        conn.execute(
+            "WITH r AS MATERIALIZED (SELECT " + _PG_NEW_ID.format("chat") + " AS cid, tid, sid,"
+            " pid, chat_seq, ended, substr(%s, 1 + floor(random() * 4000)::int,"
+            " 40 + floor(random() * 600)::int) AS text FROM seed_turns)"
+            " INSERT INTO chat (id, tenant_id, process_id, seq, role, source_message_id, doc)"
+            f" SELECT cid, tid, pid, chat_seq, 'assistant', NULL, ({doc})::jsonb FROM r",
+            (_LOREM, self.t_reply))
+        doc = _pg_replace("%s", {"ID": "id", "TID": "tid", "PID": "pid", "EPOCH": "epoch",
+                                 "DRAINED": "drained",
+                                 "STARTED": _PG_ISO.format("started - 30"),
+                                 "ENDED": _PG_ISO.format("ended")})
+        conn.execute(
+            "WITH r AS MATERIALIZED (SELECT " + _PG_NEW_ID.format("turn") + " AS id, tid, pid,"
+            " epoch, drained, started, ended FROM seed_turns)"
+            " INSERT INTO turns (id, tenant_id, process_id, epoch, doc)"
+            f" SELECT id, tid, pid, epoch, ({doc})::jsonb FROM r", (self.t_turn,))
+        n_msgs = sum(p[4] for p in self.procs)
+        n_turns = conn.execute("SELECT COUNT(*) FROM seed_turns").fetchone()[0]
+        self.counts["messages"] += n_msgs
+        self.counts["chat"] += n_msgs + n_turns
+        self.counts["turns"] += n_turns
+        self.procs.clear()
+
+
 def new_id(prefix: str) -> str:
     return f"{prefix}_{os.urandom(8).hex()}"
 
@@ -518,34 +658,149 @@ def build_bases(plan: Plan, tpl: Templates, cache: Path, sizes: list[float],
     return out
 
 
+def pg_connect(url: str) -> Any:
+    """A seeding connection (autocommit; commits without waiting for the WAL flush)."""
+    import psycopg
+
+    conn = psycopg.connect(url, autocommit=True)
+    conn.execute("SET synchronous_commit = off")
+    return conn
+
+
+def pg_store_bytes(conn: Any) -> int:
+    """Bytes of the store's tables with their indexes and TOAST (the catalogs left out)."""
+    return int(conn.execute(
+        "SELECT COALESCE(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+        "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind = 'r' "
+        "AND n.nspname = current_schema()").fetchone()[0])
+
+
+def pg_row_count(conn: Any) -> dict[str, int]:
+    return {t: conn.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0]
+            for t in ("messages", "chat", "turns")}
+
+
+def build_bases_pg(plan: Plan, tpl: Templates, cache: Path, sizes: list[float],
+                   keep: set[float], server: str
+                   ) -> dict[float, tuple[str | None, int, dict[str, int]]]:
+    """``build_bases`` on PostgreSQL: the history is grown in a database of its own on
+    ``server``; at each size in ``keep`` a copy is kept as database
+    ``vt_hist_<key hash>_<size>`` (``CREATE DATABASE … TEMPLATE``), which each run's
+    database is then created from. The copies stay on the server between runs, like
+    the SQLite cache files (``DROP DATABASE`` them to free the space); their sizes and
+    counts are in ``--cache``."""
+    key = (f"m{plan.messages}-t{plan.turns}-o{plan.own_share}-p{plan.per_process}"
+           f"-T{plan.tenants}x{plan.users}")
+    tag = hashlib.sha1(key.encode()).hexdigest()[:10]
+    out: dict[float, tuple[str | None, int, dict[str, int]]] = {}
+    meta = cache / f"history-pg-{key}.json"
+    wanted = {f: f"vt_hist_{tag}_{f:g}".replace(".", "_") for f in keep}
+    if meta.exists() and all(_store.database_exists(server, n) for n in wanted.values()):
+        saved = json.loads(meta.read_text())
+        if all(str(f) in saved for f in sizes):
+            return {f: (wanted.get(f), *saved[str(f)]) for f in sizes}
+    cache.mkdir(parents=True, exist_ok=True)
+    work = f"vt_hist_build_{os.getpid()}"
+    _store.drop_database(server, work)
+    _store.create_database(server, work)
+    url = _store.db_url(server, work, app="vt-bench-seed")
+    try:
+        from vancetope_brain.store import open_store
+        open_store(url).close()  # the schema: the product's own, as any server creates it
+        conn = pg_connect(url)
+        rng = random.Random(16)
+        seeder = PgSeeder(conn, tpl, plan.turn_size)
+        now_ms = int(time.time() * 1000)
+        users = [(f"tenant{t:03d}", f"user{t:03d}x{u:02d}") for t in range(plan.tenants)
+                 for u in range(plan.users)]
+        for t in range(plan.tenants):
+            seeder.tenant(f"tenant{t:03d}")
+        for tid, uid in users:
+            seeder.user(tid, uid)
+        seeder.flush()
+        started = time.monotonic()
+        last = [started]
+        made = 0
+        for fraction in sorted(sizes):
+            target = plan.others(fraction)
+            while made < target:
+                tid, uid = users[made // 2 % len(users)]
+                if made % 2 == 0:
+                    sid, chat_pid = new_id("ses"), new_id("proc")
+                    created = now_ms - rng.randint(86_400_000, 90 * 86_400_000)
+                    seeder.session(tid, uid, sid, chat_pid, created)
+                    pid = chat_pid
+                else:
+                    pid = new_id("proc")
+                seeder.process(tid, uid, sid, pid, created, plan.per_process)
+                made += 1
+                if made % 200 == 0:
+                    seeder.flush()
+                    now = time.monotonic()
+                    if now - last[0] >= 10:
+                        last[0] = now
+                        n = sum(seeder.counts.values())
+                        print(f"  seeding: {n:,} rows ({seeder.counts['messages']:,} messages,"
+                              f" {seeder.counts['chat']:,} chat lines, "
+                              f"{seeder.counts['turns']:,} turns), "
+                              f"{n / (now - started):,.0f} rows/s", flush=True)
+            seeder.flush()
+            conn.execute("VACUUM ANALYZE")  # as autovacuum would leave it: stats, hint bits
+            size, counts = pg_store_bytes(conn), pg_row_count(conn)
+            copy = None
+            if fraction in keep:
+                copy = wanted[fraction]
+                conn.close()
+                _store.drop_database(server, copy)
+                _store.create_database(server, copy, template=work)
+                conn = seeder.conn = pg_connect(url)
+                seeder.temp_tables()
+            out[fraction] = (copy, size, counts)
+            print(f"  size {fraction:g}: {sum(counts.values()):,} rows of history, "
+                  f"{size / 1e6:,.1f} MB ({time.monotonic() - started:.0f} s)", flush=True)
+        conn.close()
+    finally:
+        _store.drop_database(server, work)
+    meta.write_text(json.dumps({str(f): [size, counts] for f, (_, size, counts) in out.items()}))
+    return out
+
+
 def seed_own(tpl: Templates, per_process: int,
              turn_size: int) -> Callable[[Path, list[tuple[str, str]]], None]:
     """``lane_turns.run``'s ``after_connect``: ``per_process`` messages of history for each
     of the benchmark's processes, after what they hold; their lanes move past it."""
 
-    def seed(db_path: Path, processes: list[tuple[str, str]]) -> None:
+    def seed(store: _store.BenchStore, processes: list[tuple[str, str]]) -> None:
         if per_process <= 0:
             return
         t0 = time.monotonic()
-        conn = sqlite3.connect(db_path, isolation_level=None, timeout=30)
-        conn.execute("PRAGMA synchronous = OFF")
-        seeder = Seeder(conn, tpl, turn_size)
+        if store.kind == "postgres":
+            conn = pg_connect(_store.db_url(store.server_url, store.name, app="vt-bench-seed"))
+            seeder: Seeder = PgSeeder(conn, tpl, turn_size)
+            mark = "%s"
+        else:
+            conn = sqlite3.connect(store.path, isolation_level=None, timeout=30)
+            conn.execute("PRAGMA synchronous = OFF")
+            seeder = Seeder(conn, tpl, turn_size)
+            mark = "?"
         base = int(time.time() * 1000) - 30 * 86_400_000
         # One process a transaction: the gateway and the workers keep writing meanwhile
         # (presence, leases), and wait at most 10 s for the write lock.
         for sid, pid in processes:
             tid, epoch, seq, chat_seq = conn.execute(
                 "SELECT tenant_id, epoch, next_seq, next_chat_seq FROM lanes "
-                "WHERE process_id = ?", (pid,)).fetchone()
-            (uid,) = conn.execute("SELECT user_id FROM sessions WHERE id = ?",
+                f"WHERE process_id = {mark}", (pid,)).fetchone()
+            (uid,) = conn.execute(f"SELECT user_id FROM sessions WHERE id = {mark}",
                                   (sid,)).fetchone()
             seeder.history(tid, uid, sid, pid, per_process, epoch=epoch, seq=seq,
                            chat_seq=chat_seq, t0_ms=base)
             seeder.flush()
             # The lane is idle (its INIT turn ended); its next turn numbers after this.
-            conn.execute("UPDATE lanes SET epoch = ?, next_seq = ?, next_chat_seq = ? "
-                         "WHERE process_id = ?",
+            conn.execute(f"UPDATE lanes SET epoch = {mark}, next_seq = {mark}, "
+                         f"next_chat_seq = {mark} WHERE process_id = {mark}",
                          (*seeder.after(per_process, epoch, seq, chat_seq), pid))
+        if store.kind == "postgres":
+            conn.execute("ANALYZE messages, chat, turns")  # as autovacuum would, soon
         conn.close()
         print(f"gave the {len(processes)} benchmark processes {per_process:,} messages of "
               f"history each ({sum(seeder.counts.values()):,} rows, "
@@ -575,13 +830,62 @@ def traced_connections(statements: list[str]) -> Iterator[None]:
         backend.connect = original  # type: ignore[assignment]
 
 
-def turn_statements(redis_url: str, db_path: Path, tmp: Path, tid: str, uid: str,
+@contextlib.contextmanager
+def traced_pg_connections(statements: list[str]) -> Iterator[None]:
+    """Every connection the product's PostgreSQL backend opens records its statements, with
+    their parameters spliced in as literals (psycopg's ``ClientCursor.mogrify``): a cursor
+    class of ours on each pooled connection (``cursor_factory``), set up by the pool's
+    ``configure`` hook. (``pg_stat_statements`` is not preloaded on the servers here.)"""
+    import psycopg
+
+    import vancetope_brain.store.postgres as backend
+
+    original = backend._configure
+
+    def literal(conn: Any, query: Any, params: Any) -> str:
+        return psycopg.ClientCursor(conn).mogrify(query, params)
+
+    class Traced(psycopg.Cursor):  # type: ignore[type-arg]
+        def execute(self, query: Any, params: Any = None, **kw: Any) -> Any:
+            statements.append(literal(self.connection, query, params))
+            return super().execute(query, params, **kw)
+
+        def executemany(self, query: Any, params_seq: Any, **kw: Any) -> None:
+            params_seq = list(params_seq)
+            statements.extend(literal(self.connection, query, p) for p in params_seq)
+            return super().executemany(query, params_seq, **kw)
+
+    def configure(conn: Any) -> None:
+        original(conn)
+        conn.cursor_factory = Traced
+
+    write = backend.PostgresBackend.write
+
+    @contextlib.contextmanager
+    def traced_write(self: Any) -> Iterator[Any]:
+        statements.append("BEGIN")  # psycopg sends it outside a cursor
+        with write(self) as conn:
+            yield conn
+        statements.append("COMMIT")
+
+    backend._configure = configure  # type: ignore[assignment]
+    backend.PostgresBackend.write = traced_write  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        backend._configure = original  # type: ignore[assignment]
+        backend.PostgresBackend.write = write  # type: ignore[method-assign]
+
+
+def turn_statements(redis_url: str, store_url: str, tmp: Path, tid: str, uid: str,
                     pid: str) -> list[tuple[str, str]]:
     """(part, SQL) of a steer, the turn it wakes and a chat-history read of process ``pid``
     (the second of two rounds: caches warm, as in a running server)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VANCETOPE_", "OPENAI_"))}
-    env.update(VANCETOPE_REDIS_URL=redis_url, VANCETOPE_STORE_URL=f"sqlite:///{db_path}",
+    env.update(VANCETOPE_REDIS_URL=redis_url, VANCETOPE_STORE_URL=store_url,
                VANCETOPE_DATA_DIR=str(tmp))
+    traced_connections_of = (traced_pg_connections if store_url.startswith("postgresql")
+                             else traced_connections)
     from bench_worker import MODEL
 
     from vancetope_brain.config import Config
@@ -592,7 +896,7 @@ def turn_statements(redis_url: str, db_path: Path, tmp: Path, tid: str, uid: str
 
     statements: list[str] = []
     out: list[tuple[str, str]] = []
-    with traced_connections(statements):
+    with traced_connections_of(statements):
         config = Config.from_env(env)
         store = open_store(config.store_url)
         app = create_celery(config, model_for=lambda process: MODEL, store=store)
@@ -681,6 +985,74 @@ def explain(seeded_sql: list[tuple[str, str]], empty_sql: list[tuple[str, str]],
     return rows
 
 
+def _pg_time_us(conn: Any, sql: str, runs: int = 30) -> float:
+    """Median µs of ``sql`` in a transaction that is rolled back (PostgreSQL)."""
+    import psycopg
+
+    samples = []
+    for _ in range(runs):
+        conn.execute("BEGIN")
+        t0 = time.perf_counter_ns()
+        try:
+            cur = conn.execute(sql)
+            if cur.description:
+                cur.fetchall()
+        except psycopg.Error:
+            pass
+        samples.append(time.perf_counter_ns() - t0)
+        conn.execute("ROLLBACK")
+    return statistics.median(samples) / 1000
+
+
+def explain_pg(seeded_sql: list[tuple[str, str]], empty_sql: list[tuple[str, str]],
+               empty_url: str, seeded_url: str) -> list[dict[str, Any]]:
+    """``explain`` on PostgreSQL: ``EXPLAIN`` of each statement of the seeded trace; a plan
+    with a sequential scan or a sort is flagged (on tables this small a sort of a few rows
+    is harmless: read the plan)."""
+    import psycopg
+
+    def keyed(trace: list[tuple[str, str]]) -> dict[tuple[str, str, int], str]:
+        seen: dict[tuple[str, str], int] = {}
+        out = {}
+        for part, sql in trace:
+            if sql in ("BEGIN", "COMMIT"):
+                continue
+            shape = _shape(sql)
+            n = seen[(part, shape)] = seen.get((part, shape), -1) + 1
+            out[(part, shape, n)] = sql
+        return out
+
+    on_empty = keyed(empty_sql)
+    rows = []
+    with psycopg.connect(empty_url, autocommit=True) as e_conn, \
+            psycopg.connect(seeded_url, autocommit=True) as s_conn:
+        for key, sql in keyed(seeded_sql).items():
+            try:
+                plan = [r[0] for r in s_conn.execute(f"EXPLAIN {sql}")]
+            except psycopg.Error as e:
+                plan = [f"(cannot explain: {e})"]
+            flagged = [p.strip() for p in plan if "Seq Scan" in p or p.strip().startswith(
+                ("Sort", "->  Sort"))]
+            twin = on_empty.get(key)
+            rows.append({"part": key[0], "sql": sql, "shape": key[1], "plan": plan,
+                         "flagged": flagged,
+                         "empty_us": round(_pg_time_us(e_conn, twin), 1) if twin else None,
+                         "seeded_us": round(_pg_time_us(s_conn, sql), 1)})
+    return rows
+
+
+def print_counts(trace: list[tuple[str, str]]) -> None:
+    """Statements per part of the seeded trace, and the explicit transactions among them
+    (``BEGIN``; on PostgreSQL every other statement is a transaction of its own)."""
+    parts = ("steer", "turn", "chat-history")
+    counts = {part: sum(1 for p, sql in trace if p == part and sql not in ("BEGIN", "COMMIT"))
+              for part in parts}
+    begins = {part: sum(1 for p, sql in trace if p == part and sql.startswith("BEGIN"))
+              for part in parts}
+    print("statements on the seeded store (explicit transactions among them): " + ", ".join(
+        f"{part} {counts[part]} ({begins[part]})" for part in parts), flush=True)
+
+
 def print_plans(rows: list[dict[str, Any]]) -> None:
     print("\nstatements of a steer, a turn and a chat-history read on the process with the "
           "longest history (median µs over 30 runs, writes rolled back):")
@@ -707,12 +1079,12 @@ def figures(results: list[dict[str, Any]]) -> dict[str, float | None]:
     cpu = get("closed", "cpu_ms_per_turn")
     return {
         "closed turns/s": get("closed", "turns_per_s"),
-        "closed CPU ms/turn (ours)": (round(cpu["total"] - cpu.get("other processes", 0), 3)
-                                      if cpu else None),
+        "closed CPU ms/turn (ours)": lane_turns.ours_cpu(cpu),
         "closed worker CPU ms/turn": (round(sum(v for k, v in cpu.items()
                                                 if k.startswith("worker")), 3)
                                       if cpu else None),
         "closed gateway CPU ms/turn": cpu.get("gateway") if cpu else None,
+        "closed postgres CPU ms/turn": cpu.get("postgres") if cpu else None,
         "closed latency p50 ms": get("closed", "latency_ms", "p50"),
         "seq first event p50 ms": get("seq", "latency_ms", "p50"),
         "seq first event p99 ms": get("seq", "latency_ms", "p99"),
@@ -783,7 +1155,12 @@ def run(args: argparse.Namespace, ours: argparse.Namespace, plan: Plan, sizes: l
           f"{plan.tenants * plan.users} users in {plan.tenants} tenants, {plan.per_process} "
           "each)", flush=True)
     keep = set(run_sizes) or {1.0}
-    bases = build_bases(plan, tpl, Path(ours.cache), sizes, keep)
+    pg = args.store == "postgres"
+    bases: dict[float, tuple[Any, int, dict[str, int]]]
+    if pg:
+        bases = build_bases_pg(plan, tpl, Path(ours.cache), sizes, keep, args.postgres_url)
+    else:
+        bases = build_bases(plan, tpl, Path(ours.cache), sizes, keep)
     print(f"\nstore size as history grows (other tenants' history only; the benchmark's own "
           f"processes add {plan.own_share:.0%} more in the runs):")
     print(f"{'size':>5} {'messages':>10} {'chat':>10} {'turns':>8} {'rows':>10} {'MB':>9} "
@@ -824,7 +1201,9 @@ def run(args: argparse.Namespace, ours: argparse.Namespace, plan: Plan, sizes: l
                                        "results": res})
         print_history_table(result["runs"], run_sizes)
 
-    if not ours.no_explain:
+    if not ours.no_explain and pg:
+        plans = explain_on_pg(args, plan, tpl, tmp, bases[max(keep)][0], max(keep))
+    elif not ours.no_explain:
         # The empty store: the template's, one process and two turns.
         empty = tmp / "explain-empty.db"
         seeded = tmp / "explain-seeded.db"
@@ -842,12 +1221,15 @@ def run(args: argparse.Namespace, ours: argparse.Namespace, plan: Plan, sizes: l
                        max(plan.own_per_process(1), 1000))
         seeder.flush()
         conn.close()
-        seeded_sql = turn_statements(args.redis_url, seeded, tmp, TPL_TENANT, TPL_USER, pid)
+        seeded_sql = turn_statements(args.redis_url, f"sqlite:///{seeded}", tmp, TPL_TENANT,
+                                     TPL_USER, pid)
         reset(args.redis_url)
-        empty_sql = turn_statements(args.redis_url, empty, tmp, TPL_TENANT, TPL_USER,
-                                    tpl.rows["processes"][0][0])
+        empty_sql = turn_statements(args.redis_url, f"sqlite:///{empty}", tmp, TPL_TENANT,
+                                    TPL_USER, tpl.rows["processes"][0][0])
         reset(args.redis_url)
+        print_counts(seeded_sql)
         plans = explain(seeded_sql, empty_sql, empty, seeded)
+    if not ours.no_explain:
         print_plans(plans)
         result["plans"] = plans
 
@@ -867,6 +1249,53 @@ def run(args: argparse.Namespace, ours: argparse.Namespace, plan: Plan, sizes: l
     return 0
 
 
+def explain_on_pg(args: argparse.Namespace, plan: Plan, tpl: Templates, tmp: Path,
+                  base: str, fraction: float) -> list[dict[str, Any]]:
+    """The query plans on PostgreSQL: the empty store holds the template's rows (one
+    process, two turns), the seeded one is a copy of the size-``fraction`` store with one
+    long chat more; both databases are dropped afterwards."""
+    server = args.postgres_url
+    tag = f"{os.getpid()}_{os.urandom(4).hex()}"
+    empty, seeded = f"vt_hist_explain_empty_{tag}", f"vt_hist_explain_seeded_{tag}"
+    empty_url = _store.db_url(server, empty, app="vt-bench-explain")
+    seeded_url = _store.db_url(server, seeded, app="vt-bench-explain")
+    from vancetope_brain.store import open_store
+    try:
+        _store.create_database(server, empty)
+        open_store(empty_url).close()
+        conn = pg_connect(empty_url)
+        seeder = PgSeeder(conn, tpl, plan.turn_size)
+        for table in SEED_TABLES:
+            seeder.batches[table].extend(tpl.rows[table])
+        seeder.flush()
+        conn.execute("ANALYZE")
+        conn.close()
+        print(f"\nquery plans: seeding one long chat on the size-{fraction:g} store",
+              flush=True)
+        _store.create_database(server, seeded, template=base)
+        conn = pg_connect(seeded_url)
+        seeder = PgSeeder(conn, tpl, plan.turn_size)
+        seeder.tenant(TPL_TENANT)
+        seeder.user(TPL_TENANT, TPL_USER)
+        sid, pid = new_id("ses"), new_id("proc")
+        seeder.session(TPL_TENANT, TPL_USER, sid, pid, int(time.time() * 1000))
+        seeder.process(TPL_TENANT, TPL_USER, sid, pid, int(time.time() * 1000) - 86_400_000,
+                       max(plan.own_per_process(1), 1000))
+        seeder.flush()
+        conn.execute("ANALYZE messages, chat, turns")
+        conn.close()
+        seeded_sql = turn_statements(args.redis_url, seeded_url, tmp, TPL_TENANT, TPL_USER, pid)
+        reset(args.redis_url)
+        empty_sql = turn_statements(args.redis_url, empty_url, tmp, TPL_TENANT, TPL_USER,
+                                    tpl.rows["processes"][0][0])
+        reset(args.redis_url)
+        print_counts(seeded_sql)
+        return explain_pg(seeded_sql, empty_sql, empty_url, seeded_url)
+    finally:
+        _store.drop_database(server, empty)
+        _store.drop_database(server, seeded)
+
+
 def print_history_table(runs: list[dict[str, Any]], run_sizes: list[float]) -> None:
     print("\nseeded vs empty store (mean over rounds; ratio = seeded / empty; target within "
           "10 %):")
@@ -876,6 +1305,9 @@ def print_history_table(runs: list[dict[str, Any]], run_sizes: list[float]) -> N
     print(header)
     print("-" * len(header))
     for k in keys:
+        if all(r["figures"][k] is None for r in runs):
+            continue  # e.g. the postgres row of a SQLite run
+
         def mean(f: float, k: str = k) -> float | None:
             vals = [r["figures"][k] for r in runs if r["fraction"] == f
                     and r["figures"][k] is not None]

@@ -6,7 +6,11 @@ What runs (all on 127.0.0.1, nothing else is contacted):
 
 - Redis: a database of 127.0.0.1:6379 claimed for this run like a test run's (see
   ``benchmarks/_redis.py``; ``--redis-url`` pins one); it is FLUSHED at start and at the end.
-- Store: a fresh SQLite file in a temporary directory (``--store-from FILE``: a copy of FILE).
+- Store (``--store``, ``benchmarks/_store.py``): a fresh SQLite file in a temporary directory
+  (default; ``--store-from FILE``: a copy of FILE), or ``--store postgres``: a PostgreSQL
+  database of the run's own, created on the server of ``--postgres-url`` (default
+  127.0.0.1:5432 as ``postgres``) and dropped at the end (``--store-from NAME``: created
+  from database NAME as its template).
 - Gateway: ``vancetope_gateway.wsgi:app`` in its own OS process, under gunicorn with the
   Procfile's ``GatewayWorker`` (gthread; 1 worker, ``--processes + 16`` threads, which a
   checkout from before the socket hub needs: there flask-sock held one thread per open
@@ -62,12 +66,15 @@ Definitions:
 - a message is done when the session's ``chat-message`` (role user) with its content
   arrived and then the ``status-changed`` out of RUNNING that ends that turn.
 - turns = turn records committed in the store during the phase (``SELECT COUNT(*) FROM
-  turns``); turns/s = turns / (first send → last message done).
+  turns``, on either store); turns/s = turns / (first send → last message done).
 - Also reported: reply (send → ``process-steer`` reply), turn (send → turn ended),
   the split of the latency at the worker's publish (the event's ``at``, which the product
   truncates to milliseconds, so only the mean is given, corrected by +0.5 ms), CPU
-  milliseconds per turn of each OS process (from /proc), and lane-task outcomes and task
-  body times counted inside the workers (``bench_worker.py``).
+  milliseconds per turn of each OS process (from /proc; on PostgreSQL also ``postgres``:
+  the server backends connected to the run's database, found in ``pg_stat_activity``, and
+  ``postgres aux``: the server's WAL writer, checkpointer and background writer, which
+  serve every database of the server and are not counted as ours), and lane-task outcomes
+  and task body times counted inside the workers (``bench_worker.py``).
 
 Diagnostics: ``--profile`` times every part of every turn inside the workers (timing
 proxies from ``_timing.py``) and prints the table per phase; ``--cprofile DIR`` writes
@@ -95,7 +102,6 @@ import selectors
 import shutil
 import signal
 import socket
-import sqlite3
 import statistics
 import subprocess
 import sys
@@ -127,6 +133,7 @@ ROOT = HERE.parent
 PHASES = ("seq", "closed", "paced", "burst")
 sys.path.insert(0, str(HERE))
 import _compare  # noqa: E402
+import _store  # noqa: E402
 from _proc import cpu_seconds, machine_busy, own_cpu, pct, tree  # noqa: E402
 from _redis import check_url, claimed_db, reset  # noqa: E402
 from _timing import delta, format_tree  # noqa: E402
@@ -375,11 +382,14 @@ class PhaseStats:
 
 class Bench:
     def __init__(self, args: argparse.Namespace, cluster: Cluster, token: str,
-                 db_path: Path, rclient: redis.Redis, deadline: float) -> None:
+                 store: _store.BenchStore | Path, rclient: redis.Redis,
+                 deadline: float) -> None:
         self.args = args
         self.cluster = cluster
         self.token = token
-        self.db_path = db_path
+        if isinstance(store, Path):  # a SQLite file (idle_sockets.py)
+            store = _store.BenchStore("sqlite", f"sqlite:///{store}", path=store)
+        self.store = store
         self.redis = rclient
         self.deadline = deadline
         self.sel = selectors.DefaultSelector()
@@ -435,6 +445,7 @@ class Bench:
             if now >= next_progress:
                 next_progress = now + 1.0
                 self.cluster.check_alive()
+                self.store.sample()
                 if self.phase is not None:
                     done = self.phase.done
                     lat = sorted(x.latency_ns for x in self.phase.samples[-2000:])
@@ -613,11 +624,7 @@ class Bench:
 
     # ── measurements outside the client ──────────────────────────────────
     def turn_count(self) -> int:
-        conn = sqlite3.connect(f"file:{self.db_path}?mode=ro", uri=True, timeout=10)
-        try:
-            return conn.execute("SELECT COUNT(*) FROM turns").fetchone()[0]
-        finally:
-            conn.close()
+        return self.store.turn_count()
 
     def cpu_snapshot(self) -> dict[str, float]:
         snap = {name: cpu_seconds(self.cluster.pids(name)) for name in self.cluster.procs}
@@ -625,6 +632,7 @@ class Bench:
         rpid = self.redis.info("server").get("process_id")
         if rpid:
             snap["redis-server"] = cpu_seconds([int(rpid)])
+        snap.update(self.store.cpu_seconds())
         snap["other processes"] = machine_busy() - sum(snap.values())
         return snap
 
@@ -700,7 +708,8 @@ def print_report(args: argparse.Namespace, results: list[dict[str, Any]]) -> Non
           f"(1 process, {args.gateway_threads or args.processes + 16} threads), "
           f"paced rate {args.rate:g}/s, warm-up {args.warmup}/process, "
           f"task events {'off' if args.no_task_events else 'on (product setting)'}, "
-          f"{os.cpu_count()} CPUs, Redis {_redact(args.redis_url)}, SQLite in a temp dir")
+          f"{os.cpu_count()} CPUs, Redis {_redact(args.redis_url)}, "
+          f"{getattr(args, 'store_described', 'SQLite in a temp dir')}")
     header = (f"{'phase':<8} {'msgs':>6} {'turns':>6} {'turns/s':>8} {'msgs/s':>8} "
               f"{'p50 ms':>7} {'p90 ms':>7} {'p99 ms':>7} {'max ms':>7} {'reply':>6} "
               f"{'turn':>6} {'late':>5} {'anom':>5}")
@@ -762,7 +771,16 @@ def ours_figures(results: list[dict[str, Any]]) -> _compare.Ours:
         first_event_p99_ms=seq.get("latency_ms", {}).get("p99"),
         done_p50_ms=seq.get("turn_ms_p50"),
         throughput=closed.get("turns_per_s"),
-        cpu_ms=round(cpu["total"] - cpu.get("other processes", 0.0), 3) if cpu else None)
+        cpu_ms=ours_cpu(cpu))
+
+
+def ours_cpu(cpu: dict[str, float] | None) -> float | None:
+    """CPU ms per turn of our processes: all but ``other processes`` and the PostgreSQL
+    server's shared processes (``postgres aux``)."""
+    if not cpu:
+        return None
+    return round(cpu["total"] - cpu.get("other processes", 0.0) - cpu.get("postgres aux", 0.0),
+                 3)
 
 
 def _redact(url: str) -> str:
@@ -805,13 +823,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--source", help="run the product code from this directory instead of the "
                    "installed one (e.g. `git archive HEAD | tar -x -C DIR` for an A/B run)")
     p.add_argument("--store-from", metavar="FILE", help="start from a copy of this SQLite "
-                   "store instead of an empty one (a seeded store: see history.py)")
+                   "store (with --store postgres: of this database, as its template) instead "
+                   "of an empty one (a seeded store: see history.py)")
     p.add_argument("--json", help="also write the results as JSON to this file")
     p.add_argument("--keep", action="store_true", help="keep the temp dir (logs, SQLite)")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                    help="a setting for the gateway and the workers (repeatable), e.g. "
                    "VANCETOPE_CHAT_CACHE_LINES=0")
     _compare.add_arguments(p)
+    _store.add_arguments(p)
     args = p.parse_args(argv)
     if (problem := check_url(args.redis_url)):
         p.error(problem)
@@ -834,16 +854,17 @@ def main(argv: list[str] | None = None) -> int:
         return run(args)
 
 
-def bench_env(args: argparse.Namespace, tmp: Path, db_path: Path,
+def bench_env(args: argparse.Namespace, tmp: Path, store: _store.BenchStore | Path,
               settings: Sequence[str] = ()) -> dict[str, str]:
-    """The environment of the gateway and the workers: this run's Redis database and SQLite
-    file, the caps of the one user who holds every socket and session lifted, the frame
+    """The environment of the gateway and the workers: this run's Redis database and store
+    (a SQLite file's path, or a ``BenchStore``), the caps of the one user who holds every socket and session lifted, the frame
     rate of a connection too (a closed loop on one socket sends more than the 50 frames/s
     a person's client is allowed: ``idle_sockets.py``'s active client), and ``settings``
     (``NAME=VALUE``, ``--env``)."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("VANCETOPE_", "OPENAI_", "CELERY_"))}
-    env.update(VANCETOPE_REDIS_URL=args.redis_url, VANCETOPE_STORE_URL=f"sqlite:///{db_path}",
+    url = f"sqlite:///{store}" if isinstance(store, Path) else store.url
+    env.update(VANCETOPE_REDIS_URL=args.redis_url, VANCETOPE_STORE_URL=url,
                VANCETOPE_DATA_DIR=str(tmp), VANCETOPE_LOG_LEVEL="WARNING",
                VANCETOPE_MAX_CONNECTIONS_PER_USER=str(2 * args.processes),
                VANCETOPE_MAX_SESSIONS_PER_USER=str(2 * args.processes),
@@ -873,19 +894,19 @@ def bench_token(env: dict[str, str]) -> str:
 
 
 def run(args: argparse.Namespace,
-        after_connect: Callable[[Path, list[tuple[str, str]]], None] | None = None) -> int:
-    """One benchmark run. ``after_connect(db_path, [(session id, process id), …])`` runs
+        after_connect: Callable[[_store.BenchStore, list[tuple[str, str]]], None] | None = None
+        ) -> int:
+    """One benchmark run. ``after_connect(store, [(session id, process id), …])`` runs
     once every session's INIT turn ended, before the warm-up (``history.py`` gives the
     processes a long history there)."""
     started = time.monotonic()
     deadline = started + args.timeout
     tmp = Path(tempfile.mkdtemp(prefix="vt-bench-"))
-    db_path = tmp / "bench.db"
-    env = bench_env(args, tmp, db_path, args.env)
+    store = _store.BenchStore.create(args, tmp)
+    args.store_described = store.describe()
+    env = bench_env(args, tmp, store, args.env)
     if args.source:
         sys.path.insert(0, args.source)
-    if args.store_from:
-        shutil.copyfile(args.store_from, db_path)
     rclient = redis.Redis.from_url(args.redis_url)
     reset(args.redis_url)
 
@@ -901,25 +922,25 @@ def run(args: argparse.Namespace,
         cluster.wait_ready(60)
         print(f"ready after {time.monotonic() - started:.1f} s; gateway on 127.0.0.1:"
               f"{cluster.port}; opening {args.processes} sessions", flush=True)
-        bench = Bench(args, cluster, token, db_path, rclient, deadline)
+        bench = Bench(args, cluster, token, store, rclient, deadline)
         bench.connect()
         if after_connect is not None:
             # In a thread: the client keeps answering the gateway's pings meanwhile (a socket
             # that misses them is closed).
-            failed: list[BaseException] = []
+            errors: list[BaseException] = []
 
             def prepare() -> None:
                 try:
-                    after_connect(db_path, [(s.session_id, s.pid) for s in bench.sessions])
+                    after_connect(store, [(s.session_id, s.pid) for s in bench.sessions])
                 except BaseException as e:
-                    failed.append(e)
+                    errors.append(e)
 
             preparing = threading.Thread(target=prepare, name="after-connect", daemon=True)
             preparing.start()
             bench.loop(lambda: not preparing.is_alive(), "after connect",
                        deadline - time.monotonic())
-            if preparing.is_alive() or failed:
-                raise RuntimeError(f"after_connect did not finish: {failed or 'deadline'}")
+            if preparing.is_alive() or errors:
+                raise RuntimeError(f"after_connect did not finish: {errors or 'deadline'}")
         if args.warmup:
             print(f"warm-up: {args.warmup} closed-loop messages per process", flush=True)
             if not bench.run_closed("warmup", args.warmup).completed:
@@ -956,11 +977,14 @@ def run(args: argparse.Namespace,
             workers=args.workers, pool=args.pool, concurrency=args.concurrency,
             in_flight=args.processes))
         print_report(args, results)
+        if store.remote:
+            print("NOTE: the PostgreSQL server is not on this host: its CPU is not measured")
         ours = ours_figures(results)
         _compare.print_table(base, ours)
         if args.json:
             Path(args.json).write_text(json.dumps(
-                {"config": {k: v for k, v in vars(args).items() if k != "redis_url"},
+                {"config": {k: v for k, v in vars(args).items()
+                            if k not in ("redis_url", "postgres_url")},
                  "cpus": os.cpu_count(), "results": results,
                  "comparison": _compare.as_dict(base, ours),
                  "date": datetime.now().isoformat(timespec="seconds")}, indent=2))
@@ -970,6 +994,10 @@ def run(args: argparse.Namespace,
         return failed(cluster, e)
     finally:
         clean_up(args, tmp, ok, bench, cluster)
+        keep = args.keep or not ok
+        store.close(keep=keep)
+        if keep and store.kind == "postgres":
+            print(f"(kept database {store.name})", file=sys.stderr)
         with contextlib.suppress(redis.RedisError):
             reset(args.redis_url)
 

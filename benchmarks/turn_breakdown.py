@@ -3,7 +3,9 @@
     python benchmarks/turn_breakdown.py [--iterations 2000] [--processes 100] [--cprofile]
 
 Runs against the real Redis (a database claimed for the run, see ``benchmarks/_redis.py``;
-``--redis-url`` pins one; FLUSHED at start and end) and a fresh SQLite file, with the product's own objects:
+``--redis-url`` pins one; FLUSHED at start and end) and a fresh SQLite file (``--store postgres``:
+a PostgreSQL database of the run's own, as ``lane_turns.py``'s; the server backend's CPU per
+turn is then printed too), with the product's own objects:
 ``create_celery(config, model_for=<zero-latency model>)``'s worker parts and a gateway's on one store — so ``wake``
 really publishes a Celery task to Redis (nobody consumes it; the queues are dropped at the
 end) — and the gateway's ``Connection`` on a fake socket.
@@ -59,6 +61,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 import _compare  # noqa: E402
+import _store  # noqa: E402
 from _redis import check_url, claimed_db, reset  # noqa: E402
 from _timing import Timed, Timer, format_tree, instrument_worker  # noqa: E402
 
@@ -118,7 +121,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="skip the comparison micro-benchmarks after the table")
     p.add_argument("--json", help="also write the results as JSON to this file")
     _compare.add_arguments(p)
+    _store.add_arguments(p)
     args = p.parse_args(argv)
+    args.store_from = None
     if (problem := check_url(args.redis_url)):
         p.error(problem)
     with claimed_db(args.redis_url) as args.redis_url:
@@ -130,9 +135,10 @@ def _main(args: argparse.Namespace) -> int:
     if args.source:
         sys.path.insert(0, os.path.abspath(args.source))
     tmp = Path(tempfile.mkdtemp(prefix="vt-breakdown-"))
+    args.bench_store = store = _store.BenchStore.create(args, tmp)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VANCETOPE_", "OPENAI_"))}
     env.update(VANCETOPE_REDIS_URL=args.redis_url,
-               VANCETOPE_STORE_URL=f"sqlite:///{tmp / 'bench.db'}", VANCETOPE_DATA_DIR=str(tmp),
+               VANCETOPE_STORE_URL=store.url, VANCETOPE_DATA_DIR=str(tmp),
                # One user holds every session of the run: lift its cap.
                VANCETOPE_MAX_SESSIONS_PER_USER=str(2 * args.processes))
     reset(args.redis_url)
@@ -140,6 +146,7 @@ def _main(args: argparse.Namespace) -> int:
         return run(args, env, tmp)
     finally:
         reset(args.redis_url)
+        store.close()
         shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -193,12 +200,15 @@ def run(args: argparse.Namespace, env: dict[str, str], tmp: Path) -> int:
     profiler = cProfile.Profile(time.thread_time) if args.cprofile else None
     total = args.warmup + args.iterations
     print(f"{args.processes} processes, {args.warmup} warm-up + {args.iterations} timed "
-          f"iterations (steer → turn → fan-out), real Redis + SQLite", flush=True)
+          f"iterations (steer → turn → fan-out), real Redis + {args.bench_store.describe()}", flush=True)
+    server_cpu = 0.0
     for it in range(total):
         timing = it >= args.warmup
         timer.enabled = timing
-        if timing and profiler is not None and it == args.warmup:
-            profiler.enable()
+        if timing and it == args.warmup:
+            server_cpu = -args.bench_store.cpu_seconds().get("postgres", 0.0)
+            if profiler is not None:
+                profiler.enable()
         k = it % args.processes
         conn, pid = conns[k], procs[k]
         sid = conn.session.id
@@ -217,8 +227,12 @@ def run(args: argparse.Namespace, env: dict[str, str], tmp: Path) -> int:
                 brain.redis.delete(f"lanes.{q}")
     if profiler is not None:
         profiler.disable()
+    server_cpu += args.bench_store.cpu_seconds().get("postgres", 0.0)
 
     report(timer, args.iterations)
+    if args.bench_store.kind == "postgres":
+        print(f"PostgreSQL server backends: {server_cpu * 1000 / args.iterations:.3f} ms CPU "
+              "per iteration (steer + turn + fan-out), not in the figures above")
     extras = {} if args.no_extras else measure_extras(brain, app, config, conns)
     # The in-process turn against the distributed baselines: our CPU and wall time per turn
     # (steer + turn + fan-out, in this thread) next to a whole bare Celery round trip and the

@@ -3,9 +3,11 @@
 
 Atomicity: every write is one transaction at READ COMMITTED that first locks the
 process's ``lanes`` row ``FOR UPDATE``; that row orders everything of a lane.
-``acquire_epoch`` and ``request_control`` read and rewrite it under the lock.
+``acquire_epoch`` and ``request_control`` read and rewrite it under the lock
+(``acquire_epoch`` counts the attempt of its messages in the same statement).
 ``append_in`` locks the target's row, then looks its idempotency key up (a statement
-run after the lock sees every append committed before it) and takes ``next_seq + 1``:
+run after the lock sees every append committed before it) and takes ``next_seq + 1``
+(a message without a key takes the lock and its number in one ``UPDATE … RETURNING``):
 sequence numbers are gap-free, and an append's message becomes visible before the
 next append of that process can even read ``next_seq``, so they become visible in
 ``seq`` order. ``append_in`` is also how the user Inbox's ``save_inbox_item`` appends
@@ -143,26 +145,41 @@ def append_in(conn: psycopg.Connection[Any],
               message: InboxMessage) -> tuple[InboxMessage, bool]:
     """``append_message`` inside an open transaction (it locks the target's lane)."""
     tenant_id, target = message.tenant_id, message.target_process_id
+    if message.idempotency_key is None:
+        # Nothing to look up under the lock: take it and the number in one statement
+        # (an UPDATE locks the row as FOR UPDATE does).
+        row = conn.execute("UPDATE lanes SET next_seq = next_seq + 1 WHERE process_id = %s "
+                           "AND tenant_id = %s RETURNING next_seq",
+                           (target, tenant_id)).fetchone()
+        if row is None:
+            raise NotFound(f"process {target} not found")
+        return _insert_message(conn, message, row[0]), True
     (next_seq,) = _lane_in(conn, tenant_id, target, "next_seq")
-    if message.idempotency_key is not None:
-        first = conn.execute(
-            f"{MESSAGE_SELECT} WHERE tenant_id = %s AND target_process_id = %s "
-            "AND idempotency_key = %s",
-            (tenant_id, target, message.idempotency_key),
-        ).fetchone()
-        if first is not None:
-            return load_message(first), False
+    first = conn.execute(
+        f"{MESSAGE_SELECT} WHERE tenant_id = %s AND target_process_id = %s "
+        "AND idempotency_key = %s",
+        (tenant_id, target, message.idempotency_key),
+    ).fetchone()
+    if first is not None:
+        return load_message(first), False
     seq = next_seq + 1
+    conn.execute("UPDATE lanes SET next_seq = %s WHERE process_id = %s", (seq, target))
+    return _insert_message(conn, message, seq), True
+
+
+def _insert_message(conn: psycopg.Connection[Any], message: InboxMessage,
+                    seq: int) -> InboxMessage:
+    """Insert ``message`` as number ``seq`` of its lane (whose row the transaction holds
+    locked, ``next_seq`` already moved to ``seq``)."""
     stored = message.model_copy(update={"seq": seq, "drained_at": None, "drained_epoch": None,
                                         "attempts": 0, "dead_letter": None})
-    conn.execute("UPDATE lanes SET next_seq = %s WHERE process_id = %s", (seq, target))
     conn.execute(
         "INSERT INTO messages (id, tenant_id, target_process_id, seq, idempotency_key, "
         "created_ms, doc) VALUES (%s, %s, %s, %s, %s, %s, %s)",
-        (stored.id, tenant_id, target, seq, stored.idempotency_key,
-         to_ms(stored.created_at), doc_json(stored)),
+        (stored.id, message.tenant_id, message.target_process_id, seq,
+         stored.idempotency_key, to_ms(stored.created_at), doc_json(stored)),
     )
-    return stored, True
+    return stored
 
 
 def _commit_in(conn: psycopg.Connection[Any], tenant_id: str, process_id: str, epoch: int,
@@ -315,14 +332,18 @@ class PostgresLanes(PostgresAdapter, LaneStore):
                 process_row_in(conn, tenant_id, process_id)
             status = ProcessStatus.RUNNING.value \
                 if ProcessStatus(prior) in lifecycle.MARKED_RUNNING else prior
-            conn.execute("UPDATE lanes SET epoch = %s, status = %s, turn_attempts = %s "
-                         "WHERE process_id = %s", (epoch + 1, status, attempts + 1, process_id))
+            lane = ("UPDATE lanes SET epoch = %s, status = %s, turn_attempts = %s "
+                    "WHERE process_id = %s")
+            params: tuple[Any, ...] = (epoch + 1, status, attempts + 1, process_id)
             counted = list(dict.fromkeys(message_ids))
             if counted:
-                conn.execute(
-                    "UPDATE messages SET attempts = attempts + 1 WHERE id = ANY(%s) "
-                    "AND tenant_id = %s AND target_process_id = %s AND drained_at IS NULL",
-                    (counted, tenant_id, process_id))
+                # One statement (one round trip) for both updates: they touch different
+                # tables, and the lane is locked already.
+                lane = ("WITH counted AS (UPDATE messages SET attempts = attempts + 1 "
+                        "WHERE id = ANY(%s) AND tenant_id = %s AND target_process_id = %s "
+                        "AND drained_at IS NULL) " + lane)
+                params = (counted, tenant_id, process_id, *params)
+            conn.execute(lane, params)
         return load_process((doc, prior, epoch + 1, next_seq, pending_control, requested_ms,
                              attempts))
 
