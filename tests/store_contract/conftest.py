@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -22,6 +24,9 @@ from datetime import datetime
 from typing import Any
 
 import mongomock
+import mongomock.collection
+import mongomock.command_cursor
+import mongomock.database
 import psycopg
 import pytest
 from psycopg.types.json import Jsonb
@@ -135,6 +140,75 @@ def _postgres_storage(url: str) -> Storage:
     return Storage("postgres", lambda: PostgresBackend(url), set_raw, drop_raw)
 
 
+class Serialised:
+    """mongomock made thread-safe as a server is: a proxy of a mongomock client, database,
+    collection or cursor that runs each single call under one lock of the client.
+
+    mongomock is not thread-safe (a ``find_one_and_update`` reads, then writes; a query
+    walks a dict another thread changes). A MongoDB server makes each single-document
+    operation atomic and lets other clients' operations interleave between two operations;
+    here each call (a ``find_one_and_update``, an ``insert_one``, an ``update_many``, a
+    cursor's evaluation, …) is atomic as a whole and threads interleave between calls — so
+    a multi-step write of an adapter is exactly as exposed to a concurrent writer as on a
+    server. (A multi-document call is, if anything, more isolated here than on a server;
+    the adapters rely on no such thing: each docstring says what is atomic.)
+    """
+
+    _wrapped = (mongomock.MongoClient, mongomock.database.Database,
+                mongomock.collection.Collection, mongomock.collection.Cursor,
+                mongomock.command_cursor.CommandCursor)
+
+    def __init__(self, target: Any, lock: threading.RLock | None = None) -> None:
+        self._target = target
+        self._lock = lock if lock is not None else threading.RLock()
+
+    def _wrap(self, value: Any) -> Any:
+        return Serialised(value, self._lock) if isinstance(value, self._wrapped) else value
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "create_index" and isinstance(self._target, mongomock.collection.Collection):
+            return self._create_index
+        with self._lock:
+            value = getattr(self._target, name)
+        if not callable(value) or isinstance(value, self._wrapped):
+            return self._wrap(value)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                with self._lock:
+                    return self._wrap(value(*args, **kwargs))
+            finally:
+                time.sleep(0)  # a round trip: let other clients' operations in
+        return call
+
+    def _create_index(self, keys: Any, **kwargs: Any) -> Any:
+        # A server leaves an index that exists alone; mongomock checks it again against every
+        # document, ignoring its partialFilterExpression (so a backend opened a second time
+        # on messages without an idempotency key would fail on the partial unique index).
+        with self._lock:
+            name = kwargs.get("name")
+            if name is not None and name in self._target.index_information():
+                return name
+            return self._target.create_index(keys, **kwargs)
+
+    def __getitem__(self, key: Any) -> Any:
+        with self._lock:
+            return self._wrap(self._target[key])
+
+    def __iter__(self) -> Serialised:
+        return self
+
+    def __next__(self) -> Any:
+        with self._lock:  # a cursor: its first step evaluates the whole query
+            return next(self._target)
+
+    def __enter__(self) -> Serialised:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def _mongo_storage(name: str, client: Any, db_name: str) -> Storage:
     collections = {"process": ("think_processes", "_id"), "session": ("sessions", "_id"),
                    "user": ("users", "_id"), "tool_health": ("tool_health", "server")}
@@ -161,7 +235,8 @@ def storage(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Storage]:
     elif request.param == "postgres":
         made = _postgres_storage(request.getfixturevalue("postgres_url"))
     elif request.param == "mongomock":
-        client = mongomock.MongoClient(tz_aware=True)
+        # Thread-safe as a server is (``Serialised``), so the concurrency contracts run here.
+        client = Serialised(mongomock.MongoClient(tz_aware=True))
         made = _mongo_storage("mongomock", client, db_name)
     else:
         client = MongoClient(MONGO_URL, tz_aware=True, serverSelectionTimeoutMS=5000)

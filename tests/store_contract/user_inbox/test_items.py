@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.store_contract.conftest import BACKENDS
 from vancetope_brain.errors import Conflict, NotFound
 from vancetope_brain.models import InboxAnswer, InboxMessage, new_id, utcnow
 from vancetope_brain.models.inbox import (
@@ -96,8 +95,6 @@ def test_idempotency_needs_both_origin_and_key_and_is_per_tenant_and_process(
     assert len(user_inbox.list_inbox_items("ten_2", InboxQuery())) == 1
 
 
-# mongomock is not thread-safe: SQLite and (with VANCETOPE_TEST_MONGO_URL) the real server race.
-@pytest.mark.parametrize("storage", [b for b in BACKENDS if b != "mongomock"], indirect=True)
 def test_concurrent_idempotent_creates_store_one_item(storage: Storage, world: World) -> None:
     stores = [storage.open_backend().port(UserInboxStore) for _ in range(8)]
     barrier = threading.Barrier(len(stores))

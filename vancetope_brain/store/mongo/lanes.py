@@ -16,8 +16,14 @@ increasing, but two concurrent appends may become visible out of seq order
 for the moment between the two steps, and a crash or an idempotency race
 leaves a gap.
 
-``commit_turn`` runs: (1) a find that every drained id is still undrained,
-else None; (2) the claim: one conditional update of the process
+``commit_turn`` runs: (1) the drain claim: one ``update_many`` that marks every
+drained (and dead-lettered) message still undrained with ``drainClaim`` {epoch, turn
+record id}, passing over those another turn of the same epoch marked; unless it matched
+them all, None. So of two commits in one epoch that drain one message, one goes on, as
+on SQL (each message's mark is atomic; two racing over several messages may each take
+some and both get None, leaving them pending for the next turn). The same turn retried
+(its record id) passes its own marks, and a turn of another epoch takes over the marks
+of a turn that died; the drain (4) removes the mark; (2) the claim: one conditional update of the process
 ``{_id, tenantId, epoch}`` that sets status/closeReason/lastError/
 engineState/engineFailures/updatedAt, resets turnAttempts and reserves chat seqs (``$inc nextChatSeq``), else
 None — nothing is written before it; (2b) if ``commit.control_handled``
@@ -308,8 +314,12 @@ class MongoLanes(MongoAdapter, LaneStore):
         mine = {"_id": {"$in": drained}, "tenantId": tenant_id, "targetProcessId": process_id,
                 "drainedAt": None}
         listed = {**mine, "_id": {"$in": drained + list(commit.dead_letters)}}
-        if (drained or commit.dead_letters) and \
-                self._messages.count_documents(listed) != len(drained) + len(commit.dead_letters):
+        turn = {"epoch": epoch, "turn": commit.record.id}
+        if (drained or commit.dead_letters) and self._messages.update_many(
+                {**listed, "$or": [{"drainClaim.epoch": {"$ne": epoch}},
+                                   {"drainClaim.turn": turn["turn"]}]},
+                {"$set": {"drainClaim": turn}},
+        ).matched_count != len(drained) + len(commit.dead_letters):
             self._require_process(tenant_id, process_id)
             return None
         lines, stored = self._unwritten(tenant_id, process_id, commit.chat)
@@ -365,7 +375,8 @@ class MongoLanes(MongoAdapter, LaneStore):
         for timer in commit.timers:
             self._timers.replace_one({"_id": timer.id}, to_bson(timer), upsert=True)
         if drained:
-            self._messages.update_many(mine, {"$set": {"drainedAt": now, "drainedEpoch": epoch}})
+            self._messages.update_many(mine, {"$set": {"drainedAt": now, "drainedEpoch": epoch},
+                                              "$unset": {"drainClaim": ""}})
         if commit.uncounted_ids:
             self._messages.update_many(
                 {"_id": {"$in": list(dict.fromkeys(commit.uncounted_ids))},
@@ -376,7 +387,8 @@ class MongoLanes(MongoAdapter, LaneStore):
             self._messages.update_one(
                 {**mine, "_id": message_id},
                 {"$set": {"drainedAt": now, "drainedEpoch": epoch,
-                          "deadLetter": {**mark.dump(), "at": naive_utc(mark.at)}}})
+                          "deadLetter": {**mark.dump(), "at": naive_utc(mark.at)}},
+                 "$unset": {"drainClaim": ""}})
         record = commit.record.model_copy(
             update={"tenant_id": tenant_id, "process_id": process_id, "epoch": epoch})
         with contextlib.suppress(DuplicateKeyError):  # a retried commit of the same turn
