@@ -14,8 +14,12 @@ score; ``knowledge/retrieval.py`` says how the two are fused).
 
 from __future__ import annotations
 
+import threading
 from abc import abstractmethod
-from collections.abc import Sequence
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -98,6 +102,67 @@ def nearest(matrix: np.ndarray, query: np.ndarray, keep: np.ndarray | None,
 def vector_hit(chunk: Chunk, document_name: str, score: float) -> SearchHit:
     """The hit of ``chunk`` of the document named ``document_name`` found by vector."""
     return lexical_hit(chunk, document_name, score).model_copy(update={"via": "vector"})
+
+
+
+MAX_CACHED_BYTES = 512 * 1024 * 1024
+"""Bytes of project matrices that one OS process keeps per SQL backend (``MatrixCache``;
+the least recently used go first)."""
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """One project's vectors of one model and dimension, read at ``generation``: row i is
+    chunk ``ids[i]`` of the (document, version) ``pairs[codes[i]]``."""
+
+    generation: int
+    ids: np.ndarray
+    codes: np.ndarray
+    pairs: list[tuple[str, int]]
+    matrix: np.ndarray
+
+    @classmethod
+    def of(cls, generation: int, rows: Sequence[Sequence[Any]], dim: int) -> Matrix:
+        """The matrix of stored rows (chunk id, document id, version, float32 bytes)."""
+        codes: dict[tuple[str, int], int] = {}
+        matrix = np.frombuffer(b"".join(bytes(row[3]) for row in rows),
+                               np.float32).reshape(-1, dim)
+        return cls(generation, np.fromiter((row[0] for row in rows), np.int64, len(rows)),
+                   np.fromiter((codes.setdefault((row[1], row[2]), len(codes))
+                                for row in rows), np.int32, len(rows)),
+                   list(codes), matrix)
+
+    def keep(self, ready: dict[tuple[str, int], str]) -> np.ndarray | None:
+        """Which rows are of a (document, version) in ``ready`` (None: all of them)."""
+        kept = np.fromiter((pair in ready for pair in self.pairs), bool, len(self.pairs))
+        return None if kept.all() else kept[self.codes]
+
+
+class MatrixCache:
+    """The project matrices a SQL backend read in this OS process, each used while its
+    generation is the one stored (bumped in the transaction of every vector write and
+    chunk drop, so every process sharing the store sees a change at its next search)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: OrderedDict[tuple[str, ...], Matrix] = OrderedDict()
+
+    def get(self, key: tuple[str, ...], generation: int, read: Callable[[], Matrix]) -> Matrix:
+        """The matrix of ``key`` at ``generation``: the one held, else ``read()`` (kept if
+        it fits in ``MAX_CACHED_BYTES``)."""
+        with self._lock:
+            held = self._held.get(key)
+            if held is not None and held.generation == generation:
+                self._held.move_to_end(key)
+                return held
+        fresh = read()
+        with self._lock:
+            self._held.pop(key, None)
+            if fresh.matrix.nbytes <= MAX_CACHED_BYTES:
+                self._held[key] = fresh
+                while sum(m.matrix.nbytes for m in self._held.values()) > MAX_CACHED_BYTES:
+                    self._held.popitem(last=False)
+        return fresh
 
 
 class DocumentVectors(Port):

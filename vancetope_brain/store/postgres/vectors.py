@@ -35,10 +35,7 @@ a document re-added or deleted is never found through a stale matrix.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -49,6 +46,8 @@ from vancetope_brain.store.postgres import PostgresAdapter
 from vancetope_brain.store.postgres._db import load_all
 from vancetope_brain.store.vectors import (
     DocumentVectors,
+    Matrix,
+    MatrixCache,
     check_model,
     nearest,
     scan_rows,
@@ -60,9 +59,6 @@ from vancetope_brain.store.vectors import (
 if TYPE_CHECKING:
     from vancetope_brain.store.postgres import PostgresBackend
 
-MAX_CACHED_BYTES = 512 * 1024 * 1024
-"""Bytes of vectors one process keeps in memory for searches (a matrix larger than this is
-read for each search instead)."""
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS knowledge_vectors (
@@ -95,30 +91,13 @@ def drop_vectors(conn: psycopg.Connection[Any], tenant_id: str, document_id: str
                  (tenant_id, document_id))
 
 
-@dataclass(frozen=True)
-class _Matrix:
-    """One project's vectors of one model and dimension, read at ``generation``: row i is
-    chunk ``ids[i]`` of the (document, version) ``pairs[codes[i]]``."""
-
-    generation: int
-    ids: np.ndarray
-    codes: np.ndarray
-    pairs: list[tuple[str, int]]
-    matrix: np.ndarray
-
-    def keep(self, ready: dict[tuple[str, int], str]) -> np.ndarray | None:
-        """Which rows are of a (document, version) in ``ready`` (None: all of them)."""
-        kept = np.fromiter((pair in ready for pair in self.pairs), bool, len(self.pairs))
-        return None if kept.all() else kept[self.codes]
-
 
 class PostgresDocumentVectors(PostgresAdapter, DocumentVectors):
     tables = _TABLES
 
     def __init__(self, db: PostgresBackend) -> None:
         super().__init__(db)
-        self._cache: tuple[threading.Lock, OrderedDict[tuple[str, ...], _Matrix]] = (
-            threading.Lock(), OrderedDict())
+        self._cache = MatrixCache()
 
     def write_vectors(self, tenant_id: str, project_id: str, document_id: str, version: int,
                       model: str, vectors: np.ndarray) -> bool:
@@ -175,40 +154,16 @@ class PostgresDocumentVectors(PostgresAdapter, DocumentVectors):
             "v.document_id = d.id AND v.version = d.version AND v.model = %s) "
             "ORDER BY d.name LIMIT %s", (tenant_id, project_id, model, max(0, limit))))
 
-    def _matrix(self, tenant_id: str, project_id: str, model: str, dim: int) -> _Matrix:
+    def _matrix(self, tenant_id: str, project_id: str, model: str, dim: int) -> Matrix:
         """The project's vectors of ``model`` and ``dim``, from the cache while its
-        generation is the stored one."""
-        key = (tenant_id, project_id, model, str(dim))
+        generation is the stored one (read before the vectors, so a write in between only
+        makes the next search read them again)."""
         rows = self.db.read("SELECT generation FROM knowledge_vector_generations WHERE "
                             "tenant_id = %s AND project_id = %s", (tenant_id, project_id))
         generation = int(rows[0][0]) if rows else 0
-        lock, cache = self._cache
-        with lock:
-            held = cache.get(key)
-            if held is not None and held.generation == generation:
-                cache.move_to_end(key)
-                return held
-        read = self._read(tenant_id, project_id, model, dim, generation)
-        with lock:
-            cache.pop(key, None)
-            if read.matrix.nbytes <= MAX_CACHED_BYTES:
-                cache[key] = read
-                while sum(m.matrix.nbytes for m in cache.values()) > MAX_CACHED_BYTES:
-                    cache.popitem(last=False)
-        return read
-
-    def _read(self, tenant_id: str, project_id: str, model: str, dim: int,
-              generation: int) -> _Matrix:
-        """The project's vectors as stored now (the generation was read before them, so a
-        write in between only makes the next search read them again)."""
-        rows = self.db.read(
-            "SELECT chunk_id, document_id, version, vector FROM knowledge_vectors WHERE "
-            "tenant_id = %s AND project_id = %s AND model = %s AND dim = %s ORDER BY chunk_id "
-            "LIMIT %s", (tenant_id, project_id, model, dim, scan_rows(dim)))
-        codes: dict[tuple[str, int], int] = {}
-        matrix = np.frombuffer(b"".join(bytes(row[3]) for row in rows),
-                               np.float32).reshape(-1, dim)
-        return _Matrix(generation, np.fromiter((row[0] for row in rows), np.int64, len(rows)),
-                       np.fromiter((codes.setdefault((row[1], row[2]), len(codes))
-                                    for row in rows), np.int32, len(rows)),
-                       list(codes), matrix)
+        return self._cache.get((tenant_id, project_id, model, str(dim)), generation,
+                               lambda: Matrix.of(generation, self.db.read(
+                                   "SELECT chunk_id, document_id, version, vector FROM "
+                                   "knowledge_vectors WHERE tenant_id = %s AND project_id = %s AND "
+                                   "model = %s AND dim = %s ORDER BY chunk_id LIMIT %s",
+                                   (tenant_id, project_id, model, dim, scan_rows(dim))), dim))

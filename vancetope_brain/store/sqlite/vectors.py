@@ -23,10 +23,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -36,6 +33,8 @@ from vancetope_brain.store.sqlite import SqliteAdapter
 from vancetope_brain.store.sqlite._db import load_all, marks
 from vancetope_brain.store.vectors import (
     DocumentVectors,
+    Matrix,
+    MatrixCache,
     check_model,
     nearest,
     scan_rows,
@@ -47,9 +46,6 @@ from vancetope_brain.store.vectors import (
 if TYPE_CHECKING:
     from vancetope_brain.store.sqlite import SqliteBackend
 
-MAX_CACHED_BYTES = 512 * 1024 * 1024
-"""Bytes of vectors one process keeps in memory for searches (a matrix larger than this is
-read for each search instead)."""
 
 VECTOR_TABLES = """
 CREATE TABLE IF NOT EXISTS knowledge_vectors (
@@ -81,30 +77,13 @@ def drop_vectors(conn: sqlite3.Connection, tenant_id: str, document_id: str) -> 
                  (tenant_id, document_id))
 
 
-@dataclass(frozen=True)
-class _Matrix:
-    """One project's vectors of one model and dimension, read at ``generation``: row i is
-    chunk ``ids[i]`` of the (document, version) ``pairs[codes[i]]``."""
-
-    generation: int
-    ids: np.ndarray
-    codes: np.ndarray
-    pairs: list[tuple[str, int]]
-    matrix: np.ndarray
-
-    def keep(self, ready: dict[tuple[str, int], str]) -> np.ndarray | None:
-        """Which rows are of a (document, version) in ``ready`` (None: all of them)."""
-        kept = np.fromiter((pair in ready for pair in self.pairs), bool, len(self.pairs))
-        return None if kept.all() else kept[self.codes]
-
 
 class SqliteDocumentVectors(SqliteAdapter, DocumentVectors):
     tables = VECTOR_TABLES
 
     def __init__(self, db: SqliteBackend) -> None:
         super().__init__(db)
-        self._cache: tuple[threading.Lock, OrderedDict[tuple[str, ...], _Matrix]] = (
-            threading.Lock(), OrderedDict())
+        self._cache = MatrixCache()
 
     def write_vectors(self, tenant_id: str, project_id: str, document_id: str, version: int,
                       model: str, vectors: np.ndarray) -> bool:
@@ -162,39 +141,16 @@ class SqliteDocumentVectors(SqliteAdapter, DocumentVectors):
             "v.version = d.version AND v.model = ?) ORDER BY d.name LIMIT ?",
             (tenant_id, project_id, model, limit)))
 
-    def _matrix(self, tenant_id: str, project_id: str, model: str, dim: int) -> _Matrix:
+    def _matrix(self, tenant_id: str, project_id: str, model: str, dim: int) -> Matrix:
         """The project's vectors of ``model`` and ``dim``, from the cache while its
-        generation is the stored one."""
-        key = (tenant_id, project_id, model, str(dim))
+        generation is the stored one (read before the vectors, so a write in between only
+        makes the next search read them again)."""
         rows = self.db.read("SELECT generation FROM knowledge_vector_generations WHERE "
                             "tenant_id = ? AND project_id = ?", (tenant_id, project_id))
-        generation = rows[0][0] if rows else 0
-        lock, cache = self._cache
-        with lock:
-            held = cache.get(key)
-            if held is not None and held.generation == generation:
-                cache.move_to_end(key)
-                return held
-        read = self._read(tenant_id, project_id, model, dim, generation)
-        with lock:
-            cache.pop(key, None)
-            if read.matrix.nbytes <= MAX_CACHED_BYTES:
-                cache[key] = read
-                while sum(m.matrix.nbytes for m in cache.values()) > MAX_CACHED_BYTES:
-                    cache.popitem(last=False)
-        return read
-
-    def _read(self, tenant_id: str, project_id: str, model: str, dim: int,
-              generation: int) -> _Matrix:
-        """The project's vectors as stored now (the generation was read before them, so a
-        write in between only makes the next search read them again)."""
-        rows = self.db.read(
-            "SELECT chunk_id, document_id, version, vector FROM knowledge_vectors WHERE "
-            "tenant_id = ? AND project_id = ? AND model = ? AND dim = ? ORDER BY chunk_id "
-            "LIMIT ?", (tenant_id, project_id, model, dim, scan_rows(dim)))
-        codes: dict[tuple[str, int], int] = {}
-        matrix = np.frombuffer(b"".join(row[3] for row in rows), np.float32).reshape(-1, dim)
-        return _Matrix(generation, np.fromiter((row[0] for row in rows), np.int64, len(rows)),
-                       np.fromiter((codes.setdefault((row[1], row[2]), len(codes))
-                                    for row in rows), np.int32, len(rows)),
-                       list(codes), matrix)
+        generation = int(rows[0][0]) if rows else 0
+        return self._cache.get((tenant_id, project_id, model, str(dim)), generation,
+                               lambda: Matrix.of(generation, self.db.read(
+                                   "SELECT chunk_id, document_id, version, vector FROM "
+                                   "knowledge_vectors WHERE tenant_id = ? AND project_id = ? AND "
+                                   "model = ? AND dim = ? ORDER BY chunk_id LIMIT ?",
+                                   (tenant_id, project_id, model, dim, scan_rows(dim))), dim))
