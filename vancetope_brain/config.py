@@ -28,6 +28,14 @@ def write_private(path: Path, text: str) -> None:
     with os.fdopen(fd, "w") as f:
         f.write(text)
 
+def redacted_url(url: str | None) -> str:
+    """A URL without its user and password (``scheme://***@host…``), for logs and errors."""
+    if not url or "@" not in url:
+        return url or ""
+    scheme, rest = url.split("://", 1)
+    return f"{scheme}://***@{rest.rsplit('@', 1)[1]}"
+
+
 VARIABLES: dict[str, tuple[str, str]] = {
     # name: (default, meaning)
     "VANCETOPE_DATA_DIR": ("./.vancetope", "Where the embedded shape keeps its SQLite file, token and attachments; a relative path is taken from the folder the process starts in, once, at start."),

@@ -10,7 +10,7 @@ import sys
 import threading
 from dataclasses import replace
 
-from vancetope_brain.config import Config
+from vancetope_brain.config import Config, redacted_url
 from vancetope_brain.errors import VancetopeError
 from vancetope_gateway.admin_cli import add_admin_parser, run_admin
 
@@ -209,7 +209,7 @@ def _run(config: Config, listener: socket.socket) -> int:
     worker.start()
     app = create_app(gateway, llm_description=describe(config), ping_broker=broker_ping(celery))
     server = make_embedded_server(app, listener, config.header_timeout)
-    shape = "embedded" if config.embedded else f"Redis at {_redact(config.redis_url)}"
+    shape = "embedded" if config.embedded else f"Redis at {redacted_url(config.redis_url)}"
     host = _client_host(config.host)
     ws_url, web_url = f"ws://{host}:{server.port}/ws", f"http://{host}:{server.port}/"
     record_server(config, ws_url, os.environ)
@@ -227,7 +227,7 @@ def _run(config: Config, listener: socket.socket) -> int:
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     print(f"Vancetope serving on http://{config.host}:{server.port} ({shape}; "
-          f"store {_redact(config.store_url)})", flush=True)
+          f"store {redacted_url(config.store_url)})", flush=True)
     print(describe(config), flush=True)
     token_file = config.data_dir / "token"
     # A URL fragment never reaches a server log, but captured output is a log.
@@ -266,14 +266,6 @@ def _client_host(host: str) -> str:
     if host in ("0.0.0.0", "", "::"):
         return "127.0.0.1"
     return f"[{host}]" if ":" in host else host
-
-
-def _redact(url: str | None) -> str:
-    """A URL without its password, for logs."""
-    if not url or "@" not in url:
-        return url or ""
-    scheme, rest = url.split("://", 1)
-    return f"{scheme}://***@{rest.rsplit('@', 1)[1]}"
 
 
 if __name__ == "__main__":

@@ -9,10 +9,11 @@ from concurrent.futures import ThreadPoolExecutor
 import psycopg
 import pytest
 
+from vancetope_brain.config import redacted_url
 from vancetope_brain.errors import ConfigError, StoreError
 from vancetope_brain.models.settings import SettingLevel, SettingScope
 from vancetope_brain.store import SettingStore
-from vancetope_brain.store.postgres import PostgresAdapter, PostgresBackend, _redacted, _split_url
+from vancetope_brain.store.postgres import PostgresAdapter, PostgresBackend, _split_url
 from vancetope_brain.store.postgres._db import SCHEMA_VERSION, create_schema
 
 SCOPE = SettingScope(level=SettingLevel.TENANT, id="")
@@ -111,7 +112,7 @@ def test_the_url_names_the_pool_size_and_its_password_never_reaches_an_error() -
     assert _split_url("postgresql://u@h/db")[1] == 10
     with pytest.raises(ConfigError, match="pool_max"):
         _split_url("postgresql://u@h/db?pool_max=0")
-    assert _redacted("postgresql://u:s3cret@h/db") == "postgresql://u:***@h/db"
+    assert redacted_url("postgresql://u:s3cret@h/db") == "postgresql://***@h/db"
 
 
 def test_an_unreachable_server_is_a_store_error_naming_no_secret() -> None:

@@ -49,6 +49,7 @@ import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 from psycopg_pool.base import AttemptWithBackoff
 
+from vancetope_brain.config import redacted_url
 from vancetope_brain.errors import ConfigError, Conflict, StoreError
 from vancetope_brain.store.backend import Adapter, Backend, Port, import_adapters
 from vancetope_brain.store.postgres._db import (
@@ -155,7 +156,7 @@ class PostgresBackend(Backend):
                 create_schema(conn, [owner.tables for owner in owners],
                               [owner.migrations for owner in owners])
         except psycopg.Error as e:
-            raise StoreError(f"cannot open PostgreSQL store {_redacted(url)}: {e}") from e
+            raise StoreError(f"cannot open PostgreSQL store {redacted_url(url)}: {e}") from e
         self._used: WeakKeyDictionary[psycopg.Connection[Any], float] = WeakKeyDictionary()
         self.pool.open()
         super().__init__()
@@ -225,15 +226,6 @@ class PostgresBackend(Backend):
 
     def close(self) -> None:
         self.pool.close()
-
-
-def _redacted(url: str) -> str:
-    """``url`` without its password."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return urlunsplit(parts._replace(netloc=netloc))
 
 
 import_adapters(__name__, __path__)
