@@ -1,6 +1,6 @@
 """``vancetope admin …``: tenants, projects, users, API tokens, recipes, settings, the
-delivery log, dead letters, tool health, knowledge documents and the retention purge, on the
-configured store.
+delivery log, dead letters, tool health, knowledge documents, the retention purge, and the
+export of the whole store and its import into another, on the configured store.
 
 Output is made to be scripted: the result (a new id, a token's secret, a
 table whose first column is the id) goes to stdout, notes for people go to
@@ -29,13 +29,18 @@ if TYPE_CHECKING:  # the brain loads only when an admin command runs, not for ev
     _Command = Callable[[Administration, argparse.Namespace], None]
 
 
+EXPORT_PAGE = 1000
+"""``--page``'s default (``vancetope_brain.services.transfer.EXPORT_PAGE``, spelt out so the
+parser loads no brain module)."""
+
 DEFINITION_KINDS = ("strategy", "template")
 """Definition kinds besides recipes with ``list/show/put/delete`` commands (names from
 ``vancetope_brain.recipes.kinds``, spelt out so the parser loads no brain module)."""
 
 _DESCRIPTION = (
     "Administer tenants, projects, users, API tokens, recipes and settings, and read the delivery "
-    "log, dead letters, tool health and system sessions, purge what retention lets go, in the store named by VANCETOPE_STORE_URL (default: the SQLite file in VANCETOPE_DATA_DIR). Results go to "
+    "log, dead letters, tool health and system sessions, purge what retention lets go, export "
+    "the whole store and import it into another, in the store named by VANCETOPE_STORE_URL (default: the SQLite file in VANCETOPE_DATA_DIR). Results go to "
     "stdout (a new id, a token's secret, a table whose first column is the id), notes to "
     "stderr; errors exit with code 2."
 )
@@ -43,7 +48,7 @@ _DESCRIPTION = (
 
 def add_admin_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     admin = sub.add_parser("admin", help="tenants, projects, users, tokens, recipes, settings, "
-                           "deliveries, dead letters, tool health, system sessions",
+                           "deliveries, dead letters, tool health, system sessions, export/import",
                            description=_DESCRIPTION)
     kinds = admin.add_subparsers(dest="admin_kind", required=True, metavar="KIND")
     quiet = argparse.ArgumentParser(add_help=False)
@@ -70,6 +75,32 @@ def add_admin_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
                    help="delete nothing: per tenant and kind, how many records would go and "
                         "the oldest one's time")
     p.add_argument("--tenant", help="only this tenant (default: every tenant)")
+    p.set_defaults(admin_verb="")
+    p = kinds.add_parser(
+        "export", parents=[quiet],
+        help="write every record of the store (every tenant and kind, with the schema "
+             "versions) to PATH (gzip if it ends in .gz; '-': stdout), to move the "
+             "installation to another store with `import`; stop the gateways and workers "
+             "first (docs/operations.md, 'Moving between stores')")
+    p.add_argument("path", nargs="?", default="-", metavar="PATH|-",
+                   help="the export file, mode 0600: it holds settings and token hashes "
+                        "(default '-': stdout, to a pipe)")
+    p.add_argument("--resume", action="store_true",
+                   help="finish the interrupted export whose PATH.partial is there, from its "
+                        "last checkpoint")
+    p.add_argument("--page", type=int, default=EXPORT_PAGE, metavar="N",
+                   help=f"records read per call, and per checkpoint (default {EXPORT_PAGE})")
+    p.set_defaults(admin_verb="")
+    p = kinds.add_parser(
+        "import", parents=[quiet],
+        help="write an export's records into the store (empty: a new database after `admin "
+             "migrate`), checking each kind's count and digest, then read the store back "
+             "and compare")
+    p.add_argument("path", nargs="?", default="-", metavar="PATH|-",
+                   help="the export file, gzip or not (default '-': stdin, from a pipe)")
+    p.add_argument("--resume", action="store_true",
+                   help="finish an interrupted import of this file: records already in the "
+                        "store are skipped")
     p.set_defaults(admin_verb="")
     tenant = verbs("tenant", "tenants (each gets a project 'default')")
     p = tenant.add_parser("create", parents=[quiet, exist_ok], help="create a tenant")
@@ -297,6 +328,44 @@ def _purge(admin: Administration, args: argparse.Namespace) -> None:
         if not run["sessions"] and not run["deliveries"]:
             break
     _table(("KIND", "DELETED"), [(kind, str(total[kind])) for kind in KINDS])
+
+
+def _export(admin: Administration, args: argparse.Namespace) -> None:
+    from vancetope_brain.services.transfer import export_store, source_of
+    from vancetope_brain.store import TransferStore
+
+    if args.path == "-" and sys.stdout.isatty():
+        raise InvalidInput("give the export a PATH (or pipe it: vancetope admin export - | …); "
+                           "it is not for a terminal")
+    done = export_store(admin.store.port(TransferStore), source_of(admin.store), args.path,
+                        page=args.page, resume=args.resume, notes=lambda text: _note(args, text))
+    summary = done.summary
+    line = (f"{'complete already' if done.already_complete else 'exported'}: "
+            f"{summary.count} records of {len(summary.kinds)} kinds"
+            f"{'' if args.path == '-' else ' in ' + args.path} (digest {summary.digest})")
+    if args.path == "-":
+        _note(args, line)
+    else:
+        print(line)
+
+
+def _import(admin: Administration, args: argparse.Namespace) -> None:
+    from vancetope_brain.services.transfer import import_store
+    from vancetope_brain.store import TransferStore
+
+    if args.path == "-" and sys.stdin.isatty():
+        raise InvalidInput("give the export's PATH (or pipe it in: … | vancetope admin import -)")
+    done = import_store(admin.store.port(TransferStore), args.path, resume=args.resume,
+                        notes=lambda text: _note(args, text))
+    summary = done.summary
+    _note(args, f"imported {summary.count} records: {done.written} written, "
+                f"{summary.count - done.written} already there")
+    if done.differences:
+        raise Conflict("after the import the store differs from the file in "
+                       f"{'; '.join(done.differences)}: it held other records before (import "
+                       "into an empty store) — do not start the server on it")
+    print(f"verified: the store holds the file's {summary.count} records of "
+          f"{len(summary.kinds)} kinds (digest {summary.digest})")
 
 
 def _tenant_create(admin: Administration, args: argparse.Namespace) -> None:
@@ -625,6 +694,8 @@ def _setting_unset(admin: Administration, args: argparse.Namespace) -> None:
 _COMMANDS: dict[tuple[str, str], _Command] = {
     ("migrate", ""): _migrate,
     ("purge", ""): _purge,
+    ("export", ""): _export,
+    ("import", ""): _import,
     ("system-session", "list"): _system_session_list,
     ("tenant", "create"): _tenant_create,
     ("tenant", "list"): _tenant_list,
