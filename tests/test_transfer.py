@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from vancetope_brain.errors import Conflict, InvalidInput
+from vancetope_brain.errors import Conflict, InvalidInput, StoreError
 from vancetope_brain.services.transfer import (
     FORMAT_VERSION,
     export_store,
@@ -258,3 +258,45 @@ def test_an_import_reads_gzip_by_its_bytes_and_says_what_is_not_an_export(source
         import_store(MemoryTransfer(), str(tmp_path / "empty.jsonl"))
     with pytest.raises(InvalidInput, match="cannot read"):
         import_store(MemoryTransfer(), str(tmp_path / "missing.jsonl"))
+
+
+class Failing(MemoryTransfer):
+    """Fails every call after ``calls`` calls, as a store that went away does."""
+
+    def __init__(self, copy: MemoryTransfer, calls: int) -> None:
+        super().__init__()
+        self.kinds, self.calls = copy.kinds, calls
+
+    def _call(self) -> None:
+        self.calls -= 1
+        if self.calls < 0:
+            raise StoreError("the store is not answering")
+
+    def export_page(self, kind: str, after: str | None, limit: int
+                    ) -> tuple[list[dict[str, Any]], str | None]:
+        self._call()
+        return super().export_page(kind, after, limit)
+
+    def import_records(self, kind: str, records: list[dict[str, Any]]) -> int:
+        self._call()
+        return super().import_records(kind, records)
+
+
+def test_a_store_failing_mid_export_leaves_a_partial_file_to_resume(source, tmp_path) -> None:
+    whole = _export(source, tmp_path / "whole.jsonl", page=2)
+    path = tmp_path / "x.jsonl"
+    with pytest.raises(StoreError, match="not answering; the export so far is kept in .*"
+                                         "x.jsonl.partial: run the same command with --resume"):
+        export_store(Failing(source, 9), SOURCE, str(path), page=2)
+    assert not path.exists()
+    export_store(source, SOURCE, str(path), page=2, resume=True)
+    assert _content(path.read_bytes()) == _content(whole)
+
+
+def test_a_store_failing_mid_import_is_finished_by_resume(source, tmp_path) -> None:
+    _export(source, tmp_path / "x.jsonl")
+    copy = MemoryTransfer()
+    with pytest.raises(StoreError, match="stopped at line .*--resume"):
+        import_store(Failing(copy, 4), str(tmp_path / "x.jsonl"))
+    assert import_store(copy, str(tmp_path / "x.jsonl"), resume=True).differences == []
+    assert copy.kinds == source.kinds

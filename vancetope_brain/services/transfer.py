@@ -47,7 +47,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, Protocol, cast
 
-from vancetope_brain.errors import Conflict, InvalidInput
+from vancetope_brain.errors import Conflict, InvalidInput, RuntimeFailure
 from vancetope_brain.store.backend import Backend
 from vancetope_brain.store.transfer import KIND_BY_NAME, KINDS, RECORD_FORM, TransferStore
 
@@ -247,21 +247,35 @@ def export_store(store: TransferStore, source: dict[str, Any], path: str, *,
             notes(f"no {partial.name} to resume: exporting from the start")
         resume = False
     kept: int | None = None
-    if not resume:
-        with _writer(partial) as out:
-            out.write(canonical(header(source)) + b"\n")
-            summary = write_export(store, out, page=page, notes=notes)
-    else:
-        start, summary, kept = _resume_point(partial, source)
-        if kept is not None:  # else: whole, not renamed yet
-            if notes:
-                notes(f"resuming {partial} at {KINDS[start.index].name}, after "
-                      f"{summary.count} records")
-            with _writer(partial, keep=kept) as out:
-                summary = write_export(store, out, page=page, start=start, summary=summary,
-                                       notes=notes)
-    os.replace(partial, final)
+    with _stopped(partial):
+        if not resume:
+            with _writer(partial) as out:
+                out.write(canonical(header(source)) + b"\n")
+                summary = write_export(store, out, page=page, notes=notes)
+        else:
+            start, summary, kept = _resume_point(partial, source)
+            if kept is not None:  # else: whole, not renamed yet
+                if notes:
+                    notes(f"resuming {partial} at {KINDS[start.index].name}, after "
+                          f"{summary.count} records")
+                with _writer(partial, keep=kept) as out:
+                    summary = write_export(store, out, page=page, start=start,
+                                           summary=summary, notes=notes)
+        os.replace(partial, final)
     return Exported(summary, already_complete=resume and kept is None)
+
+
+@contextmanager
+def _stopped(partial: Path) -> Iterator[None]:
+    """Say how to go on when the store or the disk fails an export to a path."""
+    go_on = f"the export so far is kept in {partial}: run the same command with --resume"
+    try:
+        yield
+    except RuntimeFailure as e:
+        raise type(e)(f"{e}; {go_on} once the store answers") from e
+    except OSError as e:
+        raise RuntimeFailure(f"cannot write {e.filename or partial}: {e.strerror}; "
+                             f"{go_on} once there is room") from e
 
 
 @contextmanager
@@ -485,6 +499,10 @@ def import_store(store: TransferStore, path: str, *, resume: bool = False,
             importer.read(lines)
         except _Truncated:
             importer.fail(f"ends early, after line {importer.line} (it was cut)")
+        except RuntimeFailure as e:
+            raise type(e)(f"{e}; the import stopped at line {importer.line}: run it again "
+                          "with --resume once the store answers (the records there are "
+                          "skipped)") from e
     if notes:
         notes("verifying: reading the store back")
     check = tally_store(store)
@@ -499,6 +517,8 @@ class _Importer:
         self._progress = Progress(notes, "imported")
         self.summary = Summary()
         self.written = 0
+        self.pages = 0
+        """``import_records`` calls made: the destination holds part of the file."""
         self.line = 0
         self._expected: list[str] = []
         self._kind: str | None = None
@@ -529,7 +549,7 @@ class _Importer:
     def fail(self, what: str) -> None:
         partial = (" The destination holds the records before it: fix the file (or export "
                    "again) and run the import again with --resume, or drop the destination "
-                   "and start over." if self.written else "")
+                   "and start over." if self.pages else "")
         raise InvalidInput(f"{self._name} {what}: the file is damaged.{partial}")
 
     def _begin(self, kind: str) -> None:
@@ -557,6 +577,7 @@ class _Importer:
 
     def _flush(self) -> None:
         if self._page and self._kind is not None:
+            self.pages += 1
             self.written += self._store.import_records(self._kind, self._page)
             self._page = []
 
