@@ -248,3 +248,14 @@ def test_page_size_and_a_resumed_export_on_sqlite(used: Used, tmp_path: Path) ->
     code, out, _ = _admin(_env(used.data_dir, used.url), "export", str(tmp_path / "cut.jsonl"),
                           "--resume")
     assert code == 0 and out.startswith("complete already: ")
+
+
+def test_an_import_into_a_store_holding_other_records_fails_its_check(used: Used,
+                                                                      tmp_path: Path) -> None:
+    other = _env(tmp_path, f"sqlite:///{tmp_path / 'other.db'}")
+    assert _admin(other, "tenant", "create", "Other", "--id", "other")[0] == 0
+    code, out, err = _admin(other, "import", str(used.export), "--resume", "-q")
+    assert (code, out) == (2, "")
+    assert err.startswith("vancetope: after the import the store differs from the file in "
+                          "tenants (2 here, 1 in the file); projects (2 here, 1 in the file)")
+    assert err.count("\n") == 1

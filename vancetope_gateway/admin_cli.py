@@ -358,8 +358,6 @@ def _import(admin: Administration, args: argparse.Namespace) -> None:
     done = import_store(admin.store.port(TransferStore), args.path, resume=args.resume,
                         notes=lambda text: _note(args, text))
     summary = done.summary
-    _note(args, f"imported {summary.count} records: {done.written} written, "
-                f"{summary.count - done.written} already there")
     if done.differences:
         raise Conflict("after the import the store differs from the file in "
                        f"{'; '.join(done.differences)}: it held other records before (import "

@@ -504,7 +504,9 @@ def import_store(store: TransferStore, path: str, *, resume: bool = False,
                           "with --resume once the store answers (the records there are "
                           "skipped)") from e
     if notes:
-        notes("verifying: reading the store back")
+        read = importer.summary.count
+        notes(f"imported {read} records ({importer.written} written, "
+              f"{read - importer.written} there already); verifying: reading the store back")
     check = tally_store(store)
     return Imported(importer.summary, importer.written, check.differences(importer.summary))
 
