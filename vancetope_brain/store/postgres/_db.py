@@ -2,7 +2,8 @@
 column codecs the adapters share.
 
 Schema versions (table ``schema_version``): 1 — the first, the tables of every
-adapter as of the SQLite backend's version 7. A migration is forward-only: an
+adapter as of the SQLite backend's version 7; 2 — ``chat`` gains ``row_no``, its
+insertion order (``lanes.py``). A migration is forward-only: an
 adapter's ``migrations[N]`` are the statements that bring its tables from version
 N-1 to N, run once, in version order, in the same transaction that records N (DDL
 is transactional on PostgreSQL, so a failed migration leaves the previous version
@@ -29,7 +30,7 @@ from vancetope_brain.models import Document
 D = TypeVar("D", bound=Document)
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 """Bumped by a migration that changes an existing table (never by a new table)."""
 
 STATEMENT_TIMEOUT_MS = 30_000

@@ -32,7 +32,7 @@ term) how many current chunks of the project's READY documents hold the term, ke
 SQLite in the transaction of every change: ``write_chunks`` adds its chunks' terms, and
 whatever makes a READY document stop being one, or replaces or deletes its chunks, takes
 its chunks' terms (read back from ``terms``) away. One write applies the net change per
-term in one statement in term order (``_count_terms``), so two writers of one project lock
+term in one statement in term order (``count_terms``), so two writers of one project lock
 the term rows they share in the same order and never deadlock.
 
 Search, per query term rarest first (n from ``knowledge_terms`` summed over the searched
@@ -152,6 +152,18 @@ def term_key(term: str) -> str:
     return "#" + hashlib.sha256(data).hexdigest()
 
 
+def chunk_terms(text: str) -> tuple[int, list[str]]:
+    """A chunk's ``length`` (its terms, repeats counted) and its ``terms``: the keys of its
+    distinct terms, sorted."""
+    terms = index_terms(text)
+    return len(terms), sorted({term_key(term) for term in terms})
+
+
+def tenant_lock_in(conn: psycopg.Connection[Any], tenant_id: str) -> None:
+    """Take the tenant's ``add_document`` advisory lock until the transaction ends."""
+    conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (_LOCK_CLASS, tenant_id))
+
+
 def _lexeme(key: str) -> str:
     """The SQL literal of the tsquery of the one lexeme ``key``; ``ValueError`` unless it is
     what ``term_key`` gives (so nothing in it is SQL or tsquery syntax)."""
@@ -160,7 +172,7 @@ def _lexeme(key: str) -> str:
     return "'''" + key + "'''"
 
 
-def _us(moment: datetime) -> int:
+def epoch_us(moment: datetime) -> int:
     """Microseconds since the Unix epoch (``updated_us``); naive datetimes are UTC."""
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
@@ -173,8 +185,7 @@ class PostgresDocuments(PostgresAdapter, DocumentStore):
     def add_document(self, doc: KnowledgeDocument, *, max_project_documents: int,
                      max_project_bytes: int, max_tenant_bytes: int) -> KnowledgeDocument:
         with self.db.write() as conn:
-            conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
-                         (_LOCK_CLASS, doc.tenant_id))
+            tenant_lock_in(conn, doc.tenant_id)
             row = conn.execute("SELECT doc FROM knowledge_documents WHERE tenant_id = %s AND "
                                "project_id = %s AND name = %s FOR UPDATE",
                                (doc.tenant_id, doc.project_id, doc.name)).fetchone()
@@ -186,7 +197,7 @@ class PostgresDocuments(PostgresAdapter, DocumentStore):
             if new is None:
                 assert stored is not None
                 return stored
-            _count_terms(conn, doc.tenant_id, doc.project_id, _unready(conn, stored))
+            count_terms(conn, doc.tenant_id, doc.project_id, _unready(conn, stored))
             _put(conn, new)
         return new
 
@@ -209,7 +220,7 @@ class PostgresDocuments(PostgresAdapter, DocumentStore):
             stored = _current(conn, tenant_id, project_id, document_id, version)
             if stored is None:
                 return False
-            _count_terms(conn, tenant_id, project_id, _unready(conn, stored))
+            count_terms(conn, tenant_id, project_id, _unready(conn, stored))
             _put(conn, stored.model_copy(update={"status": status, "error_code": error_code,
                                                  "error": error, "updated_at": utcnow()}))
         return True
@@ -225,18 +236,17 @@ class PostgresDocuments(PostgresAdapter, DocumentStore):
             _drop_chunks(conn, tenant_id, document_id)
             tokens, rows = 0, []
             for chunk in chunks:
-                terms = index_terms(chunk.text)
-                tokens += len(terms)
-                keys = sorted({term_key(term) for term in terms})
+                length, keys = chunk_terms(chunk.text)
+                tokens += length
                 change.update(keys)
                 rows.append((tenant_id, project_id, document_id, version, chunk.ordinal,
-                             len(terms), chunk.text,
+                             length, chunk.text,
                              JsonDoc(chunk.model_dump_json(by_alias=True, exclude={"text"})), keys))
             conn.cursor().executemany(
                 "INSERT INTO knowledge_chunks (tenant_id, project_id, document_id, version, "
                 "ordinal, length, text, doc, terms) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, "
                 "array_to_tsvector(%s::text[]))", rows)
-            _count_terms(conn, tenant_id, project_id, change)
+            count_terms(conn, tenant_id, project_id, change)
             _put(conn, stored.model_copy(update={
                 "status": DocumentStatus.READY, "chunk_count": len(chunks), "pages": pages,
                 "error_code": None, "error": None, "updated_at": utcnow()}),
@@ -249,7 +259,7 @@ class PostgresDocuments(PostgresAdapter, DocumentStore):
                                (tenant_id, project_id, document_id)).fetchone()
             if row is None:
                 return False
-            _count_terms(conn, tenant_id, project_id,
+            count_terms(conn, tenant_id, project_id,
                          _unready(conn, KnowledgeDocument.load(row[0])))
             _drop_chunks(conn, tenant_id, document_id)
             conn.execute("DELETE FROM knowledge_documents WHERE tenant_id = %s AND id = %s",
@@ -325,7 +335,7 @@ class PostgresDocuments(PostgresAdapter, DocumentStore):
         return load_all(KnowledgeDocument, self.db.read(
             "SELECT doc FROM knowledge_documents WHERE status = ANY(%s) AND updated_us < %s "
             "ORDER BY updated_us, tenant_id, id LIMIT %s",
-            ([DocumentStatus.PENDING.value, DocumentStatus.INDEXING.value], _us(before),
+            ([DocumentStatus.PENDING.value, DocumentStatus.INDEXING.value], epoch_us(before),
              max(0, limit))))
 
     def usage(self, tenant_id: str, project_id: str | None = None) -> tuple[int, int]:
@@ -366,7 +376,7 @@ def _put(conn: psycopg.Connection[Any], doc: KnowledgeDocument, *, tokens: int =
         "updated_us = excluded.updated_us, doc = excluded.doc, chunks = excluded.chunks, "
         "tokens = excluded.tokens",
         (doc.tenant_id, doc.id, doc.project_id, doc.name, doc.version, doc.status.value,
-         doc.size, _us(doc.updated_at), doc_json(doc), doc.chunk_count,
+         doc.size, epoch_us(doc.updated_at), doc_json(doc), doc.chunk_count,
          tokens))
 
 
@@ -381,7 +391,7 @@ def _unready(conn: psycopg.Connection[Any], stored: KnowledgeDocument | None) ->
         (stored.tenant_id, stored.id))})
 
 
-def _count_terms(conn: psycopg.Connection[Any], tenant_id: str, project_id: str,
+def count_terms(conn: psycopg.Connection[Any], tenant_id: str, project_id: str,
                  change: Counter[str]) -> None:
     """Apply ``change``, chunks per term key (negative: fewer), to the project's
     ``knowledge_terms`` in one statement in term order; a term no chunk holds any more

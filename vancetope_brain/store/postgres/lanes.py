@@ -84,7 +84,8 @@ CREATE INDEX IF NOT EXISTS messages_dead ON messages (tenant_id, dead_ms)
     WHERE dead_ms IS NOT NULL;
 CREATE TABLE IF NOT EXISTS chat (
     id TEXT PRIMARY KEY, tenant_id TEXT NOT NULL, process_id TEXT NOT NULL,
-    seq BIGINT NOT NULL, role TEXT NOT NULL, source_message_id TEXT, doc JSONB NOT NULL
+    seq BIGINT NOT NULL, role TEXT NOT NULL, source_message_id TEXT, doc JSONB NOT NULL,
+    row_no BIGINT GENERATED ALWAYS AS IDENTITY
 );
 CREATE UNIQUE INDEX IF NOT EXISTS chat_seq ON chat (tenant_id, process_id, seq);
 CREATE UNIQUE INDEX IF NOT EXISTS chat_source
@@ -105,6 +106,12 @@ CREATE TABLE IF NOT EXISTS timers (
 CREATE INDEX IF NOT EXISTS timers_due ON timers (due_ms);
 CREATE INDEX IF NOT EXISTS timers_by_process ON timers (tenant_id, process_id);
 """
+
+_MIGRATIONS = {
+    # 2: ``chat`` gains its insertion order (the transfer port exports chat in it, as SQLite
+    # does by rowid); the rows already stored are numbered in the order the table is read.
+    2: ("ALTER TABLE chat ADD COLUMN IF NOT EXISTS row_no BIGINT GENERATED ALWAYS AS IDENTITY",),
+}
 
 MESSAGE_SELECT = "SELECT doc, seq, drained_at, drained_epoch, attempts FROM messages"
 # Only the fields a turn may change; status lives in ``lanes``.
@@ -282,6 +289,7 @@ def _commit_in(conn: psycopg.Connection[Any], tenant_id: str, process_id: str, e
 
 class PostgresLanes(PostgresAdapter, LaneStore):
     tables = _TABLES
+    migrations = _MIGRATIONS
 
     def append_message(self, message: InboxMessage) -> tuple[InboxMessage, bool]:
         with self.db.write() as conn:

@@ -130,7 +130,13 @@ def _in_scopes(scopes: Sequence[ScopeRef]) -> tuple[str, list[str]]:
             [part for scope in scopes for part in (scope.level.value, scope.id)])
 
 
-def _us(entry: MemoryEntry) -> int:
+def entry_lexemes(entry: MemoryEntry) -> list[str]:
+    """The lexemes of the entry's ``terms``: its scope key before each distinct term, sorted."""
+    prefix = scope_key(entry.tenant_id, entry.scope_ref)
+    return sorted({prefix + term for term in entry.indexed_terms()})
+
+
+def created_us(entry: MemoryEntry) -> int:
     """``created_at`` in microseconds since the Unix epoch (naive: UTC)."""
     moment = entry.created_at
     if moment.tzinfo is None:
@@ -145,7 +151,6 @@ class PostgresMemory(PostgresAdapter, MemoryStore):
                limit: int = MAX_ENTRIES_PER_SCOPE) -> tuple[MemoryEntry, bool]:
         key = (entry.tenant_id, *entry.scope_ref)
         indexed = entry.indexed_terms()
-        prefix = scope_key(entry.tenant_id, entry.scope_ref)
         with self.db.write() as conn:
             conn.execute("INSERT INTO memory_scopes (tenant_id, scope, scope_id, entries, terms) "
                          "VALUES (%s, %s, %s, 0, 0) ON CONFLICT DO NOTHING", key)
@@ -165,8 +170,8 @@ class PostgresMemory(PostgresAdapter, MemoryStore):
                     "ON CONFLICT (tenant_id, process_id, idempotency_key) "
                     "WHERE idempotency_key IS NOT NULL DO NOTHING",
                     (entry.id, *key, entry.process_id, entry.kind.value, entry.idempotency_key,
-                     len(indexed), _us(entry), doc_json(entry),
-                     sorted({prefix + term for term in indexed}))).rowcount
+                     len(indexed), created_us(entry), doc_json(entry),
+                     entry_lexemes(entry))).rowcount
             except psycopg.errors.UniqueViolation as e:
                 raise Conflict(f"memory entry {entry.id} exists") from e
             if not inserted:  # the same key, recorded into another scope meanwhile

@@ -13,7 +13,9 @@ at the cap could both pass it. A duplicate name raises ``Conflict`` (the primary
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Any, TypeVar
+
+import psycopg
 
 from vancetope_brain.errors import Conflict, NotFound
 from vancetope_brain.models.recipe import Definition
@@ -36,6 +38,13 @@ _LIMIT_LOCK = 0x7663_7265
 """The first key of the advisory lock that serialises capped creates of one (tenant, kind)."""
 
 
+def limit_lock_in(conn: psycopg.Connection[Any], tenant_id: str, kind: str) -> None:
+    """Take the advisory lock of capped creates of (tenant, kind) until the transaction
+    ends."""
+    conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
+                 (_LIMIT_LOCK, f"{tenant_id}\x1f{kind}"))
+
+
 class PostgresRecipes(PostgresAdapter, RecipeStore):
     tables = _TABLES
 
@@ -44,8 +53,7 @@ class PostgresRecipes(PostgresAdapter, RecipeStore):
         try:
             with self.db.write() as conn:
                 if limit is not None:
-                    conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))",
-                                 (_LIMIT_LOCK, f"{tenant_id}\x1f{definition.KIND}"))
+                    limit_lock_in(conn, tenant_id, definition.KIND)
                 cursor = conn.execute(
                     "INSERT INTO recipes (tenant_id, project_id, kind, name, doc) "
                     "SELECT %s, %s, %s, %s, %s WHERE %s::bigint IS NULL OR "

@@ -1,0 +1,251 @@
+"""PostgreSQL ``TransferStore``: every kind's rows read out in the record form and written
+back, over the tables the other adapters own.
+
+Export: a page is one statement, ``LIMIT`` one more than asked to tell whether it is the
+last. An insertion-ordered kind is read by ``row_no`` (its identity column; the cursor is
+the last page's last ``row_no``), the others by their key, text compared bytewise
+(``COLLATE "C"``, as SQLite compares), from a row comparison with the last key (the
+cursor: the key as a JSON array). A row becomes its record: ``jsonb`` the parsed object,
+``BYTEA`` base64, the derived columns (``row_no``, ``terms``, ``created_us``,
+``updated_us``) left out. Cost: the key order of a column not declared ``COLLATE "C"``,
+and ``row_no`` of a table without an index on it, is not an index's order, so each page
+reads the rest of its table once (a top-N sort); a whole export is quadratic in a table's
+pages, which a large ``limit`` keeps few.
+
+Import: one transaction per call, records inserted in the given order (so an
+insertion-ordered kind's ``row_no`` follows the file) with ``ON CONFLICT (key) DO NOTHING
+RETURNING``, so a record whose key is stored is skipped and only the rows written get
+what the adapters derive, computed by their own functions:
+- ``knowledge_documents``: ``updated_us`` from the document's ``updatedAt``;
+- ``knowledge_chunks``: the imported ``id`` (``OVERRIDING SYSTEM VALUE``; the identity's
+  sequence is then moved past the greatest imported id, never back), ``terms``
+  (``documents.chunk_terms``), and the term statistics ``knowledge_terms`` of the chunks of
+  READY documents (``documents.count_terms``, in term order, as ``write_chunks`` does);
+- ``memory_entries``: ``created_us`` and ``terms`` (``memory.created_us`` and
+  ``entry_lexemes``), and each scope's counters in ``memory_scopes`` (added to, in scope
+  order, so a concurrent ``record`` keeps its own count right).
+
+Locks: the writers whose caps count rows take the same advisory locks (documents per
+tenant, recipes per tenant and kind, in a sorted order), so a concurrent capped add waits
+for the import rather than counting past it; a chunk import locks ``knowledge_chunks``
+against inserts (``SHARE ROW EXCLUSIVE``) until it commits, so no ``write_chunks`` can take
+an id from the sequence before it is moved. An import is meant for a store nothing else
+uses (``TransferStore``): a vector import does not bump ``knowledge_vector_generations``
+(the generations are records of their own), so a server already holding a project's
+matrix in its cache would not see imported vectors of that project.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import psycopg
+
+from vancetope_brain.models.knowledge import KnowledgeDocument
+from vancetope_brain.models.memory import MemoryEntry
+from vancetope_brain.store.postgres import PostgresAdapter
+from vancetope_brain.store.postgres._db import doc_json
+from vancetope_brain.store.postgres.documents import (
+    chunk_terms,
+    count_terms,
+    epoch_us,
+    tenant_lock_in,
+)
+from vancetope_brain.store.postgres.memory import created_us, entry_lexemes
+from vancetope_brain.store.postgres.recipes import limit_lock_in
+from vancetope_brain.store.transfer import KIND_BY_NAME, KINDS, ColumnType, Kind, TransferStore
+
+Row = tuple[Any, ...]
+
+
+def _kind(name: str) -> Kind:
+    try:
+        return KIND_BY_NAME[name]
+    except KeyError:
+        raise ValueError(f"no kind of record {name!r}") from None
+
+
+def _order(kind: Kind) -> list[str]:
+    """The key's columns as compared for the export order (text bytewise)."""
+    return [column if kind.columns[column] == "int" else f'{column} COLLATE "C"'
+            for column in kind.key]
+
+
+def _record_value(typ: ColumnType, value: Any) -> Any:
+    """A column's value in the record form."""
+    if value is None:
+        return None
+    if typ == "bytes":
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if typ == "bool":
+        return bool(value)
+    return value
+
+
+def _column_value(typ: ColumnType, value: Any) -> Any:
+    """A record's value as the column's parameter."""
+    if value is None:
+        return None
+    if typ == "json":
+        return doc_json(value)
+    if typ == "bytes":
+        return base64.b64decode(value, validate=True)
+    return value
+
+
+class PostgresTransfer(PostgresAdapter, TransferStore):
+
+    def export_page(self, kind: str, after: str | None, limit: int
+                    ) -> tuple[list[dict[str, Any]], str | None]:
+        of = _kind(kind)
+        if limit < 1:
+            raise ValueError(f"a page holds at least one record, not {limit}")
+        columns = list(of.columns)
+        if of.insertion_ordered:
+            position, order, params = ["row_no"], ["row_no"], [int(after or 0)]
+            where = "row_no > %s"
+        else:
+            position, order = list(of.key), _order(of)
+            params = [] if after is None else list(json.loads(after))
+            where = (f"({', '.join(order)}) > ({', '.join(['%s'] * len(order))})"
+                     if after is not None else "TRUE")
+        rows = self.db.read(
+            f"SELECT {', '.join(columns + position)} FROM {of.name} WHERE {where} "
+            f"ORDER BY {', '.join(order)} LIMIT %s", (*params, limit + 1))
+        records = [{column: _record_value(of.columns[column], value)
+                    for column, value in zip(columns, row, strict=False)}
+                   for row in rows[:limit]]
+        if len(rows) <= limit:
+            return records, None
+        last = rows[limit - 1][len(columns):]
+        return records, str(last[0]) if of.insertion_ordered else json.dumps(list(last))
+
+    def import_records(self, kind: str, records: list[dict[str, Any]]) -> int:
+        of = _kind(kind)
+        if not records:
+            return 0
+        rows = []
+        for record in records:
+            if record.keys() != of.columns.keys():
+                raise ValueError(f"a {of.name} record has the columns {sorted(of.columns)}, "
+                                 f"not {sorted(record)}")
+            rows.append(tuple(_column_value(typ, record[column])
+                              for column, typ in of.columns.items()))
+        importer = _IMPORTERS.get(of.name, _plain)
+        with self.db.write() as conn:
+            return importer(conn, of, rows)
+
+    def is_empty(self) -> bool:
+        return bool(self.db.read("SELECT " + " AND ".join(
+            f"NOT EXISTS (SELECT 1 FROM {kind.name})" for kind in KINDS))[0][0])
+
+
+def _insert(conn: psycopg.Connection[Any], kind: Kind, rows: Sequence[Row], *,
+            extra: dict[str, str] | None = None, overriding: bool = False) -> list[bool]:
+    """Insert ``rows`` (the kind's columns, then ``extra``'s: column → the SQL of its
+    parameter), one statement each, in order, skipping a stored key; which were inserted."""
+    extra = extra or {}
+    columns = [*kind.columns, *extra]
+    values = ["%s"] * len(kind.columns) + list(extra.values())
+    cursor = conn.cursor()
+    cursor.executemany(
+        f"INSERT INTO {kind.name} ({', '.join(columns)}) "
+        f"{'OVERRIDING SYSTEM VALUE ' if overriding else ''}VALUES ({', '.join(values)}) "
+        f"ON CONFLICT ({', '.join(kind.key)}) DO NOTHING RETURNING 1", rows, returning=True)
+    inserted = [cursor.rowcount == 1]
+    while cursor.nextset():
+        inserted.append(cursor.rowcount == 1)
+    return inserted
+
+
+def _plain(conn: psycopg.Connection[Any], kind: Kind, rows: Sequence[Row]) -> int:
+    return sum(_insert(conn, kind, rows))
+
+
+def _columns(kind: Kind, rows: Sequence[Row], *names: str) -> list[tuple[Any, ...]]:
+    """The values of the columns ``names`` of each row."""
+    at = [list(kind.columns).index(name) for name in names]
+    return [tuple(row[i] for i in at) for row in rows]
+
+
+def _recipes(conn: psycopg.Connection[Any], kind: Kind, rows: Sequence[Row]) -> int:
+    for tenant_id, recipe_kind in sorted(set(_columns(kind, rows, "tenant_id", "kind"))):
+        limit_lock_in(conn, tenant_id, recipe_kind)
+    return _plain(conn, kind, rows)
+
+
+def _documents(conn: psycopg.Connection[Any], kind: Kind, rows: Sequence[Row]) -> int:
+    for (tenant_id,) in sorted(set(_columns(kind, rows, "tenant_id"))):
+        tenant_lock_in(conn, tenant_id)
+    updated = [epoch_us(KnowledgeDocument.load(json.loads(doc)).updated_at)
+               for (doc,) in _columns(kind, rows, "doc")]
+    return sum(_insert(conn, kind, [(*row, us) for row, us in zip(rows, updated, strict=True)],
+                       extra={"updated_us": "%s"}))
+
+
+def _chunks(conn: psycopg.Connection[Any], kind: Kind, rows: Sequence[Row]) -> int:
+    conn.execute("LOCK TABLE knowledge_chunks IN SHARE ROW EXCLUSIVE MODE")
+    values = _columns(kind, rows, "id", "tenant_id", "project_id", "document_id", "text")
+    terms = [chunk_terms(text)[1] for *_, text in values]
+    inserted = _insert(conn, kind, [(*row, keys) for row, keys in zip(rows, terms, strict=True)],
+                       extra={"terms": "array_to_tsvector(%s::text[])"}, overriding=True)
+    written = [(value, keys) for value, keys, new in zip(values, terms, inserted, strict=True)
+               if new]
+    if not written:
+        return 0
+    conn.execute(
+        "SELECT setval(s, GREATEST(%s, COALESCE(pg_sequence_last_value(s), 0))) "
+        "FROM CAST(pg_get_serial_sequence('knowledge_chunks', 'id') AS regclass) AS s",
+        (max(chunk_id for (chunk_id, *_), _ in written),))
+    documents = sorted({(tenant_id, document_id)
+                        for (_, tenant_id, _, document_id, _), _ in written})
+    ready = set(conn.execute(
+        "SELECT tenant_id, id FROM knowledge_documents WHERE status = 'READY' AND "
+        "(tenant_id, id) IN (SELECT * FROM unnest(%s::text[], %s::text[]))",
+        ([tenant_id for tenant_id, _ in documents],
+         [document_id for _, document_id in documents])).fetchall())
+    change: defaultdict[tuple[str, str], Counter[str]] = defaultdict(Counter)
+    for (_, tenant_id, project_id, document_id, _), keys in written:
+        if (tenant_id, document_id) in ready:
+            change[tenant_id, project_id].update(keys)
+    for (tenant_id, project_id), counts in sorted(change.items()):
+        count_terms(conn, tenant_id, project_id, counts)
+    return len(written)
+
+
+def _memory(conn: psycopg.Connection[Any], kind: Kind, rows: Sequence[Row]) -> int:
+    entries = [MemoryEntry.load(json.loads(doc)) for (doc,) in _columns(kind, rows, "doc")]
+    inserted = _insert(conn, kind, [(*row, created_us(entry), entry_lexemes(entry))
+                                    for row, entry in zip(rows, entries, strict=True)],
+                       extra={"created_us": "%s", "terms": "array_to_tsvector(%s::text[])"})
+    entries_of: Counter[tuple[str, str, str]] = Counter()
+    terms_of: Counter[tuple[str, str, str]] = Counter()
+    for (*scope, length), new in zip(
+            _columns(kind, rows, "tenant_id", "scope", "scope_id", "length"), inserted,
+            strict=True):
+        if new:
+            entries_of[tuple(scope)] += 1
+            terms_of[tuple(scope)] += length
+    if entries_of:
+        scopes = sorted(entries_of)
+        conn.execute(
+            "INSERT INTO memory_scopes AS m (tenant_id, scope, scope_id, entries, terms) "
+            "SELECT * FROM unnest(%s::text[], %s::text[], %s::text[], %s::int[], %s::bigint[]) "
+            "ORDER BY 1, 2, 3 ON CONFLICT (tenant_id, scope, scope_id) DO UPDATE SET "
+            "entries = m.entries + excluded.entries, terms = m.terms + excluded.terms",
+            ([s[0] for s in scopes], [s[1] for s in scopes], [s[2] for s in scopes],
+             [entries_of[s] for s in scopes], [terms_of[s] for s in scopes]))
+    return sum(inserted)
+
+
+_IMPORTERS: dict[str, Callable[[psycopg.Connection[Any], Kind, Sequence[Row]], int]] = {
+    "recipes": _recipes,
+    "knowledge_documents": _documents,
+    "knowledge_chunks": _chunks,
+    "memory_entries": _memory,
+}
+"""The kinds whose import does more than insert their rows."""
