@@ -183,7 +183,11 @@ def test_a_used_sqlite_store_moves_to_postgres_and_goes_on(used: Used, postgres_
     assert out.endswith(f"(digest {_done(used.export)['digest']})\n")
     code, _, err = _admin(pg, "export", str(tmp_path / "again.jsonl"))
     assert code == 0, err
-    assert _records(tmp_path / "again.jsonl") == records
+    # Every kind fits one page here, so even the checkpoints carry no cursor: byte-equal
+    # after the header (which names the source and the time).
+    assert _text(tmp_path / "again.jsonl").split(b"\n", 1)[1] == \
+        _text(used.export).split(b"\n", 1)[1]
+    assert _done(tmp_path / "again.jsonl") == _done(used.export)
 
     # The runtime on PostgreSQL: the next message of the conversation sees all of it.
     model = FunctionModel(_answer)
