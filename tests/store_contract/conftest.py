@@ -19,8 +19,10 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 import mongomock
@@ -70,6 +72,7 @@ from vancetope_brain.store import (
     SessionStore,
     SettingStore,
     ToolHealthStore,
+    TransferStore,
     UserInboxStore,
 )
 from vancetope_brain.store.mongo import MongoBackend
@@ -226,27 +229,54 @@ def _mongo_storage(name: str, client: Any, db_name: str) -> Storage:
     return Storage(name, lambda: MongoBackend.from_client(client, db_name), set_raw, drop_raw)
 
 
-@pytest.fixture(params=BACKENDS)
-def storage(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Storage]:
+@contextmanager
+def _new_storage(name: str, request: pytest.FixtureRequest, folder: Path) -> Iterator[Storage]:
+    """A new, empty storage of backend ``name`` (a SQLite file in ``folder``), emptied and
+    closed afterwards."""
     client: Any = None
     db_name = f"vancetope_test_{uuid.uuid4().hex[:12]}"
-    if request.param == "sqlite":
-        made = _sqlite_storage(str(tmp_path / "store" / "vancetope.db"))
-    elif request.param == "postgres":
-        made = _postgres_storage(request.getfixturevalue("postgres_url"))
-    elif request.param == "mongomock":
-        # Thread-safe as a server is (``Serialised``), so the concurrency contracts run here.
-        client = Serialised(mongomock.MongoClient(tz_aware=True))
-        made = _mongo_storage("mongomock", client, db_name)
-    else:
-        client = MongoClient(MONGO_URL, tz_aware=True, serverSelectionTimeoutMS=5000)
-        made = _mongo_storage("mongo", client, db_name)
-    yield made
-    for backend in made.opened:
-        backend.close()
-    if client is not None:
-        client.drop_database(db_name)
-        client.close()
+    with ExitStack() as schemas:
+        if name == "sqlite":
+            made = _sqlite_storage(str(folder / "vancetope.db"))
+        elif name == "postgres":
+            run: Any = request.getfixturevalue("postgres_run_database")
+            made = _postgres_storage(schemas.enter_context(run.schema()))
+        elif name == "mongomock":
+            # Thread-safe as a server is (``Serialised``), so the concurrency contracts run here.
+            client = Serialised(mongomock.MongoClient(tz_aware=True))
+            made = _mongo_storage("mongomock", client, db_name)
+        else:
+            client = MongoClient(MONGO_URL, tz_aware=True, serverSelectionTimeoutMS=5000)
+            made = _mongo_storage("mongo", client, db_name)
+        yield made
+        for backend in made.opened:
+            backend.close()
+        if client is not None:
+            client.drop_database(db_name)
+            client.close()
+
+
+@pytest.fixture(params=BACKENDS)
+def storage(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Storage]:
+    with _new_storage(request.param, request, tmp_path / "store") as made:
+        yield made
+
+
+@pytest.fixture
+def new_storage(storage: Storage, request: pytest.FixtureRequest,
+                tmp_path: Path) -> Iterator[Callable[[], Storage]]:
+    """Makes further, empty storages of ``storage``'s backend (where an import writes)."""
+    with ExitStack() as made:
+        def new() -> Storage:
+            return made.enter_context(_new_storage(storage.name, request,
+                                                   tmp_path / uuid.uuid4().hex[:8]))
+        yield new
+
+
+@pytest.fixture
+def other_storage(new_storage: Callable[[], Storage]) -> Storage:
+    """A second, empty storage of ``storage``'s backend."""
+    return new_storage()
 
 
 @pytest.fixture
@@ -312,6 +342,11 @@ def tool_health(backend: Backend) -> ToolHealthStore:
 @pytest.fixture
 def memory(backend: Backend) -> MemoryStore:
     return backend.port(MemoryStore)
+
+
+@pytest.fixture
+def transfer(backend: Backend) -> TransferStore:
+    return backend.port(TransferStore)
 
 
 @pytest.fixture

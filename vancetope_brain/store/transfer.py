@@ -17,6 +17,7 @@ from abc import abstractmethod
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from vancetope_brain.errors import InvalidInput
 from vancetope_brain.store.backend import Port
 
 ColumnType = Literal["text", "int", "bool", "json", "bytes"]
@@ -110,6 +111,16 @@ KINDS: tuple[Kind, ...] = (
 come before it."""
 
 KIND_BY_NAME = {kind.name: kind for kind in KINDS}
+
+
+def kind_named(name: str) -> Kind:
+    """The kind called ``name``; ``InvalidInput`` naming the known kinds when there is none
+    (an export written by another version, a mistyped name), so every adapter refuses alike."""
+    try:
+        return KIND_BY_NAME[name]
+    except KeyError:
+        raise InvalidInput(f"unknown kind of record {name!r}; the kinds are "
+                           f"{', '.join(KIND_BY_NAME)}") from None
 
 
 class TransferStore(Port):

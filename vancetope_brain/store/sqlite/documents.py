@@ -177,9 +177,9 @@ class SqliteDocuments(SqliteAdapter, DocumentStore):
                     (tenant_id, project_id, document_id, version, chunk.ordinal, length,
                      chunk.text, chunk.model_dump_json(by_alias=True, exclude={"text"}))
                 ).lastrowid
-                conn.execute("INSERT INTO knowledge_fts (rowid, text) VALUES (?, ?)",
-                             (rowid, chunk.text))
-            _count_terms(conn, tenant_id, project_id, holding, 1)
+                assert rowid is not None
+                index_chunk_in(conn, rowid, chunk.text)
+            count_terms_in(conn, tenant_id, project_id, holding, 1)
             _put(conn, stored.model_copy(update={
                 "status": DocumentStatus.READY, "chunk_count": len(chunks), "pages": pages,
                 "error_code": None, "error": None, "updated_at": utcnow()}),
@@ -310,10 +310,17 @@ def _put(conn: sqlite3.Connection, doc: KnowledgeDocument, *, tokens: int = 0) -
          doc.size, doc.model_dump_json(by_alias=True), doc.chunk_count, tokens))
 
 
-def _count_terms(conn: sqlite3.Connection, tenant_id: str, project_id: str,
-                 holding: Counter[str], sign: int) -> None:
+def index_chunk_in(conn: sqlite3.Connection, rowid: int, text: str) -> None:
+    """Enter a chunk just inserted as ``rowid`` in ``knowledge_fts`` (kept by the adapters,
+    not by triggers: this one's ``write_chunks`` and ``sqlite/transfer.py``'s import)."""
+    conn.execute("INSERT INTO knowledge_fts (rowid, text) VALUES (?, ?)", (rowid, text))
+
+
+def count_terms_in(conn: sqlite3.Connection, tenant_id: str, project_id: str,
+                   holding: Counter[str], sign: int) -> None:
     """Add (``sign`` 1) or take away (-1) ``holding``, chunks per term, to or from the
-    project's ``knowledge_terms``; a term no chunk holds any more loses its row."""
+    project's ``knowledge_terms``; a term no chunk holds any more loses its row. Only the
+    chunks of READY documents at their current version are counted."""
     rows = [(tenant_id, project_id, term, sign * n) for term, n in sorted(holding.items())]
     conn.executemany("INSERT INTO knowledge_terms (tenant_id, project_id, term, chunks) "
                      "VALUES (?, ?, ?, ?) ON CONFLICT (tenant_id, project_id, term) "
@@ -332,7 +339,7 @@ def _unready(conn: sqlite3.Connection, stored: KnowledgeDocument | None) -> None
     for (text,) in conn.execute("SELECT text FROM knowledge_chunks WHERE tenant_id = ? AND "
                                 "document_id = ?", (stored.tenant_id, stored.id)):
         holding.update(set(index_terms(text)))
-    _count_terms(conn, stored.tenant_id, stored.project_id, holding, -1)
+    count_terms_in(conn, stored.tenant_id, stored.project_id, holding, -1)
 
 
 def _drop_chunks(conn: sqlite3.Connection, tenant_id: str, document_id: str) -> None:

@@ -90,13 +90,7 @@ class SqliteMemory(SqliteAdapter, MemoryStore):
                      len(indexed), to_ms(entry.created_at), entry.model_dump_json(by_alias=True)))
             except sqlite3.IntegrityError as e:
                 raise Conflict(f"memory entry {entry.id} exists") from e
-            conn.executemany(
-                "INSERT INTO memory_terms (tenant_id, scope, scope_id, term, entry_id) "
-                "VALUES (?, ?, ?, ?, ?)", [(*key, term, entry.id) for term in set(indexed)])
-            conn.execute(
-                "INSERT INTO memory_scopes (tenant_id, scope, scope_id, entries, terms) "
-                "VALUES (?, ?, ?, 1, ?) ON CONFLICT (tenant_id, scope, scope_id) DO UPDATE "
-                "SET entries = entries + 1, terms = terms + excluded.terms", (*key, len(indexed)))
+            index_entry_in(conn, key, entry.id, indexed, len(indexed))
         return entry, True
 
     def get_memory(self, tenant_id: str, entry_id: str) -> MemoryEntry:
@@ -150,3 +144,18 @@ class SqliteMemory(SqliteAdapter, MemoryStore):
             conn.execute("DELETE FROM memory_terms WHERE entry_id = ?", (entry_id,))
             conn.execute(f"UPDATE memory_scopes SET entries = entries - 1, terms = terms - ? "
                          f"WHERE {_SCOPE_KEY}", (row[2], tenant_id, row[0], row[1]))
+
+
+def index_entry_in(conn: sqlite3.Connection, key: tuple[str, str, str], entry_id: str,
+                   indexed: Iterable[str], length: int) -> None:
+    """Enter an entry just inserted under scope ``key`` (tenant, scope, scope id) in the lexical
+    index (each distinct term of ``indexed``) and count it, with its ``length``, in its scope's
+    row (what ``delete_memory`` takes away). Also how ``sqlite/transfer.py`` indexes an
+    imported entry."""
+    conn.executemany(
+        "INSERT INTO memory_terms (tenant_id, scope, scope_id, term, entry_id) "
+        "VALUES (?, ?, ?, ?, ?)", [(*key, term, entry_id) for term in set(indexed)])
+    conn.execute(
+        "INSERT INTO memory_scopes (tenant_id, scope, scope_id, entries, terms) "
+        "VALUES (?, ?, ?, 1, ?) ON CONFLICT (tenant_id, scope, scope_id) DO UPDATE "
+        "SET entries = entries + 1, terms = terms + excluded.terms", (*key, length))
