@@ -90,7 +90,7 @@ def build(backend: Backend, world: World) -> Used:
     _lane(backend, world, used, tenant)
     _inbox(backend, world, used, tenant)
     health = backend.port(ToolHealthStore)
-    for server in ("search", "files"):
+    for server in ("search", "files", "Zeta", "émile"):  # byte order: Z < f < s < é
         health.put_tool_health(ToolHealth(tenant_id=tenant, server=server,
                                           state=HealthState.DOWN), expected_revision=None)
     _memory(backend, used, tenant)

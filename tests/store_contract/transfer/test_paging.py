@@ -28,6 +28,25 @@ def test_pages_of_one_record_read_what_one_large_page_does(
         assert export_all(transfer, kind.name, len(whole)) == whole, kind.name
 
 
+def test_kinds_not_in_insertion_order_come_in_the_byte_order_of_their_keys(
+        backend: Backend, world: World) -> None:
+    build(backend, world)
+    transfer = backend.port(TransferStore)
+    for kind in KINDS:
+        if kind.insertion_ordered:
+            continue
+        keys = [tuple(record[column] for column in kind.key)
+                for record in export_all(transfer, kind.name)]
+        assert keys == sorted(keys, key=_bytewise), kind.name
+        assert len(set(keys)) == len(keys), kind.name
+    servers = [r["server"] for r in export_all(transfer, "tool_health")]
+    assert servers == ["Zeta", "files", "search", "émile"]
+
+
+def _bytewise(key: tuple[object, ...]) -> tuple[object, ...]:
+    return tuple(part.encode() if isinstance(part, str) else part for part in key)
+
+
 def test_importing_the_same_records_again_writes_nothing_and_changes_nothing(
         backend: Backend, world: World, other_storage: Storage) -> None:
     build(backend, world)

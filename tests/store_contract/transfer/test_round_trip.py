@@ -5,6 +5,7 @@ the search indexes and counters the adapter derives are rebuilt."""
 
 from __future__ import annotations
 
+import base64
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -125,6 +126,19 @@ def test_an_imported_store_exports_the_same_records_kind_by_kind_in_order(
         assert after[kind.name] == before[kind.name], kind.name
         for record in before[kind.name]:
             assert list(record) == list(kind.columns), kind.name  # the record form, exactly
+            for column, typ in kind.columns.items():
+                assert _travels_as(typ, record[column]), (kind.name, column, record[column])
+
+
+def _travels_as(typ: str, value: Any) -> bool:
+    """Whether ``value`` is in the record form of a column of type ``typ``."""
+    if value is None:
+        return typ in ("text", "int")
+    if typ == "bytes":
+        return isinstance(value, str) and base64.b64encode(base64.b64decode(value)) == \
+            value.encode()
+    kinds = {"text": str, "int": int, "bool": bool, "json": dict}
+    return isinstance(value, kinds[typ]) and (typ == "bool" or not isinstance(value, bool))
 
 
 def test_an_imported_store_lists_and_finds_what_the_used_one_did(
