@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import mongomock
 import numpy as np
 import pytest
 
@@ -31,7 +32,7 @@ from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.models import ChatRole, ProcessStatus
 from vancetope_brain.models.inbox import ItemType, NewItem
 from vancetope_brain.models.settings import SettingScope
-from vancetope_brain.services.transfer import export_store, source_of
+from vancetope_brain.services.transfer import export_store, import_store, source_of, tally_store
 from vancetope_brain.store import (
     DocumentVectors,
     LaneStore,
@@ -39,6 +40,7 @@ from vancetope_brain.store import (
     TransferStore,
     open_store,
 )
+from vancetope_brain.store.mongo import MongoBackend
 from vancetope_gateway.cli import main
 from vancetope_gateway.parts import build_gateway
 from workers.celery_app import create_celery, enqueue_index_on, enqueue_on
@@ -263,3 +265,14 @@ def test_an_import_into_a_store_holding_other_records_fails_its_check(used: Used
     assert err.startswith("vancetope: after the import the store differs from the file in "
                           "tenants (2 here, 1 in the file); projects (2 here, 1 in the file)")
     assert err.count("\n") == 1
+
+
+def test_the_used_store_moves_to_mongodb_with_the_same_digests(used: Used) -> None:
+    store = MongoBackend.from_client(mongomock.MongoClient(tz_aware=True), "vancetope_xfer")
+    try:
+        done = import_store(store.port(TransferStore), str(used.export))
+        assert done.differences == [] and done.written == _done(used.export)["count"]
+        assert tally_store(store.port(TransferStore)).digest == _done(used.export)["digest"]
+        assert source_of(store) == {"backend": "mongo", "schemaVersion": None}
+    finally:
+        store.close()

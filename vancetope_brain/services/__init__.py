@@ -9,6 +9,9 @@ hidden system session of its (tenant, project, service).
 ``retention`` deletes what a tenant's retention settings let go (``RetentionService``, run by
 the housekeeping beat and ``vancetope admin purge``).
 
+``transfer`` moves a whole store into one file and from it into another store (``vancetope
+admin export`` / ``import``, over ``store.transfer.TransferStore``).
+
 ``documents`` adds documents, queues their ingestion and runs it on a worker
 (``DocumentService``, ``DocumentIndexer``), keeping their bytes in ``DocumentFiles``.
 
