@@ -116,13 +116,14 @@ class Summary:
         return hashlib.sha256(canonical(
             [[name, t.count, t.digest] for name, t in self.kinds.items()])).hexdigest()
 
-    def differences(self, other: Summary) -> list[str]:
-        """Kinds whose count or digest differ from ``other``'s, each with both counts."""
-        return [f"{name} ({mine.count} here, {theirs.count} in the file)"
-                for name in dict.fromkeys([*self.kinds, *other.kinds])
-                if ((mine := self.kinds.get(name, Tally())).count,
-                    mine.total) != ((theirs := other.kinds.get(name, Tally())).count,
-                                    theirs.total)]
+    def differences(self, file: Summary) -> list[str]:
+        """Kinds whose count or digest differ from the ``file``'s, each with both counts."""
+        found = []
+        for name in dict.fromkeys([*self.kinds, *file.kinds]):
+            mine, theirs = self.kinds.get(name, Tally()), file.kinds.get(name, Tally())
+            if mine != theirs:
+                found.append(f"{name} ({mine.count} here, {theirs.count} in the file)")
+        return found
 
 
 def record_line(kind: str, record: dict[str, Any]) -> bytes:
@@ -166,18 +167,24 @@ class Position:
     ended: bool = False
 
 
+def _pages(store: TransferStore, kind: str, after: str | None, page: int
+           ) -> Iterator[tuple[list[dict[str, Any]], str | None]]:
+    """The kind's pages after ``after``, each with the cursor after it (None: the last)."""
+    while True:
+        records, after = store.export_page(kind, after, page)
+        yield records, after
+        if after is None:
+            return
+
+
 def tally_store(store: TransferStore, page: int = EXPORT_PAGE) -> Summary:
     """The store's counts and digests, read as an export reads them (no file)."""
     summary = Summary()
     for kind in KINDS:
         tally = summary.kinds[kind.name] = Tally()
-        after: str | None = None
-        while True:
-            records, after = store.export_page(kind.name, after, page)
+        for records, _ in _pages(store, kind.name, None, page):
             for record in records:
                 tally.add(record_line(kind.name, record))
-            if after is None:
-                break
     return summary
 
 
@@ -192,15 +199,12 @@ def write_export(store: TransferStore, out: Writable, *, page: int = EXPORT_PAGE
         name = KINDS[index].name
         tally = summary.kinds.setdefault(name, Tally())
         here = start if index == start.index else Position(index)
-        after, more = here.cursor, not here.ended
-        while more:
-            records, after = store.export_page(name, after, page)
+        for records, after in () if here.ended else _pages(store, name, here.cursor, page):
             for record in records:
                 line = record_line(name, record)
                 tally.add(line)
                 out.write(line + b"\n")
             out.write(canonical({"checkpoint": name, "after": after}) + b"\n")
-            more = after is not None
             progress.running(name, tally.count)
         out.write(canonical({"end": name, "count": tally.count, "digest": tally.digest}) + b"\n")
         progress.ended(name, tally.count)
@@ -235,9 +239,13 @@ def export_store(store: TransferStore, source: dict[str, Any], path: str, *,
             raise InvalidInput("--resume needs the export's PATH: an export to stdout "
                                "cannot be resumed, run it again")
         out = sys.stdout.buffer
-        out.write(canonical(header(source)) + b"\n")
-        summary = write_export(store, out, page=page, notes=notes)
-        out.flush()
+        try:
+            out.write(canonical(header(source)) + b"\n")
+            summary = write_export(store, out, page=page, notes=notes)
+            out.flush()
+        except BrokenPipeError:
+            raise RuntimeFailure("the export's reader stopped before its end (a closed "
+                                 "pipe): run it again") from None
         return Exported(summary)
     final, partial = Path(path), Path(path + ".partial")
     if resume and not partial.exists():
@@ -274,8 +282,8 @@ def _stopped(partial: Path) -> Iterator[None]:
     except RuntimeFailure as e:
         raise type(e)(f"{e}; {go_on} once the store answers") from e
     except OSError as e:
-        raise RuntimeFailure(f"cannot write {e.filename or partial}: {e.strerror}; "
-                             f"{go_on} once there is room") from e
+        raise RuntimeFailure(f"{e.filename or partial}: {e.strerror}; {go_on} once that is "
+                             "fixed") from e
 
 
 @contextmanager
