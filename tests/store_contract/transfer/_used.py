@@ -52,6 +52,12 @@ if TYPE_CHECKING:
 MODEL = "embed-small"
 FAR = utcnow().replace(year=utcnow().year + 1)
 """Past every timer ``build`` sets."""
+NOT_EVERYWHERE = frozenset({"knowledge_vector_generations"})
+"""Kinds a used store may hold no record of: a vector generation stamps a SQL store's
+cached vectors; MongoDB caches none and keeps only the generations it imported."""
+INSIDE_A_PARENT = frozenset({"lanes", "knowledge_vectors"})
+"""Kinds MongoDB keeps inside their parent's document (a lane in its process's, a vector in
+its chunk's): their records are imported after their parents', never alone."""
 PAGE = 3
 """A page size smaller than most kinds' record count, so every export crosses pages."""
 
