@@ -34,7 +34,7 @@ def test_pages_of_one_record_read_what_one_large_page_does(
         whole, cursor = transfer.export_page(kind.name, None, 10_000)
         assert cursor is None and (whole or kind.name in NOT_EVERYWHERE), kind.name
         assert export_all(transfer, kind.name, 1) == whole, kind.name
-        assert export_all(transfer, kind.name, len(whole)) == whole, kind.name
+        assert export_all(transfer, kind.name, max(len(whole), 1)) == whole, kind.name
 
 
 def test_kinds_not_in_insertion_order_come_in_the_byte_order_of_their_keys(
