@@ -2,10 +2,10 @@
 back, over the tables the other adapters own.
 
 Export: a page is one statement, ``LIMIT`` one more than asked to tell whether it is the
-last. An insertion-ordered kind is read by ``row_no`` (its identity column; the cursor is
-the last page's last ``row_no``), the others by their key, text compared bytewise
-(``COLLATE "C"``, as SQLite compares), from a row comparison with the last key (the
-cursor: the key as a JSON array). A row becomes its record: ``jsonb`` the parsed object,
+last. An insertion-ordered kind is read by ``row_no`` (its identity column), the others by
+their key, text compared bytewise (``COLLATE "C"``, as SQLite compares), from a row
+comparison with the last key; the cursor is the page's last ``row_no`` or key as a JSON
+array. A row becomes its record: ``jsonb`` the parsed object,
 ``BYTEA`` base64, the derived columns (``row_no``, ``terms``, ``created_us``,
 ``updated_us``) left out. Cost: the key order of a column not declared ``COLLATE "C"``,
 and ``row_no`` of a table without an index on it, is not an index's order, so each page
@@ -23,21 +23,23 @@ what the adapters derive, computed by their own functions:
   READY documents (``documents.count_terms``, in term order, as ``write_chunks`` does);
 - ``memory_entries``: ``created_us`` and ``terms`` (``memory.created_us`` and
   ``entry_lexemes``), and each scope's counters in ``memory_scopes`` (added to, in scope
-  order, so a concurrent ``record`` keeps its own count right).
+  order, so a concurrent ``record`` keeps its own count right);
+- ``knowledge_vectors``: the generation of their project, where one is stored already, is
+  bumped, so no process keeps searching a matrix it cached before; into a fresh store
+  nothing is bumped (generations are imported after vectors, and copied as they are).
 
 Locks: the writers whose caps count rows take the same advisory locks (documents per
 tenant, recipes per tenant and kind, in a sorted order), so a concurrent capped add waits
 for the import rather than counting past it; a chunk import locks ``knowledge_chunks``
 against inserts (``SHARE ROW EXCLUSIVE``) until it commits, so no ``write_chunks`` can take
-an id from the sequence before it is moved. An import is meant for a store nothing else
-uses (``TransferStore``): a vector import does not bump ``knowledge_vector_generations``
-(the generations are records of their own), so a server already holding a project's
-matrix in its cache would not see imported vectors of that project.
+an id from the sequence before it is moved. Other writers are not waited for: an import
+is meant for a store nothing else uses (``TransferStore``).
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
@@ -45,6 +47,7 @@ from typing import Any
 
 import psycopg
 
+from vancetope_brain.errors import InvalidInput
 from vancetope_brain.models.knowledge import KnowledgeDocument
 from vancetope_brain.models.memory import MemoryEntry
 from vancetope_brain.store.postgres import PostgresAdapter
@@ -57,16 +60,9 @@ from vancetope_brain.store.postgres.documents import (
 )
 from vancetope_brain.store.postgres.memory import created_us, entry_lexemes
 from vancetope_brain.store.postgres.recipes import limit_lock_in
-from vancetope_brain.store.transfer import KIND_BY_NAME, KINDS, ColumnType, Kind, TransferStore
+from vancetope_brain.store.transfer import KINDS, ColumnType, Kind, TransferStore, kind_named
 
 Row = tuple[Any, ...]
-
-
-def _kind(name: str) -> Kind:
-    try:
-        return KIND_BY_NAME[name]
-    except KeyError:
-        raise ValueError(f"no kind of record {name!r}") from None
 
 
 def _order(kind: Kind) -> list[str]:
@@ -86,31 +82,52 @@ def _record_value(typ: ColumnType, value: Any) -> Any:
     return value
 
 
-def _column_value(typ: ColumnType, value: Any) -> Any:
-    """A record's value as the column's parameter."""
+def _column_value(kind: Kind, column: str, value: Any) -> Any:
+    """A record's value as the column's parameter; ``InvalidInput`` for a value that is not
+    of the column's form."""
+    typ = kind.columns[column]
     if value is None:
         return None
     if typ == "json":
+        if not isinstance(value, dict):
+            raise InvalidInput(f"{kind.name}.{column} is not a JSON object")
         return doc_json(value)
     if typ == "bytes":
-        return base64.b64decode(value, validate=True)
+        try:
+            return base64.b64decode(value, validate=True)
+        except (binascii.Error, TypeError, ValueError) as e:
+            raise InvalidInput(f"{kind.name}.{column} is not base64 text: {e}") from None
     return value
+
+
+def _cursor(after: str, width: int) -> list[Any]:
+    """The key values a key-ordered cursor holds."""
+    try:
+        values = json.loads(after)
+    except ValueError:
+        values = None
+    if not isinstance(values, list) or len(values) != width:
+        raise InvalidInput(f"not a cursor of this store's export: {after!r}")
+    return values
 
 
 class PostgresTransfer(PostgresAdapter, TransferStore):
 
     def export_page(self, kind: str, after: str | None, limit: int
                     ) -> tuple[list[dict[str, Any]], str | None]:
-        of = _kind(kind)
+        of = kind_named(kind)
         if limit < 1:
             raise ValueError(f"a page holds at least one record, not {limit}")
         columns = list(of.columns)
         if of.insertion_ordered:
-            position, order, params = ["row_no"], ["row_no"], [int(after or 0)]
+            position, order = ["row_no"], ["row_no"]
+            params = [0] if after is None else _cursor(after, 1)
+            if not isinstance(params[0], int):
+                raise InvalidInput(f"not a cursor of this store's export: {after!r}")
             where = "row_no > %s"
         else:
             position, order = list(of.key), _order(of)
-            params = [] if after is None else list(json.loads(after))
+            params = [] if after is None else _cursor(after, len(order))
             where = (f"({', '.join(order)}) > ({', '.join(['%s'] * len(order))})"
                      if after is not None else "TRUE")
         rows = self.db.read(
@@ -122,19 +139,19 @@ class PostgresTransfer(PostgresAdapter, TransferStore):
         if len(rows) <= limit:
             return records, None
         last = rows[limit - 1][len(columns):]
-        return records, str(last[0]) if of.insertion_ordered else json.dumps(list(last))
+        return records, json.dumps(list(last))
 
     def import_records(self, kind: str, records: list[dict[str, Any]]) -> int:
-        of = _kind(kind)
+        of = kind_named(kind)
         if not records:
             return 0
         rows = []
         for record in records:
             if record.keys() != of.columns.keys():
-                raise ValueError(f"a {of.name} record has the columns {sorted(of.columns)}, "
-                                 f"not {sorted(record)}")
-            rows.append(tuple(_column_value(typ, record[column])
-                              for column, typ in of.columns.items()))
+                raise InvalidInput(f"a record of {of.name} has the columns {sorted(record)}, "
+                                   f"not {sorted(of.columns)}")
+            rows.append(tuple(_column_value(of, column, record[column])
+                              for column in of.columns))
         importer = _IMPORTERS.get(of.name, _plain)
         with self.db.write() as conn:
             return importer(conn, of, rows)
@@ -242,10 +259,23 @@ def _memory(conn: psycopg.Connection[Any], kind: Kind, rows: Sequence[Row]) -> i
     return sum(inserted)
 
 
+def _vectors(conn: psycopg.Connection[Any], kind: Kind, rows: Sequence[Row]) -> int:
+    inserted = _insert(conn, kind, rows)
+    projects = sorted({project for project, new in zip(
+        _columns(kind, rows, "tenant_id", "project_id"), inserted, strict=True) if new})
+    if projects:
+        conn.execute(
+            "UPDATE knowledge_vector_generations SET generation = generation + 1 "
+            "WHERE (tenant_id, project_id) IN (SELECT * FROM unnest(%s::text[], %s::text[]))",
+            ([tenant_id for tenant_id, _ in projects], [project for _, project in projects]))
+    return sum(inserted)
+
+
 _IMPORTERS: dict[str, Callable[[psycopg.Connection[Any], Kind, Sequence[Row]], int]] = {
     "recipes": _recipes,
     "knowledge_documents": _documents,
     "knowledge_chunks": _chunks,
     "memory_entries": _memory,
+    "knowledge_vectors": _vectors,
 }
 """The kinds whose import does more than insert their rows."""
