@@ -20,22 +20,29 @@ from vancetope_brain.models import (
     TurnEvent,
     utcnow,
 )
-from vancetope_brain.models.inbox import DeliveryStatus, ItemStatus
+from vancetope_brain.models.inbox import DeliveryStatus, InboxQuery, ItemStatus
 from vancetope_brain.models.memory import MemoryScope, ScopeRef
 from vancetope_brain.models.recipe import Recipe
 from vancetope_brain.models.settings import SettingScope
 from vancetope_brain.models.tool_health import HealthState, ToolHealth
 from vancetope_brain.store import (
     Backend,
+    DeadLetterStore,
     DeliveryStore,
     DocumentStore,
     DocumentVectors,
+    EventOutboxStore,
+    IdentityStore,
     JournalStore,
+    LaneStore,
     MemoryStore,
     RecipeStore,
+    SessionSearch,
+    SessionStore,
     SettingStore,
     ToolHealthStore,
     TransferStore,
+    UserInboxStore,
 )
 from vancetope_brain.store.transfer import KINDS
 
@@ -43,6 +50,14 @@ if TYPE_CHECKING:
     from tests.store_contract.conftest import World
 
 MODEL = "embed-small"
+FAR = utcnow().replace(year=utcnow().year + 1)
+"""Past every timer ``build`` sets."""
+NOT_EVERYWHERE = frozenset({"knowledge_vector_generations"})
+"""Kinds a used store may hold no record of: a vector generation stamps a SQL store's
+cached vectors; MongoDB caches none and keeps only the generations it imported."""
+INSIDE_A_PARENT = frozenset({"lanes", "knowledge_vectors"})
+"""Kinds MongoDB keeps inside their parent's document (a lane in its process's, a vector in
+its chunk's): their records are imported after their parents', never alone."""
 PAGE = 3
 """A page size smaller than most kinds' record count, so every export crosses pages."""
 
@@ -209,6 +224,66 @@ def _knowledge(backend: Backend, used: Used, tenant: str) -> None:
     assert backend.port(DocumentVectors).write_vectors(
         tenant, "default", guide.id, guide.version, MODEL, np.eye(3, 4, dtype=np.float32))
     used.documents = [guide.id, faq.id, old.id]
+
+
+def seen(b: Backend, used: Used) -> dict[str, Any]:
+    """What the ports show of ``used``, in the order they list it."""
+    identity = b.port(IdentityStore)
+    shown: dict[str, Any] = {"tenants": identity.list_tenants()}
+    for tenant in used.tenants:
+        t: dict[str, Any] = shown.setdefault(tenant, {})
+        t["projects"] = identity.list_projects(tenant)
+        t["users"] = identity.list_users(tenant)
+        t["tokens"] = [identity.list_tokens(tenant, user.id) for user in t["users"]]
+        settings = b.port(SettingStore)
+        t["settings"] = [settings.list_settings(tenant, scope) for scope in (
+            SettingScope.tenant(), SettingScope.project("prj_b"),
+            *(SettingScope.user(user.id) for user in t["users"]))]
+        t["recipes"] = [b.port(RecipeStore).list_recipes(tenant, project)
+                        for project in (None, "prj_b")]
+        t["sessions"] = [b.port(SessionStore).list_sessions(tenant, user)
+                         for user in ("usr_1", *used.users[tenant])]
+        t["processes"] = [b.port(SessionStore).list_processes(tenant, session)
+                          for session in used.sessions[tenant]]
+        lanes = b.port(LaneStore)
+        for process in used.processes[tenant]:
+            t[process] = {
+                "chat": lanes.chat_history(tenant, process),
+                "turns": lanes.turn_records(tenant, process),
+                "pending": lanes.pending_messages(tenant, process),
+                "events": b.port(EventOutboxStore).pending_events(tenant, process),
+                "journal": b.port(JournalStore).journal(tenant, process),
+                "process": b.port(SessionStore).get_process(tenant, process)}
+        t["dead letters"] = b.port(DeadLetterStore).dead_letters(tenant)
+        t["inbox"] = b.port(UserInboxStore).list_inbox_items(tenant, InboxQuery(limit=100))
+        t["inbox counts"] = [b.port(UserInboxStore).inbox_pending_counts(tenant, user)
+                             for user in used.users[tenant]]
+        t["deliveries"] = b.port(DeliveryStore).list_deliveries(tenant)
+        t["tool health"] = b.port(ToolHealthStore).list_tool_health(tenant)
+    shown["timers"] = b.port(LaneStore).due_timers(FAR, limit=1000)
+    shown["tokens by hash"] = [b.port(IdentityStore).token_by_hash(h) for h in used.token_hashes]
+    return shown
+
+
+def searched(b: Backend, used: Used) -> dict[str, Any]:
+    """What the searches the adapters derive indexes for find in ``used``."""
+    tenant = used.tenants[0]
+    memory, documents = b.port(MemoryStore), b.port(DocumentStore)
+    found: dict[str, Any] = {
+        "sessions": {t: b.port(SessionSearch).search_sessions(t, "usr_1", "friday deploys")
+                     for t in used.tenants},
+        "memory": [memory.search_memory(tenant, used.memory_scopes, query)
+                   for query in ("friday launch", "budget", "answers", "fiscal april")],
+        "memory lists": memory.list_memory(tenant, used.memory_scopes, limit=50),
+        "chunks": [documents.search_chunks(tenant, ["default", "prj_b"], query, 10)
+                   for query in ("deploys friday", "budget", "tuesdays", "approvals")],
+        "read": [documents.read_chunks(tenant, "default", doc) for doc in used.documents],
+        "documents": [documents.list_documents(tenant, p) for p in ("default", "prj_b")],
+        "usage": documents.usage(tenant),
+        "vectors": [b.port(DocumentVectors).search_vectors(
+            tenant, ["default"], MODEL, np.array(query, dtype=np.float32), 10)
+            for query in ([1, 0, 0, 0], [0, 1, 1, 0])]}
+    return found
 
 
 def export_all(transfer: TransferStore, kind: str, limit: int = PAGE) -> list[dict[str, Any]]:
