@@ -92,8 +92,10 @@ def build(backend: Backend, world: World) -> Used:
         used.sessions[tenant], used.processes[tenant] = [], []
     tenant, other = used.tenants
     alice = used.users[tenant][0]
-    for n in range(3):
-        token = world.token(tenant, f"hash-{tenant}-{n}", user_id=alice)
+    minted = utcnow()
+    for n in range(3):  # a millisecond apart: MongoDB orders equal times by id, not insertion
+        token = world.token(tenant, f"hash-{tenant}-{n}", user_id=alice,
+                            created_at=minted + timedelta(milliseconds=n))
         used.token_hashes.append(token.token_hash)
     world.identity.revoke_token(tenant, token.id)
     _settings(backend, tenant, alice)

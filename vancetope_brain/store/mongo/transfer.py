@@ -18,7 +18,7 @@ chunk's ``terms``. Kinds without a collection of their own:
   process keeps those copies as its ``doc`` held them in ``_importedDoc``, so it exports
   the same ``doc`` again (a process made on MongoDB exports its current values there). A
   process stays marked ``_laneToImport`` from its import until its lane's, and exports no
-  lane meanwhile.
+  lane meanwhile; a lane imported before its process is parked (below).
 - ``messages``: ``drained_at`` (``sql.iso`` text), ``drained_epoch``, ``attempts``, ``seq``
   and ``dead_ms`` are the message document's fields; its ``doc`` holds them as SQL's
   ``append_in`` wrote them (no drain, no attempt), ``deadLetter`` with its ``at`` as text.
@@ -26,10 +26,17 @@ chunk's ``terms``. Kinds without a collection of their own:
   ``rowId`` (a sparse unique index ``transfer_row``); the chunks that have none (written on
   MongoDB) are numbered past the highest when an export of either kind starts, so both
   kinds name them alike. A vector is the ``vector``, ``vectorModel`` and ``vectorDim`` of
-  its chunk's document; its import sets them on the chunk, which must be imported first.
+  its chunk's document; its import sets them on the chunk (parked if the chunk has not come
+  yet).
   A document's ``tokens`` is counted only while it is READY (as SQL's ``_put`` leaves it).
 - ``knowledge_vector_generations``: a collection of that name that only this adapter
-  keeps (MongoDB caches no vectors; the generation is kept for an export back to SQL).
+  keeps (MongoDB caches no vectors; the generation is kept for an export back to SQL). A
+  project with vectors and no imported generation exports generation 1 (what SQLite holds
+  after one write; any value serves SQL's cache, which starts empty).
+- Parked: a lane or vector imported before its process or chunk waits in
+  ``transfer_parked`` (exported with its kind) until that comes; the import of the process
+  or chunk sets it and drops it. So the kinds may be imported in any order, but a store is
+  served only once every kind is in (a parked record is invisible to the other ports).
 - ``recipes``: the collections ``recipes``, ``strategies`` and ``templates``, one per
   ``kind``, merged in key order.
 
@@ -51,9 +58,11 @@ record of a stored key is skipped untouched; a clash on another unique index (a 
 a document name) is ``Conflict``. Then come the derived writes: the memory counters of the
 batch's scopes (recounted, so they are right whatever ran before), a lane's ``$set`` on its
 process (conditional on ``_laneToImport``), a vector's on its chunk (conditional on having
-none). A crash part way leaves a prefix of the batch inserted and its derived writes
-perhaps undone; running the import again skips what is stored and finishes the rest, the
-recounts included. Not safe against a serving store or two imports at once.
+none), the parked records of the batch's processes or chunks (set, then dropped). A crash
+part way leaves a prefix of the batch inserted and its derived writes perhaps undone;
+running the import again skips what is stored and finishes the rest (the recounts and the
+parked records of every process or chunk of the batch, stored before or not). Not safe
+against a serving store or two imports at once.
 """
 
 from __future__ import annotations
@@ -99,7 +108,7 @@ from vancetope_brain.store.mongo._codec import from_bson, naive_utc, translated
 from vancetope_brain.store.mongo.lanes import MESSAGES
 from vancetope_brain.store.mongo.sessions import PROCESSES
 from vancetope_brain.store.sql import from_ms, iso, to_ms
-from vancetope_brain.store.transfer import KIND_BY_NAME, KINDS, TransferStore
+from vancetope_brain.store.transfer import KIND_BY_NAME, KINDS, TransferStore, kind_named
 from vancetope_brain.store.user_inbox import UserInboxStore
 
 Order = tuple[tuple[str, bool], ...]
@@ -118,6 +127,8 @@ _ROW = "rowId"
 _VECTOR = ("vector", "vectorModel", "vectorDim")
 _CHUNKS = "knowledge_chunks"
 _GENERATIONS = "knowledge_vector_generations"
+_PARKED = "transfer_parked"
+"""Lanes and vectors imported before their process or chunk, until it comes."""
 _KINDS_OF_DEFINITION: tuple[type[Definition], ...] = (Recipe, Strategy, WorkflowTemplate)
 _DEFINITIONS = {kind.KIND: kind for kind in sorted(_KINDS_OF_DEFINITION,
                                                    key=lambda kind: kind.KIND)}
@@ -207,6 +218,19 @@ def _page(collection: Any, query: Raw, order: Order, after: str | None,
         return rows, None
     rows = rows[:limit]
     return rows, json.dumps(_position(order, rows[-1]))
+
+
+def _merged(found: list[tuple[tuple[Any, ...], Raw]],
+            limit: int) -> tuple[list[Raw], str | None]:
+    """The first ``limit`` of several sources' (key, record) pairs in key order, the first
+    source's record where two share a key, and the cursor (the last key; None when no more).
+    Each source gave its first ``limit + 1`` past the cursor, so none is cut short."""
+    if limit < 1:
+        raise ValueError(f"a page holds at least one record, not {limit}")
+    found = sorted(found, key=lambda pair: pair[0])  # stable: a source's order kept
+    unique = [pair for i, pair in enumerate(found) if i == 0 or pair[0] != found[i - 1][0]]
+    cursor = json.dumps(list(unique[limit - 1][0])) if len(unique) > limit else None
+    return [record for _, record in unique[:limit]], cursor
 
 
 def _hashable(key: Any) -> str:
@@ -385,11 +409,6 @@ _PLAIN: dict[str, _Plain] = {
 """The kinds held one document per record (the others: ``_SPECIAL`` below)."""
 
 
-def _known(kind: str) -> None:
-    if kind not in KIND_BY_NAME:
-        raise ValueError(f"no kind of record {kind!r}")
-
-
 def _record(kind: str, values: Raw) -> Raw:
     """``values`` in the kind's column order (a missing column is a bug: ``KeyError``)."""
     return {name: values[name] for name in KIND_BY_NAME[kind].columns}
@@ -413,7 +432,7 @@ class MongoTransfer(MongoAdapter, TransferStore):
     @translated
     def export_page(self, kind: str, after: str | None, limit: int
                     ) -> tuple[list[Raw], str | None]:
-        _known(kind)
+        kind_named(kind)
         if kind in self._special:
             records, cursor = self._special[kind][0](after, limit)
             return records, cursor
@@ -425,11 +444,13 @@ class MongoTransfer(MongoAdapter, TransferStore):
 
     @translated
     def import_records(self, kind: str, records: list[Raw]) -> int:
-        _known(kind)
+        kind_named(kind)
         if kind in self._special:
             return self._special[kind][1](records)
         plain = _PLAIN[kind]
         docs = [_bson(plain.model, record["doc"], **plain.stored(record)) for record in records]
+        if kind == "processes":
+            return self._import_processes(docs)
         if kind == "journal":
             self._number_journal(docs)
         written = _insert_new(self._database[plain.collection], docs)
@@ -440,7 +461,7 @@ class MongoTransfer(MongoAdapter, TransferStore):
     @translated
     def is_empty(self) -> bool:
         collections = {plain.collection for plain in _PLAIN.values()} | {
-            kind.COLLECTION for kind in _DEFINITIONS.values()} | {_CHUNKS, _GENERATIONS}
+            kind.COLLECTION for kind in _DEFINITIONS.values()} | {_CHUNKS, _GENERATIONS, _PARKED}
         return all(self._database[name].find_one({}, {"_id": True}) is None
                    for name in sorted(collections))
 
@@ -493,10 +514,8 @@ class MongoTransfer(MongoAdapter, TransferStore):
     # -- recipes: one collection per definition kind ------------------------------------
 
     def _export_definitions(self, after: str | None, limit: int) -> tuple[list[Raw], str | None]:
-        if limit < 1:
-            raise ValueError(f"a page holds at least one record, not {limit}")
         position = None if after is None else json.loads(after)
-        found: list[tuple[tuple[str, str, str, str], Raw]] = []
+        found: list[tuple[tuple[Any, ...], Raw]] = []
         for name, kind in _DEFINITIONS.items():
             query: Raw = {}
             if position is not None:
@@ -510,15 +529,16 @@ class MongoTransfer(MongoAdapter, TransferStore):
             rows = self._database[kind.COLLECTION].find(query).sort(
                 [("tenantId", ASCENDING), ("projectId", ASCENDING), ("name", ASCENDING)]
             ).limit(limit + 1)
-            found += [((raw["tenantId"], raw["projectId"], name, raw["name"]), raw)
-                      for raw in rows]
-        found.sort(key=lambda pair: pair[0])
-        records = [_record("recipes", {
-            "tenant_id": key[0], "project_id": key[1], "kind": key[2], "name": key[3],
-            "doc": _doc(raw, ("tenantId", "projectId"))}) for key, raw in found[:limit]]
-        return records, json.dumps(list(found[limit - 1][0])) if len(found) > limit else None
+            found += [((raw["tenantId"], raw["projectId"], name, raw["name"]), _record(
+                "recipes", {"tenant_id": raw["tenantId"], "project_id": raw["projectId"],
+                            "kind": name, "name": raw["name"],
+                            "doc": _doc(raw, ("tenantId", "projectId"))})) for raw in rows]
+        return _merged(found, limit)
 
     def _import_definitions(self, records: list[Raw]) -> int:
+        unknown = {record["kind"] for record in records} - set(_DEFINITIONS)
+        if unknown:
+            raise StoreError(f"definitions of unknown kinds: {', '.join(sorted(unknown))}")
         written = 0
         for name, kind in _DEFINITIONS.items():
             docs = []
@@ -529,50 +549,81 @@ class MongoTransfer(MongoAdapter, TransferStore):
                              "_id": {"tenantId": tenant, "projectId": project,
                                      "name": record["name"]}})
             written += len(_insert_new(self._database[kind.COLLECTION], docs))
-        unknown = {r["kind"] for r in records} - set(_DEFINITIONS)
-        if unknown:
-            raise StoreError(f"definitions of unknown kinds: {', '.join(sorted(unknown))}")
         return written
 
-    # -- lanes: fields of the process document --------------------------------------------
+    # -- lanes and vectors, which may come before their process or chunk ------------------
+
+    def _parked(self, kind: str, after: str | None, limit: int
+                ) -> list[tuple[tuple[Any, ...], Raw]]:
+        """The first ``limit + 1`` parked records of ``kind`` past the cursor."""
+        query: Raw = {"kind": kind}
+        if after is not None:
+            query["key"] = {"$gt": json.loads(after)[0]}
+        rows = self._database[_PARKED].find(query).sort("key", ASCENDING).limit(limit + 1)
+        return [((raw["key"],), raw["record"]) for raw in rows]
+
+    def _park(self, kind: str, key: Any, record: Raw) -> bool:
+        """Keep ``record`` until its process or chunk comes; False if it is kept already."""
+        return bool(_insert_new(self._database[_PARKED], [
+            {"_id": _hashable([kind, key]), "kind": kind, "key": key, "record": record}]))
+
+    def _unpark(self, kind: str, keys: list[Any], write: Callable[[Raw], Any]) -> None:
+        """Write the parked records of ``keys`` (``write`` is a no-op where done), then drop
+        them."""
+        parked = self._database[_PARKED]
+        for raw in parked.find({"kind": kind, "key": {"$in": keys}}):
+            write(raw["record"])
+            parked.delete_one({"_id": raw["_id"]})
+
+    def _import_processes(self, docs: list[Raw]) -> int:
+        written = _insert_new(self._database[PROCESSES], docs)
+        self._unpark("lanes", [doc["_id"] for doc in docs], self._set_lane)
+        return len(written)
+
+    def _set_lane(self, record: Raw) -> bool:
+        """Set the lane on its process if that has none yet; whether it did."""
+        return bool(self._database[PROCESSES].update_one(
+            {"_id": record["process_id"], "tenantId": record["tenant_id"],
+             _LANE_TO_IMPORT: True},
+            {"$set": {"status": record["status"], "epoch": record["epoch"],
+                      "nextSeq": record["next_seq"], "nextChatSeq": record["next_chat_seq"],
+                      "pendingControl": record["pending_control"],
+                      "controlRequestedAt": _naive_ms(record["control_requested_ms"]),
+                      "turnAttempts": record["turn_attempts"]},
+             "$unset": {_LANE_TO_IMPORT: ""}}).matched_count)
 
     def _export_lanes(self, after: str | None, limit: int) -> tuple[list[Raw], str | None]:
-        rows, cursor = _page(self._database[PROCESSES], {_LANE_TO_IMPORT: {"$exists": False}},
-                             _BY_ID, after, limit)
-        return [_record("lanes", {
+        query: Raw = {_LANE_TO_IMPORT: {"$exists": False}}
+        if after is not None:
+            query["_id"] = {"$gt": json.loads(after)[0]}
+        rows = self._database[PROCESSES].find(query).sort("_id", ASCENDING).limit(limit + 1)
+        return _merged([((raw["_id"],), _record("lanes", {
             "process_id": raw["_id"], "tenant_id": raw["tenantId"], "status": raw["status"],
             "epoch": raw["epoch"], "next_seq": raw["nextSeq"],
             "next_chat_seq": raw.get("nextChatSeq", 0),
             "pending_control": raw.get("pendingControl"),
             "control_requested_ms": _ms(raw.get("controlRequestedAt")),
-            "turn_attempts": raw.get("turnAttempts", 0)}) for raw in rows], cursor
+            "turn_attempts": raw.get("turnAttempts", 0)})) for raw in rows]
+            + self._parked("lanes", after, limit), limit)
 
     def _import_lanes(self, records: list[Raw]) -> int:
         processes, written = self._database[PROCESSES], 0
         for record in records:
-            mine = {"_id": record["process_id"], "tenantId": record["tenant_id"]}
-            result = processes.update_one({**mine, _LANE_TO_IMPORT: True}, {
-                "$set": {"status": record["status"], "epoch": record["epoch"],
-                         "nextSeq": record["next_seq"], "nextChatSeq": record["next_chat_seq"],
-                         "pendingControl": record["pending_control"],
-                         "controlRequestedAt": _naive_ms(record["control_requested_ms"]),
-                         "turnAttempts": record["turn_attempts"]},
-                "$unset": {_LANE_TO_IMPORT: ""}})
-            if result.matched_count:
+            if self._set_lane(record):
                 written += 1
-            elif processes.find_one(mine, {"_id": True}) is None:
-                raise StoreError(f"the lane of process {record['process_id']} comes before "
-                                 "its process: MongoDB keeps a lane in its process's document")
+            elif processes.find_one({"_id": record["process_id"]}, {"_id": True}) is None:
+                written += self._park("lanes", record["process_id"], record)
         return written
 
-    # -- knowledge chunks and their vectors ---------------------------------------------
-
     def _number_chunks(self) -> None:
-        """Give every chunk without a ``rowId`` one past the highest, in ``_id`` order."""
+        """Give every chunk without a ``rowId`` one past the highest (of the chunks and the
+        parked vectors), in ``_id`` order."""
         chunks = self._database[_CHUNKS]
         last = chunks.find_one({_ROW: {"$exists": True}}, {_ROW: True},
                                sort=[(_ROW, DESCENDING)])
-        row = 0 if last is None else last[_ROW]
+        parked = self._database[_PARKED].find_one({"kind": "knowledge_vectors"}, {"key": True},
+                                                  sort=[("key", DESCENDING)])
+        row = max(0, 0 if last is None else last[_ROW], 0 if parked is None else parked["key"])
         for raw in chunks.find({_ROW: {"$exists": False}}, {"_id": True}).sort("_id", ASCENDING):
             row += 1
             chunks.update_one({"_id": raw["_id"], _ROW: {"$exists": False}}, {"$set": {_ROW: row}})
@@ -581,15 +632,11 @@ class MongoTransfer(MongoAdapter, TransferStore):
         if after is None:
             self._number_chunks()
         rows, cursor = _page(self._database[_CHUNKS], {}, ((_ROW, False),), after, limit)
-        records = []
-        for raw in rows:
-            doc = _doc(raw, ("terms", "length", "text", _ROW, *_VECTOR))
-            records.append(_record("knowledge_chunks", {
-                "id": raw[_ROW], "tenant_id": raw["tenantId"], "project_id": raw["projectId"],
-                "document_id": raw["documentId"], "version": raw["documentVersion"],
-                "ordinal": raw["ordinal"], "length": raw["length"], "text": raw["text"],
-                "doc": doc}))
-        return records, cursor
+        return [_record("knowledge_chunks", {
+            "id": raw[_ROW], "tenant_id": raw["tenantId"], "project_id": raw["projectId"],
+            "document_id": raw["documentId"], "version": raw["documentVersion"],
+            "ordinal": raw["ordinal"], "length": raw["length"], "text": raw["text"],
+            "doc": _doc(raw, ("terms", "length", "text", _ROW, *_VECTOR))}) for raw in rows], cursor
 
     def _import_chunks(self, records: list[Raw]) -> int:
         docs = []
@@ -598,47 +645,69 @@ class MongoTransfer(MongoAdapter, TransferStore):
             docs.append({**record["doc"], "text": record["text"], "_id": chunk.id,
                          "terms": index_terms(chunk.text), "length": record["length"],
                          _ROW: record["id"]})
-        return len(_insert_new(self._database[_CHUNKS], docs))
+        written = _insert_new(self._database[_CHUNKS], docs)
+        self._unpark("knowledge_vectors", [doc[_ROW] for doc in docs], self._set_vector)
+        return len(written)
+
+    def _set_vector(self, record: Raw) -> bool:
+        """Set the vector on its chunk if that has none yet; whether it did."""
+        return bool(self._database[_CHUNKS].update_one(
+            {_ROW: record["chunk_id"], "tenantId": record["tenant_id"],
+             "vector": {"$exists": False}},
+            {"$set": {"vector": Binary(base64.b64decode(record["vector"])),
+                      "vectorModel": record["model"], "vectorDim": record["dim"]}}
+        ).matched_count)
 
     def _export_vectors(self, after: str | None, limit: int) -> tuple[list[Raw], str | None]:
         if after is None:
             self._number_chunks()
-        rows, cursor = _page(self._database[_CHUNKS], {"vector": {"$exists": True}},
-                             ((_ROW, False),), after, limit)
-        return [_record("knowledge_vectors", {
+        query: Raw = {"vector": {"$exists": True}}
+        if after is not None:
+            query[_ROW] = {"$gt": json.loads(after)[0]}
+        rows = self._database[_CHUNKS].find(query).sort(_ROW, ASCENDING).limit(limit + 1)
+        return _merged([((raw[_ROW],), _record("knowledge_vectors", {
             "chunk_id": raw[_ROW], "tenant_id": raw["tenantId"], "project_id": raw["projectId"],
             "document_id": raw["documentId"], "version": raw["documentVersion"],
             "model": raw["vectorModel"], "dim": raw["vectorDim"],
-            "vector": base64.b64encode(bytes(raw["vector"])).decode()}) for raw in rows], cursor
+            "vector": base64.b64encode(bytes(raw["vector"])).decode()})) for raw in rows]
+            + self._parked("knowledge_vectors", after, limit), limit)
 
     def _import_vectors(self, records: list[Raw]) -> int:
         chunks, written = self._database[_CHUNKS], 0
         for record in records:
-            mine = {_ROW: record["chunk_id"], "tenantId": record["tenant_id"]}
-            result = chunks.update_one({**mine, "vector": {"$exists": False}}, {"$set": {
-                "vector": Binary(base64.b64decode(record["vector"])),
-                "vectorModel": record["model"], "vectorDim": record["dim"]}})
-            if result.matched_count:
+            if self._set_vector(record):
                 written += 1
-            elif chunks.find_one(mine, {"_id": True}) is None:
-                raise StoreError(f"the vector of chunk {record['chunk_id']} comes before its "
-                                 "chunk: MongoDB keeps a vector in its chunk's document")
+            elif chunks.find_one({_ROW: record["chunk_id"]}, {"_id": True}) is None:
+                written += self._park("knowledge_vectors", record["chunk_id"], record)
         return written
+
+    # -- vector generations ---------------------------------------------------------------
 
     def _export_generations(self, after: str | None,
                             limit: int) -> tuple[list[Raw], str | None]:
-        rows, cursor = _page(self._database[_GENERATIONS], {},
-                             (("tenantId", False), ("projectId", False)), after, limit)
-        return [_record(_GENERATIONS, {"tenant_id": raw["tenantId"],
-                                       "project_id": raw["projectId"],
-                                       "generation": raw["generation"]}) for raw in rows], cursor
+        """The imported generations, and generation 1 for each other project with vectors
+        (what SQLite holds after one write)."""
+        rows, _ = _page(self._database[_GENERATIONS], {},
+                        (("tenantId", False), ("projectId", False)), after, limit + 1)
+        found = [((raw["tenantId"], raw["projectId"]), raw["generation"]) for raw in rows]
+        position = None if after is None else tuple(json.loads(after))
+        with_vectors = sorted(
+            key for key in ((group["_id"]["tenantId"], group["_id"]["projectId"])
+                            for group in self._database[_CHUNKS].aggregate([
+                                {"$match": {"vector": {"$exists": True}}},
+                                {"$group": {"_id": {"tenantId": "$tenantId",
+                                                    "projectId": "$projectId"}}}]))
+            if position is None or key > position)
+        found += [(key, 1) for key in with_vectors[:limit + 1]]
+        return _merged([(key, _record(_GENERATIONS, {
+            "tenant_id": key[0], "project_id": key[1], "generation": generation}))
+            for key, generation in found], limit)
 
     def _import_generations(self, records: list[Raw]) -> int:
         docs = [{"_id": {"tenantId": r["tenant_id"], "projectId": r["project_id"]},
                  "tenantId": r["tenant_id"], "projectId": r["project_id"],
                  "generation": r["generation"]} for r in records]
         return len(_insert_new(self._database[_GENERATIONS], docs))
-
 
 assert set(_PLAIN) | {"recipes", "lanes", "knowledge_chunks", "knowledge_vectors",
                       _GENERATIONS} == {kind.name for kind in KINDS}
