@@ -10,7 +10,8 @@ row more than the page is read to tell whether it is the last. A row becomes its
 key column not declared ``COLLATE "C"``, ``row_no`` without an index: adding them would
 cost every turn's writes), so a page read alone would read the rest of its table (100,000
 rows: 10 s in pages of 1,000, and quadratic); ``PostgresTransfer`` reads the pages of a
-kind from one server-side cursor instead, sorted once.
+kind from one server-side cursor instead, sorted once, on a connection of its own (closed
+after the kind's last page, or when another call starts another cursor).
 
 Import: one transaction per call, records inserted in the given order (so an
 insertion-ordered kind's ``row_no`` follows the file) with ``ON CONFLICT (key) DO NOTHING
@@ -34,6 +35,9 @@ for the import rather than counting past it; a chunk import locks ``knowledge_ch
 against inserts (``SHARE ROW EXCLUSIVE``) until it commits, so no ``write_chunks`` can take
 an id from the sequence before it is moved. Other writers are not waited for: an import
 is meant for a store nothing else uses (``TransferStore``).
+
+Limit: PostgreSQL stores no U+0000 (``_db.REPLACEMENT``): a record holding one is imported
+with U+FFFD in its place, so its export then differs from the one it was imported from.
 """
 
 from __future__ import annotations
