@@ -14,6 +14,7 @@ import pytest
 
 from tests.store_contract.conftest import World
 from tests.store_contract.transfer._used import MODEL, Used, build, export_store, import_store
+from vancetope_brain.errors import Conflict
 from vancetope_brain.models import ChatRole, DeadLetter
 from vancetope_brain.models.inbox import ItemStatus
 from vancetope_brain.store import (
@@ -206,3 +207,34 @@ def test_an_answer_left_in_an_items_outbox_is_exported_as_its_message(
     (saved,) = [record for record in exported["inbox_items"] if record["id"] == item.id]
     assert saved["status"] == "ANSWERED" and "_outbox" not in saved["doc"]
     assert inbox.redeliver_inbox_messages() == 0
+
+
+@pytest.mark.parametrize("storage", ["mongomock"], indirect=True)
+def test_lanes_and_vectors_may_come_before_their_process_and_chunk(
+        backend: Backend, world: World, mongo: MongoBackend) -> None:
+    build(backend, world)
+    source = export_store(backend.port(TransferStore))
+    moved = mongo.port(TransferStore)
+    first = ("lanes", "knowledge_vectors")
+    for kind in first:
+        assert moved.import_records(kind, source[kind]) == len(source[kind])
+    assert _by_key(export_store(moved)) == _by_key(
+        {kind.name: source[kind.name] if kind.name in first else [] for kind in KINDS})
+
+    import_store(moved, {**source, **dict.fromkeys(first, [])})
+
+    assert _by_key(export_store(moved)) == _by_key(source)
+    assert mongo.database["transfer_parked"].count_documents({}) == 0
+    assert import_store(moved, source) == dict.fromkeys(source, 0)
+
+
+@pytest.mark.parametrize("storage", ["mongomock"], indirect=True)
+def test_a_record_clashing_on_another_unique_key_is_a_conflict(
+        backend: Backend, world: World, mongo: MongoBackend) -> None:
+    build(backend, world)
+    tokens, _ = backend.port(TransferStore).export_page("api_tokens", None, 1)
+    moved = mongo.port(TransferStore)
+    moved.import_records("api_tokens", tokens)
+    twin = {**tokens[0], "id": "tok_twin", "doc": {**tokens[0]["doc"], "id": "tok_twin"}}
+    with pytest.raises(Conflict):
+        moved.import_records("api_tokens", [twin])

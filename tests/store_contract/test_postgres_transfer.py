@@ -103,3 +103,27 @@ def test_version_2_numbers_a_version_1_stores_chat_and_the_lines_after_it(
     page, _ = backend.port(TransferStore).export_page("chat", None, 10)
     assert [line["doc"]["content"] for line in page][-1] == "three"
     backend.close()
+
+
+def test_pages_asked_out_of_turn_or_by_another_process_read_the_same(
+        source: PostgresBackend, postgres_url: str) -> None:
+    # The pages of a kind come from one server-side cursor while they are asked in turn;
+    # any other call starts a new one after its cursor.
+    use(source)
+    whole = export(source)
+    names = ["chat", "messages", "knowledge_chunks"]
+    read: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+    cursors: dict[str, str | None] = dict.fromkeys(names)
+    port = source.port(TransferStore)
+    while names:
+        for name in list(names):  # one page of each kind in turn
+            page, cursors[name] = port.export_page(name, cursors[name], 2)
+            read[name] += page
+            if cursors[name] is None:
+                names.remove(name)
+    assert read == {name: whole[name] for name in read}
+    first, cursor = port.export_page("turns", None, 5)
+    again = PostgresBackend(source.pool.conninfo)  # type: ignore[arg-type]
+    rest, _ = again.port(TransferStore).export_page("turns", cursor, 1000)
+    assert first + rest == whole["turns"]
+    again.close()

@@ -68,6 +68,7 @@ against a serving store or two imports at once.
 from __future__ import annotations
 
 import base64
+import binascii
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -75,10 +76,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bson import Binary
+from pydantic import ValidationError
 from pydantic_core import to_jsonable_python
 from pymongo import ASCENDING, DESCENDING
+from pymongo.errors import BulkWriteError
 
-from vancetope_brain.errors import StoreError
+from vancetope_brain.errors import Conflict, InvalidInput
 from vancetope_brain.models import (
     ApiToken,
     ChatMessage,
@@ -108,7 +111,7 @@ from vancetope_brain.store.mongo._codec import from_bson, naive_utc, translated
 from vancetope_brain.store.mongo.lanes import MESSAGES
 from vancetope_brain.store.mongo.sessions import PROCESSES
 from vancetope_brain.store.sql import from_ms, iso, to_ms
-from vancetope_brain.store.transfer import KIND_BY_NAME, KINDS, TransferStore, kind_named
+from vancetope_brain.store.transfer import KIND_BY_NAME, KINDS, Kind, TransferStore, kind_named
 from vancetope_brain.store.user_inbox import UserInboxStore
 
 Order = tuple[tuple[str, bool], ...]
@@ -134,6 +137,7 @@ _DEFINITIONS = {kind.KIND: kind for kind in sorted(_KINDS_OF_DEFINITION,
                                                    key=lambda kind: kind.KIND)}
 """The definition kinds by ``kind``, in key order (each has a collection of its own)."""
 _READY = DocumentStatus.READY.value
+_DUPLICATE_KEY = 11000
 
 
 def _aware(moment: datetime) -> datetime:
@@ -181,6 +185,35 @@ def _bson(model: type[Document], doc: Raw, **extra: Any) -> Raw:
     return raw
 
 
+def _cursor(after: str, width: int) -> list[Any]:
+    """The sort values a cursor of ``export_page`` holds."""
+    try:
+        values = json.loads(after)
+    except ValueError:
+        values = None
+    if not isinstance(values, list) or len(values) != width:
+        raise InvalidInput(f"not a cursor of this store's export: {after!r}")
+    return values
+
+
+def _checked(kind: Kind, records: list[Raw]) -> None:
+    """``InvalidInput`` unless each record holds exactly the kind's columns, a ``json`` one
+    an object and a ``bytes`` one base64 text (before anything is written)."""
+    for record in records:
+        if record.keys() != kind.columns.keys():
+            raise InvalidInput(f"a record of {kind.name} has the columns {sorted(record)}, "
+                               f"not {sorted(kind.columns)}")
+        for column, typ in kind.columns.items():
+            value = record[column]
+            if typ == "json" and not isinstance(value, dict):
+                raise InvalidInput(f"{kind.name}.{column} is not a JSON object")
+            if typ == "bytes":
+                try:
+                    base64.b64decode(value, validate=True)
+                except (binascii.Error, TypeError, ValueError) as e:
+                    raise InvalidInput(f"{kind.name}.{column} is not base64 text: {e}") from None
+
+
 def _get(raw: Raw, path: str) -> Any:
     for part in path.split("."):
         raw = raw[part]
@@ -211,7 +244,7 @@ def _page(collection: Any, query: Raw, order: Order, after: str | None,
     if limit < 1:
         raise ValueError(f"a page holds at least one record, not {limit}")
     if after is not None:
-        query = {"$and": [query, _after(order, json.loads(after))]}
+        query = {"$and": [query, _after(order, _cursor(after, len(order)))]}
     rows = list(collection.find(query).sort([(name, ASCENDING) for name, _ in order])
                 .limit(limit + 1))
     if len(rows) <= limit:
@@ -245,7 +278,12 @@ def _insert_new(collection: Any, docs: list[Raw]) -> list[Raw]:
         {"_id": {"$in": [doc["_id"] for doc in docs]}}, {"_id": True})}
     new = [doc for doc in docs if _hashable(doc["_id"]) not in stored]
     if new:
-        collection.insert_many(new, ordered=True)
+        try:
+            collection.insert_many(new, ordered=True)
+        except BulkWriteError as e:
+            if e.details["writeErrors"][0].get("code") == _DUPLICATE_KEY:  # another unique key
+                raise Conflict(f"a record clashes with a stored one: {e}") from e
+            raise
     return new
 
 
@@ -444,7 +482,13 @@ class MongoTransfer(MongoAdapter, TransferStore):
 
     @translated
     def import_records(self, kind: str, records: list[Raw]) -> int:
-        kind_named(kind)
+        _checked(kind_named(kind), records)
+        try:
+            return self._import(kind, records)
+        except ValidationError as e:
+            raise InvalidInput(f"a record of {kind} holds an invalid document: {e}") from None
+
+    def _import(self, kind: str, records: list[Raw]) -> int:
         if kind in self._special:
             return self._special[kind][1](records)
         plain = _PLAIN[kind]
@@ -514,7 +558,7 @@ class MongoTransfer(MongoAdapter, TransferStore):
     # -- recipes: one collection per definition kind ------------------------------------
 
     def _export_definitions(self, after: str | None, limit: int) -> tuple[list[Raw], str | None]:
-        position = None if after is None else json.loads(after)
+        position = None if after is None else _cursor(after, 4)
         found: list[tuple[tuple[Any, ...], Raw]] = []
         for name, kind in _DEFINITIONS.items():
             query: Raw = {}
@@ -538,18 +582,16 @@ class MongoTransfer(MongoAdapter, TransferStore):
     def _import_definitions(self, records: list[Raw]) -> int:
         unknown = {record["kind"] for record in records} - set(_DEFINITIONS)
         if unknown:
-            raise StoreError(f"definitions of unknown kinds: {', '.join(sorted(unknown))}")
-        written = 0
-        for name, kind in _DEFINITIONS.items():
-            docs = []
-            for record in (r for r in records if r["kind"] == name):
-                kind.load(record["doc"])  # validates
-                tenant, project = record["tenant_id"], record["project_id"]
-                docs.append({**record["doc"], "tenantId": tenant, "projectId": project,
-                             "_id": {"tenantId": tenant, "projectId": project,
-                                     "name": record["name"]}})
-            written += len(_insert_new(self._database[kind.COLLECTION], docs))
-        return written
+            raise InvalidInput(f"definitions of unknown kinds: {', '.join(sorted(unknown))}")
+        docs: dict[str, list[Raw]] = {name: [] for name in _DEFINITIONS}
+        for record in records:  # all validated before any is written
+            _DEFINITIONS[record["kind"]].load(record["doc"])
+            tenant, project = record["tenant_id"], record["project_id"]
+            docs[record["kind"]].append({
+                **record["doc"], "tenantId": tenant, "projectId": project,
+                "_id": {"tenantId": tenant, "projectId": project, "name": record["name"]}})
+        return sum(len(_insert_new(self._database[kind.COLLECTION], docs[name]))
+                   for name, kind in _DEFINITIONS.items())
 
     # -- lanes and vectors, which may come before their process or chunk ------------------
 
@@ -558,7 +600,7 @@ class MongoTransfer(MongoAdapter, TransferStore):
         """The first ``limit + 1`` parked records of ``kind`` past the cursor."""
         query: Raw = {"kind": kind}
         if after is not None:
-            query["key"] = {"$gt": json.loads(after)[0]}
+            query["key"] = {"$gt": _cursor(after, 1)[0]}
         rows = self._database[_PARKED].find(query).sort("key", ASCENDING).limit(limit + 1)
         return [((raw["key"],), raw["record"]) for raw in rows]
 
@@ -595,7 +637,7 @@ class MongoTransfer(MongoAdapter, TransferStore):
     def _export_lanes(self, after: str | None, limit: int) -> tuple[list[Raw], str | None]:
         query: Raw = {_LANE_TO_IMPORT: {"$exists": False}}
         if after is not None:
-            query["_id"] = {"$gt": json.loads(after)[0]}
+            query["_id"] = {"$gt": _cursor(after, 1)[0]}
         rows = self._database[PROCESSES].find(query).sort("_id", ASCENDING).limit(limit + 1)
         return _merged([((raw["_id"],), _record("lanes", {
             "process_id": raw["_id"], "tenant_id": raw["tenantId"], "status": raw["status"],
@@ -663,7 +705,7 @@ class MongoTransfer(MongoAdapter, TransferStore):
             self._number_chunks()
         query: Raw = {"vector": {"$exists": True}}
         if after is not None:
-            query[_ROW] = {"$gt": json.loads(after)[0]}
+            query[_ROW] = {"$gt": _cursor(after, 1)[0]}
         rows = self._database[_CHUNKS].find(query).sort(_ROW, ASCENDING).limit(limit + 1)
         return _merged([((raw[_ROW],), _record("knowledge_vectors", {
             "chunk_id": raw[_ROW], "tenant_id": raw["tenantId"], "project_id": raw["projectId"],
@@ -690,7 +732,7 @@ class MongoTransfer(MongoAdapter, TransferStore):
         rows, _ = _page(self._database[_GENERATIONS], {},
                         (("tenantId", False), ("projectId", False)), after, limit + 1)
         found = [((raw["tenantId"], raw["projectId"]), raw["generation"]) for raw in rows]
-        position = None if after is None else tuple(json.loads(after))
+        position = None if after is None else tuple(_cursor(after, 2))
         with_vectors = sorted(
             key for key in ((group["_id"]["tenantId"], group["_id"]["projectId"])
                             for group in self._database[_CHUNKS].aggregate([

@@ -51,8 +51,8 @@ close counts from the next search. Lines: the tenant's lexemes of every query wo
 by ``&`` (each quoted and checked to be a tenant key and letters and digits or a hash,
 ``_tsquery``, then written into the statement as a literal, so each search is planned for
 its own words), the ``chat`` rows of those sessions' chat processes, newest first: by the
-line's ``createdAt``, then ``seq`` (``chat`` has no insertion-order column; a process's
-``seq`` is its commit order), ``LIMIT``. The index yields every matching line of the
+line's ``createdAt``, then ``seq`` (a process's ``seq`` is its commit order; ``chat``'s
+``row_no``, schema version 2, numbers a version-1 store's lines in table order), ``LIMIT``. The index yields every matching line of the
 tenant's users, sorted then (top-N): the cost grows with the matches of the rarest words,
 not with the chat's size. The GIN index keeps ``fastupdate`` on (commits are the hot path):
 its pending list, the newest lines' index entries of every tenant (at most

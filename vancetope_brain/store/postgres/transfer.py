@@ -1,16 +1,17 @@
 """PostgreSQL ``TransferStore``: every kind's rows read out in the record form and written
 back, over the tables the other adapters own.
 
-Export: a page is one statement, ``LIMIT`` one more than asked to tell whether it is the
-last. An insertion-ordered kind is read by ``row_no`` (its identity column), the others by
-their key, text compared bytewise (``COLLATE "C"``, as SQLite compares), from a row
-comparison with the last key; the cursor is the page's last ``row_no`` or key as a JSON
-array. A row becomes its record: ``jsonb`` the parsed object,
-``BYTEA`` base64, the derived columns (``row_no``, ``terms``, ``created_us``,
-``updated_us``) left out. Cost: the key order of a column not declared ``COLLATE "C"``,
-and ``row_no`` of a table without an index on it, is not an index's order, so each page
-reads the rest of its table once (a top-N sort); a whole export is quadratic in a table's
-pages, which a large ``limit`` keeps few.
+Export: an insertion-ordered kind is read by ``row_no`` (its identity column), the others by
+their key, text compared bytewise (``COLLATE "C"``, as SQLite compares), after the cursor by
+a row comparison; the cursor is the page's last ``row_no`` or key as a JSON array, and one
+row more than the page is read to tell whether it is the last. A row becomes its record:
+``jsonb`` the parsed object, ``BYTEA`` base64, the derived columns (``row_no``, ``terms``,
+``created_us``, ``updated_us``) left out. Cost: most tables have no index in that order (a
+key column not declared ``COLLATE "C"``, ``row_no`` without an index: adding them would
+cost every turn's writes), so a page read alone would read the rest of its table (100,000
+rows: 10 s in pages of 1,000, and quadratic); ``PostgresTransfer`` reads the pages of a
+kind from one server-side cursor instead, sorted once, on a connection of its own (closed
+after the kind's last page, or when another call starts another cursor).
 
 Import: one transaction per call, records inserted in the given order (so an
 insertion-ordered kind's ``row_no`` follows the file) with ``ON CONFLICT (key) DO NOTHING
@@ -34,20 +35,26 @@ for the import rather than counting past it; a chunk import locks ``knowledge_ch
 against inserts (``SHARE ROW EXCLUSIVE``) until it commits, so no ``write_chunks`` can take
 an id from the sequence before it is moved. Other writers are not waited for: an import
 is meant for a store nothing else uses (``TransferStore``).
+
+Limit: PostgreSQL stores no U+0000 (``_db.REPLACEMENT``): a record holding one is imported
+with U+FFFD in its place, so its export then differs from the one it was imported from.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import json
+import threading
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 
-from vancetope_brain.errors import InvalidInput
+from vancetope_brain.errors import InvalidInput, StoreError
 from vancetope_brain.models.knowledge import KnowledgeDocument
 from vancetope_brain.models.memory import MemoryEntry
 from vancetope_brain.store.postgres import PostgresAdapter
@@ -61,6 +68,9 @@ from vancetope_brain.store.postgres.documents import (
 from vancetope_brain.store.postgres.memory import created_us, entry_lexemes
 from vancetope_brain.store.postgres.recipes import limit_lock_in
 from vancetope_brain.store.transfer import KINDS, ColumnType, Kind, TransferStore, kind_named
+
+if TYPE_CHECKING:
+    from vancetope_brain.store.postgres import PostgresBackend
 
 Row = tuple[Any, ...]
 
@@ -111,35 +121,100 @@ def _cursor(after: str, width: int) -> list[Any]:
     return values
 
 
+def _query(kind: Kind, after: str | None) -> tuple[str, list[Any]]:
+    """The statement of the kind's records after the cursor ``after``, in export order, each
+    row its columns then its position (``row_no`` or the key), and its parameters."""
+    if kind.insertion_ordered:
+        position = order = ["row_no"]
+        params = [0] if after is None else _cursor(after, 1)
+        if not isinstance(params[0], int):
+            raise InvalidInput(f"not a cursor of this store's export: {after!r}")
+    else:
+        position, order = list(kind.key), _order(kind)
+        params = [] if after is None else _cursor(after, len(order))
+    where = "TRUE" if not params else \
+        f"({', '.join(order)}) > ({', '.join(['%s'] * len(order))})"
+    return (f"SELECT {', '.join([*kind.columns, *position])} FROM {kind.name} WHERE {where} "
+            f"ORDER BY {', '.join(order)}"), params
+
+
+@dataclass
+class _Reading:
+    """The export of one kind under way: a server-side cursor over the rest of its rows in
+    export order (``DECLARE … WITH HOLD``, so the sorted rows are kept by the server, no
+    transaction stays open), on a connection of its own; ``at`` is the cursor its next page
+    follows, ``ahead`` the row read past the last page."""
+
+    kind: str
+    at: str | None
+    conn: psycopg.Connection[Any]
+    rows: psycopg.ServerCursor[Any]
+    ahead: list[Row]
+
+    def close(self) -> None:
+        with contextlib.suppress(psycopg.Error):  # a lost connection: nothing to close
+            self.rows.close()
+        self.conn.close()
+
+
 class PostgresTransfer(PostgresAdapter, TransferStore):
+    """Pages of one kind are read from one server-side cursor while each call asks for the
+    page after the previous one (so an export sorts each table once: no index is in the
+    export order of most tables, and a page each read alone would read the rest of its
+    table); any other call opens a new one after its cursor. Calls are serialised."""
+
+    def __init__(self, db: PostgresBackend) -> None:
+        super().__init__(db)
+        self._reading: _Reading | None = None
+        self._lock = threading.Lock()
 
     def export_page(self, kind: str, after: str | None, limit: int
                     ) -> tuple[list[dict[str, Any]], str | None]:
         of = kind_named(kind)
         if limit < 1:
             raise ValueError(f"a page holds at least one record, not {limit}")
-        columns = list(of.columns)
-        if of.insertion_ordered:
-            position, order = ["row_no"], ["row_no"]
-            params = [0] if after is None else _cursor(after, 1)
-            if not isinstance(params[0], int):
-                raise InvalidInput(f"not a cursor of this store's export: {after!r}")
-            where = "row_no > %s"
-        else:
-            position, order = list(of.key), _order(of)
-            params = [] if after is None else _cursor(after, len(order))
-            where = (f"({', '.join(order)}) > ({', '.join(['%s'] * len(order))})"
-                     if after is not None else "TRUE")
-        rows = self.db.read(
-            f"SELECT {', '.join(columns + position)} FROM {of.name} WHERE {where} "
-            f"ORDER BY {', '.join(order)} LIMIT %s", (*params, limit + 1))
-        records = [{column: _record_value(of.columns[column], value)
-                    for column, value in zip(columns, row, strict=False)}
+        with self._lock:
+            try:
+                return self._page(of, after, limit)
+            except psycopg.Error as e:
+                self._stop()
+                raise StoreError(f"PostgreSQL store: {e}") from e
+
+    def _page(self, kind: Kind, after: str | None, limit: int
+              ) -> tuple[list[dict[str, Any]], str | None]:
+        reading = self._reading
+        if reading is None or (reading.kind, reading.at) != (kind.name, after):
+            self._stop()
+            reading = self._reading = self._start(kind, after)
+        rows = reading.ahead + reading.rows.fetchmany(limit + 1 - len(reading.ahead))
+        reading.ahead = rows[limit:]
+        records = [{column: _record_value(typ, value)
+                    for (column, typ), value in zip(kind.columns.items(), row, strict=False)}
                    for row in rows[:limit]]
-        if len(rows) <= limit:
+        if not reading.ahead:
+            self._stop()
             return records, None
-        last = rows[limit - 1][len(columns):]
-        return records, json.dumps(list(last))
+        reading.at = json.dumps(list(rows[limit - 1][len(kind.columns):]))
+        return records, reading.at
+
+    def _start(self, kind: Kind, after: str | None) -> _Reading:
+        query, params = _query(kind, after)
+        conninfo = self.db.pool.conninfo
+        assert isinstance(conninfo, str)
+        # Without the pool's statement timeout: the first FETCH sorts the rest of the table.
+        conn = psycopg.connect(conninfo, autocommit=True)
+        try:
+            rows = conn.cursor(name=f"export_{kind.name}", withhold=True)
+            rows.execute(query, params)
+        except BaseException:
+            conn.close()
+            raise
+        return _Reading(kind.name, after, conn, rows, [])
+
+    def _stop(self) -> None:
+        if self._reading is not None:
+            self._reading.close()
+            self._reading = None
 
     def import_records(self, kind: str, records: list[dict[str, Any]]) -> int:
         of = kind_named(kind)

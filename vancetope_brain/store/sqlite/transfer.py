@@ -8,10 +8,12 @@ insertion-ordered kind, else in key order (the default ``BINARY`` collation: byt
 UTF-8 text); the cursor is the JSON list of the last row's ``rowid`` or key values, and one
 row past ``limit`` is read to tell whether there are more.
 
-Import: one ``BEGIN IMMEDIATE`` transaction per call. Each record is ``INSERT … ON CONFLICT
-(key) DO NOTHING``, in the given order, so an insertion-ordered kind takes its rowids in
-export order; a row that collides on another unique index (a token's hash, a message's seq)
-raises ``Conflict`` and rolls the call back. For each row written, in that transaction:
+Import: the records are checked first (exactly the kind's columns, else ``InvalidInput``
+and nothing written), then written in one ``BEGIN IMMEDIATE`` transaction per call, each
+``INSERT … ON CONFLICT (key) DO NOTHING`` in the given order, so an insertion-ordered kind
+takes its rowids in export order; a row that collides on another unique index (a token's
+hash, a message's seq) raises ``Conflict`` and rolls the call back. For each row written,
+in that transaction:
 
 - ``chat``: ``conversation_fts``, by ``session_search.py``'s trigger;
 - ``knowledge_chunks``: ``knowledge_fts`` (``documents.index_chunk_in``), and
