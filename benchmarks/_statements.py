@@ -10,8 +10,11 @@ backend's methods and the driver's cursor are wrapped in this process only):
 
 - **PostgreSQL**: every statement psycopg sends (``Cursor.execute`` / ``executemany``: an
   ``executemany`` of n rows counts n, as the server runs n; ``BEGIN``/``COMMIT`` of a
-  ``write`` block count 2; the pool's idle check, an empty query, is counted apart) and
-  every connection taken from the pool (``ConnectionPool.getconn``).
+  ``write`` block count 2; the pool's idle check, an empty query, is counted apart), every
+  connection taken from the pool (``ConnectionPool.getconn``), and the server backend's
+  CPU time during each statement (``/proc/PID/schedstat`` of the connection's backend, in
+  ns, read before and after: the server's work for a statement is done when its result
+  is back; the server must run on this host).
 - **SQLite**: every statement the connection runs (``set_trace_callback``: ``BEGIN
   IMMEDIATE`` and ``COMMIT`` included); a SQLite store has no pool, so no checkouts.
 
@@ -52,6 +55,7 @@ class StatementCounter:
         self.statements: Counter[tuple[str, str]] = Counter()
         self.checkouts: Counter[tuple[str, str]] = Counter()
         self.idle_checks: Counter[str] = Counter()
+        self.server_ns: Counter[tuple[str, str]] = Counter()
         self._lock = threading.Lock()
 
     def _count(self, what: Counter[tuple[str, str]], n: int = 1) -> None:
@@ -78,19 +82,36 @@ class StatementCounter:
         execute, executemany = psycopg.Cursor.execute, psycopg.Cursor.executemany
         counter = self
 
+        def server_ns(cur: Any) -> int:
+            try:
+                with open(f"/proc/{cur.connection.info.backend_pid}/schedstat") as f:
+                    return int(f.read().split()[0])
+            except OSError:
+                return 0
+
+        def timed(cur: Any, run: Any) -> Any:
+            if not counter.enabled:
+                return run()
+            start = server_ns(cur)
+            try:
+                return run()
+            finally:
+                with counter._lock:
+                    counter.server_ns[(counter.phase, _store_call())] += server_ns(cur) - start
+
         def counted_execute(cur: Any, query: Any, *args: Any, **kwargs: Any) -> Any:
             if query == "":
                 if counter.enabled:
                     counter.idle_checks[counter.phase] += 1
             else:
                 counter._count(counter.statements)
-            return execute(cur, query, *args, **kwargs)
+            return timed(cur, lambda: execute(cur, query, *args, **kwargs))
 
         def counted_executemany(cur: Any, query: Any, params_seq: Any, *args: Any,
                                 **kwargs: Any) -> Any:
             params_seq = list(params_seq)
             counter._count(counter.statements, len(params_seq))
-            return executemany(cur, query, params_seq, *args, **kwargs)
+            return timed(cur, lambda: executemany(cur, query, params_seq, *args, **kwargs))
 
         psycopg.Cursor.execute = counted_execute  # type: ignore[method-assign]
         psycopg.Cursor.executemany = counted_executemany  # type: ignore[method-assign]
@@ -108,8 +129,17 @@ class StatementCounter:
         @contextmanager
         def counted_transaction(conn: Any, *args: Any, **kwargs: Any) -> Any:
             counter._count(counter.statements, 2)  # BEGIN and COMMIT (or ROLLBACK)
-            with transaction(conn, *args, **kwargs) as tx:
+            cur = conn.cursor()
+            # BEGIN, then COMMIT on leaving (its WAL flush is the server's work then)
+            manager = transaction(conn, *args, **kwargs)
+            tx = timed(cur, manager.__enter__)
+            try:
                 yield tx
+            except BaseException as e:
+                if not timed(cur, lambda: manager.__exit__(type(e), e, e.__traceback__)):
+                    raise
+            else:
+                timed(cur, lambda: manager.__exit__(None, None, None))
 
         psycopg.Connection.transaction = counted_transaction  # type: ignore[assignment]
 
@@ -133,8 +163,8 @@ class StatementCounter:
     def report(self, iterations: int) -> str:
         """Statements (and checkouts) per iteration, by part and store call."""
         phases = sorted({phase for phase, _ in self.statements | self.checkouts})
-        lines = [f"\nstatements per iteration (checkouts of a pooled connection), "
-                 f"{iterations} iterations:"]
+        lines = [f"\nstatements per iteration (checkouts of a pooled connection) [server "
+                 f"backend CPU µs, PostgreSQL], {iterations} iterations:"]
         total_s = sum(self.statements.values()) / iterations
         total_c = sum(self.checkouts.values()) / iterations
         for phase in phases:
@@ -143,9 +173,13 @@ class StatementCounter:
             s = sum(self.statements[(phase, c)] for c in calls) / iterations
             c = sum(self.checkouts[(phase, c)] for c in calls) / iterations
             idle = self.idle_checks[phase] / iterations
-            lines.append(f"  {phase:<58} {s:7.2f} ({c:.2f}; idle checks {idle:.2f})")
+            us = sum(self.server_ns[(phase, c)] for c in calls) / iterations / 1000
+            lines.append(f"  {phase:<58} {s:7.2f} ({c:.2f}; idle checks {idle:.2f}) "
+                         f"[{us:.0f}]")
             for call in calls:
                 lines.append(f"    {call:<56} {self.statements[(phase, call)] / iterations:7.2f}"
-                             f" ({self.checkouts[(phase, call)] / iterations:.2f})")
-        lines.append(f"  {'total':<58} {total_s:7.2f} ({total_c:.2f})")
+                             f" ({self.checkouts[(phase, call)] / iterations:.2f}) "
+                             f"[{self.server_ns[(phase, call)] / iterations / 1000:.0f}]")
+        total_us = sum(self.server_ns.values()) / iterations / 1000
+        lines.append(f"  {'total':<58} {total_s:7.2f} ({total_c:.2f}) [{total_us:.0f}]")
         return "\n".join(lines)
