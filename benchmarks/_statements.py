@@ -135,8 +135,9 @@ class StatementCounter:
             tx = timed(cur, manager.__enter__)
             try:
                 yield tx
-            except BaseException as e:
-                if not timed(cur, lambda: manager.__exit__(type(e), e, e.__traceback__)):
+            except BaseException:
+                failure = sys.exc_info()
+                if not timed(cur, lambda: manager.__exit__(*failure)):
                     raise
             else:
                 timed(cur, lambda: manager.__exit__(None, None, None))

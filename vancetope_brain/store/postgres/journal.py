@@ -6,7 +6,8 @@ column) keeps the order in which keys were first written (an upsert keeps its ro
 by ``sessions.py``) ``FOR UPDATE`` and checks its epoch under that lock, so a write
 either precedes a newer turn's ``acquire_epoch`` — which waits for the lock, and that
 turn then reads it — or is refused; the lock also serialises two writers of one
-process, so the ``MAX_ENTRIES`` count and the upserts are one step. ``clear_statement``
+process, so the ``MAX_ENTRIES`` count and the upserts are one step (one statement, run
+after the lock's, which sees every entry committed before it). ``clear_statement``
 is how ``commit_turn`` empties the journal inside its own transaction (which holds the
 lane's lock).
 """

@@ -3,24 +3,33 @@
 
 Atomicity: every write is one transaction at READ COMMITTED that first locks the
 process's ``lanes`` row ``FOR UPDATE``; that row orders everything of a lane.
-``acquire_epoch`` and ``request_control`` read and rewrite it under the lock
-(``acquire_epoch`` counts the attempt of its messages in the same statement).
-``append_in`` locks the target's row, then looks its idempotency key up (a statement
-run after the lock sees every append committed before it) and takes ``next_seq + 1``
-(a message without a key takes the lock and its number in one ``UPDATE … RETURNING``):
-sequence numbers are gap-free, and an append's message becomes visible before the
-next append of that process can even read ``next_seq``, so they become visible in
-``seq`` order. ``append_in`` is also how the user Inbox's ``save_inbox_item`` appends
-its message in its own transaction.
+``request_control`` reads and rewrites it under the lock. ``acquire_epoch`` is one
+statement: a ``WITH`` query locks the row ``FOR UPDATE`` and reads it as it is once
+locked (the latest version, also after waiting for another writer), and the ``UPDATE``
+of the same statement rewrites it from that read and counts the attempt of its
+messages. ``append_in`` locks the target's row, then looks its idempotency key up (a
+statement run after the lock sees every append committed before it) and takes
+``next_seq + 1``; a message without a key takes the lock, its number and its insert in
+one statement (``UPDATE lanes … RETURNING`` in a ``WITH``, the ``INSERT`` reading it),
+which is all of ``append_message`` then: sequence numbers are gap-free, and an
+append's message becomes visible before the next append of that process can even read
+``next_seq``, so they become visible in ``seq`` order. ``append_in`` is also how the
+user Inbox's ``save_inbox_item`` appends its message in its own transaction.
 
 ``commit_turn`` locks its own lane and the lanes its outbox messages go to, in
 ``process_id`` order (``lane_lock_in``: two turns sending each other messages never
-deadlock), checks the epoch, drains (conditional ``UPDATE``s: fewer rows than ids
-means another turn got there first), numbers chat lines from ``next_chat_seq``,
-spawns processes (``insert_process_in``), appends outbox messages (``append_in``),
-upserts timers, records the turn, enqueues its events (the event outbox's
-``enqueue_in``) and clears the turn journal (``journal.clear_in``) in that one
-transaction; being fenced raises inside it, which rolls everything back.
+deadlock), checks the epoch, inserts the chat lines in one statement numbered from
+``next_chat_seq`` (a line whose source is stored already is skipped and takes no
+number: checked under the lock, with ``ON CONFLICT DO NOTHING`` behind it), spawns
+processes (``insert_process_in``), appends outbox messages (``append_in``), marks dead
+letters and upserts timers, then writes the lane, the process's outcome, the counts
+given back, the journal's clearing (``journal.clear_statement``), the turn record, its
+events (``event_outbox.enqueue_statement``) and the drain in one statement
+(``_db.run_together``: they touch disjoint rows); the drain is its last part, a
+conditional ``UPDATE`` whose row count the cursor reports: fewer rows than ids means
+another turn got there first. All in that one transaction; being fenced raises inside
+it, which rolls everything back. An ordinary turn's commit is five statements: BEGIN,
+the lock, the chat lines, the rest, COMMIT.
 
 ``fire_timer`` locks the timer's lane, then deletes the timer by (id, due time): of
 two sweepers firing one timer at once, the second finds it gone and appends nothing.
