@@ -38,6 +38,9 @@ per turn (steer + turn + fan-out, in this thread) next to the bare Celery round 
 task to 2 solo Celery workers through the same Redis database: CPU per task, round trip p50)
 and the LangGraph peer (CPU per run, the server's own execution time of a run), as ratios.
 ``--no-peer``/``--peer-quick``/``--no-celery``.
+
+``--statements`` also counts the store's statements and pool checkouts (and, on PostgreSQL,
+the server backend's CPU per statement) per part and store call (``_statements.py``).
 """
 
 from __future__ import annotations
@@ -150,7 +153,7 @@ def _main(args: argparse.Namespace) -> int:
         return run(args, env, tmp)
     finally:
         reset(args.redis_url)
-        store.close(keep=os.environ.get("BENCH_KEEP") == "1")
+        store.close()
         shutil.rmtree(tmp, ignore_errors=True)
 
 
