@@ -38,6 +38,9 @@ per turn (steer + turn + fan-out, in this thread) next to the bare Celery round 
 task to 2 solo Celery workers through the same Redis database: CPU per task, round trip p50)
 and the LangGraph peer (CPU per run, the server's own execution time of a run), as ratios.
 ``--no-peer``/``--peer-quick``/``--no-celery``.
+
+``--statements`` also counts the store's statements and pool checkouts (and, on PostgreSQL,
+the server backend's CPU per statement) per part and store call (``_statements.py``).
 """
 
 from __future__ import annotations
@@ -63,6 +66,7 @@ sys.path.insert(0, str(HERE))
 import _compare  # noqa: E402
 import _store  # noqa: E402
 from _redis import check_url, claimed_db, reset  # noqa: E402
+from _statements import StatementCounter  # noqa: E402
 from _timing import Timed, Timer, format_tree, instrument_worker  # noqa: E402
 
 
@@ -120,6 +124,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-extras", action="store_true",
                    help="skip the comparison micro-benchmarks after the table")
     p.add_argument("--json", help="also write the results as JSON to this file")
+    p.add_argument("--statements", action="store_true",
+                   help="also count the store's statements and pool checkouts per part and "
+                        "store call (``_statements.py``)")
     _compare.add_arguments(p)
     _store.add_arguments(p)
     args = p.parse_args(argv)
@@ -180,6 +187,7 @@ def run(args: argparse.Namespace, env: dict[str, str], tmp: Path) -> int:
     sessions._lanes = Timed(sessions._lanes, "store", timer)
     brain = dataclasses.replace(brain, sessions=Timed(sessions, "sessions", timer))
 
+    counter = StatementCounter.install(store) if args.statements else None
     conns, procs, socks = [], [], []
     for i in range(args.processes):
         sock = FakeSocket()
@@ -205,6 +213,8 @@ def run(args: argparse.Namespace, env: dict[str, str], tmp: Path) -> int:
     for it in range(total):
         timing = it >= args.warmup
         timer.enabled = timing
+        if counter is not None:
+            counter.enabled = timing
         if timing and it == args.warmup:
             server_cpu = -args.bench_store.cpu_seconds().get("postgres", 0.0)
             if profiler is not None:
@@ -214,10 +224,13 @@ def run(args: argparse.Namespace, env: dict[str, str], tmp: Path) -> int:
         sid = conn.session.id
         frame = json.dumps({"type": "process-steer", "id": str(it), "data": {
             "targetThinkProcessId": pid, "content": f"message {it}"}})
+        _phase(counter, "steer")
         timer.call("steer", conn.handle, frame)
+        _phase(counter, "turn")
         outcome = runner.run("bench", pid)  # timed as "turn" by instrument_worker
         if outcome.value != "committed":
             raise RuntimeError(f"turn {it}: {outcome}; the steer got {socks[k].sent[-1:]}")
+        _phase(counter, "fanout")
         events = timer.call("fanout", _fanout, brain, conn, sid, last_seq, timer)
         if events != 5:
             raise RuntimeError(f"turn {it}: {events} events, expected 5")
@@ -229,7 +242,11 @@ def run(args: argparse.Namespace, env: dict[str, str], tmp: Path) -> int:
         profiler.disable()
     server_cpu += args.bench_store.cpu_seconds().get("postgres", 0.0)
 
+    if counter is not None:
+        counter.enabled = False
     report(timer, args.iterations)
+    if counter is not None:
+        print(counter.report(args.iterations))
     if args.bench_store.kind == "postgres":
         print(f"PostgreSQL server backends: {server_cpu * 1000 / args.iterations:.3f} ms CPU "
               "per iteration (steer + turn + fan-out), not in the figures above")
@@ -260,6 +277,11 @@ def run(args: argparse.Namespace, env: dict[str, str], tmp: Path) -> int:
             stats.dump_stats(args.cprofile_out)
     worker.close()
     return 0
+
+
+def _phase(counter: StatementCounter | None, name: str) -> None:
+    if counter is not None:
+        counter.phase = name
 
 
 def _p50(fn: Any, n: int = 1000) -> tuple[float, float]:

@@ -144,12 +144,42 @@ def test_the_engines_view_is_scoped_to_the_process(service: SettingsService) -> 
     assert SettingsApi.defaults().get("arthur.maxContextTokens") == 65536
 
 
+def test_the_engines_view_reads_the_store_once_for_every_key(
+        service: SettingsService, acme_store: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    store = acme_store.port(SettingStore)
+    service.set("acme", SettingScope.user("ada"), "chat.historyLimit", 20)
+    service.set("acme", TENANT, "arthur.model", "big")
+    reads: list[str] = []
+
+    def counting(name: str) -> Any:
+        real = getattr(store, name)
+
+        def counted(*args: Any) -> Any:
+            reads.append(name)
+            return real(*args)
+        return counted
+
+    for name in ("cascade_settings", "setting_values", "list_settings"):
+        monkeypatch.setattr(store, name, counting(name))
+    view = SettingsApi(service, "acme", "p1", "ada")
+    service.set("acme", TENANT, "rag.topK", 7)
+    assert (view.get("chat.historyLimit"), view.model_for("arthur"), view.get("rag.topK")) == (
+        20, "big", 7)
+    service.set("acme", TENANT, "rag.topK", 8)  # after the first read: the next call sees it
+    assert (view.get("rag.topK"), view.get("zaphod.maxHeads")) == (7, 5)
+    assert SettingsApi(service, "acme", "p1", "ada").get("rag.topK") == 8
+    assert reads == ["cascade_settings", "cascade_settings"]
+    with pytest.raises(InvalidInput, match="unknown setting"):
+        view.get("nope")
+
+
 def test_a_stored_value_that_no_longer_fits_its_key_is_skipped(
     service: SettingsService, acme_store: Backend
 ) -> None:
     acme_store.port(SettingStore).set_setting("acme", TENANT, "chat.historyLimit", 10)
     acme_store.port(SettingStore).set_setting("acme", SettingScope.user("ada"), "chat.historyLimit", "lots")
     assert service.resolve_with_source("acme", None, "ada", "chat.historyLimit") == (10, TENANT)
+    assert SettingsApi(service, "acme", None, "ada").get("chat.historyLimit") == 10
 
 
 def test_a_stored_setting_record_carries_a_schema_version() -> None:

@@ -24,6 +24,7 @@ import difflib
 import logging
 import math
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -266,6 +267,35 @@ def _cascade(project_id: str | None, user_id: str | None) -> list[SettingScope]:
     return [*scopes, SettingScope.tenant()]
 
 
+def _innermost(tenant_id: str, key: str,
+               found: Iterable[tuple[SettingScope, Any | None]]) -> tuple[Any, SettingScope | None]:
+    """The first stored value (innermost scope first) that fits ``key``, and its scope; the
+    key's default and None if none does (a value that no longer fits is skipped, logged)."""
+    spec = setting_key(key)
+    for scope, value in found:
+        if value is None:
+            continue
+        try:
+            return spec.validate(value), scope
+        except InvalidInput as e:
+            log.warning("ignoring stored %s of tenant %s: %s", scope, tenant_id, e)
+    return spec.default, None
+
+
+@dataclass(frozen=True)
+class StoredCascade:
+    """The values stored at each scope of one cascade, innermost first, as read at one
+    moment; resolves any key from them without reading the store again."""
+
+    tenant_id: str
+    scopes: list[tuple[SettingScope, dict[str, Any]]]
+
+    def resolve_with_source(self, key: str) -> tuple[Any, SettingScope | None]:
+        """As ``SettingsService.resolve_with_source``, from what was read."""
+        return _innermost(self.tenant_id, key,
+                          ((scope, values.get(key)) for scope, values in self.scopes))
+
+
 class SettingsService:
     """Reads and writes settings on the store. Every call reads the store (no cache)."""
 
@@ -282,17 +312,17 @@ class SettingsService:
                             key: str) -> tuple[Any, SettingScope | None]:
         """The value and the scope it came from (None: the default). A stored value that no
         longer fits its key (the key's type changed) is skipped with a warning."""
-        spec = setting_key(key)
         scopes = _cascade(project_id, user_id)
-        for scope, value in zip(scopes, self._store.setting_values(tenant_id, scopes, key),
-                                strict=True):
-            if value is None:
-                continue
-            try:
-                return spec.validate(value), scope
-            except InvalidInput as e:
-                log.warning("ignoring stored %s of tenant %s: %s", scope, tenant_id, e)
-        return spec.default, None
+        values = self._store.setting_values(tenant_id, scopes, setting_key(key).name)
+        return _innermost(tenant_id, key, zip(scopes, values, strict=True))
+
+    def cascade(self, tenant_id: str, project_id: str | None,
+                user_id: str | None) -> StoredCascade:
+        """What is stored at every scope of the cascade, read at once (one store read): the
+        source of a ``SettingsApi``'s values."""
+        scopes = _cascade(project_id, user_id)
+        return StoredCascade(tenant_id, list(zip(
+            scopes, self._store.cascade_settings(tenant_id, scopes), strict=True)))
 
     def set(self, tenant_id: str, scope: SettingScope, key: str, value: Any) -> Any:
         """Validate and store; returns the value. A project or user scope must exist; a
@@ -319,12 +349,10 @@ class SettingsService:
                   user_id: str | None) -> dict[str, tuple[Any, SettingScope | None]]:
         """Every registered key (and every ``<engine>.model``/``.profile`` set anywhere in the
         cascade) with its resolved value and source, by key."""
-        names = set(KEYS)
-        for scope in _cascade(project_id, user_id):
-            names |= {k for k in self._store.list_settings(tenant_id, scope)
-                      if _engine_key(k) is not None}
-        return {name: self.resolve_with_source(tenant_id, project_id, user_id, name)
-                for name in sorted(names)}
+        stored = self.cascade(tenant_id, project_id, user_id)
+        names = set(KEYS) | {k for _, values in stored.scopes for k in values
+                             if _engine_key(k) is not None}
+        return {name: stored.resolve_with_source(name) for name in sorted(names)}
 
     def _check_scope(self, tenant_id: str, scope: SettingScope) -> None:
         if scope.level is SettingLevel.PROJECT:
@@ -335,13 +363,17 @@ class SettingsService:
 
 class SettingsApi:
     """Read access for one (tenant, project, user): what an engine sees through
-    ``context.settings()``. Each value is read once per instance (one lifecycle call).
-    Without a service (``SettingsApi()``, ``defaults()``) every key has its default."""
+    ``context.settings()``. The first value asked for reads every value stored in the
+    cascade at once (one store read); every later one, of any key, resolves from that read:
+    an instance (one lifecycle call, one turn) sees the settings as they were at its first
+    read, and a value changed meanwhile applies from the next. Without a service
+    (``SettingsApi()``, ``defaults()``) every key has its default."""
 
     def __init__(self, service: SettingsService | None = None, tenant_id: str = "",
                  project_id: str | None = None, user_id: str | None = None) -> None:
         self.service = service
         self.tenant_id, self.project_id, self.user_id = tenant_id, project_id, user_id
+        self._stored: StoredCascade | None = None
         self._seen: dict[str, Any] = {}
 
     @classmethod
@@ -360,8 +392,10 @@ class SettingsApi:
             if self.service is None:
                 self._seen[key] = setting_key(key).default
             else:
-                self._seen[key] = self.service.resolve(self.tenant_id, self.project_id,
-                                                       self.user_id, key)
+                if self._stored is None:
+                    self._stored = self.service.cascade(self.tenant_id, self.project_id,
+                                                        self.user_id)
+                self._seen[key] = self._stored.resolve_with_source(key)[0]
         return self._seen[key]
 
     def model_for(self, engine: str) -> str | None:

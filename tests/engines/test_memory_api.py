@@ -113,6 +113,21 @@ def test_the_cascade_is_read_innermost_first_and_one_level_alone(store):
         ctx.memory().query("widget", scope="galaxy")
 
 
+def test_one_memory_view_looks_the_projects_group_up_once(store, monkeypatch):
+    ctx = context(store, process(store, project="g1"))
+    ids = store.port(IdentityStore)
+    looked: list[str] = []
+    real = ids.get_project
+    monkeypatch.setattr(ids, "get_project", lambda *a: looked.append(a[1]) or real(*a))
+    memory = ctx.memory()
+    memory.query("widget")
+    memory.recent()
+    assert [r.level for r in memory.cascade()][3] is MemoryScope.GROUP
+    assert looked == ["g1"]
+    ctx.memory().cascade()  # another view (a later call) looks again
+    assert looked == ["g1", "g1"]
+
+
 def test_another_projects_or_tenants_entries_are_never_found_nor_read(store):
     ctx = context(store, process(store, project="g1"))
     entry = ctx.memory().record("the secret launch date", kind="fact")

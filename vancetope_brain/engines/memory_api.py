@@ -21,6 +21,7 @@ import json
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
@@ -82,10 +83,17 @@ class MemoryApi:
         self._access = access
         self._step_key = step_key
 
+    @cached_property
+    def _group(self) -> str | None:
+        """The project's group, looked up once per instance (a group changed meanwhile
+        applies to the next ``context.memory()``)."""
+        s = self._ctx.scope
+        return self._access.group_of(s.tenant_id, s.project_id) if self._access else None
+
     def cascade(self) -> list[ScopeRef]:
         """The process's scopes, innermost first (the group only when its project has one)."""
         s = self._ctx.scope
-        group = self._access.group_of(s.tenant_id, s.project_id) if self._access else None
+        group = self._group
         refs = [ScopeRef(MemoryScope.PROCESS, s.process_id),
                 ScopeRef(MemoryScope.SESSION, s.session_id),
                 ScopeRef(MemoryScope.PROJECT, s.project_id),

@@ -21,6 +21,12 @@ class SettingStore(Port):
         read: the cascade's lookup of one key."""
 
     @abstractmethod
+    def cascade_settings(self, tenant_id: str,
+                         scopes: Sequence[SettingScope]) -> list[dict[str, Any]]:
+        """Every value stored at each of ``scopes``, by key (an empty dict where none is),
+        in one read: all a caller resolving many keys over one cascade needs."""
+
+    @abstractmethod
     def set_setting(self, tenant_id: str, scope: SettingScope, key: str, value: Any) -> None:
         """Store (insert or replace) a JSON value, not None; the caller has validated it."""
 

@@ -69,3 +69,15 @@ def test_values_survive_reopening(settings: SettingStore, storage: Storage) -> N
     settings.set_setting("ten_a", U1, "notify.email.address", "ada@example.org")
     again = storage.open_backend().port(SettingStore)
     assert again.setting_values("ten_a", [U1], "notify.email.address")[0] == "ada@example.org"
+
+
+def test_cascade_settings_reads_every_value_of_each_scope(settings: SettingStore) -> None:
+    settings.set_setting("ten_a", TENANT, "llm.model", "t")
+    settings.set_setting("ten_a", TENANT, "chat.historyLimit", 9)
+    settings.set_setting("ten_a", U1, "llm.model", "u")
+    settings.set_setting("ten_a", SettingScope.project("u1"), "rag.topK", 3)  # not the user u1
+    settings.set_setting("ten_b", P1, "llm.model", "other tenant")
+    assert settings.cascade_settings("ten_a", [U1, P1, TENANT]) == [
+        {"llm.model": "u"}, {}, {"chat.historyLimit": 9, "llm.model": "t"}]
+    assert settings.cascade_settings("ten_b", [P1, TENANT]) == [{"llm.model": "other tenant"}, {}]
+    assert settings.cascade_settings("ten_a", []) == []

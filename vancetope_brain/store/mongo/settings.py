@@ -2,7 +2,7 @@
 
 A ``StoredSetting`` with ``_id`` = ``{tenantId, level, scopeId, key}``.
 Atomicity: each call is one single-document operation (``set_setting`` one
-upserting ``replace_one``; ``setting_values`` one ``find``).
+upserting ``replace_one``; ``setting_values`` and ``cascade_settings`` one ``find``).
 """
 
 from __future__ import annotations
@@ -39,6 +39,21 @@ class MongoSettings(MongoAdapter, SettingStore):
                  for raw in self._settings.find({"_id": {"$in": ids}})} if ids else {}
         raws = [found.get((scope.level.value, scope.id)) for scope in scopes]
         return [None if raw is None else from_bson(StoredSetting, raw).value for raw in raws]
+
+    @translated
+    def cascade_settings(self, tenant_id: str,
+                         scopes: Sequence[SettingScope]) -> list[dict[str, Any]]:
+        if not scopes:
+            return []
+        cursor = self._settings.find({"tenantId": tenant_id, "$or": [
+            {"level": scope.level.value, "scopeId": scope.id} for scope in scopes]}
+        ).sort("key", ASCENDING)
+        found: dict[tuple[str, str], dict[str, Any]] = {(s.level.value, s.id): {}
+                                                        for s in scopes}
+        for raw in cursor:
+            stored = from_bson(StoredSetting, raw)
+            found[(stored.level.value, stored.scope_id)][stored.key] = stored.value
+        return [found[(s.level.value, s.id)] for s in scopes]
 
     @translated
     def set_setting(self, tenant_id: str, scope: SettingScope, key: str, value: Any) -> None:

@@ -153,3 +153,18 @@ def equal_clauses(tenant_id: str, **columns: str | None) -> tuple[list[str], lis
     given = {column: value for column, value in columns.items() if value is not None}
     return ["tenant_id = %s", *(f"{column} = %s" for column in given)], [tenant_id,
                                                                           *given.values()]
+
+
+def run_together(conn: psycopg.Connection[Any],
+                 writes: Sequence[tuple[str, Sequence[Any]]]) -> int:
+    """Run ``writes`` (``INSERT``, ``UPDATE`` or ``DELETE`` statements without
+    ``RETURNING``, with their parameters) as one statement, one round trip: each but the
+    last becomes a ``WITH`` query of the last, which PostgreSQL runs to completion
+    whether read or not. They all see the rows as they were before any of them (one
+    snapshot), so no write may touch a row another of them touches or depend on what
+    another writes; an error in any fails the one statement. Returns the number of rows
+    the last one changed."""
+    *first, (last, _) = writes
+    head = ", ".join(f"w{i} AS ({sql})" for i, (sql, _) in enumerate(first))
+    return conn.execute(f"WITH {head} {last}" if first else last,
+                        [param for _, params in writes for param in params]).rowcount

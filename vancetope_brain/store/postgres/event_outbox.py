@@ -1,19 +1,17 @@
 """PostgreSQL ``EventOutboxStore``: table ``event_outbox``.
 
-Rows are inserted by the lanes adapter's ``commit_turn`` through ``enqueue_in``, inside
-the turn's one transaction, so they exist exactly when the turn committed (an id
-already there is kept: ``ON CONFLICT DO NOTHING``). ``remove_events`` is one ``DELETE``;
+Rows are inserted by the lanes adapter's ``commit_turn`` with the statement of
+``enqueue_statement``, inside the turn's one transaction, so they exist exactly when the
+turn committed (an id already there is kept: ``ON CONFLICT DO NOTHING``). ``remove_events`` is one ``DELETE``;
 two publishers removing the same rows at once both succeed (a row already gone is
 ignored).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
-
-import psycopg
 
 from vancetope_brain.models import OutboxEvent
 from vancetope_brain.store.event_outbox import EventOutboxStore
@@ -33,14 +31,14 @@ CREATE INDEX IF NOT EXISTS event_outbox_by_age ON event_outbox (created_ms);
 """
 
 
-def enqueue_in(conn: psycopg.Connection[Any], events: Iterable[OutboxEvent]) -> None:
-    """Insert outbox rows inside an open transaction (an id already there is kept)."""
-    rows = [(e.id, e.tenant_id, e.process_id, e.epoch, e.index, to_ms(e.created_at),
-             doc_json(e)) for e in events]
-    if rows:
-        conn.cursor().executemany(
-            "INSERT INTO event_outbox (id, tenant_id, process_id, epoch, idx, created_ms, doc) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING", rows)
+def enqueue_statement(events: Sequence[OutboxEvent]) -> tuple[str, list[Any]]:
+    """The one ``INSERT`` of outbox rows (an id already there is kept), for a transaction
+    to run (``events`` not empty)."""
+    rows = ", ".join(["(%s, %s, %s, %s, %s, %s, %s)"] * len(events))
+    return (f"INSERT INTO event_outbox (id, tenant_id, process_id, epoch, idx, created_ms, doc) "
+            f"VALUES {rows} ON CONFLICT (id) DO NOTHING",
+            [value for e in events for value in (e.id, e.tenant_id, e.process_id, e.epoch,
+                                                 e.index, to_ms(e.created_at), doc_json(e))])
 
 
 class PostgresEventOutbox(PostgresAdapter, EventOutboxStore):

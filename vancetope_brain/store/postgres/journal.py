@@ -6,16 +6,15 @@ column) keeps the order in which keys were first written (an upsert keeps its ro
 by ``sessions.py``) ``FOR UPDATE`` and checks its epoch under that lock, so a write
 either precedes a newer turn's ``acquire_epoch`` — which waits for the lock, and that
 turn then reads it — or is refused; the lock also serialises two writers of one
-process, so the ``MAX_ENTRIES`` count and the upserts are one step. ``clear_in`` is
-how ``commit_turn`` empties the journal inside its own transaction (which holds the
+process, so the ``MAX_ENTRIES`` count and the upserts are one step (one statement, run
+after the lock's, which sees every entry committed before it). ``clear_statement``
+is how ``commit_turn`` empties the journal inside its own transaction (which holds the
 lane's lock).
 """
 
 from __future__ import annotations
 
 from typing import Any
-
-import psycopg
 
 from vancetope_brain.errors import NotFound
 from vancetope_brain.models import JournalEntry, StepState
@@ -33,13 +32,13 @@ CREATE TABLE IF NOT EXISTS journal (
 """
 
 
-def clear_in(conn: psycopg.Connection[Any], tenant_id: str, process_id: str, *,
-             in_doubt: bool) -> None:
-    """Delete the process's journal inside an open transaction; its IN_DOUBT entries
-    only if ``in_doubt``."""
-    conn.execute("DELETE FROM journal WHERE tenant_id = %s AND process_id = %s "
-                 "AND (%s OR state <> %s)",
-                 (tenant_id, process_id, in_doubt, StepState.IN_DOUBT.value))
+def clear_statement(tenant_id: str, process_id: str, *,
+                    in_doubt: bool) -> tuple[str, list[Any]]:
+    """The ``DELETE`` of the process's journal, for a transaction to run; its IN_DOUBT
+    entries only if ``in_doubt``."""
+    return ("DELETE FROM journal WHERE tenant_id = %s AND process_id = %s "
+            "AND (%s OR state <> %s)",
+            [tenant_id, process_id, in_doubt, StepState.IN_DOUBT.value])
 
 
 class PostgresJournal(PostgresAdapter, JournalStore):
@@ -63,16 +62,27 @@ class PostgresJournal(PostgresAdapter, JournalStore):
                 raise NotFound(f"process {process_id} not found")
             if lane[0] != epoch:
                 return False
-            keys = sorted({key for key, _, _ in rows})
+            if not rows:
+                return True
+            # The count and the upserts in one statement, run after the lock (so it sees
+            # every entry committed before): it writes nothing if the entries would pass
+            # MAX_ENTRIES, and raising then rolls the transaction back. A key given twice
+            # keeps its first place and its last state, as upserts one by one would.
+            latest = {key: (state, doc) for key, state, doc in rows}
+            values = ", ".join(["(%s::int, %s::text, %s::text, %s::jsonb)"] * len(latest))
             (held,) = conn.execute(
-                "SELECT COUNT(*) FROM journal WHERE tenant_id = %s AND process_id = %s "
-                "AND key <> ALL(%s)", (tenant_id, process_id, keys)).fetchone() or (0,)
-            if held + len(keys) > MAX_ENTRIES:
+                "WITH held AS (SELECT COUNT(*) AS n FROM journal WHERE tenant_id = %s "
+                "AND process_id = %s AND key <> ALL(%s)), "
+                f"entry (ord, key, state, doc) AS (VALUES {values}), "
+                "upsert AS (INSERT INTO journal (tenant_id, process_id, key, state, doc) "
+                "SELECT %s, %s, key, state, doc FROM entry, held WHERE held.n + %s <= %s "
+                "ORDER BY ord ON CONFLICT (tenant_id, process_id, key) "
+                "DO UPDATE SET state = excluded.state, doc = excluded.doc) "
+                "SELECT n FROM held",
+                [tenant_id, process_id, list(latest),
+                 *(value for i, (key, (state, doc)) in enumerate(latest.items())
+                   for value in (i, key, state, doc)),
+                 tenant_id, process_id, len(latest), MAX_ENTRIES]).fetchone() or (0,)
+            if held + len(latest) > MAX_ENTRIES:
                 raise too_many(process_id)
-            if rows:
-                conn.cursor().executemany(
-                    "INSERT INTO journal (tenant_id, process_id, key, state, doc) "
-                    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (tenant_id, process_id, key) "
-                    "DO UPDATE SET state = excluded.state, doc = excluded.doc",
-                    [(tenant_id, process_id, key, state, doc) for key, state, doc in rows])
         return True

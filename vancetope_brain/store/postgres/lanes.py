@@ -3,24 +3,33 @@
 
 Atomicity: every write is one transaction at READ COMMITTED that first locks the
 process's ``lanes`` row ``FOR UPDATE``; that row orders everything of a lane.
-``acquire_epoch`` and ``request_control`` read and rewrite it under the lock
-(``acquire_epoch`` counts the attempt of its messages in the same statement).
-``append_in`` locks the target's row, then looks its idempotency key up (a statement
-run after the lock sees every append committed before it) and takes ``next_seq + 1``
-(a message without a key takes the lock and its number in one ``UPDATE … RETURNING``):
-sequence numbers are gap-free, and an append's message becomes visible before the
-next append of that process can even read ``next_seq``, so they become visible in
-``seq`` order. ``append_in`` is also how the user Inbox's ``save_inbox_item`` appends
-its message in its own transaction.
+``request_control`` reads and rewrites it under the lock. ``acquire_epoch`` is one
+statement: a ``WITH`` query locks the row ``FOR UPDATE`` and reads it as it is once
+locked (the latest version, also after waiting for another writer), and the ``UPDATE``
+of the same statement rewrites it from that read and counts the attempt of its
+messages. ``append_in`` locks the target's row, then looks its idempotency key up (a
+statement run after the lock sees every append committed before it) and takes
+``next_seq + 1``; a message without a key takes the lock, its number and its insert in
+one statement (``UPDATE lanes … RETURNING`` in a ``WITH``, the ``INSERT`` reading it),
+which is all of ``append_message`` then: sequence numbers are gap-free, and an
+append's message becomes visible before the next append of that process can even read
+``next_seq``, so they become visible in ``seq`` order. ``append_in`` is also how the
+user Inbox's ``save_inbox_item`` appends its message in its own transaction.
 
 ``commit_turn`` locks its own lane and the lanes its outbox messages go to, in
 ``process_id`` order (``lane_lock_in``: two turns sending each other messages never
-deadlock), checks the epoch, drains (conditional ``UPDATE``s: fewer rows than ids
-means another turn got there first), numbers chat lines from ``next_chat_seq``,
-spawns processes (``insert_process_in``), appends outbox messages (``append_in``),
-upserts timers, records the turn, enqueues its events (the event outbox's
-``enqueue_in``) and clears the turn journal (``journal.clear_in``) in that one
-transaction; being fenced raises inside it, which rolls everything back.
+deadlock), checks the epoch, inserts the chat lines in one statement numbered from
+``next_chat_seq`` (a line whose source is stored already is skipped and takes no
+number: checked under the lock, with ``ON CONFLICT DO NOTHING`` behind it), spawns
+processes (``insert_process_in``), appends outbox messages (``append_in``), marks dead
+letters and upserts timers, then writes the lane, the process's outcome, the counts
+given back, the journal's clearing (``journal.clear_statement``), the turn record, its
+events (``event_outbox.enqueue_statement``) and the drain in one statement
+(``_db.run_together``: they touch disjoint rows); the drain is its last part, a
+conditional ``UPDATE`` whose row count the cursor reports: fewer rows than ids means
+another turn got there first. All in that one transaction; being fenced raises inside
+it, which rolls everything back. An ordinary turn's commit is five statements: BEGIN,
+the lock, the chat lines, the rest, COMMIT.
 
 ``fire_timer`` locks the timer's lane, then deletes the timer by (id, due time): of
 two sweepers firing one timer at once, the second finds it gone and appends nothing.
@@ -51,10 +60,11 @@ from vancetope_brain.models import (
 from vancetope_brain.store.event_outbox import turn_events
 from vancetope_brain.store.lanes import LaneStore
 from vancetope_brain.store.postgres import PostgresAdapter
-from vancetope_brain.store.postgres._db import doc_json, load_all
-from vancetope_brain.store.postgres.event_outbox import enqueue_in
-from vancetope_brain.store.postgres.journal import clear_in as clear_journal_in
+from vancetope_brain.store.postgres._db import doc_json, load_all, run_together
+from vancetope_brain.store.postgres.event_outbox import enqueue_statement
+from vancetope_brain.store.postgres.journal import clear_statement as clear_journal
 from vancetope_brain.store.postgres.sessions import (
+    PROCESS_BY_ID,
     UNSETTLED_LANES,
     insert_process_in,
     lane_lock_in,
@@ -151,17 +161,12 @@ def _lane_in(conn: psycopg.Connection[Any], tenant_id: str, process_id: str,
 def append_in(conn: psycopg.Connection[Any],
               message: InboxMessage) -> tuple[InboxMessage, bool]:
     """``append_message`` inside an open transaction (it locks the target's lane)."""
-    tenant_id, target = message.tenant_id, message.target_process_id
     if message.idempotency_key is None:
-        # Nothing to look up under the lock: take it and the number in one statement
-        # (an UPDATE locks the row as FOR UPDATE does).
-        row = conn.execute("UPDATE lanes SET next_seq = next_seq + 1 WHERE process_id = %s "
-                           "AND tenant_id = %s RETURNING next_seq",
-                           (target, tenant_id)).fetchone()
-        if row is None:
-            raise NotFound(f"process {target} not found")
-        return _insert_message(conn, message, row[0]), True
-    (next_seq,) = _lane_in(conn, tenant_id, target, "next_seq")
+        # Nothing to look up under the lock: the lock, the number and the insert are one
+        # statement (its UPDATE locks the row as FOR UPDATE does).
+        return _insert_next(conn, message), True
+    tenant_id, target = message.tenant_id, message.target_process_id
+    _lane_in(conn, tenant_id, target, "1")
     first = conn.execute(
         f"{MESSAGE_SELECT} WHERE tenant_id = %s AND target_process_id = %s "
         "AND idempotency_key = %s",
@@ -169,29 +174,41 @@ def append_in(conn: psycopg.Connection[Any],
     ).fetchone()
     if first is not None:
         return load_message(first), False
-    seq = next_seq + 1
-    conn.execute("UPDATE lanes SET next_seq = %s WHERE process_id = %s", (seq, target))
-    return _insert_message(conn, message, seq), True
+    return _insert_next(conn, message), True
 
 
-def _insert_message(conn: psycopg.Connection[Any], message: InboxMessage,
-                    seq: int) -> InboxMessage:
-    """Insert ``message`` as number ``seq`` of its lane (whose row the transaction holds
-    locked, ``next_seq`` already moved to ``seq``)."""
-    stored = message.model_copy(update={"seq": seq, "drained_at": None, "drained_epoch": None,
+def _insert_next(conn: psycopg.Connection[Any], message: InboxMessage) -> InboxMessage:
+    """Insert ``message`` as the next number of its lane (``_next_statement``). Raises
+    ``NotFound`` (inserting nothing) if the lane does not exist."""
+    stored, sql, params = _next_statement(message)
+    row = conn.execute(sql, params).fetchone()
+    if row is None:
+        raise NotFound(f"process {message.target_process_id} not found")
+    return stored.model_copy(update={"seq": row[0]})
+
+
+def _next_statement(message: InboxMessage) -> tuple[InboxMessage, str, tuple[Any, ...]]:
+    """The message as stored but for its number, and the one statement that moves its
+    lane's ``next_seq`` on (locking the row until the transaction ends) and inserts it
+    under that number, returning the number (no row: no such lane, nothing inserted)."""
+    stored = message.model_copy(update={"seq": 0, "drained_at": None, "drained_epoch": None,
                                         "attempts": 0, "dead_letter": None})
-    conn.execute(
+    return stored, (
+        "WITH lane AS (UPDATE lanes SET next_seq = next_seq + 1 WHERE process_id = %s "
+        "AND tenant_id = %s RETURNING next_seq) "
         "INSERT INTO messages (id, tenant_id, target_process_id, seq, idempotency_key, "
-        "created_ms, doc) VALUES (%s, %s, %s, %s, %s, %s, %s)",
-        (stored.id, message.tenant_id, message.target_process_id, seq,
-         stored.idempotency_key, to_ms(stored.created_at), doc_json(stored)),
-    )
-    return stored
+        "created_ms, doc) SELECT %s, %s, %s, next_seq, %s, %s, "
+        "%s || jsonb_build_object('seq', next_seq) FROM lane RETURNING seq"), (
+        message.target_process_id, message.tenant_id, stored.id, message.tenant_id,
+        message.target_process_id, stored.idempotency_key, to_ms(stored.created_at),
+        doc_json(stored))
 
 
 def _commit_in(conn: psycopg.Connection[Any], tenant_id: str, process_id: str, epoch: int,
                commit: TurnCommit) -> Committed:
-    """The body of ``commit_turn``; raises ``Fenced`` to roll everything back."""
+    """The body of ``commit_turn``; raises ``Fenced`` to roll everything back. Statements:
+    the lock, the chat lines, then every other write of an ordinary turn in one statement
+    (``run_together``); spawns, outbox messages, dead letters and timers add theirs."""
     lane_lock_in(conn, [process_id, *(m.target_process_id for m in commit.outbox)])
     current_epoch, chat_seq, session_id = _lane_in(
         conn, tenant_id, process_id,
@@ -199,17 +216,11 @@ def _commit_in(conn: psycopg.Connection[Any], tenant_id: str, process_id: str, e
     if current_epoch != epoch:
         raise Fenced(f"epoch {epoch} of {process_id} is stale (now {current_epoch})")
     now = utcnow()
-    drained = list(dict.fromkeys(commit.drained_ids))
-    if drained:
-        # The conditional update is the "still undrained" check: fewer rows
-        # than ids means another turn got there first (or a foreign id).
-        changed = conn.execute(
-            "UPDATE messages SET drained_at = %s, drained_epoch = %s "
-            "WHERE id = ANY(%s) AND tenant_id = %s AND target_process_id = %s "
-            "AND drained_at IS NULL",
-            (iso(now), epoch, drained, tenant_id, process_id)).rowcount
-        if changed != len(drained):
-            raise Fenced(f"a message listed by this turn of {process_id} is already drained")
+    written = _insert_chat_in(conn, tenant_id, process_id, chat_seq, commit.chat)
+    for child in commit.spawned:
+        insert_process_in(conn, child)
+    for message in commit.outbox:
+        append_in(conn, message)
     for mid, mark in commit.dead_letters.items():
         changed = conn.execute(
             "UPDATE messages SET drained_at = %s, drained_epoch = %s, dead_ms = %s, "
@@ -220,53 +231,6 @@ def _commit_in(conn: psycopg.Connection[Any], tenant_id: str, process_id: str, e
              tenant_id, process_id)).rowcount
         if changed != 1:
             raise Fenced(f"a dead letter of this turn of {process_id} is already drained")
-    uncounted = list(dict.fromkeys(commit.uncounted_ids))
-    if uncounted:
-        conn.execute(
-            "UPDATE messages SET attempts = attempts - 1 WHERE id = ANY(%s) AND tenant_id = %s "
-            "AND target_process_id = %s AND drained_at IS NULL AND attempts > 0",
-            (uncounted, tenant_id, process_id))
-    written: list[ChatMessage] = []
-    for line in commit.chat:
-        line = line.model_copy(
-            update={"seq": chat_seq + 1, "tenant_id": tenant_id, "process_id": process_id}
-        )
-        inserted = conn.execute(
-            "INSERT INTO chat (id, tenant_id, process_id, seq, role, source_message_id, doc) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s) "
-            "ON CONFLICT (tenant_id, process_id, source_message_id, role) "
-            "WHERE source_message_id IS NOT NULL DO NOTHING",
-            (line.id, tenant_id, process_id, line.seq, line.role.value,
-             line.source_message_id, doc_json(line)),
-        ).rowcount
-        if inserted:
-            written.append(line)
-        chat_seq += inserted
-    # Both CASEs read the row as it was before this UPDATE; a NULL
-    # control_handled matches nothing, so a pending call is then kept.
-    conn.execute(
-        "UPDATE lanes SET status = %s, next_chat_seq = %s, turn_attempts = 0, "
-        "pending_control = CASE WHEN pending_control = %s THEN NULL "
-        "ELSE pending_control END, "
-        "control_requested_ms = CASE WHEN pending_control = %s THEN NULL "
-        "ELSE control_requested_ms END WHERE process_id = %s",
-        (commit.status.value, chat_seq, commit.control_handled, commit.control_handled,
-         process_id),
-    )
-    close_reason = commit.close_reason.value if commit.close_reason else None
-    outcome = (close_reason, commit.last_error, commit.engine_failures, iso(now))
-    if commit.engine_state is None:
-        conn.execute(_SET_OUTCOME, (*outcome, process_id))
-    else:
-        conn.execute(_SET_OUTCOME_AND_STATE,
-                     (*outcome, doc_json(commit.engine_state), process_id))
-    for child in commit.spawned:
-        insert_process_in(conn, child)
-    for message in commit.outbox:
-        append_in(conn, message)
-    closed = commit.status is ProcessStatus.CLOSED
-    if closed or commit.journal_opened:
-        clear_journal_in(conn, tenant_id, process_id, in_doubt=closed)
     if commit.timers:
         conn.cursor().executemany(
             "INSERT INTO timers (id, tenant_id, process_id, due_ms, doc) "
@@ -274,17 +238,100 @@ def _commit_in(conn: psycopg.Connection[Any], tenant_id: str, process_id: str, e
             "ON CONFLICT (id) DO UPDATE SET due_ms = excluded.due_ms, doc = excluded.doc",
             [(timer.id, tenant_id, process_id, to_ms(timer.due_at),
               doc_json(timer)) for timer in commit.timers])
+    events = turn_events(tenant_id, session_id, process_id, epoch, written, commit.events) \
+        if written or commit.events else []
+    drained = list(dict.fromkeys(commit.drained_ids))
+    writes = [*_turn_writes(tenant_id, process_id, epoch, commit, drained,
+                            written[-1].seq if written else chat_seq, iso(now)),
+              *([enqueue_statement(events)] if events else [])]
+    # The conditional update is the "still undrained" check: fewer rows than ids means
+    # another turn got there first (or a foreign id). It is the last statement, whose
+    # row count the cursor reports.
+    writes.append((
+        "UPDATE messages SET drained_at = %s, drained_epoch = %s "
+        "WHERE id = ANY(%s) AND tenant_id = %s AND target_process_id = %s "
+        "AND drained_at IS NULL",
+        [iso(now), epoch, drained, tenant_id, process_id]))
+    if run_together(conn, writes) != len(drained):
+        raise Fenced(f"a message listed by this turn of {process_id} is already drained")
+    return Committed(written, events)
+
+
+def _insert_chat_in(conn: psycopg.Connection[Any], tenant_id: str, process_id: str,
+                    chat_seq: int, lines: Sequence[ChatMessage]) -> list[ChatMessage]:
+    """Insert a turn's chat lines in one statement, numbered from ``chat_seq + 1`` in their
+    order; a line whose (source message, role) is stored already, or came earlier in
+    ``lines``, is skipped and takes no number. The transaction holds the lane's lock,
+    under which every chat line of the process is written, so the check sees them all.
+    Returns the lines written, with their numbers."""
+    fresh: dict[tuple[str, str] | str, ChatMessage] = {}
+    for line in lines:
+        key = (line.source_message_id, line.role.value) \
+            if line.source_message_id is not None else line.id
+        fresh.setdefault(key, line.model_copy(
+            update={"seq": 0, "tenant_id": tenant_id, "process_id": process_id}))
+    if not fresh:
+        return []
+    rows = ", ".join(["(%s::int, %s::text, %s::text, %s::text, %s::jsonb)"] * len(fresh))
+    numbered = dict(conn.execute(
+        f"WITH line (ord, id, role, source_message_id, doc) AS (VALUES {rows}), "
+        "fresh AS (SELECT line.*, %s + row_number() OVER (ORDER BY ord) AS seq FROM line "
+        "WHERE source_message_id IS NULL OR NOT EXISTS (SELECT 1 FROM chat c "
+        "WHERE c.tenant_id = %s AND c.process_id = %s "
+        "AND c.source_message_id = line.source_message_id AND c.role = line.role)) "
+        "INSERT INTO chat (id, tenant_id, process_id, seq, role, source_message_id, doc) "
+        "SELECT id, %s, %s, seq, role, source_message_id, "
+        "doc || jsonb_build_object('seq', seq) FROM fresh ORDER BY ord "
+        "ON CONFLICT (tenant_id, process_id, source_message_id, role) "
+        "WHERE source_message_id IS NOT NULL DO NOTHING RETURNING id, seq",
+        [*(value for i, line in enumerate(fresh.values())
+           for value in (i, line.id, line.role.value, line.source_message_id,
+                         doc_json(line))),
+         chat_seq, tenant_id, process_id, tenant_id, process_id]).fetchall())
+    return [line.model_copy(update={"seq": numbered[line.id]})
+            for line in fresh.values() if line.id in numbered]
+
+
+def _turn_writes(tenant_id: str, process_id: str, epoch: int, commit: TurnCommit,
+                 drained: list[str], chat_seq: int, now: str) -> list[tuple[str, list[Any]]]:
+    """The writes of every commit that ``run_together`` joins: the lane, the process's
+    outcome, the attempts of messages read but left pending, the journal, the turn record.
+    Each touches rows none of the others (nor the drain) touches."""
+    # Both CASEs read the row as it was before this UPDATE; a NULL
+    # control_handled matches nothing, so a pending call is then kept.
+    writes: list[tuple[str, list[Any]]] = [(
+        "UPDATE lanes SET status = %s, next_chat_seq = %s, turn_attempts = 0, "
+        "pending_control = CASE WHEN pending_control = %s THEN NULL "
+        "ELSE pending_control END, "
+        "control_requested_ms = CASE WHEN pending_control = %s THEN NULL "
+        "ELSE control_requested_ms END WHERE process_id = %s",
+        [commit.status.value, chat_seq, commit.control_handled, commit.control_handled,
+         process_id])]
+    close_reason = commit.close_reason.value if commit.close_reason else None
+    outcome = [close_reason, commit.last_error, commit.engine_failures, now]
+    if commit.engine_state is None:
+        writes.append((_SET_OUTCOME, [*outcome, process_id]))
+    else:
+        writes.append((_SET_OUTCOME_AND_STATE,
+                       [*outcome, doc_json(commit.engine_state), process_id]))
+    # A message this turn drained or dead-lettered is not counted back (it is no longer
+    # pending), and must not be written twice in one statement.
+    read = set(drained) | set(commit.dead_letters)
+    uncounted = [mid for mid in dict.fromkeys(commit.uncounted_ids) if mid not in read]
+    if uncounted:
+        writes.append((
+            "UPDATE messages SET attempts = attempts - 1 WHERE id = ANY(%s) "
+            "AND tenant_id = %s AND target_process_id = %s AND drained_at IS NULL "
+            "AND attempts > 0", [uncounted, tenant_id, process_id]))
+    closed = commit.status is ProcessStatus.CLOSED
+    if closed or commit.journal_opened:
+        writes.append(clear_journal(tenant_id, process_id, in_doubt=closed))
     record = commit.record.model_copy(
         update={"tenant_id": tenant_id, "process_id": process_id, "epoch": epoch})
-    conn.execute(
+    writes.append((
         "INSERT INTO turns (id, tenant_id, process_id, epoch, doc) VALUES (%s, %s, %s, %s, %s)",
-        (record.id, tenant_id, process_id, record.epoch, doc_json(record)),
-    )
-    events = []
-    if written or commit.events:
-        events = turn_events(tenant_id, session_id, process_id, epoch, written, commit.events)
-        enqueue_in(conn, events)
-    return Committed(written, events)
+        [record.id, tenant_id, process_id, record.epoch, doc_json(record)]))
+    return writes
 
 
 class PostgresLanes(PostgresAdapter, LaneStore):
@@ -292,6 +339,12 @@ class PostgresLanes(PostgresAdapter, LaneStore):
     migrations = _MIGRATIONS
 
     def append_message(self, message: InboxMessage) -> tuple[InboxMessage, bool]:
+        if message.idempotency_key is None:  # one statement: its own transaction
+            stored, sql, params = _next_statement(message)
+            rows = self.db.read(sql, params)
+            if not rows:
+                raise NotFound(f"process {message.target_process_id} not found")
+            return stored.model_copy(update={"seq": rows[0][0]}), True
         with self.db.write() as conn:
             return append_in(conn, message)
 
@@ -335,23 +388,25 @@ class PostgresLanes(PostgresAdapter, LaneStore):
 
     def acquire_epoch(self, tenant_id: str, process_id: str,
                       message_ids: Sequence[str] = ()) -> ThinkProcess:
-        with self.db.write() as conn:
-            doc, prior, epoch, next_seq, pending_control, requested_ms, attempts = \
-                process_row_in(conn, tenant_id, process_id)
-            status = ProcessStatus.RUNNING.value \
-                if ProcessStatus(prior) in lifecycle.MARKED_RUNNING else prior
-            lane = ("UPDATE lanes SET epoch = %s, status = %s, turn_attempts = %s "
-                    "WHERE process_id = %s")
-            params: tuple[Any, ...] = (epoch + 1, status, attempts + 1, process_id)
-            counted = list(dict.fromkeys(message_ids))
-            if counted:
-                # One statement (one round trip) for both updates: they touch different
-                # tables, and the lane is locked already.
-                lane = ("WITH counted AS (UPDATE messages SET attempts = attempts + 1 "
-                        "WHERE id = ANY(%s) AND tenant_id = %s AND target_process_id = %s "
-                        "AND drained_at IS NULL) " + lane)
-                params = (counted, tenant_id, process_id, *params)
-            conn.execute(lane, params)
+        # One statement: ``locked`` locks the lane and reads the row as it is once locked
+        # (what the UPDATE then rewrites, and the process returned); the attempts of its
+        # messages are counted only if the lane exists.
+        running = sorted(s.value for s in lifecycle.MARKED_RUNNING)
+        rows = self.db.read(
+            f"WITH locked AS ({PROCESS_BY_ID} FOR UPDATE OF l), "
+            "lane AS (UPDATE lanes SET epoch = locked.epoch + 1, "
+            "status = CASE WHEN locked.status = ANY(%s) THEN %s ELSE locked.status END, "
+            "turn_attempts = locked.turn_attempts + 1 FROM locked "
+            "WHERE lanes.process_id = %s), "
+            "counted AS (UPDATE messages SET attempts = attempts + 1 WHERE id = ANY(%s) "
+            "AND tenant_id = %s AND target_process_id = %s AND drained_at IS NULL "
+            "AND EXISTS (SELECT 1 FROM locked)) "
+            "SELECT * FROM locked",
+            (process_id, tenant_id, running, ProcessStatus.RUNNING.value, process_id,
+             list(dict.fromkeys(message_ids)), tenant_id, process_id))
+        if not rows:
+            raise NotFound(f"process {process_id} not found")
+        doc, prior, epoch, next_seq, pending_control, requested_ms, attempts = rows[0]
         return load_process((doc, prior, epoch + 1, next_seq, pending_control, requested_ms,
                              attempts))
 

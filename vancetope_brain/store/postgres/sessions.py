@@ -90,7 +90,7 @@ _PROCESS_SELECT = (
     "SELECT p.doc, l.status, l.epoch, l.next_seq, l.pending_control, l.control_requested_ms, "
     "l.turn_attempts FROM lanes l JOIN processes p ON p.id = l.process_id"
 )
-_PROCESS_BY_ID = f"{_PROCESS_SELECT} WHERE l.process_id = %s AND l.tenant_id = %s"
+PROCESS_BY_ID = f"{_PROCESS_SELECT} WHERE l.process_id = %s AND l.tenant_id = %s"
 
 _PROCESS_OWNED = ("chat", "turns", "timers", "journal", "event_outbox", "lanes")
 """The tables whose rows a process owns by ``process_id`` (deleted with it)."""
@@ -113,7 +113,7 @@ def process_row_in(conn: psycopg.Connection[Any], tenant_id: str,
                    process_id: str) -> ProcessRow:
     """The process's row inside an open transaction, its ``lanes`` row locked
     ``FOR UPDATE`` until the transaction ends. Raises ``NotFound``."""
-    row: ProcessRow | None = conn.execute(f"{_PROCESS_BY_ID} FOR UPDATE OF l",
+    row: ProcessRow | None = conn.execute(f"{PROCESS_BY_ID} FOR UPDATE OF l",
                                           (process_id, tenant_id)).fetchone()
     if row is None:
         raise NotFound(f"process {process_id} not found")
@@ -223,7 +223,7 @@ class PostgresSessions(PostgresAdapter, SessionStore):
             insert_process_in(conn, process)
 
     def get_process(self, tenant_id: str, process_id: str) -> ThinkProcess:
-        rows = self.db.read(_PROCESS_BY_ID, (process_id, tenant_id))
+        rows = self.db.read(PROCESS_BY_ID, (process_id, tenant_id))
         if not rows:
             raise NotFound(f"process {process_id} not found")
         return load_process(rows[0])

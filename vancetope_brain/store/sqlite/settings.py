@@ -2,7 +2,8 @@
 
 A row holds a ``StoredSetting`` under (tenant, level, scope id or ``''``, key).
 Atomicity: each call is one statement, a write in its own ``BEGIN IMMEDIATE``
-transaction (``set_setting`` is one upsert; ``setting_values`` one query for all scopes).
+transaction (``set_setting`` is one upsert; ``setting_values`` and ``cascade_settings``
+one query for all scopes).
 """
 
 from __future__ import annotations
@@ -40,6 +41,21 @@ class SqliteSettings(SqliteAdapter, SettingStore):
         docs = [found.get((s.level.value, s.id)) for s in scopes]
         return [None if doc is None else StoredSetting.load(json.loads(doc)).value
                 for doc in docs]
+
+    def cascade_settings(self, tenant_id: str,
+                         scopes: Sequence[SettingScope]) -> list[dict[str, Any]]:
+        if not scopes:
+            return []
+        rows = self.db.read(
+            "SELECT level, scope_id, doc FROM settings WHERE tenant_id = ? AND "
+            f"(level, scope_id) IN (VALUES {', '.join(['(?, ?)'] * len(scopes))}) ORDER BY key",
+            (tenant_id, *(part for s in scopes for part in (s.level.value, s.id))))
+        found: dict[tuple[str, str], dict[str, Any]] = {(s.level.value, s.id): {}
+                                                        for s in scopes}
+        for level, scope_id, doc in rows:
+            stored = StoredSetting.load(json.loads(doc))
+            found[(level, scope_id)][stored.key] = stored.value
+        return [found[(s.level.value, s.id)] for s in scopes]
 
     def set_setting(self, tenant_id: str, scope: SettingScope, key: str, value: Any) -> None:
         stored = StoredSetting(tenant_id=tenant_id, level=scope.level, scope_id=scope.id,
