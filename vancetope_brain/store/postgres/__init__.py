@@ -41,7 +41,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from time import monotonic
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 from weakref import WeakKeyDictionary
 
@@ -80,6 +80,9 @@ class PostgresAdapter(Adapter):
 
     def __init__(self, db: PostgresBackend) -> None:
         self.db = db
+
+    def release(self) -> None:
+        """Close what the adapter holds outside the pool (called when the backend closes)."""
 
 
 def _split_url(url: str) -> tuple[str, int]:
@@ -225,6 +228,8 @@ class PostgresBackend(Backend):
         self.read("SELECT 1")
 
     def close(self) -> None:
+        for adapter in self._ports.values():
+            cast(PostgresAdapter, adapter).release()
         self.pool.close()
 
 

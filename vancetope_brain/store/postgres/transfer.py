@@ -211,6 +211,11 @@ class PostgresTransfer(PostgresAdapter, TransferStore):
             raise
         return _Reading(kind.name, after, conn, rows, [])
 
+    def release(self) -> None:
+        """An export stopped part way through a kind keeps its cursor's connection: close it."""
+        with self._lock:
+            self._stop()
+
     def _stop(self) -> None:
         if self._reading is not None:
             self._reading.close()
