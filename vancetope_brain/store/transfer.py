@@ -13,6 +13,7 @@ them (full-text indexes, term statistics, a memory scope's counters, PostgreSQL'
 
 from __future__ import annotations
 
+import json
 from abc import abstractmethod
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -121,6 +122,18 @@ def kind_named(name: str) -> Kind:
     except KeyError:
         raise InvalidInput(f"unknown kind of record {name!r}; the kinds are "
                            f"{', '.join(KIND_BY_NAME)}") from None
+
+
+def cursor_values(after: str, width: int) -> list[Any]:
+    """The ``width`` sort values (a key, a ``rowid``) an adapter's cursor holds: cursors are
+    JSON arrays on every backend; ``InvalidInput`` for anything else."""
+    try:
+        values = json.loads(after)
+    except ValueError:
+        values = None
+    if not isinstance(values, list) or len(values) != width:
+        raise InvalidInput(f"not a cursor of this store's export: {after!r}")
+    return values
 
 
 class TransferStore(Port):

@@ -111,7 +111,14 @@ from vancetope_brain.store.mongo._codec import from_bson, naive_utc, translated
 from vancetope_brain.store.mongo.lanes import MESSAGES
 from vancetope_brain.store.mongo.sessions import PROCESSES
 from vancetope_brain.store.sql import from_ms, iso, to_ms
-from vancetope_brain.store.transfer import KIND_BY_NAME, KINDS, Kind, TransferStore, kind_named
+from vancetope_brain.store.transfer import (
+    KIND_BY_NAME,
+    KINDS,
+    Kind,
+    TransferStore,
+    cursor_values,
+    kind_named,
+)
 from vancetope_brain.store.user_inbox import UserInboxStore
 
 Order = tuple[tuple[str, bool], ...]
@@ -185,17 +192,6 @@ def _bson(model: type[Document], doc: Raw, **extra: Any) -> Raw:
     return raw
 
 
-def _cursor(after: str, width: int) -> list[Any]:
-    """The sort values a cursor of ``export_page`` holds."""
-    try:
-        values = json.loads(after)
-    except ValueError:
-        values = None
-    if not isinstance(values, list) or len(values) != width:
-        raise InvalidInput(f"not a cursor of this store's export: {after!r}")
-    return values
-
-
 def _checked(kind: Kind, records: list[Raw]) -> None:
     """``InvalidInput`` unless each record holds exactly the kind's columns, a ``json`` one
     an object and a ``bytes`` one base64 text (before anything is written)."""
@@ -244,7 +240,7 @@ def _page(collection: Any, query: Raw, order: Order, after: str | None,
     if limit < 1:
         raise ValueError(f"a page holds at least one record, not {limit}")
     if after is not None:
-        query = {"$and": [query, _after(order, _cursor(after, len(order)))]}
+        query = {"$and": [query, _after(order, cursor_values(after, len(order)))]}
     rows = list(collection.find(query).sort([(name, ASCENDING) for name, _ in order])
                 .limit(limit + 1))
     if len(rows) <= limit:
@@ -558,7 +554,7 @@ class MongoTransfer(MongoAdapter, TransferStore):
     # -- recipes: one collection per definition kind ------------------------------------
 
     def _export_definitions(self, after: str | None, limit: int) -> tuple[list[Raw], str | None]:
-        position = None if after is None else _cursor(after, 4)
+        position = None if after is None else cursor_values(after, 4)
         found: list[tuple[tuple[Any, ...], Raw]] = []
         for name, kind in _DEFINITIONS.items():
             query: Raw = {}
@@ -600,7 +596,7 @@ class MongoTransfer(MongoAdapter, TransferStore):
         """The first ``limit + 1`` parked records of ``kind`` past the cursor."""
         query: Raw = {"kind": kind}
         if after is not None:
-            query["key"] = {"$gt": _cursor(after, 1)[0]}
+            query["key"] = {"$gt": cursor_values(after, 1)[0]}
         rows = self._database[_PARKED].find(query).sort("key", ASCENDING).limit(limit + 1)
         return [((raw["key"],), raw["record"]) for raw in rows]
 
@@ -637,7 +633,7 @@ class MongoTransfer(MongoAdapter, TransferStore):
     def _export_lanes(self, after: str | None, limit: int) -> tuple[list[Raw], str | None]:
         query: Raw = {_LANE_TO_IMPORT: {"$exists": False}}
         if after is not None:
-            query["_id"] = {"$gt": _cursor(after, 1)[0]}
+            query["_id"] = {"$gt": cursor_values(after, 1)[0]}
         rows = self._database[PROCESSES].find(query).sort("_id", ASCENDING).limit(limit + 1)
         return _merged([((raw["_id"],), _record("lanes", {
             "process_id": raw["_id"], "tenant_id": raw["tenantId"], "status": raw["status"],
@@ -705,7 +701,7 @@ class MongoTransfer(MongoAdapter, TransferStore):
             self._number_chunks()
         query: Raw = {"vector": {"$exists": True}}
         if after is not None:
-            query[_ROW] = {"$gt": _cursor(after, 1)[0]}
+            query[_ROW] = {"$gt": cursor_values(after, 1)[0]}
         rows = self._database[_CHUNKS].find(query).sort(_ROW, ASCENDING).limit(limit + 1)
         return _merged([((raw[_ROW],), _record("knowledge_vectors", {
             "chunk_id": raw[_ROW], "tenant_id": raw["tenantId"], "project_id": raw["projectId"],
@@ -732,7 +728,7 @@ class MongoTransfer(MongoAdapter, TransferStore):
         rows, _ = _page(self._database[_GENERATIONS], {},
                         (("tenantId", False), ("projectId", False)), after, limit + 1)
         found = [((raw["tenantId"], raw["projectId"]), raw["generation"]) for raw in rows]
-        position = None if after is None else tuple(_cursor(after, 2))
+        position = None if after is None else tuple(cursor_values(after, 2))
         with_vectors = sorted(
             key for key in ((group["_id"]["tenantId"], group["_id"]["projectId"])
                             for group in self._database[_CHUNKS].aggregate([

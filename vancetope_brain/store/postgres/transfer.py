@@ -67,7 +67,14 @@ from vancetope_brain.store.postgres.documents import (
 )
 from vancetope_brain.store.postgres.memory import created_us, entry_lexemes
 from vancetope_brain.store.postgres.recipes import limit_lock_in
-from vancetope_brain.store.transfer import KINDS, ColumnType, Kind, TransferStore, kind_named
+from vancetope_brain.store.transfer import (
+    KINDS,
+    ColumnType,
+    Kind,
+    TransferStore,
+    cursor_values,
+    kind_named,
+)
 
 if TYPE_CHECKING:
     from vancetope_brain.store.postgres import PostgresBackend
@@ -110,28 +117,17 @@ def _column_value(kind: Kind, column: str, value: Any) -> Any:
     return value
 
 
-def _cursor(after: str, width: int) -> list[Any]:
-    """The key values a key-ordered cursor holds."""
-    try:
-        values = json.loads(after)
-    except ValueError:
-        values = None
-    if not isinstance(values, list) or len(values) != width:
-        raise InvalidInput(f"not a cursor of this store's export: {after!r}")
-    return values
-
-
 def _query(kind: Kind, after: str | None) -> tuple[str, list[Any]]:
     """The statement of the kind's records after the cursor ``after``, in export order, each
     row its columns then its position (``row_no`` or the key), and its parameters."""
     if kind.insertion_ordered:
         position = order = ["row_no"]
-        params = [0] if after is None else _cursor(after, 1)
+        params = [0] if after is None else cursor_values(after, 1)
         if not isinstance(params[0], int):
             raise InvalidInput(f"not a cursor of this store's export: {after!r}")
     else:
         position, order = list(kind.key), _order(kind)
-        params = [] if after is None else _cursor(after, len(order))
+        params = [] if after is None else cursor_values(after, len(order))
     where = "TRUE" if not params else \
         f"({', '.join(order)}) > ({', '.join(['%s'] * len(order))})"
     return (f"SELECT {', '.join([*kind.columns, *position])} FROM {kind.name} WHERE {where} "

@@ -44,7 +44,14 @@ from vancetope_brain.store.sql import to_ms
 from vancetope_brain.store.sqlite import SqliteAdapter
 from vancetope_brain.store.sqlite.documents import count_terms_in, index_chunk_in
 from vancetope_brain.store.sqlite.memory import index_entry_in
-from vancetope_brain.store.transfer import KINDS, ColumnType, Kind, TransferStore, kind_named
+from vancetope_brain.store.transfer import (
+    KINDS,
+    ColumnType,
+    Kind,
+    TransferStore,
+    cursor_values,
+    kind_named,
+)
 
 
 class SqliteTransfer(SqliteAdapter, TransferStore):
@@ -56,7 +63,7 @@ class SqliteTransfer(SqliteAdapter, TransferStore):
         order = ("rowid",) if found.insertion_ordered else found.key
         ordered = ", ".join(order)
         where, params = ("", ()) if after is None else (
-            f"WHERE ({ordered}) > ({', '.join('?' * len(order))})", _cursor(after, len(order)))
+            f"WHERE ({ordered}) > ({', '.join('?' * len(order))})", cursor_values(after, len(order)))
         rows = self.db.read(
             f"SELECT {ordered}, {', '.join(found.columns)} FROM {found.name} {where} "
             f"ORDER BY {ordered} LIMIT ?", (*params, limit + 1))
@@ -86,17 +93,6 @@ class SqliteTransfer(SqliteAdapter, TransferStore):
         held = self.db.read("SELECT " + " OR ".join(
             f"EXISTS (SELECT 1 FROM {kind.name})" for kind in KINDS), ())
         return not held[0][0]
-
-
-def _cursor(after: str, width: int) -> list[Any]:
-    """The key (or rowid) values a cursor of ``export_page`` holds."""
-    try:
-        values = json.loads(after)
-    except ValueError:
-        values = None
-    if not isinstance(values, list) or len(values) != width:
-        raise InvalidInput(f"not a cursor of this store's export: {after!r}")
-    return values
 
 
 def _record(kind: Kind, row: tuple[Any, ...]) -> dict[str, Any]:
