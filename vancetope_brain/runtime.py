@@ -54,6 +54,7 @@ from vancetope_brain.store import (
     SessionStore,
     SettingStore,
     ToolHealthStore,
+    TransferStore,
     UserInboxStore,
     open_store,
 )
@@ -146,7 +147,7 @@ class Administration:
     delivery log, which it only reads, the dead letters, which it lists and puts back, tool
     health, which it lists and resets, the system sessions, which it lists, and knowledge
     documents, which it adds, indexing them itself, lists and deletes, and the retention
-    purge, which it shows and runs)."""
+    purge, which it shows and runs, and the export and import of the whole store)."""
 
     store: Backend
     identity: IdentityService
@@ -163,6 +164,8 @@ class Administration:
     (``vancetope admin docs add``), so it needs no worker."""
     retention: RetentionService
     """The retention purge: ``vancetope admin purge [--dry-run]``."""
+    transfer: TransferStore
+    """Every record, out and in: ``vancetope admin export`` / ``import``."""
 
     @classmethod
     def open(cls, config: Config) -> Administration:
@@ -187,7 +190,8 @@ class Administration:
                    ToolHealthService(store.port(ToolHealthStore)), store.port(SessionStore),
                    DocumentService.on(store, config.attachments_dir, events, index_now),
                    RetentionService(store.port(RetentionStore), store.port(IdentityStore),
-                                    settings))
+                                    settings),
+                   store.port(TransferStore))
 
     def close(self) -> None:
         self.store.close()

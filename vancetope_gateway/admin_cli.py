@@ -332,12 +332,11 @@ def _purge(admin: Administration, args: argparse.Namespace) -> None:
 
 def _export(admin: Administration, args: argparse.Namespace) -> None:
     from vancetope_brain.services.transfer import export_store, source_of
-    from vancetope_brain.store import TransferStore
 
     if args.path == "-" and sys.stdout.isatty():
         raise InvalidInput("give the export a PATH (or pipe it: vancetope admin export - | …); "
                            "it is not for a terminal")
-    done = export_store(admin.store.port(TransferStore), source_of(admin.store), args.path,
+    done = export_store(admin.transfer, source_of(admin.store), args.path,
                         page=args.page, resume=args.resume, notes=lambda text: _note(args, text))
     summary = done.summary
     line = (f"{'complete already' if done.already_complete else 'exported'}: "
@@ -351,11 +350,10 @@ def _export(admin: Administration, args: argparse.Namespace) -> None:
 
 def _import(admin: Administration, args: argparse.Namespace) -> None:
     from vancetope_brain.services.transfer import import_store
-    from vancetope_brain.store import TransferStore
 
     if args.path == "-" and sys.stdin.isatty():
         raise InvalidInput("give the export's PATH (or pipe it in: … | vancetope admin import -)")
-    done = import_store(admin.store.port(TransferStore), args.path, resume=args.resume,
+    done = import_store(admin.transfer, args.path, resume=args.resume,
                         notes=lambda text: _note(args, text))
     summary = done.summary
     if done.differences:

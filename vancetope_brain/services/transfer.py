@@ -350,27 +350,25 @@ def _resume_point(partial: Path, source: dict[str, Any]
     summary, pending = Summary(), Tally()
     position: Position | None = None
     kept = 0
-    try:
-        with _reader(str(partial)) as lines:
-            for number, line in lines:
-                entry = _parse(line, number, partial.name)
-                if number == 1:
-                    _check_header(entry, partial.name)
-                    _check_source(entry["source"], source, partial.name)
-                    position, kept = Position(), lines.offset
-                elif "kind" in entry:
-                    pending.add(line[:-1])
-                elif "checkpoint" in entry:
-                    name = entry["checkpoint"]
-                    summary.kinds.setdefault(name, Tally()).merge(pending)
-                    pending = Tally()
-                    position = Position(_index(name, partial.name), entry["after"],
-                                        entry["after"] is None)
-                    kept = lines.offset
-                elif entry.get("done"):
-                    return Position(), summary, None
-    except _Truncated:
-        pass  # the cut line, and any after the last checkpoint, are written again
+    # A cut line, and any after the last checkpoint, are written again.
+    with _reader(str(partial)) as lines:
+        for number, line in lines:
+            entry = _parse(line, number, partial.name)
+            if number == 1:
+                _check_header(entry, partial.name)
+                _check_source(entry["source"], source, partial.name)
+                position, kept = Position(), lines.offset
+            elif "kind" in entry:
+                pending.add(line[:-1])
+            elif "checkpoint" in entry:
+                name = entry["checkpoint"]
+                summary.kinds.setdefault(name, Tally()).merge(pending)
+                pending = Tally()
+                position = Position(_index(name, partial.name), entry["after"],
+                                    entry["after"] is None)
+                kept = lines.offset
+            elif entry.get("done"):
+                return Position(), summary, None
     if position is None:
         raise InvalidInput(f"{partial} has no complete header: export again without --resume")
     return position, summary, kept
@@ -395,17 +393,15 @@ def _index(name: str, file: str) -> int:
 # --- reading --------------------------------------------------------------------------------
 
 
-class _Truncated(Exception):  # noqa: N818 - a condition of the file, caught here
-    """The file ends inside a line, or its gzip stream ends early."""
-
-
 class _Lines:
     """A file's lines (each with its newline), numbered from 1; ``offset``: the uncompressed
-    bytes up to the end of the last line given."""
+    bytes up to the end of the last line given; ``cut``: the file ended inside a line, or its
+    gzip stream ended early (the lines stop before it)."""
 
     def __init__(self, stream: Readable, name: str) -> None:
         self._stream, self.name = stream, name
         self.offset = 0
+        self.cut = False
 
     def __iter__(self) -> Iterator[tuple[int, bytes]]:
         number = 0
@@ -413,14 +409,16 @@ class _Lines:
             try:
                 line = self._stream.readline()
             except EOFError:
-                raise _Truncated from None
+                self.cut = True
+                return
             except (gzip.BadGzipFile, zlib.error) as e:
                 raise InvalidInput(f"{self.name} is damaged: its gzip data does not read "
                                    f"({e})") from None
             if not line:
                 return
             if not line.endswith(b"\n"):
-                raise _Truncated
+                self.cut = True
+                return
             number += 1
             self.offset += len(line)
             yield number, line
@@ -505,8 +503,6 @@ def import_store(store: TransferStore, path: str, *, resume: bool = False,
         importer = _Importer(store, lines.name, notes)
         try:
             importer.read(lines)
-        except _Truncated:
-            importer.fail(f"ends early, after line {importer.line} (it was cut)")
         except RuntimeFailure as e:
             raise type(e)(f"{e}; the import stopped at line {importer.line}: run it again "
                           "with --resume once the store answers (the records there are "
@@ -552,9 +548,9 @@ class _Importer:
                 return
             else:
                 self.fail(f"line {self.line} is not a line of an export")
-        if self.line == 0:
+        if self.line == 0 and not lines.cut:
             raise InvalidInput(f"{self._name} is empty: not an export")
-        raise _Truncated
+        self.fail(f"ends early, after line {self.line} (it was cut)")
 
     def fail(self, what: str) -> None:
         partial = (" The destination holds the records before it: fix the file (or export "
