@@ -1,5 +1,6 @@
 """What every benchmark compares its figures to, measured in the same run: the bare Celery
-round trip and the LangGraph peer (``/work/shared/peers/langgraph``), printed as ratios.
+round trip and the LangGraph peer (``../shared/peers/langgraph`` beside the checkout, or
+``$BENCH_PEER_DIR``), printed as ratios.
 
 How a benchmark uses it::
 
@@ -70,7 +71,10 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 from _proc import cpu_seconds, own_cpu, pct, tree  # noqa: E402
 
-PEER_DIR = Path(os.environ.get("BENCH_PEER_DIR", "/work/shared/peers/langgraph"))
+PEER_DIR = Path(os.environ.get("BENCH_PEER_DIR")
+                or ROOT.parent / "shared" / "peers" / "langgraph")
+"""The peer's checkout: ``shared/peers/langgraph`` next to this repository's directory (the
+workplace's layout), unless ``BENCH_PEER_DIR`` names another."""
 NOOP = "bench.noop"
 QUEUE = "bench.noop"
 METHOD = ("no-op Celery task whose body RPUSHes to a reply list the client BLPOPs "
@@ -313,7 +317,7 @@ def measure_peer(tmp: Path, in_flight: int, *, quick: bool = False,
     out = PeerFigures()
     script = PEER_DIR / "run.sh"
     if not script.exists():
-        out.skipped = f"no {script}"
+        out.skipped = f"no {script} (BENCH_PEER_DIR names the peer's checkout)"
         return out
     conc = max(1, in_flight)
     results = tmp / "peer-results"
