@@ -75,6 +75,9 @@ PEER_DIR = Path(os.environ.get("BENCH_PEER_DIR")
                 or ROOT.parent / "shared" / "peers" / "langgraph")
 """The peer's checkout: ``shared/peers/langgraph`` next to this repository's directory (the
 workplace's layout), unless ``BENCH_PEER_DIR`` names another."""
+POOLS = ("solo", "prefork", "threads", "gevent")
+"""The Celery pools the benchmarks' workers can run (``--pool``); gevent needs the ``gevent``
+extra (``pip install -e '.[gevent]'``)."""
 NOOP = "bench.noop"
 QUEUE = "bench.noop"
 METHOD = ("no-op Celery task whose body RPUSHes to a reply list the client BLPOPs "
@@ -187,11 +190,15 @@ def _worker_main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="_compare.py worker")
     p.add_argument("--broker", required=True)
     p.add_argument("--name", default="noop")
-    p.add_argument("--pool", default="solo", choices=["solo", "prefork", "threads"])
+    p.add_argument("--pool", default="solo", choices=POOLS)
     p.add_argument("--concurrency", type=int, default=1)
     p.add_argument("--ready-file", required=True)
     args = p.parse_args(argv)
 
+    from celery import maybe_patch_concurrency
+
+    # gevent: patched before redis-py, kombu and the worker are imported (as ``celery`` does).
+    maybe_patch_concurrency(["--pool", args.pool])
     import redis
     from celery import signals
 
@@ -477,7 +484,7 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="Print the bare Celery round trip and the "
                                 "LangGraph peer's figures (the baselines of every benchmark).")
     p.add_argument("--workers", type=int, default=2)
-    p.add_argument("--pool", default="solo", choices=["solo", "prefork", "threads"])
+    p.add_argument("--pool", default="solo", choices=POOLS)
     p.add_argument("--concurrency", type=int, default=1)
     p.add_argument("--in-flight", type=int, default=100)
     p.add_argument("--redis-url", help="pin the Redis database (default: claim a free one)")

@@ -3,6 +3,10 @@
     python benchmarks/bench_worker.py --name bench1 [--pool solo] [--concurrency 1]
                                       [--ready-file PATH] [--no-task-events]
 
+``--pool gevent`` monkey-patches the process first thing, before the product, Celery's worker,
+kombu and redis-py are imported, with Celery's own ``maybe_patch_concurrency`` (what the
+``celery`` command runs before it imports ``-A workers.main``).
+
 Configuration comes from the environment exactly as for a worker pod
 (``VANCETOPE_REDIS_URL``, ``VANCETOPE_STORE_URL``, …); ``lane_turns.py`` sets it.
 
@@ -23,17 +27,22 @@ turn is timed in situ. Every 0.5 s the figures are written to the Redis hash
 
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import sys
-import threading
-import time
-from collections import Counter
-from pathlib import Path
+from celery import maybe_patch_concurrency
+
+maybe_patch_concurrency()  # reads --pool from sys.argv; gevent: patch before anything else
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import sys  # noqa: E402
+import threading  # noqa: E402
+import time  # noqa: E402
+from collections import Counter  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from _compare import POOLS  # noqa: E402
 from _timing import Timer, instrument_worker  # noqa: E402
 
 from vancetope_brain.llm.base import (  # noqa: E402
@@ -157,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--name", default="bench", help="worker node name (before the @)")
-    parser.add_argument("--pool", default="solo", choices=["solo", "prefork", "threads"])
+    parser.add_argument("--pool", default="solo", choices=POOLS)
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--ready-file", help="touched when the worker consumes")
     parser.add_argument("--no-task-events", action="store_true",
@@ -165,8 +174,8 @@ def main(argv: list[str] | None = None) -> int:
                              "setting)")
     parser.add_argument("--parts", action="store_true",
                         help="time the parts of every turn (timing proxies, see _timing.py)")
-    parser.add_argument("--cprofile-out", help="profile the main thread (solo pool: the "
-                        "tasks and Celery's consumer) and write pstats here at exit")
+    parser.add_argument("--cprofile-out", help="profile every thread (gevent: the main one, "
+                        "where the greenlets run) and write the merged pstats here at exit")
     parser.add_argument("--loglevel", default="WARNING")
     args = parser.parse_args(argv)
 
@@ -202,16 +211,36 @@ def main(argv: list[str] | None = None) -> int:
         app.worker_main(worker_args)
         return 0
     import cProfile
+    import pstats
 
-    # CPU time of the main thread, so time spent waiting for Redis/SQLite/the broker is not
-    # counted (the wall-clock split is what --parts measures).
-    profile = cProfile.Profile(time.thread_time)
-    profile.enable()
+    # CPU time of each thread, so time spent waiting for Redis/SQLite/the broker is not
+    # counted (the wall-clock split is what --parts measures). A threads pool's tasks run in
+    # its threads, each profiled on its own as gunicorn_cprofile.py does; gevent's greenlets
+    # share the main thread and its profile (a greenlet switch does not change the hook).
+    profiles = [cProfile.Profile(time.thread_time)]
+    if args.pool == "threads":
+        original_run = threading.Thread.run
+
+        def profiled_run(self: threading.Thread) -> None:
+            profile = cProfile.Profile(time.thread_time)
+            profiles.append(profile)
+            profile.enable()
+            try:
+                original_run(self)
+            finally:
+                profile.disable()
+
+        threading.Thread.run = profiled_run  # type: ignore[method-assign]
+    profiles[0].enable()
     try:
         app.worker_main(worker_args)
     finally:
-        profile.disable()
-        profile.dump_stats(args.cprofile_out)
+        profiles[0].disable()
+        stats = pstats.Stats(profiles[0])
+        for profile in profiles[1:]:
+            profile.create_stats()
+            stats.add(profile)
+        stats.dump_stats(args.cprofile_out)
     return 0
 
 

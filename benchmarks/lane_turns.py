@@ -797,7 +797,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    "WebSocket connections (default 100)")
     p.add_argument("--messages", type=int, default=20, help="messages per process per phase")
     p.add_argument("--workers", type=int, default=2, help="Celery worker OS processes")
-    p.add_argument("--pool", default="solo", choices=["solo", "prefork", "threads"])
+    p.add_argument("--pool", default="solo", choices=_compare.POOLS)
     p.add_argument("--concurrency", type=int, default=1, help="per worker (default 1)")
     p.add_argument("--warmup", type=int, default=3, help="warm-up messages per process")
     p.add_argument("--rate", type=float, default=500.0,
@@ -816,7 +816,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "print them per phase")
     p.add_argument("--cprofile", metavar="DIR",
                    help="write cProfile stats of the gateway (every thread; gunicorn only) and "
-                        "of each worker's main thread to DIR/*.pstats (slows them ~2×)")
+                        "of each worker (every thread) to DIR/*.pstats (slows them ~2×)")
     p.add_argument("--redis-url", help="pin the Redis database (default: claim a free one)")
     p.add_argument("--timeout", type=float, default=240, help="whole run, seconds")
     p.add_argument("--phase-timeout", type=float, default=60, help="per phase, seconds")

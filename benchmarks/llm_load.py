@@ -406,7 +406,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--tokens", type=int, default=100, help="tokens per turn (default 100)")
     p.add_argument("--seconds", type=float, default=2.0, help="seconds a turn streams")
     p.add_argument("--workers", type=int, default=2, help="Celery worker OS processes")
-    p.add_argument("--pool", default="threads", choices=["solo", "prefork", "threads"])
+    p.add_argument("--pool", default="threads", choices=_compare.POOLS)
     p.add_argument("--concurrency", type=int, default=250, help="pool size per worker")
     p.add_argument("--token-flush-ms", type=float, default=None,
                    help="the workers' VANCETOPE_TOKEN_FLUSH_MS (default: the product's; 0 "
@@ -416,6 +416,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--source", help="run the product code from this directory (A/B)")
     p.add_argument("--json", help="also write the results as JSON to this file")
     p.add_argument("--keep", action="store_true", help="keep the temp dir (logs, SQLite)")
+    p.add_argument("--cprofile", metavar="DIR",
+                   help="write cProfile stats (CPU time) of the gateway and of each worker, "
+                        "every thread, to DIR/*.pstats (slows them ~2×: proportions only)")
     _compare.add_arguments(p)
     args = p.parse_args(argv)
     if (problem := check_url(args.redis_url)):
@@ -425,8 +428,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         if not os.path.isdir(os.path.join(args.source, "vancetope_brain")):
             p.error(f"--source {args.source} has no vancetope_brain package")
     # What lane_turns.Cluster reads besides these.
+    if args.cprofile:
+        args.cprofile = os.path.abspath(args.cprofile)
+        os.makedirs(args.cprofile, exist_ok=True)
     args.no_task_events = args.profile = False
-    args.cprofile = None
     args.server = "gunicorn"
     args.gateway_threads = 0
     return args
