@@ -1,7 +1,7 @@
 """SqliteBackend across OS processes and threads.
 
 Concurrent appends from four processes to one inbox get seqs 1..N exactly
-once; a thread's connection is closed when the thread ends.
+once; a thread's connection goes to the next thread when it ends (none leaks).
 """
 
 from __future__ import annotations
@@ -11,9 +11,13 @@ import os
 import threading
 from pathlib import Path
 
+import pytest
+
+import vancetope_brain.store.sqlite as sqlite_backend
 from vancetope_brain.models import InboxMessage, ThinkProcess, UserChatInput
 from vancetope_brain.store import LaneStore, SessionStore
 from vancetope_brain.store.sqlite import SqliteBackend
+from vancetope_brain.store.sqlite._db import connect
 
 WORKERS = 4
 APPENDS = 50
@@ -61,7 +65,7 @@ def test_concurrent_appends_from_four_processes_get_distinct_consecutive_seqs(
     store.close()
 
 
-def test_thread_connections_are_closed_when_their_threads_end(tmp_path: Path) -> None:
+def test_thread_connections_do_not_leak_when_their_threads_end(tmp_path: Path) -> None:
     store = SqliteBackend(tmp_path / "vancetope.db")
     store.port(SessionStore).create_process(ThinkProcess(id="proc_1", tenant_id="ten_1", session_id="ses_1",
                                       user_id="usr_1", name="main", engine="echo",
@@ -90,4 +94,24 @@ def test_thread_connections_are_closed_when_their_threads_end(tmp_path: Path) ->
     after_last = [round_of_threads(8 * r) for r in range(1, 5)][-1]
     assert after_last - after_first < 8
     assert sorted(seqs) == list(range(1, 41))
+    store.close()
+
+
+def test_a_thread_that_ends_hands_its_connection_to_the_next(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A gevent worker runs every task in a greenlet of its own: a connection per thread that
+    # was opened and closed each time would cost milliseconds per task.
+    store = SqliteBackend(tmp_path / "vancetope.db")
+    opened: list[object] = []
+
+    def counting_connect(path: Path) -> object:
+        opened.append(path)
+        return connect(path)
+
+    monkeypatch.setattr(sqlite_backend, "connect", counting_connect)
+    for _ in range(5):
+        thread = threading.Thread(target=store.ping)
+        thread.start()
+        thread.join()
+    assert len(opened) == 1
     store.close()

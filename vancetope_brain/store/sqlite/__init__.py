@@ -56,7 +56,8 @@ class SqliteAdapter(Adapter):
 class SqliteBackend(Backend):
     """The ports on one SQLite file.
 
-    One connection per thread (re-opened after ``fork``), WAL journal; a
+    One connection per thread at a time (re-opened after ``fork``; a thread that ends hands
+    its connection to the next, see ``ThreadConnection``), WAL journal; a
     statement that meets another writer's lock retries every 50 µs–2 ms for up
     to 10 s (``retry_busy``). Every write runs in a ``BEGIN IMMEDIATE``
     transaction, which takes the file's single write lock up front, so each
@@ -74,6 +75,8 @@ class SqliteBackend(Backend):
         # Every connection opened, with the pid that opened it: close() must
         # not touch what a forked child inherited.
         self._connections: dict[sqlite3.Connection, int] = {}
+        # Connections of threads that ended, for the next thread (``ThreadConnection``).
+        self._idle: list[sqlite3.Connection] = []
         # One writer per OS process at a time: threads of this process queue on a lock
         # (no CPU) instead of all spinning on SQLite's file lock; only other processes
         # are waited for with retry_busy.
@@ -97,8 +100,21 @@ class SqliteBackend(Backend):
         owned: ThreadConnection | None = getattr(self._local, "owned", None)
         # A connection inherited through fork must not be used by the child.
         if owned is None or owned.pid != os.getpid():
-            owned = self._local.owned = ThreadConnection(connect(self.path), self._connections)
+            conn = self._reuse() or connect(self.path)
+            owned = self._local.owned = ThreadConnection(conn, self._connections, self._idle)
         return owned.conn
+
+    def _reuse(self) -> sqlite3.Connection | None:
+        """An idle connection this process opened, if any (one inherited through fork is
+        the parent's)."""
+        while self._idle:
+            try:
+                conn = self._idle.pop()
+            except IndexError:  # another thread took the last one
+                return None
+            if self._connections.get(conn) == os.getpid():
+                return conn
+        return None
 
     @contextmanager
     def _errors(self) -> Iterator[None]:
@@ -147,6 +163,7 @@ class SqliteBackend(Backend):
             if opener == pid:
                 self._connections.pop(conn, None)
                 conn.close()
+        self._idle.clear()
         self._local = threading.local()
 
 

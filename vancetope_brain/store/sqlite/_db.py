@@ -170,24 +170,36 @@ def connect(path: Path) -> sqlite3.Connection:
 
 
 class ThreadConnection:
-    """One thread's connection, closed when the thread ends and its thread-local drops this.
+    """One thread's connection, handed to the backend's idle list when the thread ends and its
+    thread-local drops this, for the next thread to take.
 
-    Threads that serve one request each would otherwise leak a connection (and
-    its file descriptors) apiece. In a forked child the inherited holders are
-    dropped too; their connections stay referenced in the registry and are
-    never closed there, since SQLite forbids touching a connection across fork.
+    Opening a connection costs milliseconds (the file, its WAL and shared memory, the
+    pragmas, the schema read at first use), which matters where threads are short-lived: a
+    request thread, or a gevent worker, whose Celery pool runs every task in a greenlet of
+    its own (``threading.local`` is per greenlet there). Reused, the connections of a
+    process number at most the threads that used the store at once. One still in a
+    transaction (its thread died inside one) is closed instead. In a forked child the
+    inherited holders are dropped too; their connections stay referenced in the registry and
+    are neither reused nor closed there, since SQLite forbids touching a connection across
+    fork.
     """
 
-    __slots__ = ("conn", "pid", "registry")
+    __slots__ = ("conn", "idle", "pid", "registry")
 
-    def __init__(self, conn: sqlite3.Connection, registry: dict[sqlite3.Connection, int]) -> None:
-        self.conn, self.pid, self.registry = conn, os.getpid(), registry
+    def __init__(self, conn: sqlite3.Connection, registry: dict[sqlite3.Connection, int],
+                 idle: list[sqlite3.Connection]) -> None:
+        self.conn, self.pid, self.registry, self.idle = conn, os.getpid(), registry, idle
         registry[conn] = self.pid
 
     def __del__(self) -> None:
-        if self.pid == os.getpid() and self.registry.pop(self.conn, None) is not None:
+        if self.pid != os.getpid() or self.conn not in self.registry:
+            return  # forked, or the backend was closed
+        if self.conn.in_transaction:
+            self.registry.pop(self.conn, None)
             with contextlib.suppress(sqlite3.Error):
                 self.conn.close()
+        else:
+            self.idle.append(self.conn)
 
 
 def load_one(cls: type[D], rows: list[Any], missing: str) -> D:
