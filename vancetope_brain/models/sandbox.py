@@ -51,7 +51,8 @@ from vancetope_brain.models.markup import tagged
 
 MAX_RENDER_SECONDS = 0.05
 """CPU time one render may take (the rendering thread's CPU, ``time.thread_time``, less what
-the garbage collector spent in that thread meanwhile). CPU rather
+the garbage collector spent in that thread meanwhile and, under gevent, what the other
+greenlets spent on it while the render yielded). CPU rather
 than wall time: a busy server (other threads holding the GIL) must not fail a legitimate
 render, and what a runaway template burns is CPU. A bundled prompt renders in well under 1 ms;
 checked at every loop iteration, call, printed text and built value."""
@@ -113,10 +114,13 @@ def _gc_cpu() -> float:
 def _count_gc(phase: str, info: dict[str, int]) -> None:
     # A full collection can take tens of ms in a big process: it runs in whichever thread
     # allocated last, so it is not the template's CPU.
-    if phase == "start":
-        _gc.started = time.thread_time()
-    elif hasattr(_gc, "started"):
-        _gc.spent = _gc_cpu() + time.thread_time() - _gc.started
+    try:
+        if phase == "start":
+            _gc.started = time.thread_time()
+        elif hasattr(_gc, "started"):
+            _gc.spent = _gc_cpu() + time.thread_time() - _gc.started
+    except RuntimeError:  # gevent: a collection while a greenlet is finalized has no local
+        pass
 
 
 gc.callbacks.append(_count_gc)
@@ -134,14 +138,20 @@ class RenderBudget:
     depth: int = 0
     built: int = 0
     yielded: float = 0.0
+    others: float = 0.0
+    """CPU of this OS thread while the render slept to yield: under gevent the other greenlets
+    run on the render's thread then, and their CPU is not the template's."""
 
     def tick(self) -> None:
-        spent = time.thread_time() - self.started - (_gc_cpu() - self.gc_at_start)
+        spent = (time.thread_time() - self.started - (_gc_cpu() - self.gc_at_start)
+                 - self.others)
         if spent > MAX_RENDER_SECONDS:
             raise RenderBudgetExceeded(f"more than {MAX_RENDER_SECONDS * 1000:.0f} ms of CPU")
         if spent - self.yielded > YIELD_EVERY_SECONDS:
             self.yielded = spent
+            before = time.thread_time()
             time.sleep(_YIELD_SLEEP)
+            self.others += time.thread_time() - before
 
     def build(self, size: int) -> None:
         self.built += size
