@@ -147,6 +147,24 @@ def test_a_garbage_collection_during_a_render_is_not_the_templates_cpu():
     del heap
 
 
+def test_cpu_spent_by_others_while_a_render_yields_is_not_the_templates(monkeypatch):
+    """Under gevent the render's short sleep lets the other greenlets run on its own thread:
+    their CPU (here 60 ms, more than the whole budget) must not refuse the render."""
+    def others_run(seconds: float) -> None:
+        started = time.thread_time()
+        while time.thread_time() - started < 0.06:
+            pass
+
+    monkeypatch.setattr(sandbox.time, "sleep", others_run)
+    budget = sandbox.RenderBudget()
+    started = time.thread_time()
+    while time.thread_time() - started < sandbox.YIELD_EVERY_SECONDS * 1.5:
+        pass
+    budget.tick()  # yields: the others run
+    assert time.thread_time() - started > sandbox.MAX_RENDER_SECONDS  # the premise holds
+    budget.tick()  # within the budget: the others' CPU is not counted
+
+
 def test_a_render_is_reused_while_its_template_and_variables_are_the_same(monkeypatch):
     """A chat turn renders its recipe's prompt each time: an equal render is kept, one with
     other variables, a ``random`` one or a failed one is rendered anew."""
