@@ -1,6 +1,6 @@
 """The distributed shape end to end, started as the Procfile starts it: two gateway processes
 (gunicorn, gthread) and a worker (``celery -A workers.main worker``, the offline demo
-model), one Redis, one SQLite file; clients are ``vancetope_gateway.chat_client.ChatClient``.
+model; solo, or gevent as ``WORKER_POOL=gevent`` runs it), one Redis, one SQLite file; clients are ``vancetope_gateway.chat_client.ChatClient``.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable, Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,18 +34,22 @@ MAX_FRAME_BYTES = 4096
 
 
 class Distributed:
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: Cluster, pool: tuple[str, int] = ("solo", 1)) -> None:
         self.cluster = cluster
+        self.pool = pool
         self.procs: list[Proc] = []
         self.token = cluster.brain.identity.issue_token("acme", "ada", label="e2e")
 
     def start(self) -> None:
         self.gateways = [self._start(Gateway(f"web{i}", self.cluster.env, self.cluster.tmp))
                          for i in (1, 2)]
+        # ``-m celery`` runs the ``celery`` command's entry point, which monkey-patches a
+        # gevent worker before it imports the app.
         self.worker = self._start(Proc("worker", [
-            sys.executable, "-m", "celery", "-A", "workers.main", "worker", "--pool=solo",
-            "--concurrency=1", "--loglevel=WARNING", "-n", "e2e@localhost", "--without-mingle",
-            "--without-gossip"], self.cluster.env, self.cluster.tmp))
+            sys.executable, "-m", "celery", "-A", "workers.main", "worker",
+            f"--pool={self.pool[0]}", f"--concurrency={self.pool[1]}", "--loglevel=WARNING",
+            "-n", "e2e@localhost", "--without-mingle", "--without-gossip"],
+            self.cluster.env, self.cluster.tmp))
         for gateway in self.gateways:
             gateway.wait_ready()
 
@@ -67,6 +72,21 @@ def dist(tmp_path: Path, redis_url: str) -> Iterator[Distributed]:
                       VANCETOPE_DEMO_TOKEN_DELAY="0.01")
     try:
         d = Distributed(cluster)
+        try:
+            d.start()
+            yield d
+        finally:
+            d.stop()
+    finally:
+        cluster.close()
+
+
+@pytest.fixture
+def gevent_dist(tmp_path: Path, redis_url: str) -> Iterator[Distributed]:
+    """The distributed shape with its worker on the gevent pool (``WORKER_POOL=gevent``)."""
+    cluster = Cluster(tmp_path, redis_url, VANCETOPE_DEMO_TOKEN_DELAY="0.01")
+    try:
+        d = Distributed(cluster, pool=("gevent", 20))
         try:
             d.start()
             yield d
@@ -143,6 +163,46 @@ def test_streamed_reply_through_gunicorn_and_a_celery_worker_reaches_both_gatewa
         alice.close()
         if watcher is not None:
             watcher.close()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+def test_a_gevent_worker_streams_concurrent_turns_with_their_tokens_in_order(gevent_dist):
+    """Four sessions steered at once: their turns run side by side in the worker's greenlets
+    (the demo model sleeps between words, which only yields under the patched ``time``), each
+    streams its reply's tokens in order, before its chat lines."""
+    web = gevent_dist.gateways[0]
+    clients = [Client(web.url, gevent_dist.token) for _ in range(4)]
+    try:
+        pids = [c.request("session-create", title=f"g{i}")["chatProcessId"]
+                for i, c in enumerate(clients)]
+        contents = [f"hello from {i}, streaming" for i in range(4)]
+        for client, pid, content in zip(clients, pids, contents, strict=True):
+            client.request("process-steer", targetThinkProcessId=pid, content=content)
+        runs = [client.until(_turn_done(content))
+                for client, content in zip(clients, contents, strict=True)]
+        for events, pid, content in zip(runs, pids, contents, strict=True):
+            mine = [e for e in events if e["processId"] == pid]
+            tokens = [e["data"]["text"] for e in mine if e["type"] == "token"]
+            assert len(tokens) > 1 and "".join(tokens) == _answer(content)
+            last_token = max(i for i, e in enumerate(mine) if e["type"] == "token")
+            lines = [(i, e["data"]) for i, e in enumerate(mine) if e["type"] == "chat-message"]
+            assert [(x["role"], x["content"]) for _, x in lines] == [
+                ("user", content), ("assistant", _answer(content))]
+            assert last_token < lines[-1][0]  # streamed first, committed after
+        # Side by side, not one after another: each turn's RUNNING came before the last
+        # turn's reply was committed.
+        running = [next(datetime.fromisoformat(e["at"]) for e in ev
+                        if e["type"] == "status-changed" and e["data"]["to"] == "RUNNING")
+                   for ev in runs]
+        replied = [next(datetime.fromisoformat(e["at"]) for e in ev
+                        if e["type"] == "chat-message" and e["data"]["role"] == "assistant")
+                   for ev in runs]
+        assert max(running) < min(replied)
+        assert "(gevent)" in gevent_dist.worker.output_path.read_text()
+    finally:
+        for client in clients:
+            client.close()
 
 
 @pytest.mark.slow
