@@ -40,6 +40,24 @@ def test_an_ack_on_a_channel_whose_connection_closed_is_a_connection_error(
     assert isinstance(redis.ConnectionError(), tuple(Transport.connection_errors))
 
 
+def test_the_broker_pool_holds_as_many_connections_at_once_as_the_redis_cap(
+        redis_url: str) -> None:
+    # A gevent worker acks each task from its own greenlet: under load dozens at once,
+    # past kombu's own cap of 10.
+    app = create_celery(Config.from_env({"VANCETOPE_REDIS_URL": redis_url,
+                                         "VANCETOPE_REDIS_MAX_CONNECTIONS": "40"}))
+    with app.connection_for_write() as connection:
+        pool = connection.default_channel.pool
+        held = [pool.get_connection() for _ in range(30)]
+        for conn in held:
+            pool.release(conn)
+        held = [pool.get_connection() for _ in range(40)]
+        with pytest.raises(redis.ConnectionError):  # the cap is still a cap
+            pool.get_connection()
+        for conn in held:
+            pool.release(conn)
+
+
 def test_flowers_broker_view_lists_the_lane_queues(tmp_path: Path, redis_url: str) -> None:
     """Flower picks its broker view by the broker URL's scheme: with the transport named by
     module path the scheme was that path, and /broker answered 404 "'redis' broker is not

@@ -41,7 +41,7 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "VANCETOPE_DATA_DIR": ("./.vancetope", "Where the embedded shape keeps its SQLite file, token and attachments; a relative path is taken from the folder the process starts in, once, at start."),
     "VANCETOPE_STORE_URL": ("sqlite:///<data dir>/vancetope.db", "`sqlite:///PATH`, `postgresql://USER@HOST:PORT/DB` (libpq URL; `?pool_max=N` caps one OS process's connections, default 10) or `mongodb://HOST/DB`."),
     "VANCETOPE_REDIS_URL": ("(unset: in-process fakeredis)", "Redis for lane leases, wake coalescing and stream events."),
-    "VANCETOPE_REDIS_MAX_CONNECTIONS": ("500", "Connections to `VANCETOPE_REDIS_URL` one OS process opens at most (the Celery broker's are kombu's own); its threads share them, and a command that would need one more fails as if Redis were down (redis-py's own cap is 100). Keep it above a worker's pool threads when turns wait on client tools (each waiting call holds one)."),
+    "VANCETOPE_REDIS_MAX_CONNECTIONS": ("500", "Connections to `VANCETOPE_REDIS_URL` one OS process opens at most, and as many again to a Redis broker (kombu's pool, whose own cap is 10: a gevent worker acks each task from its greenlet); its threads share them, and a command that would need one more fails as if Redis were down (redis-py's own cap is 100). Keep it above a worker's pool threads when turns wait on client tools (each waiting call holds one)."),
     "VANCETOPE_BROKER_URL": ("the Redis URL, or `memory://` when embedded", "Celery broker."),
     "VANCETOPE_LANE_SHARDS": ("8", "Number of lane queues `lanes.0 … lanes.N-1`; a process always maps to the same one."),
     "VANCETOPE_LEASE_TTL": ("10", "Seconds a lane lease lives without a heartbeat (renewed every TTL/3)."),

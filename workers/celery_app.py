@@ -68,6 +68,10 @@ def create_celery(config: Config, *, model_for: ModelFor | None = None,
     else:
         # Correctness never waits for this: the sweeper re-wakes orphaned work.
         transport_options["visibility_timeout"] = 3600
+        # kombu's own cap is 10 connections, enough where the consumer's loop sends every
+        # ack; a gevent worker acks each task from its own greenlet, all at once under load
+        # (past the cap redis-py raises, the ack is lost and the consumer reconnects).
+        transport_options["max_connections"] = config.redis_max_connections
     # Survives a broker restart under load; a Redis URL keeps its scheme (Flower's broker
     # view reads it). A name, not the class, is what the connection's settings then hold:
     # workers send them in control replies (Flower's `stats`), as JSON.
