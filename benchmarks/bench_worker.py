@@ -21,7 +21,10 @@ Instrumentation (cheap, outside the product code): Celery's ``task_prerun`` /
 ``task_postrun`` signals count lane-turn outcomes (committed, busy, nothing, …) and
 time each task body and the gap between two lane tasks; with ``--parts`` the runner's
 collaborators are wrapped in timing proxies (``_timing.py``) so every part of every
-turn is timed in situ. Every 0.5 s the figures are written to the Redis hash
+turn is timed in situ; with ``--waits`` every take of a ready process records how long it
+waited in its shard's ready set (its wake → the take, found by peeking at the set's head just
+before the take: a take that another worker raced is skipped) and how long of that inside the
+task that took it (the task's start → the take). Every 0.5 s the figures are written to the Redis hash
 ``bench:worker:{name}:{pid}`` of the benchmark database, where ``lane_turns.py`` reads them.
 """
 
@@ -104,13 +107,36 @@ class _Stats:
         self.started: dict[str, int] = {}
         self.last_end: int | None = None
         self.pid = 0
+        self.task_start = threading.local()  # perf_counter_ns of the task this thread runs
 
 
 STATS = _Stats()
 _NAME = ["worker"]
 
 
-def _install_instrumentation(app, redis_url: str, parts: bool) -> None:  # type: ignore[no-untyped-def]
+def _time_waits(worker) -> None:  # type: ignore[no-untyped-def]
+    """Record, per take of a ready process, its wait in the ready set and in the task."""
+    from vancetope_brain import keys
+
+    waker = worker.waker
+    real_next = waker.next_ready
+
+    def next_ready(shard, *args, **kwargs):  # type: ignore[no-untyped-def]
+        head = waker._redis.zrange(keys.ready(shard), 0, 0, withscores=True)
+        ready = real_next(shard, *args, **kwargs)
+        now_ns, wall_us = time.perf_counter_ns(), time.time_ns() // 1000
+        if ready is not None and head and \
+                head[0][0].decode() == f"{ready.tenant_id}/{ready.process_id}":
+            STATS.timer.record("(wait: wake → take)", int(wall_us - head[0][1]) * 1000)
+            started = getattr(STATS.task_start, "ns", None)
+            if started is not None:
+                STATS.timer.record("(wait: task start → take)", now_ns - started)
+        return ready
+
+    waker.next_ready = next_ready
+
+
+def _install_instrumentation(app, redis_url: str, parts: bool, waits: bool) -> None:  # type: ignore[no-untyped-def]
     import redis
     from celery import signals
 
@@ -132,6 +158,8 @@ def _install_instrumentation(app, redis_url: str, parts: bool) -> None:  # type:
             STATS.pid = os.getpid()
             if parts:
                 instrument_worker(app.vancetope_worker(), STATS.timer)
+            if waits:
+                _time_waits(app.vancetope_worker())
             key = f"bench:worker:{_NAME[0]}:{os.getpid()}"
             threading.Thread(target=flush_loop, args=(key,), daemon=True).start()
 
@@ -140,6 +168,7 @@ def _install_instrumentation(app, redis_url: str, parts: bool) -> None:  # type:
         if task is not None and task.name in lane_tasks:
             ensure_started()
             now = time.perf_counter_ns()
+            STATS.task_start.ns = now
             with STATS.lock:
                 STATS.started[task_id] = now
                 if STATS.last_end is not None:
@@ -174,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
                              "setting)")
     parser.add_argument("--parts", action="store_true",
                         help="time the parts of every turn (timing proxies, see _timing.py)")
+    parser.add_argument("--waits", action="store_true",
+                        help="record each take's wait in the ready set and in its task")
     parser.add_argument("--cprofile-out", help="profile every thread (gevent: the main one, "
                         "where the greenlets run) and write the merged pstats here at exit")
     parser.add_argument("--loglevel", default="WARNING")
@@ -191,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         app.conf.worker_send_task_events = False
     _NAME[0] = args.name
     if config.redis_url:
-        _install_instrumentation(app, config.redis_url, args.parts)
+        _install_instrumentation(app, config.redis_url, args.parts, args.waits)
 
     if args.ready_file:
         ready = Path(args.ready_file)

@@ -77,7 +77,9 @@ Definitions:
   and task body times counted inside the workers (``bench_worker.py``).
 
 Diagnostics: ``--profile`` times every part of every turn inside the workers (timing
-proxies from ``_timing.py``) and prints the table per phase; ``--cprofile DIR`` writes
+proxies from ``_timing.py``) and prints the table per phase; ``--waits`` prints how long
+each take of a ready process waited in its shard's ready set and in the task that took it;
+``--cprofile DIR`` writes
 CPU-time pstats of the gateway (all threads) and of each worker; ``--no-task-events`` and
 ``--pool`` try other worker settings; ``--source DIR`` runs another checkout (A/B).
 
@@ -165,6 +167,8 @@ class Cluster:
                 cmd.append("--no-task-events")
             if a.profile:
                 cmd.append("--parts")
+            if a.waits:
+                cmd.append("--waits")
             if a.cprofile:
                 cmd += ["--cprofile-out", str(Path(a.cprofile) / f"worker{i + 1}.pstats")]
             self._spawn(f"worker{i + 1}", cmd)
@@ -374,6 +378,7 @@ class PhaseStats:
         self.outcomes: dict[str, int] = {}
         self.task_us: list[int] = []
         self.gap_us: list[int] = []
+        self.waits: dict[str, list[int]] = {}  # --waits: per take, µs
         self.cpu_wall = 0.0
         self.parts: dict[str, list[int]] = {}
         self.workers: dict[str, tuple[dict[str, int], dict[str, Any]]] = {}
@@ -584,6 +589,8 @@ class Bench:
         ph.outcomes = dict(outcomes)
         ph.task_us = [v // 1000 for v in parts.pop("(lane task body)", [])]
         ph.gap_us = [v // 1000 for v in parts.pop("(between lane tasks)", [])]
+        ph.waits = {k: [v // 1000 for v in parts.pop(k)] for k in list(parts)
+                    if k.startswith("(wait: ")}
         ph.parts = parts
         self.all_stats.append(ph)
         self.phase = None
@@ -688,6 +695,10 @@ def summarize(ph: PhaseStats) -> dict[str, Any]:
                                "count": len(ph.task_us)}
     if ph.gap_us:
         out["between_tasks_us"] = {"p50": pct(ph.gap_us, 50), "p90": pct(ph.gap_us, 90)}
+    for name, values in ph.waits.items():
+        out.setdefault("waits_ms", {})[name] = {
+            **{f"p{p}": round(pct(values, p) / 1000, 1) for p in (50, 90, 99)},
+            "max": round(max(values) / 1000, 1), "count": len(values)}
     if ph.parts and ph.turns > 0:
         out["parts_table"] = format_tree(ph.parts, ph.turns, title="in-worker part")
         out["parts_p50_us"] = {k: round(pct(v, 50) / 1000, 1) for k, v in ph.parts.items()}
@@ -741,6 +752,9 @@ def print_report(args: argparse.Namespace, results: list[dict[str, Any]]) -> Non
             g = r["between_tasks_us"]
             extra.append(f"gap between two lane tasks of a worker p50 {g['p50']} µs p90 "
                          f"{g['p90']} µs (Celery ack/fetch/events, or idle)")
+        for name, w in r.get("waits_ms", {}).items():
+            extra.append(f"{name} ms p50 {w['p50']} p90 {w['p90']} p99 {w['p99']} max "
+                         f"{w['max']} ({w['count']} takes)")
         if r["outcomes"]:
             extra.append("task outcomes " + ", ".join(f"{k}={v}" for k, v in
                                                        sorted(r["outcomes"].items())))
@@ -814,6 +828,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--profile", action="store_true",
                    help="time the parts of every turn inside the workers (timing proxies) and "
                         "print them per phase")
+    p.add_argument("--waits", action="store_true",
+                   help="record each take's wait in its shard's ready set (wake → take) and "
+                        "in the task that took it (task start → take) and print them per phase")
     p.add_argument("--cprofile", metavar="DIR",
                    help="write cProfile stats of the gateway (every thread; gunicorn only) and "
                         "of each worker (every thread) to DIR/*.pstats (slows them ~2×)")

@@ -1,7 +1,8 @@
 """Wake coalescing on the real Redis: a woken process waits in its shard's ready set; while
 a shard task is queued (not started), more wakes of the shard enqueue nothing; once the
-task starts (or the flag expires), a wake enqueues again. Takes are oldest-first, and a
-take that leaves processes waiting with no task queued queues one."""
+task starts (or the flag expires), a wake enqueues again. Takes are oldest-first, a task
+takes one round (the processes that waited when it began), and a take that leaves
+processes waiting with no task queued queues one."""
 
 from __future__ import annotations
 
@@ -26,10 +27,24 @@ def client(redis_url: str) -> Iterator[redis.Redis]:
     opened.close()
 
 
-def _take(waker: Waker, shard: int, *, first: bool) -> tuple[str, str] | None:
-    """The next ready process of ``shard``, its lease taken under a token of its own."""
-    ready = waker.next_ready(shard, first=first, token=LeaseKeeper.new_token(), lease_ttl=10)
-    return None if ready is None else (ready.tenant_id, ready.process_id)
+class Task:
+    """A shard task's takes: the first fixes its round, the others pass it on."""
+
+    def __init__(self, waker: Waker, shard: int) -> None:
+        self.waker, self.shard = waker, shard
+        self.round_end: bytes | None = None
+
+    def take(self, client: redis.Redis | None = None) -> tuple[str, str] | None:
+        """The next ready process of the round, its lease taken under a token of its own
+        (and given back at once if ``client`` is given: its turn is over)."""
+        ready = self.waker.next_ready(self.shard, self.round_end, token=LeaseKeeper.new_token(),
+                                      lease_ttl=10)
+        if ready is None:
+            return None
+        self.round_end = ready.round_end
+        if client is not None:
+            client.delete(keys.lease(ready.process_id))
+        return ready.tenant_id, ready.process_id
 
 
 def _two_on(shard: int, shards: int) -> tuple[str, str]:
@@ -47,13 +62,14 @@ def test_wakes_of_a_shard_coalesce_until_its_task_starts(client):
     assert queued == [(1,)]
     assert 0 < client.pttl(keys.shard_queued(1)) <= 60_000
 
-    assert _take(waker, 1, first=True) == ("acme", a)  # the task starts: flag cleared
+    task = Task(waker, 1)
+    assert task.take() == ("acme", a)  # the task starts: flag cleared
     assert queued == [(1,), (1,)]  # b still waits: a second task is queued for it
-    assert not waker.wake("acme", a)  # ... which takes a again too
-    assert _take(waker, 1, first=False) == ("acme", b)
-    assert _take(waker, 1, first=False) == ("acme", a)
-    assert _take(waker, 1, first=False) is None
+    assert not waker.wake("acme", a)  # ... which takes a again
+    assert task.take() == ("acme", b)
+    assert task.take() is None  # a was woken after this task began: the next task's
     assert len(queued) == 2
+    assert Task(waker, 1).take() == ("acme", a)
 
 
 def test_takes_are_oldest_wake_first_and_a_rewake_keeps_its_place(client):
@@ -62,23 +78,63 @@ def test_takes_are_oldest_wake_first_and_a_rewake_keeps_its_place(client):
     for pid in ("proc_a", "proc_b", "proc_c"):
         waker.wake("acme", pid)
     waker.wake("acme", "proc_a")  # already waiting: stays first
-    assert _take(waker, 0, first=True) == ("acme", "proc_a")
-    waker.wake("globex", "proc_a")  # woken again while its turn runs: behind the others
-    assert [_take(waker, 0, first=False) for _ in range(4)] == [
-        ("acme", "proc_b"), ("acme", "proc_c"), ("globex", "proc_a"), None]
+    task = Task(waker, 0)
+    assert task.take() == ("acme", "proc_a")
+    waker.wake("globex", "proc_a")  # woken while the task runs: behind the others
+    assert [task.take() for _ in range(3)] == [("acme", "proc_b"), ("acme", "proc_c"), None]
+    assert Task(waker, 0).take() == ("globex", "proc_a")
+
+
+def test_a_task_takes_one_round_and_lanes_woken_again_take_turns_round_robin(client):
+    """Lanes woken again as soon as their turn ends (a closed loop), one woken late: each
+    task runs one turn of every lane that waited when it began and then ends, its successor
+    queued; no lane gets a second turn before every other waiting lane had one."""
+    queued: list[tuple[object, ...]] = []
+    waker = Waker(client, lambda *task: queued.append(task), shards=1, flag_ttl=60)
+    for pid in ("proc_a", "proc_b", "proc_c"):
+        waker.wake("acme", pid)
+    rounds = []
+    for n in range(3):
+        task, turns = Task(waker, 0), []
+        while (taken := task.take(client)) is not None:
+            turns.append(taken[1])
+            if n == 0 and taken[1] == "proc_a":
+                waker.wake("acme", "proc_d")  # a lane woken while the task runs
+            waker.wake("acme", taken[1])  # its next message, as its turn ends
+        rounds.append(turns)
+    assert rounds == [["proc_a", "proc_b", "proc_c"],
+                      ["proc_d", "proc_a", "proc_b", "proc_c"],
+                      ["proc_d", "proc_a", "proc_b", "proc_c"]]
+    assert len(queued) == 4  # the first wake's, then one per task: its successor
+    assert client.exists(keys.shard_queued(0))
+
+
+def test_a_round_that_ends_with_no_task_queued_queues_one(client):
+    """The queued flag lost (expired, or a failed enqueue took it back) while processes wait:
+    the task ending its round queues their task, so they do not wait for the sweeper."""
+    queued: list[tuple[object, ...]] = []
+    waker = Waker(client, lambda *task: queued.append(task), shards=1, flag_ttl=60)
+    waker.wake("acme", "proc_a")
+    task = Task(waker, 0)
+    assert task.take(client) == ("acme", "proc_a")
+    waker.wake("acme", "proc_a")
+    client.delete(keys.shard_queued(0))  # the task that wake queued is lost
+    queued.clear()
+    assert task.take() is None
+    assert queued == [(0,)] and client.exists(keys.shard_queued(0))
 
 
 def test_a_take_takes_the_lane_lease_or_asks_its_holder_for_a_re_check(client):
     waker = Waker(client, lambda *task: None, shards=1, flag_ttl=60)
     waker.wake("acme", "proc_a")
     mine = LeaseKeeper.new_token()
-    assert waker.next_ready(0, first=True, token=mine, lease_ttl=10) == ("acme", "proc_a", None)
+    assert waker.next_ready(0, None, token=mine, lease_ttl=10)[:3] == ("acme", "proc_a", None)
     assert client.get(keys.lease("proc_a")) == mine
     assert 9_000 < client.pttl(keys.lease("proc_a")) <= 10_000
     assert not client.exists(keys.recheck("proc_a"))
 
     waker.wake("acme", "proc_a")  # a message while the turn runs: taken, the lease is not
-    busy = waker.next_ready(0, first=True, token=LeaseKeeper.new_token(), lease_ttl=10)
+    busy = waker.next_ready(0, None, token=LeaseKeeper.new_token(), lease_ttl=10)
     assert busy is not None and busy[:2] == ("acme", "proc_a")
     assert busy.busy_for is not None and 9 < busy.busy_for <= 10
     assert client.get(keys.lease("proc_a")) == mine  # still the holder's ...

@@ -12,6 +12,7 @@ import pytest
 from tests.conftest import Embedded
 from tests.helpers import wait_for
 from vancetope_brain import keys
+from vancetope_brain.lanes import runner as runner_module
 from vancetope_brain.lanes import shard_for
 from vancetope_brain.lanes.lease import TAKE_OVER_MARGIN, LeaseKeeper
 from vancetope_brain.lanes.runner import TurnOutcome
@@ -192,3 +193,47 @@ def test_a_shard_task_that_finds_the_lease_held_asks_its_holder_to_look_again(
     assert emb.worker_parts.runner.drain(shard) == [TurnOutcome.BUSY]
     assert 4_000 < emb.brain.redis.pttl(keys.wake_later(pid)) <= 5_000 + 1000 * TAKE_OVER_MARGIN
     assert holder.release(lease) is True  # the request, read as the holder lets go
+
+
+def test_a_shard_task_runs_one_round_and_leaves_a_lane_woken_meanwhile_to_the_next(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Three ready lanes of one shard, the first steered again during its turn: the task
+    runs one turn of each, oldest wake first, and ends; the first lane's second turn is the
+    next task's (queued by the first take, behind other shards' tasks)."""
+    emb = Embedded(tmp_path, VANCETOPE_LANE_SHARDS="1", VANCETOPE_SWEEP_INTERVAL="3600",
+                   VANCETOPE_HOUSEKEEPING_INTERVAL="3600")
+    try:
+        turns: list[str] = []
+
+        def reply(messages, tools):  # type: ignore[no-untyped-def]
+            turns.append(messages[-1].content)
+            if messages[-1].content == "a1":
+                emb.brain.sessions.steer(emb.who, pids[0], "a2")  # woken during the round
+            return "ok"
+
+        emb.model = FunctionModel(reply)
+        pids = [emb.brain.sessions.create_interactive(emb.who).chat_process_id
+                for _ in range(3)]
+        for pid in pids:
+            assert pid is not None
+            wait_for(lambda pid=pid: emb.brain.sessions.process(emb.who, pid).status
+                     is ProcessStatus.IDLE)
+        emb.worker.join()
+        # From here on tasks are recorded, not run: this test runs the shard's tasks itself.
+        queued: list[tuple[object, ...]] = []
+        monkeypatch.setattr(emb.worker_parts.waker, "_enqueue", lambda *task: queued.append(task))
+        monkeypatch.setattr(runner_module, "TASK_SECONDS", 60.0)  # a slow machine: no cut
+        emb.brain.redis.set(keys.shard_queued(0), 1, px=60_000)  # the gateway's wakes coalesce
+        for pid, text in zip(pids, ("a1", "b1", "c1"), strict=True):
+            emb.brain.sessions.steer(emb.who, pid, text)
+        turns.clear()
+        runner = emb.worker_parts.runner
+        assert runner.drain(0) == [TurnOutcome.COMMITTED] * 3
+        assert turns == ["a1", "b1", "c1"]
+        assert emb.brain.redis.zrange(keys.ready(0), 0, -1) == [
+            ready_member("acme", pids[0]).encode()]
+        assert queued == [(0,)] and emb.brain.redis.exists(keys.shard_queued(0))
+        assert runner.drain(0) == [TurnOutcome.COMMITTED]
+        assert turns == ["a1", "b1", "c1", "a2"]
+    finally:
+        emb.stop()

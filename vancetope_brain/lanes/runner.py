@@ -54,8 +54,9 @@ log = logging.getLogger(__name__)
 PENDING_PER_TURN = 1000
 """Most inbox messages one turn reads; more wait for the next turn, which starts at once."""
 TURNS_PER_TASK = 50
-"""Most turns one shard task runs (``LaneRunner.drain``); what waits longer is another
-task's, which is queued whenever processes wait (``Waker.next_ready``)."""
+"""Most turns one shard task runs (``LaneRunner.drain``): a longer round ends here, and what
+it leaves waiting is another task's, which is queued whenever processes wait
+(``Waker.next_ready``)."""
 TASK_SECONDS = 0.5
 """A shard task takes no further process once it has run this long: a worker's warm
 shutdown waits for one more turn at most, and turns that wait on the network (an LLM)
@@ -96,21 +97,27 @@ class LaneRunner:
         self._worker = worker_name or f"{socket.gethostname()}:{os.getpid()}"
 
     def drain(self, shard: int) -> list[TurnOutcome]:
-        """The shard task: run the turns of ``shard``'s ready processes, one at a time,
-        longest-waiting first, at most ``TURNS_PER_TASK`` and none begun after
-        ``TASK_SECONDS``; returns their outcomes. Each
-        turn runs under its own lease and epoch, as a lone one would. One that the store or
-        Redis failed under runs again ``RETRY_DELAY`` seconds later in a task of its own."""
+        """The shard task: one round of ``shard``'s ready processes — a turn of each that
+        waited when the task began, one at a time, longest-waiting first, at most
+        ``TURNS_PER_TASK`` and none begun after ``TASK_SECONDS``; returns their outcomes.
+        A process woken meanwhile (a busy one too) is the next task's, queued behind the
+        other shards' tasks: no lane waits for more than one turn of each other ready lane
+        of its shard, nor for more than a round of each other shard (docs/architecture.md,
+        "The lane turn"). Each turn runs under its own lease and epoch, as a lone one would.
+        One that the store or Redis failed under runs again ``RETRY_DELAY`` seconds later in
+        a task of its own."""
         outcomes: list[TurnOutcome] = []
         until = time.monotonic() + TASK_SECONDS
+        round_end: bytes | None = None
         for taken in range(TURNS_PER_TASK):
             if taken and time.monotonic() >= until:
                 break
             token = self._leases.new_token()
-            ready = self._waker.next_ready(shard, first=taken == 0, token=token,
+            ready = self._waker.next_ready(shard, round_end, token=token,
                                            lease_ttl=self._leases.ttl)
             if ready is None:
                 break
+            round_end = ready.round_end
             lease = self._leases.adopt(ready.process_id, token) if ready.busy_for is None \
                 else ready.busy_for
             try:
@@ -148,10 +155,11 @@ class LaneRunner:
         try:
             outcome, status, again, look = self._turn(tenant_id, process_id, lease)
         finally:
-            # No lost wake-up: a task that found the lease taken while we held it asked
-            # for a re-check (``LeaseKeeper``); a sender that found the process holding
-            # its messages (PAUSED, SUSPENDED) woke nothing, so a turn that ends that
-            # looks too (``look``); everything else arrived before our reads.
+            # No lost wake-up (docs/architecture.md, "No lost wake-up" 4 and 5): a task
+            # that found the lease taken while we held it asked for a re-check
+            # (``LeaseKeeper``); a sender that found the process holding its messages
+            # (PAUSED, SUSPENDED) woke nothing, so a turn that ends that looks too
+            # (``look``); everything else arrived before our reads.
             asked = self._leases.release(lease)
         if status is not None and (again or (asked or look)
                                    and self._needs_turn(tenant_id, process_id, status)):

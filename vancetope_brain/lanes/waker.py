@@ -51,25 +51,41 @@ if redis.call('SET', KEYS[2], 1, 'NX', 'PX', ARGV[3]) then return 1 end
 return 0
 """
 
-# KEYS: ready set, queued flag. ARGV: first pop of a task ('1'), flag TTL (ms), lease and
-# re-check key prefixes, lease token, lease TTL (ms).
-# Returns nil (nothing waits) or {member, 1 if another shard task must be queued, ms left
-# of the lease another worker holds or -1 if the lease is now ours}: another task is queued
-# whenever more wait and none is queued, so those never depend on this task's survival.
-# The lease key is the popped process's (not declared in KEYS: one Redis, no cluster); a
+# KEYS: ready set, queued flag. ARGV: the task's round ('' on its first take, which clears
+# the queued flag and fixes the round: the wake time of the process that waits last now),
+# flag TTL (ms), lease and re-check key prefixes, lease token, lease TTL (ms).
+# Returns nil (nothing waits) or {member, 1 if another shard task must be queued, ms left of
+# the lease another worker holds or -1 if the lease is now ours, the round}; member '' when
+# what waits was woken after the round (the next task's). Another task is queued whenever
+# processes wait and none is queued, so those never depend on this task's survival.
+# The lease key is the taken process's (not declared in KEYS: one Redis, no cluster); a
 # holder's re-check is asked for in the same script, so it sees the request on release.
 _NEXT = """
-if ARGV[1] == '1' then redis.call('DEL', KEYS[2]) end
-local got = redis.call('ZPOPMIN', KEYS[1])
-if #got == 0 then return nil end
+local round = ARGV[1]
+if round == '' then
+  redis.call('DEL', KEYS[2])
+  local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+  if #last == 0 then return nil end
+  round = last[2]
+end
+local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+if #head == 0 then return nil end
+local waiting = redis.call('ZCARD', KEYS[1])
+local ours = tonumber(head[2]) <= tonumber(round)
+if ours then
+  redis.call('ZREM', KEYS[1], head[1])
+  waiting = waiting - 1
+end
 local more = 0
-if redis.call('ZCARD', KEYS[1]) > 0 and
-   redis.call('SET', KEYS[2], 1, 'NX', 'PX', ARGV[2]) then more = 1 end
-local process = string.match(got[1], '[^/]*$')
+if waiting > 0 and redis.call('SET', KEYS[2], 1, 'NX', 'PX', ARGV[2]) then more = 1 end
+if not ours then return {'', more, -1, round} end
+local process = string.match(head[1], '[^/]*$')
 local lease = ARGV[3] .. process
-if redis.call('SET', lease, ARGV[5], 'NX', 'PX', ARGV[6]) then return {got[1], more, -1} end
+if redis.call('SET', lease, ARGV[5], 'NX', 'PX', ARGV[6]) then
+  return {head[1], more, -1, round}
+end
 redis.call('SET', ARGV[4] .. process, 1, 'PX', ARGV[6])
-return {got[1], more, math.max(0, redis.call('PTTL', lease))}
+return {head[1], more, math.max(0, redis.call('PTTL', lease)), round}
 """
 
 
@@ -81,6 +97,9 @@ class Ready(NamedTuple):
     busy_for: float | None
     """None: its lease is the taker's now (under the token it gave); else another worker
     holds it for that many seconds more, and re-checks the lane when it releases."""
+    round_end: bytes
+    """The taking task's round: the wake time (µs, as Redis writes it) of the process that
+    waited last when the task took its first; the task's further takes pass it on."""
 
 
 class Waker:
@@ -90,13 +109,14 @@ class Waker:
     that must run out first).
 
     A shard task clears the queued flag as its first act, then takes ready processes one
-    at a time, oldest wake first, each with its lane lease (``next_ready``; a process
-    woken again while its turn runs waits behind the others). So a process woken after
-    a task started always has a queued task that will take it, and whenever processes
-    remain after a take with no task queued, the take queues one: a task that dies or freezes mid-batch strands only
-    the turn it was running (its lease and the sweeper cover that one, as for a lone
-    turn). The flag expires after ``flag_ttl`` seconds so a lost broker message cannot
-    block wake-ups for longer than that; the sweeper covers the gap.
+    at a time, oldest wake first, each with its lane lease (``next_ready``), for one
+    round: the processes that waited when it began; one woken later (also one woken
+    again while its turn runs) is the next task's, which waits in the Celery queue behind
+    the other shards' tasks. Whenever processes wait after a take and no task is queued,
+    the take queues one, so stopping a task anywhere loses no wake-up
+    (docs/architecture.md, "No lost wake-up"). The flag expires after ``flag_ttl`` seconds
+    so a lost broker message cannot block wake-ups for longer than that; the sweeper
+    covers the gap.
     """
 
     def __init__(self, client: redis.Redis, enqueue: Enqueue, *, shards: int,
@@ -143,22 +163,26 @@ class Waker:
         self._redis.zrem(keys.ready(shard_for(process_id, self._shards)),
                          ready_member(tenant_id, process_id))
 
-    def next_ready(self, shard: int, *, first: bool, token: bytes,
+    def next_ready(self, shard: int, round_end: bytes | None, *, token: bytes,
                    lease_ttl: float) -> Ready | None:
         """Take the longest-waiting ready process of ``shard`` and its lane lease (under
-        ``token``, for ``lease_ttl`` seconds) in one round trip, or None; ``first``: the
-        shard task's first take, which clears its queued flag. Called by a shard task
-        before it looks at the process's inbox."""
+        ``token``, for ``lease_ttl`` seconds) in one round trip; None when none waits that
+        was woken by ``round_end`` (the task's round, from its first take's ``Ready``; None
+        for the first take, which clears the shard's queued flag and fixes the round).
+        Queues another shard task if processes are left waiting and none is queued. Called
+        by a shard task before it looks at the process's inbox."""
         got = self._next(keys=[keys.ready(shard), keys.shard_queued(shard)],
-                         args=[int(first), self._flag_ttl_ms, keys.lease(""), keys.recheck(""),
-                               token, int(lease_ttl * 1000)])
+                         args=[round_end or b"", self._flag_ttl_ms, keys.lease(""),
+                               keys.recheck(""), token, int(lease_ttl * 1000)])
         if got is None:
             return None
-        member, more, left_ms = got
+        member, more, left_ms, round_end = got
         if more:
             try:
                 self._enqueue(shard)
-            except Exception as e:  # this task takes the rest itself unless it dies first
+            except Exception as e:  # a later wake queues one, or the sweeper finds them
                 self._redis.delete(keys.shard_queued(shard))
-                log.warning("could not queue a second task for lane shard %s (%s)", shard, e)
-        return Ready(*ready_process(member), None if left_ms < 0 else left_ms / 1000)
+                log.warning("could not queue a further task for lane shard %s (%s)", shard, e)
+        if not member:
+            return None
+        return Ready(*ready_process(member), None if left_ms < 0 else left_ms / 1000, round_end)
