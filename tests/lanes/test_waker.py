@@ -62,6 +62,8 @@ def test_wakes_of_a_shard_coalesce_until_its_task_starts(client):
     assert queued == [(1,)]
     assert 0 < client.pttl(keys.shard_queued(1)) <= 60_000
 
+    _other_shard_waits(client)  # (shard 1 of 4 is ours; ``_other_shard_waits`` flags 1 …)
+    client.set(keys.shard_queued(2), 1, px=60_000)  # … so another shard's task: shard 2's
     task = Task(waker, 1)
     assert task.take() == ("acme", a)  # the task starts: flag cleared
     assert queued == [(1,), (1,)]  # b still waits: a second task is queued for it
@@ -72,52 +74,90 @@ def test_wakes_of_a_shard_coalesce_until_its_task_starts(client):
     assert Task(waker, 1).take() == ("acme", a)
 
 
+def _on_shard_0(n: int) -> list[str]:
+    """``n`` process ids of shard 0 of 2."""
+    return [p for p in (f"proc_{i}" for i in range(200)) if shard_for(p, 2) == 0][:n]
+
+
+def _other_shard_waits(client: redis.Redis) -> None:
+    """Shard 1's task is queued (waits for a worker): a round of shard 0 ends its task."""
+    client.set(keys.shard_queued(1), 1, px=60_000)
+
+
 def test_takes_are_oldest_wake_first_and_a_rewake_keeps_its_place(client):
     queued: list[tuple[object, ...]] = []
-    waker = Waker(client, lambda *task: queued.append(task), shards=1, flag_ttl=60)
-    for pid in ("proc_a", "proc_b", "proc_c"):
+    waker = Waker(client, lambda *task: queued.append(task), shards=2, flag_ttl=60)
+    a, b, c = _on_shard_0(3)
+    for pid in (a, b, c):
         waker.wake("acme", pid)
-    waker.wake("acme", "proc_a")  # already waiting: stays first
+    waker.wake("acme", a)  # already waiting: stays first
+    _other_shard_waits(client)
     task = Task(waker, 0)
-    assert task.take() == ("acme", "proc_a")
-    waker.wake("globex", "proc_a")  # woken while the task runs: behind the others
-    assert [task.take() for _ in range(3)] == [("acme", "proc_b"), ("acme", "proc_c"), None]
-    assert Task(waker, 0).take() == ("globex", "proc_a")
+    assert task.take() == ("acme", a)
+    waker.wake("globex", a)  # woken while the task runs: behind the others
+    assert [task.take() for _ in range(3)] == [("acme", b), ("acme", c), None]
+    assert Task(waker, 0).take() == ("globex", a)
 
 
-def test_a_task_takes_one_round_and_lanes_woken_again_take_turns_round_robin(client):
-    """Lanes woken again as soon as their turn ends (a closed loop), one woken late: each
-    task runs one turn of every lane that waited when it began and then ends, its successor
-    queued; no lane gets a second turn before every other waiting lane had one."""
-    queued: list[tuple[object, ...]] = []
-    waker = Waker(client, lambda *task: queued.append(task), shards=1, flag_ttl=60)
-    for pid in ("proc_a", "proc_b", "proc_c"):
+def _closed_loop(client: redis.Redis, waker: Waker, tasks: int) -> list[list[str]]:
+    """Run ``tasks`` shard tasks of shard 0 over three lanes woken again as soon as their
+    turn ends, a fourth woken during the first turn; the lanes each task took, by name."""
+    a, b, c, d = _on_shard_0(4)
+    names = {a: "a", b: "b", c: "c", d: "d"}
+    for pid in (a, b, c):
         waker.wake("acme", pid)
-    rounds = []
-    for n in range(3):
+    taken_by_task = []
+    for _ in range(tasks):
         task, turns = Task(waker, 0), []
-        while (taken := task.take(client)) is not None:
-            turns.append(taken[1])
-            if n == 0 and taken[1] == "proc_a":
-                waker.wake("acme", "proc_d")  # a lane woken while the task runs
+        while len(turns) < 11 and (taken := task.take(client)) is not None:
+            turns.append(names[taken[1]])
+            if turns == ["a"] and not taken_by_task:
+                waker.wake("acme", d)  # a lane woken while the task runs
             waker.wake("acme", taken[1])  # its next message, as its turn ends
-        rounds.append(turns)
-    assert rounds == [["proc_a", "proc_b", "proc_c"],
-                      ["proc_d", "proc_a", "proc_b", "proc_c"],
-                      ["proc_d", "proc_a", "proc_b", "proc_c"]]
+        taken_by_task.append(turns)
+    return taken_by_task
+
+
+def test_a_task_takes_one_round_while_another_shard_waits_and_lanes_take_turns_round_robin(
+        client):
+    """Lanes woken again as soon as their turn ends (a closed loop), one woken late, another
+    shard's task waiting for a worker: each task runs one turn of every lane that waited
+    when it began and then ends, its successor queued; no lane gets a second turn before
+    every other waiting lane had one."""
+    queued: list[tuple[object, ...]] = []
+    waker = Waker(client, lambda *task: queued.append(task), shards=2, flag_ttl=60)
+    _other_shard_waits(client)
+    assert _closed_loop(client, waker, 3) == [
+        ["a", "b", "c"], ["d", "a", "b", "c"], ["d", "a", "b", "c"]]
     assert len(queued) == 4  # the first wake's, then one per task: its successor
     assert client.exists(keys.shard_queued(0))
+
+
+def test_with_no_other_shard_waiting_a_task_goes_on_with_the_next_round(client):
+    """The same closed loop with no other shard's task queued: one task runs round after
+    round (up to the caller's cap here, ``LaneRunner.drain``'s in the product), in the same
+    round-robin order; its successor is still queued, for the lanes it may leave."""
+    queued: list[tuple[object, ...]] = []
+    waker = Waker(client, lambda *task: queued.append(task), shards=2, flag_ttl=60)
+    assert _closed_loop(client, waker, 1) == [
+        ["a", "b", "c", "d", "a", "b", "c", "d", "a", "b", "c"]]
+    assert queued == [(0,), (0,)] and client.exists(keys.shard_queued(0))
+    _other_shard_waits(client)  # now another shard's task waits: the round ends the task
+    task = Task(waker, 0)
+    assert [task.take(client) is not None for _ in range(5)] == [True] * 4 + [False]
 
 
 def test_a_round_that_ends_with_no_task_queued_queues_one(client):
     """The queued flag lost (expired, or a failed enqueue took it back) while processes wait:
     the task ending its round queues their task, so they do not wait for the sweeper."""
     queued: list[tuple[object, ...]] = []
-    waker = Waker(client, lambda *task: queued.append(task), shards=1, flag_ttl=60)
-    waker.wake("acme", "proc_a")
+    waker = Waker(client, lambda *task: queued.append(task), shards=2, flag_ttl=60)
+    a, = _on_shard_0(1)
+    _other_shard_waits(client)
+    waker.wake("acme", a)
     task = Task(waker, 0)
-    assert task.take(client) == ("acme", "proc_a")
-    waker.wake("acme", "proc_a")
+    assert task.take(client) == ("acme", a)
+    waker.wake("acme", a)
     client.delete(keys.shard_queued(0))  # the task that wake queued is lost
     queued.clear()
     assert task.take() is None

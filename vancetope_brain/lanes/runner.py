@@ -101,7 +101,8 @@ class LaneRunner:
         waited when the task began, one at a time, longest-waiting first, at most
         ``TURNS_PER_TASK`` and none begun after ``TASK_SECONDS``; returns their outcomes.
         A process woken meanwhile (a busy one too) is the next task's, queued behind the
-        other shards' tasks: no lane waits for more than one turn of each other ready lane
+        other shards' tasks (or, when no other shard's task is queued, this task's next
+        round, within the same caps): no lane waits for more than one turn of each other ready lane
         of its shard, nor for more than a round of each other shard (docs/architecture.md,
         "The lane turn"). Each turn runs under its own lease and epoch, as a lone one would.
         One that the store or Redis failed under runs again ``RETRY_DELAY`` seconds later in

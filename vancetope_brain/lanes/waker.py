@@ -53,13 +53,18 @@ return 0
 
 # KEYS: ready set, queued flag. ARGV: the task's round ('' on its first take, which clears
 # the queued flag and fixes the round: the wake time of the process that waits last now),
-# flag TTL (ms), lease and re-check key prefixes, lease token, lease TTL (ms).
+# flag TTL (ms), lease and re-check key prefixes, lease token, lease TTL (ms), the queued
+# flags' prefix, the number of shards, this shard.
 # Returns nil (nothing waits) or {member, 1 if another shard task must be queued, ms left of
 # the lease another worker holds or -1 if the lease is now ours, the round}; member '' when
-# what waits was woken after the round (the next task's). Another task is queued whenever
-# processes wait and none is queued, so those never depend on this task's survival.
-# The lease key is the taken process's (not declared in KEYS: one Redis, no cluster); a
-# holder's re-check is asked for in the same script, so it sees the request on release.
+# what waits was woken after the round and another shard's task waits for a worker (what
+# waits is then the next task's, queued behind it); with no other shard's task queued, the
+# task goes on with a new round instead (no Celery task for nothing to be fair to).
+# Another task is queued whenever processes wait and none is queued, so those never depend
+# on this task's survival.
+# The lease key is the taken process's and the other shards' flags are read by prefix (not
+# declared in KEYS: one Redis, no cluster); a holder's re-check is asked for in the same
+# script, so it sees the request on release.
 _NEXT = """
 local round = ARGV[1]
 if round == '' then
@@ -70,8 +75,21 @@ if round == '' then
 end
 local head = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
 if #head == 0 then return nil end
-local waiting = redis.call('ZCARD', KEYS[1])
 local ours = tonumber(head[2]) <= tonumber(round)
+if not ours then
+  local others = false
+  for shard = 0, tonumber(ARGV[8]) - 1 do
+    if shard ~= tonumber(ARGV[9]) and redis.call('EXISTS', ARGV[7] .. shard) == 1 then
+      others = true
+      break
+    end
+  end
+  if not others then
+    round = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')[2]
+    ours = true
+  end
+end
+local waiting = redis.call('ZCARD', KEYS[1])
 if ours then
   redis.call('ZREM', KEYS[1], head[1])
   waiting = waiting - 1
@@ -112,7 +130,9 @@ class Waker:
     at a time, oldest wake first, each with its lane lease (``next_ready``), for one
     round: the processes that waited when it began; one woken later (also one woken
     again while its turn runs) is the next task's, which waits in the Celery queue behind
-    the other shards' tasks. Whenever processes wait after a take and no task is queued,
+    the other shards' tasks — unless no other shard's task is queued, when the same task
+    goes on with the next round (a task per round would cost Celery's round trip and be
+    fair to no one). Whenever processes wait after a take and no task is queued,
     the take queues one, so stopping a task anywhere loses no wake-up
     (docs/architecture.md, "No lost wake-up"). The flag expires after ``flag_ttl`` seconds
     so a lost broker message cannot block wake-ups for longer than that; the sweeper
@@ -168,12 +188,15 @@ class Waker:
         """Take the longest-waiting ready process of ``shard`` and its lane lease (under
         ``token``, for ``lease_ttl`` seconds) in one round trip; None when none waits that
         was woken by ``round_end`` (the task's round, from its first take's ``Ready``; None
-        for the first take, which clears the shard's queued flag and fixes the round).
+        for the first take, which clears the shard's queued flag and fixes the round) and
+        another shard's task is queued — with none queued, the next round begins
+        (``Ready.round_end`` is then the new one).
         Queues another shard task if processes are left waiting and none is queued. Called
         by a shard task before it looks at the process's inbox."""
         got = self._next(keys=[keys.ready(shard), keys.shard_queued(shard)],
                          args=[round_end or b"", self._flag_ttl_ms, keys.lease(""),
-                               keys.recheck(""), token, int(lease_ttl * 1000)])
+                               keys.recheck(""), token, int(lease_ttl * 1000),
+                               keys.shard_queued(""), self._shards, shard])
         if got is None:
             return None
         member, more, left_ms, round_end = got
