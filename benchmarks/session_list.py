@@ -120,8 +120,9 @@ class Server:
 
     def __init__(self, env: dict[str, str], tmp: Path) -> None:
         self.log = (tmp / "serve.log").open("w")
+        # cwd: ``-m`` puts it first on sys.path, before PYTHONPATH names the code to run.
         self.proc = subprocess.Popen([sys.executable, "-m", "vancetope_gateway.cli", "serve"],
-                                     env=env, text=True, stdout=subprocess.PIPE,
+                                     env=env, cwd=tmp, text=True, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT)
         found = threading.Event()
         port: list[str] = []
