@@ -8,8 +8,8 @@ The gateway is ``vancetope serve`` in a subprocess (the embedded shape: the Flas
 socket hub and an in-process worker) on the run's own Redis database (``_redis.py``) and
 store (``_store.py``: a SQLite file in a temp dir, or a PostgreSQL database of the run's
 own, dropped at the end). Before it starts, two users are made through the brain's
-services, and their sessions written through the store port (``SessionStore
-.create_session``), CLOSED, one a second: ``few`` has ``--few`` (10), ``many`` has
+services, and their sessions written through the store port (``_seed_sessions.py``, run by
+the server's code), CLOSED, one a second: ``few`` has ``--few`` (10), ``many`` has
 ``--many`` (10,000). Then each round connects once as each user, alternating, on a new
 WebSocket: the time to the ``welcome`` (the handshake included: the gateway counts the
 user's sessions for it), and to the reply of a ``session-list`` with no data (what an old
@@ -32,7 +32,6 @@ import sys
 import tempfile
 import threading
 import time
-from datetime import timedelta
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -44,10 +43,6 @@ import _store  # noqa: E402
 from _proc import pct  # noqa: E402
 from _redis import check_url, claimed_db, reset  # noqa: E402
 
-from vancetope_brain.config import Config  # noqa: E402
-from vancetope_brain.models import Session, SessionStatus, new_id, utcnow  # noqa: E402
-from vancetope_brain.store import SessionStore  # noqa: E402
-from vancetope_gateway.parts import build_gateway  # noqa: E402
 from vancetope_gateway.socket_adapter import WebSocketClient  # noqa: E402
 
 TENANT = "bench"
@@ -90,29 +85,16 @@ def server_env(args: argparse.Namespace, tmp: Path, store: _store.BenchStore) ->
     return env
 
 
-def seed(env: dict[str, str], counts: dict[str, int]) -> dict[str, str]:
-    """The users (through the brain's services) and their CLOSED sessions (through the store
-    port), before the server opens the store; each user's token."""
-    brain = build_gateway(Config.from_env(env), lambda *a: None, enqueue_index=lambda job: None)
-    try:
-        brain.identity.create_tenant(TENANT, TENANT)
-        sessions = brain.store.port(SessionStore)
-        tokens = {}
-        for user, count in counts.items():
-            brain.identity.create_user(TENANT, user, user)
-            tokens[user] = brain.identity.issue_token(TENANT, user, label="benchmark")
-            start, began = utcnow() - timedelta(seconds=count), time.monotonic()
-            for i in range(count):
-                sessions.create_session(Session(
-                    id=new_id("ses"), tenant_id=TENANT, user_id=user, title=f"closed {i}",
-                    status=SessionStatus.CLOSED, created_at=start + timedelta(seconds=i)))
-                if (i + 1) % 2000 == 0:
-                    print(f"  {user}: {i + 1:,} of {count:,} sessions written", flush=True)
-            print(f"seeded {user}: {count:,} closed sessions in "
-                  f"{time.monotonic() - began:.1f} s", flush=True)
-        return tokens
-    finally:
-        brain.close()
+def seed(env: dict[str, str], tmp: Path, counts: dict[str, int]) -> dict[str, str]:
+    """The users and their CLOSED sessions, written by the server's code
+    (``_seed_sessions.py``) before it starts; each user's token."""
+    seeding = subprocess.run(
+        [sys.executable, str(HERE / "_seed_sessions.py"), TENANT,
+         *(f"{user}={count}" for user, count in counts.items())],
+        env=env, cwd=tmp, text=True, stdout=subprocess.PIPE, check=True)
+    *progress, tokens = seeding.stdout.splitlines()
+    print("\n".join(line for line in progress if not line.startswith("  ")), flush=True)
+    return dict(json.loads(tokens))
 
 
 class Server:
@@ -193,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
     server: Server | None = None
     try:
         print(f"store: {store.describe()}; server code: {args.source or ROOT}", flush=True)
-        tokens = seed(env, counts)
+        tokens = seed(env, tmp, counts)
         server = Server(env, tmp)
         times: dict[str, tuple[list[float], list[float]]] = {u: ([], []) for u in counts}
         seen: dict[str, tuple[dict[str, int], int]] = {}
