@@ -15,6 +15,7 @@ import pytest
 
 from vancetope_brain.engines.arthur import WELCOME
 from vancetope_brain.store import LaneStore, SessionStore, open_store
+from vancetope_brain.store.sessions import every_session
 
 CLI = [sys.executable, "-m", "vancetope_gateway.cli"]
 
@@ -96,7 +97,7 @@ def test_serve_chat_restart_resume(tmp_path):
         token = (data / "token").read_text().strip()
         assert token not in "".join(server.banner)
         session_id = (data / "chat-state.json").read_text()
-        sessions = store.port(SessionStore).list_sessions("local", "local")
+        sessions = list(every_session(store.port(SessionStore), "local", "local"))
         assert len(sessions) == 1 and sessions[0].id in session_id
         history = store.port(LaneStore).chat_history("local", sessions[0].chat_process_id)
         assert [m.content for m in history if m.role.value == "user"] == [

@@ -471,12 +471,12 @@ def _tool_health_reset(admin: Administration, args: argparse.Namespace) -> None:
 
 
 def _system_session_list(admin: Administration, args: argparse.Namespace) -> None:
-    from vancetope_brain.services import SYSTEM_USER
+    from vancetope_brain.services import system_sessions
 
     admin.identity.require_tenant(args.tenant)
     rows: list[Sequence[str]] = []
-    for session in admin.sessions.list_sessions(args.tenant, SYSTEM_USER):
-        if not session.system or args.project not in (None, session.project_id):
+    for session in system_sessions(admin.sessions, args.tenant):
+        if args.project not in (None, session.project_id):
             continue
         processes = admin.sessions.list_processes(args.tenant, session.id)
         rows += [(session.id, session.project_id, session.title, session.status.value,

@@ -22,8 +22,9 @@ from vancetope_brain.errors import (
 )
 from vancetope_brain.inbox.attachments import AttachmentStore
 from vancetope_brain.lanes import consumers
-from vancetope_brain.models import ProcessStatus
+from vancetope_brain.models import ProcessStatus, SessionStatus
 from vancetope_brain.observability import tracing
+from vancetope_brain.sessions.service import PAGE_LIMIT, PAGE_LIMIT_MAX
 from vancetope_gateway.auth import authenticate
 from vancetope_gateway.logs import redact_access_logs
 from vancetope_gateway.observe import add_metrics_route
@@ -111,8 +112,19 @@ def _int_arg(name: str, default: int | None, low: int, high: int) -> int | None:
 
 @rest.get("/sessions")
 def sessions() -> Response:
+    """A page of the caller's sessions, newest first, as ``session-list`` pages them:
+    ``?status=``, ``?cursor=`` (the previous page's ``nextCursor``), ``?limit=``."""
     who = authenticate()
-    return jsonify(sessions=[s.dump() for s in _gateway().sessions.list_sessions(who)])
+    raw = request.args.get("status")
+    try:
+        status = None if raw is None else SessionStatus(raw)
+    except ValueError:
+        raise InvalidInput("query parameter status must be one of "
+                           f"{', '.join(SessionStatus)}") from None
+    page = _gateway().sessions.list_sessions(
+        who, status=status, cursor=request.args.get("cursor"),
+        limit=_int_arg("limit", PAGE_LIMIT, 1, PAGE_LIMIT_MAX) or PAGE_LIMIT)
+    return jsonify(sessions=[s.dump() for s in page.sessions], nextCursor=page.next_cursor)
 
 
 @rest.get("/sessions/<session_id>")

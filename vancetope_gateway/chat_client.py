@@ -87,6 +87,8 @@ class ChatClient:
         self._lock = threading.Lock()
         self.events: queue.Queue[dict[str, Any]] = queue.Queue()
         self.welcome = json.loads(self._ws.receive(timeout=30))
+        self.sessions_after: str | None = None
+        """Where ``/sessions more`` goes on: the last page's ``nextCursor`` (``chat_commands``)."""
         self.connected = True
         self._closed_with: tuple[int, str | None] = (1006, "connection lost")
         self._reader = threading.Thread(target=self._read, daemon=True)
@@ -230,9 +232,11 @@ class _Chat:
         session = None
         reply: dict[str, Any] = {}
         if session_id:
-            listing = client.request("session-list")["sessions"]
-            session = next((s for s in listing if s["id"] == session_id), None)
-            if session is None:
+            try:
+                session = client.request("session-get", sessionId=session_id)["session"]
+            except VancetopeError as e:
+                if getattr(e, "code", None) != "not_found":
+                    raise
                 view.line("note", f"session {session_id} not found; starting a new one")
                 session_id = None
         if session_id and session is not None:

@@ -14,6 +14,8 @@ if TYPE_CHECKING:
     from vancetope_gateway.chat_client import ChatClient
 
 QUIT = "quit"
+SESSIONS_PAGE = 20
+"""Sessions one ``/sessions`` shows."""
 HELP = """commands:
   /inbox                 your pending Inbox items
   /details ITEM          an Inbox item in full: its text, what it asks, its attachment's link
@@ -24,7 +26,9 @@ HELP = """commands:
   /answer ITEM !REASON   "I cannot decide" (UNDECIDABLE)
   /dismiss ITEM          click an item away
   /details               the last tool call or worker report in full
-  /sessions              your sessions with their titles (`vancetope chat --session ID`)
+  /sessions              your newest sessions with their titles, 20 a page
+                         (`vancetope chat --session ID` continues one)
+  /sessions more         the next page of them
   /summary               the summary of this chat's older lines, if it has one
   /resume                resume a process left suspended by a changed working directory
   /quit                  leave (Ctrl-D too); `vancetope chat` continues the session"""
@@ -53,14 +57,27 @@ def command(client: ChatClient, line: str, view: View) -> None:
             client.request("inbox-answer", itemId=item_id, outcome="DECIDED",
                            value=_answer_value(item, text))
         view.line("note", "answered")
-    elif verb == "/sessions":
-        sessions = client.request("session-list")["sessions"]
-        view.line("help", "\n".join(f"{s['id']}  {s['status']:<9}  {s['title'] or '(untitled)'}"
-                                     for s in sessions) or "(no sessions)")
-    elif verb in ("/help", "/inbox", "/dismiss", "/answer"):
+    elif verb == "/sessions" and rest.strip() in ("", "more"):
+        _sessions(client, view, more=rest.strip() == "more")
+    elif verb in ("/help", "/inbox", "/dismiss", "/answer", "/sessions"):
         view.line("help", HELP)
     else:
         view.line("note", f"unknown command {verb}; /help lists the commands")
+
+
+def _sessions(client: ChatClient, view: View, *, more: bool) -> None:
+    """A page of ``SESSIONS_PAGE`` of the user's sessions, newest first: the first, or with
+    ``more`` the one after the page shown last."""
+    if more and client.sessions_after is None:
+        view.line("note", "no more sessions; /sessions starts again from the newest")
+        return
+    page = client.request("session-list", limit=SESSIONS_PAGE,
+                          **({"cursor": client.sessions_after} if more else {}))
+    client.sessions_after = page.get("nextCursor")
+    view.line("help", "\n".join(f"{s['id']}  {s['status']:<9}  {s['title'] or '(untitled)'}"
+                                 for s in page["sessions"]) or "(no sessions)")
+    if client.sessions_after is not None:
+        view.line("note", "older sessions: /sessions more")
 
 
 def _answer_value(item: dict[str, Any], text: str) -> dict[str, Any]:

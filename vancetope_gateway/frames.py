@@ -44,7 +44,8 @@ REPLIES: dict[str, type[Wire]] = {name: f.reply for name, f in FRAMES.items()}
 
 class Welcome(Wire):
     """First frame on every connection: who you are, the server, your sessions at a glance.
-    ``notifyMode`` echoes the ``?notifyMode=`` of the connect URL (default ``all``)."""
+    ``notifyMode`` echoes the ``?notifyMode=`` of the connect URL (default ``all``);
+    ``sessions`` counts your sessions of each status up to 1,000 (1,000 reads "at least")."""
 
     server_version: str
     tenant_id: str

@@ -31,7 +31,7 @@ from vancetope_brain.errors import (
 )
 from vancetope_brain.events import EventListener, EventType, Gap, StreamEvent
 from vancetope_brain.identity import Principal
-from vancetope_brain.models import Fingerprint, Session, SessionStatus
+from vancetope_brain.models import Fingerprint, Session
 from vancetope_brain.models.inbox import Criticality
 from vancetope_brain.notifications import admits
 from vancetope_brain.observability import metrics, tracing
@@ -165,13 +165,12 @@ class Connection:
     # ── lifecycle ───────────────────────────────────────────────────────
     def open(self) -> None:
         """Greet the client (``welcome``, the Inbox summary) and follow the user's feed."""
-        sessions = self.gateway.sessions.list_sessions(self.who)
+        counts = self.gateway.sessions.count_sessions(self.who)
         self.push("welcome", frames.Welcome(
             server_version=__version__, tenant_id=self.who.tenant_id,
             user_id=self.who.user_id, llm=self._llm,
             max_frame_bytes=self._max_frame_bytes, notify_mode=self._notify_mode,
-            sessions={status.value: sum(1 for s in sessions if s.status is status)
-                      for status in SessionStatus}))
+            sessions={status.value: count for status, count in counts.items()}))
         self._follow_feed()
         self.push("inbox-pending-summary", frames.InboxPendingSummary.model_validate(
             self.gateway.inbox.pending_summary(self.who)))

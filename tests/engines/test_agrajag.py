@@ -26,6 +26,7 @@ from vancetope_brain.models.tool_health import HealthSource, HealthState
 from vancetope_brain.services import SYSTEM_USER, ServiceJob
 from vancetope_brain.services.jobs import QUEUED
 from vancetope_brain.store import LaneStore, SessionStore, ToolHealthStore
+from vancetope_brain.store.sessions import every_session
 from vancetope_brain.tools.health import AmbiguousToolError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,7 +54,7 @@ def failure(emb, session_id: str, tool: str) -> AmbiguousToolError:
 
 def agrajags(emb, tool: str):
     sessions = emb.brain.store.port(SessionStore)
-    return [p for s in sessions.list_sessions("acme", SYSTEM_USER)
+    return [p for s in every_session(sessions, "acme", SYSTEM_USER)
             for p in sessions.list_processes("acme", s.id) if p.engine_params.get("tool") == tool]
 
 
@@ -93,7 +94,7 @@ def test_the_demo_model_diagnoses_once_however_many_failures_come_at_once(emb):
     system = emb.brain.store.port(SessionStore).get_session("acme", done.session_id)
     assert (system.system, system.user_id, system.title, system.idle_timeout_sec) == (
         True, SYSTEM_USER, "_agrajag", 300)
-    assert system.id not in {s.id for s in emb.brain.sessions.list_sessions(emb.who)}
+    assert system.id not in {s.id for s in emb.brain.sessions.list_sessions(emb.who).sessions}
     # While the verdict holds (its nextProbeAt is ahead), the same failure is not diagnosed
     # again; once it is gone (an operator reset it), the next failure is, in the same session.
     assert health.next_probe_at is not None and health.next_probe_at > utcnow()

@@ -10,6 +10,8 @@ import io
 import re
 import threading
 import urllib.request
+import uuid
+from datetime import timedelta
 from xml.sax.saxutils import quoteattr
 
 import pytest
@@ -20,10 +22,12 @@ from tests.helpers import wait_for
 from vancetope_brain.config import Config
 from vancetope_brain.errors import Unauthorized, VancetopeError
 from vancetope_brain.identity import Principal
+from vancetope_brain.models import Session, SessionStatus, new_id, utcnow
 from vancetope_brain.models.inbox import Criticality, ItemType, NewItem, Outcome
-from vancetope_brain.store import LaneStore, UserInboxStore
+from vancetope_brain.store import LaneStore, SessionStore, UserInboxStore
 from vancetope_gateway import chat_client
 from vancetope_gateway.chat_client import ChatClient, _Chat
+from vancetope_gateway.chat_commands import SESSIONS_PAGE
 from vancetope_gateway.chat_commands import command as _command
 from vancetope_gateway.chat_details import line_details
 from vancetope_gateway.chat_view import PlainView, Printer, TerminalView, event_line, tool_line
@@ -625,6 +629,34 @@ def test_a_terminal_session_is_titled_from_its_first_message_and_listed(emb, ser
             other.close()
     finally:
         chat.client.close()
+
+
+def test_sessions_shows_a_page_and_more_shows_the_next(emb, served):
+    """``/sessions`` shows the newest ``SESSIONS_PAGE`` and says how to see more; ``/sessions
+    more`` the next page, and at the end that there is no more."""
+    user = f"pager{uuid.uuid4().hex[:8]}"
+    emb.brain.identity.create_user("acme", user, user)
+    start = utcnow()
+    store = emb.brain.store.port(SessionStore)
+    ids = []
+    for i in range(SESSIONS_PAGE + 2):
+        session = Session(id=new_id("ses"), tenant_id="acme", user_id=user, title=f"s{i}",
+                          status=SessionStatus.CLOSED, created_at=start + timedelta(seconds=i))
+        store.create_session(session)
+        ids.insert(0, session.id)
+    client = ChatClient(f"ws://{served}/ws", emb.brain.identity.issue_token("acme", user))
+    try:
+        pages = []
+        for line in ("/sessions", "/sessions more", "/sessions more"):
+            out = io.StringIO()
+            _command(client, line, PlainView(out))
+            pages.append(out.getvalue())
+    finally:
+        client.close()
+    assert [ln.split()[0] for ln in pages[0].splitlines()[:-1]] == ids[:SESSIONS_PAGE]
+    assert pages[0].endswith("(older sessions: /sessions more)\n")
+    assert [ln.split()[0] for ln in pages[1].splitlines()] == ids[SESSIONS_PAGE:]
+    assert "no more sessions" in pages[2]
 
 
 def test_a_reply_lists_its_sources_under_it_as_plain_lines():

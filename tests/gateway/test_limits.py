@@ -28,6 +28,7 @@ from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.models import ProcessStatus, SessionStatus
 from vancetope_brain.models.inbox import ItemType, NewItem
 from vancetope_brain.store import SessionStore
+from vancetope_brain.store.sessions import every_session
 from vancetope_gateway.app import MAX_BODY_BYTES, close_app, create_app
 from vancetope_gateway.chat_client import WebSocketClient
 from vancetope_gateway.protocol import MAX_NESTING
@@ -299,7 +300,7 @@ def test_nesting_at_the_limit_works_one_deeper_is_refused(emb):
 
 def _counts(emb, who: Principal) -> tuple[int, int]:
     store = emb.brain.store.port(SessionStore)
-    sessions = store.list_sessions("acme", who.user_id)
+    sessions = list(every_session(store, "acme", who.user_id))
     return len(sessions), sum(len(store.list_processes("acme", s.id)) for s in sessions)
 
 

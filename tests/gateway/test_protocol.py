@@ -206,7 +206,7 @@ def test_a_close_while_binding_leaves_no_binding_and_no_follow(emb, client, monk
                                 "data": {"type": "AUTONOMOUS"}}))
     assert client.ended(5)
     assert client.conn.state is ConnState.CLOSED and client.conn.session is None
-    sid = emb.brain.sessions.list_sessions(emb.who)[0].id
+    sid = emb.brain.sessions.list_sessions(emb.who).sessions[0].id
     assert emb.brain.presence.count(sid) == 0
     wait_session(emb, emb.who, sid, SessionStatus.SUSPENDED)  # its onDisconnect applied
     assert client.listener._follows == {}

@@ -140,6 +140,9 @@ def test_a_service_process_is_in_no_user_list_rest_or_frame(server, embedded):
     ("/processes/proc_nope/chat", 404, "not_found"),
     ("/processes/x/chat?limit=0", 400, "invalid_input"),
     ("/processes/x/chat?beforeSeq=abc", 400, "invalid_input"),
+    ("/sessions?limit=201", 400, "invalid_input"),
+    ("/sessions?status=ASLEEP", 400, "invalid_input"),
+    ("/sessions?cursor=not-a-cursor", 400, "invalid_input"),
 ])
 def test_rest_refusals(server, path, status, code):
     host, token = server

@@ -26,6 +26,7 @@ from vancetope_brain.recipes import RecipeAdmin
 from vancetope_brain.recipes.loader import parse_recipe
 from vancetope_brain.services import SYSTEM_USER
 from vancetope_brain.store import LaneStore, SessionStore, ToolHealthStore
+from vancetope_brain.store.sessions import every_session
 
 USERS_AT_ONCE = 4
 RECIPES = ["""
@@ -84,7 +85,7 @@ def test_one_agrajag_for_many_failing_turns_probes_safely_and_its_verdict_is_hon
     users = [run_worker(cluster, session.id, "call echo__fail") for _ in range(USERS_AT_ONCE)]
 
     def system_processes():
-        return [p for s in store.list_sessions("acme", SYSTEM_USER)
+        return [p for s in every_session(store, "acme", SYSTEM_USER)
                 for p in store.list_processes("acme", s.id)]
 
     # Every user turn fails while the one diagnosis waits (its model holds until released).
@@ -118,7 +119,7 @@ def test_one_agrajag_for_many_failing_turns_probes_safely_and_its_verdict_is_hon
     # Users never see the system session or its processes; operators do.
     system_session = store.get_session("acme", diagnosis.session_id)
     assert system_session.system and system_session.user_id == SYSTEM_USER
-    assert [s.id for s in brain.sessions.list_sessions(who)] == [session.id]
+    assert [s.id for s in brain.sessions.list_sessions(who).sessions] == [session.id]
     assert diagnosis.id not in {p.id for p in brain.sessions.processes(who, session.id)}
     listed = subprocess.run([sys.executable, "-m", "vancetope_gateway.cli", "admin",
                              "system-session", "list", "--tenant", "acme"], cwd=REPO,

@@ -32,6 +32,7 @@ from vancetope_brain.store import (
 )
 from vancetope_brain.store.mongo import MongoBackend
 from vancetope_brain.store.mongo._codec import to_bson
+from vancetope_brain.store.sessions import every_session
 from vancetope_brain.store.transfer import KINDS
 
 Exported = dict[str, list[dict[str, Any]]]
@@ -96,7 +97,7 @@ def _same_through_the_ports(sqlite: Backend, mongo: Backend, used: Used) -> None
         (IdentityStore, lambda s: [None if (t := s.token_by_hash(h)) is None else t.id
                                    for h in used.token_hashes]),
         (SessionStore, lambda s: {t: sorted((x.id, x.status, x.title) for x in
-                                            s.list_sessions(t, "usr_1")) for t in used.tenants}),
+                                            every_session(s, t, "usr_1")) for t in used.tenants}),
         (SessionStore, lambda s: {t: sorted((p.id, p.status, p.epoch, p.next_seq)
                                             for sid in used.sessions[t]
                                             for p in s.list_processes(t, sid))

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from vancetope_brain.models import SessionStatus
 from vancetope_brain.models.memory import MemoryKind, MemoryScope, ScopeRef
 from vancetope_brain.models.settings import SettingScope
 from vancetope_brain.store import (
@@ -30,6 +31,15 @@ READS: dict[str, tuple[str, Callable[[Any], object]]] = {
         lambda p: p(LaneStore).turn_records("ten_1", "proc_1", lifecycle="start", last=1)),
     "the user's sessions not closed": (
         "sessions_open", lambda p: p(SessionStore).count_open_sessions("ten_1", "usr_1")),
+    "a page of the user's sessions": (
+        "sessions_by_user", lambda p: p(SessionStore).list_sessions(
+            "ten_1", "usr_1", cursor="1700000000000|7", limit=50)),
+    "a page of the user's sessions of one status": (
+        "sessions_by_status", lambda p: p(SessionStore).list_sessions(
+            "ten_1", "usr_1", status=SessionStatus.CLOSED, cursor="1700000000000|7", limit=50)),
+    "the user's sessions counted per status": (
+        "sessions_by_status", lambda p: p(SessionStore).count_sessions("ten_1", "usr_1",
+                                                                       cap=1000)),
     "the user's sessions a search reads": (
         "sessions_open", lambda p: p(SessionSearch).search_sessions("ten_1", "usr_1", "budget")),
     "a project's documents": (

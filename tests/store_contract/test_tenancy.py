@@ -42,7 +42,7 @@ def test_foreign_reads_raise_not_found(
 def test_foreign_lists_are_empty(
     sessions: SessionStore, lanes: LaneStore, owned: dict[str, str]
 ) -> None:
-    assert sessions.list_sessions("ten_b", owned["user"]) == []
+    assert sessions.list_sessions("ten_b", owned["user"], limit=10).sessions == []
     assert sessions.list_processes("ten_b", owned["session"]) == []
     assert lanes.pending_messages("ten_b", owned["process"]) == []
     assert lanes.chat_history("ten_b", owned["process"]) == []

@@ -1,6 +1,6 @@
 """Paging in the web client against a real ``vancetope serve``: a chat longer than one
 history page (200 lines) loads its earlier lines with ``beforeSeq`` keeping the scroll
-position, and the Inbox list pages with ``nextCursor``."""
+position, and the Inbox list and the session list page with ``nextCursor``."""
 
 from __future__ import annotations
 
@@ -8,19 +8,26 @@ import json
 import re
 import time
 import uuid
+from datetime import timedelta
 
 from tests.web.ui import create_session
+from vancetope_brain.models import Session, SessionStatus, new_id, utcnow
+from vancetope_brain.store import SessionStore, open_store
 from vancetope_gateway.chat_client import WebSocketClient
 
 LINES = 210  # user lines: more than one page of 200 with Arthur's replies besides
 
 
-def _pager(server) -> str:  # type: ignore[no-untyped-def]
+def _tenant(server) -> str:  # type: ignore[no-untyped-def]
+    return server.admin("tenant", "list").stdout.splitlines()[1].split()[0]
+
+
+def _pager(server, user_id: str = "usr_pia", name: str = "Pia") -> str:  # type: ignore[no-untyped-def]
     """A token of a user of its own (Pia), so the many lines and items stay out of the
     local user's sessions and Inbox that the other tests count."""
-    tenant = server.admin("tenant", "list").stdout.splitlines()[1].split()[0]
-    user = server.admin("user", "create", "-q", "--tenant", tenant, "--id", "usr_pia",
-                        "--exist-ok", "Pia").stdout.strip()
+    tenant = _tenant(server)
+    user = server.admin("user", "create", "-q", "--tenant", tenant, "--id", user_id,
+                        "--exist-ok", name).stdout.strip()
     return server.admin("token", "create", "-q", "--tenant", tenant, "--user", user) \
         .stdout.strip().splitlines()[-1]
 
@@ -136,3 +143,36 @@ def test_the_inbox_list_loads_more_with_the_next_cursor_and_filters_on_the_serve
                         ".map((r) => r.textContent)")
     assert len(ids) == 56  # Pia's items, each once
     shoot(page, "inbox-loaded-more")
+
+
+def test_the_session_list_shows_every_open_session_and_closed_ones_a_page_at_a_time(
+        server, page, shoot):
+    """An open session older than 55 closed ones is listed first; the newest 50 closed
+    follow and *Show more* loads the other 5."""
+    token = _pager(server, "usr_sam", "Sam")
+    tenant, start = _tenant(server), utcnow() - timedelta(days=1)
+    store = open_store(f"sqlite:///{server.data_dir / 'vancetope.db'}")
+    try:
+        sessions = store.port(SessionStore)
+        sessions.create_session(Session(id=new_id("ses"), tenant_id=tenant, user_id="usr_sam",
+                                        title="still open", status=SessionStatus.SUSPENDED,
+                                        created_at=start))
+        for i in range(55):
+            sessions.create_session(Session(
+                id=new_id("ses"), tenant_id=tenant, user_id="usr_sam", title=f"closed {i:02d}",
+                status=SessionStatus.CLOSED, created_at=start + timedelta(minutes=i + 1)))
+    finally:
+        store.close()
+
+    page.goto(f"{server.url}/#token={token}")
+    listed = page.get_by_role("navigation", name="Sessions")
+    more = listed.get_by_role("button", name="Show more")
+    more.wait_for()
+    shown = [t.strip().splitlines()[0] for t in listed.get_by_role("button").all_inner_texts()]
+    assert shown == ["still open", *(f"closed {i:02d}" for i in range(54, 4, -1)),
+                     "Show more"], shown
+    shoot(page.get_by_role("navigation", name="Sessions"), "session-list-show-more")
+    more.click()
+    listed.get_by_role("button", name="closed 00").wait_for()
+    assert more.count() == 0
+    assert listed.get_by_role("button", name=re.compile(r"^closed \d\d")).count() == 55

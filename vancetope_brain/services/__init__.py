@@ -29,8 +29,8 @@ from vancetope_brain.services.documents import (
 )
 from vancetope_brain.services.jobs import ServiceJob, ServiceJobs
 from vancetope_brain.services.retention import RetentionService
-from vancetope_brain.services.system_sessions import SYSTEM_USER, SystemSessions
+from vancetope_brain.services.system_sessions import SYSTEM_USER, SystemSessions, system_sessions
 
 __all__ = ["SYSTEM_USER", "DocumentFiles", "DocumentIndexer", "DocumentPushes",
            "DocumentService", "IndexJob", "RetentionService", "ServiceJob", "ServiceJobs",
-           "SystemSessions"]
+           "SystemSessions", "system_sessions"]

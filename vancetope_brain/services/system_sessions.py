@@ -15,6 +15,7 @@ their lanes own (``purge``), so closed diagnoses do not pile up.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 
 import redis
@@ -26,11 +27,18 @@ from vancetope_brain.models import OnDisconnect, Session, SessionStatus, Session
 from vancetope_brain.models.recipe import SystemSessionSpec
 from vancetope_brain.sessions.lifecycle import SessionLifecycle
 from vancetope_brain.store import SessionStore
+from vancetope_brain.store.sessions import every_session
 
 log = logging.getLogger(__name__)
 
 SYSTEM_USER = "_system"
 """The owner of every system session and its processes."""
+
+
+def system_sessions(store: SessionStore, tenant_id: str) -> Iterator[Session]:
+    """Every system session of the tenant, newest first, a page at a time (what
+    ``vancetope admin system-session list`` shows)."""
+    return (s for s in every_session(store, tenant_id, SYSTEM_USER) if s.system)
 
 
 class SystemSessions:
@@ -62,10 +70,12 @@ class SystemSessions:
         return session
 
     def find(self, tenant_id: str, project_id: str, service: str) -> Session | None:
-        """The service's system session in the project that is not CLOSED, if any."""
-        return next((s for s in self._store.list_sessions(tenant_id, SYSTEM_USER)
-                     if s.system and s.project_id == project_id and s.title == f"_{service}"
-                     and s.status is not SessionStatus.CLOSED), None)
+        """The service's system session in the project that is not CLOSED, if any (read
+        among the OPEN and SUSPENDED ones: one per project and service at most)."""
+        return next((s for status in (SessionStatus.OPEN, SessionStatus.SUSPENDED)
+                     for s in every_session(self._store, tenant_id, SYSTEM_USER, status=status)
+                     if s.system and s.project_id == project_id and s.title == f"_{service}"),
+                    None)
 
     def purge(self, now: datetime, *, limit: int = 100) -> int:
         """Delete up to ``limit`` service processes CLOSED longer than the retention, across
@@ -77,6 +87,3 @@ class SystemSessions:
                      self._retention)
         return len(gone)
 
-    def list(self, tenant_id: str) -> list[Session]:
-        """Every system session of the tenant, newest first (operators only)."""
-        return [s for s in self._store.list_sessions(tenant_id, SYSTEM_USER) if s.system]

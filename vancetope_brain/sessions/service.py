@@ -31,6 +31,15 @@ from vancetope_brain.models.wake import ProcessWaker
 from vancetope_brain.sessions.titles import TITLE_MAX, one_line, title_from_message
 from vancetope_brain.settings import SettingsApi, SettingsService
 from vancetope_brain.store import IdentityStore, LaneStore, SessionSearch, SessionStore
+from vancetope_brain.store.sessions import SessionPage
+
+PAGE_LIMIT = 50
+"""Sessions a page of ``list_sessions`` holds unless asked for fewer or more."""
+PAGE_LIMIT_MAX = 200
+"""The most sessions one page may hold (``session-list``'s and ``GET /sessions``' ``limit``)."""
+COUNT_CAP = 1000
+"""Where ``count_sessions`` stops counting a status: a count of ``COUNT_CAP`` reads "at
+least" (what the ``welcome`` tells; a user's closed sessions are not counted past it)."""
 
 
 class SessionService:
@@ -133,10 +142,21 @@ class SessionService:
         self.get(who, session_id)
         return self._sessions.set_details(who.tenant_id, session_id, title=title)
 
-    def list_sessions(self, who: Principal) -> list[Session]:
-        """The caller's sessions; never a system session (its owner ``_system`` is no user)."""
-        return [s for s in self._sessions.list_sessions(who.tenant_id, who.user_id)
-                if not s.system]
+    def list_sessions(self, who: Principal, *, status: SessionStatus | None = None,
+                      cursor: str | None = None, limit: int = PAGE_LIMIT) -> SessionPage:
+        """A page of the caller's sessions, newest first (of ``status`` if given);
+        ``cursor``: the previous page's ``next_cursor``. Never a system session (its owner
+        ``_system`` is no user). Raises ``InvalidInput`` for a cursor not made here or a
+        ``limit`` outside 1..``PAGE_LIMIT_MAX``."""
+        if not 1 <= limit <= PAGE_LIMIT_MAX:
+            raise InvalidInput(f"a page holds 1 to {PAGE_LIMIT_MAX} sessions, not {limit}")
+        page = self._sessions.list_sessions(who.tenant_id, who.user_id, status=status,
+                                            cursor=cursor, limit=limit)
+        return SessionPage([s for s in page.sessions if not s.system], page.next_cursor)
+
+    def count_sessions(self, who: Principal) -> dict[SessionStatus, int]:
+        """The caller's sessions per status, each counted up to ``COUNT_CAP``."""
+        return self._sessions.count_sessions(who.tenant_id, who.user_id, cap=COUNT_CAP)
 
     def search(self, who: Principal, query: str, limit: int) -> list[ConversationHit]:
         """The caller's own sessions whose title or chat holds every word of ``query``

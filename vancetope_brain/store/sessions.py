@@ -1,12 +1,64 @@
-"""The sessions port: sessions and the process documents they own."""
+"""The sessions port: sessions and the process documents they own.
+
+A user's sessions are read a page at a time (``list_sessions``) and counted up to a cap
+(``count_sessions``), so a user with 10,000 closed sessions costs a read what one with 10
+does. A page's ``next_cursor`` is opaque: ``<createdAt ms>|<key>``, the position of the
+page's last session, where ``key`` is what breaks ties of one millisecond in the adapter's
+order (the SQL row number: insertion order; MongoDB: the session id).
+"""
 
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime
 
+from vancetope_brain.errors import InvalidInput
 from vancetope_brain.models import Fingerprint, Session, SessionStatus, SuspendCause, ThinkProcess
 from vancetope_brain.store.backend import Port
+
+BAD_CURSOR = "cursor is not a nextCursor of session-list"
+"""The message of the ``InvalidInput`` (code ``invalid_input``) a cursor not made here
+raises."""
+
+
+@dataclass(frozen=True)
+class SessionPage:
+    """A page of ``SessionStore.list_sessions``: the sessions, newest first, and the cursor
+    of the next page (None at the end)."""
+
+    sessions: list[Session]
+    next_cursor: str | None
+
+
+def page_cursor(created_ms: int, key: object) -> str:
+    """The cursor of the page after a session at (``created_ms``, ``key``)."""
+    return f"{created_ms}|{key}"
+
+
+def cursor_position(cursor: str) -> tuple[int, str]:
+    """The (createdAt ms, key) a ``page_cursor`` holds. Raises ``InvalidInput``."""
+    at, sep, key = cursor.partition("|")
+    if not (sep and key and at.isascii() and at.isdigit()):
+        raise InvalidInput(BAD_CURSOR)
+    return int(at), key
+
+
+def every_session(store: SessionStore, tenant_id: str, user_id: str, *,
+                  status: SessionStatus | None = None,
+                  page_size: int = 200) -> Iterator[Session]:
+    """Each of the user's sessions (of ``status``), newest first, read a page at a time:
+    for operators' and services' reads of a user whose sessions are few (the system user's);
+    a request of a user reads one page."""
+    cursor: str | None = None
+    while True:
+        page = store.list_sessions(tenant_id, user_id, status=status, cursor=cursor,
+                                   limit=page_size)
+        yield from page.sessions
+        if page.next_cursor is None:
+            return
+        cursor = page.next_cursor
 
 
 class SessionStore(Port):
@@ -27,8 +79,21 @@ class SessionStore(Port):
         """The session. Raises ``NotFound``."""
 
     @abstractmethod
-    def list_sessions(self, tenant_id: str, user_id: str) -> list[Session]:
-        """The user's sessions, newest first."""
+    def list_sessions(self, tenant_id: str, user_id: str, *,
+                      status: SessionStatus | None = None, cursor: str | None = None,
+                      limit: int) -> SessionPage:
+        """A page of at most ``limit`` (≥ 1) of the user's sessions (of ``status`` if given),
+        newest first (``createdAt`` descending, ties as the module says); ``cursor``: the
+        ``next_cursor`` of the previous page read with the same ``status``. The query
+        filters and orders on an index, so it reads the page, not the user's history.
+        Raises ``InvalidInput`` for a cursor not made by ``next_cursor``."""
+
+    @abstractmethod
+    def count_sessions(self, tenant_id: str, user_id: str, *,
+                       cap: int) -> dict[SessionStatus, int]:
+        """How many of the user's sessions each status has, each counted up to ``cap`` (a
+        count of ``cap`` means at least that many): index counts that read at most ``cap``
+        entries a status."""
 
     @abstractmethod
     def count_open_sessions(self, tenant_id: str, user_id: str) -> int:

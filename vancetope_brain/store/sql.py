@@ -9,6 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
+from typing import overload
+
+from vancetope_brain.errors import InvalidInput
+from vancetope_brain.store.sessions import BAD_CURSOR, cursor_position
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -27,6 +31,14 @@ def to_ms(moment: datetime) -> int:
     return (moment - _EPOCH) // timedelta(milliseconds=1)
 
 
+@overload
+def from_ms(ms: int) -> datetime: ...
+
+
+@overload
+def from_ms(ms: int | None) -> datetime | None: ...
+
+
 def from_ms(ms: int | None) -> datetime | None:
     """The aware UTC datetime of a ``*_ms`` column (None stays None)."""
     return None if ms is None else _EPOCH + timedelta(milliseconds=ms)
@@ -35,3 +47,12 @@ def from_ms(ms: int | None) -> datetime | None:
 def iso(moment: datetime) -> str:
     """A time as the documents spell it (``…Z``), for ``json_set``."""
     return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def row_position(cursor: str) -> tuple[int, int]:
+    """The (``created_ms``, row number) a sessions page cursor of a SQL store holds (its
+    ties break on the row number: insertion order). Raises ``InvalidInput``."""
+    created_ms, key = cursor_position(cursor)
+    if not (key.isascii() and key.isdigit()):
+        raise InvalidInput(BAD_CURSOR)
+    return created_ms, int(key)

@@ -11,6 +11,7 @@ from vancetope_brain.engines import shown_process
 from vancetope_brain.models import Fingerprint, OnDisconnect, Session, SessionStatus, SessionType
 from vancetope_brain.models.base import Wire
 from vancetope_brain.models.conversation import MAX_HITS, MAX_QUERY_CHARS, ConversationHit
+from vancetope_brain.sessions.service import PAGE_LIMIT, PAGE_LIMIT_MAX
 from vancetope_brain.sessions.titles import TITLE_MAX
 from vancetope_gateway.handlers.declare import Context, Empty, Id, frame
 
@@ -37,9 +38,12 @@ class SessionResume(Wire):
 
 
 class SessionList(Wire):
-    """The caller's sessions, newest first, optionally of one status."""
+    """A page of the caller's sessions, newest first, optionally of one status; ``cursor``:
+    the ``nextCursor`` of the previous page (asked with the same ``status``)."""
 
     status: SessionStatus | None = None
+    cursor: str | None = Field(default=None, min_length=1, max_length=64)
+    limit: int = Field(default=PAGE_LIMIT, ge=1, le=PAGE_LIMIT_MAX)
 
 
 class SessionRef(Wire):
@@ -83,9 +87,10 @@ class SessionBound(Wire):
 
 
 class SessionsListed(Wire):
-    """Reply to ``session-list``."""
+    """Reply to ``session-list``: a page of sessions; ``nextCursor`` when more follow."""
 
     sessions: list[dict[str, Any]]
+    next_cursor: str | None = None
 
 
 class SessionDetail(Wire):
@@ -128,9 +133,10 @@ def session_resume(conn: Context, data: SessionResume) -> SessionBound:
 
 @frame("session-list")
 def session_list(conn: Context, data: SessionList) -> SessionsListed:
-    return SessionsListed(sessions=[
-        s.dump() for s in conn.gateway.sessions.list_sessions(conn.who)
-        if data.status is None or s.status is data.status])
+    page = conn.gateway.sessions.list_sessions(conn.who, status=data.status,
+                                               cursor=data.cursor, limit=data.limit)
+    return SessionsListed(sessions=[s.dump() for s in page.sessions],
+                          next_cursor=page.next_cursor)
 
 
 @frame("session-get")

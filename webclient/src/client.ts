@@ -7,7 +7,7 @@ import { forgetToken, storeToken, storedToken } from "./auth";
 import { Connection, ProtocolError, type CloseInfo } from "./connection";
 import type {
   ChatHistorySummary, ConversationHit, OnDisconnect, Push, Reply, Requests, RequestType,
-  SessionType, StreamEvent, TenantUser,
+  Session, SessionType, StreamEvent, TenantUser,
 } from "./protocol";
 import { onDocumentPush } from "./documents";
 import { loadInbox, onInboxPush } from "./inbox";
@@ -19,6 +19,10 @@ import {
 /** Chat lines loaded per page: the newest when a chat is shown or after `events-gap`, then
  * each *Load earlier* (`beforeSeq`). */
 export const HISTORY_LINES = 200;
+/** Closed sessions per page of the session list (*Show more* reads the next). */
+export const SESSION_PAGE = 50;
+/** The most sessions one `session-list` page holds (the server's cap). */
+const SESSION_PAGE_MAX = 200;
 /** Hits one search of the session list shows at most. */
 export const SEARCH_HITS = 20;
 /** Engines whose views are drawn from their state: re-read when a turn of theirs ends. */
@@ -44,7 +48,7 @@ export function signOut(reason: string | null = null): void {
   forgetToken();
   resetSession();
   set({ connection: "signed-out", authError: reason, welcome: null, sessions: [],
-    inbox: {}, pendingSummary: null, documents: {}, uploads: [] });
+    moreSessions: null, inbox: {}, pendingSummary: null, documents: {}, uploads: [] });
 }
 
 function connect(): void {
@@ -81,7 +85,7 @@ async function onClose(token: string, info: CloseInfo): Promise<void> {
  * token whether it is the token (401) or the network. */
 async function refused(token: string): Promise<boolean> {
   try {
-    const answer = await fetch("/sessions", { headers: { Authorization: `Bearer ${token}` } });
+    const answer = await fetch("/sessions?limit=1", { headers: { Authorization: `Bearer ${token}` } });
     return answer.status === 401;
   } catch {
     return false;
@@ -189,9 +193,44 @@ export async function tryRequest<T extends RequestType>(
   }
 }
 
+/** Every session of the user of `status` (OPEN or SUSPENDED: the server caps how many a
+ * user keeps not CLOSED), newest first; `undefined` when a page was refused. */
+async function everySession(status: "OPEN" | "SUSPENDED"): Promise<Session[] | undefined> {
+  const found: Session[] = [];
+  let cursor: string | null = null;
+  do {
+    const answer: Reply<"session-list"> | undefined = await request("session-list",
+      { status, limit: SESSION_PAGE_MAX, ...(cursor ? { cursor } : {}) });
+    if (!answer) return undefined;
+    found.push(...answer.sessions);
+    cursor = answer.nextCursor ?? null;
+  } while (cursor);
+  return found;
+}
+
+/** The session list, replacing what was loaded: every session not CLOSED, newest first,
+ * then the newest page of closed ones; *Show more* (`showMoreSessions`) reads the next. A
+ * user with thousands of closed sessions loads one page of them. */
 export async function refreshSessions(): Promise<void> {
-  const answer = await request("session-list", {});
-  if (answer) set({ sessions: answer.sessions });
+  const [open, suspended, closed] = await Promise.all([
+    everySession("OPEN"), everySession("SUSPENDED"),
+    request("session-list", { status: "CLOSED", limit: SESSION_PAGE })]);
+  if (!open || !suspended || !closed) return;
+  const active = [...open, ...suspended].sort((a, b) => b.createdAt.localeCompare(a.createdAt));
+  set({ sessions: [...active, ...closed.sessions], moreSessions: closed.nextCursor ?? null });
+}
+
+/** The next page of the user's closed sessions, after those the list shows. */
+export async function showMoreSessions(): Promise<void> {
+  const cursor = get().moreSessions;
+  if (!cursor) return;
+  const answer = await request("session-list", { status: "CLOSED", limit: SESSION_PAGE, cursor });
+  if (!answer) return;
+  set((s) => {
+    const shown = new Set(s.sessions.map((x) => x.id));
+    return { sessions: [...s.sessions, ...answer.sessions.filter((x) => !shown.has(x.id))],
+      moreSessions: answer.nextCursor ?? null };
+  });
 }
 
 export async function createSession(

@@ -525,12 +525,15 @@ export interface SessionGetRequest {
   sessionId: string;
 }
 /**
- * The caller's sessions, newest first, optionally of one status.
+ * A page of the caller's sessions, newest first, optionally of one status; ``cursor``:
+ * the ``nextCursor`` of the previous page (asked with the same ``status``).
  *
  * This interface was referenced by `Frames`'s JSON-Schema
  * via the `definition` "SessionListRequest".
  */
 export interface SessionListRequest {
+  cursor?: string | null;
+  limit?: number;
   status?: SessionStatus | null;
 }
 /**
@@ -1153,12 +1156,13 @@ export interface SessionGetReply {
   };
 }
 /**
- * Reply to ``session-list``.
+ * Reply to ``session-list``: a page of sessions; ``nextCursor`` when more follow.
  *
  * This interface was referenced by `Frames`'s JSON-Schema
  * via the `definition` "SessionListReply".
  */
 export interface SessionListReply {
+  nextCursor?: string | null;
   sessions: {
     [k: string]: unknown;
   }[];
@@ -1529,7 +1533,8 @@ export interface ToolCallPush {
 }
 /**
  * First frame on every connection: who you are, the server, your sessions at a glance.
- * ``notifyMode`` echoes the ``?notifyMode=`` of the connect URL (default ``all``).
+ * ``notifyMode`` echoes the ``?notifyMode=`` of the connect URL (default ``all``);
+ * ``sessions`` counts your sessions of each status up to 1,000 (1,000 reads "at least").
  *
  * This interface was referenced by `Frames`'s JSON-Schema
  * via the `definition` "WelcomePush".

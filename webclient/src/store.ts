@@ -76,7 +76,10 @@ export interface State {
   /** Why the user is signed out or what failed last; shown on the sign-in form. */
   authError: string | null;
   welcome: Welcome | null;
+  /** The session list: every session not CLOSED, then the closed ones loaded so far. */
   sessions: Session[];
+  /** The cursor of the next page of closed sessions (`null`: all are loaded). */
+  moreSessions: string | null;
   sessionId: string | null;
   chatProcessId: string | null;
   /** The last event `seq` seen of the bound session: what a resume asks after. */
@@ -116,6 +119,7 @@ export const useStore = create<State>(() => ({
   authError: null,
   welcome: null,
   sessions: [],
+  moreSessions: null,
   tab: "chat",
   inbox: {},
   inboxSelected: null,

@@ -39,6 +39,7 @@ from vancetope_brain.store import (
     ToolHealthStore,
     UserInboxStore,
 )
+from vancetope_brain.store.sessions import every_session
 
 if TYPE_CHECKING:
     from tests.store_contract.conftest import World
@@ -79,7 +80,7 @@ class Everything:
         seen["settings"] = b.port(SettingStore).list_settings(tenant, SettingScope.tenant())
         seen["recipes"] = b.port(RecipeStore).list_recipes(tenant, None)
         seen["tool_health"] = b.port(ToolHealthStore).list_tool_health(tenant)
-        seen["sessions"] = b.port(SessionStore).list_sessions(tenant, "usr_1")
+        seen["sessions"] = list(every_session(b.port(SessionStore), tenant, "usr_1"))
         lanes = b.port(LaneStore)
         for pid in processes:
             seen[f"processes/{pid}"] = [p.id for s in sessions for p in

@@ -44,6 +44,7 @@ from vancetope_brain.store import (
     TransferStore,
     UserInboxStore,
 )
+from vancetope_brain.store.sessions import every_session
 from vancetope_brain.store.transfer import KINDS
 
 if TYPE_CHECKING:
@@ -241,7 +242,7 @@ def seen(b: Backend, used: Used) -> dict[str, Any]:
             *(SettingScope.user(user.id) for user in t["users"]))]
         t["recipes"] = [b.port(RecipeStore).list_recipes(tenant, project)
                         for project in (None, "prj_b")]
-        t["sessions"] = [b.port(SessionStore).list_sessions(tenant, user)
+        t["sessions"] = [list(every_session(b.port(SessionStore), tenant, user))
                          for user in ("usr_1", *used.users[tenant])]
         t["processes"] = [b.port(SessionStore).list_processes(tenant, session)
                           for session in used.sessions[tenant]]

@@ -30,7 +30,13 @@ from vancetope_brain.models import (
 )
 from vancetope_brain.store.mongo import MongoAdapter, MongoBackend
 from vancetope_brain.store.mongo._codec import from_bson, load_one, naive_utc, to_bson, translated
-from vancetope_brain.store.sessions import SessionStore
+from vancetope_brain.store.sessions import (
+    SessionPage,
+    SessionStore,
+    cursor_position,
+    page_cursor,
+)
+from vancetope_brain.store.sql import from_ms, to_ms
 
 PROCESSES = "think_processes"
 """The collection of process documents."""
@@ -51,6 +57,10 @@ def process_exists(database: Any, tenant_id: str, process_id: str) -> bool:
                                                limit=1) > 0
 
 
+_NEWEST = [("createdAt", DESCENDING), ("_id", DESCENDING)]
+"""The order of a page of sessions."""
+_NEWEST_BY_USER = [("tenantId", ASCENDING), ("userId", ASCENDING), *_NEWEST]
+
 _UNSET = {"title": ["", None], "fingerprint": [None]}
 """What ``set_details(only_unset=True)`` takes for a field not set yet."""
 
@@ -66,6 +76,11 @@ class MongoSessions(MongoAdapter, SessionStore):
         self._sessions.create_index(
             [("tenantId", ASCENDING), ("userId", ASCENDING), ("status", ASCENDING)],
             name="by_user_status")
+        # A page of the user's sessions (of one status), newest first: ties on the id.
+        self._sessions.create_index(_NEWEST_BY_USER, name="page")
+        self._sessions.create_index(
+            [("tenantId", ASCENDING), ("userId", ASCENDING), ("status", ASCENDING),
+             *_NEWEST], name="page_by_status")
         self._processes.create_index(
             [("tenantId", ASCENDING), ("sessionId", ASCENDING), ("createdAt", ASCENDING)],
             name="by_session")
@@ -80,9 +95,28 @@ class MongoSessions(MongoAdapter, SessionStore):
         return load_one(Session, raw, f"session {session_id} not found")
 
     @translated
-    def list_sessions(self, tenant_id: str, user_id: str) -> list[Session]:
-        cursor = self._sessions.find({"tenantId": tenant_id, "userId": user_id})
-        return [from_bson(Session, raw) for raw in cursor.sort("createdAt", DESCENDING)]
+    def list_sessions(self, tenant_id: str, user_id: str, *,
+                      status: SessionStatus | None = None, cursor: str | None = None,
+                      limit: int) -> SessionPage:
+        found: dict[str, Any] = {"tenantId": tenant_id, "userId": user_id}
+        if status is not None:
+            found["status"] = status.value
+        if cursor is not None:
+            created_ms, session_id = cursor_position(cursor)
+            at = naive_utc(from_ms(created_ms))
+            found["$or"] = [{"createdAt": {"$lt": at}},
+                            {"createdAt": at, "_id": {"$lt": session_id}}]
+        raws = list(self._sessions.find(found).sort(_NEWEST).limit(limit + 1))
+        page = [from_bson(Session, raw) for raw in raws[:limit]]
+        return SessionPage(sessions=page, next_cursor=page_cursor(
+            to_ms(page[-1].created_at), page[-1].id) if len(raws) > limit else None)
+
+    @translated
+    def count_sessions(self, tenant_id: str, user_id: str, *,
+                       cap: int) -> dict[SessionStatus, int]:
+        return {status: self._sessions.count_documents(
+            {"tenantId": tenant_id, "userId": user_id, "status": status.value}, limit=cap)
+            for status in SessionStatus}
 
     @translated
     def count_open_sessions(self, tenant_id: str, user_id: str) -> int:

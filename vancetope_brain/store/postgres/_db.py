@@ -3,7 +3,9 @@ column codecs the adapters share.
 
 Schema versions (table ``schema_version``): 1 — the first, the tables of every
 adapter as of the SQLite backend's version 7; 2 — ``chat`` gains ``row_no``, its
-insertion order (``lanes.py``). A migration is forward-only: an
+insertion order (``lanes.py``); 3 — the index ``sessions_by_user`` ends in ``row_no``, so
+a page of a user's sessions reads in index order with no sort (``sessions.py``: dropped,
+and made anew by the table script). A migration is forward-only: an
 adapter's ``migrations[N]`` are the statements that bring its tables from version
 N-1 to N, run once, in version order, in the same transaction that records N (DDL
 is transactional on PostgreSQL, so a failed migration leaves the previous version
@@ -30,7 +32,7 @@ from vancetope_brain.models import Document
 D = TypeVar("D", bound=Document)
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 """Bumped by a migration that changes an existing table (never by a new table)."""
 
 STATEMENT_TIMEOUT_MS = 30_000

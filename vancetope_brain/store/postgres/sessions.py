@@ -45,8 +45,8 @@ from vancetope_brain.models import (
 )
 from vancetope_brain.store.postgres import PostgresAdapter
 from vancetope_brain.store.postgres._db import doc_json, load_all, load_one
-from vancetope_brain.store.sessions import SessionStore
-from vancetope_brain.store.sql import from_ms, iso, sql_literals, to_ms
+from vancetope_brain.store.sessions import SessionPage, SessionStore, page_cursor
+from vancetope_brain.store.sql import from_ms, iso, row_position, sql_literals, to_ms
 
 UNSETTLED_LANES = f"status IN ({sql_literals(lifecycle.UNSETTLED)})"
 """The lanes the sweeper wakes without a message: the predicate of the partial index
@@ -58,9 +58,13 @@ CREATE TABLE IF NOT EXISTS sessions (
     created_ms BIGINT NOT NULL, doc JSONB NOT NULL,
     row_no BIGINT GENERATED ALWAYS AS IDENTITY
 );
-CREATE INDEX IF NOT EXISTS sessions_by_user ON sessions (tenant_id, user_id, created_ms);
+-- A page of the user's sessions, newest first, in index order (no sort of their history).
+CREATE INDEX IF NOT EXISTS sessions_by_user ON sessions (tenant_id, user_id, created_ms, row_no);
 CREATE INDEX IF NOT EXISTS sessions_open ON sessions (tenant_id, user_id)
     WHERE doc->>'status' <> 'CLOSED';
+-- A page of the user's sessions of one status, newest first, and their counts.
+CREATE INDEX IF NOT EXISTS sessions_by_status
+    ON sessions (tenant_id, user_id, (doc->>'status'), created_ms, row_no);
 -- The retention purge's candidates (``retention.py``): only CLOSED sessions.
 CREATE INDEX IF NOT EXISTS sessions_closed ON sessions (tenant_id, created_ms)
     WHERE doc->>'status' = 'CLOSED';
@@ -85,6 +89,11 @@ CREATE INDEX IF NOT EXISTS lanes_control
 CREATE INDEX IF NOT EXISTS lanes_unsettled
     ON lanes (process_id) WHERE {UNSETTLED_LANES};
 """
+
+_MIGRATIONS = {
+    # 3: sessions_by_user gains row_no (the table script makes it anew).
+    3: ("DROP INDEX IF EXISTS sessions_by_user",),
+}
 
 _PROCESS_SELECT = (
     "SELECT p.doc, l.status, l.epoch, l.next_seq, l.pending_control, l.control_requested_ms, "
@@ -151,6 +160,7 @@ def insert_process_in(conn: psycopg.Connection[Any], process: ThinkProcess) -> N
 
 class PostgresSessions(PostgresAdapter, SessionStore):
     tables = _TABLES
+    migrations = _MIGRATIONS
 
     def create_session(self, session: Session) -> None:
         self.db.execute(
@@ -165,12 +175,35 @@ class PostgresSessions(PostgresAdapter, SessionStore):
                                               "tenant_id = %s", (session_id, tenant_id)),
                         f"session {session_id} not found")
 
-    def list_sessions(self, tenant_id: str, user_id: str) -> list[Session]:
-        return load_all(Session, self.db.read(
-            "SELECT doc FROM sessions WHERE tenant_id = %s AND user_id = %s "
-            "ORDER BY created_ms DESC, row_no DESC",
-            (tenant_id, user_id),
-        ))
+    def list_sessions(self, tenant_id: str, user_id: str, *,
+                      status: SessionStatus | None = None, cursor: str | None = None,
+                      limit: int) -> SessionPage:
+        # Read in the order of sessions_by_user, or of sessions_by_status, whose expression
+        # the status filter repeats word for word.
+        where = "tenant_id = %s AND user_id = %s"
+        params: list[object] = [tenant_id, user_id]
+        if status is not None:
+            where += " AND doc->>'status' = %s"
+            params.append(status.value)
+        if cursor is not None:
+            created_ms, row = row_position(cursor)
+            where += " AND created_ms <= %s AND (created_ms < %s OR row_no < %s)"
+            params += [created_ms, created_ms, row]
+        rows = self.db.read(f"SELECT doc, created_ms, row_no FROM sessions WHERE {where} "
+                            "ORDER BY created_ms DESC, row_no DESC LIMIT %s", (*params, limit + 1))
+        page = rows[:limit]
+        return SessionPage(
+            sessions=load_all(Session, page),
+            next_cursor=page_cursor(page[-1][1], page[-1][2]) if len(rows) > limit else None)
+
+    def count_sessions(self, tenant_id: str, user_id: str, *,
+                       cap: int) -> dict[SessionStatus, int]:
+        # One capped count a status, each on sessions_by_status.
+        counts = self.db.read("SELECT " + ", ".join([
+            "(SELECT count(*) FROM (SELECT 1 FROM sessions WHERE tenant_id = %s "
+            "AND user_id = %s AND doc->>'status' = %s LIMIT %s) AS capped)"] * len(SessionStatus)),
+            tuple(v for s in SessionStatus for v in (tenant_id, user_id, s.value, cap)))[0]
+        return dict(zip(SessionStatus, map(int, counts), strict=True))
 
     def count_open_sessions(self, tenant_id: str, user_id: str) -> int:
         # The WHERE of the partial index sessions_open, word for word.

@@ -30,8 +30,8 @@ from vancetope_brain.models import (
     lifecycle,
     utcnow,
 )
-from vancetope_brain.store.sessions import SessionStore
-from vancetope_brain.store.sql import from_ms, iso, sql_literals, to_ms
+from vancetope_brain.store.sessions import SessionPage, SessionStore, page_cursor
+from vancetope_brain.store.sql import from_ms, iso, row_position, sql_literals, to_ms
 from vancetope_brain.store.sqlite import SqliteAdapter
 from vancetope_brain.store.sqlite._db import load_all, load_one
 
@@ -47,6 +47,9 @@ CREATE TABLE IF NOT EXISTS sessions (
 CREATE INDEX IF NOT EXISTS sessions_by_user ON sessions (tenant_id, user_id, created_ms);
 CREATE INDEX IF NOT EXISTS sessions_open ON sessions (tenant_id, user_id)
     WHERE json_extract(doc, '$.status') != 'CLOSED';
+-- A page of the user's sessions of one status, newest first, and their counts.
+CREATE INDEX IF NOT EXISTS sessions_by_status
+    ON sessions (tenant_id, user_id, json_extract(doc, '$.status'), created_ms);
 -- The retention purge's candidates (``retention.py``): only CLOSED sessions.
 CREATE INDEX IF NOT EXISTS sessions_closed ON sessions (tenant_id, created_ms)
     WHERE json_extract(doc, '$.status') = 'CLOSED';
@@ -142,12 +145,35 @@ class SqliteSessions(SqliteAdapter, SessionStore):
                                               "tenant_id = ?", (session_id, tenant_id)),
                         f"session {session_id} not found")
 
-    def list_sessions(self, tenant_id: str, user_id: str) -> list[Session]:
-        return load_all(Session, self.db.read(
-            "SELECT doc FROM sessions WHERE tenant_id = ? AND user_id = ? "
-            "ORDER BY created_ms DESC, rowid DESC",
-            (tenant_id, user_id),
-        ))
+    def list_sessions(self, tenant_id: str, user_id: str, *,
+                      status: SessionStatus | None = None, cursor: str | None = None,
+                      limit: int) -> SessionPage:
+        # Ordered by sessions_by_user (or sessions_by_status, whose expression the status
+        # filter repeats word for word); every SQLite index ends in the rowid.
+        where = "tenant_id = ? AND user_id = ?"
+        params: list[object] = [tenant_id, user_id]
+        if status is not None:
+            where += " AND json_extract(doc, '$.status') = ?"
+            params.append(status.value)
+        if cursor is not None:
+            created_ms, row = row_position(cursor)
+            where += " AND created_ms <= ? AND (created_ms < ? OR rowid < ?)"
+            params += [created_ms, created_ms, row]
+        rows = self.db.read(f"SELECT doc, created_ms, rowid FROM sessions WHERE {where} "
+                            "ORDER BY created_ms DESC, rowid DESC LIMIT ?", (*params, limit + 1))
+        page = rows[:limit]
+        return SessionPage(
+            sessions=load_all(Session, page),
+            next_cursor=page_cursor(page[-1][1], page[-1][2]) if len(rows) > limit else None)
+
+    def count_sessions(self, tenant_id: str, user_id: str, *,
+                       cap: int) -> dict[SessionStatus, int]:
+        # One capped count a status, each on sessions_by_status.
+        counts = self.db.read("SELECT " + ", ".join([
+            "(SELECT count(*) FROM (SELECT 1 FROM sessions WHERE tenant_id = ? AND user_id = ? "
+            "AND json_extract(doc, '$.status') = ? LIMIT ?))"] * len(SessionStatus)),
+            tuple(v for s in SessionStatus for v in (tenant_id, user_id, s.value, cap)))[0]
+        return dict(zip(SessionStatus, map(int, counts), strict=True))
 
     def count_open_sessions(self, tenant_id: str, user_id: str) -> int:
         # The WHERE of the partial index sessions_open, word for word.

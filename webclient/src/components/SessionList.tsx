@@ -7,7 +7,8 @@ import type React from "react";
 import { useEffect, useState } from "react";
 
 import {
-  closeSession, createSession, openHit, openSession, searchSessions, suspendSession,
+  closeSession, createSession, openHit, openSession, searchSessions, showMoreSessions,
+  suspendSession,
 } from "../client";
 import type { ConversationHit, OnDisconnect, SessionType, SnippetPart } from "../protocol";
 import { useStore } from "../store";
@@ -18,12 +19,15 @@ const STATUS_COLOR = { OPEN: "green", SUSPENDED: "yellow", CLOSED: "gray" } as c
 /** The most characters a search query may have (`session-search`). */
 const QUERY_CHARS = 200;
 
-/** The user's sessions (session-list), the bound one highlighted; create, open, suspend,
- * close; a search box finds sessions by the words of their titles and chats
- * (`SearchResults` replaces the list while it holds text). `onPicked` folds the menu away
- * on a narrow screen once a session is chosen. */
+/** The user's sessions (session-list): those not CLOSED first, then the closed ones a page
+ * at a time (*Show more*), the bound one highlighted; create, open, suspend, close; a search
+ * box finds sessions by the words of their titles and chats (`SearchResults` replaces the
+ * list while it holds text). `onPicked` folds the menu away on a narrow screen once a
+ * session is chosen. */
 export function SessionList({ onPicked }: { onPicked(): void }) {
   const sessions = useStore((s) => s.sessions);
+  const more = useStore((s) => s.moreSessions);
+  const [loading, setLoading] = useState(false);
   const current = useStore((s) => s.sessionId);
   const bound = sessions.find((s) => s.id === current);
   const [query, setQuery] = useState("");
@@ -56,6 +60,12 @@ export function SessionList({ onPicked }: { onPicked(): void }) {
                 void openSession(s.id);
               }} />
           ))}
+          {more && (
+            <Button variant="subtle" size="compact-sm" mt={4} loading={loading}
+              onClick={() => {
+                setLoading(true);
+                void showMoreSessions().finally(() => setLoading(false));
+              }}>Show more</Button>)}
         </nav>)}
       </ScrollArea>
       {bound && <RenameSession session={bound} />}
