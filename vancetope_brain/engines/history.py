@@ -82,8 +82,20 @@ class _Line:
     cost: int
 
     @classmethod
-    def of(cls, line: ChatMessage, messages: list[LlmMessage]) -> _Line:
-        return cls(line, messages, sum(map(budget.message_tokens, messages)))
+    def of(cls, line: ChatMessage) -> _Line:
+        """The line's; a committed line's is made once and kept with it
+        (``ChatMessage.derived``, as ``line_messages`` keeps its messages), so a long chat's
+        turn costs a look-up per line it already converted."""
+        if line.seq and (kept := line.derived.get(_LINE)) is not None:
+            return kept  # type: ignore[no-any-return]
+        messages = line_messages([line])[0]
+        item = cls(line, messages, sum(map(budget.message_tokens, messages)))
+        if line.seq:  # (a line of this turn may still be marked ``EXCLUDED``)
+            line.derived[_LINE] = item
+        return item
+
+
+_LINE = "historyLine"
 
 
 def fitted(context: ThinkEngineContext, fixed: list[LlmMessage], tools: list[ToolSpec],
@@ -101,13 +113,14 @@ def fitted(context: ThinkEngineContext, fixed: list[LlmMessage], tools: list[Too
     head = [summary.message()] if summary else []
     total = sum(budget.message_tokens(m) for m in head) + sum(x.cost for x in lines)
     share = context.settings().get("chat.summaryThreshold") * room
-    if total > share:
-        kept = _recent(lines, share / 2)
-        aged = [x for x in lines[:len(lines) - len(kept)] if x.line.seq]
-        new = _summarise(context, summary, aged, limit, share) if aged else None
-        if new is not None:
-            context.save_state({**context.state(), STATE_KEY: new.dump()})
-            head, lines = [new.message()], kept
+    if total <= share:  # within the budget too (the threshold is at most 1): all of it
+        return fixed + head + [m for x in lines for m in x.messages]
+    kept = _recent(lines, share / 2)
+    aged = [x for x in lines[:len(lines) - len(kept)] if x.line.seq]
+    new = _summarise(context, summary, aged, limit, share) if aged else None
+    if new is not None:
+        context.save_state({**context.state(), STATE_KEY: new.dump()})
+        head, lines = [new.message()], kept
     history = [m for x in lines for m in x.messages]
     return budget.fit(fixed + head, history, tools, limit, LlmMessage("system", TRUNCATED))
 
@@ -116,25 +129,15 @@ def _unsummarised(context: ThinkEngineContext, through: int, max_lines: int,
                   enough: int) -> list[_Line]:
     """The lines after ``through``, oldest first, read newest first no further back than
     ``enough`` tokens' worth (what the turn and a summarising call can use at most)."""
-    converted: dict[str, _Line] = {}
     spent = 0
 
     def more(older: list[ChatMessage]) -> bool:
         nonlocal spent
-        for line, messages in zip(older, line_messages(older), strict=True):
-            item = converted[line.id] = _Line.of(line, messages)
-            spent += item.cost
+        spent += sum(_Line.of(line).cost for line in older)
         return older[0].seq > through + 1 and spent <= enough
 
     read = context.chat().history(limit=max_lines, more=more)
-    out = []
-    for line in read:
-        if 0 < line.seq <= through:
-            continue
-        if line.id not in converted:  # this turn's lines (``more`` sees committed ones)
-            converted[line.id] = _Line.of(line, line_messages([line])[0])
-        out.append(converted[line.id])
-    return out
+    return [_Line.of(line) for line in read if not 0 < line.seq <= through]
 
 
 def _recent(lines: list[_Line], room: float) -> list[_Line]:
