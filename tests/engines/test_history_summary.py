@@ -208,3 +208,26 @@ def test_a_reset_forgets_the_summary_with_the_rest_of_the_state(embedded):
     assert len(model.summaries) == 1
     assert [m.content for m in model.replies[-1][1:]] == [
         "Hi, I'm Arthur. How can I help?", "afresh"]
+
+
+def test_a_committed_line_is_converted_and_costed_once_a_line_of_this_turn_each_time():
+    """What makes a long chat's turn cost what its new lines cost: the model messages and
+    token cost of a committed line are kept with it (its worker's chat cache holds it); a
+    line of this turn is converted anew, as it may still be marked ``EXCLUDED``."""
+    from vancetope_brain.engines.history import _Line
+    from vancetope_brain.llm import budget
+    from vancetope_brain.models import ChatMessage
+
+    def line(seq: int) -> ChatMessage:
+        return ChatMessage(id=f"chat_{seq}", tenant_id="acme", session_id="s",
+                           process_id="p", seq=seq, role=ChatRole.USER, content=LINE)
+
+    committed = line(7)
+    item = _Line.of(committed)
+    assert item.messages == [LlmMessage("user", LINE)]
+    assert item.cost == budget.message_tokens(LlmMessage("user", LINE))
+    assert _Line.of(committed) is item
+    fresh = line(0)
+    assert _Line.of(fresh) is not _Line.of(fresh)
+    fresh.meta[EXCLUDED] = "refused"
+    assert _Line.of(fresh).messages == [] and _Line.of(fresh).cost == 0
