@@ -138,9 +138,8 @@ def run(args: argparse.Namespace, env: dict[str, str]) -> int:
     done = {"long": 0, "short": 0}
     profiler = cProfile.Profile(time.thread_time) if args.cprofile else None
     # One unmeasured round of each first: every chat's lines as a running worker holds them.
-    for kind, pids in (("long", long), ("short", short)):
-        for pid in pids:
-            turn(pid, [text()])
+    for pid in long + short:
+        turn(pid, [text()])
     drop_queues()
     while min(done.values()) < args.turns:
         for kind, pids in (("long", long), ("short", short)):
