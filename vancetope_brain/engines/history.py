@@ -96,6 +96,7 @@ class _Line:
 
 
 _LINE = "historyLine"
+_WINDOW = "historyWindow"
 
 
 def fitted(context: ThinkEngineContext, fixed: list[LlmMessage], tools: list[ToolSpec],
@@ -125,19 +126,62 @@ def fitted(context: ThinkEngineContext, fixed: list[LlmMessage], tools: list[Too
     return budget.fit(fixed + head, history, tools, limit, LlmMessage("system", TRUNCATED))
 
 
+@dataclass(frozen=True)
+class _Window:
+    """The committed lines one turn read (after ``through``), oldest first, with what they
+    cost; kept with the newest of them (``ChatMessage.derived``). ``whole``: they reach
+    back to where the chat starts for the model (the line after ``through``, a reset, the
+    first line), not just to a bound (``enough`` tokens, ``max_lines``)."""
+
+    through: int
+    items: list[_Line]
+    spent: int
+    whole: bool
+
+
 def _unsummarised(context: ThinkEngineContext, through: int, max_lines: int,
                   enough: int) -> list[_Line]:
     """The lines after ``through``, oldest first, read newest first no further back than
-    ``enough`` tokens' worth (what the turn and a summarising call can use at most)."""
-    spent = 0
+    ``enough`` tokens' worth (what the turn and a summarising call can use at most) and
+    ``max_lines``. Incremental: the reading stops at the newest line of the previous turn's
+    read (``_Window``) when that read still covers what this one needs, and takes its lines
+    from there, so a long chat's turn walks, converts and costs only the lines committed
+    since (the lines a full read gives, which is what it does otherwise, but for those a
+    page beyond ``enough`` that a full read adds and no turn can use)."""
+    spent, fresh, window = 0, [], None  # fresh: the lines read before the window, newest first
 
     def more(older: list[ChatMessage]) -> bool:
-        nonlocal spent
-        spent += sum(_Line.of(line).cost for line in older)
+        nonlocal spent, window
+        for line in reversed(older):
+            kept = line.derived.get(_WINDOW)
+            if kept is not None and kept.through == through and (
+                    kept.whole or kept.spent + spent > enough
+                    or len(kept.items) + len(fresh) >= max_lines):
+                window = line.derived.pop(_WINDOW)  # (one window per chat: the newest)
+                return False
+            item = _Line.of(line)
+            fresh.append(item)
+            spent += item.cost
         return older[0].seq > through + 1 and spent <= enough
 
     read = context.chat().history(limit=max_lines, more=more)
-    return [_Line.of(line) for line in read if not 0 < line.seq <= through]
+    turn = [_Line.of(line) for line in read if not line.seq]
+    if window is None:
+        committed = [_Line.of(line) for line in read if line.seq > through]
+        whole = spent <= enough and len(read) < max_lines
+        spent = sum(x.cost for x in committed)
+    else:
+        committed, spent, whole = window.items + fresh[::-1], window.spent + spent, window.whole
+        start = max(0, len(committed) - (max_lines - len(turn)))
+        spent -= sum(x.cost for x in committed[:start])
+        while start < len(committed) - 1 and spent - committed[start].cost > enough:
+            spent -= committed[start].cost
+            start += 1
+        if start:  # no further back than the bounds (a full read stops a page past them)
+            committed, whole = committed[start:], False
+    if committed:
+        committed[-1].line.derived[_WINDOW] = _Window(through, committed, spent, whole)
+    return committed + turn
 
 
 def _recent(lines: list[_Line], room: float) -> list[_Line]:
