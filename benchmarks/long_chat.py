@@ -35,8 +35,16 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+SOURCE = os.path.abspath(sys.argv[sys.argv.index("--source") + 1]) \
+    if "--source" in sys.argv[:-1] else None
+if SOURCE:  # imported from there first: ``_redis`` imports it too
+    sys.path.insert(0, SOURCE)
+    import vancetope_brain  # noqa: F401
 
 from _redis import check_url, claimed_db, reset  # noqa: E402
+
+if SOURCE:  # ahead of the checkout ``_redis`` put first (``workers``, the gateway)
+    sys.path.insert(0, SOURCE)
 
 TEXT = ("the of and to in is that for it as was with be by on not he this are or his from at "
         "which but have an they you were her she there been one all we their has would when "
@@ -61,8 +69,6 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if (problem := check_url(args.redis_url)):
         p.error(problem)
-    if args.source:
-        sys.path.insert(0, os.path.abspath(args.source))
     with claimed_db(args.redis_url) as url:
         tmp = Path(tempfile.mkdtemp(prefix="vt-long-chat-"))
         env = {k: v for k, v in os.environ.items() if not k.startswith(("VANCETOPE_", "OPENAI_"))}

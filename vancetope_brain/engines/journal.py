@@ -9,10 +9,9 @@ crash replays those steps instead of taking them again:
   it was given. A later attempt that is given all of them again (it reads the inbox anew, so
   it may be given more) is the same turn: it adopts the journal and handles only those
   messages, so it asks the model the same questions; the rest wait for the next turn.
-- *Completions* are keyed by a hash of the request (model name, tools, and each message hashed
-  once: ``LlmMessage.digest``) and its
-  occurrence in the turn; a replayed one streams its text (or its ``respond`` message)
-  once as a single token event.
+- *Completions* are keyed by a hash of the request (model name, tools, and each message
+  hashed once: ``LlmMessage.digest``) and its occurrence in the turn; a replayed one
+  streams its text (or its ``respond`` message) once as a single token event.
 - *Tool calls* are keyed by tool, canonical arguments and occurrence — not by the model's
   call id, which changes whenever a completion is computed anew, while the same tool with
   the same arguments is the same action. An idempotent tool (``ToolManifest.idempotent``) is
