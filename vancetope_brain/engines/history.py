@@ -148,7 +148,9 @@ def _unsummarised(context: ThinkEngineContext, through: int, max_lines: int,
     from there, so a long chat's turn walks, converts and costs only the lines committed
     since (the lines a full read gives, which is what it does otherwise, but for those a
     page beyond ``enough`` that a full read adds and no turn can use)."""
-    spent, fresh, window = 0, [], None  # fresh: the lines read before the window, newest first
+    spent = 0
+    fresh: list[_Line] = []  # the lines read before meeting the window, newest first
+    window: _Window | None = None
 
     def more(older: list[ChatMessage]) -> bool:
         nonlocal spent, window
