@@ -71,7 +71,7 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "VANCETOPE_MAX_DEFINITIONS": ("100", "Recipes a tenant may store across its tenant and project levels (likewise strategies, and templates); one more is refused with `limit_exceeded`."),
     "VANCETOPE_EVENT_LOG_MAX": ("10000", "Events kept per session for reconnecting clients."),
     "VANCETOPE_EVENT_LOG_TTL": ("86400", "Seconds a session's event log outlives its last event."),
-    "VANCETOPE_CHAT_CACHE_LINES": ("50000", "Committed chat lines a worker process keeps in memory (`engines/chat_cache.py`), of the processes whose turns it ran most recently, so a turn reads from the store only the lines committed since (about 1–2 KB each); `0` reads every turn's history from the store."),
+    "VANCETOPE_CHAT_CACHE_LINES": ("120000", "Committed chat lines a worker process keeps in memory (`engines/chat_cache.py`), of the processes whose turns it ran most recently, so a turn reads from the store only the lines committed since (about 2.4 KB each with the model messages converted from them: 120,000 lines are at most ~290 MB); `0` reads every turn's history from the store. The default holds 100 chats of 1,000 lines and their growth: a worker runs turns of every chat of its shards, and a chat the cache cannot hold is read back from the store on every turn (a 1,000-line chat's turn then costs ~7× a short chat's; `benchmarks/README.md`, \"Issue 31, target 2\")."),
     "VANCETOPE_TOKEN_FLUSH_MS": ("5", "Milliseconds a worker process gathers the tokens its turns stream before it publishes them, all in one Redis pipeline, a process's tokens since the last flush merged into one `token` event (at most 10,000 chunks wait; a turn that streams one more publishes them itself); `0` publishes each token at once."),
     "OPENAI_API_KEY": ("(unset)", "API key of the OpenAI-compatible endpoint; unset with no base URL means the offline demo model."),
     "OPENAI_BASE_URL": ("(unset)", "Base URL of any OpenAI-compatible endpoint (vLLM, Ollama, llama.cpp, Azure …)."),
@@ -173,7 +173,7 @@ class Config:
     header_timeout: float = 10.0
     demo_token_delay: float = 0.0
     token_flush: float = 0.005
-    chat_cache_lines: int = 50_000
+    chat_cache_lines: int = 120_000
     redis_max_connections: int = 500
     tool_probe_backoff: float = 30.0
     tool_probe_backoff_max: float = 600.0

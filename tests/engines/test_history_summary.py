@@ -208,3 +208,92 @@ def test_a_reset_forgets_the_summary_with_the_rest_of_the_state(embedded):
     assert len(model.summaries) == 1
     assert [m.content for m in model.replies[-1][1:]] == [
         "Hi, I'm Arthur. How can I help?", "afresh"]
+
+
+def test_a_committed_line_is_converted_and_costed_once_a_line_of_this_turn_each_time():
+    """What makes a long chat's turn cost what its new lines cost: the model messages and
+    token cost of a committed line are kept with it (its worker's chat cache holds it); a
+    line of this turn is converted anew, as it may still be marked ``EXCLUDED``."""
+    from vancetope_brain.engines.history import _Line
+    from vancetope_brain.llm import budget
+    from vancetope_brain.models import ChatMessage
+
+    def line(seq: int) -> ChatMessage:
+        return ChatMessage(id=f"chat_{seq}", tenant_id="acme", session_id="s",
+                           process_id="p", seq=seq, role=ChatRole.USER, content=LINE)
+
+    committed = line(7)
+    item = _Line.of(committed)
+    assert item.messages == [LlmMessage("user", LINE)]
+    assert item.cost == budget.message_tokens(LlmMessage("user", LINE))
+    assert _Line.of(committed) is item
+    fresh = line(0)
+    assert _Line.of(fresh) is not _Line.of(fresh)
+    fresh.meta[EXCLUDED] = "refused"
+    assert _Line.of(fresh).messages == [] and _Line.of(fresh).cost == 0
+
+
+class _Turn:
+    """What ``history._unsummarised`` needs of a turn's context: its chat, read through
+    ``read`` (a worker's chat cache, or the store), with one line of this turn."""
+
+    def __init__(self, read) -> None:
+        from vancetope_brain.engines.context import TurnState
+        from vancetope_brain.models import ChatMessage
+
+        self._read_chat = read
+        self.turn = TurnState(chat=[ChatMessage(id="chat_new", tenant_id="t", session_id="s",
+                                                process_id="p", role=ChatRole.USER,
+                                                content="this turn's")])
+
+    def chat(self):
+        from vancetope_brain.engines.context import ChatApi
+
+        return ChatApi(self)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("through", "max_lines", "enough"), [
+    (0, 10_000, 1_000_000),  # the whole chat (a long chat within its budget)
+    (900, 10_000, 1_000_000),  # after a summary
+    (0, 10_000, 2_000),  # a budget's worth
+    (0, 50, 1_000_000),  # ford's last lines
+])
+def test_a_long_chats_turn_reads_only_its_new_lines_and_sees_what_a_full_read_sees(
+        through, max_lines, enough):
+    """Turn after turn of a 1,000-line chat on a worker that holds it: the store is read
+    only for the lines committed since, and the history is that of a read from scratch
+    (fresh lines, nothing kept with them) — but for lines past ``enough`` tokens, which a
+    full read adds up to a page's end and no turn uses."""
+    from tests.engines.test_chat_cache import Chats
+    from vancetope_brain.engines.chat_cache import SYNC_PAGE, ChatCache
+    from vancetope_brain.engines.history import _unsummarised
+    from vancetope_brain.models import ChatMessage
+
+    chats = Chats()
+    chats.commit("p", 1000)
+    for i, line in enumerate(chats.lines["p"]):
+        line.content = "x" * (15 + 37 * i % 180)
+    cache = ChatCache(chats, max_lines=100_000)  # type: ignore[arg-type]
+
+    def from_scratch(before, limit):
+        return [ChatMessage.model_validate(line.model_dump())
+                for line in chats.chat_history("t", "p", before_seq=before, limit=limit)]
+
+    for turn in range(6):
+        chats.commit("p", 3)
+        chats.read = 0
+        got = _unsummarised(_Turn(cache.reader("t", "p")), through, max_lines, enough)
+        if turn > 1:  # the first turns read the chat once (the cache, then the window)
+            assert chats.read <= 3 + SYNC_PAGE
+        full = _unsummarised(_Turn(from_scratch), through, max_lines, enough)
+        ids, full_ids = [x.line.id for x in got], [x.line.id for x in full]
+        assert ids[-1] == "chat_new" and got[0].line.seq > through
+        if enough >= 1_000_000:
+            assert ids == full_ids
+        else:  # the newest lines past ``enough``: a suffix of the full read's
+            assert full_ids[-len(ids):] == ids
+            committed = [x.cost for x in got[:-1]]
+            assert sum(committed) > enough
+            if turn > 1:  # from the window: no line more than that
+                assert sum(committed[1:]) <= enough
+        assert [x.cost for x in got] == [x.cost for x in full[-len(got):]]

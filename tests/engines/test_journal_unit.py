@@ -149,3 +149,42 @@ def test_a_replayed_respond_answer_streams_its_message_once(attempts):
     streamed: list[str] = []
     replayed = attempts.next(given).complete(model, messages, [RESPOND], streamed.append)
     assert replayed.tool_calls == (call,) and streamed == ["Hello."]
+
+
+def test_a_completion_replays_only_for_the_same_request_part_for_part(attempts):
+    """The key hashes each message once (``LlmMessage.digest``, kept with a long chat's
+    committed lines): the same request built from new objects replays the recorded answer,
+    and a request that differs in any part (a message's role, text, tool call or call id,
+    their order, one more or fewer, the tools, the model) asks the model again."""
+    from vancetope_brain.llm import LlmMessage, ToolCall
+
+    def request() -> list[LlmMessage]:
+        return [LlmMessage("system", "be brief"), LlmMessage("user", "hi"),
+                LlmMessage("assistant", "", tool_calls=(ToolCall("c1", "send", '{"to":1}'),)),
+                LlmMessage("tool", "ok", tool_call_id="c1"), LlmMessage("user", "and now?")]
+
+    base = request()
+    changed = {
+        "role": base[:1] + [LlmMessage("assistant", "hi")] + base[2:],
+        "text": base[:4] + [LlmMessage("user", "and now!")],
+        "call": base[:2] + [LlmMessage("assistant", "", tool_calls=(
+            ToolCall("c1", "send", '{"to":2}'),))] + base[3:],
+        "call id": base[:3] + [LlmMessage("tool", "ok", tool_call_id="c2")] + base[4:],
+        "order": [base[0], base[4], base[1], base[2], base[3]],
+        "one more": base + [LlmMessage("user", "")],
+        "one fewer": base[:4],
+        "split text": base[:1] + [LlmMessage("user", "h"), LlmMessage("user", "i")] + base[2:],
+    }
+    given = [_message("hi")]
+    answers = [LlmResponse(f"answer {i}") for i in range(20)]
+    model = ScriptedModel(list(answers))
+    assert attempts.next(given).complete(model, base, [SEND.spec], None).content == "answer 0"
+    # Each in an attempt of its own (the same turn), where it would be the first such request.
+    assert attempts.next(given).complete(model, request(), [SEND.spec], None).content == \
+        "answer 0"
+    asked = [attempts.next(given).complete(model, messages, [SEND.spec], None).content
+             for messages in changed.values()]
+    asked.append(attempts.next(given).complete(model, request(), [], None).content)
+    other = ScriptedModel([LlmResponse("from another model")], name="another")
+    asked.append(attempts.next(given).complete(other, request(), [SEND.spec], None).content)
+    assert asked == [f"answer {i}" for i in range(1, len(changed) + 2)] + ["from another model"]

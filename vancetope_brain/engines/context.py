@@ -10,6 +10,7 @@ messages the turn handles.
 from __future__ import annotations
 
 import builtins
+import itertools
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -149,7 +150,7 @@ class ChatApi:
             if len(older) < want or (more is not None and not more(older)):
                 break
             before = older[0].seq
-        return [line for page in reversed(pages) for line in page]
+        return list(itertools.chain.from_iterable(reversed(pages)))
 
 
 class EventPublisher:

@@ -82,8 +82,21 @@ class _Line:
     cost: int
 
     @classmethod
-    def of(cls, line: ChatMessage, messages: list[LlmMessage]) -> _Line:
-        return cls(line, messages, sum(map(budget.message_tokens, messages)))
+    def of(cls, line: ChatMessage) -> _Line:
+        """The line's; a committed line's is made once and kept with it
+        (``ChatMessage.derived``, as ``line_messages`` keeps its messages), so a long chat's
+        turn costs a look-up per line it already converted."""
+        if line.seq and (kept := line.derived.get(_LINE)) is not None:
+            return kept  # type: ignore[no-any-return]
+        messages = line_messages([line])[0]
+        item = cls(line, messages, sum(map(budget.message_tokens, messages)))
+        if line.seq:  # (a line of this turn may still be marked ``EXCLUDED``)
+            line.derived[_LINE] = item
+        return item
+
+
+_LINE = "historyLine"
+_WINDOW = "historyWindow"
 
 
 def fitted(context: ThinkEngineContext, fixed: list[LlmMessage], tools: list[ToolSpec],
@@ -101,40 +114,76 @@ def fitted(context: ThinkEngineContext, fixed: list[LlmMessage], tools: list[Too
     head = [summary.message()] if summary else []
     total = sum(budget.message_tokens(m) for m in head) + sum(x.cost for x in lines)
     share = context.settings().get("chat.summaryThreshold") * room
-    if total > share:
-        kept = _recent(lines, share / 2)
-        aged = [x for x in lines[:len(lines) - len(kept)] if x.line.seq]
-        new = _summarise(context, summary, aged, limit, share) if aged else None
-        if new is not None:
-            context.save_state({**context.state(), STATE_KEY: new.dump()})
-            head, lines = [new.message()], kept
+    if total <= share:  # within the budget too (the threshold is at most 1): all of it
+        return fixed + head + [m for x in lines for m in x.messages]
+    kept = _recent(lines, share / 2)
+    aged = [x for x in lines[:len(lines) - len(kept)] if x.line.seq]
+    new = _summarise(context, summary, aged, limit, share) if aged else None
+    if new is not None:
+        context.save_state({**context.state(), STATE_KEY: new.dump()})
+        head, lines = [new.message()], kept
     history = [m for x in lines for m in x.messages]
     return budget.fit(fixed + head, history, tools, limit, LlmMessage("system", TRUNCATED))
+
+
+@dataclass(frozen=True)
+class _Window:
+    """The committed lines one turn read (after ``through``), oldest first, with what they
+    cost; kept with the newest of them (``ChatMessage.derived``). ``whole``: they reach
+    back to where the chat starts for the model (the line after ``through``, a reset, the
+    first line), not just to a bound (``enough`` tokens, ``max_lines``)."""
+
+    through: int
+    items: list[_Line]
+    spent: int
+    whole: bool
 
 
 def _unsummarised(context: ThinkEngineContext, through: int, max_lines: int,
                   enough: int) -> list[_Line]:
     """The lines after ``through``, oldest first, read newest first no further back than
-    ``enough`` tokens' worth (what the turn and a summarising call can use at most)."""
-    converted: dict[str, _Line] = {}
+    ``enough`` tokens' worth (what the turn and a summarising call can use at most) and
+    ``max_lines``. Incremental: the reading stops at the newest line of the previous turn's
+    read (``_Window``) when that read still covers what this one needs, and takes its lines
+    from there, so a long chat's turn walks, converts and costs only the lines committed
+    since (the lines a full read gives, which is what it does otherwise, but for those a
+    page beyond ``enough`` that a full read adds and no turn can use)."""
     spent = 0
+    fresh: list[_Line] = []  # the lines read before meeting the window, newest first
+    window: _Window | None = None
 
     def more(older: list[ChatMessage]) -> bool:
-        nonlocal spent
-        for line, messages in zip(older, line_messages(older), strict=True):
-            item = converted[line.id] = _Line.of(line, messages)
+        nonlocal spent, window
+        for line in reversed(older):
+            kept = line.derived.get(_WINDOW)
+            if kept is not None and kept.through == through and (
+                    kept.whole or kept.spent + spent > enough
+                    or len(kept.items) + len(fresh) >= max_lines):
+                window = line.derived.pop(_WINDOW)  # (one window per chat: the newest)
+                return False
+            item = _Line.of(line)
+            fresh.append(item)
             spent += item.cost
         return older[0].seq > through + 1 and spent <= enough
 
     read = context.chat().history(limit=max_lines, more=more)
-    out = []
-    for line in read:
-        if 0 < line.seq <= through:
-            continue
-        if line.id not in converted:  # this turn's lines (``more`` sees committed ones)
-            converted[line.id] = _Line.of(line, line_messages([line])[0])
-        out.append(converted[line.id])
-    return out
+    turn = [_Line.of(line) for line in read if not line.seq]
+    if window is None:
+        committed = [_Line.of(line) for line in read if line.seq > through]
+        whole = spent <= enough and len(read) < max_lines
+        spent = sum(x.cost for x in committed)
+    else:
+        committed, spent, whole = window.items + fresh[::-1], window.spent + spent, window.whole
+        start = max(0, len(committed) - (max_lines - len(turn)))
+        spent -= sum(x.cost for x in committed[:start])
+        while start < len(committed) - 1 and spent - committed[start].cost > enough:
+            spent -= committed[start].cost
+            start += 1
+        if start:  # no further back than the bounds (a full read stops a page past them)
+            committed, whole = committed[start:], False
+    if committed:
+        committed[-1].line.derived[_WINDOW] = _Window(through, committed, spent, whole)
+    return committed + turn
 
 
 def _recent(lines: list[_Line], room: float) -> list[_Line]:

@@ -9,9 +9,9 @@ crash replays those steps instead of taking them again:
   it was given. A later attempt that is given all of them again (it reads the inbox anew, so
   it may be given more) is the same turn: it adopts the journal and handles only those
   messages, so it asks the model the same questions; the rest wait for the next turn.
-- *Completions* are keyed by a hash of the request (model name, messages, tools) and its
-  occurrence in the turn; a replayed one streams its text (or its ``respond`` message)
-  once as a single token event.
+- *Completions* are keyed by a hash of the request (model name, tools, and each message
+  hashed once: ``LlmMessage.digest``) and its occurrence in the turn; a replayed one
+  streams its text (or its ``respond`` message) once as a single token event.
 - *Tool calls* are keyed by tool, canonical arguments and occurrence — not by the model's
   call id, which changes whenever a completion is computed anew, while the same tool with
   the same arguments is the same action. An idempotent tool (``ToolManifest.idempotent``) is
@@ -98,7 +98,7 @@ class TurnJournal:
                  on_token: TokenSink | None) -> LlmResponse:
         """``model.complete``, or its recorded answer (whose text goes to ``on_token`` once)."""
         entries = self._open()
-        key = self._next(f"llm:{_digest(_request(model.name, messages, tools))}")
+        key = self._next(f"llm:{_request_digest(model.name, messages, tools)}")
         found = entries.get(key)
         if found is not None and found.turn == self._turn and found.result is not None:
             response = _response(found.result)
@@ -277,11 +277,16 @@ def _digest(value: Any) -> str:
     return hashlib.sha256(_canonical(value).encode()).hexdigest()
 
 
-def _request(model: str, messages: list[LlmMessage], tools: list[ToolSpec] | None) -> Any:
-    return {"model": model,
-            "messages": [[m.role, m.content, [[c.id, c.name, c.arguments] for c in m.tool_calls],
-                          m.tool_call_id] for m in messages],
-            "tools": [[t.name, t.description, t.parameters] for t in tools or ()]}
+def _request_digest(model: str, messages: list[LlmMessage], tools: list[ToolSpec] | None) -> str:
+    """The hash of a completion request: the model, the tools and each message's own
+    ``digest`` (32 bytes each, after the self-delimiting JSON of the rest), so a request
+    differs from another as soon as any of its parts does, while a long chat's committed
+    messages are not serialized again each turn."""
+    request = hashlib.sha256(_canonical(
+        {"model": model, "tools": [[t.name, t.description, t.parameters] for t in tools or ()]}
+    ).encode())
+    request.update(b"".join([message.digest for message in messages]))
+    return request.hexdigest()
 
 
 def _response_json(response: LlmResponse) -> dict[str, Any]:

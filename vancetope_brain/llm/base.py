@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -59,6 +60,17 @@ class LlmMessage:
         for call in self.tool_calls:  # (a loop: most messages have none, and it is hot)
             size += len(call.name) + len(call.arguments)
         return size
+
+    @functools.cached_property
+    def digest(self) -> bytes:
+        """SHA-256 of the message (role, content, tool calls, ``tool_call_id``) as canonical
+        JSON: what the turn journal keys a request by (``engines/journal.py``); computed
+        once, so a long chat's turn, whose committed lines keep their messages, hashes
+        only what is new."""
+        calls = [[c.id, c.name, c.arguments] for c in self.tool_calls]
+        return hashlib.sha256(json.dumps(
+            [self.role, self.content, calls, self.tool_call_id], ensure_ascii=False,
+            separators=(",", ":")).encode()).digest()
 
 
 @dataclass(frozen=True)
