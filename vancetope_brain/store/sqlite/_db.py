@@ -154,8 +154,9 @@ def connect(path: Path) -> sqlite3.Connection:
     """A connection in autocommit mode (we issue BEGIN ourselves), WAL, no busy handler:
     callers retry SQLITE_BUSY themselves (``retry_busy``).
 
-    ``check_same_thread=False`` only so that ``close`` may run from any
-    thread; each connection is used by the thread that opened it.
+    ``check_same_thread=False`` so that ``close`` may run from any thread and a thread
+    that ended may hand the connection to the next (``ThreadConnection``); one thread
+    uses it at a time.
     """
     conn = sqlite3.connect(path, timeout=0.0, isolation_level=None, check_same_thread=False,
                            cached_statements=256)
