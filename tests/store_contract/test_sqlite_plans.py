@@ -29,8 +29,6 @@ READS: dict[str, tuple[str, Callable[[Any], object]]] = {
     "the last turn of a lifecycle call": (
         "turns_by_lifecycle",
         lambda p: p(LaneStore).turn_records("ten_1", "proc_1", lifecycle="start", last=1)),
-    "the user's sessions not closed": (
-        "sessions_open", lambda p: p(SessionStore).count_open_sessions("ten_1", "usr_1")),
     "a page of the user's sessions": (
         "sessions_by_user", lambda p: p(SessionStore).list_sessions(
             "ten_1", "usr_1", cursor="1700000000000|7", limit=50)),

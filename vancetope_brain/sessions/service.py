@@ -68,7 +68,9 @@ class SessionService:
         chat process (engine from ``session.defaultChatEngine``), started on its lane.
         """
         self._identity.get_project(who.tenant_id, project_id)
-        open_now = self._sessions.count_open_sessions(who.tenant_id, who.user_id)
+        counts = self._sessions.count_sessions(who.tenant_id, who.user_id,
+                                               cap=self.max_open_sessions)
+        open_now = counts[SessionStatus.OPEN] + counts[SessionStatus.SUSPENDED]
         if open_now >= self.max_open_sessions:
             raise LimitExceeded(f"you have {open_now} sessions that are not CLOSED, the most "
                                 f"you may have; close one first (session-close)")

@@ -96,11 +96,6 @@ class SessionStore(Port):
         entries a status."""
 
     @abstractmethod
-    def count_open_sessions(self, tenant_id: str, user_id: str) -> int:
-        """How many of the user's sessions are not CLOSED (an indexed count, however many
-        sessions the user closed)."""
-
-    @abstractmethod
     def set_chat_process(self, tenant_id: str, session_id: str, process_id: str) -> None:
         """Atomically set ``chatProcessId`` of the session. Raises ``NotFound``."""
 

@@ -69,17 +69,20 @@ def test_context_drift_flag(sessions: SessionStore, lanes: LaneStore, world: Wor
         sessions.set_context_drift("ten_2", process.id, True)
 
 
-def test_count_open_sessions_counts_the_users_sessions_not_closed(
+def test_count_sessions_follows_the_users_sessions_through_their_statuses(
     sessions: SessionStore, world: World
 ) -> None:
+    """What ``SessionService`` caps open sessions by: OPEN + SUSPENDED of this user only."""
     mine = [world.session("ten_1", "usr_1") for _ in range(4)]
     world.session("ten_1", "usr_2")
     world.session("ten_2", "usr_1")
-    assert sessions.count_open_sessions("ten_1", "usr_1") == 4
-    sessions.update_session_status("ten_1", mine[0].id, SessionStatus.SUSPENDED,
-                                   allowed_from=OPEN_ONLY)
+    open_, suspended, closed = SessionStatus.OPEN, SessionStatus.SUSPENDED, SessionStatus.CLOSED
+    assert sessions.count_sessions("ten_1", "usr_1", cap=10) == {
+        open_: 4, suspended: 0, closed: 0}
+    sessions.update_session_status("ten_1", mine[0].id, suspended, allowed_from=OPEN_ONLY)
     for session in mine[1:3]:
-        sessions.update_session_status("ten_1", session.id, SessionStatus.CLOSED,
-                                       allowed_from=OPEN_ONLY)
-    assert sessions.count_open_sessions("ten_1", "usr_1") == 2
-    assert sessions.count_open_sessions("ten_1", "usr_3") == 0
+        sessions.update_session_status("ten_1", session.id, closed, allowed_from=OPEN_ONLY)
+    assert sessions.count_sessions("ten_1", "usr_1", cap=10) == {
+        open_: 1, suspended: 1, closed: 2}
+    assert sessions.count_sessions("ten_1", "usr_3", cap=10) == {
+        open_: 0, suspended: 0, closed: 0}

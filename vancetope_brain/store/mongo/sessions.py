@@ -119,12 +119,6 @@ class MongoSessions(MongoAdapter, SessionStore):
             for status in SessionStatus}
 
     @translated
-    def count_open_sessions(self, tenant_id: str, user_id: str) -> int:
-        return self._sessions.count_documents({
-            "tenantId": tenant_id, "userId": user_id,
-            "status": {"$in": [SessionStatus.OPEN.value, SessionStatus.SUSPENDED.value]}})
-
-    @translated
     def set_chat_process(self, tenant_id: str, session_id: str, process_id: str) -> None:
         result = self._sessions.update_one(
             {"_id": session_id, "tenantId": tenant_id},

@@ -175,12 +175,6 @@ class SqliteSessions(SqliteAdapter, SessionStore):
             tuple(v for s in SessionStatus for v in (tenant_id, user_id, s.value, cap)))[0]
         return dict(zip(SessionStatus, map(int, counts), strict=True))
 
-    def count_open_sessions(self, tenant_id: str, user_id: str) -> int:
-        # The WHERE of the partial index sessions_open, word for word.
-        return int(self.db.read(
-            "SELECT count(*) FROM sessions WHERE tenant_id = ? AND user_id = ? "
-            "AND json_extract(doc, '$.status') != 'CLOSED'", (tenant_id, user_id))[0][0])
-
     def set_chat_process(self, tenant_id: str, session_id: str, process_id: str) -> None:
         cursor = self.db.execute(
             "UPDATE sessions SET doc = json_set(doc, '$.chatProcessId', ?, '$.updatedAt', ?) "
