@@ -15,14 +15,20 @@ from vancetope_brain.store import SessionStore
 from vancetope_brain.store.postgres import PostgresBackend
 from vancetope_brain.store.postgres._db import SCHEMA_VERSION
 
-READS: dict[str, tuple[str, Callable[[SessionStore], object]]] = {
-    "the first page": ("sessions_by_user", lambda s: s.list_sessions("ten_1", "usr_1",
-                                                                      limit=50)),
-    "a page after a cursor": ("sessions_by_user", lambda s: s.list_sessions(
+# Each read's acceptable indexes. A page of one status may walk either: the status's own
+# index, or — when nearly all of the user's sessions have that status, as CLOSED here — the
+# user's index, filtering as it goes (the planner picks by the sampled statistics; both
+# read about a page and need no sort).
+READS: dict[str, tuple[tuple[str, ...], Callable[[SessionStore], object]]] = {
+    "the first page": (("sessions_by_user",), lambda s: s.list_sessions("ten_1", "usr_1",
+                                                                         limit=50)),
+    "a page after a cursor": (("sessions_by_user",), lambda s: s.list_sessions(
         "ten_1", "usr_1", cursor="1700000001000|2500", limit=50)),
-    "a page of one status after a cursor": ("sessions_by_status", lambda s: s.list_sessions(
-        "ten_1", "usr_1", status=SessionStatus.CLOSED, cursor="1700000001000|2500", limit=50)),
-    "the counts per status": ("sessions_by_status",
+    "a page of one status after a cursor": (
+        ("sessions_by_status", "sessions_by_user"), lambda s: s.list_sessions(
+            "ten_1", "usr_1", status=SessionStatus.CLOSED, cursor="1700000001000|2500",
+            limit=50)),
+    "the counts per status": (("sessions_by_status",),
                               lambda s: s.count_sessions("ten_1", "usr_1", cap=1000)),
 }
 
@@ -30,7 +36,7 @@ READS: dict[str, tuple[str, Callable[[SessionStore], object]]] = {
 @pytest.mark.parametrize("read", sorted(READS))
 def test_a_page_of_sessions_searches_its_index(postgres_url: str, read: str,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
-    index, call = READS[read]
+    indexes, call = READS[read]
     backend = PostgresBackend(postgres_url)
     with psycopg.connect(postgres_url, autocommit=True) as conn:
         # A user with 3,000 closed sessions and a few open ones, two a millisecond, among
@@ -55,7 +61,7 @@ def test_a_page_of_sessions_searches_its_index(postgres_url: str, read: str,
     assert ran, f"{read} made no read"
     for sql, params in ran:
         plan = "\n".join(row[0] for row in original(f"EXPLAIN {sql}", params))
-        assert index in plan and "Seq Scan" not in plan, (sql, plan)
+        assert any(index in plan for index in indexes) and "Seq Scan" not in plan, (sql, plan)
         # The index gives the page's order: nothing is sorted, not even incrementally (a
         # sort reads every row of the user when the statistics do not know them yet).
         assert "Sort  (" not in plan, plan
