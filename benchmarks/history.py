@@ -855,8 +855,8 @@ def traced_pg_connections(statements: list[str]) -> Iterator[None]:
             statements.extend(literal(self.connection, query, p) for p in params_seq)
             return super().executemany(query, params_seq, **kw)
 
-    def configure(conn: Any) -> None:
-        original(conn)
+    def configure(conn: Any, **settings: Any) -> None:
+        original(conn, **settings)
         conn.cursor_factory = Traced
 
     write = backend.PostgresBackend.write

@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import psycopg
 import pytest
 
+import vancetope_brain.store.postgres as postgres_store
 from vancetope_brain.config import redacted_url
 from vancetope_brain.errors import ConfigError, StoreError
 from vancetope_brain.models.settings import SettingLevel, SettingScope
@@ -120,3 +121,17 @@ def test_an_unreachable_server_is_a_store_error_naming_no_secret() -> None:
         # A port nothing listens on; the pool gives up after its wait.
         PostgresBackend("postgresql://u:s3cret@127.0.0.1:9/db?connect_timeout=1")
     assert "s3cret" not in str(caught.value)
+
+
+def test_every_connection_keeps_the_statement_timeout_its_backend_was_opened_with(
+        postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The pool opens connections later, in a background thread (growth, replacement after a
+    # restart): a changed module constant must not reach them (one CI run's waiting add
+    # failed after 200 ms because another test's patch did).
+    backend = PostgresBackend(f"{postgres_url}&pool_max=2")
+    monkeypatch.setattr(postgres_store, "STATEMENT_TIMEOUT_MS", 200)
+    with backend.pool.connection() as first, backend.pool.connection() as grown:
+        timeouts = {conn.execute("SHOW statement_timeout").fetchone()[0]
+                    for conn in (first, grown)}
+    backend.close()
+    assert timeouts == {"30s"}

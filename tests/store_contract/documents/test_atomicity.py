@@ -281,7 +281,7 @@ def test_a_held_add_lock_is_waited_for_then_refused(
             if storage.name == "sqlite":
                 patch.setattr(sqlite_db, "BUSY_DEADLINE", 0.2)
                 short, refusal = documents, "locked"
-            else:  # the bound of the connections a backend opened now
+            else:  # the bound a backend reads when it is opened
                 patch.setattr(postgres_store, "STATEMENT_TIMEOUT_MS", 200)
                 short, refusal = storage.open_backend().port(DocumentStore), "statement timeout"
             began = time.monotonic()

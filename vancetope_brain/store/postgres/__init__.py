@@ -40,6 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from functools import partial
 from time import monotonic
 from typing import Any, ClassVar, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -100,12 +101,12 @@ def _split_url(url: str) -> tuple[str, int]:
     return urlunsplit(parts._replace(query=rest)), pool_max
 
 
-def _configure(conn: psycopg.Connection[Any]) -> None:
+def _configure(conn: psycopg.Connection[Any], timeout_ms: int) -> None:
     register_dumpers(conn)
-    conn.execute(f"SET statement_timeout = {STATEMENT_TIMEOUT_MS}")
+    conn.execute(f"SET statement_timeout = {timeout_ms}")
     # A process frozen inside a transaction (SIGSTOP, a long GC) must not hold its row locks
     # past its lease: the server ends the transaction, and the frozen turn is fenced anyway.
-    conn.execute(f"SET idle_in_transaction_session_timeout = {STATEMENT_TIMEOUT_MS}")
+    conn.execute(f"SET idle_in_transaction_session_timeout = {timeout_ms}")
     conn.execute("SET TIME ZONE 'UTC'")
 
 
@@ -150,7 +151,10 @@ class PostgresBackend(Backend):
         conninfo, pool_max = _split_url(url)
         self.pool: ConnectionPool[psycopg.Connection[Any]] = _Pool(
             conninfo, min_size=1, max_size=pool_max, timeout=POOL_WAIT, open=False,
-            kwargs={"autocommit": True}, configure=_configure, name="vancetope-store")
+            kwargs={"autocommit": True}, name="vancetope-store",
+            # The bound is the backend's, read once here: every connection the pool opens
+            # later (growth, replacement after a restart, in a background thread) gets it.
+            configure=partial(_configure, timeout_ms=STATEMENT_TIMEOUT_MS))
         owners = list(self.adapters.values())
         try:
             # A connection of its own, so that an unreachable server fails at once with
