@@ -81,8 +81,10 @@ class Honcho:
         self.output_path = tmp / "honcho.txt"
         self._output = open(self.output_path, "wb")  # noqa: SIM115 - closed in stop()
         self.popen = subprocess.Popen(
+            # Two worker pods on one host, as `honcho start -c worker=2` runs them: each
+            # serves its metrics on the PORT honcho gives it (one 9540 for both clashed).
             [str(bin_dir / "honcho"), "start", "--no-colour", "-d", str(self.app_root),
-             "-f", str(self.app_root / "Procfile")],
+             "-f", str(self.app_root / "Procfile"), "-c", "worker=2"],
             cwd=self.app_root, env=env, stdout=self._output, stderr=subprocess.STDOUT,
             start_new_session=True)
 
@@ -140,6 +142,11 @@ def test_the_procfile_of_a_plain_install_streams_a_reply_over_a_websocket(procfi
     # Ready means a worker consumes every lane queue (its heartbeat), not just "listening".
     wait_for(lambda: honcho.alive() and http_get(where["web"], "/readyz")[0] == 200,
              timeout=120, interval=0.2, what="the gateway's /readyz")
+    # Both worker pods are up, each serving its metrics on the PORT honcho gave it (web's
+    # + 100 for the Procfile's second entry, + 1 for its second instance).
+    for port in (where["web"] + 100, where["web"] + 101):
+        wait_for(lambda port=port: honcho.alive() and http_get(port, "/metrics")[0] == 200,
+                 timeout=60, interval=0.2, what=f"a worker's metrics on {port}")
 
     client = Client(f"ws://127.0.0.1:{where['web']}/ws", where["token"])
     try:
