@@ -1,6 +1,7 @@
-"""In multiprocess mode, a gunicorn worker that ended leaves ``vancetope_open_websockets``
-(``vancetope_gateway.gunicorn_hooks.child_exit``); each step runs in a process of its own,
-as prometheus-client reads ``PROMETHEUS_MULTIPROC_DIR`` once, at import."""
+"""The Procfile's gunicorn config (``vancetope_gateway.gunicorn_hooks``): in multiprocess
+mode, a gunicorn worker that ended leaves ``vancetope_open_websockets`` (``child_exit``; each
+step runs in a process of its own, as prometheus-client reads ``PROMETHEUS_MULTIPROC_DIR``
+once, at import); two gateways on one host keep control sockets of their own."""
 
 from __future__ import annotations
 
@@ -38,3 +39,20 @@ def test_an_ended_worker_takes_its_sockets_out_of_the_gauge(tmp_path: Path) -> N
     assert float(_run(SCRAPE, tmp_path).stdout) == 2.0  # gone, but still counted
     _run(EXIT, tmp_path, str(worker.pid))
     assert float(_run(SCRAPE, tmp_path).stdout) == 0.0
+
+
+def test_two_gateways_on_one_host_have_control_sockets_of_their_own(tmp_path: Path) -> None:
+    # As gunicorn itself resolves the config (honcho gives each web process its own PORT).
+    def control_socket(port: str) -> str:
+        printed = subprocess.run(
+            [sys.executable, "-m", "gunicorn", "--config",
+             "python:vancetope_gateway.gunicorn_hooks", "--print-config",
+             "vancetope_gateway.wsgi:app"],
+            env={**os.environ, "PORT": port, "HOME": str(tmp_path), "PYTHONPATH": str(REPO)},
+            cwd=REPO, capture_output=True, text=True, timeout=60, check=True).stdout
+        return next(line.split("=", 1)[1].strip() for line in printed.splitlines()
+                    if line.split("=")[0].strip() == "control_socket")
+
+    first, second = control_socket("8001"), control_socket("8002")
+    assert first != second
+    assert first.startswith(str(tmp_path / ".gunicorn"))
