@@ -68,6 +68,33 @@ return seqs
 """
 
 
+# The token events of many sessions in one call (``EventBus.publish_tokens``), each appended
+# and announced as _PUBLISH appends an event without a dedupe id. KEYS: per event, its
+# session's seq, log, origin and published-ids keys (4 each, in the order of the bodies);
+# ARGV: max len, TTL, now (µs), the events' news channels (one a line), their bodies (one a
+# line: JSON has no raw newline). Returns how many it appended.
+_PUBLISH_TOKENS = """
+local channels = {}
+for channel in string.gmatch(ARGV[4], '[^\\n]+') do channels[#channels + 1] = channel end
+local n = 0
+for body in string.gmatch(ARGV[5], '[^\\n]+') do
+  local k = n * 4
+  n = n + 1
+  if redis.call('EXISTS', KEYS[k + 1]) == 0 then
+    redis.call('SET', KEYS[k + 1], ARGV[3])
+    redis.call('SET', KEYS[k + 3], ARGV[3] + 1)
+  end
+  local seq = string.format('%d', redis.call('INCR', KEYS[k + 1]))
+  local origin = redis.call('GET', KEYS[k + 3]) or seq
+  redis.call('XADD', KEYS[k + 2], 'MAXLEN', '~', ARGV[1], seq .. '-0', 'e', body, 'o', origin)
+  for i = 1, 3 do redis.call('EXPIRE', KEYS[k + i], ARGV[2]) end
+  if redis.call('EXISTS', KEYS[k + 4]) == 1 then redis.call('EXPIRE', KEYS[k + 4], ARGV[2]) end
+  redis.call('PUBLISH', channels[n], origin .. '\\n' .. seq .. ' ' .. body)
+end
+return n
+"""
+
+
 @dataclass(frozen=True)
 class Publish:
     """One event for ``EventBus.publish_many``: as ``publish``'s arguments."""
@@ -86,6 +113,7 @@ class EventBus:
         self._ttl = ttl
         self._db = database(client)
         self._publish = client.register_script(_PUBLISH)
+        self._publish_tokens = client.register_script(_PUBLISH_TOKENS)
 
     def publish(self, session_id: str, process_id: str, type: EventType,
                 data: dict[str, Any] | None = None, *, dedupe: str | None = None) -> int:
@@ -106,43 +134,38 @@ class EventBus:
             return []
         return [int(seq) for seq in self._publish(*self._call(session_id, process_id, events))]
 
-    def publish_batches(self, batches: Sequence[tuple[str, str, Sequence[Publish]]]
-                        ) -> list[list[int]]:
-        """Append each ``(session_id, process_id, events)`` batch as ``publish_many`` would,
-        all in one pipeline (one round trip; each batch atomic, the whole not); returns
-        each batch's seqs. On a ``RedisError`` some batches may have been appended."""
-        calls = [self._call(session_id, process_id, events)
-                 for session_id, process_id, events in batches]
-        results: list[Any] = [None] * len(calls)
-        todo = list(range(len(calls)))
-        for loaded in (False, True):
-            pipe = self._redis.pipeline(transaction=False)
-            for i in todo:
-                call_keys, args = calls[i]
-                pipe.evalsha(self._publish.sha, len(call_keys), *call_keys, *args)
-            for i, result in zip(todo, pipe.execute(raise_on_error=False), strict=True):
-                results[i] = result
-            # The script cache was empty (first use, or Redis restarted): load the script,
-            # then append what was refused, still in order.
-            todo = [i for i in todo if isinstance(results[i], redis.exceptions.NoScriptError)]
-            if not todo or loaded:
-                break
-            self._redis.script_load(_PUBLISH)
-        for result in results:
-            if isinstance(result, Exception):
-                raise result
-        return [[int(seq) for seq in seqs] for seqs in results]
+    def publish_tokens(self, tokens: Sequence[tuple[str, str, str]]) -> None:
+        """Append one ``token`` event per ``(session_id, process_id, text)``, each as
+        ``publish`` would (no dedupe id), all in one script call: one round trip, and two
+        arguments for all the events' bodies and channels, so the cost of packing the call
+        grows by four key names per event, not by a dozen arguments. Events of one process
+        keep their order; the call is atomic."""
+        if not tokens:
+            return
+        at = wire_time(utcnow())
+        call_keys: list[str] = []
+        channels: list[str] = []
+        bodies: list[str] = []
+        for session_id, process_id, text in tokens:
+            if "\n" in session_id:  # the channels go one a line
+                raise ValueError(f"a session id with a newline: {session_id!r}")
+            call_keys += (keys.event_seq(session_id), keys.events(session_id),
+                          keys.event_origin(session_id), keys.event_published(session_id))
+            channels.append(keys.event_news(self._db, session_id))
+            bodies.append(event_body(process_id, EventType.TOKEN, {"text": text}, at))
+        self._publish_tokens(keys=call_keys, args=[
+            self._max_len, self._ttl, time.time_ns() // 1000, "\n".join(channels),
+            "\n".join(bodies)])
+        metrics.event_published(EventType.TOKEN.value).inc(len(bodies))
 
     def _call(self, session_id: str, process_id: str, events: Sequence[Publish]
               ) -> tuple[list[str], list[Any]]:
         """The publish script's keys and arguments for ``events``."""
-        at = utcnow().isoformat()
+        at = wire_time(utcnow())
         args: list[Any] = [self._max_len, self._ttl, time.time_ns() // 1000,
                            keys.event_news(self._db, session_id)]
         for event in events:
-            args.append(json.dumps({"processId": process_id, "type": event.type.value,
-                                    "data": event.data or {}, "at": at},
-                                   separators=(",", ":")))
+            args.append(event_body(process_id, event.type, event.data or {}, at))
             args.append(event.dedupe or "")
             metrics.event_published(event.type.value).inc()
         return ([keys.event_seq(session_id), keys.events(session_id),
@@ -174,6 +197,20 @@ class EventBus:
     def last_seq(self, session_id: str) -> int:
         """The last sequence number handed out (0 if none)."""
         return int(self._redis.get(keys.event_seq(session_id)) or 0)
+
+
+def event_body(process_id: str, type: EventType, data: dict[str, Any], at: str) -> str:
+    """An event as its log holds it: the JSON of ``StreamEvent`` without ``seq`` and
+    ``sessionId``, its fields in the model's order and form, so the event's JSON is this
+    with those two spliced in front (``LiveEvent.json``) and a gateway sends it without
+    decoding it."""
+    return json.dumps({"processId": process_id, "type": type.value, "data": data, "at": at},
+                      separators=(",", ":"))
+
+
+def wire_time(at: datetime) -> str:
+    """``at`` as ``StreamEvent``'s JSON writes it (pydantic's form of a UTC datetime)."""
+    return at.isoformat().replace("+00:00", "Z")
 
 
 def database(client: redis.Redis) -> int:
