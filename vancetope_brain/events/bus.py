@@ -173,9 +173,13 @@ class EventBus:
 
     def read(self, session_id: str, after_seq: int, count: int = 1000) -> list[StreamEvent]:
         """Events with seq > ``after_seq``, in order (at most ``count``)."""
+        return [event.decoded() for event in self.read_live(session_id, after_seq, count)]
+
+    def read_live(self, session_id: str, after_seq: int, count: int = 1000) -> list[LiveEvent]:
+        """As ``read``, undecoded (what a gateway replays to a client)."""
         rows: _Rows = self._redis.xrange(  # type: ignore[assignment]
             keys.events(session_id), min=f"({after_seq}-0", count=count)
-        return [_decode(session_id, sid, fields) for sid, fields in rows]
+        return [LiveEvent(_seq(sid), session_id, _body(fields)) for sid, fields in rows]
 
     def missed(self, session_id: str, after_seq: int) -> int | None:
         """If events after ``after_seq`` are no longer kept, the first seq that is; else None.
@@ -227,12 +231,17 @@ _Rows = list[tuple[bytes, dict[bytes, bytes]]]
 """What redis-py returns for XRANGE, and per stream for XREAD (``decode_responses`` off)."""
 
 
-def _decode(session_id: str, stream_id: bytes | str, fields: dict[Any, Any]) -> StreamEvent:
-    body = json.loads(fields[b"e"] if b"e" in fields else fields["e"])
-    # Written by the publish script from ``_call``'s JSON, so not validated again (that was
-    # 6 % of the gateway's CPU under the LLM-shaped load): its fields are built here, typed.
+def _body(fields: dict[Any, Any]) -> str:
+    raw = fields[b"e"] if b"e" in fields else fields["e"]
+    return raw.decode() if isinstance(raw, bytes) else raw
+
+
+def _decode_body(seq: int, session_id: str, text: str) -> StreamEvent:
+    body = json.loads(text)
+    # Written by the publish script from ``event_body``'s JSON, so not validated again (that
+    # was 6 % of the gateway's CPU under the LLM-shaped load): its fields are built here, typed.
     return StreamEvent.model_construct(
-        seq=_seq(stream_id), session_id=session_id, process_id=body["processId"],
+        seq=seq, session_id=session_id, process_id=body["processId"],
         type=EventType(body["type"]), data=body["data"], at=datetime.fromisoformat(body["at"]))
 
 
@@ -243,7 +252,40 @@ def _origin(fields: dict[Any, Any]) -> int | None:
     return None if raw is None else int(raw)
 
 
-Callback = Callable[[StreamEvent], None]
+class LiveEvent:
+    """An event as ``EventListener`` delivers it: its seq and session, and its body as the
+    log holds it (``event_body``), decoded only when asked. A gateway sends ``json()`` on
+    as the frame's data without building a model (that was a JSON decode, a model and a
+    JSON encode per event on the listener's one thread)."""
+
+    __slots__ = ("_decoded", "body", "seq", "session_id")
+
+    def __init__(self, seq: int, session_id: str, body: str) -> None:
+        self.seq = seq
+        self.session_id = session_id
+        self.body = body
+        self._decoded: StreamEvent | None = None
+
+    @property
+    def type(self) -> EventType:
+        """Read from the body without decoding it: ``event_body`` writes ``processId`` first,
+        then ``type``, and a ``,"type":"`` whose quotes are not escaped cannot lie inside
+        the JSON string before it."""
+        start = self.body.find(',"type":"') + 9
+        return EventType(self.body[start:self.body.index('"', start)])
+
+    def decoded(self) -> StreamEvent:
+        if self._decoded is None:
+            self._decoded = _decode_body(self.seq, self.session_id, self.body)
+        return self._decoded
+
+    def json(self) -> str:
+        """The event's JSON, as ``StreamEvent.model_dump_json(by_alias=True)`` gives the same
+        value."""
+        return f'{{"seq":{self.seq},"sessionId":{json.dumps(self.session_id)},{self.body[1:]}'
+
+
+Callback = Callable[[LiveEvent], None]
 
 
 @dataclass(frozen=True)
@@ -543,7 +585,8 @@ class EventListener:
     def _dispatch(self, session_id: str, read_after: int, rows: _Rows) -> bool:
         """Deliver ``rows``, read from after seq ``read_after``, to the session's followers;
         True if one was left out, to be read for again."""
-        events = [(_decode(session_id, sid, fields), _origin(fields)) for sid, fields in rows]
+        events = [(LiveEvent(_seq(sid), session_id, _body(fields)), _origin(fields))
+                  for sid, fields in rows]
         with self._lock:  # the session's followers, not a walk over every follower
             targets = list(self._by_session.get(session_id, {}).values())
         skipped = False
