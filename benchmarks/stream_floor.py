@@ -10,7 +10,9 @@ one redis-py pipeline per flush, one ``XADD`` per stream with tokens (a small pr
 JSON body, the tokens of that interval joined, as ``llm_load.py``'s tokens: ``"<i> <µs>;"``
 stamped with the token's scheduled time, so the wait for the flush counts in the delay).
 The streams' schedules are spread over a token's interval, as turns that did not start
-together.
+together. ``--shape threads``: a thread per stream sleeps until each of its tokens is due
+and queues it, and a flusher thread writes the queue every ``--flush-ms`` (the shape of a
+threads worker with the product's token coalescer, without the turn).
 
 One server OS process (as the gateway) accepts the WebSockets (a plain socket and wsproto:
 the library the gateway's hub speaks once flask-sock under gunicorn has done the handshake;
@@ -61,6 +63,10 @@ def publisher(args: argparse.Namespace) -> None:
     offsets = {j: j / args.streams * step for j in mine}
     for line in sys.stdin:
         start = float(line.split()[1])
+        if args.shape == "threads":
+            threaded_round(args, client, mine, offsets, start)
+            print("done", flush=True)
+            continue
         sent = dict.fromkeys(mine, 0)
         while any(n < args.tokens for n in sent.values()):
             time.sleep(max(0.0, start - time.time()) or args.flush_ms / 1000)
@@ -78,6 +84,41 @@ def publisher(args: argparse.Namespace) -> None:
             if len(pipe):
                 pipe.execute()
         print("done", flush=True)
+
+
+def threaded_round(args: argparse.Namespace, client: redis.Redis, mine: list[int],
+                   offsets: dict[int, float], start: float) -> None:
+    """``--shape threads``: a thread per stream sleeps until each token is due and queues
+    it, as a threads worker's turn waits for its model; one flusher thread writes what is
+    queued every ``--flush-ms`` in one pipeline, as the product's token coalescer."""
+    step = args.seconds / args.tokens
+    lock = threading.Lock()
+    pending: dict[int, list[str]] = {}
+
+    def stream(j: int) -> None:
+        for i in range(args.tokens):
+            due = start + offsets[j] + (i + 1) * step
+            time.sleep(max(0.0, due - time.time()))
+            with lock:
+                pending.setdefault(j, []).append(f"{i} {int(due * 1e6)};")
+
+    threads = [threading.Thread(target=stream, args=(j,)) for j in mine]
+    for t in threads:
+        t.start()
+    while True:
+        alive = any(t.is_alive() for t in threads)
+        time.sleep(args.flush_ms / 1000)
+        with lock:
+            batch, pending = dict(pending), {}
+        if batch:
+            pipe = client.pipeline(transaction=False)
+            now = time.time()
+            for j, stamps in batch.items():
+                pipe.xadd(KEY.format(j), {"e": BODY.format("".join(stamps), now)},
+                          maxlen=1000, approximate=True)
+            pipe.execute()
+        if not alive:
+            return
 
 
 # ── server (as the gateway: one reader thread) ───────────────────────────────────────
@@ -141,7 +182,8 @@ def run(args: argparse.Namespace) -> int:
         rclient = redis.Redis.from_url(url)
         me = [sys.executable, __file__, "--redis-url", url, "--streams", str(args.streams),
               "--tokens", str(args.tokens), "--seconds", str(args.seconds),
-              "--publishers", str(args.publishers), "--flush-ms", str(args.flush_ms)]
+              "--publishers", str(args.publishers), "--flush-ms", str(args.flush_ms),
+              "--shape", args.shape]
         srv = subprocess.Popen([*me, "--role", "server"], stdout=subprocess.PIPE, text=True)
         pubs = [subprocess.Popen([*me, "--role", "publisher", "--index", str(i)],
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
@@ -228,7 +270,7 @@ def report(args: argparse.Namespace, rounds: list[dict[str, Any]], pct: Any) -> 
             cpu[k] = cpu.get(k, 0.0) + v
     ours = {k: v for k, v in cpu.items() if k != "other processes"}
     print(f"\nfloor: {args.streams} streams × {args.tokens} tokens over {args.seconds:g} s, "
-          f"{args.publishers} publisher process(es), flush {args.flush_ms:g} ms, "
+          f"{args.publishers} publisher process(es) ({args.shape}), flush {args.flush_ms:g} ms, "
           f"{len(rounds)} round(s), {os.cpu_count()} CPUs")
     print(f"tokens/s {tokens / seconds:,.0f}; delay p50 {pct(delays, 50) / 1000:.1f} ms, "
           f"p90 {pct(delays, 90) / 1000:.1f} ms, p99 {pct(delays, 99) / 1000:.1f} ms, "
@@ -251,6 +293,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--publishers", type=int, default=2, help="publisher OS processes")
     p.add_argument("--flush-ms", type=float, default=5.0,
                    help="how often a publisher writes what came due (the product's default)")
+    p.add_argument("--shape", choices=["loop", "threads"], default="loop",
+                   help="a publisher is one loop over its streams, or a thread per stream "
+                        "that sleeps until each token is due (a threads worker's turns) "
+                        "and a flusher thread")
     p.add_argument("--redis-url", help="pin the Redis database (default: claim a free one)")
     p.add_argument("--role", choices=["client", "server", "publisher"], default="client",
                    help=argparse.SUPPRESS)
