@@ -524,13 +524,14 @@ class EventListener:
         origin, _, entries = text.partition("\n")
         if not entries:
             return False
-        rows: list[Any] = []  # as XREAD gives them
+        events: list[tuple[LiveEvent, int | None]] = []
+        log_origin = int(origin)
         for entry in entries.split("\n"):
             seq, _, body = entry.partition(" ")
-            rows.append((f"{seq}-0", {"e": body, "o": origin}))
-        first = _seq(rows[0][0])
+            events.append((LiveEvent(int(seq), session_id, body), log_origin))
+        first = events[0][0].seq
         # A log's first event follows on from any position in the log before it.
-        return not self._dispatch(session_id, 0 if str(first) == origin else first - 1, rows)
+        return not self._dispatch(session_id, 0 if first == log_origin else first - 1, events)
 
     def _read(self, due: set[str], follows: list[_Follower]) -> set[str]:
         """Read the ``due`` sessions' logs from their lowest follower positions and deliver
@@ -550,7 +551,9 @@ class EventListener:
         for raw_key, rows in result or []:
             key = raw_key.decode() if isinstance(raw_key, bytes) else raw_key
             session_id = key.removeprefix(keys.events(""))
-            if self._dispatch(session_id, _seq(streams[key]), rows) or \
+            events = [(LiveEvent(_seq(sid), session_id, _body(fields)), _origin(fields))
+                      for sid, fields in rows]
+            if self._dispatch(session_id, _seq(streams[key]), events) or \
                     len(rows) >= self.READ_COUNT:
                 again.add(session_id)
         return again
@@ -582,11 +585,11 @@ class EventListener:
                 behind.add(follower.session_id)
         return behind
 
-    def _dispatch(self, session_id: str, read_after: int, rows: _Rows) -> bool:
-        """Deliver ``rows``, read from after seq ``read_after``, to the session's followers;
-        True if one was left out, to be read for again."""
-        events = [(LiveEvent(_seq(sid), session_id, _body(fields)), _origin(fields))
-                  for sid, fields in rows]
+    def _dispatch(self, session_id: str, read_after: int,
+                  events: list[tuple[LiveEvent, int | None]]) -> bool:
+        """Deliver ``events`` (each with its log's origin), read from after seq
+        ``read_after``, to the session's followers; True if one was left out, to be read
+        for again."""
         with self._lock:  # the session's followers, not a walk over every follower
             targets = list(self._by_session.get(session_id, {}).values())
         skipped = False
