@@ -110,6 +110,10 @@ def test_publish_tokens_appends_in_order_and_loads_its_script_when_missing():
     assert [e.data["text"] for e in s2] == ["b\nnewline"]
     # The next event of the log, by any path, follows on from them.
     assert bus.publish("s1", "p", EventType.TOKEN, {"text": "d"}) == s1[1].seq + 1
+    for bad in ("", "s\n3"):  # session ids travel one a line
+        with pytest.raises(ValueError):
+            bus.publish_tokens([("s1", "p", "e"), (bad, "p", "f")])
+    assert len(bus.read("s1", 0)) == 3
 
 
 def test_published_tokens_are_announced_to_followers_as_other_events_are(bus: EventBus):

@@ -69,27 +69,31 @@ return seqs
 
 
 # The token events of many sessions in one call (``EventBus.publish_tokens``), each appended
-# and announced as _PUBLISH appends an event without a dedupe id. KEYS: per event, its
-# session's seq, log, origin and published-ids keys (4 each, in the order of the bodies);
-# ARGV: max len, TTL, now (µs), the events' news channels (one a line), their bodies (one a
-# line: JSON has no raw newline). Returns how many it appended.
+# and announced as _PUBLISH appends an event without a dedupe id. ARGV: max len, TTL, now
+# (µs); the prefixes of the seq, log, origin and published-ids keys and of the news channel
+# (``keys``' names with an empty session id); the events' session ids (one a line) and their
+# bodies (one a line: JSON has no raw newline). Its keys are those prefixes and the session
+# ids joined, named here rather than in KEYS so the call's arguments do not grow with the
+# sessions (several logs per call: like _PUBLISH, no Redis Cluster). Returns how many it
+# appended.
 _PUBLISH_TOKENS = """
-local channels = {}
-for channel in string.gmatch(ARGV[4], '[^\\n]+') do channels[#channels + 1] = channel end
+local sessions = {}
+for sid in string.gmatch(ARGV[9], '[^\\n]+') do sessions[#sessions + 1] = sid end
 local n = 0
-for body in string.gmatch(ARGV[5], '[^\\n]+') do
-  local k = n * 4
+for body in string.gmatch(ARGV[10], '[^\\n]+') do
   n = n + 1
-  if redis.call('EXISTS', KEYS[k + 1]) == 0 then
-    redis.call('SET', KEYS[k + 1], ARGV[3])
-    redis.call('SET', KEYS[k + 3], ARGV[3] + 1)
+  local sid = sessions[n]
+  local seqk, logk, origink, pubk = ARGV[4] .. sid, ARGV[5] .. sid, ARGV[6] .. sid, ARGV[7] .. sid
+  if redis.call('EXISTS', seqk) == 0 then
+    redis.call('SET', seqk, ARGV[3])
+    redis.call('SET', origink, ARGV[3] + 1)
   end
-  local seq = string.format('%d', redis.call('INCR', KEYS[k + 1]))
-  local origin = redis.call('GET', KEYS[k + 3]) or seq
-  redis.call('XADD', KEYS[k + 2], 'MAXLEN', '~', ARGV[1], seq .. '-0', 'e', body, 'o', origin)
-  for i = 1, 3 do redis.call('EXPIRE', KEYS[k + i], ARGV[2]) end
-  if redis.call('EXISTS', KEYS[k + 4]) == 1 then redis.call('EXPIRE', KEYS[k + 4], ARGV[2]) end
-  redis.call('PUBLISH', channels[n], origin .. '\\n' .. seq .. ' ' .. body)
+  local seq = string.format('%d', redis.call('INCR', seqk))
+  local origin = redis.call('GET', origink) or seq
+  redis.call('XADD', logk, 'MAXLEN', '~', ARGV[1], seq .. '-0', 'e', body, 'o', origin)
+  for _, key in ipairs({seqk, logk, origink}) do redis.call('EXPIRE', key, ARGV[2]) end
+  if redis.call('EXISTS', pubk) == 1 then redis.call('EXPIRE', pubk, ARGV[2]) end
+  redis.call('PUBLISH', ARGV[8] .. sid, origin .. '\\n' .. seq .. ' ' .. body)
 end
 return n
 """
@@ -136,26 +140,25 @@ class EventBus:
 
     def publish_tokens(self, tokens: Sequence[tuple[str, str, str]]) -> None:
         """Append one ``token`` event per ``(session_id, process_id, text)``, each as
-        ``publish`` would (no dedupe id), all in one script call: one round trip, and two
-        arguments for all the events' bodies and channels, so the cost of packing the call
-        grows by four key names per event, not by a dozen arguments. Events of one process
-        keep their order; the call is atomic."""
+        ``publish`` would (no dedupe id), all in one script call: one round trip and ten
+        arguments however many events (their session ids and bodies each joined into one),
+        so redis-py's cost of packing the call does not grow per event. Events of one
+        process keep their order; the call is atomic."""
         if not tokens:
             return
         at = wire_time(utcnow())
-        call_keys: list[str] = []
-        channels: list[str] = []
+        sessions: list[str] = []
         bodies: list[str] = []
         for session_id, process_id, text in tokens:
-            if "\n" in session_id:  # the channels go one a line
-                raise ValueError(f"a session id with a newline: {session_id!r}")
-            call_keys += (keys.event_seq(session_id), keys.events(session_id),
-                          keys.event_origin(session_id), keys.event_published(session_id))
-            channels.append(keys.event_news(self._db, session_id))
+            sessions.append(session_id)
             bodies.append(event_body(process_id, EventType.TOKEN, {"text": text}, at))
-        self._publish_tokens(keys=call_keys, args=[
-            self._max_len, self._ttl, time.time_ns() // 1000, "\n".join(channels),
-            "\n".join(bodies)])
+        joined = "\n".join(sessions)
+        if joined.count("\n") != len(sessions) - 1 or "" in sessions:
+            raise ValueError("a session id that is empty or holds a newline")
+        self._publish_tokens(args=[
+            self._max_len, self._ttl, time.time_ns() // 1000, keys.event_seq(""),
+            keys.events(""), keys.event_origin(""), keys.event_published(""),
+            keys.event_news(self._db, ""), joined, "\n".join(bodies)])
         metrics.event_published(EventType.TOKEN.value).inc(len(bodies))
 
     def _call(self, session_id: str, process_id: str, events: Sequence[Publish]
