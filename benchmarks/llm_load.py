@@ -431,7 +431,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     if args.cprofile:
         args.cprofile = os.path.abspath(args.cprofile)
         os.makedirs(args.cprofile, exist_ok=True)
-    args.no_task_events = args.profile = False
+    args.no_task_events = args.profile = args.waits = False
     args.server = "gunicorn"
     args.gateway_threads = 0
     return args

@@ -359,9 +359,9 @@ def measure_extras(brain: Any, app: Any, config: Any, conns: list[Any]) -> dict[
         row(f"listener XREAD over {n} followed stream(s), one has an event",
             lambda streams=streams: client.xread(streams, count=500), 300)
     conn = conns[0]
-    event = brain.events.read(conn.session.id, 0)[-1]
-    row("Connection._on_event (one event → frame → JSON → queue)", lambda: conn._on_event(event))
-    row("EventBus._decode + StreamEvent (one event, listener side)",
+    event = brain.events.read_live(conn.session.id, 0)[-1]
+    row("Connection._on_event (one logged event → frame → queue)", lambda: conn._on_event(event))
+    row("EventBus.read: XRANGE, decode + StreamEvent (one event)",
         lambda: brain.events.read(conn.session.id, event.seq - 1))
     for key in client.scan_iter("bench*"):
         client.delete(key)

@@ -4,9 +4,12 @@ deduplicated publish."""
 
 from __future__ import annotations
 
+import json
 import threading
+from datetime import UTC, datetime
 
 import fakeredis
+import pytest
 import redis
 
 from tests.helpers import wait_for
@@ -376,6 +379,37 @@ def test_a_listener_hears_only_the_events_of_its_own_redis_database():
         assert followed.got == [seq]
     finally:
         listener.close()
+
+
+@pytest.mark.parametrize("process_id", ["p", 'p,"type":"token', "pé\\\"✓"])
+def test_a_live_event_is_the_logged_event_without_decoding_it(process_id: str):
+    """What a gateway sends on (``LiveEvent.json``, its ``type``) is what the decoded event
+    says, whatever the process id and data hold, and for tokens of ``publish_tokens`` too."""
+    bus = EventBus(fakeredis.FakeRedis(), max_len=100, ttl=60)
+    data = {"content": 'say "héllo" ✓\n', "type": "token", "n": 1.5, "none": None}
+    bus.publish("s", process_id, EventType.CLIENT_TOOL_REQUEST, data)
+    bus.publish("s", process_id, EventType.CHAT_MESSAGE)
+    bus.publish_tokens([("s", process_id, 'a "b" ✓')])
+    lives = bus.read_live("s", 0)
+    assert [live.type for live in lives] == [
+        EventType.CLIENT_TOOL_REQUEST, EventType.CHAT_MESSAGE, EventType.TOKEN]
+    for live in lives:
+        event = live.decoded()
+        assert (live.seq, live.session_id, live.type) == (event.seq, "s", event.type)
+        assert live.json().startswith(f'{{"seq":{live.seq},"sessionId":"s","processId":')
+        assert json.loads(live.json()) == json.loads(event.model_dump_json(by_alias=True))
+
+
+def test_an_event_logged_before_bodies_took_the_model_s_form_still_goes_out_whole():
+    """A log written by the code before (``at`` as ``isoformat``) is sent as it was."""
+    client = fakeredis.FakeRedis()
+    body = ('{"processId":"p","type":"token","data":{"text":"x"},'
+            '"at":"2026-12-03T06:00:00.120000+00:00"}')
+    client.xadd(keys.events("s"), {"e": body, "o": "1"}, id="1-0")
+    (live,) = EventBus(client, max_len=100, ttl=60).read_live("s", 0)
+    assert live.type is EventType.TOKEN
+    assert json.loads(live.json())["at"] == "2026-12-03T06:00:00.120000+00:00"
+    assert live.decoded().at == datetime(2026, 12, 3, 6, 0, 0, 120000, tzinfo=UTC)
 
 
 def test_an_event_read_back_is_the_event_published_with_its_types():

@@ -10,8 +10,9 @@ import pytest
 import redis
 
 from tests.helpers import wait_for
+from vancetope_brain import keys
 from vancetope_brain.events import EventBus, EventType
-from vancetope_brain.events.bus import Publish
+from vancetope_brain.events.bus import database
 from vancetope_brain.events.tokens import TokenCoalescer
 from vancetope_brain.llm.testing import PacedModel, paced_tokens
 from vancetope_brain.models.settings import SettingScope
@@ -99,17 +100,34 @@ def test_a_batch_redis_refuses_fails_the_stream_at_its_next_call():
         stream.flush()
 
 
-def test_publish_batches_appends_in_order_and_loads_its_script_when_missing():
+def test_publish_tokens_appends_in_order_and_loads_its_script_when_missing():
     bus = EventBus(fakeredis.FakeRedis(), max_len=100, ttl=60)  # an empty script cache
-    [s1], [s2], [s1_again] = bus.publish_batches([
-        ("s1", "p", [Publish(EventType.TOKEN, {"text": "a"})]),
-        ("s2", "p", [Publish(EventType.TOKEN, {"text": "b"})]),
-        ("s1", "p", [Publish(EventType.TOKEN, {"text": "c"})])])
-    seqs = [s1, s2, s1_again]
-    assert seqs[2] == seqs[0] + 1
-    assert [e.data["text"] for e in bus.read("s1", 0)] == ["a", "c"]
-    assert [e.seq for e in bus.read("s2", 0)] == [seqs[1]]
-    assert bus.publish("s1", "p", EventType.TOKEN, {"text": "d"}) == seqs[2] + 1
+    bus.publish_tokens([("s1", "p", "a"), ("s2", "p", "b\nnewline"), ("s1", "q", "c")])
+    s1, s2 = bus.read("s1", 0), bus.read("s2", 0)
+    assert [(e.process_id, e.type, e.data["text"]) for e in s1] == [
+        ("p", EventType.TOKEN, "a"), ("q", EventType.TOKEN, "c")]
+    assert s1[1].seq == s1[0].seq + 1
+    assert [e.data["text"] for e in s2] == ["b\nnewline"]
+    # The next event of the log, by any path, follows on from them.
+    assert bus.publish("s1", "p", EventType.TOKEN, {"text": "d"}) == s1[1].seq + 1
+    for bad in ("", "s\n3"):  # session ids travel one a line
+        with pytest.raises(ValueError):
+            bus.publish_tokens([("s1", "p", "e"), (bad, "p", "f")])
+    assert len(bus.read("s1", 0)) == 3
+
+
+def test_published_tokens_are_announced_to_followers_as_other_events_are(bus: EventBus):
+    client = bus._redis
+    news = client.pubsub(ignore_subscribe_messages=True)
+    news.subscribe(keys.event_news(database(client), "s1"))
+    bus.publish_tokens([("s1", "p", "a"), ("s2", "p", "b"), ("s1", "p", "c")])
+    messages = [wait_for(lambda: news.get_message(timeout=1), what="news") for _ in range(2)]
+    news.close()
+    # As the publish script announces an event: "{origin}\n{seq} {body}", the body as logged.
+    entries = client.xrange(keys.events("s1"))
+    assert [m["data"] for m in messages] == [
+        fields[b"o"] + b"\n" + sid.split(b"-")[0] + b" " + fields[b"e"]
+        for sid, fields in entries]
 
 
 def test_a_turn_streams_every_token_in_order_before_its_chat_lines(embedded):

@@ -29,7 +29,7 @@ from vancetope_brain.errors import (
     UnknownFrameType,
     VancetopeError,
 )
-from vancetope_brain.events import EventListener, EventType, Gap, StreamEvent
+from vancetope_brain.events import EventListener, EventType, Gap, LiveEvent
 from vancetope_brain.identity import Principal
 from vancetope_brain.models import Fingerprint, Session
 from vancetope_brain.models.inbox import Criticality
@@ -325,7 +325,8 @@ class Connection:
             if self.state is not ConnState.CLOSED:
                 self._feed = self._listener.follow(feed, after, self._on_feed_event)
 
-    def _on_feed_event(self, event: StreamEvent) -> None:
+    def _on_feed_event(self, live: LiveEvent) -> None:
+        event = live.decoded()
         if event.type in (EventType.DOCUMENT_UPDATED, EventType.DOCUMENT_DELETED):
             self.push(event.type.value, frames.DocumentPush(document=event.data["document"]))
             return
@@ -408,7 +409,7 @@ class Connection:
         from the listener. Pages of a quarter of the queue, each once the queue holds at
         most a quarter, leave half of it to live frames. Returns the last seq replayed."""
         page = max(1, self.OUTBOUND_QUEUE_MAX // 4)
-        while events := self.gateway.events.read(session_id, after, count=page):
+        while events := self.gateway.events.read_live(session_id, after, count=page):
             with self._lock:
                 room = self.outbound.wait_for_room(page, self.STALL_GRACE_SEC)
                 if self.state is ConnState.CLOSED:
@@ -429,8 +430,9 @@ class Connection:
                                                  requested_after=gap.requested_after,
                                                  first_available=gap.first_available))
 
-    def _on_event(self, event: StreamEvent) -> None:
-        if event.type is EventType.CLIENT_TOOL_REQUEST:
+    def _on_event(self, live: LiveEvent) -> None:
+        if live.type is EventType.CLIENT_TOOL_REQUEST:
+            event = live.decoded()
             # Addressed to one connection, and only live: a replayed request is stale.
             if event.data.get("connectionId") == self.connection_id and \
                     event.seq > self._live_after:
@@ -439,7 +441,7 @@ class Connection:
                     tool_call_id=event.data["toolCallId"], tool_name=event.data["toolName"],
                     params=event.data["params"], timeout_sec=event.data["timeoutSec"]))
             return
-        self._send("event", event.model_dump_json(by_alias=True))
+        self._send("event", live.json())
 
     def require_session(self) -> Session:
         if self.session is None:

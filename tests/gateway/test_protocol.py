@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import itertools
 import json
-from datetime import UTC, datetime
 
+import fakeredis
 import pytest
 
 from tests.gateway.wire import Client, wait_session
 from tests.helpers import wait_for
 from vancetope_brain import keys
 from vancetope_brain.engines.arthur import WELCOME
-from vancetope_brain.events import EventType, StreamEvent
+from vancetope_brain.events import EventBus, EventType
 from vancetope_brain.identity import Principal
 from vancetope_brain.models import ProcessStatus, SessionStatus
 from vancetope_brain.store import LaneStore, SessionStore
@@ -213,14 +213,16 @@ def test_a_close_while_binding_leaves_no_binding_and_no_follow(emb, client, monk
     assert not client.sock.frames(reply_to="c")
 
 
-def test_an_event_frame_written_from_its_json_is_the_frame_of_its_dump():
-    """Events go out as ``model_dump_json`` text spliced into the frame, not as a dict
-    through ``json.dumps``: the client must read the same frame either way."""
-    event = StreamEvent(seq=7, session_id="ses_1", process_id="proc_1",
-                        type=EventType.CHAT_MESSAGE, at=datetime(2026, 12, 3, 6, 0, tzinfo=UTC),
-                        data={"content": 'say "héllo" ✓\n', "n": 1.5, "none": None})
+def test_an_event_frame_written_from_its_logged_json_is_the_frame_of_its_dump():
+    """Events go out as their logged JSON spliced into the frame (``LiveEvent.json``), not
+    decoded and dumped again: the client must read the same frame either way."""
+    bus = EventBus(fakeredis.FakeRedis(), max_len=100, ttl=60)
+    bus.publish("ses_1", "proc_1", EventType.CHAT_MESSAGE,
+                {"content": 'say "héllo" ✓\n', "n": 1.5, "none": None})
+    (live,) = bus.read_live("ses_1", 0)
+    event = live.decoded()
     for reply_to in (None, "req-1"):
-        spliced = _encode("event", event.model_dump_json(by_alias=True), reply_to)
+        spliced = _encode("event", live.json(), reply_to)
         assert json.loads(spliced) == json.loads(_encode("event", event.dump(), reply_to))
         keys_in_order = ["type", "data"] if reply_to is None else ["type", "replyTo", "data"]
         assert list(json.loads(spliced)) == keys_in_order

@@ -11,8 +11,9 @@ The other Redis bookkeeping of who is listening lives here too: ``presence.py``,
 sessions and users have a client connected (import it directly; it needs only ``keys``).
 """
 
-from vancetope_brain.events.bus import EventBus, EventListener, Gap
+from vancetope_brain.events.bus import EventBus, EventListener, Gap, LiveEvent
 from vancetope_brain.events.model import EventType, StreamEvent
 from vancetope_brain.events.outbox import EventOutbox
 
-__all__ = ["EventBus", "EventListener", "EventOutbox", "EventType", "Gap", "StreamEvent"]
+__all__ = ["EventBus", "EventListener", "EventOutbox", "EventType", "Gap", "LiveEvent",
+           "StreamEvent"]

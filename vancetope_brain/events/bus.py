@@ -68,6 +68,37 @@ return seqs
 """
 
 
+# The token events of many sessions in one call (``EventBus.publish_tokens``), each appended
+# and announced as _PUBLISH appends an event without a dedupe id. ARGV: max len, TTL, now
+# (µs); the prefixes of the seq, log, origin and published-ids keys and of the news channel
+# (``keys``' names with an empty session id); the events' session ids (one a line) and their
+# bodies (one a line: JSON has no raw newline). Its keys are those prefixes and the session
+# ids joined, named here rather than in KEYS so the call's arguments do not grow with the
+# sessions (several logs per call: like _PUBLISH, no Redis Cluster). Returns how many it
+# appended.
+_PUBLISH_TOKENS = """
+local sessions = {}
+for sid in string.gmatch(ARGV[9], '[^\\n]+') do sessions[#sessions + 1] = sid end
+local n = 0
+for body in string.gmatch(ARGV[10], '[^\\n]+') do
+  n = n + 1
+  local sid = sessions[n]
+  local seqk, logk, origink, pubk = ARGV[4] .. sid, ARGV[5] .. sid, ARGV[6] .. sid, ARGV[7] .. sid
+  if redis.call('EXISTS', seqk) == 0 then
+    redis.call('SET', seqk, ARGV[3])
+    redis.call('SET', origink, ARGV[3] + 1)
+  end
+  local seq = string.format('%d', redis.call('INCR', seqk))
+  local origin = redis.call('GET', origink) or seq
+  redis.call('XADD', logk, 'MAXLEN', '~', ARGV[1], seq .. '-0', 'e', body, 'o', origin)
+  for _, key in ipairs({seqk, logk, origink}) do redis.call('EXPIRE', key, ARGV[2]) end
+  if redis.call('EXISTS', pubk) == 1 then redis.call('EXPIRE', pubk, ARGV[2]) end
+  redis.call('PUBLISH', ARGV[8] .. sid, origin .. '\\n' .. seq .. ' ' .. body)
+end
+return n
+"""
+
+
 @dataclass(frozen=True)
 class Publish:
     """One event for ``EventBus.publish_many``: as ``publish``'s arguments."""
@@ -86,6 +117,7 @@ class EventBus:
         self._ttl = ttl
         self._db = database(client)
         self._publish = client.register_script(_PUBLISH)
+        self._publish_tokens = client.register_script(_PUBLISH_TOKENS)
 
     def publish(self, session_id: str, process_id: str, type: EventType,
                 data: dict[str, Any] | None = None, *, dedupe: str | None = None) -> int:
@@ -106,43 +138,37 @@ class EventBus:
             return []
         return [int(seq) for seq in self._publish(*self._call(session_id, process_id, events))]
 
-    def publish_batches(self, batches: Sequence[tuple[str, str, Sequence[Publish]]]
-                        ) -> list[list[int]]:
-        """Append each ``(session_id, process_id, events)`` batch as ``publish_many`` would,
-        all in one pipeline (one round trip; each batch atomic, the whole not); returns
-        each batch's seqs. On a ``RedisError`` some batches may have been appended."""
-        calls = [self._call(session_id, process_id, events)
-                 for session_id, process_id, events in batches]
-        results: list[Any] = [None] * len(calls)
-        todo = list(range(len(calls)))
-        for loaded in (False, True):
-            pipe = self._redis.pipeline(transaction=False)
-            for i in todo:
-                call_keys, args = calls[i]
-                pipe.evalsha(self._publish.sha, len(call_keys), *call_keys, *args)
-            for i, result in zip(todo, pipe.execute(raise_on_error=False), strict=True):
-                results[i] = result
-            # The script cache was empty (first use, or Redis restarted): load the script,
-            # then append what was refused, still in order.
-            todo = [i for i in todo if isinstance(results[i], redis.exceptions.NoScriptError)]
-            if not todo or loaded:
-                break
-            self._redis.script_load(_PUBLISH)
-        for result in results:
-            if isinstance(result, Exception):
-                raise result
-        return [[int(seq) for seq in seqs] for seqs in results]
+    def publish_tokens(self, tokens: Sequence[tuple[str, str, str]]) -> None:
+        """Append one ``token`` event per ``(session_id, process_id, text)``, each as
+        ``publish`` would (no dedupe id), all in one script call: one round trip and ten
+        arguments however many events (their session ids and bodies each joined into one),
+        so redis-py's cost of packing the call does not grow per event. Events of one
+        process keep their order; the call is atomic."""
+        if not tokens:
+            return
+        at = wire_time(utcnow())
+        sessions: list[str] = []
+        bodies: list[str] = []
+        for session_id, process_id, text in tokens:
+            sessions.append(session_id)
+            bodies.append(event_body(process_id, EventType.TOKEN, {"text": text}, at))
+        joined = "\n".join(sessions)
+        if joined.count("\n") != len(sessions) - 1 or "" in sessions:
+            raise ValueError("a session id that is empty or holds a newline")
+        self._publish_tokens(args=[
+            self._max_len, self._ttl, time.time_ns() // 1000, keys.event_seq(""),
+            keys.events(""), keys.event_origin(""), keys.event_published(""),
+            keys.event_news(self._db, ""), joined, "\n".join(bodies)])
+        metrics.event_published(EventType.TOKEN.value).inc(len(bodies))
 
     def _call(self, session_id: str, process_id: str, events: Sequence[Publish]
               ) -> tuple[list[str], list[Any]]:
         """The publish script's keys and arguments for ``events``."""
-        at = utcnow().isoformat()
+        at = wire_time(utcnow())
         args: list[Any] = [self._max_len, self._ttl, time.time_ns() // 1000,
                            keys.event_news(self._db, session_id)]
         for event in events:
-            args.append(json.dumps({"processId": process_id, "type": event.type.value,
-                                    "data": event.data or {}, "at": at},
-                                   separators=(",", ":")))
+            args.append(event_body(process_id, event.type, event.data or {}, at))
             args.append(event.dedupe or "")
             metrics.event_published(event.type.value).inc()
         return ([keys.event_seq(session_id), keys.events(session_id),
@@ -150,9 +176,13 @@ class EventBus:
 
     def read(self, session_id: str, after_seq: int, count: int = 1000) -> list[StreamEvent]:
         """Events with seq > ``after_seq``, in order (at most ``count``)."""
+        return [event.decoded() for event in self.read_live(session_id, after_seq, count)]
+
+    def read_live(self, session_id: str, after_seq: int, count: int = 1000) -> list[LiveEvent]:
+        """As ``read``, undecoded (what a gateway replays to a client)."""
         rows: _Rows = self._redis.xrange(  # type: ignore[assignment]
             keys.events(session_id), min=f"({after_seq}-0", count=count)
-        return [_decode(session_id, sid, fields) for sid, fields in rows]
+        return [LiveEvent(_seq(sid), session_id, _body(fields)) for sid, fields in rows]
 
     def missed(self, session_id: str, after_seq: int) -> int | None:
         """If events after ``after_seq`` are no longer kept, the first seq that is; else None.
@@ -176,6 +206,20 @@ class EventBus:
         return int(self._redis.get(keys.event_seq(session_id)) or 0)
 
 
+def event_body(process_id: str, type: EventType, data: dict[str, Any], at: str) -> str:
+    """An event as its log holds it: the JSON of ``StreamEvent`` without ``seq`` and
+    ``sessionId``, its fields in the model's order and form, so the event's JSON is this
+    with those two spliced in front (``LiveEvent.json``) and a gateway sends it without
+    decoding it."""
+    return json.dumps({"processId": process_id, "type": type.value, "data": data, "at": at},
+                      separators=(",", ":"))
+
+
+def wire_time(at: datetime) -> str:
+    """``at`` as ``StreamEvent``'s JSON writes it (pydantic's form of a UTC datetime)."""
+    return at.isoformat().replace("+00:00", "Z")
+
+
 def database(client: redis.Redis) -> int:
     """The Redis database number of ``client`` (``keys.event_news`` names channels by it)."""
     return int(client.connection_pool.connection_kwargs.get("db") or 0)
@@ -190,12 +234,17 @@ _Rows = list[tuple[bytes, dict[bytes, bytes]]]
 """What redis-py returns for XRANGE, and per stream for XREAD (``decode_responses`` off)."""
 
 
-def _decode(session_id: str, stream_id: bytes | str, fields: dict[Any, Any]) -> StreamEvent:
-    body = json.loads(fields[b"e"] if b"e" in fields else fields["e"])
-    # Written by the publish script from ``_call``'s JSON, so not validated again (that was
-    # 6 % of the gateway's CPU under the LLM-shaped load): its fields are built here, typed.
+def _body(fields: dict[Any, Any]) -> str:
+    raw = fields[b"e"] if b"e" in fields else fields["e"]
+    return raw.decode() if isinstance(raw, bytes) else raw
+
+
+def _decode_body(seq: int, session_id: str, text: str) -> StreamEvent:
+    body = json.loads(text)
+    # Written by the publish script from ``event_body``'s JSON, so not validated again (that
+    # was 6 % of the gateway's CPU under the LLM-shaped load): its fields are built here, typed.
     return StreamEvent.model_construct(
-        seq=_seq(stream_id), session_id=session_id, process_id=body["processId"],
+        seq=seq, session_id=session_id, process_id=body["processId"],
         type=EventType(body["type"]), data=body["data"], at=datetime.fromisoformat(body["at"]))
 
 
@@ -206,7 +255,40 @@ def _origin(fields: dict[Any, Any]) -> int | None:
     return None if raw is None else int(raw)
 
 
-Callback = Callable[[StreamEvent], None]
+class LiveEvent:
+    """An event as ``EventListener`` delivers it: its seq and session, and its body as the
+    log holds it (``event_body``), decoded only when asked. A gateway sends ``json()`` on
+    as the frame's data without building a model (that was a JSON decode, a model and a
+    JSON encode per event on the listener's one thread)."""
+
+    __slots__ = ("_decoded", "body", "seq", "session_id")
+
+    def __init__(self, seq: int, session_id: str, body: str) -> None:
+        self.seq = seq
+        self.session_id = session_id
+        self.body = body
+        self._decoded: StreamEvent | None = None
+
+    @property
+    def type(self) -> EventType:
+        """Read from the body without decoding it: ``event_body`` writes ``processId`` first,
+        then ``type``, and a ``,"type":"`` whose quotes are not escaped cannot lie inside
+        the JSON string before it."""
+        start = self.body.find(',"type":"') + 9
+        return EventType(self.body[start:self.body.index('"', start)])
+
+    def decoded(self) -> StreamEvent:
+        if self._decoded is None:
+            self._decoded = _decode_body(self.seq, self.session_id, self.body)
+        return self._decoded
+
+    def json(self) -> str:
+        """The event's JSON, as ``StreamEvent.model_dump_json(by_alias=True)`` gives the same
+        value."""
+        return f'{{"seq":{self.seq},"sessionId":{json.dumps(self.session_id)},{self.body[1:]}'
+
+
+Callback = Callable[[LiveEvent], None]
 
 
 @dataclass(frozen=True)
@@ -445,13 +527,14 @@ class EventListener:
         origin, _, entries = text.partition("\n")
         if not entries:
             return False
-        rows: list[Any] = []  # as XREAD gives them
+        events: list[tuple[LiveEvent, int | None]] = []
+        log_origin = int(origin)
         for entry in entries.split("\n"):
             seq, _, body = entry.partition(" ")
-            rows.append((f"{seq}-0", {"e": body, "o": origin}))
-        first = _seq(rows[0][0])
+            events.append((LiveEvent(int(seq), session_id, body), log_origin))
+        first = events[0][0].seq
         # A log's first event follows on from any position in the log before it.
-        return not self._dispatch(session_id, 0 if str(first) == origin else first - 1, rows)
+        return not self._dispatch(session_id, 0 if first == log_origin else first - 1, events)
 
     def _read(self, due: set[str], follows: list[_Follower]) -> set[str]:
         """Read the ``due`` sessions' logs from their lowest follower positions and deliver
@@ -471,7 +554,9 @@ class EventListener:
         for raw_key, rows in result or []:
             key = raw_key.decode() if isinstance(raw_key, bytes) else raw_key
             session_id = key.removeprefix(keys.events(""))
-            if self._dispatch(session_id, _seq(streams[key]), rows) or \
+            events = [(LiveEvent(_seq(sid), session_id, _body(fields)), _origin(fields))
+                      for sid, fields in rows]
+            if self._dispatch(session_id, _seq(streams[key]), events) or \
                     len(rows) >= self.READ_COUNT:
                 again.add(session_id)
         return again
@@ -503,10 +588,11 @@ class EventListener:
                 behind.add(follower.session_id)
         return behind
 
-    def _dispatch(self, session_id: str, read_after: int, rows: _Rows) -> bool:
-        """Deliver ``rows``, read from after seq ``read_after``, to the session's followers;
-        True if one was left out, to be read for again."""
-        events = [(_decode(session_id, sid, fields), _origin(fields)) for sid, fields in rows]
+    def _dispatch(self, session_id: str, read_after: int,
+                  events: list[tuple[LiveEvent, int | None]]) -> bool:
+        """Deliver ``events`` (each with its log's origin), read from after seq
+        ``read_after``, to the session's followers; True if one was left out, to be read
+        for again."""
         with self._lock:  # the session's followers, not a walk over every follower
             targets = list(self._by_session.get(session_id, {}).values())
         skipped = False

@@ -4,7 +4,8 @@ A model streams its reply as many small chunks; published one by one, each would
 round trip to Redis from the turn's thread and an event frame at every gateway socket of
 the session. A ``TokenCoalescer`` (one per worker process) instead collects the tokens of
 all its turns and publishes them every ``interval`` seconds from one thread, all in one
-pipeline (``EventBus.publish_batches``), the tokens a process streamed since the last flush
+script call (``EventBus.publish_tokens``: one round trip, the events' bodies encoded once
+here in the form the gateways send on), the tokens a process streamed since the last flush
 merged into one ``token`` event (their texts joined: a ``token`` is a chunk of the reply,
 so clients see the same text in fewer, larger chunks — docs/protocol.md).
 
@@ -35,8 +36,7 @@ import time
 
 import redis
 
-from vancetope_brain.events.bus import EventBus, Publish
-from vancetope_brain.events.model import EventType
+from vancetope_brain.events.bus import EventBus
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ class TokenStream:
 
 class TokenCoalescer:
     """Publishes the queued tokens of every stream every ``interval`` seconds, in one
-    pipeline; thread-safe. Its thread starts with the first token."""
+    script call; thread-safe. Its thread starts with the first token."""
 
     def __init__(self, bus: EventBus, *, interval: float, max_pending: int = MAX_PENDING):
         if interval <= 0 or max_pending < 1:
@@ -142,11 +142,10 @@ class TokenCoalescer:
                 self._publish(batch)
 
     def _publish(self, batch: dict[TokenStream, list[str]]) -> None:
-        """One event per stream, its tokens joined (called holding ``_io``)."""
+        """One event per stream, its tokens joined, all in one call (holding ``_io``)."""
         try:
-            self._bus.publish_batches([
-                (s.session_id, s.process_id, [Publish(EventType.TOKEN, {"text": "".join(texts)})])
-                for s, texts in batch.items()])
+            self._bus.publish_tokens([(s.session_id, s.process_id, "".join(texts))
+                                      for s, texts in batch.items()])
         except redis.RedisError as e:
             log.warning("publishing the tokens of %d stream(s) failed: %s", len(batch), e)
             for stream in batch:
