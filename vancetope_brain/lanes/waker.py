@@ -1,5 +1,5 @@
 """Coalesced wake-ups: a woken process waits in its shard's ready set, and at most one
-queued (not yet started) shard task per shard runs what waits there."""
+queued (not yet started) or lingering shard task per shard runs what waits there."""
 
 from __future__ import annotations
 
@@ -181,6 +181,12 @@ class Waker:
     (docs/architecture.md, "No lost wake-up"). The flag expires after ``flag_ttl`` seconds
     so a lost broker message cannot block wake-ups for longer than that; the sweeper
     covers the gap.
+
+    A task whose round is over and finds nothing waiting may linger (``next_ready`` with
+    ``linger``: the flag becomes ``linger``): wakes of its shard then ring its bell
+    (``vt:shard-bell:{shard}``) instead of queuing a task, and a wake that queues a task of
+    any shard rings every lingering shard's bell (``vt:lingering``), so a lingering task
+    does not keep a worker from a task that waits for one.
     """
 
     def __init__(self, client: redis.Redis, enqueue: Enqueue, *, shards: int,
