@@ -238,7 +238,7 @@ def test_a_wake_of_a_lingering_shard_rings_its_task_and_queues_none(client):
     assert client.get(keys.shard_queued(0)) == b"linger"
     assert not waker.wake("acme", a) and not waker.wake("acme", b)
     assert queued == []
-    assert waker.await_wake(0, 5)  # rung: returns at once
+    assert waker.await_wake(0, 1)  # rung: returns at once
     task = Task(waker, 0)
     assert task.take(client) == ("acme", a)  # the linger's flag is gone: b, left waiting,
     assert queued == [(0,)] and client.get(keys.shard_queued(0)) == b"1"  # has a task
@@ -277,7 +277,7 @@ def test_another_shards_queued_task_ends_a_linger_and_none_begins_while_one_wait
                             lease_ttl=10)[:2] == ("acme", other)
     client.delete(keys.lease(other))
     assert waker.wake("acme", other) and queued == [(1,)]  # shard 1's task is queued ...
-    assert waker.await_wake(0, 5)  # ... and rings shard 0's lingering task
+    assert waker.await_wake(0, 1)  # ... and rings shard 0's lingering task
     assert waker.next_ready(0, None, token=LeaseKeeper.new_token(), lease_ttl=10,
                             linger=0.05) is None
     assert not client.exists(keys.shard_queued(0)) and client.smembers(keys.LINGERING) == set()
@@ -309,3 +309,17 @@ def test_the_sweeper_forces_one_task_per_shard(client):
     assert sweep(_Stale(found), client, waker, age=0, interval=1.0) == 4  # type: ignore[arg-type]
     assert sorted(queued) == [(0,), (1,)]
     assert client.zcard(keys.ready(0)) == 3 and client.zcard(keys.ready(1)) == 1
+
+
+def test_a_take_that_queues_a_task_rings_the_lingering_shards(client):
+    """A take that leaves processes waiting queues their task: a shard task that lingers
+    elsewhere is rung, so its worker is free for it."""
+    queued: list[tuple[object, ...]] = []
+    waker = Waker(client, lambda *task: queued.append(task), shards=2, flag_ttl=60)
+    a, b = _on_shard_0(2)
+    _linger(waker, 1)
+    assert waker.wake("acme", a) and not waker.wake("acme", b)  # (the first wake rang 1 …
+    client.delete(keys.shard_bell(1))  # … which is still lingering, say)
+    assert Task(waker, 0).take(client) == ("acme", a)  # b left waiting: a task is queued
+    assert queued == [(0,), (0,)]
+    assert waker.await_wake(1, 1)

@@ -79,6 +79,7 @@ return 1
 # task goes on with a new round instead (no Celery task for nothing to be fair to).
 # Another task is queued whenever processes wait and none is queued, so those never depend
 # on this task's survival.
+# A task queued here rings every lingering shard's bell, as a wake that queues one does.
 # When nothing waits, the task may linger, and the script returns {'', 0, -1, '', 1}: it
 # sets the flag to 'linger' (so wakes ring the bell instead of queuing a task) unless a
 # task of this shard is queued or another shard's task waits for a worker (a flag other
@@ -126,7 +127,14 @@ if ours then
   waiting = waiting - 1
 end
 local more = 0
-if waiting > 0 and redis.call('SET', KEYS[2], 1, 'NX', 'PX', ARGV[2]) then more = 1 end
+if waiting > 0 and redis.call('SET', KEYS[2], 1, 'NX', 'PX', ARGV[2]) then
+  more = 1
+  for _, shard in ipairs(redis.call('SMEMBERS', KEYS[4])) do
+    local bell = string.match(KEYS[3], '^(.*:)') .. shard
+    redis.call('RPUSH', bell, 1)
+    redis.call('PEXPIRE', bell, ARGV[2])
+  end
+end
 if not ours then return {'', more, -1, round} end
 local process = string.match(head[1], '[^/]*$')
 local lease = ARGV[3] .. process
