@@ -62,7 +62,8 @@ TASK_SECONDS = 0.5
 shutdown waits for one more turn at most, and turns that wait on the network (an LLM)
 run one per task, side by side in the pool, as the queued task takes the next."""
 MIN_LINGER = 0.001
-"""A shard task lingers no shorter than this (the seconds left before ``TASK_SECONDS``)."""
+"""Seconds below which a shard task does not linger (when less than this is left of
+``TASK_SECONDS``); a blocking read of 0 s would wait forever."""
 RETRY_DELAY = 1.0
 """Seconds after which a turn that the store or Redis failed under in a shard task runs
 again, as a lane-turn task of its own (which retries with back-off from there)."""
