@@ -125,15 +125,28 @@ def _time_waits(worker) -> None:  # type: ignore[no-untyped-def]
         head = waker._redis.zrange(keys.ready(shard), 0, 0, withscores=True)
         ready = real_next(shard, *args, **kwargs)
         now_ns, wall_us = time.perf_counter_ns(), time.time_ns() // 1000
-        if ready is not None and head and \
+        if hasattr(ready, "process_id") and head and \
                 head[0][0].decode() == f"{ready.tenant_id}/{ready.process_id}":
             STATS.timer.record("(wait: wake → take)", int(wall_us - head[0][1]) * 1000)
             started = getattr(STATS.task_start, "ns", None)
             if started is not None:
-                STATS.timer.record("(wait: task start → take)", now_ns - started)
+                STATS.timer.record("(wait: task start or linger end → take)", now_ns - started)
         return ready
 
     waker.next_ready = next_ready
+    real_await = getattr(waker, "await_wake", None)  # absent before the linger
+
+    def await_wake(shard, timeout):  # type: ignore[no-untyped-def]
+        started = time.perf_counter_ns()
+        rung = real_await(shard, timeout)
+        ended = time.perf_counter_ns()
+        STATS.timer.record("(wait: linger, rung)" if rung else "(wait: linger, not rung)",
+                           ended - started)
+        STATS.task_start.ns = ended  # the next take's wait in the task counts from here
+        return rung
+
+    if real_await is not None:
+        waker.await_wake = await_wake
 
 
 def _install_instrumentation(app, redis_url: str, parts: bool, waits: bool) -> None:  # type: ignore[no-untyped-def]

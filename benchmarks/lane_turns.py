@@ -830,7 +830,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "print them per phase")
     p.add_argument("--waits", action="store_true",
                    help="record each take's wait in its shard's ready set (wake → take) and "
-                        "in the task that took it (task start → take) and print them per phase")
+                        "in the task that took it (task start, or the end of its linger, → take) and print them per phase")
     p.add_argument("--cprofile", metavar="DIR",
                    help="write cProfile stats of the gateway (every thread; gunicorn only) and "
                         "of each worker (every thread) to DIR/*.pstats (slows them ~2×)")

@@ -45,6 +45,7 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "VANCETOPE_BROKER_URL": ("the Redis URL, or `memory://` when embedded", "Celery broker."),
     "VANCETOPE_LANE_SHARDS": ("8", "Number of lane queues `lanes.0 … lanes.N-1`; a process always maps to the same one."),
     "VANCETOPE_LEASE_TTL": ("10", "Seconds a lane lease lives without a heartbeat (renewed every TTL/3)."),
+    "VANCETOPE_SHARD_LINGER_MS": ("20", "Milliseconds a shard task whose round is over waits for a wake of its shard (one blocking Redis read) before it ends, so a steer that arrives meanwhile runs without a Celery message; only while nothing waits and no other shard's task waits for a worker, ended early when one is queued; at most 500 (a task takes no turn after 0.5 s anyway); `0` ends at once."),
     "VANCETOPE_SWEEP_INTERVAL": ("5", "Seconds between sweeper runs (scheduled by the workers, one per interval across the cluster)."),
     "VANCETOPE_HOUSEKEEPING_INTERVAL": ("30", "Seconds between housekeeping runs (beat): due e-mail batches, inbox auto-archive, probes of unhealthy MCP servers, deletion of service processes closed past `VANCETOPE_SERVICE_RETENTION`, the retention purge (`retention.*` settings)."),
     "VANCETOPE_SWEEP_AGE": ("3", "A pending message older than this many seconds with no live lease is re-woken; committed events still unpublished after it are published by the sweeper."),
@@ -183,6 +184,7 @@ class Config:
     metrics_token: str | None = field(default=None, repr=False)
     service_retention: float = 604800.0
     health_file: Path | None = None
+    shard_linger: float = 0.02
 
     @property
     def embedded(self) -> bool:
@@ -211,6 +213,7 @@ class Config:
             lane_shards=_number(env, "VANCETOPE_LANE_SHARDS", int, 1),
             lease_ttl=_number(env, "VANCETOPE_LEASE_TTL", float, 0.5),
             sweep_interval=_number(env, "VANCETOPE_SWEEP_INTERVAL", float, 0.1),
+            shard_linger=_number(env, "VANCETOPE_SHARD_LINGER_MS", float, 0.0, 500.0) / 1000,
             housekeeping_interval=_number(env, "VANCETOPE_HOUSEKEEPING_INTERVAL", float, 0.1),
             sweep_age=_number(env, "VANCETOPE_SWEEP_AGE", float, 0.0),
             max_attempts=_number(env, "VANCETOPE_MAX_ATTEMPTS", int, 1),

@@ -4,7 +4,9 @@
 |-----------------------------|--------|-------------------------|------------------------------------------------|
 | ``vt:lease:{pid}``          | string | lease TTL, renewed      | lane lease (redis-py Lock token) of a process  |
 | ``vt:ready:{shard}``        | zset   | none (≤ one member per process of the shard) | ``tenant/pid`` of woken processes → wake time (µs): the shard's tasks run them, oldest first |
-| ``vt:shard-queued:{shard}`` | string | 2 × lease TTL           | a shard task for the shard is queued and has not started |
+| ``vt:shard-queued:{shard}`` | string | 2 × lease TTL; linger + 1 s | a shard task for the shard is queued and has not started (``1``), or one lingers on it (``linger``) |
+| ``vt:shard-bell:{shard}``   | list   | 2 × lease TTL           | rung (RPUSH) for a task lingering on the shard: a wake of it, or another shard's task queued |
+| ``vt:lingering``            | set    | none (≤ one member per shard) | shards a task lingers on |
 | ``vt:recheck:{pid}``        | string | lease TTL               | a task found the lease taken: holder, look again |
 | ``vt:wake-later:{pid}``     | string | until the task is due   | a delayed lane-turn task (lease take-over) is queued |
 | ``vt:sweep-slot``           | string | sweep interval          | a sweep ran this interval (one per cluster)    |
@@ -50,6 +52,14 @@ def ready(shard: int | str) -> str:
 def shard_queued(shard: int | str) -> str:
     """A shard's queued flag; ``"*"`` gives the pattern of every shard's."""
     return f"{PREFIX}shard-queued:{shard}"
+
+
+def shard_bell(shard: int | str) -> str:
+    """The list a task lingering on ``shard`` waits on (BLPOP); ``""`` gives the prefix."""
+    return f"{PREFIX}shard-bell:{shard}"
+
+
+LINGERING = f"{PREFIX}lingering"
 
 
 def wake_later(process_id: str) -> str:

@@ -163,7 +163,8 @@ def build_worker(config: Config, enqueue: Enqueue, enqueue_job: EnqueueJob,
                         leases=leases,
                         waker=core["waker"], engines=engines, contexts=contexts,
                         max_attempts=config.max_attempts,
-                        max_engine_failures=config.max_engine_failures, worker_name=worker_name)
+                        max_engine_failures=config.max_engine_failures,
+                        linger=config.shard_linger, worker_name=worker_name)
     indexer = DocumentIndexer.on(store, config.attachments_dir, events, embeddings)
     return Worker(**core, runner=runner, outbox=outbox, mcp=mcp, services=services,
                   system_sessions=system_sessions, tool_health=tool_health, indexer=indexer,

@@ -14,14 +14,16 @@ import redis
 from tests.helpers import wait_for
 from vancetope_brain import keys
 from vancetope_brain.lanes.lease import LeaseKeeper
-from vancetope_brain.lanes.waker import Waker, shard_for
+from vancetope_brain.lanes.sweeper import sweep
+from vancetope_brain.lanes.waker import Lingering, Waker, shard_for
 
 
 @pytest.fixture
 def client(redis_url: str) -> Iterator[redis.Redis]:
     opened = redis.Redis.from_url(redis_url)
     yield opened
-    opened.delete(*(keys.ready(i) for i in range(4)), *(keys.shard_queued(i) for i in range(4)))
+    opened.delete(*(keys.ready(i) for i in range(4)), *(keys.shard_queued(i) for i in range(4)),
+                  *(keys.shard_bell(i) for i in range(4)), keys.LINGERING)
     if (held := opened.keys(keys.lease("*")) + opened.keys(keys.recheck("*"))):
         opened.delete(*held)
     opened.close()
@@ -41,6 +43,7 @@ class Task:
                                       lease_ttl=10)
         if ready is None:
             return None
+        assert not isinstance(ready, Lingering)
         self.round_end = ready.round_end
         if client is not None:
             client.delete(keys.lease(ready.process_id))
@@ -217,3 +220,106 @@ def test_a_delayed_wake_carries_its_delay_and_coalesces_until_it_is_due(client):
     wait_for(lambda: not client.exists(keys.wake_later("proc_a")),
              what="the delayed wake to fall due")
     assert waker.wake_after("acme", "proc_a", 0.3)
+
+
+def _linger(waker: Waker, shard: int) -> None:
+    """A task of ``shard`` whose round is over, nothing waiting: it lingers."""
+    assert waker.next_ready(shard, None, token=LeaseKeeper.new_token(), lease_ttl=10,
+                            linger=0.05) == Lingering(shard)
+
+
+def test_a_wake_of_a_lingering_shard_rings_its_task_and_queues_none(client):
+    """While a task lingers on its shard, a wake of the shard queues no task: it rings the
+    bell the task waits on, and the task's next take (a first take) runs the process."""
+    queued: list[tuple[object, ...]] = []
+    waker = Waker(client, lambda *task: queued.append(task), shards=2, flag_ttl=60)
+    a, b = _on_shard_0(2)
+    _linger(waker, 0)
+    assert client.get(keys.shard_queued(0)) == b"linger"
+    assert not waker.wake("acme", a) and not waker.wake("acme", b)
+    assert queued == []
+    assert waker.await_wake(0, 1)  # rung: returns at once
+    task = Task(waker, 0)
+    assert task.take(client) == ("acme", a)  # the linger's flag is gone: b, left waiting,
+    assert queued == [(0,)] and client.get(keys.shard_queued(0)) == b"1"  # has a task
+    assert task.take(client) == ("acme", b)
+
+
+def test_a_wake_that_races_the_end_of_a_linger_is_not_lost(client):
+    """The linger runs out (nothing rang) and a wake comes before the task's last take: that
+    wake queued nothing, and the take — which always follows a linger — runs it. A wake
+    after that take queues a task."""
+    queued: list[tuple[object, ...]] = []
+    waker = Waker(client, lambda *task: queued.append(task), shards=2, flag_ttl=60)
+    a, b = _on_shard_0(2)
+    _linger(waker, 0)
+    assert not waker.await_wake(0, 0.01)  # the linger runs out ...
+    assert not waker.wake("acme", a)  # ... a wake between the wait and the take
+    assert Task(waker, 0).take(client) == ("acme", a)
+    assert queued == []
+    assert waker.next_ready(0, None, token=LeaseKeeper.new_token(), lease_ttl=10) is None
+    assert waker.wake("acme", b) and queued == [(0,)]
+
+
+def test_another_shards_queued_task_ends_a_linger_and_none_begins_while_one_waits(client):
+    """A linger holds a worker: a task queued for another shard rings the lingering task,
+    whose next take, finding its own shard idle, ends it. While another shard's task waits
+    for a worker, no task lingers; a lingering shard's flag is no such task."""
+    queued: list[tuple[object, ...]] = []
+    waker = Waker(client, lambda *task: queued.append(task), shards=2, flag_ttl=60)
+    other = next(p for p in (f"proc_{i}" for i in range(200)) if shard_for(p, 2) == 1)
+    _linger(waker, 0)
+    _linger(waker, 1)  # shard 0's linger is no task waiting for a worker
+    assert client.smembers(keys.LINGERING) == {b"0", b"1"}
+    assert not waker.wake("acme", other)  # shard 1's own linger takes it: nothing queued
+    assert not client.exists(keys.shard_bell(0))
+    assert waker.next_ready(1, None, token=LeaseKeeper.new_token(),
+                            lease_ttl=10)[:2] == ("acme", other)
+    client.delete(keys.lease(other))
+    assert waker.wake("acme", other) and queued == [(1,)]  # shard 1's task is queued ...
+    assert waker.await_wake(0, 1)  # ... and rings shard 0's lingering task
+    assert waker.next_ready(0, None, token=LeaseKeeper.new_token(), lease_ttl=10,
+                            linger=0.05) is None
+    assert not client.exists(keys.shard_queued(0)) and client.smembers(keys.LINGERING) == set()
+
+
+class _Stale:
+    """A store whose stale processes are ``found`` (the sweeper's two reads)."""
+
+    def __init__(self, found: list[tuple[str, str]]) -> None:
+        self.found = found
+
+    def stale_pending(self, before: object) -> list[tuple[str, str]]:
+        return self.found
+
+    def unsettled(self) -> list[tuple[str, str]]:
+        return []
+
+
+def test_the_sweeper_forces_one_task_per_shard(client):
+    """Stale processes whose shard's flag stands for a lost task: the sweep forces one task
+    per shard past the flag (it runs the whole ready set), not one per process."""
+    queued: list[tuple[object, ...]] = []
+    waker = Waker(client, lambda *task: queued.append(task), shards=2, flag_ttl=60)
+    a, b, c = _on_shard_0(3)
+    other = next(p for p in (f"proc_{i}" for i in range(200)) if shard_for(p, 2) == 1)
+    client.set(keys.shard_queued(0), 1, px=60_000)
+    client.set(keys.shard_queued(1), 1, px=60_000)
+    found = [("acme", p) for p in (a, other, b, c)]
+    assert sweep(_Stale(found), client, waker, age=0, interval=1.0) == 4  # type: ignore[arg-type]
+    assert sorted(queued) == [(0,), (1,)]
+    assert client.zcard(keys.ready(0)) == 3 and client.zcard(keys.ready(1)) == 1
+
+
+def test_a_take_that_queues_a_task_rings_the_lingering_shards(client):
+    """A take that leaves processes waiting queues their task: a shard task that lingers
+    elsewhere is rung, so its worker is free for it."""
+    queued: list[tuple[object, ...]] = []
+    waker = Waker(client, lambda *task: queued.append(task), shards=2, flag_ttl=60)
+    a, b = _on_shard_0(2)
+    _linger(waker, 1)
+    assert waker.wake("acme", a) and not waker.wake("acme", b)  # (the first wake rang 1 …
+    client.delete(keys.shard_bell(1))  # … which is still lingering, say)
+    assert Task(waker, 0).take(client) == ("acme", a)  # b left waiting: a task is queued
+    assert queued == [(0,), (0,)]
+    assert waker.await_wake(1, 1)

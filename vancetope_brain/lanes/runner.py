@@ -17,7 +17,7 @@ from vancetope_brain.errors import Conflict, Fenced, NotFound, RuntimeFailure, S
 from vancetope_brain.events import EventBus, EventOutbox, EventType
 from vancetope_brain.lanes import faults
 from vancetope_brain.lanes.lease import TAKE_OVER_MARGIN, Lease, LeaseKeeper
-from vancetope_brain.lanes.waker import Waker
+from vancetope_brain.lanes.waker import Lingering, Waker
 from vancetope_brain.models import (
     ChatRole,
     CloseReason,
@@ -61,6 +61,9 @@ TASK_SECONDS = 0.5
 """A shard task takes no further process once it has run this long: a worker's warm
 shutdown waits for one more turn at most, and turns that wait on the network (an LLM)
 run one per task, side by side in the pool, as the queued task takes the next."""
+MIN_LINGER = 0.001
+"""Seconds below which a shard task does not linger (when less than this is left of
+``TASK_SECONDS``); a blocking read of 0 s would wait forever."""
 RETRY_DELAY = 1.0
 """Seconds after which a turn that the store or Redis failed under in a shard task runs
 again, as a lane-turn task of its own (which retries with back-off from there)."""
@@ -81,7 +84,7 @@ class LaneRunner:
     def __init__(self, *, lanes: LaneStore, processes: SessionStore, items: UserInboxStore,
                  events: EventBus, outbox: EventOutbox, leases: LeaseKeeper, waker: Waker,
                  engines: EngineRegistry, contexts: ContextFactory, max_attempts: int = 3,
-                 max_engine_failures: int = 3,
+                 max_engine_failures: int = 3, linger: float = 0.0,
                  worker_name: str | None = None):
         self._lanes = lanes
         self._processes = processes
@@ -94,6 +97,7 @@ class LaneRunner:
         self._contexts = contexts
         self._max_attempts = max_attempts
         self._max_engine_failures = max_engine_failures
+        self._linger = linger
         self._worker = worker_name or f"{socket.gethostname()}:{os.getpid()}"
 
     def drain(self, shard: int) -> list[TurnOutcome]:
@@ -106,18 +110,35 @@ class LaneRunner:
         of its shard, nor for more than a round of each other shard (docs/architecture.md,
         "The lane turn"). Each turn runs under its own lease and epoch, as a lone one would.
         One that the store or Redis failed under runs again ``RETRY_DELAY`` seconds later in
-        a task of its own."""
+        a task of its own.
+        When nothing waits, no task of the shard is queued and no other shard's task waits
+        for a worker, the task lingers up to ``linger`` seconds (within ``TASK_SECONDS``)
+        for a wake of the shard, which then needs no Celery message, and goes on as if it
+        had just begun (and may linger again after that round); another shard's task queued
+        meanwhile ends the linger. A linger always ends with a take, which clears its flag."""
         outcomes: list[TurnOutcome] = []
         until = time.monotonic() + TASK_SECONDS
         round_end: bytes | None = None
-        for taken in range(TURNS_PER_TASK):
-            if taken and time.monotonic() >= until:
+        taken = 0
+        may_linger, lingered = True, False
+        while taken < TURNS_PER_TASK:
+            left = until - time.monotonic()
+            if taken and left <= 0 and not lingered:  # a linger ends with a take (its flag)
                 break
+            linger = min(self._linger, left) if may_linger else 0.0
             token = self._leases.new_token()
             ready = self._waker.next_ready(shard, round_end, token=token,
-                                           lease_ttl=self._leases.ttl)
+                                           lease_ttl=self._leases.ttl,
+                                           linger=linger if linger >= MIN_LINGER else 0.0)
+            lingered = False
             if ready is None:
                 break
+            if isinstance(ready, Lingering):
+                # Once per quiet spell: a linger nothing rang is not repeated.
+                may_linger = self._waker.await_wake(shard, linger)
+                lingered, round_end = True, None
+                continue
+            taken += 1
             round_end = ready.round_end
             lease = self._leases.adopt(ready.process_id, token) if ready.busy_for is None \
                 else ready.busy_for

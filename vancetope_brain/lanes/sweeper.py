@@ -26,7 +26,8 @@ def sweep(store: LaneStore, client: redis.Redis, waker: Waker, *, age: float,
     """Re-wake every wakeable process with a message pending longer than ``age`` seconds
     (a CLOSED/FAILED one too: it answers the message), and every INIT or RUNNING one (a
     lost start, a dead turn). One with no live lease is woken now, past any wake flag
-    (its queued task may sit with a dead or frozen worker). One whose lease runs out
+    (its queued task may sit with a dead or frozen worker), one forced task per shard.
+    One whose lease runs out
     before the next sweep (``interval`` seconds) gets a turn for that moment: its holder
     may be dead. A lease that lives longer is left alone: a live holder renews it (so a
     running turn is not re-woken every sweep) and re-checks its inbox on release, and a
@@ -37,6 +38,7 @@ def sweep(store: LaneStore, client: redis.Redis, waker: Waker, *, age: float,
     left behind; the bound on pending time is sweep interval + age, or the lease TTL.
     """
     woken = 0
+    forced: set[int] = set()
     found = store.stale_pending(utcnow() - timedelta(seconds=age)) + store.unsettled()
     for tenant_id, process_id in dict.fromkeys(found):
         held = client.pttl(keys.lease(process_id))
@@ -44,8 +46,13 @@ def sweep(store: LaneStore, client: redis.Redis, waker: Waker, *, age: float,
             continue
         if held > 0:
             woken += waker.wake_after(tenant_id, process_id, held / 1000 + TAKE_OVER_MARGIN)
-        else:
-            woken += waker.wake(tenant_id, process_id, force=True)
+            continue
+        # One forced task per shard: it runs every process of the shard's ready set (a
+        # round), so the shard's other processes only join the set (coalesced behind it).
+        shard = waker.shard(process_id)
+        waker.wake(tenant_id, process_id, force=shard not in forced)
+        forced.add(shard)
+        woken += 1
     return woken
 
 
