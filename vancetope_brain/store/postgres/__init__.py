@@ -56,6 +56,7 @@ from vancetope_brain.store.backend import Adapter, Backend, Port, import_adapter
 from vancetope_brain.store.postgres._db import (
     STATEMENT_TIMEOUT_MS,
     create_schema,
+    function_sql,
     register_dumpers,
 )
 
@@ -78,6 +79,9 @@ class PostgresAdapter(Adapter):
     """``CREATE … IF NOT EXISTS`` statements (``;``-separated) of the tables it owns."""
     migrations: ClassVar[Mapping[int, Sequence[str]]] = {}
     """Schema version → the statements that bring its tables of the version before up."""
+    functions: ClassVar[tuple[str, ...]] = ()
+    """Names of the ``<name>.sql`` files of this package whose functions it calls (each one
+    ``CREATE OR REPLACE FUNCTION``, made anew at every open)."""
 
     def __init__(self, db: PostgresBackend) -> None:
         self.db = db
@@ -161,7 +165,9 @@ class PostgresBackend(Backend):
             # libpq's reason (the pool would retry in the background until its wait ends).
             with psycopg.connect(conninfo, autocommit=True) as conn:
                 create_schema(conn, [owner.tables for owner in owners],
-                              [owner.migrations for owner in owners])
+                              [owner.migrations for owner in owners],
+                              functions=[function_sql(name) for owner in owners
+                                         for name in owner.functions])
         except psycopg.Error as e:
             raise StoreError(f"cannot open PostgreSQL store {redacted_url(url)}: {e}") from e
         self._used: WeakKeyDictionary[psycopg.Connection[Any], float] = WeakKeyDictionary()

@@ -28,8 +28,14 @@ events (``event_outbox.enqueue_statement``) and the drain in one statement
 (``_db.run_together``: they touch disjoint rows); the drain is its last part, a
 conditional ``UPDATE`` whose row count the cursor reports: fewer rows than ids means
 another turn got there first. All in that one transaction; being fenced raises inside
-it, which rolls everything back. An ordinary turn's commit is five statements: BEGIN,
-the lock, the chat lines, the rest, COMMIT.
+it, which rolls everything back. That is the commit of a turn that spawns, sends,
+dead-letters or sets a timer; an ordinary turn's commit (none of these) is one
+statement, a call of the function ``vt_commit_turn`` (``commit_turn.sql``), which makes
+the same writes under the same lock, the drain first (in a block of its own, undone and
+reported as fenced when a message is already drained), and builds the outbox events
+from the lines it wrote: a function's statements each read a snapshot taken when they
+start, so after the lock they see every write committed before it, as the
+transaction's statements do.
 
 ``fire_timer`` locks the timer's lane, then deletes the timer by (id, due time): of
 two sweepers firing one timer at once, the second finds it gone and appends nothing.
@@ -49,7 +55,9 @@ from vancetope_brain.models import (
     ChatMessage,
     Committed,
     InboxMessage,
+    OutboxEvent,
     ProcessStatus,
+    StepState,
     ThinkProcess,
     Timer,
     TurnCommit,
@@ -57,10 +65,10 @@ from vancetope_brain.models import (
     lifecycle,
     utcnow,
 )
-from vancetope_brain.store.event_outbox import turn_events
+from vancetope_brain.store.event_outbox import CHAT_MESSAGE, turn_events
 from vancetope_brain.store.lanes import LaneStore
 from vancetope_brain.store.postgres import PostgresAdapter
-from vancetope_brain.store.postgres._db import doc_json, load_all, run_together
+from vancetope_brain.store.postgres._db import JsonDoc, doc_json, load_all, run_together
 from vancetope_brain.store.postgres.event_outbox import enqueue_statement
 from vancetope_brain.store.postgres.journal import clear_statement as clear_journal
 from vancetope_brain.store.postgres.sessions import (
@@ -292,6 +300,19 @@ def _insert_chat_in(conn: psycopg.Connection[Any], tenant_id: str, process_id: s
             for line in fresh.values() if line.id in numbered]
 
 
+def _lines_json(tenant_id: str, process_id: str, lines: Sequence[ChatMessage]) -> JsonDoc:
+    """A turn's chat lines as the JSON array ``vt_commit_turn`` takes: each as stored but for
+    its number, the first of each (source message, role) only."""
+    fresh: dict[tuple[str, str] | str, str] = {}
+    for line in lines:
+        key = (line.source_message_id, line.role.value) \
+            if line.source_message_id is not None else line.id
+        if key not in fresh:
+            fresh[key] = doc_json(line.model_copy(
+                update={"seq": 0, "tenant_id": tenant_id, "process_id": process_id}))
+    return JsonDoc(f"[{','.join(fresh.values())}]")
+
+
 def _turn_writes(tenant_id: str, process_id: str, epoch: int, commit: TurnCommit,
                  drained: list[str], chat_seq: int, now: str) -> list[tuple[str, list[Any]]]:
     """The writes of every commit that ``run_together`` joins: the lane, the process's
@@ -336,6 +357,7 @@ def _turn_writes(tenant_id: str, process_id: str, epoch: int, commit: TurnCommit
 
 class PostgresLanes(PostgresAdapter, LaneStore):
     tables = _TABLES
+    functions = ("commit_turn",)
     migrations = _MIGRATIONS
 
     def append_message(self, message: InboxMessage) -> tuple[InboxMessage, bool]:
@@ -430,11 +452,48 @@ class PostgresLanes(PostgresAdapter, LaneStore):
 
     def commit_turn(self, tenant_id: str, process_id: str, epoch: int,
                     commit: TurnCommit) -> Committed | None:
+        if not (commit.spawned or commit.outbox or commit.dead_letters or commit.timers):
+            return self._commit_ordinary(tenant_id, process_id, epoch, commit)
         try:
             with self.db.write() as conn:
                 return _commit_in(conn, tenant_id, process_id, epoch, commit)
         except Fenced:
             return None
+
+    def _commit_ordinary(self, tenant_id: str, process_id: str, epoch: int,
+                         commit: TurnCommit) -> Committed | None:
+        """``commit_turn`` of a turn that spawns, sends, dead-letters and sets nothing: one
+        statement, the function ``vt_commit_turn`` (``commit_turn.sql``)."""
+        now = utcnow()
+        drained = list(dict.fromkeys(commit.drained_ids))
+        read = set(drained)
+        outcome: dict[str, Any] = {
+            "closeReason": commit.close_reason.value if commit.close_reason else None,
+            "lastError": commit.last_error, "engineFailures": commit.engine_failures,
+            "updatedAt": iso(now)}
+        if commit.engine_state is not None:
+            outcome["engineState"] = commit.engine_state
+        closed = commit.status is ProcessStatus.CLOSED
+        record = commit.record.model_copy(
+            update={"tenant_id": tenant_id, "process_id": process_id, "epoch": epoch})
+        event = OutboxEvent(id="", tenant_id=tenant_id, session_id="", process_id=process_id,
+                            epoch=epoch, index=0, type="", created_at=now)
+        (result,) = self.db.read(
+            "SELECT vt_commit_turn(%s, %s, %s::bigint, %s, %s, %s::text, %s, %s::text[], "
+            "%s, %s, %s, %s, %s, %s, %s, %s, %s::bigint, %s, %s::text[])",
+            (tenant_id, process_id, epoch, _lines_json(tenant_id, process_id, commit.chat),
+             commit.status.value, commit.control_handled, doc_json(outcome),
+             [mid for mid in dict.fromkeys(commit.uncounted_ids) if mid not in read],
+             closed or commit.journal_opened, closed, StepState.IN_DOUBT.value, record.id,
+             doc_json(record), doc_json(event),
+             doc_json([{"type": e.type, "data": e.data} for e in commit.events]),
+             CHAT_MESSAGE, to_ms(now), iso(now), drained))[0]
+        if result["status"] == "missing":
+            raise NotFound(f"process {process_id} not found")
+        if result["status"] != "ok":
+            return None
+        return Committed(load_all(ChatMessage, ((doc,) for doc in result["lines"])),
+                         load_all(OutboxEvent, ((doc,) for doc in result["events"])))
 
     def due_timers(self, now: datetime, limit: int = 100) -> list[Timer]:
         return load_all(Timer, self.db.read(
