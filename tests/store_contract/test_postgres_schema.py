@@ -91,13 +91,13 @@ def test_each_open_makes_the_functions_anew_on_a_store_that_lacks_or_has_older_o
         conn.execute("DROP FUNCTION vt_commit_turn")
         conn.execute("CREATE OR REPLACE FUNCTION vt_record_steps(p_tenant text, "
                      "p_process text, p_epoch bigint, p_keys text[], p_states text[], "
-                     "p_docs text[], p_max integer) RETURNS text "
+                     "p_docs jsonb, p_max integer) RETURNS text "
                      "LANGUAGE sql AS $$ SELECT 'older' $$")
     backend = PostgresBackend(postgres_url)
     try:
         assert backend.schema_version() == SCHEMA_VERSION
         assert backend.read(
-            "SELECT vt_record_steps('ten_1', 'proc_missing', 1, '{}', '{}', '{}', 10)") \
+            "SELECT vt_record_steps('ten_1', 'proc_missing', 1, '{}', '{}', '[]', 10)") \
             == [("missing",)]
         assert backend.read("SELECT vt_commit_turn('ten_1', 'proc_missing', 1, '[]', "
                             "'idle', NULL, '{}', '{}', false, false, 'in_doubt', 'turn_1', "

@@ -7,7 +7,8 @@ insertion order (``lanes.py``); 3 — the index ``sessions_by_user`` ends in ``r
 a page of a user's sessions reads in index order with no sort (``sessions.py``: dropped,
 and made anew by the table script). Functions (``*.sql`` files of this package, each one
 ``CREATE OR REPLACE FUNCTION``, named by their adapter's ``functions``) are made anew at
-every open, after the tables, like a new table: they change no version. A migration is
+every open, after the tables, like a new table: they change no version (but a changed
+argument list makes a second function beside the first: drop the old one in a migration). A migration is
 forward-only: an
 adapter's ``migrations[N]`` are the statements that bring its tables from version
 N-1 to N, run once, in version order, in the same transaction that records N (DDL

@@ -21,7 +21,7 @@ from vancetope_brain.errors import NotFound
 from vancetope_brain.models import JournalEntry, StepState
 from vancetope_brain.store.journal import MAX_ENTRIES, JournalStore, entry_json, too_many
 from vancetope_brain.store.postgres import PostgresAdapter
-from vancetope_brain.store.postgres._db import load_all
+from vancetope_brain.store.postgres._db import JsonDoc, load_all
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS journal (
@@ -59,11 +59,11 @@ class PostgresJournal(PostgresAdapter, JournalStore):
         # one would.
         latest = {e.key: (e.state.value, entry_json(e)) for e in entries}
         (outcome,) = self.db.read(
-            "SELECT vt_record_steps(%s, %s, %s::bigint, %s::text[], %s::text[], %s::text[], "
+            "SELECT vt_record_steps(%s, %s, %s::bigint, %s::text[], %s::text[], %s, "
             "%s::integer)",
             (tenant_id, process_id, epoch, list(latest),
-             [state for state, _ in latest.values()], [doc for _, doc in latest.values()],
-             MAX_ENTRIES))[0]
+             [state for state, _ in latest.values()],
+             JsonDoc(f"[{','.join(doc for _, doc in latest.values())}]"), MAX_ENTRIES))[0]
         if outcome == "missing":
             raise NotFound(f"process {process_id} not found")
         if outcome == "full":

@@ -2,13 +2,14 @@
 -- FOR UPDATE and its epoch checked under the lock, then the count and the upserts. In a
 -- function each statement reads a snapshot taken when it starts, so the count, run after
 -- the lock, sees every entry committed before it, as in a transaction of several statements.
--- p_keys, p_states and p_docs are the entries in order, each key once (the caller keeps a
--- key given twice at its first place with its last state).
+-- p_keys and p_states are the entries in order, each key once (the caller keeps a key given
+-- twice at its first place with its last state), p_docs their documents (a jsonb array: one
+-- parameter, where a text[] of JSON would cost the client an escape per quote).
 -- Returns 'missing' (no such lane), 'fenced' (another epoch), 'full' (the entries would pass
 -- p_max: nothing written) or 'ok'.
 CREATE OR REPLACE FUNCTION vt_record_steps(
     p_tenant text, p_process text, p_epoch bigint, p_keys text[], p_states text[],
-    p_docs text[], p_max integer) RETURNS text
+    p_docs jsonb, p_max integer) RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
     v_epoch bigint;
@@ -31,8 +32,8 @@ BEGIN
         RETURN 'full';
     END IF;
     INSERT INTO journal (tenant_id, process_id, key, state, doc)
-    SELECT p_tenant, p_process, e.k, e.s, e.d::jsonb
-      FROM unnest(p_keys, p_states, p_docs) WITH ORDINALITY AS e(k, s, d, ord) ORDER BY e.ord
+    SELECT p_tenant, p_process, e.k, e.s, p_docs -> (e.ord::integer - 1)
+      FROM unnest(p_keys, p_states) WITH ORDINALITY AS e(k, s, ord) ORDER BY e.ord
         ON CONFLICT (tenant_id, process_id, key)
         DO UPDATE SET state = excluded.state, doc = excluded.doc;
     RETURN 'ok';
