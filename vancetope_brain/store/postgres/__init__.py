@@ -18,7 +18,10 @@ everything a lane orders, so its sequence numbers are gap-free and become visibl
 in order) or relies on a unique index and ``ON CONFLICT``; work that several
 takers share is taken with ``FOR UPDATE SKIP LOCKED``. Each adapter's docstring
 says which. Atomic writes that span ports call the owning adapter's module-level
-``…_in(conn, …)`` function inside their one transaction, as on SQLite.
+``…_in(conn, …)`` function inside their one transaction, as on SQLite. The hottest
+writes (an ordinary turn's ``commit_turn``, ``record_steps``) are instead one statement
+each, a call of a PL/pgSQL function of this package (``*.sql``, ``functions`` below) that
+makes the same writes under the same lock in one round trip.
 
 Schema: each adapter owns its tables (its ``tables`` script of ``CREATE … IF NOT
 EXISTS``) and its ``migrations`` per schema version; ``_db.create_schema`` runs them
