@@ -272,12 +272,7 @@ def _insert_chat_in(conn: psycopg.Connection[Any], tenant_id: str, process_id: s
     ``lines``, is skipped and takes no number. The transaction holds the lane's lock,
     under which every chat line of the process is written, so the check sees them all.
     Returns the lines written, with their numbers."""
-    fresh: dict[tuple[str, str] | str, ChatMessage] = {}
-    for line in lines:
-        key = (line.source_message_id, line.role.value) \
-            if line.source_message_id is not None else line.id
-        fresh.setdefault(key, line.model_copy(
-            update={"seq": 0, "tenant_id": tenant_id, "process_id": process_id}))
+    fresh = _fresh_lines(tenant_id, process_id, lines)
     if not fresh:
         return []
     rows = ", ".join(["(%s::int, %s::text, %s::text, %s::text, %s::jsonb)"] * len(fresh))
@@ -292,25 +287,31 @@ def _insert_chat_in(conn: psycopg.Connection[Any], tenant_id: str, process_id: s
         "doc || jsonb_build_object('seq', seq) FROM fresh ORDER BY ord "
         "ON CONFLICT (tenant_id, process_id, source_message_id, role) "
         "WHERE source_message_id IS NOT NULL DO NOTHING RETURNING id, seq",
-        [*(value for i, line in enumerate(fresh.values())
+        [*(value for i, line in enumerate(fresh)
            for value in (i, line.id, line.role.value, line.source_message_id,
                          doc_json(line))),
          chat_seq, tenant_id, process_id, tenant_id, process_id]).fetchall())
     return [line.model_copy(update={"seq": numbered[line.id]})
-            for line in fresh.values() if line.id in numbered]
+            for line in fresh if line.id in numbered]
 
 
-def _lines_json(tenant_id: str, process_id: str, lines: Sequence[ChatMessage]) -> JsonDoc:
-    """A turn's chat lines as the JSON array ``vt_commit_turn`` takes: each as stored but for
-    its number, the first of each (source message, role) only."""
-    fresh: dict[tuple[str, str] | str, str] = {}
+def _fresh_lines(tenant_id: str, process_id: str,
+                 lines: Sequence[ChatMessage]) -> list[ChatMessage]:
+    """A turn's chat lines as stored but for their numbers (``seq`` 0), in order, the first
+    of each (source message, role) only."""
+    fresh: dict[tuple[str, str] | str, ChatMessage] = {}
     for line in lines:
         key = (line.source_message_id, line.role.value) \
             if line.source_message_id is not None else line.id
-        if key not in fresh:
-            fresh[key] = doc_json(line.model_copy(
-                update={"seq": 0, "tenant_id": tenant_id, "process_id": process_id}))
-    return JsonDoc(f"[{','.join(fresh.values())}]")
+        fresh.setdefault(key, line.model_copy(
+            update={"seq": 0, "tenant_id": tenant_id, "process_id": process_id}))
+    return list(fresh.values())
+
+
+def _lines_json(tenant_id: str, process_id: str, lines: Sequence[ChatMessage]) -> JsonDoc:
+    """A turn's chat lines as the JSON array ``vt_commit_turn`` takes (``_fresh_lines``)."""
+    fresh = _fresh_lines(tenant_id, process_id, lines)
+    return JsonDoc(f"[{','.join(doc_json(line) for line in fresh)}]")
 
 
 def _turn_writes(tenant_id: str, process_id: str, epoch: int, commit: TurnCommit,
