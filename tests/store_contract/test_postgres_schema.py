@@ -82,6 +82,31 @@ def test_a_migration_brings_the_previous_versions_data_forward(postgres_url: str
         assert conn.execute("SELECT version FROM schema_version").fetchone() == (2,)
 
 
+def test_each_open_makes_the_functions_anew_on_a_store_that_lacks_or_has_older_ones(
+        postgres_url: str) -> None:
+    # A store of this schema version written before the functions existed (or with an
+    # older body) gets this server's at open, with no migration.
+    PostgresBackend(postgres_url).close()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("DROP FUNCTION vt_commit_turn")
+        conn.execute("CREATE OR REPLACE FUNCTION vt_record_steps(p_tenant text, "
+                     "p_process text, p_epoch bigint, p_keys text[], p_states text[], "
+                     "p_docs jsonb, p_max integer) RETURNS text "
+                     "LANGUAGE sql AS $$ SELECT 'older' $$")
+    backend = PostgresBackend(postgres_url)
+    try:
+        assert backend.schema_version() == SCHEMA_VERSION
+        assert backend.read(
+            "SELECT vt_record_steps('ten_1', 'proc_missing', 1, '{}', '{}', '[]', 10)") \
+            == [("missing",)]
+        assert backend.read("SELECT vt_commit_turn('ten_1', 'proc_missing', 1, '[]', "
+                            "'idle', NULL, '{}', '{}', false, false, 'in_doubt', 'turn_1', "
+                            "'{}', '{}', '[]', 'chat-message', 0, '', '{}')") \
+            == [({"status": "missing"},)]
+    finally:
+        backend.close()
+
+
 def test_a_migration_that_fails_leaves_the_previous_version_whole(postgres_url: str) -> None:
     PostgresBackend(postgres_url).close()
     _rewind(postgres_url)

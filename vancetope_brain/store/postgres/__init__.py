@@ -18,7 +18,10 @@ everything a lane orders, so its sequence numbers are gap-free and become visibl
 in order) or relies on a unique index and ``ON CONFLICT``; work that several
 takers share is taken with ``FOR UPDATE SKIP LOCKED``. Each adapter's docstring
 says which. Atomic writes that span ports call the owning adapter's module-level
-``…_in(conn, …)`` function inside their one transaction, as on SQLite.
+``…_in(conn, …)`` function inside their one transaction, as on SQLite. The hottest
+writes (an ordinary turn's ``commit_turn``, ``record_steps``) are instead one statement
+each, a call of a PL/pgSQL function of this package (``*.sql``, ``functions`` below) that
+makes the same writes under the same lock in one round trip.
 
 Schema: each adapter owns its tables (its ``tables`` script of ``CREATE … IF NOT
 EXISTS``) and its ``migrations`` per schema version; ``_db.create_schema`` runs them
@@ -56,6 +59,7 @@ from vancetope_brain.store.backend import Adapter, Backend, Port, import_adapter
 from vancetope_brain.store.postgres._db import (
     STATEMENT_TIMEOUT_MS,
     create_schema,
+    function_sql,
     register_dumpers,
 )
 
@@ -78,6 +82,9 @@ class PostgresAdapter(Adapter):
     """``CREATE … IF NOT EXISTS`` statements (``;``-separated) of the tables it owns."""
     migrations: ClassVar[Mapping[int, Sequence[str]]] = {}
     """Schema version → the statements that bring its tables of the version before up."""
+    functions: ClassVar[tuple[str, ...]] = ()
+    """Names of the ``<name>.sql`` files of this package whose functions it calls (each one
+    ``CREATE OR REPLACE FUNCTION``, made anew at every open)."""
 
     def __init__(self, db: PostgresBackend) -> None:
         self.db = db
@@ -161,7 +168,9 @@ class PostgresBackend(Backend):
             # libpq's reason (the pool would retry in the background until its wait ends).
             with psycopg.connect(conninfo, autocommit=True) as conn:
                 create_schema(conn, [owner.tables for owner in owners],
-                              [owner.migrations for owner in owners])
+                              [owner.migrations for owner in owners],
+                              functions=[function_sql(name) for owner in owners
+                                         for name in owner.functions])
         except psycopg.Error as e:
             raise StoreError(f"cannot open PostgreSQL store {redacted_url(url)}: {e}") from e
         self._used: WeakKeyDictionary[psycopg.Connection[Any], float] = WeakKeyDictionary()

@@ -5,7 +5,11 @@ Schema versions (table ``schema_version``): 1 — the first, the tables of every
 adapter as of the SQLite backend's version 7; 2 — ``chat`` gains ``row_no``, its
 insertion order (``lanes.py``); 3 — the index ``sessions_by_user`` ends in ``row_no``, so
 a page of a user's sessions reads in index order with no sort (``sessions.py``: dropped,
-and made anew by the table script). A migration is forward-only: an
+and made anew by the table script). Functions (``*.sql`` files of this package, each one
+``CREATE OR REPLACE FUNCTION``, named by their adapter's ``functions``) are made anew at
+every open, after the tables, like a new table: they change no version (but a changed
+argument list makes a second function beside the first: drop the old one in a migration). A migration is
+forward-only: an
 adapter's ``migrations[N]`` are the statements that bring its tables from version
 N-1 to N, run once, in version order, in the same transaction that records N (DDL
 is transactional on PostgreSQL, so a failed migration leaves the previous version
@@ -17,6 +21,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from importlib.resources import files
 from typing import Any, TypeVar
 
 import psycopg
@@ -53,7 +58,7 @@ CREATE TABLE IF NOT EXISTS schema_version (
 
 def create_schema(conn: psycopg.Connection[Any], tables: Iterable[str],
                   migrations: Sequence[Mapping[int, Sequence[str]]],
-                  version: int = SCHEMA_VERSION) -> None:
+                  version: int = SCHEMA_VERSION, functions: Iterable[str] = ()) -> None:
     """Create or migrate the schema to ``version`` in one transaction.
 
     ``tables``: each adapter's ``CREATE … IF NOT EXISTS`` script; ``migrations``:
@@ -62,7 +67,8 @@ def create_schema(conn: psycopg.Connection[Any], tables: Iterable[str],
     once one creates or migrates and the others then find the current version. An
     older database runs every migration above its version, in version order
     (adapters in registry order within one version), then the scripts, whose new
-    indexes may need the new columns. Raises ``StoreError``, having changed
+    indexes may need the new columns, then ``functions`` (each one statement, run whole:
+    a function's body holds ``;``). Raises ``StoreError``, having changed
     nothing, if the database was written by a newer schema than ``version``.
     """
     with conn.transaction():
@@ -85,8 +91,15 @@ def create_schema(conn: psycopg.Connection[Any], tables: Iterable[str],
             for statement in script.split(";"):
                 if statement.strip():
                     conn.execute(statement)
+        for function in functions:
+            conn.execute(function)
         conn.execute("INSERT INTO schema_version (id, version) VALUES (1, %s) "
                      "ON CONFLICT (id) DO UPDATE SET version = excluded.version", (version,))
+
+
+def function_sql(name: str) -> str:
+    """The ``CREATE OR REPLACE FUNCTION`` statement of ``name.sql`` in this package."""
+    return files(__package__).joinpath(f"{name}.sql").read_text(encoding="utf-8")
 
 
 class JsonDoc(str):

@@ -2,12 +2,13 @@
 
 A row holds a ``JournalEntry`` under (tenant, process, key); ``row_no`` (an identity
 column) keeps the order in which keys were first written (an upsert keeps its row).
-``record_steps`` is one transaction that first locks the process's ``lanes`` row (owned
-by ``sessions.py``) ``FOR UPDATE`` and checks its epoch under that lock, so a write
+``record_steps`` is one statement, a call of the function ``vt_record_steps``
+(``record_steps.sql``), which first locks the process's ``lanes`` row (owned by
+``sessions.py``) ``FOR UPDATE`` and checks its epoch under that lock, so a write
 either precedes a newer turn's ``acquire_epoch`` — which waits for the lock, and that
 turn then reads it — or is refused; the lock also serialises two writers of one
-process, so the ``MAX_ENTRIES`` count and the upserts are one step (one statement, run
-after the lock's, which sees every entry committed before it). ``clear_statement``
+process, so the ``MAX_ENTRIES`` count and the upserts are one step (run after the lock,
+in a snapshot of their own that sees every entry committed before it). ``clear_statement``
 is how ``commit_turn`` empties the journal inside its own transaction (which holds the
 lane's lock).
 """
@@ -20,7 +21,7 @@ from vancetope_brain.errors import NotFound
 from vancetope_brain.models import JournalEntry, StepState
 from vancetope_brain.store.journal import MAX_ENTRIES, JournalStore, entry_json, too_many
 from vancetope_brain.store.postgres import PostgresAdapter
-from vancetope_brain.store.postgres._db import load_all
+from vancetope_brain.store.postgres._db import JsonDoc, load_all
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS journal (
@@ -43,6 +44,7 @@ def clear_statement(tenant_id: str, process_id: str, *,
 
 class PostgresJournal(PostgresAdapter, JournalStore):
     tables = _TABLES
+    functions = ("record_steps",)
 
     def journal(self, tenant_id: str, process_id: str) -> list[JournalEntry]:
         return load_all(JournalEntry, self.db.read(
@@ -53,36 +55,17 @@ class PostgresJournal(PostgresAdapter, JournalStore):
                      entries: list[JournalEntry]) -> bool:
         if any((e.tenant_id, e.process_id) != (tenant_id, process_id) for e in entries):
             raise ValueError(f"an entry of another process than {process_id}")
-        rows = [(e.key, e.state.value, entry_json(e)) for e in entries]
-        with self.db.write() as conn:
-            lane = conn.execute(
-                "SELECT epoch FROM lanes WHERE process_id = %s AND tenant_id = %s FOR UPDATE",
-                (process_id, tenant_id)).fetchone()
-            if lane is None:
-                raise NotFound(f"process {process_id} not found")
-            if lane[0] != epoch:
-                return False
-            if not rows:
-                return True
-            # The count and the upserts in one statement, run after the lock (so it sees
-            # every entry committed before): it writes nothing if the entries would pass
-            # MAX_ENTRIES, and raising then rolls the transaction back. A key given twice
-            # keeps its first place and its last state, as upserts one by one would.
-            latest = {key: (state, doc) for key, state, doc in rows}
-            values = ", ".join(["(%s::int, %s::text, %s::text, %s::jsonb)"] * len(latest))
-            (held,) = conn.execute(
-                "WITH held AS (SELECT COUNT(*) AS n FROM journal WHERE tenant_id = %s "
-                "AND process_id = %s AND key <> ALL(%s)), "
-                f"entry (ord, key, state, doc) AS (VALUES {values}), "
-                "upsert AS (INSERT INTO journal (tenant_id, process_id, key, state, doc) "
-                "SELECT %s, %s, key, state, doc FROM entry, held WHERE held.n + %s <= %s "
-                "ORDER BY ord ON CONFLICT (tenant_id, process_id, key) "
-                "DO UPDATE SET state = excluded.state, doc = excluded.doc) "
-                "SELECT n FROM held",
-                [tenant_id, process_id, list(latest),
-                 *(value for i, (key, (state, doc)) in enumerate(latest.items())
-                   for value in (i, key, state, doc)),
-                 tenant_id, process_id, len(latest), MAX_ENTRIES]).fetchone() or (0,)
-            if held + len(latest) > MAX_ENTRIES:
-                raise too_many(process_id)
-        return True
+        # A key given twice keeps its first place and its last state, as upserts one by
+        # one would.
+        latest = {e.key: (e.state.value, entry_json(e)) for e in entries}
+        (outcome,) = self.db.read(
+            "SELECT vt_record_steps(%s, %s, %s::bigint, %s::text[], %s::text[], %s, "
+            "%s::integer)",
+            (tenant_id, process_id, epoch, list(latest),
+             [state for state, _ in latest.values()],
+             JsonDoc(f"[{','.join(doc for _, doc in latest.values())}]"), MAX_ENTRIES))[0]
+        if outcome == "missing":
+            raise NotFound(f"process {process_id} not found")
+        if outcome == "full":
+            raise too_many(process_id)
+        return bool(outcome == "ok")

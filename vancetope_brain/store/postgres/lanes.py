@@ -28,8 +28,14 @@ events (``event_outbox.enqueue_statement``) and the drain in one statement
 (``_db.run_together``: they touch disjoint rows); the drain is its last part, a
 conditional ``UPDATE`` whose row count the cursor reports: fewer rows than ids means
 another turn got there first. All in that one transaction; being fenced raises inside
-it, which rolls everything back. An ordinary turn's commit is five statements: BEGIN,
-the lock, the chat lines, the rest, COMMIT.
+it, which rolls everything back. That is the commit of a turn that spawns, sends,
+dead-letters or sets a timer; an ordinary turn's commit (none of these) is one
+statement, a call of the function ``vt_commit_turn`` (``commit_turn.sql``), which makes
+the same writes under the same lock, the drain first (in a block of its own, undone and
+reported as fenced when a message is already drained), and builds the outbox events
+from the lines it wrote: a function's statements each read a snapshot taken when they
+start, so after the lock they see every write committed before it, as the
+transaction's statements do.
 
 ``fire_timer`` locks the timer's lane, then deletes the timer by (id, due time): of
 two sweepers firing one timer at once, the second finds it gone and appends nothing.
@@ -49,7 +55,9 @@ from vancetope_brain.models import (
     ChatMessage,
     Committed,
     InboxMessage,
+    OutboxEvent,
     ProcessStatus,
+    StepState,
     ThinkProcess,
     Timer,
     TurnCommit,
@@ -57,10 +65,10 @@ from vancetope_brain.models import (
     lifecycle,
     utcnow,
 )
-from vancetope_brain.store.event_outbox import turn_events
+from vancetope_brain.store.event_outbox import CHAT_MESSAGE, turn_events
 from vancetope_brain.store.lanes import LaneStore
 from vancetope_brain.store.postgres import PostgresAdapter
-from vancetope_brain.store.postgres._db import doc_json, load_all, run_together
+from vancetope_brain.store.postgres._db import JsonDoc, doc_json, load_all, run_together
 from vancetope_brain.store.postgres.event_outbox import enqueue_statement
 from vancetope_brain.store.postgres.journal import clear_statement as clear_journal
 from vancetope_brain.store.postgres.sessions import (
@@ -264,12 +272,7 @@ def _insert_chat_in(conn: psycopg.Connection[Any], tenant_id: str, process_id: s
     ``lines``, is skipped and takes no number. The transaction holds the lane's lock,
     under which every chat line of the process is written, so the check sees them all.
     Returns the lines written, with their numbers."""
-    fresh: dict[tuple[str, str] | str, ChatMessage] = {}
-    for line in lines:
-        key = (line.source_message_id, line.role.value) \
-            if line.source_message_id is not None else line.id
-        fresh.setdefault(key, line.model_copy(
-            update={"seq": 0, "tenant_id": tenant_id, "process_id": process_id}))
+    fresh = _fresh_lines(tenant_id, process_id, lines)
     if not fresh:
         return []
     rows = ", ".join(["(%s::int, %s::text, %s::text, %s::text, %s::jsonb)"] * len(fresh))
@@ -284,12 +287,31 @@ def _insert_chat_in(conn: psycopg.Connection[Any], tenant_id: str, process_id: s
         "doc || jsonb_build_object('seq', seq) FROM fresh ORDER BY ord "
         "ON CONFLICT (tenant_id, process_id, source_message_id, role) "
         "WHERE source_message_id IS NOT NULL DO NOTHING RETURNING id, seq",
-        [*(value for i, line in enumerate(fresh.values())
+        [*(value for i, line in enumerate(fresh)
            for value in (i, line.id, line.role.value, line.source_message_id,
                          doc_json(line))),
          chat_seq, tenant_id, process_id, tenant_id, process_id]).fetchall())
     return [line.model_copy(update={"seq": numbered[line.id]})
-            for line in fresh.values() if line.id in numbered]
+            for line in fresh if line.id in numbered]
+
+
+def _fresh_lines(tenant_id: str, process_id: str,
+                 lines: Sequence[ChatMessage]) -> list[ChatMessage]:
+    """A turn's chat lines as stored but for their numbers (``seq`` 0), in order, the first
+    of each (source message, role) only."""
+    fresh: dict[tuple[str, str] | str, ChatMessage] = {}
+    for line in lines:
+        key = (line.source_message_id, line.role.value) \
+            if line.source_message_id is not None else line.id
+        fresh.setdefault(key, line.model_copy(
+            update={"seq": 0, "tenant_id": tenant_id, "process_id": process_id}))
+    return list(fresh.values())
+
+
+def _lines_json(tenant_id: str, process_id: str, lines: Sequence[ChatMessage]) -> JsonDoc:
+    """A turn's chat lines as the JSON array ``vt_commit_turn`` takes (``_fresh_lines``)."""
+    fresh = _fresh_lines(tenant_id, process_id, lines)
+    return JsonDoc(f"[{','.join(doc_json(line) for line in fresh)}]")
 
 
 def _turn_writes(tenant_id: str, process_id: str, epoch: int, commit: TurnCommit,
@@ -336,6 +358,7 @@ def _turn_writes(tenant_id: str, process_id: str, epoch: int, commit: TurnCommit
 
 class PostgresLanes(PostgresAdapter, LaneStore):
     tables = _TABLES
+    functions = ("commit_turn",)
     migrations = _MIGRATIONS
 
     def append_message(self, message: InboxMessage) -> tuple[InboxMessage, bool]:
@@ -430,11 +453,48 @@ class PostgresLanes(PostgresAdapter, LaneStore):
 
     def commit_turn(self, tenant_id: str, process_id: str, epoch: int,
                     commit: TurnCommit) -> Committed | None:
+        if not (commit.spawned or commit.outbox or commit.dead_letters or commit.timers):
+            return self._commit_ordinary(tenant_id, process_id, epoch, commit)
         try:
             with self.db.write() as conn:
                 return _commit_in(conn, tenant_id, process_id, epoch, commit)
         except Fenced:
             return None
+
+    def _commit_ordinary(self, tenant_id: str, process_id: str, epoch: int,
+                         commit: TurnCommit) -> Committed | None:
+        """``commit_turn`` of a turn that spawns, sends, dead-letters and sets nothing: one
+        statement, the function ``vt_commit_turn`` (``commit_turn.sql``)."""
+        now = utcnow()
+        drained = list(dict.fromkeys(commit.drained_ids))
+        read = set(drained)
+        outcome: dict[str, Any] = {
+            "closeReason": commit.close_reason.value if commit.close_reason else None,
+            "lastError": commit.last_error, "engineFailures": commit.engine_failures,
+            "updatedAt": iso(now)}
+        if commit.engine_state is not None:
+            outcome["engineState"] = commit.engine_state
+        closed = commit.status is ProcessStatus.CLOSED
+        record = commit.record.model_copy(
+            update={"tenant_id": tenant_id, "process_id": process_id, "epoch": epoch})
+        event = OutboxEvent(id="", tenant_id=tenant_id, session_id="", process_id=process_id,
+                            epoch=epoch, index=0, type="", created_at=now)
+        (result,) = self.db.read(
+            "SELECT vt_commit_turn(%s, %s, %s::bigint, %s, %s, %s::text, %s, %s::text[], "
+            "%s, %s, %s, %s, %s, %s, %s, %s, %s::bigint, %s, %s::text[])",
+            (tenant_id, process_id, epoch, _lines_json(tenant_id, process_id, commit.chat),
+             commit.status.value, commit.control_handled, doc_json(outcome),
+             [mid for mid in dict.fromkeys(commit.uncounted_ids) if mid not in read],
+             closed or commit.journal_opened, closed, StepState.IN_DOUBT.value, record.id,
+             doc_json(record), doc_json(event),
+             doc_json([{"type": e.type, "data": e.data} for e in commit.events]),
+             CHAT_MESSAGE, to_ms(now), iso(now), drained))[0]
+        if result["status"] == "missing":
+            raise NotFound(f"process {process_id} not found")
+        if result["status"] != "ok":
+            return None
+        return Committed(load_all(ChatMessage, ((doc,) for doc in result["lines"])),
+                         load_all(OutboxEvent, ((doc,) for doc in result["events"])))
 
     def due_timers(self, now: datetime, limit: int = 100) -> list[Timer]:
         return load_all(Timer, self.db.read(
