@@ -10,12 +10,13 @@ import psycopg
 import pytest
 
 import vancetope_brain.store.postgres as postgres_store
+import vancetope_brain.store.postgres._db as postgres_db
 from vancetope_brain.config import redacted_url
 from vancetope_brain.errors import ConfigError, StoreError
 from vancetope_brain.models.settings import SettingLevel, SettingScope
 from vancetope_brain.store import SettingStore
 from vancetope_brain.store.postgres import PostgresAdapter, PostgresBackend, _split_url
-from vancetope_brain.store.postgres._db import SCHEMA_VERSION, create_schema
+from vancetope_brain.store.postgres._db import SCHEMA_VERSION, create_schema, function
 
 SCOPE = SettingScope(level=SettingLevel.TENANT, id="")
 
@@ -82,14 +83,17 @@ def test_a_migration_brings_the_previous_versions_data_forward(postgres_url: str
         assert conn.execute("SELECT version FROM schema_version").fetchone() == (2,)
 
 
-def test_each_open_makes_the_functions_anew_on_a_store_that_lacks_or_has_older_ones(
+def test_each_open_makes_its_functions_beside_another_versions_and_calls_its_own(
         postgres_url: str) -> None:
-    # A store of this schema version written before the functions existed (or with an
-    # older body) gets this server's at open, with no migration.
+    # A store of this schema version written before the functions existed gets them at open,
+    # with no migration; one that holds another code version's function (a rolling upgrade:
+    # older pods still run) keeps it, and each version calls the body it ships.
+    commit_turn, record_steps = function("commit_turn"), function("record_steps")
+    older = record_steps.name[:-12] + "000000000000"
     PostgresBackend(postgres_url).close()
     with psycopg.connect(postgres_url, autocommit=True) as conn:
-        conn.execute("DROP FUNCTION vt_commit_turn")
-        conn.execute("CREATE OR REPLACE FUNCTION vt_record_steps(p_tenant text, "
+        conn.execute(f"DROP FUNCTION {commit_turn.name}")
+        conn.execute(f"CREATE FUNCTION {older}(p_tenant text, "
                      "p_process text, p_epoch bigint, p_keys text[], p_states text[], "
                      "p_docs jsonb, p_max integer) RETURNS text "
                      "LANGUAGE sql AS $$ SELECT 'older' $$")
@@ -97,14 +101,35 @@ def test_each_open_makes_the_functions_anew_on_a_store_that_lacks_or_has_older_o
     try:
         assert backend.schema_version() == SCHEMA_VERSION
         assert backend.read(
-            "SELECT vt_record_steps('ten_1', 'proc_missing', 1, '{}', '{}', '[]', 10)") \
-            == [("missing",)]
-        assert backend.read("SELECT vt_commit_turn('ten_1', 'proc_missing', 1, '[]', "
+            f"SELECT {record_steps.name}('ten_1', 'proc_missing', 1, '{{}}', '{{}}', '[]', 10)"
+        ) == [("missing",)]
+        assert backend.read(f"SELECT {older}('ten_1', 'p', 1, '{{}}', '{{}}', '[]', 10)") \
+            == [("older",)]
+        assert backend.read(f"SELECT {commit_turn.name}('ten_1', 'proc_missing', 1, '[]', "
                             "'idle', NULL, '{}', '{}', false, false, 'in_doubt', 'turn_1', "
                             "'{}', '{}', '[]', 'chat-message', 0, '', '{}')") \
             == [({"status": "missing"},)]
     finally:
         backend.close()
+
+
+def test_a_functions_name_changes_with_its_body(monkeypatch: pytest.MonkeyPatch) -> None:
+    shipped = function("record_steps")
+    assert shipped.name.startswith("vt_record_steps_")
+    assert f"CREATE OR REPLACE FUNCTION {shipped.name}(" in shipped.create
+    text = shipped.create.replace(shipped.name, "vt_record_steps") + "\n-- a changed body\n"
+
+    class Changed:
+        def joinpath(self, name: str) -> Changed:
+            return self
+
+        def read_text(self, encoding: str) -> str:
+            return text
+
+    monkeypatch.setattr(postgres_db, "files", lambda package: Changed())
+    changed = function("record_steps")
+    assert changed.name.startswith("vt_record_steps_") and changed.name != shipped.name
+    assert f"CREATE OR REPLACE FUNCTION {changed.name}(" in changed.create
 
 
 def test_a_migration_that_fails_leaves_the_previous_version_whole(postgres_url: str) -> None:

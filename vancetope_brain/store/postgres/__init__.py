@@ -59,7 +59,7 @@ from vancetope_brain.store.backend import Adapter, Backend, Port, import_adapter
 from vancetope_brain.store.postgres._db import (
     STATEMENT_TIMEOUT_MS,
     create_schema,
-    function_sql,
+    function,
     register_dumpers,
 )
 
@@ -84,7 +84,7 @@ class PostgresAdapter(Adapter):
     """Schema version → the statements that bring its tables of the version before up."""
     functions: ClassVar[tuple[str, ...]] = ()
     """Names of the ``<name>.sql`` files of this package whose functions it calls (each one
-    ``CREATE OR REPLACE FUNCTION``, made anew at every open)."""
+    ``CREATE OR REPLACE FUNCTION``, made at every open under its digest name: ``function``)."""
 
     def __init__(self, db: PostgresBackend) -> None:
         self.db = db
@@ -169,7 +169,7 @@ class PostgresBackend(Backend):
             with psycopg.connect(conninfo, autocommit=True) as conn:
                 create_schema(conn, [owner.tables for owner in owners],
                               [owner.migrations for owner in owners],
-                              functions=[function_sql(name) for owner in owners
+                              functions=[function(name).create for owner in owners
                                          for name in owner.functions])
         except psycopg.Error as e:
             raise StoreError(f"cannot open PostgreSQL store {redacted_url(url)}: {e}") from e

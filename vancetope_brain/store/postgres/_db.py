@@ -6,10 +6,12 @@ adapter as of the SQLite backend's version 7; 2 — ``chat`` gains ``row_no``, i
 insertion order (``lanes.py``); 3 — the index ``sessions_by_user`` ends in ``row_no``, so
 a page of a user's sessions reads in index order with no sort (``sessions.py``: dropped,
 and made anew by the table script). Functions (``*.sql`` files of this package, each one
-``CREATE OR REPLACE FUNCTION``, named by their adapter's ``functions``) are made anew at
-every open, after the tables, like a new table: they change no version (but a changed
-argument list makes a second function beside the first: drop the old one in a migration). A migration is
-forward-only: an
+``CREATE OR REPLACE FUNCTION``, named by their adapter's ``functions``) are made at every
+open, after the tables, like a new table, and change no version: each under a name that
+ends in a digest of its file (``function``), so the pods of two versions during a rolling
+upgrade each call the body they ship, and neither replaces the other's. An older version's
+function stays beside the new one (unused once no pod of that version runs; dropping it
+is an operator's ``DROP FUNCTION``, never needed). A migration is forward-only: an
 adapter's ``migrations[N]`` are the statements that bring its tables from version
 N-1 to N, run once, in version order, in the same transaction that records N (DDL
 is transactional on PostgreSQL, so a failed migration leaves the previous version
@@ -18,11 +20,12 @@ whole). Opening a database of a newer version is refused.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from importlib.resources import files
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import psycopg
 from psycopg.adapt import Buffer
@@ -97,9 +100,23 @@ def create_schema(conn: psycopg.Connection[Any], tables: Iterable[str],
                      "ON CONFLICT (id) DO UPDATE SET version = excluded.version", (version,))
 
 
-def function_sql(name: str) -> str:
-    """The ``CREATE OR REPLACE FUNCTION`` statement of ``name.sql`` in this package."""
-    return files(__package__).joinpath(f"{name}.sql").read_text(encoding="utf-8")
+class Function(NamedTuple):
+    """A PL/pgSQL function of this package: its SQL name and its ``CREATE`` statement."""
+
+    name: str
+    create: str
+
+
+def function(file: str) -> Function:
+    """The function of ``file.sql`` in this package (``CREATE OR REPLACE FUNCTION
+    vt_<file>(``…), named ``vt_<file>_<12 hex digits of the file's SHA-256>``: a changed
+    body (or argument list) is a new name, so code of one version never runs another's."""
+    text = files(__package__).joinpath(f"{file}.sql").read_text(encoding="utf-8")
+    name = f"vt_{file}_{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+    head = f"CREATE OR REPLACE FUNCTION vt_{file}("
+    if text.count(head) != 1:
+        raise ValueError(f"{file}.sql does not create one function vt_{file}")
+    return Function(name, text.replace(head, f"CREATE OR REPLACE FUNCTION {name}("))
 
 
 class JsonDoc(str):

@@ -2,8 +2,8 @@
 
 A row holds a ``JournalEntry`` under (tenant, process, key); ``row_no`` (an identity
 column) keeps the order in which keys were first written (an upsert keeps its row).
-``record_steps`` is one statement, a call of the function ``vt_record_steps``
-(``record_steps.sql``), which first locks the process's ``lanes`` row (owned by
+``record_steps`` is one statement, a call of the function of
+``record_steps.sql`` (named by its digest: ``_db.function``), which first locks the process's ``lanes`` row (owned by
 ``sessions.py``) ``FOR UPDATE`` and checks its epoch under that lock, so a write
 either precedes a newer turn's ``acquire_epoch`` — which waits for the lock, and that
 turn then reads it — or is refused; the lock also serialises two writers of one
@@ -21,7 +21,9 @@ from vancetope_brain.errors import NotFound
 from vancetope_brain.models import JournalEntry, StepState
 from vancetope_brain.store.journal import MAX_ENTRIES, JournalStore, entry_json, too_many
 from vancetope_brain.store.postgres import PostgresAdapter
-from vancetope_brain.store.postgres._db import JsonDoc, load_all
+from vancetope_brain.store.postgres._db import JsonDoc, function, load_all
+
+_RECORD_STEPS = function("record_steps").name
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS journal (
@@ -59,7 +61,7 @@ class PostgresJournal(PostgresAdapter, JournalStore):
         # one would.
         latest = {e.key: (e.state.value, entry_json(e)) for e in entries}
         (outcome,) = self.db.read(
-            "SELECT vt_record_steps(%s, %s, %s::bigint, %s::text[], %s::text[], %s, "
+            f"SELECT {_RECORD_STEPS}(%s, %s, %s::bigint, %s::text[], %s::text[], %s, "
             "%s::integer)",
             (tenant_id, process_id, epoch, list(latest),
              [state for state, _ in latest.values()],

@@ -30,7 +30,7 @@ conditional ``UPDATE`` whose row count the cursor reports: fewer rows than ids m
 another turn got there first. All in that one transaction; being fenced raises inside
 it, which rolls everything back. That is the commit of a turn that spawns, sends,
 dead-letters or sets a timer; an ordinary turn's commit (none of these) is one
-statement, a call of the function ``vt_commit_turn`` (``commit_turn.sql``), which makes
+statement, a call of the function of ``commit_turn.sql`` (``_db.function``), which makes
 the same writes under the same lock, the drain first (in a block of its own, undone and
 reported as fenced when a message is already drained), and builds the outbox events
 from the lines it wrote: a function's statements each read a snapshot taken when they
@@ -68,7 +68,13 @@ from vancetope_brain.models import (
 from vancetope_brain.store.event_outbox import CHAT_MESSAGE, turn_events
 from vancetope_brain.store.lanes import LaneStore
 from vancetope_brain.store.postgres import PostgresAdapter
-from vancetope_brain.store.postgres._db import JsonDoc, doc_json, load_all, run_together
+from vancetope_brain.store.postgres._db import (
+    JsonDoc,
+    doc_json,
+    function,
+    load_all,
+    run_together,
+)
 from vancetope_brain.store.postgres.event_outbox import enqueue_statement
 from vancetope_brain.store.postgres.journal import clear_statement as clear_journal
 from vancetope_brain.store.postgres.sessions import (
@@ -80,6 +86,8 @@ from vancetope_brain.store.postgres.sessions import (
     process_row_in,
 )
 from vancetope_brain.store.sql import iso, to_ms
+
+_COMMIT_TURN = function("commit_turn").name
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS messages (
@@ -480,7 +488,7 @@ class PostgresLanes(PostgresAdapter, LaneStore):
         event = OutboxEvent(id="", tenant_id=tenant_id, session_id="", process_id=process_id,
                             epoch=epoch, index=0, type="", created_at=now)
         (result,) = self.db.read(
-            "SELECT vt_commit_turn(%s, %s, %s::bigint, %s, %s, %s::text, %s, %s::text[], "
+            f"SELECT {_COMMIT_TURN}(%s, %s, %s::bigint, %s, %s, %s::text, %s, %s::text[], "
             "%s, %s, %s, %s, %s, %s, %s, %s, %s::bigint, %s, %s::text[])",
             (tenant_id, process_id, epoch, _lines_json(tenant_id, process_id, commit.chat),
              commit.status.value, commit.control_handled, doc_json(outcome),
