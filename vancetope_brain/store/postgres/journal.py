@@ -2,9 +2,9 @@
 
 A row holds a ``JournalEntry`` under (tenant, process, key); ``row_no`` (an identity
 column) keeps the order in which keys were first written (an upsert keeps its row).
-``record_steps`` is one statement, a call of the function of
-``record_steps.sql`` (named by its digest: ``_db.function``), which first locks the process's ``lanes`` row (owned by
-``sessions.py``) ``FOR UPDATE`` and checks its epoch under that lock, so a write
+``record_steps`` is one statement, a call of the function of ``record_steps.sql`` (named
+by its digest: ``_db.function``), which first locks the process's ``lanes`` row (owned
+by ``sessions.py``) ``FOR UPDATE`` and checks its epoch under that lock, so a write
 either precedes a newer turn's ``acquire_epoch`` — which waits for the lock, and that
 turn then reads it — or is refused; the lock also serialises two writers of one
 process, so the ``MAX_ENTRIES`` count and the upserts are one step (run after the lock,
