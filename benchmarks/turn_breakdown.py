@@ -14,18 +14,20 @@ Each iteration, for chat process ``i mod --processes`` (``--processes`` sessions
 history grows as in ``lane_turns.py``):
 
 1. ``steer``: ``Connection.handle`` of a ``process-steer`` frame (JSON, envelope and frame
-   validation, ``sessions.process`` → ``store.get_process``, ``sessions.steer`` →
-   ``store.get_process`` again, ``store.append_message``, ``waker.wake`` = ``SET NX`` +
-   Celery ``send_task``, reply serialisation).
+   validation, ``sessions.steer`` → ``store.get_process``, ``store.append_message``,
+   ``waker.wake`` = the wake script (one EVALSHA) + Celery ``send_task`` when it queues a
+   shard task — rarely here, as nobody consumes them: ``lane_turns.py`` measures a real
+   producer's share —, the untitled-session check, reply serialisation).
 2. ``turn``: ``LaneRunner.run`` — what the Celery task body does: ``waker.clear`` (DEL),
    lease ``try_acquire`` (SET NX PX), ``get_process``, ``pending_messages(limit=1)``,
    ``acquire_epoch``, ``events.publish`` (RUNNING), the engine (``ford.steer``: drain =
    ``pending_messages``, ``chat_history``, model, one token ``publish``), ``commit_turn``,
    3 × ``publish`` (2 chat-message, status IDLE), lease ``release`` (Lua), and the
    post-release ``pending_messages(limit=1)``.
-3. ``fanout``: what the gateway does with the turn's 5 events: ``events.read`` (XRANGE +
-   decode, as the listener thread does after XREAD) and ``Connection._on_event`` per event
-   (envelope model → JSON → the connection's outbound queue; its writer thread sends).
+3. ``fanout``: what the gateway does with the turn's 5 events: ``events.read_live`` (XRANGE
+   into ``LiveEvent``s, undecoded, as the listener thread reads a log after XREAD; news
+   carries the same bodies without the read) and ``Connection._on_event`` per event (the
+   logged JSON framed as it is → the connection's outbound queue; the hub sends).
 
 The parts are timed by wrapping the runner's and the services' collaborators in timing
 proxies (no product code is changed); nested calls are listed under their caller.
@@ -376,8 +378,8 @@ def measure_extras(brain: Any, app: Any, config: Any, conns: list[Any]) -> dict[
 
 
 def _fanout(brain: Any, conn: Any, sid: str, last_seq: dict[str, int], timer: Timer) -> int:
-    events = timer.call("events.read (listener: XRANGE + decode)", brain.events.read, sid,
-                        last_seq[sid])
+    events = timer.call("events.read_live (listener: XRANGE, no decode)",
+                        brain.events.read_live, sid, last_seq[sid])
     for event in events:
         timer.call("connection._on_event (frame → JSON → queue)", conn._on_event, event)
     if events:

@@ -322,6 +322,17 @@ def test_an_untitled_session_is_titled_from_the_users_first_message(emb, client)
             store.get_session("acme", titled["session"]["id"]).title) == ("Tea", "Given")
 
 
+def test_a_message_of_spaces_leaves_a_session_untitled_for_the_next_message(emb, client):
+    created = client.ok("session-create", onDisconnect="KEEP_OPEN")
+    sid, chat = created["session"]["id"], created["chatProcessId"]
+    wait_process(emb, emb.who, chat, S.IDLE)
+    client.ok("process-steer", targetThinkProcessId=chat, content=" \n ")
+    assert emb.brain.store.port(SessionStore).get_session("acme", sid).title == ""
+    client.ok("process-steer", targetThinkProcessId=chat, content="Green tea")
+    client.ok("process-steer", targetThinkProcessId=chat, content="And black?")
+    assert emb.brain.store.port(SessionStore).get_session("acme", sid).title == "Green tea"
+
+
 # ── process-create ──────────────────────────────────────────────────────────
 @covers("process-create", SUCCESS)
 def test_process_create_starts_the_process_on_its_lane(emb, bound):

@@ -40,6 +40,9 @@ PAGE_LIMIT_MAX = 200
 COUNT_CAP = 1000
 """Where ``count_sessions`` stops counting a status: a count of ``COUNT_CAP`` reads "at
 least" (what the ``welcome`` tells; a user's closed sessions are not counted past it)."""
+TITLED_CACHE_MAX = 10_000
+"""Sessions a ``SessionService`` remembers as titled (then it forgets them all and starts
+over): ``steer`` reads the session for its title only while it may still be untitled."""
 
 
 class SessionService:
@@ -59,6 +62,9 @@ class SessionService:
         self._waker = waker
         self._processes = processes
         self._search = search
+        # (tenant, session) found titled: a title is never taken back (``rename`` gives one
+        # of at least a character), so a titled session needs no read per message.
+        self._titled: set[tuple[str, str]] = set()
 
     def create(self, who: Principal, *, type: SessionType = SessionType.INTERACTIVE,
                title: str = "", project_id: str = "default",
@@ -196,9 +202,18 @@ class SessionService:
         return message, created
 
     def _title_if_untitled(self, who: Principal, session_id: str, content: str) -> None:
+        key = (who.tenant_id, session_id)
+        if key in self._titled:
+            return
         if not self._sessions.get_session(who.tenant_id, session_id).title:
-            self._sessions.set_details(who.tenant_id, session_id,
-                                       title=title_from_message(content), only_unset=True)
+            title = title_from_message(content)
+            if not title:  # a message of spaces: the next one may title it
+                return
+            self._sessions.set_details(who.tenant_id, session_id, title=title,
+                                       only_unset=True)
+        if len(self._titled) >= TITLED_CACHE_MAX:
+            self._titled.clear()
+        self._titled.add(key)
 
     def command(self, who: Principal, process_id: str, command: str,
                 params: dict[str, Any] | None = None, idempotency_key: str | None = None, *,
