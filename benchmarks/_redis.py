@@ -13,7 +13,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlparse
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+# Appended, not put first: a benchmark's ``--source DIR``, put first, imports its own product
+# code through ``tests.redis_claim`` too.
+sys.path.append(str(Path(__file__).resolve().parent.parent))
 from tests.redis_claim import RunDatabase  # noqa: E402
 
 

@@ -64,6 +64,11 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+# ``--source DIR`` goes first on the path before the helpers below are imported: ``_redis``
+# imports the product (``tests.redis_claim``), and a module imported once stays the one
+# every later import gets (before, A/B runs with ``--source`` ran this checkout's code).
+if "--source" in sys.argv[1:-1]:
+    sys.path.insert(0, os.path.abspath(sys.argv[sys.argv.index("--source") + 1]))
 
 import _compare  # noqa: E402
 import _store  # noqa: E402
@@ -141,8 +146,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def _main(args: argparse.Namespace) -> int:
 
-    if args.source:
-        sys.path.insert(0, os.path.abspath(args.source))
     tmp = Path(tempfile.mkdtemp(prefix="vt-breakdown-"))
     args.bench_store = store = _store.BenchStore.create(args, tmp)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VANCETOPE_", "OPENAI_"))}
