@@ -441,7 +441,7 @@ class Connection:
                     tool_call_id=event.data["toolCallId"], tool_name=event.data["toolName"],
                     params=event.data["params"], timeout_sec=event.data["timeoutSec"]))
             return
-        self._send("event", live.json())
+        self._queue(_EVENT_FRAME_HEAD + live.json() + "}")
 
     def require_session(self) -> Session:
         if self.session is None:
@@ -459,7 +459,9 @@ class Connection:
               reply_to: str | None = None) -> None:
         """Queue a frame for the hub; never blocks. A client with ``OUTBOUND_QUEUE_MAX``
         frames waiting cannot keep up: it is dropped and resumes from its last seq."""
-        text = _encode(type, data, reply_to)
+        self._queue(_encode(type, data, reply_to))
+
+    def _queue(self, text: str) -> None:
         with self._lock:
             if self.state is ConnState.CLOSED or self.outbound.put(text):
                 return
@@ -470,6 +472,11 @@ class Connection:
                  self.connection_id, self.who.user_id)
         metrics.EVENTS_DROPPED.labels("slow-client").inc()
         self.close(TOO_SLOW, TOO_SLOW_MESSAGE)
+
+
+_EVENT_FRAME_HEAD = '{"type":"event","data":'
+"""What ``_encode("event", data)`` writes before ``data`` (and a ``}`` after): the listener
+frames each live event without a ``json.dumps`` of the envelope."""
 
 
 def _encode(type: str, data: dict[str, Any] | str, reply_to: str | None = None) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import logging
 import threading
@@ -285,7 +286,13 @@ class LiveEvent:
     def json(self) -> str:
         """The event's JSON, as ``StreamEvent.model_dump_json(by_alias=True)`` gives the same
         value."""
-        return f'{{"seq":{self.seq},"sessionId":{json.dumps(self.session_id)},{self.body[1:]}'
+        return f'{{"seq":{self.seq},"sessionId":{_quoted(self.session_id)},{self.body[1:]}'
+
+
+@functools.lru_cache(maxsize=4096)
+def _quoted(session_id: str) -> str:
+    """``json.dumps(session_id)``, once per session rather than once per event."""
+    return json.dumps(session_id)
 
 
 Callback = Callable[[LiveEvent], None]
