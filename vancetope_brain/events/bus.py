@@ -494,18 +494,22 @@ class EventListener:
 
     def _wait(self, news: Any, until: float) -> set[str]:
         """Wait for news until ``until`` (or the doorbell), delivering the events it
-        carries; returns, once any came (with whatever else is already there), the
-        sessions whose log must be read (``_take``)."""
+        carries; returns once any came the sessions whose log must be read (``_take``):
+        with whatever else is already there when one must be (one XREAD for them all),
+        else at once. News delivered needs no look for more: the next round's wait
+        finds it, and a poll that finds nothing (after nearly every burst) costs a
+        system call and redis-py's parsing for nothing."""
         named: set[str] = set()
-        heard = False
         timeout = until - time.monotonic()
         while timeout > 0 and not self._stop.is_set():
             message = news.get_message(timeout=timeout)
+            heard = False
             while message is not None:
-                rang = self._take(message, named)
-                if rang:
+                if self._take(message, named):  # the doorbell
                     return named
                 heard = heard or message.get("type") == "message"
+                if heard and not named:
+                    return named
                 message = news.get_message(timeout=0)
             if heard:
                 return named
