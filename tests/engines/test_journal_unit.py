@@ -3,13 +3,14 @@ belongs to, and that a call in doubt is asked about once."""
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import pytest
 
-from vancetope_brain.engines.journal import TurnJournal
+from vancetope_brain.engines.journal import TurnJournal, _canonical, _request_digest
 from vancetope_brain.errors import Fenced, JournalFull
-from vancetope_brain.llm import LlmResponse, ToolSpec
+from vancetope_brain.llm import LlmMessage, LlmResponse, ToolSpec
 from vancetope_brain.llm.testing import ScriptedModel
 from vancetope_brain.models import (
     InboxMessage,
@@ -188,3 +189,18 @@ def test_a_completion_replays_only_for_the_same_request_part_for_part(attempts):
     other = ScriptedModel([LlmResponse("from another model")], name="another")
     asked.append(attempts.next(given).complete(other, request(), [SEND.spec], None).content)
     assert asked == [f"answer {i}" for i in range(1, len(changed) + 2)] + ["from another model"]
+
+
+def test_a_request_digest_is_the_hash_of_the_whole_request_as_canonical_json():
+    """The digest is built from each spec's cached JSON, yet hashes the same bytes as the
+    whole request's canonical JSON: a turn journaled by a worker that serialised the request
+    whole still replays after an upgrade."""
+    tools = [ToolSpec("zeta", "déjà vu", {"type": "object", "properties": {"b": {}, "a": {}}}),
+             ToolSpec("alpha", "plain")]
+    messages = [LlmMessage(role="user", content="hello")]
+    whole = hashlib.sha256(_canonical({"model": "m-1", "tools": [
+        [t.name, t.description, t.parameters] for t in tools]}).encode())
+    whole.update(b"".join(m.digest for m in messages))
+    assert _request_digest("m-1", messages, tools) == whole.hexdigest()
+    empty = hashlib.sha256(_canonical({"model": "m-1", "tools": []}).encode())
+    assert _request_digest("m-1", [], None) == empty.hexdigest()

@@ -282,9 +282,10 @@ def _request_digest(model: str, messages: list[LlmMessage], tools: list[ToolSpec
     ``digest`` (32 bytes each, after the self-delimiting JSON of the rest), so a request
     differs from another as soon as any of its parts does, while a long chat's committed
     messages are not serialized again each turn."""
-    request = hashlib.sha256(_canonical(
-        {"model": model, "tools": [[t.name, t.description, t.parameters] for t in tools or ()]}
-    ).encode())
+    # _canonical({"model": …, "tools": [[name, description, parameters], …]}), byte for
+    # byte, from each spec's own canonical JSON (computed once per spec, not per turn).
+    tools_json = ",".join(t.canonical_json for t in tools or ())
+    request = hashlib.sha256(f'{{"model":{_canonical(model)},"tools":[{tools_json}]}}'.encode())
     request.update(b"".join([message.digest for message in messages]))
     return request.hexdigest()
 

@@ -92,14 +92,20 @@ class MemoryApi:
 
     def cascade(self) -> list[ScopeRef]:
         """The process's scopes, innermost first (the group only when its project has one)."""
-        s = self._ctx.scope
         group = self._group
-        refs = [ScopeRef(MemoryScope.PROCESS, s.process_id),
-                ScopeRef(MemoryScope.SESSION, s.session_id),
-                ScopeRef(MemoryScope.PROJECT, s.project_id),
+        return [self._own(MemoryScope.PROCESS), self._own(MemoryScope.SESSION),
+                self._own(MemoryScope.PROJECT),
                 *([ScopeRef(MemoryScope.GROUP, group)] if group else []),
-                ScopeRef(MemoryScope.TENANT, s.tenant_id)]
-        return refs
+                self._own(MemoryScope.TENANT)]
+
+    def _own(self, level: MemoryScope) -> ScopeRef:
+        """This process's scope at ``level``, any level but GROUP (which needs the project's
+        record: ``_group``)."""
+        s = self._ctx.scope
+        return ScopeRef(level, {MemoryScope.PROCESS: s.process_id,
+                                MemoryScope.SESSION: s.session_id,
+                                MemoryScope.PROJECT: s.project_id,
+                                MemoryScope.TENANT: s.tenant_id}[level])
 
     def query(self, text: str, *, scope: MemoryScope | str | None = None,
               top_k: int = DEFAULT_TOP_K, min_score: float = 0.0) -> list[MemoryHit]:
@@ -195,11 +201,12 @@ class MemoryApi:
         except ValueError:
             raise InvalidInput(f"unknown memory scope {scope!r}; one of "
                                f"{', '.join(CASCADE)}") from None
-        found = next((ref for ref in self.cascade() if ref.level is level), None)
-        if found is None:
+        if level is not MemoryScope.GROUP:  # known without reading the project (a turn's
+            return self._own(level)         # memory summary asks for its project's scope)
+        if self._group is None:
             raise InvalidInput(f"this process's project belongs to no group: there is no "
                                f"{level} scope")
-        return found
+        return ScopeRef(level, self._group)
 
 
 def _check(text: str, tags: Sequence[str], source: str | None, key: str | None) -> None:

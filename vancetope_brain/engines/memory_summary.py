@@ -50,9 +50,12 @@ def memory_summary(context: ThinkEngineContext, texts: Sequence[str]) -> str | N
         return None
     memory, query = context.memory(), query_text("\n".join(texts))
     try:
-        bearing = [hit.entry for hit in memory.query(query, scope=MemoryScope.PROJECT,
-                                                     top_k=MAX_ENTRIES)] if query else []
         newest = memory.recent(scope=MemoryScope.PROJECT, limit=MAX_ENTRIES)
+        # A scope without entries has none bearing on anything: most projects' turns need
+        # no search.
+        bearing = [hit.entry for hit in memory.query(query, scope=MemoryScope.PROJECT,
+                                                     top_k=MAX_ENTRIES)] \
+            if query and newest else []
     except StoreError as e:
         log.warning("process %s: no project memory summary this turn: %s",
                     context.scope.process_id, e)

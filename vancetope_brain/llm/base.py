@@ -33,6 +33,14 @@ class ToolSpec:
         counts; computed once (a spec, its parameters included, is never changed)."""
         return len(json.dumps([self.name, self.description, self.parameters]))
 
+    @functools.cached_property
+    def canonical_json(self) -> str:
+        """``[name, description, parameters]`` as canonical JSON (sorted keys, no spaces, not
+        ASCII-escaped), what a turn journal's request digest hashes; computed once, as
+        ``json_size``: the registered tools' specs are the same objects every turn."""
+        return json.dumps([self.name, self.description, self.parameters], sort_keys=True,
+                          separators=(",", ":"), ensure_ascii=False, default=str)
+
 
 @dataclass(frozen=True)
 class ToolCall:

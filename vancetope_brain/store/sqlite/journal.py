@@ -48,18 +48,19 @@ class SqliteJournal(SqliteAdapter, JournalStore):
         if any((e.tenant_id, e.process_id) != (tenant_id, process_id) for e in entries):
             raise ValueError(f"an entry of another process than {process_id}")
         rows = [(e.key, e.state.value, entry_json(e)) for e in entries]
+        keys = {key for key, _, _ in rows}
         with self.db.write() as conn:
-            lane = conn.execute("SELECT epoch FROM lanes WHERE process_id = ? AND tenant_id = ?",
-                                (process_id, tenant_id)).fetchone()
+            # The fence and the cap in one statement (the count is wasted when fenced: rare).
+            lane = conn.execute(
+                "SELECT epoch, (SELECT COUNT(*) FROM journal WHERE tenant_id = ? "
+                f"AND process_id = ? AND key NOT IN {marks(keys)}) "
+                "FROM lanes WHERE process_id = ? AND tenant_id = ?",
+                (tenant_id, process_id, *keys, process_id, tenant_id)).fetchone()
             if lane is None:
                 raise NotFound(f"process {process_id} not found")
-            if lane[0] != epoch:
+            current, held = lane
+            if current != epoch:
                 return False
-            keys = {key for key, _, _ in rows}
-            (held,) = conn.execute(
-                "SELECT COUNT(*) FROM journal WHERE tenant_id = ? AND process_id = ? "
-                f"AND key NOT IN {marks(keys)}",
-                (tenant_id, process_id, *keys)).fetchone()
             if held + len(keys) > MAX_ENTRIES:
                 raise too_many(process_id)
             conn.executemany(

@@ -156,7 +156,14 @@ def append_in(conn: sqlite3.Connection, message: InboxMessage) -> tuple[InboxMes
 def _commit_in(conn: sqlite3.Connection, tenant_id: str, process_id: str, epoch: int,
                commit: TurnCommit) -> Committed:
     """The body of ``commit_turn``; raises ``Fenced`` to roll everything back."""
-    current_epoch, chat_seq = _lane_in(conn, tenant_id, process_id, "epoch, next_chat_seq")
+    # The session id comes with the lane (one statement): the turn's events name it.
+    row = conn.execute("SELECT l.epoch, l.next_chat_seq, p.session_id FROM lanes l "
+                       "JOIN processes p ON p.id = l.process_id "
+                       "WHERE l.process_id = ? AND l.tenant_id = ?",
+                       (process_id, tenant_id)).fetchone()
+    if row is None:
+        raise NotFound(f"process {process_id} not found")
+    current_epoch, chat_seq, session_id = row
     if current_epoch != epoch:
         raise Fenced(f"epoch {epoch} of {process_id} is stale (now {current_epoch})")
     now = utcnow()
@@ -181,10 +188,11 @@ def _commit_in(conn: sqlite3.Connection, tenant_id: str, process_id: str, epoch:
         )
         if cursor.rowcount != len(commit.dead_letters):
             raise Fenced(f"a dead letter of this turn of {process_id} is already drained")
-    conn.executemany(
-        "UPDATE messages SET attempts = attempts - 1 WHERE id = ? AND tenant_id = ? "
-        "AND target_process_id = ? AND drained_at IS NULL AND attempts > 0",
-        [(mid, tenant_id, process_id) for mid in dict.fromkeys(commit.uncounted_ids)])
+    if commit.uncounted_ids:  # nearly always empty: a turn reads what it counted
+        conn.executemany(
+            "UPDATE messages SET attempts = attempts - 1 WHERE id = ? AND tenant_id = ? "
+            "AND target_process_id = ? AND drained_at IS NULL AND attempts > 0",
+            [(mid, tenant_id, process_id) for mid in dict.fromkeys(commit.uncounted_ids)])
     written: list[ChatMessage] = []
     for line in commit.chat:
         line = line.model_copy(
@@ -239,8 +247,6 @@ def _commit_in(conn: sqlite3.Connection, tenant_id: str, process_id: str, epoch:
     )
     events = []
     if written or commit.events:
-        (session_id,) = conn.execute("SELECT session_id FROM processes WHERE id = ?",
-                                     (process_id,)).fetchone()
         events = turn_events(tenant_id, session_id, process_id, epoch, written, commit.events)
         enqueue_in(conn, events)
     return Committed(written, events)
