@@ -126,20 +126,12 @@ def make_templates(redis_url: str, tmp: Path) -> Templates:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VANCETOPE_", "OPENAI_"))}
     env.update(VANCETOPE_REDIS_URL=redis_url, VANCETOPE_STORE_URL=f"sqlite:///{path}",
                VANCETOPE_DATA_DIR=str(tmp))
-    from bench_worker import MODEL
+    from _inproc import in_process
 
-    from vancetope_brain.config import Config
     from vancetope_brain.identity import Principal
-    from vancetope_brain.store import open_store
-    from vancetope_gateway.parts import build_gateway
-    from workers.celery_app import create_celery, enqueue_index_on, enqueue_on
 
-    config = Config.from_env(env)
-    store = open_store(config.store_url)
-    app = create_celery(config, model_for=lambda process: MODEL, store=store)
-    worker = app.vancetope_worker()
-    brain = build_gateway(config, enqueue_on(app), enqueue_index=enqueue_index_on(app),
-                          store=store)
+    product = in_process(env)
+    worker, brain = product.worker, product.brain
     try:
         brain.identity.create_tenant(TPL_TENANT, TPL_TENANT)
         brain.identity.create_user(TPL_TENANT, TPL_USER, TPL_USER)
@@ -154,8 +146,7 @@ def make_templates(redis_url: str, tmp: Path) -> Templates:
             if outcome.value != "committed":
                 raise RuntimeError(f"template {step} turn: {outcome}")
     finally:
-        worker.close()
-        brain.close()
+        product.close()
     conn = sqlite3.connect(path)
     try:
         columns, rows = {}, {}
@@ -886,23 +877,15 @@ def turn_statements(redis_url: str, store_url: str, tmp: Path, tid: str, uid: st
                VANCETOPE_DATA_DIR=str(tmp))
     traced_connections_of = (traced_pg_connections if store_url.startswith("postgresql")
                              else traced_connections)
-    from bench_worker import MODEL
+    from _inproc import in_process
 
-    from vancetope_brain.config import Config
     from vancetope_brain.identity import Principal
-    from vancetope_brain.store import open_store
-    from vancetope_gateway.parts import build_gateway
-    from workers.celery_app import create_celery, enqueue_index_on, enqueue_on
 
     statements: list[str] = []
     out: list[tuple[str, str]] = []
     with traced_connections_of(statements):
-        config = Config.from_env(env)
-        store = open_store(config.store_url)
-        app = create_celery(config, model_for=lambda process: MODEL, store=store)
-        worker = app.vancetope_worker()
-        brain = build_gateway(config, enqueue_on(app), enqueue_index=enqueue_index_on(app),
-                          store=store)
+        product = in_process(env)
+        worker, brain = product.worker, product.brain
         who = Principal(tid, uid)
         try:
             for round_ in range(2):
@@ -920,8 +903,7 @@ def turn_statements(redis_url: str, store_url: str, tmp: Path, tid: str, uid: st
             out = ([("steer", s) for s in steer] + [("turn", s) for s in turn]
                    + [("chat-history", s) for s in history])
         finally:
-            worker.close()
-            brain.close()
+            product.close()
     return out
 
 

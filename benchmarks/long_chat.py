@@ -85,26 +85,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace, env: dict[str, str]) -> int:
-    # Imported here, after --source went onto sys.path: bench_worker imports the product.
-    from bench_worker import MODEL
+    # Imported here, after --source went onto sys.path: it imports the product.
+    from _inproc import bench_user, in_process
 
     import vancetope_brain
-    from vancetope_brain.config import Config
-    from vancetope_brain.identity import Principal
-    from vancetope_brain.store import open_store
-    from vancetope_gateway.parts import build_gateway
-    from workers.celery_app import create_celery, enqueue_index_on, enqueue_on
 
-    config = Config.from_env(env)
-    store = open_store(config.store_url)
-    app = create_celery(config, model_for=lambda process: MODEL, store=store)
-    worker = app.vancetope_worker()
-    brain = build_gateway(config, enqueue_on(app), enqueue_index=enqueue_index_on(app),
-                          store=store)
-    brain.identity.create_tenant("bench", "bench")
-    brain.identity.create_user("bench", "bencher", "bencher")
-    who = Principal("bench", "bencher")
-    runner, sessions = worker.runner, brain.sessions
+    product = in_process(env)
+    config, brain = product.config, product.brain
+    who = bench_user(brain)
+    runner, sessions = product.worker.runner, brain.sessions
     rng = random.Random(args.seed)
     print(f"product: {os.path.dirname(vancetope_brain.__file__)}", flush=True)
 
@@ -169,8 +158,7 @@ def run(args: argparse.Namespace, env: dict[str, str]) -> int:
     if profiler is not None:
         print("\ncProfile (CPU time) of the long chats' turns, top 30 by own time:")
         pstats.Stats(profiler).sort_stats("tottime").print_stats(30)
-    worker.close()
-    store.close()
+    product.close()
     return 0
 
 

@@ -163,25 +163,15 @@ def _main(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace, env: dict[str, str], tmp: Path) -> int:
-    # Imported here, after --source went onto sys.path: bench_worker imports the product.
-    from bench_worker import MODEL
+    # Imported here, after --source went onto sys.path: they import the product.
+    from _inproc import bench_user, in_process
 
-    from vancetope_brain.config import Config
-    from vancetope_brain.identity import Principal
-    from vancetope_brain.store import open_store
-    from vancetope_gateway.parts import build_gateway
     from vancetope_gateway.protocol import Connection
-    from workers.celery_app import create_celery, enqueue_index_on, enqueue_on
 
-    config = Config.from_env(env)
-    store = open_store(config.store_url)
-    app = create_celery(config, model_for=lambda process: MODEL, store=store)
-    worker = app.vancetope_worker()
-    brain = build_gateway(config, enqueue_on(app), enqueue_index=enqueue_index_on(app),
-                          store=store)
-    brain.identity.create_tenant("bench", "bench")
-    brain.identity.create_user("bench", "bencher", "bencher")
-    who = Principal("bench", "bencher")
+    product = in_process(env)
+    config, store, app, brain = product.config, product.store, product.app, product.brain
+    worker = product.worker
+    who = bench_user(brain)
 
     timer = Timer()
     timer.enabled = False
@@ -280,7 +270,7 @@ def run(args: argparse.Namespace, env: dict[str, str], tmp: Path) -> int:
         stats.sort_stats("tottime").print_stats(35)
         if args.cprofile_out:
             stats.dump_stats(args.cprofile_out)
-    worker.close()
+    product.close()
     return 0
 
 
