@@ -134,9 +134,10 @@ def test_all_workers_killed_mid_turn_and_restarted_without_beat(chaos: Stack, ro
     wait_for(oracle.answered, timeout=LEASE_TTL + 60, interval=0.1, what="every message answered")
     recovered = since(killed)
     oracle.check()
+    bound = LEASE_TTL + 5 + 2 * 1.5  # docs/operations.md: lease TTL + 5 s + the two turns
     report("all workers SIGKILLed mid-turn and restarted, no beat" + on(chaos),
-           answered_after_kill_s=recovered, bound_s=LEASE_TTL + 5)
-    assert recovered <= LEASE_TTL + 5 + 2 * 1.5 + 5, "slower than lease TTL + 5 s (+ the turns)"
+           answered_after_kill_s=recovered, bound_s=bound)
+    assert recovered <= bound + 5, "slower than lease TTL + 5 s + the turns (+ 5 s of load)"
 
 
 @pytest.mark.parametrize("chaos", [POSTGRESQL], indirect=True)
