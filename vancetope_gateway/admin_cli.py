@@ -1,6 +1,7 @@
 """``vancetope admin …``: tenants, projects, users, API tokens, recipes, settings, the
-delivery log, dead letters, tool health, knowledge documents, the retention purge, and the
-export of the whole store and its import into another, on the configured store.
+delivery log, dead letters, tool health, knowledge documents, the retention purge, the
+audit log, and the export of the whole store and its import into another, on the
+configured store. Each write command is recorded in the audit log (``_AUDITED``).
 
 Output is made to be scripted: the result (a new id, a token's secret, a
 table whose first column is the id) goes to stdout, notes for people go to
@@ -11,7 +12,9 @@ exit code 2 (``main`` maps ``VancetopeError``).
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -32,6 +35,13 @@ if TYPE_CHECKING:  # the brain loads only when an admin command runs, not for ev
 EXPORT_PAGE = 1000
 """``--page``'s default (``vancetope_brain.services.transfer.EXPORT_PAGE``, spelt out so the
 parser loads no brain module)."""
+
+AUDIT_PAGE = 50
+"""``audit list --limit``'s default (``vancetope_brain.services.audit.PAGE_LIMIT``)."""
+
+ROLES = ("user", "operator", "platform")
+"""A token's roles (``vancetope_brain.models.Role``, spelt out so the parser loads no brain
+module)."""
 
 DEFINITION_KINDS = ("strategy", "template")
 """Definition kinds besides recipes with ``list/show/put/delete`` commands (names from
@@ -131,6 +141,9 @@ def add_admin_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     p.add_argument("--tenant", required=True)
     p.add_argument("--user", required=True)
     p.add_argument("--label", default="", help="a note to tell tokens apart")
+    p.add_argument("--role", choices=ROLES, default="user",
+                   help="user (default): the user's own doors; operator: also the /admin/ "
+                        "API for this tenant; platform: the /admin/ API for every tenant")
     p = token.add_parser("list", help="the user's tokens (revoked ones too; never secrets)")
     p.add_argument("--tenant", required=True)
     p.add_argument("--user", required=True)
@@ -202,6 +215,14 @@ def add_admin_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     p.add_argument("--tenant", required=True)
     p.add_argument("--project", help="only this project's")
 
+    audit = verbs("audit", "the operators' audit log: every write of this CLI and of the "
+                           "/admin/ API, with its outcome")
+    p = audit.add_parser("list", help="the newest records first, a page at a time")
+    p.add_argument("--tenant", help="only this tenant's (default: every tenant's)")
+    p.add_argument("--limit", type=int, default=AUDIT_PAGE,
+                   help=f"records per page (default {AUDIT_PAGE}, at most 500)")
+    p.add_argument("--cursor", help="the page after the one whose last note printed it")
+
     docs = verbs("docs", "a project's knowledge documents (an add is indexed before it returns)")
     where = argparse.ArgumentParser(add_help=False)
     where.add_argument("--tenant", required=True)
@@ -243,10 +264,32 @@ def run_admin(config: Config, args: argparse.Namespace) -> int:
 
     admin = Administration.open(config)
     try:
-        _COMMANDS[(args.admin_kind, args.admin_verb)](admin, args)
+        command = _COMMANDS[(args.admin_kind, args.admin_verb)]
+        target = _AUDITED.get((args.admin_kind, args.admin_verb))
+        if target is None:
+            command(admin, args)
+        else:
+            with admin.audit.action(f"cli {_os_user()}",
+                                    f"{args.admin_kind}.{args.admin_verb}",
+                                    _audit_tenant(args), target(args)):
+                command(admin, args)
     finally:
         admin.close()
     return 0
+
+
+def _audit_tenant(args: argparse.Namespace) -> str:
+    """The tenant a write acts in (a created tenant's ``--id``); '' for all of them."""
+    tenant = args.id if args.admin_kind == "tenant" else getattr(args, "tenant", None)
+    return tenant or ""
+
+
+def _os_user() -> str:
+    """Who runs the CLI, for the audit log: the login name, else the numeric uid."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return str(os.getuid())
 
 
 def _note(args: argparse.Namespace, text: str) -> None:
@@ -402,16 +445,18 @@ def _user_list(admin: Administration, args: argparse.Namespace) -> None:
 
 
 def _token_create(admin: Administration, args: argparse.Namespace) -> None:
-    token, secret = admin.identity.create_token(args.tenant, args.user, args.label)
+    token, secret = admin.identity.create_token(args.tenant, args.user, args.label, args.role)
     print(secret, flush=True)
-    _note(args, f"token id: {token.id} (user {args.user}, tenant {args.tenant}). The secret above "
+    _note(args, f"token id: {token.id} ({token.role} token of user {args.user}, tenant "
+                f"{args.tenant}). The secret above "
                 "is shown only now. Revoke with: vancetope admin token revoke "
                 f"--tenant {args.tenant} {token.id}")
 
 
 def _token_list(admin: Administration, args: argparse.Namespace) -> None:
-    _table(("ID", "LABEL", "CREATED", "REVOKED"),
-           [(t.id, t.label or "-", _when(t.created_at), "yes" if t.revoked else "no")
+    _table(("ID", "ROLE", "LABEL", "CREATED", "REVOKED"),
+           [(t.id, t.role.value, t.label or "-", _when(t.created_at),
+             "yes" if t.revoked else "no")
             for t in admin.identity.list_tokens(args.tenant, args.user)])
 
 
@@ -655,6 +700,17 @@ def _docs_rm(admin: Administration, args: argparse.Namespace) -> None:
         _note(args, f"deleted {found[0].name} ({found[0].id})")
 
 
+def _audit_list(admin: Administration, args: argparse.Namespace) -> None:
+    if args.tenant is not None:
+        admin.identity.require_tenant(args.tenant)
+    page = admin.audit.page(args.tenant, args.cursor, args.limit)
+    _table(("ID", "AT", "TENANT", "ACTOR", "ACTION", "OUTCOME", "TARGET"),
+           [(r.id, _when(r.at), r.tenant_id or "-", r.actor.replace(" ", ":"), r.action,
+             r.outcome, r.target or "-") for r in page.records])
+    if page.next_cursor is not None:
+        _note(args, f"more: --cursor {page.next_cursor}")
+
+
 def _setting_get(admin: Administration, args: argparse.Namespace) -> None:
     admin.identity.require_tenant(args.tenant)
     value, scope = admin.settings.resolve_with_source(args.tenant, args.project,
@@ -721,4 +777,40 @@ _COMMANDS: dict[tuple[str, str], _Command] = {
     ("setting", "list"): _setting_list,
     ("setting", "set"): _setting_set,
     ("setting", "unset"): _setting_unset,
+    ("audit", "list"): _audit_list,
 }
+
+
+def _named(*names: str) -> Callable[[argparse.Namespace], str]:
+    """An audit target: the named arguments that are set, ``name=value`` (never a secret:
+    no command takes one)."""
+    def target(args: argparse.Namespace) -> str:
+        shown = []
+        for name in names:
+            value = getattr(args, name, None)
+            if value not in (None, [], ""):
+                values = value if isinstance(value, list) else [value]
+                shown.append(f"{name}={','.join(str(v) for v in values)}")
+        return " ".join(shown)
+    return target
+
+
+_AUDITED: dict[tuple[str, str], Callable[[argparse.Namespace], str]] = {
+    ("purge", ""): _named("tenant"),
+    ("tenant", "create"): _named("id", "name"),
+    ("project", "create"): _named("id", "name", "group"),
+    ("user", "create"): _named("id", "name"),
+    ("token", "create"): _named("user", "role", "label"),
+    ("token", "revoke"): _named("token_id"),
+    **{(kind, verb): _named("project", "name", "file") for kind in ("recipe", *DEFINITION_KINDS)
+       for verb in ("put", "delete")},
+    ("dead-letter", "requeue"): _named("message_id"),
+    ("tool-health", "reset"): _named("project", "server", "tool"),
+    ("docs", "add"): _named("project", "files"),
+    ("docs", "rm"): _named("project", "names"),
+    ("setting", "set"): _named("project", "user", "key"),
+    ("setting", "unset"): _named("project", "user", "key"),
+}
+"""The write commands, each recorded in the audit log with its outcome, and what it acts on.
+Not recorded: reads, and ``migrate``, ``export`` and ``import``, which move the store as a
+whole (an import must leave the store equal to its file)."""

@@ -25,6 +25,7 @@ from vancetope_brain.lanes import consumers
 from vancetope_brain.models import ProcessStatus, SessionStatus
 from vancetope_brain.observability import tracing
 from vancetope_brain.sessions.service import PAGE_LIMIT, PAGE_LIMIT_MAX
+from vancetope_gateway.admin_api import admin
 from vancetope_gateway.auth import authenticate
 from vancetope_gateway.logs import redact_access_logs
 from vancetope_gateway.observe import add_metrics_route
@@ -211,6 +212,7 @@ def create_app(gateway: Gateway, *, llm_description: str,
     add_document_upload(app)
     add_body_limit(app)
     app.register_blueprint(rest)
+    app.register_blueprint(admin)
     add_attachment_route(app, gateway.attachments)
     add_metrics_route(app, gateway)
     tracing.instrument_flask(app)
