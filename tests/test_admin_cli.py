@@ -17,6 +17,7 @@ import pytest
 
 from vancetope_brain.errors import Unauthorized
 from vancetope_brain.identity import IdentityService, Principal
+from vancetope_brain.models import Role
 from vancetope_brain.store import (
     Backend,
     DeliveryStore,
@@ -94,8 +95,9 @@ def test_full_flow_tenant_project_user_token_revoke(admin, store: Backend) -> No
     assert identity.authenticate(secret) == Principal("acme", "ada")
 
     tokens = admin("token", "list", "--tenant", "acme", "--user", "ada")
-    assert tokens.out.splitlines()[0].split() == ["ID", "LABEL", "CREATED", "REVOKED"]
-    assert [(row[0], row[1], row[3]) for row in tokens.rows] == [(token_id, "laptop", "no")]
+    assert tokens.out.splitlines()[0].split() == ["ID", "ROLE", "LABEL", "CREATED", "REVOKED"]
+    assert [(row[0], row[1], row[2], row[4]) for row in tokens.rows] == [
+        (token_id, "user", "laptop", "no")]
     stored = store.port(IdentityStore).list_tokens("acme", "ada")[0]
     assert secret not in tokens.out and stored.token_hash not in tokens.out
 
@@ -103,7 +105,7 @@ def test_full_flow_tenant_project_user_token_revoke(admin, store: Backend) -> No
     assert (revoked.code, revoked.out) == (0, "")
     with pytest.raises(Unauthorized):
         identity.authenticate(secret)
-    assert admin("token", "list", "--tenant", "acme", "--user", "ada").rows[0][3] == "yes"
+    assert admin("token", "list", "--tenant", "acme", "--user", "ada").rows[0][4] == "yes"
 
     assert [row[:2] for row in admin("tenant", "list").rows] == [["acme", "Acme"]]
 
@@ -114,6 +116,37 @@ def test_quiet_token_create_prints_only_the_secret(admin, store: Backend) -> Non
     token = admin("token", "create", "--tenant", "acme", "--user", "ada", "--quiet")
     assert (token.code, token.err) == (0, "")
     assert IdentityService(store.port(IdentityStore)).authenticate(token.out.strip()) == Principal("acme", "ada")
+
+
+def test_a_token_of_a_role_and_every_write_in_the_audit_log(
+        admin, store: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOGNAME", "ops-on-call")
+    admin("tenant", "create", "Acme", "--id", "acme")
+    admin("user", "create", "--tenant", "acme", "Ada", "--id", "ada")
+    identity = IdentityService(store.port(IdentityStore))
+    for role in ("operator", "platform"):
+        secret = admin("token", "create", "--tenant", "acme", "--user", "ada", "--role", role,
+                       "-q").out.strip()
+        assert identity.authenticate(secret) == Principal("acme", "ada", Role(role))
+        assert secret not in admin("audit", "list").out
+    with pytest.raises(SystemExit):  # argparse refuses it: nothing ran, nothing recorded
+        admin("token", "create", "--tenant", "acme", "--user", "ada", "--role", "root")
+    assert admin("token", "revoke", "--tenant", "acme", "tok_missing").code == 2
+    admin("token", "list", "--tenant", "acme", "--user", "ada")  # a read: not recorded
+    listed = admin("audit", "list", "--tenant", "acme")
+    assert listed.out.splitlines()[0].split() == [
+        "ID", "AT", "TENANT", "ACTOR", "ACTION", "OUTCOME", "TARGET"]
+    assert [row[2:6] for row in listed.rows] == [
+        ["acme", "cli:ops-on-call", "token.revoke", "not_found"],
+        ["acme", "cli:ops-on-call", "token.create", "ok"],
+        ["acme", "cli:ops-on-call", "token.create", "ok"],
+        ["acme", "cli:ops-on-call", "user.create", "ok"],
+        ["acme", "cli:ops-on-call", "tenant.create", "ok"]]
+    assert listed.rows[1][6:] == ["user=ada", "role=platform"]
+    first = admin("audit", "list", "--limit", "2")
+    assert len(first.rows) == 2 and "--cursor" in first.err
+    rest = admin("audit", "list", "--cursor", first.err.split("--cursor ")[1].strip())
+    assert [row[0] for row in first.rows + rest.rows] == [row[0] for row in listed.rows]
 
 
 @pytest.mark.parametrize(("argv", "message"), [
