@@ -561,3 +561,13 @@ def test_migrate_brings_the_store_to_this_servers_schema_and_prints_it(
     monkeypatch.setenv("VANCETOPE_STORE_URL", postgres_url)
     done = admin("migrate", "-q")
     assert (done.code, done.out, done.err) == (0, f"{POSTGRES_VERSION}\n", "")
+
+
+def test_every_writing_command_is_audited_and_every_audited_one_exists() -> None:
+    from vancetope_gateway.admin_audit import AUDITED
+    from vancetope_gateway.admin_cli import _COMMANDS
+
+    writes = {"create", "revoke", "put", "delete", "requeue", "reset", "add", "rm", "set",
+              "unset"}
+    assert set(AUDITED) <= set(_COMMANDS)
+    assert {key for key in _COMMANDS if key[1] in writes} | {("purge", "")} == set(AUDITED)

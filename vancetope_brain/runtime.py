@@ -143,6 +143,23 @@ class Core:
 
 
 @dataclass(frozen=True)
+class Operations:
+    """What the gateway's operators' door (``/admin/``) acts on: the parts the admin CLI's
+    ``Administration`` uses for the same actions, on the gateway's store."""
+
+    audit: AuditLog
+    dead_letters: DeadLetterStore
+    tool_health: ToolHealthService
+    sessions: SessionStore
+    """Read only: the system sessions of service engines and their processes."""
+
+    @classmethod
+    def on(cls, store: Backend) -> Operations:
+        return cls(AuditLog.on(store), store.port(DeadLetterStore),
+                   ToolHealthService(store.port(ToolHealthStore)), store.port(SessionStore))
+
+
+@dataclass(frozen=True)
 class Administration:
     """The admin CLI's composition root: what an operator changes, through services (and the
     delivery log, which it only reads, the dead letters, which it lists and puts back, tool
@@ -201,4 +218,4 @@ class Administration:
         self.store.close()
 
 
-__all__ = ["Administration", "Backend", "Core", "open_store", "redis_client"]
+__all__ = ["Administration", "Backend", "Core", "Operations", "open_store", "redis_client"]

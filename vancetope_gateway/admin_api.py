@@ -232,7 +232,7 @@ def _audited(action: str, tenant_id: str, target: str) -> Iterator[Acting]:
     operator may not see goes to its own tenant's log, so that other tenant learns nothing
     of it either."""
     who = _who()
-    with _gateway().audit.action(f"user {who.user_id} token {who.token_id}", action,
+    with _gateway().operations.audit.action(f"user {who.user_id} token {who.token_id}", action,
                                  tenant_id if who.sees(tenant_id) else who.tenant_id,
                                  target) as acting:
         yield acting
@@ -350,7 +350,7 @@ def revoke_token(tenant_id: str, token_id: str) -> Response:
 def tool_health(tenant_id: str) -> Response:
     """MCP servers and tools of the tenant known not to be UP (no record: UP)."""
     query = _query(HealthQuery)
-    records = _gateway().tool_health.store.list_tool_health(_tenant(tenant_id), query.project)
+    records = _gateway().operations.tool_health.store.list_tool_health(_tenant(tenant_id), query.project)
     found, cursor = _page(records, query)
     return jsonify(records=[r.dump() for r in found], nextCursor=cursor)
 
@@ -365,7 +365,7 @@ def reset_tool_health(tenant_id: str) -> Response:
     with _audited("tool-health.reset", tenant_id, target):
         if body.tool is not None and body.server is None:
             raise InvalidInput("tool needs server (the tool's MCP server)")
-        count = _gateway().tool_health.reset(_tenant(tenant_id), body.project, body.server,
+        count = _gateway().operations.tool_health.reset(_tenant(tenant_id), body.project, body.server,
                                              body.tool)
     return jsonify(reset=count)
 
@@ -375,7 +375,7 @@ def reset_tool_health(tenant_id: str) -> Response:
 def dead_letters(tenant_id: str) -> Response:
     """Messages set aside unprocessed, oldest first (the first ``DEAD_LETTERS_MAX``)."""
     query = _query(DeadLetterQuery)
-    messages = _gateway().dead_letters.dead_letters(_tenant(tenant_id), query.process,
+    messages = _gateway().operations.dead_letters.dead_letters(_tenant(tenant_id), query.process,
                                                     limit=DEAD_LETTERS_MAX)
     found, cursor = _page(messages, query)
     return jsonify(messages=[m.dump() for m in found], nextCursor=cursor)
@@ -387,7 +387,7 @@ def requeue_dead_letter(tenant_id: str, message_id: str) -> Response:
     """Put a dead letter back into its process's inbox (attempts reset); the sweeper wakes
     the process."""
     with _audited("dead-letter.requeue", tenant_id, message_id):
-        message = _gateway().dead_letters.requeue_dead_letter(_tenant(tenant_id), message_id)
+        message = _gateway().operations.dead_letters.requeue_dead_letter(_tenant(tenant_id), message_id)
     return jsonify(message=message.dump())
 
 
@@ -396,7 +396,7 @@ def requeue_dead_letter(tenant_id: str, message_id: str) -> Response:
 def system_session_list(tenant_id: str) -> Response:
     """Service engines' hidden sessions of the tenant with their processes, newest first."""
     query = _query(SystemQuery)
-    store = _gateway().session_store
+    store = _gateway().operations.sessions
     sessions = (s for s in system_sessions(store, _tenant(tenant_id))
                 if query.project in (None, s.project_id))
     found, cursor = _page(sessions, query)
@@ -418,5 +418,5 @@ def audit() -> Response:
         None if who.role is Role.PLATFORM else who.tenant_id
     if tenant is not None and not who.sees(tenant):
         raise NotFound(f"tenant {tenant} not found")
-    page = _gateway().audit.page(tenant, query.cursor, query.limit)
+    page = _gateway().operations.audit.page(tenant, query.cursor, query.limit)
     return jsonify(records=[r.dump() for r in page.records], nextCursor=page.next_cursor)

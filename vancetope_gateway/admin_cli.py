@@ -1,7 +1,7 @@
 """``vancetope admin …``: tenants, projects, users, API tokens, recipes, settings, the
 delivery log, dead letters, tool health, knowledge documents, the retention purge, the
 audit log, and the export of the whole store and its import into another, on the
-configured store. Each write command is recorded in the audit log (``_AUDITED``).
+configured store. Each write command is recorded in the audit log (``admin_audit.py``).
 
 Output is made to be scripted: the result (a new id, a token's secret, a
 table whose first column is the id) goes to stdout, notes for people go to
@@ -12,9 +12,7 @@ exit code 2 (``main`` maps ``VancetopeError``).
 from __future__ import annotations
 
 import argparse
-import getpass
 import json
-import os
 import sys
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -22,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vancetope_brain.errors import Conflict, InvalidInput, NotFound
+from vancetope_gateway.admin_audit import AUDIT_PAGE, audited
 
 if TYPE_CHECKING:  # the brain loads only when an admin command runs, not for every CLI start
     from vancetope_brain.config import Config
@@ -35,9 +34,6 @@ if TYPE_CHECKING:  # the brain loads only when an admin command runs, not for ev
 EXPORT_PAGE = 1000
 """``--page``'s default (``vancetope_brain.services.transfer.EXPORT_PAGE``, spelt out so the
 parser loads no brain module)."""
-
-AUDIT_PAGE = 50
-"""``audit list --limit``'s default (``vancetope_brain.services.audit.PAGE_LIMIT``)."""
 
 ROLES = ("user", "operator", "platform")
 """A token's roles (``vancetope_brain.models.Role``, spelt out so the parser loads no brain
@@ -264,32 +260,11 @@ def run_admin(config: Config, args: argparse.Namespace) -> int:
 
     admin = Administration.open(config)
     try:
-        command = _COMMANDS[(args.admin_kind, args.admin_verb)]
-        target = _AUDITED.get((args.admin_kind, args.admin_verb))
-        if target is None:
-            command(admin, args)
-        else:
-            with admin.audit.action(f"cli {_os_user()}",
-                                    f"{args.admin_kind}.{args.admin_verb}",
-                                    _audit_tenant(args), target(args)):
-                command(admin, args)
+        with audited(admin.audit, args):
+            _COMMANDS[(args.admin_kind, args.admin_verb)](admin, args)
     finally:
         admin.close()
     return 0
-
-
-def _audit_tenant(args: argparse.Namespace) -> str:
-    """The tenant a write acts in (a created tenant's ``--id``); '' for all of them."""
-    tenant = args.id if args.admin_kind == "tenant" else getattr(args, "tenant", None)
-    return tenant or ""
-
-
-def _os_user() -> str:
-    """Who runs the CLI, for the audit log: the login name, else the numeric uid."""
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return str(os.getuid())
 
 
 def _note(args: argparse.Namespace, text: str) -> None:
@@ -779,38 +754,3 @@ _COMMANDS: dict[tuple[str, str], _Command] = {
     ("setting", "unset"): _setting_unset,
     ("audit", "list"): _audit_list,
 }
-
-
-def _named(*names: str) -> Callable[[argparse.Namespace], str]:
-    """An audit target: the named arguments that are set, ``name=value`` (never a secret:
-    no command takes one)."""
-    def target(args: argparse.Namespace) -> str:
-        shown = []
-        for name in names:
-            value = getattr(args, name, None)
-            if value not in (None, [], ""):
-                values = value if isinstance(value, list) else [value]
-                shown.append(f"{name}={','.join(str(v) for v in values)}")
-        return " ".join(shown)
-    return target
-
-
-_AUDITED: dict[tuple[str, str], Callable[[argparse.Namespace], str]] = {
-    ("purge", ""): _named("tenant"),
-    ("tenant", "create"): _named("id", "name"),
-    ("project", "create"): _named("id", "name", "group"),
-    ("user", "create"): _named("id", "name"),
-    ("token", "create"): _named("user", "role", "label"),
-    ("token", "revoke"): _named("token_id"),
-    **{(kind, verb): _named("project", "name", "file") for kind in ("recipe", *DEFINITION_KINDS)
-       for verb in ("put", "delete")},
-    ("dead-letter", "requeue"): _named("message_id"),
-    ("tool-health", "reset"): _named("project", "server", "tool"),
-    ("docs", "add"): _named("project", "files"),
-    ("docs", "rm"): _named("project", "names"),
-    ("setting", "set"): _named("project", "user", "key"),
-    ("setting", "unset"): _named("project", "user", "key"),
-}
-"""The write commands, each recorded in the audit log with its outcome, and what it acts on.
-Not recorded: reads, and ``migrate``, ``export`` and ``import``, which move the store as a
-whole (an import must leave the store equal to its file)."""

@@ -15,12 +15,10 @@ from vancetope_brain.engines import ENGINES
 from vancetope_brain.identity import IdentityService
 from vancetope_brain.lanes.waker import Enqueue
 from vancetope_brain.recipes import RecipeAdmin
-from vancetope_brain.runtime import Backend, Core
-from vancetope_brain.services import AuditLog, DocumentService
+from vancetope_brain.runtime import Backend, Core, Operations
+from vancetope_brain.services import DocumentService
 from vancetope_brain.services.documents import EnqueueIndex
-from vancetope_brain.store import DeadLetterStore, SessionStore, ToolHealthStore
 from vancetope_brain.tools.client import ClientToolBridge
-from vancetope_brain.tools.health import ToolHealthService
 
 
 @dataclass(frozen=True)
@@ -29,12 +27,8 @@ class Gateway(Core):
     recipe_admin: RecipeAdmin
     client_tools: ClientToolBridge
     documents: DocumentService
-    # The operators' door (/admin/, ``admin_api.py``): what the admin CLI's
-    # ``Administration`` uses for the same actions.
-    audit: AuditLog
-    dead_letters: DeadLetterStore
-    tool_health: ToolHealthService
-    session_store: SessionStore
+    operations: Operations
+    """The operators' door's parts (``admin_api.py``)."""
 
 
 def build_gateway(config: Config, enqueue: Enqueue, *, enqueue_index: EnqueueIndex,
@@ -48,7 +42,4 @@ def build_gateway(config: Config, enqueue: Enqueue, *, enqueue_index: EnqueueInd
                    client_tools=ClientToolBridge(core["redis"], core["events"]),
                    documents=DocumentService.on(core["store"], config.attachments_dir,
                                                 core["events"], enqueue_index),
-                   audit=AuditLog.on(core["store"]),
-                   dead_letters=core["store"].port(DeadLetterStore),
-                   tool_health=ToolHealthService(core["store"].port(ToolHealthStore)),
-                   session_store=core["store"].port(SessionStore))
+                   operations=Operations.on(core["store"]))

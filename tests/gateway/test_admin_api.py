@@ -167,7 +167,7 @@ def test_an_operator_of_one_tenant_finds_nothing_of_another(door: Door) -> None:
     assert {r["tenantId"] for r in audit["records"]} == {a.id}
     # B is untouched: still its one token, its dead letter, its tool-health record.
     assert len(door.gateway.identity.list_tokens(b.id, b.user)) == 2
-    assert [m.id for m in door.gateway.dead_letters.dead_letters(b.id)] == [b.dead_letter]
+    assert [m.id for m in door.gateway.operations.dead_letters.dead_letters(b.id)] == [b.dead_letter]
     assert door.gateway.store.port(ToolHealthStore).list_tool_health(b.id) != []
 
 
@@ -256,3 +256,11 @@ def test_pages_and_bad_input_answer_with_stable_codes(door: Door) -> None:
         assert (status, answer["code"]) == (400, "invalid_input"), (path, body, answer)
     assert door.call("POST", f"{base}/users", a.operator,
                      {"name": "Ada", "id": a.user})[1]["code"] == "conflict"
+
+
+def test_an_operator_token_is_also_its_users_token_on_the_user_doors(door: Door) -> None:
+    a = door.a
+    as_user = door.call("GET", "/sessions", a.token)
+    assert as_user[0] == 200 and as_user[1]["sessions"] != []
+    assert door.call("GET", "/sessions", a.operator) == as_user
+    assert door.call("GET", "/sessions", door.platform) == as_user  # ada's, in tenant A only
