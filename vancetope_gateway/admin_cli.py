@@ -45,8 +45,8 @@ DEFINITION_KINDS = ("strategy", "template")
 
 _DESCRIPTION = (
     "Administer tenants, projects, users, API tokens, recipes and settings, and read the delivery "
-    "log, dead letters, tool health and system sessions, purge what retention lets go, export "
-    "the whole store and import it into another, in the store named by VANCETOPE_STORE_URL (default: the SQLite file in VANCETOPE_DATA_DIR). Results go to "
+    "log, dead letters, tool health, system sessions and the audit log, purge what retention "
+    "lets go, export the whole store and import it into another, in the store named by VANCETOPE_STORE_URL (default: the SQLite file in VANCETOPE_DATA_DIR). Results go to "
     "stdout (a new id, a token's secret, a table whose first column is the id), notes to "
     "stderr; errors exit with code 2."
 )
@@ -54,7 +54,8 @@ _DESCRIPTION = (
 
 def add_admin_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     admin = sub.add_parser("admin", help="tenants, projects, users, tokens, recipes, settings, "
-                           "deliveries, dead letters, tool health, system sessions, export/import",
+                           "deliveries, dead letters, tool health, system sessions, the audit "
+                           "log, export/import",
                            description=_DESCRIPTION)
     kinds = admin.add_subparsers(dest="admin_kind", required=True, metavar="KIND")
     quiet = argparse.ArgumentParser(add_help=False)
