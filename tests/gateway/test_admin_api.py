@@ -256,6 +256,9 @@ def test_pages_and_bad_input_answer_with_stable_codes(door: Door) -> None:
         assert (status, answer["code"]) == (400, "invalid_input"), (path, body, answer)
     assert door.call("POST", f"{base}/users", a.operator,
                      {"name": "Ada", "id": a.user})[1]["code"] == "conflict"
+    form = door.app.test_client().post(f"{base}/users", data={"name": "Form"},
+                                       headers={"Authorization": f"Bearer {a.operator}"})
+    assert (form.status_code, form.get_json()["code"]) == (400, "invalid_input")
 
 
 def test_an_operator_token_is_also_its_users_token_on_the_user_doors(door: Door) -> None:
