@@ -83,11 +83,12 @@ def _tenant(gateway: Gateway, tenant_id: str) -> Tenant:
                   message.id, system.id)
 
 
-@pytest.fixture(scope="module")
-def door(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Door]:
+@pytest.fixture
+def door(tmp_path: Path) -> Iterator[Door]:
+    """Each test's own store and in-memory Redis: no test sees another's writes."""
     saved = runtime._embedded_server
-    runtime._embedded_server = fakeredis.FakeServer()  # this module's own in-memory Redis
-    data: Path = tmp_path_factory.mktemp("admin")
+    runtime._embedded_server = fakeredis.FakeServer()
+    data = tmp_path
     gateway = build_gateway(Config.from_env(server_env(data)), lambda *task: None,
                             enqueue_index=lambda job: None)
     try:
