@@ -18,14 +18,14 @@ from flask.testing import FlaskClient
 
 from tests.helpers import server_env
 from tests.store_contract.conftest import World
-from vancetope_brain import runtime
+from vancetope_brain import errors, runtime
 from vancetope_brain.config import Config
 from vancetope_brain.models import DeadLetter, Role, TurnCommit, TurnRecord, new_id, utcnow
 from vancetope_brain.models.tool_health import HealthState, ToolHealth
 from vancetope_brain.services import SYSTEM_USER
 from vancetope_brain.store import LaneStore, ToolHealthStore
 from vancetope_gateway.admin_api import PAGE_LIMIT_MAX
-from vancetope_gateway.app import create_app
+from vancetope_gateway.app import create_app, http_status
 from vancetope_gateway.parts import Gateway, build_gateway
 
 
@@ -268,3 +268,16 @@ def test_an_operator_token_is_also_its_users_token_on_the_user_doors(door: Door)
     assert as_user[0] == 200 and as_user[1]["sessions"] != []
     assert door.call("GET", "/sessions", a.operator) == as_user
     assert door.call("GET", "/sessions", door.platform) == as_user  # ada's, in tenant A only
+
+
+@pytest.mark.parametrize(("error", "status"), [
+    (errors.OperatorOnly("x"), 403), (errors.FingerprintMismatch("x"), 409),
+    (errors.MemoryFull("x"), 429), (errors.DocumentTooLarge("x"), 413),
+    (errors.UnknownEngine("x"), 400), (errors.BadJson("x"), 400),
+    (errors.StoreError("x"), 503), (errors.EmbeddingInvalid("x"), 503),
+    (errors.Fenced("x"), 500)])
+def test_an_error_answers_with_its_nearest_ancestors_status(error: errors.VancetopeError,
+                                                           status: int) -> None:
+    """Every error class of ``errors.py`` has a status, from its own entry or its nearest
+    ancestor's (``operator_only`` answered 500 when statuses were listed by code)."""
+    assert http_status(error) == status
