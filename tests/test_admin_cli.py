@@ -492,12 +492,15 @@ def test_purge_shows_then_deletes_what_the_tenants_retention_lets_go(
         new_id,
         utcnow,
     )
+    from vancetope_brain.models.audit import AuditRecord
     from vancetope_brain.models.inbox import Criticality, DeliveryStatus, NotificationDelivery
+    from vancetope_brain.store import AuditStore
     from vancetope_brain.store.sql import iso
 
     admin("tenant", "create", "Acme", "--id", "acme")
     admin("tenant", "create", "Other", "--id", "other")
-    for key in ("retention.closedSessionDays", "retention.deliveryLogDays"):
+    for key in ("retention.closedSessionDays", "retention.deliveryLogDays",
+                "retention.auditLogDays"):
         assert admin("setting", "set", "--tenant", "acme", key, "30").code == 0
     refused = admin("setting", "set", "--tenant", "acme", "--project", "default",
                     "retention.closedSessionDays", "5")
@@ -524,6 +527,10 @@ def test_purge_shows_then_deletes_what_the_tenants_retention_lets_go(
             id=new_id("dlv"), tenant_id=tenant, item_id="itm_1", user_id="ada", channel="ws",
             status=DeliveryStatus.SENT, criticality=Criticality.NORMAL,
             created_at=utcnow() - timedelta(days=age)))
+    for tenant, age in (("acme", 40), ("other", 40), ("other", 401)):  # other: 400 by default
+        store.port(AuditStore).append_audit(AuditRecord(
+            id=new_id("aud"), tenant_id=tenant, at=utcnow() - timedelta(days=age),
+            actor="cli aged", action="user.create", target="usr_1", outcome="ok"))
 
     dry = admin("purge", "--dry-run")
     assert dry.code == 0 and dry.out.splitlines()[0].split() == [
@@ -532,6 +539,7 @@ def test_purge_shows_then_deletes_what_the_tenants_retention_lets_go(
     assert due[("acme", "sessions")] == "1" and due[("acme", "processes")] == "1"
     assert due[("acme", "deliveries")] == "1"
     assert due[("other", "sessions")] == "kept" and due[("other", "deliveries")] == "kept"
+    assert due[("acme", "audit")] == "1" and due[("other", "audit")] == "1"
     assert [row[3] for row in dry.rows if row[:2] == ["acme", "sessions"]] == [
         long_ago.strftime("%Y-%m-%dT%H:%M:%SZ")]
     assert sessions.get_session("acme", made["old"])  # a dry run deletes nothing
@@ -542,13 +550,15 @@ def test_purge_shows_then_deletes_what_the_tenants_retention_lets_go(
     assert done.code == 0 and "acme: deleted 1 sessions, 1 processes" in done.err
     assert {row[0]: row[1] for row in done.rows} == {
         "sessions": "1", "processes": "1", "messages": "0", "chat": "0", "turns": "0",
-        "timers": "0", "journal": "0", "event_outbox": "0", "deliveries": "1"}
+        "timers": "0", "journal": "0", "event_outbox": "0", "deliveries": "1", "audit": "2"}
     with pytest.raises(NotFound):
         sessions.get_session("acme", made["old"])
     assert sessions.get_session("acme", made["recent"]).status is SessionStatus.CLOSED
     assert sessions.get_session("other", made["other"]).status is SessionStatus.CLOSED
     assert len(store.port(DeliveryStore).list_deliveries("acme")) == 1
     assert len(store.port(DeliveryStore).list_deliveries("other")) == 1
+    assert [r.at < utcnow() - timedelta(days=30) for r in store.port(AuditStore).list_audit(
+        "other") if r.actor == "cli aged"] == [True]  # 40 days old: within other's 400
     again = admin("purge", "--tenant", "acme")
     assert {row[0]: row[1] for row in again.rows}["sessions"] == "0"
 

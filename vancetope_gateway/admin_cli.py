@@ -323,9 +323,8 @@ def _purge(admin: Administration, args: argparse.Namespace) -> None:
     if args.dry_run:
         rows: list[Sequence[str]] = []
         for tenant in admin.retention.due(now, args.tenant):
-            cutoffs = {"sessions": tenant.sessions_before, "deliveries": tenant.deliveries_before}
             for kind in KINDS:
-                cutoff = cutoffs["deliveries" if kind == "deliveries" else "sessions"]
+                cutoff = tenant.before(kind)
                 due = tenant.due[kind]
                 rows.append((tenant.tenant_id, kind, "kept" if cutoff is None else str(due.count),
                              _when(due.oldest) if due.oldest else "-",
@@ -344,7 +343,7 @@ def _purge(admin: Administration, args: argparse.Namespace) -> None:
         run = admin.retention.purge(now, args.tenant, progress=progress)
         for kind, count in run.items():
             total[kind] += count
-        if not run["sessions"] and not run["deliveries"]:
+        if not run["sessions"] and not run["deliveries"] and not run["audit"]:
             break
     _table(("KIND", "DELETED"), [(kind, str(total[kind])) for kind in KINDS])
 

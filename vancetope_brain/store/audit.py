@@ -20,8 +20,9 @@ class AuditPosition(NamedTuple):
 
 
 class AuditStore(Port):
-    """Audit records: each appended once and never changed (``RetentionStore`` does not
-    purge them: an operator's record outlives what it acted on).
+    """Audit records: each appended once and never changed; only the housekeeping's
+    retention purge deletes them, once older than the tenant's ``retention.auditLogDays``
+    (``RetentionStore.purge_audit``). An operator's record outlives what it acted on.
 
     Order: newest first by (``at`` in milliseconds, ``id``), both descending.
     """
