@@ -17,6 +17,7 @@ import pytest
 
 from vancetope_brain.errors import Unauthorized
 from vancetope_brain.identity import IdentityService, Principal
+from vancetope_brain.models import Role
 from vancetope_brain.store import (
     Backend,
     DeliveryStore,
@@ -94,8 +95,9 @@ def test_full_flow_tenant_project_user_token_revoke(admin, store: Backend) -> No
     assert identity.authenticate(secret) == Principal("acme", "ada")
 
     tokens = admin("token", "list", "--tenant", "acme", "--user", "ada")
-    assert tokens.out.splitlines()[0].split() == ["ID", "LABEL", "CREATED", "REVOKED"]
-    assert [(row[0], row[1], row[3]) for row in tokens.rows] == [(token_id, "laptop", "no")]
+    assert tokens.out.splitlines()[0].split() == ["ID", "ROLE", "LABEL", "CREATED", "REVOKED"]
+    assert [(row[0], row[1], row[2], row[4]) for row in tokens.rows] == [
+        (token_id, "user", "laptop", "no")]
     stored = store.port(IdentityStore).list_tokens("acme", "ada")[0]
     assert secret not in tokens.out and stored.token_hash not in tokens.out
 
@@ -103,7 +105,7 @@ def test_full_flow_tenant_project_user_token_revoke(admin, store: Backend) -> No
     assert (revoked.code, revoked.out) == (0, "")
     with pytest.raises(Unauthorized):
         identity.authenticate(secret)
-    assert admin("token", "list", "--tenant", "acme", "--user", "ada").rows[0][3] == "yes"
+    assert admin("token", "list", "--tenant", "acme", "--user", "ada").rows[0][4] == "yes"
 
     assert [row[:2] for row in admin("tenant", "list").rows] == [["acme", "Acme"]]
 
@@ -114,6 +116,37 @@ def test_quiet_token_create_prints_only_the_secret(admin, store: Backend) -> Non
     token = admin("token", "create", "--tenant", "acme", "--user", "ada", "--quiet")
     assert (token.code, token.err) == (0, "")
     assert IdentityService(store.port(IdentityStore)).authenticate(token.out.strip()) == Principal("acme", "ada")
+
+
+def test_a_token_of_a_role_and_every_write_in_the_audit_log(
+        admin, store: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("LOGNAME", "ops-on-call")
+    admin("tenant", "create", "Acme", "--id", "acme")
+    admin("user", "create", "--tenant", "acme", "Ada", "--id", "ada")
+    identity = IdentityService(store.port(IdentityStore))
+    for role in ("operator", "platform"):
+        secret = admin("token", "create", "--tenant", "acme", "--user", "ada", "--role", role,
+                       "-q").out.strip()
+        assert identity.authenticate(secret) == Principal("acme", "ada", Role(role))
+        assert secret not in admin("audit", "list").out
+    with pytest.raises(SystemExit):  # argparse refuses it: nothing ran, nothing recorded
+        admin("token", "create", "--tenant", "acme", "--user", "ada", "--role", "root")
+    assert admin("token", "revoke", "--tenant", "acme", "tok_missing").code == 2
+    admin("token", "list", "--tenant", "acme", "--user", "ada")  # a read: not recorded
+    listed = admin("audit", "list", "--tenant", "acme")
+    assert listed.out.splitlines()[0].split() == [
+        "ID", "AT", "TENANT", "ACTOR", "ACTION", "OUTCOME", "TARGET"]
+    assert [row[2:6] for row in listed.rows] == [
+        ["acme", "cli:ops-on-call", "token.revoke", "not_found"],
+        ["acme", "cli:ops-on-call", "token.create", "ok"],
+        ["acme", "cli:ops-on-call", "token.create", "ok"],
+        ["acme", "cli:ops-on-call", "user.create", "ok"],
+        ["acme", "cli:ops-on-call", "tenant.create", "ok"]]
+    assert listed.rows[1][6:] == ["user=ada", "role=platform"]
+    first = admin("audit", "list", "--limit", "2")
+    assert len(first.rows) == 2 and "--cursor" in first.err
+    rest = admin("audit", "list", "--cursor", first.err.split("--cursor ")[1].strip())
+    assert [row[0] for row in first.rows + rest.rows] == [row[0] for row in listed.rows]
 
 
 @pytest.mark.parametrize(("argv", "message"), [
@@ -459,12 +492,15 @@ def test_purge_shows_then_deletes_what_the_tenants_retention_lets_go(
         new_id,
         utcnow,
     )
+    from vancetope_brain.models.audit import AuditRecord
     from vancetope_brain.models.inbox import Criticality, DeliveryStatus, NotificationDelivery
+    from vancetope_brain.store import AuditStore
     from vancetope_brain.store.sql import iso
 
     admin("tenant", "create", "Acme", "--id", "acme")
     admin("tenant", "create", "Other", "--id", "other")
-    for key in ("retention.closedSessionDays", "retention.deliveryLogDays"):
+    for key in ("retention.closedSessionDays", "retention.deliveryLogDays",
+                "retention.auditLogDays"):
         assert admin("setting", "set", "--tenant", "acme", key, "30").code == 0
     refused = admin("setting", "set", "--tenant", "acme", "--project", "default",
                     "retention.closedSessionDays", "5")
@@ -491,6 +527,10 @@ def test_purge_shows_then_deletes_what_the_tenants_retention_lets_go(
             id=new_id("dlv"), tenant_id=tenant, item_id="itm_1", user_id="ada", channel="ws",
             status=DeliveryStatus.SENT, criticality=Criticality.NORMAL,
             created_at=utcnow() - timedelta(days=age)))
+    for tenant, age in (("acme", 40), ("other", 40), ("other", 401)):  # other: 400 by default
+        store.port(AuditStore).append_audit(AuditRecord(
+            id=new_id("aud"), tenant_id=tenant, at=utcnow() - timedelta(days=age),
+            actor="cli aged", action="user.create", target="usr_1", outcome="ok"))
 
     dry = admin("purge", "--dry-run")
     assert dry.code == 0 and dry.out.splitlines()[0].split() == [
@@ -499,6 +539,7 @@ def test_purge_shows_then_deletes_what_the_tenants_retention_lets_go(
     assert due[("acme", "sessions")] == "1" and due[("acme", "processes")] == "1"
     assert due[("acme", "deliveries")] == "1"
     assert due[("other", "sessions")] == "kept" and due[("other", "deliveries")] == "kept"
+    assert due[("acme", "audit")] == "1" and due[("other", "audit")] == "1"
     assert [row[3] for row in dry.rows if row[:2] == ["acme", "sessions"]] == [
         long_ago.strftime("%Y-%m-%dT%H:%M:%SZ")]
     assert sessions.get_session("acme", made["old"])  # a dry run deletes nothing
@@ -509,13 +550,15 @@ def test_purge_shows_then_deletes_what_the_tenants_retention_lets_go(
     assert done.code == 0 and "acme: deleted 1 sessions, 1 processes" in done.err
     assert {row[0]: row[1] for row in done.rows} == {
         "sessions": "1", "processes": "1", "messages": "0", "chat": "0", "turns": "0",
-        "timers": "0", "journal": "0", "event_outbox": "0", "deliveries": "1"}
+        "timers": "0", "journal": "0", "event_outbox": "0", "deliveries": "1", "audit": "2"}
     with pytest.raises(NotFound):
         sessions.get_session("acme", made["old"])
     assert sessions.get_session("acme", made["recent"]).status is SessionStatus.CLOSED
     assert sessions.get_session("other", made["other"]).status is SessionStatus.CLOSED
     assert len(store.port(DeliveryStore).list_deliveries("acme")) == 1
     assert len(store.port(DeliveryStore).list_deliveries("other")) == 1
+    assert [r.at < utcnow() - timedelta(days=30) for r in store.port(AuditStore).list_audit(
+        "other") if r.actor == "cli aged"] == [True]  # 40 days old: within other's 400
     again = admin("purge", "--tenant", "acme")
     assert {row[0]: row[1] for row in again.rows}["sessions"] == "0"
 
@@ -528,3 +571,13 @@ def test_migrate_brings_the_store_to_this_servers_schema_and_prints_it(
     monkeypatch.setenv("VANCETOPE_STORE_URL", postgres_url)
     done = admin("migrate", "-q")
     assert (done.code, done.out, done.err) == (0, f"{POSTGRES_VERSION}\n", "")
+
+
+def test_every_writing_command_is_audited_and_every_audited_one_exists() -> None:
+    from vancetope_gateway.admin_audit import AUDITED
+    from vancetope_gateway.admin_cli import _COMMANDS
+
+    writes = {"create", "revoke", "put", "delete", "requeue", "reset", "add", "rm", "set",
+              "unset"}
+    assert set(AUDITED) <= set(_COMMANDS)
+    assert {key for key in _COMMANDS if key[1] in writes} | {("purge", "")} == set(AUDITED)

@@ -107,6 +107,18 @@ def test_a_retention_setting_is_the_whole_tenants_and_unset_keeps_forever(
             service.set("acme", SettingScope.tenant(), key, 0)
 
 
+def test_the_audit_log_is_capped_by_default_at_the_tenants_level(
+        service: SettingsService) -> None:
+    key = KEYS["retention.auditLogDays"]
+    assert key.tenant_only and key.default == 400
+    assert service.resolve("acme", None, None, key.name) == 400
+    with pytest.raises(InvalidInput, match="applies to the whole tenant"):
+        service.set("acme", SettingScope.project("default"), key.name, 30)
+    with pytest.raises(InvalidInput, match="at most 36500"):
+        service.set("acme", SettingScope.tenant(), key.name, 36_501)
+    assert service.set("acme", SettingScope.tenant(), key.name, 36_500) == 36_500
+
+
 def test_values_typed_on_a_command_line_are_parsed() -> None:
     assert setting_key("chat.historyLimit").parse("50") == 50
     assert setting_key("notify.quietHours.exceptCritical").parse("no") is False

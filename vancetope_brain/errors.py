@@ -14,7 +14,7 @@
     │   ├── Conflict              (code ``conflict``) — the request is illegal in the current state
     │   │   └── FingerprintMismatch (code ``fingerprint_mismatch``) — the session is another machine's
     │   ├── Unauthorized          (code ``unauthorized``)
-    │   ├── Forbidden             (code ``forbidden``) — a signed link that is forged or expired
+    │   ├── Forbidden             (code ``forbidden``) — a signed link forged or expired; a role that may not (/admin/)
     │   │   └── OperatorOnly      (code ``operator_only``) — a tenant's user wrote what only the operator grants (engine roles)
     │   ├── RateLimited           (code ``rate_limited``)
     │   ├── LimitExceeded         (code ``limit_exceeded``) — one more would pass a documented cap
@@ -131,7 +131,9 @@ class Unauthorized(UserError):
 
 
 class Forbidden(UserError):
-    """Raised when a signed link (an attachment URL) is forged, malformed or expired."""
+    """Raised when a signed link (an attachment URL) is forged, malformed or expired, or when
+    a token's role does not allow what it asks (a user token on ``/admin/``, a tenant
+    operator creating a tenant)."""
 
     code = "forbidden"
 

@@ -33,6 +33,7 @@ from vancetope_brain.llm.embeddings import Embeddings
 from vancetope_brain.notifications import NotificationDispatcher, build_dispatcher
 from vancetope_brain.recipes import RecipeAdmin
 from vancetope_brain.recipes.resolver import RecipeResolver
+from vancetope_brain.services.audit import AuditLog
 from vancetope_brain.services.documents import (
     DocumentIndexer,
     DocumentService,
@@ -142,12 +143,30 @@ class Core:
 
 
 @dataclass(frozen=True)
+class Operations:
+    """What the gateway's operators' door (``/admin/``) acts on: the parts the admin CLI's
+    ``Administration`` uses for the same actions, on the gateway's store."""
+
+    audit: AuditLog
+    dead_letters: DeadLetterStore
+    tool_health: ToolHealthService
+    sessions: SessionStore
+    """Read only: the system sessions of service engines and their processes."""
+
+    @classmethod
+    def on(cls, store: Backend) -> Operations:
+        return cls(AuditLog.on(store), store.port(DeadLetterStore),
+                   ToolHealthService(store.port(ToolHealthStore)), store.port(SessionStore))
+
+
+@dataclass(frozen=True)
 class Administration:
     """The admin CLI's composition root: what an operator changes, through services (and the
     delivery log, which it only reads, the dead letters, which it lists and puts back, tool
     health, which it lists and resets, the system sessions, which it lists, and knowledge
     documents, which it adds, indexing them itself, lists and deletes, and the retention
-    purge, which it shows and runs, and the export and import of the whole store)."""
+    purge, which it shows and runs, and the export and import of the whole store; and the
+    audit log, where each of its writes is recorded)."""
 
     store: Backend
     identity: IdentityService
@@ -166,6 +185,8 @@ class Administration:
     """The retention purge: ``vancetope admin purge [--dry-run]``."""
     transfer: TransferStore
     """Every record, out and in: ``vancetope admin export`` / ``import``."""
+    audit: AuditLog
+    """Where each write command is recorded, and ``vancetope admin audit list`` reads."""
 
     @classmethod
     def open(cls, config: Config) -> Administration:
@@ -191,10 +212,10 @@ class Administration:
                    DocumentService.on(store, config.attachments_dir, events, index_now),
                    RetentionService(store.port(RetentionStore), store.port(IdentityStore),
                                     settings),
-                   store.port(TransferStore))
+                   store.port(TransferStore), AuditLog.on(store))
 
     def close(self) -> None:
         self.store.close()
 
 
-__all__ = ["Administration", "Backend", "Core", "open_store", "redis_client"]
+__all__ = ["Administration", "Backend", "Core", "Operations", "open_store", "redis_client"]

@@ -195,6 +195,11 @@ KEYS: dict[str, SettingKey] = {k.name: k for k in [
        "Days a notification delivery record is kept; then housekeeping deletes it (unset: "
        "kept forever; a QUEUED one is kept until sent). Tenant level only.", minimum=1,
        tenant_only=True),
+    _k("retention.auditLogDays", int, 400,
+       "Days an audit record (an operator's action) is kept; then housekeeping deletes it. "
+       "Capped by default, unlike the other retentions: the log grows with every operator "
+       "write and nothing else bounds it. At most 36500 (100 years). Tenant level only.",
+       minimum=1, maximum=36_500, tenant_only=True),
     _k("marvin.maxDepth", int, 3,
        "Most planning levels of a marvin task tree (the root plan is level 1).", minimum=1),
     _k("marvin.maxNodes", int, 40,

@@ -1,6 +1,7 @@
 """``vancetope admin …``: tenants, projects, users, API tokens, recipes, settings, the
-delivery log, dead letters, tool health, knowledge documents, the retention purge, and the
-export of the whole store and its import into another, on the configured store.
+delivery log, dead letters, tool health, knowledge documents, the retention purge, the
+audit log, and the export of the whole store and its import into another, on the
+configured store. Each write command is recorded in the audit log (``admin_audit.py``).
 
 Output is made to be scripted: the result (a new id, a token's secret, a
 table whose first column is the id) goes to stdout, notes for people go to
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vancetope_brain.errors import Conflict, InvalidInput, NotFound
+from vancetope_gateway.admin_audit import AUDIT_PAGE, audited
 
 if TYPE_CHECKING:  # the brain loads only when an admin command runs, not for every CLI start
     from vancetope_brain.config import Config
@@ -33,14 +35,18 @@ EXPORT_PAGE = 1000
 """``--page``'s default (``vancetope_brain.services.transfer.EXPORT_PAGE``, spelt out so the
 parser loads no brain module)."""
 
+ROLES = ("user", "operator", "platform")
+"""A token's roles (``vancetope_brain.models.Role``, spelt out so the parser loads no brain
+module)."""
+
 DEFINITION_KINDS = ("strategy", "template")
 """Definition kinds besides recipes with ``list/show/put/delete`` commands (names from
 ``vancetope_brain.recipes.kinds``, spelt out so the parser loads no brain module)."""
 
 _DESCRIPTION = (
     "Administer tenants, projects, users, API tokens, recipes and settings, and read the delivery "
-    "log, dead letters, tool health and system sessions, purge what retention lets go, export "
-    "the whole store and import it into another, in the store named by VANCETOPE_STORE_URL (default: the SQLite file in VANCETOPE_DATA_DIR). Results go to "
+    "log, dead letters, tool health, system sessions and the audit log, purge what retention "
+    "lets go, export the whole store and import it into another, in the store named by VANCETOPE_STORE_URL (default: the SQLite file in VANCETOPE_DATA_DIR). Results go to "
     "stdout (a new id, a token's secret, a table whose first column is the id), notes to "
     "stderr; errors exit with code 2."
 )
@@ -48,7 +54,8 @@ _DESCRIPTION = (
 
 def add_admin_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     admin = sub.add_parser("admin", help="tenants, projects, users, tokens, recipes, settings, "
-                           "deliveries, dead letters, tool health, system sessions, export/import",
+                           "deliveries, dead letters, tool health, system sessions, the audit "
+                           "log, export/import",
                            description=_DESCRIPTION)
     kinds = admin.add_subparsers(dest="admin_kind", required=True, metavar="KIND")
     quiet = argparse.ArgumentParser(add_help=False)
@@ -131,6 +138,9 @@ def add_admin_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     p.add_argument("--tenant", required=True)
     p.add_argument("--user", required=True)
     p.add_argument("--label", default="", help="a note to tell tokens apart")
+    p.add_argument("--role", choices=ROLES, default="user",
+                   help="user (default): the user's own doors; operator: also the /admin/ "
+                        "API for this tenant; platform: the /admin/ API for every tenant")
     p = token.add_parser("list", help="the user's tokens (revoked ones too; never secrets)")
     p.add_argument("--tenant", required=True)
     p.add_argument("--user", required=True)
@@ -202,6 +212,14 @@ def add_admin_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     p.add_argument("--tenant", required=True)
     p.add_argument("--project", help="only this project's")
 
+    audit = verbs("audit", "the operators' audit log: every write of this CLI and of the "
+                           "/admin/ API, with its outcome")
+    p = audit.add_parser("list", help="the newest records first, a page at a time")
+    p.add_argument("--tenant", help="only this tenant's (default: every tenant's)")
+    p.add_argument("--limit", type=int, default=AUDIT_PAGE,
+                   help=f"records per page (default {AUDIT_PAGE}, at most 500)")
+    p.add_argument("--cursor", help="the page after the one whose last note printed it")
+
     docs = verbs("docs", "a project's knowledge documents (an add is indexed before it returns)")
     where = argparse.ArgumentParser(add_help=False)
     where.add_argument("--tenant", required=True)
@@ -243,7 +261,8 @@ def run_admin(config: Config, args: argparse.Namespace) -> int:
 
     admin = Administration.open(config)
     try:
-        _COMMANDS[(args.admin_kind, args.admin_verb)](admin, args)
+        with audited(admin.audit, args):
+            _COMMANDS[(args.admin_kind, args.admin_verb)](admin, args)
     finally:
         admin.close()
     return 0
@@ -304,9 +323,8 @@ def _purge(admin: Administration, args: argparse.Namespace) -> None:
     if args.dry_run:
         rows: list[Sequence[str]] = []
         for tenant in admin.retention.due(now, args.tenant):
-            cutoffs = {"sessions": tenant.sessions_before, "deliveries": tenant.deliveries_before}
             for kind in KINDS:
-                cutoff = cutoffs["deliveries" if kind == "deliveries" else "sessions"]
+                cutoff = tenant.before(kind)
                 due = tenant.due[kind]
                 rows.append((tenant.tenant_id, kind, "kept" if cutoff is None else str(due.count),
                              _when(due.oldest) if due.oldest else "-",
@@ -325,7 +343,7 @@ def _purge(admin: Administration, args: argparse.Namespace) -> None:
         run = admin.retention.purge(now, args.tenant, progress=progress)
         for kind, count in run.items():
             total[kind] += count
-        if not run["sessions"] and not run["deliveries"]:
+        if not run["sessions"] and not run["deliveries"] and not run["audit"]:
             break
     _table(("KIND", "DELETED"), [(kind, str(total[kind])) for kind in KINDS])
 
@@ -402,16 +420,18 @@ def _user_list(admin: Administration, args: argparse.Namespace) -> None:
 
 
 def _token_create(admin: Administration, args: argparse.Namespace) -> None:
-    token, secret = admin.identity.create_token(args.tenant, args.user, args.label)
+    token, secret = admin.identity.create_token(args.tenant, args.user, args.label, args.role)
     print(secret, flush=True)
-    _note(args, f"token id: {token.id} (user {args.user}, tenant {args.tenant}). The secret above "
+    _note(args, f"token id: {token.id} ({token.role} token of user {args.user}, tenant "
+                f"{args.tenant}). The secret above "
                 "is shown only now. Revoke with: vancetope admin token revoke "
                 f"--tenant {args.tenant} {token.id}")
 
 
 def _token_list(admin: Administration, args: argparse.Namespace) -> None:
-    _table(("ID", "LABEL", "CREATED", "REVOKED"),
-           [(t.id, t.label or "-", _when(t.created_at), "yes" if t.revoked else "no")
+    _table(("ID", "ROLE", "LABEL", "CREATED", "REVOKED"),
+           [(t.id, t.role.value, t.label or "-", _when(t.created_at),
+             "yes" if t.revoked else "no")
             for t in admin.identity.list_tokens(args.tenant, args.user)])
 
 
@@ -655,6 +675,17 @@ def _docs_rm(admin: Administration, args: argparse.Namespace) -> None:
         _note(args, f"deleted {found[0].name} ({found[0].id})")
 
 
+def _audit_list(admin: Administration, args: argparse.Namespace) -> None:
+    if args.tenant is not None:
+        admin.identity.require_tenant(args.tenant)
+    page = admin.audit.page(args.tenant, args.cursor, args.limit)
+    _table(("ID", "AT", "TENANT", "ACTOR", "ACTION", "OUTCOME", "TARGET"),
+           [(r.id, _when(r.at), r.tenant_id or "-", r.actor.replace(" ", ":"), r.action,
+             r.outcome, r.target or "-") for r in page.records])
+    if page.next_cursor is not None:
+        _note(args, f"more: --cursor {page.next_cursor}")
+
+
 def _setting_get(admin: Administration, args: argparse.Namespace) -> None:
     admin.identity.require_tenant(args.tenant)
     value, scope = admin.settings.resolve_with_source(args.tenant, args.project,
@@ -721,4 +752,5 @@ _COMMANDS: dict[tuple[str, str], _Command] = {
     ("setting", "list"): _setting_list,
     ("setting", "set"): _setting_set,
     ("setting", "unset"): _setting_unset,
+    ("audit", "list"): _audit_list,
 }

@@ -15,9 +15,21 @@ from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 from vancetope_brain.engines import ENGINES, shown_process
 from vancetope_brain.errors import (
     REDIS_DOWN,
+    Conflict,
+    DocumentTooLarge,
+    Forbidden,
     InvalidInput,
+    LimitExceeded,
+    NotFound,
+    ProjectKnowledgeFull,
+    RateLimited,
     RuntimeFailure,
     StoreError,
+    TenantKnowledgeFull,
+    Unauthorized,
+    UnreadableDocument,
+    UnsupportedDocument,
+    UserError,
     VancetopeError,
 )
 from vancetope_brain.inbox.attachments import AttachmentStore
@@ -25,6 +37,7 @@ from vancetope_brain.lanes import consumers
 from vancetope_brain.models import ProcessStatus, SessionStatus
 from vancetope_brain.observability import tracing
 from vancetope_brain.sessions.service import PAGE_LIMIT, PAGE_LIMIT_MAX
+from vancetope_gateway.admin_api import admin
 from vancetope_gateway.auth import authenticate
 from vancetope_gateway.logs import redact_access_logs
 from vancetope_gateway.observe import add_metrics_route
@@ -211,6 +224,7 @@ def create_app(gateway: Gateway, *, llm_description: str,
     add_document_upload(app)
     add_body_limit(app)
     app.register_blueprint(rest)
+    app.register_blueprint(admin)
     add_attachment_route(app, gateway.attachments)
     add_metrics_route(app, gateway)
     tracing.instrument_flask(app)
@@ -240,16 +254,26 @@ def add_body_limit(app: Flask) -> None:
             raise RequestEntityTooLarge(f"{request.method} {request.path} takes no body")
 
 
+_STATUS: dict[type[VancetopeError], int] = {
+    Unauthorized: 401, Forbidden: 403, NotFound: 404, Conflict: 409, RateLimited: 429,
+    DocumentTooLarge: 413, ProjectKnowledgeFull: 409, TenantKnowledgeFull: 409,
+    LimitExceeded: 429, UnsupportedDocument: 415, UnreadableDocument: 422,
+    UserError: 400, RuntimeFailure: 503}
+"""The HTTP status of an error class; a subclass has its nearest ancestor's
+(``errors.py``'s tree), so a new error gets a fitting status without an entry here."""
+
+
+def http_status(error: VancetopeError) -> int:
+    """400 for a client's error without a status of its own, 503 for a failure below us
+    (the same call may succeed later), 500 for anything else."""
+    return next((_STATUS[c] for c in type(error).__mro__ if c in _STATUS), 500)
+
+
 def add_error_handlers(app: Flask) -> None:
     """Errors as ``{code, message}`` JSON with the status their code stands for."""
     @app.errorhandler(VancetopeError)
     def _domain_error(e: VancetopeError) -> tuple[Response, int]:
-        status = {"unauthorized": 401, "forbidden": 403, "not_found": 404, "conflict": 409,
-                  "rate_limited": 429, "limit_exceeded": 429, "document_too_large": 413,
-                  "unsupported_document": 415, "unreadable_document": 422,
-                  "project_knowledge_full": 409, "tenant_knowledge_full": 409}.get(
-            e.code, 400 if e.code == "invalid_input" else 500)
-        return jsonify(code=e.code, message=str(e)), status
+        return jsonify(code=e.code, message=str(e)), http_status(e)
 
     @app.errorhandler(redis.RedisError)
     def _redis_down(e: redis.RedisError) -> tuple[Response, int]:

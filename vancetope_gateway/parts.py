@@ -1,6 +1,7 @@
 """The gateway's composition root: what the front door of one OS process needs.
 
-Sessions, their lifecycle, the Inbox, identity, events, presence, knowledge documents and
+Sessions, their lifecycle, the Inbox, identity, events, presence, knowledge documents, the
+operators' door (audit log, dead letters, tool health, system sessions) and
 the Celery producers (``enqueue`` of lane tasks, ``enqueue_index`` of ingestion jobs) — never the worker's runtime (lane runner, leases,
 contexts, tools, LLM), which ``workers.parts`` builds.
 """
@@ -14,7 +15,7 @@ from vancetope_brain.engines import ENGINES
 from vancetope_brain.identity import IdentityService
 from vancetope_brain.lanes.waker import Enqueue
 from vancetope_brain.recipes import RecipeAdmin
-from vancetope_brain.runtime import Backend, Core
+from vancetope_brain.runtime import Backend, Core, Operations
 from vancetope_brain.services import DocumentService
 from vancetope_brain.services.documents import EnqueueIndex
 from vancetope_brain.tools.client import ClientToolBridge
@@ -26,6 +27,8 @@ class Gateway(Core):
     recipe_admin: RecipeAdmin
     client_tools: ClientToolBridge
     documents: DocumentService
+    operations: Operations
+    """The operators' door's parts (``admin_api.py``)."""
 
 
 def build_gateway(config: Config, enqueue: Enqueue, *, enqueue_index: EnqueueIndex,
@@ -38,4 +41,5 @@ def build_gateway(config: Config, enqueue: Enqueue, *, enqueue_index: EnqueueInd
                                                engine=ENGINES.get),
                    client_tools=ClientToolBridge(core["redis"], core["events"]),
                    documents=DocumentService.on(core["store"], config.attachments_dir,
-                                                core["events"], enqueue_index))
+                                                core["events"], enqueue_index),
+                   operations=Operations.on(core["store"]))

@@ -99,7 +99,7 @@ class Worker(Core):
             self.tool_health.probe_due(self.mcp) + self.system_sessions.purge(now) + \
             self.indexer.resume_stalled(now, self.enqueue_index)
         purged = self.retention.purge(now)
-        return done + purged["sessions"] + purged["deliveries"]
+        return done + purged["sessions"] + purged["deliveries"] + purged["audit"]
 
     def close(self) -> None:
         """Stop the threads these parts started (lease heartbeat, token flush, MCP) and

@@ -4,7 +4,7 @@ and a small data builder.
 ``storage`` is one storage location, parametrised over the backends: it opens
 backends on it (so a test can reopen it) and can write a raw field behind the
 ports' back. ``backend`` is the ``vancetope_brain.store.Backend`` under test;
-``identity``, ``sessions``, ``lanes``, ``event_outbox``, ``journal``, ``dead_letters``,
+``identity``, ``audit``, ``sessions``, ``lanes``, ``event_outbox``, ``journal``, ``dead_letters``,
 ``user_inbox``, ``deliveries``, ``recipes``, ``settings``, ``tool_health``, ``memory``,
 ``documents`` and ``vectors`` are its ports. ``world`` builds tenants,
 sessions, processes, messages, turn commits, user Inbox items and
@@ -58,6 +58,7 @@ from vancetope_brain.models.inbox import (
     NotificationDelivery,
 )
 from vancetope_brain.store import (
+    AuditStore,
     Backend,
     DeadLetterStore,
     DeliveryStore,
@@ -106,7 +107,8 @@ class Storage:
 def _sqlite_storage(path: str) -> Storage:
     # kind -> (table, the column a record id names; a tool-health record: its server)
     tables = {"process": ("processes", "id"), "session": ("sessions", "id"),
-              "user": ("users", "id"), "tool_health": ("tool_health", "server")}
+              "user": ("users", "id"), "tool_health": ("tool_health", "server"),
+              "token": ("api_tokens", "id")}
 
     def update(kind: str, record_id: str, change: str, params: tuple[Any, ...]) -> None:
         table, column = tables[kind]
@@ -126,7 +128,8 @@ def _sqlite_storage(path: str) -> Storage:
 
 def _postgres_storage(url: str) -> Storage:
     tables = {"process": ("processes", "id"), "session": ("sessions", "id"),
-              "user": ("users", "id"), "tool_health": ("tool_health", "server")}
+              "user": ("users", "id"), "tool_health": ("tool_health", "server"),
+              "token": ("api_tokens", "id")}
 
     def update(kind: str, record_id: str, change: str, params: tuple[Any, ...]) -> None:
         table, column = tables[kind]
@@ -214,7 +217,8 @@ class Serialised:
 
 def _mongo_storage(name: str, client: Any, db_name: str) -> Storage:
     collections = {"process": ("think_processes", "_id"), "session": ("sessions", "_id"),
-                   "user": ("users", "_id"), "tool_health": ("tool_health", "server")}
+                   "user": ("users", "_id"), "tool_health": ("tool_health", "server"),
+                   "token": ("api_tokens", "_id")}
 
     def update(kind: str, record_id: str, change: dict[str, Any]) -> None:
         collection, key = collections[kind]
@@ -287,6 +291,11 @@ def backend(storage: Storage) -> Backend:
 @pytest.fixture
 def identity(backend: Backend) -> IdentityStore:
     return backend.port(IdentityStore)
+
+
+@pytest.fixture
+def audit(backend: Backend) -> AuditStore:
+    return backend.port(AuditStore)
 
 
 @pytest.fixture

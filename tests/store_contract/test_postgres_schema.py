@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 
 import psycopg
 import pytest
@@ -13,12 +14,15 @@ import vancetope_brain.store.postgres as postgres_store
 import vancetope_brain.store.postgres._db as postgres_db
 from vancetope_brain.config import redacted_url
 from vancetope_brain.errors import ConfigError, StoreError
+from vancetope_brain.models import ApiToken, Role
+from vancetope_brain.models.audit import AuditRecord
 from vancetope_brain.models.settings import SettingLevel, SettingScope
-from vancetope_brain.store import SettingStore
+from vancetope_brain.store import AuditStore, IdentityStore, SettingStore
 from vancetope_brain.store.postgres import PostgresAdapter, PostgresBackend, _split_url
 from vancetope_brain.store.postgres._db import SCHEMA_VERSION, create_schema, function
 
 SCOPE = SettingScope(level=SettingLevel.TENANT, id="")
+T0 = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
 
 
 def _tables(url: str) -> set[str]:
@@ -185,3 +189,28 @@ def test_every_connection_keeps_the_statement_timeout_its_backend_was_opened_wit
                     for conn in (first, grown)}
     backend.close()
     assert timeouts == {"30s"}
+
+
+def test_a_store_of_before_roles_gains_the_audit_log_and_its_tokens_stay_user_tokens(
+        postgres_url: str) -> None:
+    """The previous version's data: tokens without ``role``, no ``audit_log`` table. Roles
+    live in the token's document (absent: ``user``) and the audit log is a new table, so
+    opening it changes no schema version."""
+    first = PostgresBackend(postgres_url)
+    first.port(IdentityStore).create_token(ApiToken(id="tok_1", tenant_id="ten_1",
+                                                    user_id="usr_1", token_hash="f" * 64))
+    first.close()
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("DROP TABLE audit_log")
+        conn.execute("UPDATE api_tokens SET doc = doc - 'role'")
+    again = PostgresBackend(postgres_url)
+    try:
+        assert again.schema_version() == SCHEMA_VERSION
+        token = again.port(IdentityStore).token_by_hash("f" * 64)
+        assert token is not None and token.role is Role.USER
+        record = AuditRecord(id="aud_1", tenant_id="ten_1", at=T0, actor="cli ops",
+                             action="token.revoke", target="tok_1", outcome="ok")
+        again.port(AuditStore).append_audit(record)
+        assert again.port(AuditStore).list_audit("ten_1") == [record]
+    finally:
+        again.close()

@@ -18,11 +18,14 @@ from vancetope_brain.models import (
     Document,
     ProcessStatus,
     Project,
+    Role,
     Tenant,
     ThinkProcess,
     utcnow,
 )
+from vancetope_brain.models.audit import AuditRecord
 from vancetope_brain.store import (
+    AuditStore,
     Backend,
     DeliveryStore,
     DocumentStore,
@@ -358,3 +361,27 @@ def test_sqlite_adds_the_knowledge_tables_to_a_file_without_them(tmp_path: Path)
         documents = backend.port(DocumentStore)
         assert documents.usage("ten_1") == (0, 0)
         assert documents.search_chunks("ten_1", ["default"], "anything", 5) == []
+
+
+def test_sqlite_file_of_before_roles_gains_the_audit_log_and_its_tokens_stay_user_tokens(
+        tmp_path: Path) -> None:
+    """The previous version's data: tokens without ``role``, no ``audit_log`` table. Roles
+    live in the token's document (absent: ``user``) and the audit log is a new table, so no
+    schema version changes."""
+    path = tmp_path / "vancetope.db"
+    backend = SqliteBackend(path)
+    backend.port(IdentityStore).create_token(ApiToken(id="tok_1", tenant_id="ten_1",
+                                                      user_id="usr_1", token_hash="f" * 64))
+    backend.close()
+    with sqlite3.connect(path) as conn:
+        conn.executescript("DROP TABLE audit_log; "
+                           "UPDATE api_tokens SET doc = json_remove(doc, '$.role');")
+    conn.close()
+    with _migrated(path) as backend:
+        token = backend.port(IdentityStore).token_by_hash("f" * 64)
+        assert token is not None and token.role is Role.USER
+        record = AuditRecord(id="aud_1", tenant_id="ten_1", at=utcnow().replace(microsecond=0),
+                             actor="cli ops", action="token.revoke", target="tok_1",
+                             outcome="ok")
+        backend.port(AuditStore).append_audit(record)
+        assert backend.port(AuditStore).list_audit("ten_1") == [record]

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +29,14 @@ from vancetope_brain.models import (
     Timer,
     utcnow,
 )
+from vancetope_brain.models.audit import AuditRecord
 from vancetope_brain.models.inbox import DeliveryStatus, ItemStatus
 from vancetope_brain.models.memory import MemoryScope
 from vancetope_brain.models.recipe import Recipe
 from vancetope_brain.models.settings import SettingScope
 from vancetope_brain.models.tool_health import HealthState, ToolHealth
 from vancetope_brain.store import (
+    AuditStore,
     Backend,
     DeliveryStore,
     DocumentStore,
@@ -53,6 +55,7 @@ from vancetope_brain.store.transfer import KINDS
 
 Export = dict[str, list[dict[str, Any]]]
 PAGE = 3
+T_AUDIT = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
 """Records per page and per import call: small, so every kind spans several pages."""
 
 
@@ -60,7 +63,7 @@ def use(backend: Backend) -> None:
     """Two tenants that used every port: sessions with turns, chat (not only ASCII), pending,
     drained and dead-lettered messages, timers, a journal, events, Inbox items and their
     deliveries, settings, recipes, tool health, memory in two scopes, documents (READY and
-    PENDING) with chunks and vectors."""
+    PENDING) with chunks and vectors, audit records."""
     world = World(backend)
     for tenant_id in ("ten_b", "ten_a"):  # created out of key order
         world.identity.create_tenant(Tenant(id=tenant_id, name=tenant_id))
@@ -75,6 +78,10 @@ def use(backend: Backend) -> None:
         for name in ("zeta", "alpha-two", "alpha"):
             backend.port(RecipeStore).create_recipe(tenant_id, None,
                                                     Recipe(name=name, engine="ford"))
+        for n, outcome in enumerate(("ok", "not_found")):  # the actor's é: not only ASCII
+            backend.port(AuditStore).append_audit(AuditRecord(
+                id=f"aud_{tenant_id}_{n}", tenant_id=tenant_id, at=T_AUDIT + timedelta(seconds=n),
+                actor="cli opé", action="token.revoke", target="tok_x", outcome=outcome))
         for server in ("srv-b", "srv-a"):
             backend.port(ToolHealthStore).put_tool_health(
                 ToolHealth(tenant_id=tenant_id, server=server, state=HealthState.DOWN),

@@ -9,13 +9,13 @@ import hmac
 import re
 import secrets
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeVar
 
 from vancetope_brain.config import write_private
 from vancetope_brain.errors import Conflict, InvalidInput, NotFound, Unauthorized
-from vancetope_brain.models import ApiToken, Project, Tenant, User, new_id
+from vancetope_brain.models import ApiToken, Project, Role, Tenant, User, new_id
 from vancetope_brain.store import Backend, IdentityStore
 
 R = TypeVar("R")
@@ -53,10 +53,23 @@ def _checked_text(kind: str, value: str, *, required: bool = True) -> str:
 
 @dataclass(frozen=True)
 class Principal:
-    """Who a request acts for."""
+    """Who a request acts for: a user of a tenant, with the role of the token it came with
+    (``user`` where no token was involved) and that token's id (None then)."""
 
     tenant_id: str
     user_id: str
+    role: Role = Role.USER
+    token_id: str | None = field(default=None, compare=False)
+
+    @property
+    def operator(self) -> bool:
+        """May use the ``/admin/`` API (for its tenant, or every one if ``platform``)."""
+        return self.role is not Role.USER
+
+    def sees(self, tenant_id: str) -> bool:
+        """May an operator with this principal act in ``tenant_id``?"""
+        return self.role is Role.PLATFORM or (self.role is Role.OPERATOR
+                                              and tenant_id == self.tenant_id)
 
 
 class IdentityService:
@@ -126,15 +139,22 @@ class IdentityService:
         return self._store.list_users(tenant_id)
 
     # ── tokens ────────────────────────────────────────────────────────────
-    def create_token(self, tenant_id: str, user_id: str, label: str = "") -> tuple[ApiToken, str]:
+    def create_token(self, tenant_id: str, user_id: str, label: str = "",
+                     role: Role | str = Role.USER) -> tuple[ApiToken, str]:
         """Create a token for the user: its record (id, no secret) and its secret, which is
-        visible only here and never again."""
+        visible only here and never again. ``role``: ``user``, ``operator`` (of the tenant)
+        or ``platform`` (an operator of every tenant)."""
         label = _checked_text("token label", label, required=False)
+        try:
+            role = Role(role)
+        except ValueError:
+            raise InvalidInput(f"invalid role {role!r}: use one of "
+                               f"{', '.join(Role)}") from None
         self.require_tenant(tenant_id)
         self._store.get_user(tenant_id, user_id)
         secret = TOKEN_PREFIX + secrets.token_urlsafe(32)
         token = ApiToken(id=new_id("tok"), tenant_id=tenant_id, user_id=user_id,
-                         token_hash=hash_token(secret), label=label)
+                         token_hash=hash_token(secret), label=label, role=role)
         self._store.create_token(token)
         return token, secret
 
@@ -167,7 +187,7 @@ class IdentityService:
         token = self._store.token_by_hash(token_hash)
         if token is None or not hmac.compare_digest(token.token_hash, token_hash):
             return None
-        return Principal(token.tenant_id, token.user_id)
+        return Principal(token.tenant_id, token.user_id, token.role, token.id)
 
     # ── the embedded server ──────────────────────────────────────────────
     def bootstrap_local(self, token_file: Path, *,

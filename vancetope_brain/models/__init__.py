@@ -14,7 +14,7 @@ it both see them from below; likewise a setting's scope (``settings``).
 
 from vancetope_brain.models.base import Document, new_id, utcnow
 from vancetope_brain.models.chat import ChatMessage, ChatRole
-from vancetope_brain.models.identity import ApiToken, Project, Tenant, User
+from vancetope_brain.models.identity import ApiToken, Project, Role, Tenant, User
 from vancetope_brain.models.journal import JournalEntry, StepKind, StepState
 from vancetope_brain.models.process import (
     CloseReason,
@@ -54,7 +54,7 @@ __all__ = [
     "ApiToken", "ChatMessage", "DeadLetter", "Fingerprint", "OnDisconnect", "SuspendCause",
     "ChatRole", "CloseReason", "Committed", "Document", "ExternalCommand",
     "InboxAnswer", "InboxMessage", "JournalEntry", "OutboxEvent", "ProcessEvent", "Project",
-    "ProcessStatus", "Session", "SessionStatus", "SessionType", "StepKind", "StepState",
+    "ProcessStatus", "Role", "Session", "SessionStatus", "SessionType", "StepKind", "StepState",
     "SteerMessage", "Tenant", "ThinkProcess", "Timer", "ToolResult", "TurnCommit", "TurnEvent",
     "TurnRecord", "User", "UserChatInput", "decode_steer", "encode_steer",
     "new_id", "utcnow",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
+from enum import StrEnum
 
 from pydantic import Field
 
@@ -33,13 +34,25 @@ class User(Document):
     created_at: datetime = Field(default_factory=utcnow)
 
 
+class Role(StrEnum):
+    """What a token may do besides being its user's (docs/architecture.md, "Roles and the
+    admin door"): ``user`` only that; ``operator`` also the ``/admin/`` API for its own
+    tenant; ``platform`` the ``/admin/`` API for every tenant (creating tenants too)."""
+
+    USER = "user"
+    OPERATOR = "operator"
+    PLATFORM = "platform"
+
+
 class ApiToken(Document):
-    """A bearer token. ``token_hash`` is the hex SHA-256 of the secret; the secret is never kept."""
+    """A bearer token. ``token_hash`` is the hex SHA-256 of the secret; the secret is never kept.
+    A token stored before roles existed has no ``role`` and loads as a ``user`` token."""
 
     id: str
     tenant_id: str
     user_id: str
     token_hash: str
     label: str = ""
+    role: Role = Role.USER
     revoked: bool = False
     created_at: datetime = Field(default_factory=utcnow)

@@ -12,6 +12,8 @@ the housekeeping beat and ``vancetope admin purge``).
 ``transfer`` moves a whole store into one file and from it into another store (``vancetope
 admin export`` / ``import``, over ``store.transfer.TransferStore``).
 
+``audit`` appends every operator write to the audit log and pages it (``AuditLog``).
+
 ``documents`` adds documents, queues their ingestion and runs it on a worker
 (``DocumentService``, ``DocumentIndexer``), keeping their bytes in ``DocumentFiles``.
 
@@ -20,6 +22,7 @@ moves sessions only through ``SessionLifecycle``; it imports no Flask and no Cel
 queue is a callable it is given).
 """
 
+from vancetope_brain.services.audit import AuditLog
 from vancetope_brain.services.document_files import DocumentFiles
 from vancetope_brain.services.documents import (
     DocumentIndexer,
@@ -31,6 +34,6 @@ from vancetope_brain.services.jobs import ServiceJob, ServiceJobs
 from vancetope_brain.services.retention import RetentionService
 from vancetope_brain.services.system_sessions import SYSTEM_USER, SystemSessions, system_sessions
 
-__all__ = ["SYSTEM_USER", "DocumentFiles", "DocumentIndexer", "DocumentPushes",
+__all__ = ["SYSTEM_USER", "AuditLog", "DocumentFiles", "DocumentIndexer", "DocumentPushes",
            "DocumentService", "IndexJob", "RetentionService", "ServiceJob", "ServiceJobs",
            "SystemSessions", "system_sessions"]

@@ -2,10 +2,12 @@
 
 Per tenant, the settings ``retention.closedSessionDays`` and ``retention.deliveryLogDays``
 (tenant level only; unset: kept forever) say how long a CLOSED session and a delivery record
-are kept. The housekeeping beat runs ``purge`` — never a request or a turn — which deletes
-at most ``SESSIONS_PER_RUN`` sessions and ``DELIVERIES_PER_RUN`` delivery records per run,
-in batches (``SESSION_BATCH``, ``DELIVERY_BATCH``) per tenant, the tenants taken in an order
-that turns by one each run so that none waits behind a tenant with a large backlog. What is
+are kept, and ``retention.auditLogDays`` (default 400) how long an audit record is. The
+housekeeping beat runs ``purge`` — never a request or a turn — which deletes at most
+``SESSIONS_PER_RUN`` sessions, ``DELIVERIES_PER_RUN`` delivery records and
+``AUDIT_PER_RUN`` audit records per run, in batches (``SESSION_BATCH``, ``DELIVERY_BATCH``,
+``AUDIT_BATCH``) per tenant, the tenants taken in an order that turns by one each run so
+that none waits behind a tenant with a large backlog. What is
 due and what is kept is the store's (``store.retention.RetentionStore``); each session goes
 whole or not at all (on MongoDB: children first, finished by the next run).
 
@@ -23,7 +25,7 @@ from datetime import datetime, timedelta
 from vancetope_brain.errors import VancetopeError
 from vancetope_brain.settings import SettingsService
 from vancetope_brain.store import IdentityStore, RetentionStore
-from vancetope_brain.store.retention import DELIVERIES, SESSION_KINDS, Due
+from vancetope_brain.store.retention import AUDIT, DELIVERIES, SESSION_KINDS, Due
 
 log = logging.getLogger(__name__)
 
@@ -35,12 +37,17 @@ DELIVERIES_PER_RUN = 5000
 """The most delivery records one housekeeping run deletes, over all tenants."""
 DELIVERY_BATCH = 1000
 """Delivery records one store call (one statement) deletes."""
+AUDIT_PER_RUN = 5000
+"""The most audit records one housekeeping run deletes, over all tenants."""
+AUDIT_BATCH = 1000
+"""Audit records one store call (one statement) deletes."""
 
-KINDS = (*SESSION_KINDS, DELIVERIES)
+KINDS = (*SESSION_KINDS, DELIVERIES, AUDIT)
 """What a purge counts, by kind."""
 
 SESSION_DAYS = "retention.closedSessionDays"
 DELIVERY_DAYS = "retention.deliveryLogDays"
+AUDIT_DAYS = "retention.auditLogDays"
 
 
 @dataclass(frozen=True)
@@ -51,7 +58,14 @@ class TenantDue:
     tenant_id: str
     sessions_before: datetime | None
     deliveries_before: datetime | None
+    audit_before: datetime | None
     due: dict[str, Due]
+
+    def before(self, kind: str) -> datetime | None:
+        """The cutoff of one kind of ``KINDS``."""
+        if kind == DELIVERIES:
+            return self.deliveries_before
+        return self.audit_before if kind == AUDIT else self.sessions_before
 
 
 class RetentionService:
@@ -62,32 +76,39 @@ class RetentionService:
         self._settings = settings
         self._turn = 0
 
-    def cutoffs(self, tenant_id: str, now: datetime) -> tuple[datetime | None, datetime | None]:
-        """The tenant's cutoffs now: closed sessions, delivery records (None: kept)."""
+    def cutoffs(self, tenant_id: str, now: datetime
+                ) -> tuple[datetime | None, datetime | None, datetime | None]:
+        """The tenant's cutoffs now: closed sessions, delivery records, audit records (None:
+        kept)."""
         days = [self._settings.resolve(tenant_id, None, None, key)
-                for key in (SESSION_DAYS, DELIVERY_DAYS)]
-        sessions, deliveries = (None if d is None else now - timedelta(days=d) for d in days)
-        return sessions, deliveries
+                for key in (SESSION_DAYS, DELIVERY_DAYS, AUDIT_DAYS)]
+        sessions, deliveries, audit = (None if d is None else now - timedelta(days=d)
+                                       for d in days)
+        return sessions, deliveries, audit
 
     def due(self, now: datetime, tenant_id: str | None = None) -> list[TenantDue]:
         """What a purge would delete now, per tenant (every tenant, or only ``tenant_id``)."""
         found = []
         for tenant in self._tenants(tenant_id):
-            sessions, deliveries = self.cutoffs(tenant, now)
+            sessions, deliveries, audit = self.cutoffs(tenant, now)
             due = dict.fromkeys(KINDS, Due(0))
             if sessions is not None:
                 due.update(self._store.closed_sessions_due(tenant, sessions))
             if deliveries is not None:
                 due[DELIVERIES] = self._store.deliveries_due(tenant, deliveries)
-            found.append(TenantDue(tenant, sessions, deliveries, due))
+            if audit is not None:
+                due[AUDIT] = self._store.audit_due(tenant, audit)
+            found.append(TenantDue(tenant, sessions, deliveries, audit, due))
         return found
 
     def purge(self, now: datetime, tenant_id: str | None = None, *,
               sessions: int = SESSIONS_PER_RUN, deliveries: int = DELIVERIES_PER_RUN,
+              audit: int = AUDIT_PER_RUN,
               progress: Callable[[str, dict[str, int]], None] | None = None) -> dict[str, int]:
-        """One bounded purge (the housekeeping's): at most ``sessions`` sessions and
-        ``deliveries`` delivery records over the tenants (or ``tenant_id`` only), in
-        batches; ``progress(tenant, counts)`` after each batch that deleted something.
+        """One bounded purge (the housekeeping's): at most ``sessions`` sessions,
+        ``deliveries`` delivery records and ``audit`` audit records over the tenants (or
+        ``tenant_id`` only), in batches; ``progress(tenant, counts)`` after each batch that
+        deleted something.
         Returns the counts by kind of ``KINDS``. A tenant whose purge fails is logged and
         skipped (the next run tries again)."""
         total = dict.fromkeys(KINDS, 0)
@@ -95,25 +116,26 @@ class RetentionService:
         if tenant_id is None and tenants:  # a different tenant first each run
             self._turn = (self._turn + 1) % len(tenants)
             tenants = tenants[self._turn:] + tenants[:self._turn]
+        caps = {"sessions": sessions, DELIVERIES: deliveries, AUDIT: audit}
         for tenant in tenants:
-            if total["sessions"] >= sessions and total[DELIVERIES] >= deliveries:
+            if all(total[kind] >= cap for kind, cap in caps.items()):
                 break
             try:
-                self._purge_tenant(tenant, now, total, sessions, deliveries, progress)
+                self._purge_tenant(tenant, now, total, caps, progress)
             except VancetopeError:
                 log.exception("retention purge of tenant %s failed; the next run retries",
                               tenant)
-        if total["sessions"] or total[DELIVERIES]:
+        if any(total[kind] for kind in caps):
             log.info("retention purge: %s", ", ".join(f"{n} {kind}"
                                                       for kind, n in total.items() if n))
         return total
 
-    def _purge_tenant(self, tenant: str, now: datetime, total: dict[str, int], sessions: int,
-                      deliveries: int,
+    def _purge_tenant(self, tenant: str, now: datetime, total: dict[str, int],
+                      caps: dict[str, int],
                       progress: Callable[[str, dict[str, int]], None] | None) -> None:
-        closed_before, created_before = self.cutoffs(tenant, now)
-        while closed_before is not None and total["sessions"] < sessions:
-            limit = min(SESSION_BATCH, sessions - total["sessions"])
+        closed_before, created_before, audit_before = self.cutoffs(tenant, now)
+        while closed_before is not None and total["sessions"] < caps["sessions"]:
+            limit = min(SESSION_BATCH, caps["sessions"] - total["sessions"])
             gone = self._store.purge_closed_sessions(tenant, closed_before, limit=limit)
             for kind, count in gone.items():
                 total[kind] += count
@@ -121,14 +143,17 @@ class RetentionService:
                 progress(tenant, gone)
             if gone["sessions"] < limit:
                 break  # nothing more is due (or what is left is busy: the next run)
-        while created_before is not None and total[DELIVERIES] < deliveries:
-            limit = min(DELIVERY_BATCH, deliveries - total[DELIVERIES])
-            count = self._store.purge_deliveries(tenant, created_before, limit=limit)
-            total[DELIVERIES] += count
-            if count and progress is not None:
-                progress(tenant, {DELIVERIES: count})
-            if count < limit:
-                break
+        for kind, before, batch, purge in (
+                (DELIVERIES, created_before, DELIVERY_BATCH, self._store.purge_deliveries),
+                (AUDIT, audit_before, AUDIT_BATCH, self._store.purge_audit)):
+            while before is not None and total[kind] < caps[kind]:
+                limit = min(batch, caps[kind] - total[kind])
+                count = purge(tenant, before, limit=limit)
+                total[kind] += count
+                if count and progress is not None:
+                    progress(tenant, {kind: count})
+                if count < limit:
+                    break
 
     def _tenants(self, tenant_id: str | None) -> list[str]:
         if tenant_id is not None:

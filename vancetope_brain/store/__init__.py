@@ -4,7 +4,7 @@ Rule: the only package that touches a database. Callers use a port's methods,
 never a connection, and take only the ports they use. Every method takes the
 tenant except the named system queries (``list_tenants``, ``token_by_hash``,
 ``stale_pending``, ``stale_event_processes``, ``redeliver_inbox_messages``,
-``queued_deliveries``, ``due_tool_health``).
+``queued_deliveries``, ``due_tool_health``, ``list_audit`` of every tenant).
 Every adapter passes its port's folder of ``tests/store_contract/`` unchanged.
 
 Layout: one module per port (its ABC, whose docstrings are the contract),
@@ -13,6 +13,7 @@ package per backend (``sqlite/``, ``mongo/``) holding one adapter module per
 port, named like the port's module, whose docstring says what is atomic and how.
 """
 
+from vancetope_brain.store.audit import AuditStore
 from vancetope_brain.store.backend import Backend, Port, open_store
 from vancetope_brain.store.dead_letters import DeadLetterStore
 from vancetope_brain.store.deliveries import DeliveryStore
@@ -32,7 +33,7 @@ from vancetope_brain.store.transfer import TransferStore
 from vancetope_brain.store.user_inbox import UserInboxStore
 from vancetope_brain.store.vectors import DocumentVectors
 
-__all__ = ["Backend", "DeadLetterStore", "DeliveryStore", "DocumentStore", "DocumentVectors",
+__all__ = ["AuditStore", "Backend", "DeadLetterStore", "DeliveryStore", "DocumentStore", "DocumentVectors",
            "EventOutboxStore", "IdentityStore", "JournalStore", "LaneStore", "MemoryStore", "Port",
            "RecipeStore", "RetentionStore", "SessionSearch", "SessionStore", "SettingStore",
            "ToolHealthStore", "TransferStore", "UserInboxStore", "open_store"]

@@ -1,7 +1,8 @@
 """The retention port: what the purge deletes once a tenant's retention has passed.
 
-Two kinds of data age out (``docs/operations.md``, "Data lifecycle"): a CLOSED session, deleted
-whole with its processes and everything they own, and the notification delivery log. What is
+Three kinds of data age out (``docs/operations.md``, "Data lifecycle"): a CLOSED session, deleted
+whole with its processes and everything they own, the notification delivery log and the
+operators' audit log (``AuditStore``'s records). What is
 never deleted here: a session that is not CLOSED or has a process that is not CLOSED, a session
 an Inbox item that is still PENDING came from (by its ``originSessionId`` or the
 ``originProcessId`` of one of the session's processes), Inbox items themselves (audit,
@@ -27,11 +28,15 @@ events."""
 DELIVERIES = "deliveries"
 """The kind of the notification delivery log."""
 
+AUDIT = "audit"
+"""The kind of the operators' audit log."""
+
 
 @dataclass(frozen=True)
 class Due:
     """What a purge would delete of one kind: how many records, and the oldest one's time
-    (a session's closing, a delivery's creation; None where not told or nothing is due)."""
+    (a session's closing, a delivery's creation, an audit record's ``at``; None where not told
+    or nothing is due)."""
 
     count: int
     oldest: datetime | None = None
@@ -73,3 +78,12 @@ class RetentionStore(Port):
     @abstractmethod
     def deliveries_due(self, tenant_id: str, created_before: datetime) -> Due:
         """What ``purge_deliveries`` would delete now if unbounded."""
+
+    @abstractmethod
+    def purge_audit(self, tenant_id: str, before: datetime, *, limit: int = 500) -> int:
+        """Delete up to ``limit`` of the tenant's audit records whose ``at`` is before
+        ``before``, oldest first; returns how many."""
+
+    @abstractmethod
+    def audit_due(self, tenant_id: str, before: datetime) -> Due:
+        """What ``purge_audit`` would delete now if unbounded."""

@@ -107,6 +107,7 @@ KINDS: tuple[Kind, ...] = (
           "vector:bytes"),
     _kind("knowledge_vector_generations", ("tenant_id", "project_id"),
           "tenant_id project_id generation:int"),
+    _kind("audit_log", ("id",), "id tenant_id at_ms:int doc:json"),
 )
 """Every kind, in import order: a record's parents (its tenant, session, process, document)
 come before it."""

@@ -8,11 +8,11 @@ from typing import TYPE_CHECKING
 import pytest
 
 from vancetope_brain.errors import Conflict, NotFound
-from vancetope_brain.models import Project, Tenant, User
+from vancetope_brain.models import Project, Role, Tenant, User
 from vancetope_brain.store import IdentityStore
 
 if TYPE_CHECKING:
-    from tests.store_contract.conftest import World
+    from tests.store_contract.conftest import Storage, World
 
 T0 = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
 
@@ -135,3 +135,18 @@ def test_revoke_token_hides_it_from_authentication_and_is_idempotent(
 def test_revoke_of_a_missing_token_is_not_found(identity: IdentityStore) -> None:
     with pytest.raises(NotFound, match="token tok_missing"):
         identity.revoke_token("ten_1", "tok_missing")
+
+
+def test_a_token_keeps_its_role_and_one_stored_before_roles_is_a_user_token(
+    storage: Storage, identity: IdentityStore, world: World
+) -> None:
+    operator = world.token("ten_1", "6" * 64, role=Role.OPERATOR, created_at=_at(1))
+    platform = world.token("ten_1", "7" * 64, role=Role.PLATFORM, created_at=_at(2))
+    older = world.token("ten_1", "8" * 64, role=Role.OPERATOR, created_at=_at(3))
+    storage.drop_raw("token", older.id, "role")  # as the version before roles wrote it
+    assert identity.token_by_hash("6" * 64) == operator
+    assert identity.list_tokens("ten_1", "usr_1") == [
+        operator, platform, older.model_copy(update={"role": Role.USER})]
+    again = storage.open_backend().port(IdentityStore)  # reopened: whatever a migration does
+    found = again.token_by_hash("8" * 64)
+    assert found is not None and found.role is Role.USER

@@ -1,6 +1,7 @@
 """The acceptance of issue 30's purge, on every backend: a tenant with 30-day retention loses
 exactly its closed sessions' data older than that — and nothing else, read back through every
-port that holds a tenant's data. Another tenant without retention loses nothing."""
+port that holds a tenant's data. Another tenant without retention settings loses nothing but
+its audit records past the default ``retention.auditLogDays`` (400)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ from vancetope_brain.models import (
     StepKind,
     StepState,
     Tenant,
+    new_id,
     utcnow,
 )
+from vancetope_brain.models.audit import AuditRecord
 from vancetope_brain.models.inbox import DeliveryStatus, InboxQuery, ItemStatus
 from vancetope_brain.models.recipe import Recipe
 from vancetope_brain.models.settings import SettingScope
@@ -24,6 +27,7 @@ from vancetope_brain.models.tool_health import HealthState, ToolHealth
 from vancetope_brain.services.retention import RetentionService
 from vancetope_brain.settings import SettingsService
 from vancetope_brain.store import (
+    AuditStore,
     Backend,
     DeliveryStore,
     DocumentStore,
@@ -93,6 +97,7 @@ class Everything:
             seen[f"journal/{pid}"] = b.port(JournalStore).journal(tenant, pid)
         seen["inbox"] = b.port(UserInboxStore).list_inbox_items(tenant, InboxQuery(limit=100))
         seen["deliveries"] = b.port(DeliveryStore).list_deliveries(tenant)
+        seen["audit"] = b.port(AuditStore).list_audit(tenant)
         seen["memory"] = [b.port(MemoryStore).get_memory(tenant, m) for m in memory]
         seen["documents"] = [b.port(DocumentStore).get_document(tenant, "default", d)
                              for d in documents]
@@ -104,7 +109,8 @@ class Everything:
 def _populate(backend: Backend, world: World, tenant: str) -> dict[str, list[str]]:
     """One of everything in ``tenant``: a closed session meant to go (with an ANSWERED ask),
     one held back by a PENDING ask, an open one with a journal, a memory entry of the one
-    meant to go, a knowledge document, delivery records old (SENT, QUEUED) and recent."""
+    meant to go, a knowledge document, delivery records old (SENT, QUEUED) and recent,
+    audit records very old, old and recent."""
     from tests.store_contract.documents._build import indexed
     from tests.store_contract.memory._entries import entry
 
@@ -138,6 +144,10 @@ def _populate(backend: Backend, world: World, tenant: str) -> dict[str, list[str
                                                created_at=utcnow() - timedelta(days=15)))
     deliveries.add_delivery(world.delivery(tenant, answered.id, status=DeliveryStatus.SENT,
                                            created_at=utcnow() + timedelta(days=20)))
+    for days in (-400, -15, 20):  # 430, 45 and 10 days old then
+        backend.port(AuditStore).append_audit(AuditRecord(
+            id=new_id("aud"), tenant_id=tenant, at=utcnow() + timedelta(days=days),
+            actor="cli ops", action="user.create", target="usr_1", outcome="ok"))
     return {"gone_sessions": [gone_session], "gone_processes": gone_processes,
             "sessions": [held_session, open_session], "processes": held_processes + open_processes,
             "memory": [remembered.id], "documents": [doc.id]}
@@ -149,7 +159,8 @@ def test_thirty_days_retention_takes_exactly_the_old_closed_sessions_and_nothing
     for tenant in ("ten_ret", "ten_keep"):
         identity.create_tenant(Tenant(id=tenant, name=tenant))
     settings = SettingsService(backend.port(SettingStore), identity)
-    for key in ("retention.closedSessionDays", "retention.deliveryLogDays"):
+    for key in ("retention.closedSessionDays", "retention.deliveryLogDays",
+                "retention.auditLogDays"):
         settings.set("ten_ret", SettingScope.tenant(), key, 30)
     made = {t: _populate(backend, world, t) for t in ("ten_ret", "ten_keep")}
     _tick()
@@ -172,15 +183,21 @@ def test_thirty_days_retention_takes_exactly_the_old_closed_sessions_and_nothing
 
     [due] = service.due(now, "ten_ret")
     assert due.due["sessions"].count == 1 and due.due["deliveries"].count == 1
-    assert [d.due["sessions"].count for d in service.due(now, "ten_keep")] == [0]
+    assert due.due["audit"].count == 2
+    [keep] = service.due(now, "ten_keep")
+    assert (keep.due["sessions"].count, keep.due["audit"].count) == (0, 1)  # the default
+    assert keep.audit_before == now - timedelta(days=400)
     purged = service.purge(now)
     assert purged["sessions"] == 1 and purged["processes"] == 1
     assert purged["chat"] == 2 and purged["turns"] == 2 and purged["messages"] == 1
-    assert purged["deliveries"] == 1
+    assert purged["deliveries"] == 1 and purged["audit"] == 3
     assert service.purge(now) == dict.fromkeys(purged, 0)  # idempotent
 
     after = {t: everything(t) for t in made}
-    assert after["ten_keep"] == before["ten_keep"]
+    kept = dict(before["ten_keep"])
+    kept["audit"] = [r for r in kept["audit"] if r.at >= now - timedelta(days=400)]
+    assert len(kept["audit"]) == 2
+    assert after["ten_keep"] == kept
     expected = dict(before["ten_ret"])
     gone_session = made["ten_ret"]["gone_sessions"][0]
     expected["sessions"] = [s for s in expected["sessions"] if s.id != gone_session]
@@ -191,5 +208,7 @@ def test_thirty_days_retention_takes_exactly_the_old_closed_sessions_and_nothing
                               if d.status is DeliveryStatus.QUEUED
                               or d.created_at > now - timedelta(days=30)]
     assert len(expected["deliveries"]) == 2
+    expected["audit"] = [r for r in expected["audit"] if r.at >= now - timedelta(days=30)]
+    assert len(expected["audit"]) == 1
     assert after["ten_ret"] == expected
 

@@ -5,7 +5,7 @@ any other port's data (Inbox items, memory, knowledge documents, settings, …).
 from __future__ import annotations
 
 import time
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import pytest
@@ -17,11 +17,14 @@ from vancetope_brain.models import (
     SessionStatus,
     ThinkProcess,
     Timer,
+    new_id,
     utcnow,
 )
+from vancetope_brain.models.audit import AuditRecord
 from vancetope_brain.models.inbox import DeliveryStatus, ItemStatus
 from vancetope_brain.models.settings import SettingScope
 from vancetope_brain.store import (
+    AuditStore,
     Backend,
     DeliveryStore,
     DocumentStore,
@@ -219,3 +222,30 @@ def test_deliveries_past_the_cutoff_go_in_batches_but_queued_ones_stay(
     assert retention.deliveries_due(T, cutoff) == Due(0, None)
     assert {d.id for d in deliveries.list_deliveries(T)} == {queued.id, recent.id}
     assert [d.id for d in deliveries.list_deliveries("ten_2")] == [elsewhere.id]
+
+
+def test_audit_records_before_the_cutoff_go_in_batches_of_that_tenant_only(
+        retention: RetentionStore, audit: AuditStore) -> None:
+    cutoff = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
+
+    def record(tenant: str, at: datetime) -> AuditRecord:
+        made = AuditRecord(id=new_id("aud"), tenant_id=tenant, at=at, actor="cli ops",
+                           action="token.revoke", target="tok_1", outcome="ok")
+        audit.append_audit(made)
+        return made
+
+    old = [record(T, cutoff - timedelta(days=d)) for d in (500, 401, 2)]
+    just_before = record(T, cutoff - timedelta(milliseconds=1))
+    kept = [record(T, cutoff), record(T, cutoff + timedelta(days=1))]
+    elsewhere = record("ten_2", cutoff - timedelta(days=600))
+
+    assert retention.audit_due(T, cutoff) == Due(4, old[0].at)
+    assert audit.list_audit(T) == [*reversed(kept), just_before, *reversed(old)]  # dry run
+    assert retention.purge_audit(T, cutoff, limit=3) == 3
+    assert audit.list_audit(T) == [*reversed(kept), just_before]  # the oldest went first
+    assert retention.purge_audit(T, cutoff, limit=3) == 1
+    assert retention.purge_audit(T, cutoff, limit=3) == 0
+    assert retention.audit_due(T, cutoff) == Due(0, None)
+    assert audit.list_audit(T) == list(reversed(kept))
+    assert audit.list_audit("ten_2") == [elsewhere]
+    assert retention.audit_due("ten_2", cutoff) == Due(1, elsewhere.at)

@@ -18,14 +18,17 @@ from vancetope_brain.models import (
     StepState,
     Timer,
     TurnEvent,
+    new_id,
     utcnow,
 )
+from vancetope_brain.models.audit import AuditRecord
 from vancetope_brain.models.inbox import DeliveryStatus, InboxQuery, ItemStatus
 from vancetope_brain.models.memory import MemoryScope, ScopeRef
 from vancetope_brain.models.recipe import Recipe
 from vancetope_brain.models.settings import SettingScope
 from vancetope_brain.models.tool_health import HealthState, ToolHealth
 from vancetope_brain.store import (
+    AuditStore,
     Backend,
     DeadLetterStore,
     DeliveryStore,
@@ -113,6 +116,10 @@ def build(backend: Backend, world: World) -> Used:
                                           state=HealthState.DOWN), expected_revision=None)
     _memory(backend, used, tenant)
     _knowledge(backend, used, tenant)
+    for outcome in ("ok", "not_found"):
+        backend.port(AuditStore).append_audit(AuditRecord(
+            id=new_id("aud"), tenant_id=tenant, at=utcnow().replace(microsecond=0),
+            actor="cli ops", action="token.revoke", target=token.id, outcome=outcome))
     return used
 
 
@@ -261,6 +268,7 @@ def seen(b: Backend, used: Used) -> dict[str, Any]:
                              for user in used.users[tenant]]
         t["deliveries"] = b.port(DeliveryStore).list_deliveries(tenant)
         t["tool health"] = b.port(ToolHealthStore).list_tool_health(tenant)
+        t["audit"] = b.port(AuditStore).list_audit(tenant)
     shown["timers"] = b.port(LaneStore).due_timers(FAR, limit=1000)
     shown["tokens by hash"] = [b.port(IdentityStore).token_by_hash(h) for h in used.token_hashes]
     return shown

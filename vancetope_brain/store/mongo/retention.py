@@ -1,5 +1,5 @@
 """MongoDB ``RetentionStore``: deletes from the collections of the sessions, lanes, journal,
-event outbox and deliveries adapters.
+event outbox, deliveries and audit adapters.
 
 Which sessions are due: first the sessions held back by the Inbox (``_held``: those a PENDING
 item came from, or an item whose answer is still in its ``_outbox``, directly or through
@@ -16,7 +16,8 @@ its processes its messages, chat, turn records, timers, journal and events, then
 process document —, the session document last. A crash part way leaves a session that is
 still CLOSED and due, missing part of its records (a reader of an archived session sees
 part of its chat); the next purge finds it again and finishes it. Deliveries: the ids of the
-oldest due records, then one ``delete_many`` of them.
+oldest due records, then one ``delete_many`` of them; audit records the same way (the audit
+adapter's index ``by_tenant``: tenantId, at, _id, read backwards).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ class MongoRetention(MongoAdapter, RetentionStore):
         self._processes = database[PROCESSES]
         self._items = database["inbox_items"]
         self._deliveries = database["notification_deliveries"]
+        self._audit = database["audit_log"]
         self._sessions.create_index(
             [("tenantId", ASCENDING), ("status", ASCENDING), ("updatedAt", ASCENDING)],
             name="closed_by_age")
@@ -115,6 +117,25 @@ class MongoRetention(MongoAdapter, RetentionStore):
         first = next(iter(self._deliveries.find(found, {"createdAt": True})
                           .sort("createdAt", ASCENDING).limit(1)), None)
         return Due(count, None if first is None else first["createdAt"].replace(tzinfo=UTC))
+
+    @translated
+    def purge_audit(self, tenant_id: str, before: datetime, *, limit: int = 500) -> int:
+        if limit <= 0:
+            return 0
+        ids = [raw["_id"] for raw in self._audit.find(
+            _audit_due(tenant_id, before), {"_id": True}).sort("at", ASCENDING).limit(limit)]
+        if not ids:
+            return 0
+        return int(self._audit.delete_many({"tenantId": tenant_id,
+                                            "_id": {"$in": ids}}).deleted_count)
+
+    @translated
+    def audit_due(self, tenant_id: str, before: datetime) -> Due:
+        found = _audit_due(tenant_id, before)
+        count = self._audit.count_documents(found)
+        first = next(iter(self._audit.find(found, {"at": True}).sort("at", ASCENDING).limit(1)),
+                     None)
+        return Due(count, None if first is None else first["at"].replace(tzinfo=UTC))
 
     def _due(self, tenant_id: str, cutoff: datetime,
              scanned: int | None) -> Iterator[list[str]]:
@@ -188,3 +209,7 @@ class MongoRetention(MongoAdapter, RetentionStore):
 def _deliveries_due(tenant_id: str, created_before: datetime) -> dict[str, Any]:
     return {"tenantId": tenant_id, "createdAt": {"$lt": naive_utc(created_before)},
             "status": {"$ne": DeliveryStatus.QUEUED.value}}
+
+
+def _audit_due(tenant_id: str, before: datetime) -> dict[str, Any]:
+    return {"tenantId": tenant_id, "at": {"$lt": naive_utc(before)}}

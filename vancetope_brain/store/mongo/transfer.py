@@ -97,6 +97,7 @@ from vancetope_brain.models import (
     TurnRecord,
     User,
 )
+from vancetope_brain.models.audit import AuditRecord
 from vancetope_brain.models.inbox import InboxItem, NotificationDelivery
 from vancetope_brain.models.knowledge import Chunk, DocumentStatus, KnowledgeDocument
 from vancetope_brain.models.memory import MemoryEntry
@@ -436,6 +437,9 @@ _PLAIN: dict[str, _Plain] = {
         ToolHealth, _health_columns, extras=("probeAt",), stored=_health_stored),
     "memory_entries": _Plain("memory_entries", _BY_ID, MemoryEntry, _memory_columns,
                              extras=("terms", "length"), stored=_memory_stored),
+    "audit_log": _Plain(
+        "audit_log", _BY_ID, AuditRecord,
+        lambda a, raw: {"id": a.id, "tenant_id": a.tenant_id, "at_ms": to_ms(a.at)}),
     "knowledge_documents": _Plain(
         "knowledge_documents", (("tenantId", False), ("_id", False)), KnowledgeDocument,
         _document_columns, extras=("tokens",), stored=lambda r: {"tokens": r["tokens"]}),

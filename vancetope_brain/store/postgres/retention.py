@@ -1,5 +1,5 @@
 """PostgreSQL ``RetentionStore``: deletes from the tables of the sessions, lanes, journal,
-event outbox and deliveries adapters (one database, so one transaction spans them).
+event outbox, deliveries and audit adapters (one database, so one transaction spans them).
 
 Which sessions are due is one query (``_DUE``), as on SQLite: the CLOSED sessions of the
 tenant created before the cutoff (the partial index ``sessions_closed`` of the sessions
@@ -18,7 +18,8 @@ deletes children before parents: messages, chat, turns, timers, journal, event o
 lanes, processes, the session. A session is gone whole or not at all. Pods purging at once
 meet on the session's row lock: the second finds it gone. Delivery records go in batches of
 one ``DELETE … WHERE id IN (SELECT … ORDER BY created_ms LIMIT … FOR UPDATE SKIP LOCKED)``
-(index ``deliveries_by_age``).
+(index ``deliveries_by_age``); audit records the same way (the audit adapter's index
+``audit_by_tenant``: tenant, ``at_ms``, id).
 """
 
 from __future__ import annotations
@@ -108,6 +109,18 @@ class PostgresRetention(PostgresAdapter, RetentionStore):
             "SELECT count(*), min(created_ms) FROM notification_deliveries "
             "WHERE tenant_id = %s AND created_ms < %s AND status <> 'QUEUED'",
             (tenant_id, to_ms(created_before)))[0]
+        return Due(int(count), from_ms(oldest))
+
+    def purge_audit(self, tenant_id: str, before: datetime, *, limit: int = 500) -> int:
+        return self.db.execute(
+            "DELETE FROM audit_log WHERE id IN ("
+            "SELECT id FROM audit_log WHERE tenant_id = %s AND at_ms < %s "
+            "ORDER BY at_ms LIMIT %s FOR UPDATE SKIP LOCKED)", (tenant_id, to_ms(before), limit))
+
+    def audit_due(self, tenant_id: str, before: datetime) -> Due:
+        count, oldest = self.db.read(
+            "SELECT count(*), min(at_ms) FROM audit_log WHERE tenant_id = %s AND at_ms < %s",
+            (tenant_id, to_ms(before)))[0]
         return Due(int(count), from_ms(oldest))
 
     def _count(self, sql: str, params: dict[str, Any]) -> int:

@@ -1,5 +1,5 @@
 """SQLite ``RetentionStore``: deletes from the tables of the sessions, lanes, journal, event
-outbox and deliveries adapters (one file, so one transaction spans them).
+outbox, deliveries and audit adapters (one file, so one transaction spans them).
 
 Which sessions are due is one query (``_DUE``): the CLOSED sessions of the tenant created
 before the cutoff (the partial index ``sessions_closed`` of the sessions adapter; a session
@@ -17,7 +17,9 @@ chat (the ``chat_unindexed`` trigger of the session search adapter takes each li
 its index), turns, timers, journal, event outbox, lanes, processes, the session. A session
 is gone whole or not at all; transactions stay short (one session's rows), so a purge never
 holds the write lock for long. Delivery records go in batches of one ``DELETE … LIMIT``
-(through ``rowid IN (SELECT …)``: the oldest first by ``deliveries_by_age``).
+(through ``rowid IN (SELECT …)``: the oldest first by ``deliveries_by_age``); audit records
+the same way, the oldest first by the audit adapter's ``audit_by_tenant`` (tenant, ``at_ms``,
+id).
 """
 
 from __future__ import annotations
@@ -112,6 +114,18 @@ class SqliteRetention(SqliteAdapter, RetentionStore):
             "SELECT count(*), min(created_ms) FROM notification_deliveries "
             "WHERE tenant_id = ? AND created_ms < ? AND status != 'QUEUED'",
             (tenant_id, to_ms(created_before)))[0]
+        return Due(int(count), from_ms(oldest))
+
+    def purge_audit(self, tenant_id: str, before: datetime, *, limit: int = 500) -> int:
+        return self.db.execute(
+            "DELETE FROM audit_log WHERE rowid IN ("
+            "SELECT rowid FROM audit_log WHERE tenant_id = ? AND at_ms < ? "
+            "ORDER BY at_ms LIMIT ?)", (tenant_id, to_ms(before), limit)).rowcount
+
+    def audit_due(self, tenant_id: str, before: datetime) -> Due:
+        count, oldest = self.db.read(
+            "SELECT count(*), min(at_ms) FROM audit_log WHERE tenant_id = ? AND at_ms < ?",
+            (tenant_id, to_ms(before)))[0]
         return Due(int(count), from_ms(oldest))
 
     def _count(self, sql: str, params: dict[str, object]) -> int:
