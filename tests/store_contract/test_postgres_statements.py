@@ -105,8 +105,18 @@ def test_errors_are_the_drivers_and_leave_the_connection_usable(
 def test_a_lost_connection_is_a_store_error_and_the_next_call_gets_a_new_one(
         backend: PostgresBackend) -> None:
     pid = backend.read("SELECT pg_backend_pid()")[0][0]
-    with psycopg.connect(backend.pool.conninfo, autocommit=True) as admin:
+    with psycopg.connect(backend.pool.conninfo, autocommit=True) as admin:  # type: ignore[arg-type]
         admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
     with pytest.raises(StoreError):
         backend.read("SELECT pg_backend_pid()")
     assert backend.read("SELECT pg_backend_pid()")[0][0] != pid
+
+
+def test_texts_past_the_cap_are_converted_again(backend: PostgresBackend,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_db, "_TEXTS_MAX", 2)
+    results = [backend.read(f"SELECT {n} + %s", (1,)) for n in range(5)]
+    with backend.pool.connection() as conn:
+        kept = len(conn.statements._texts)
+    assert results == [[(n + 1,)] for n in range(5)]
+    assert kept <= 2

@@ -173,6 +173,8 @@ PREPARED_MAX = 200
 """Statements one connection keeps prepared (``Statements``); the least recently run one is
 deallocated to make room."""
 
+_TEXTS_MAX = 1000
+"""Texts one connection keeps converted (``Statements``), all forgotten when it is full."""
 _UNPREPARED = b"26000"  # SQLSTATE invalid_sql_statement_name
 _PLACEHOLDER = re.compile(rb"%(.)", re.DOTALL)
 
@@ -227,6 +229,8 @@ class Statements:
         try:
             text = self._texts[sql]
         except KeyError:
+            if len(self._texts) >= _TEXTS_MAX:  # texts built per call (``IN`` lists) pile up
+                self._texts.clear()
             numbered = _numbered(sql, self._encoding)
             text = self._texts[sql] = None if numbered is None else \
                 (numbered[0], [PyFormat.AUTO] * numbered[1])
