@@ -123,8 +123,10 @@ class StatementCounter:
             run = statements.run
 
             def counted_run(kept: Any, sql: str, *args: Any, **kwargs: Any) -> Any:
-                counter._count(counter.statements)
-                return timed(kept, lambda: run(kept, sql, *args, **kwargs))
+                result = timed(kept, lambda: run(kept, sql, *args, **kwargs))
+                if result is not None:  # None: psycopg's cursor runs it, counted there
+                    counter._count(counter.statements)
+                return result
 
             statements.run = counted_run
         pool = backend.pool

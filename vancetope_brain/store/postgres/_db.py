@@ -211,10 +211,12 @@ class Statements:
     types) is prepared on the server the second time it runs, as psycopg does after
     ``prepare_threshold`` runs, and kept prepared — at most ``PREPARED_MAX``, the least
     recently run one deallocated first (all of them are forgotten when psycopg deallocates
-    them, which it does after a ROLLBACK, DROP or ALTER on the connection). Only for a statement outside a transaction, with
-    ``%s`` placeholders (``run`` returns None for another kind: the caller uses
-    ``Connection.execute``). Errors are psycopg's: the server's by SQLSTATE
-    (``errors.error_from_result``), a lost connection ``OperationalError``."""
+    them, which it does after a ROLLBACK, DROP or ALTER on the connection). Only for a
+    statement outside a transaction with ``%s`` placeholders: ``run`` returns None for a
+    text with none (psycopg sends it by the simple protocol, which runs several statements
+    of one text) or with another kind, and the caller uses ``Connection.execute``. Errors
+    are psycopg's: the server's by SQLSTATE (``errors.error_from_result``), a lost
+    connection ``OperationalError``."""
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self._pgconn = conn.pgconn
@@ -232,7 +234,7 @@ class Statements:
             if len(self._texts) >= _TEXTS_MAX:  # texts built per call (``IN`` lists) pile up
                 self._texts.clear()
             numbered = _numbered(sql, self._encoding)
-            text = self._texts[sql] = None if numbered is None else \
+            text = self._texts[sql] = None if numbered is None or not numbered[1] else \
                 (numbered[0], [PyFormat.AUTO] * numbered[1])
         if text is None:
             return None
@@ -282,6 +284,7 @@ class Statements:
 
     def _remember(self, key: tuple[bytes, Any], name: bytes | None) -> None:
         self._prepared[key] = name
+        self._prepared.move_to_end(key)
         if len(self._prepared) > PREPARED_MAX:
             _, old = self._prepared.popitem(last=False)
             if old is not None:  # unchecked: psycopg may have deallocated it already
