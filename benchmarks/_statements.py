@@ -8,7 +8,8 @@
 What is counted, on the store the benchmark opened (no product code is changed; the
 backend's methods and the driver's cursor are wrapped in this process only):
 
-- **PostgreSQL**: every statement psycopg sends (``Cursor.execute`` / ``executemany``: an
+- **PostgreSQL**: every statement psycopg sends (``Cursor.execute`` / ``executemany``, and
+  the backend's ``_db.Statements.run`` for ``read``/``execute`` outside a transaction: an
   ``executemany`` of n rows counts n, as the server runs n; ``BEGIN``/``COMMIT`` of a
   ``write`` block count 2; the pool's idle check, an empty query, is counted apart), every
   connection taken from the pool (``ConnectionPool.getconn``), and the server backend's
@@ -83,8 +84,9 @@ class StatementCounter:
         counter = self
 
         def server_ns(cur: Any) -> int:
+            pid = cur._pgconn.backend_pid  # a cursor's or a ``Statements``' libpq connection
             try:
-                with open(f"/proc/{cur.connection.info.backend_pid}/schedstat") as f:
+                with open(f"/proc/{pid}/schedstat") as f:
                     return int(f.read().split()[0])
             except OSError:
                 return 0
@@ -115,6 +117,18 @@ class StatementCounter:
 
         psycopg.Cursor.execute = counted_execute  # type: ignore[method-assign]
         psycopg.Cursor.executemany = counted_executemany  # type: ignore[method-assign]
+        # The backend's own path for a statement outside a transaction (not in older code).
+        statements = getattr(sys.modules[f"{type(backend).__module__}._db"], "Statements", None)
+        if statements is not None:
+            run = statements.run
+
+            def counted_run(kept: Any, sql: str, *args: Any, **kwargs: Any) -> Any:
+                result = timed(kept, lambda: run(kept, sql, *args, **kwargs))
+                if result is not None:  # None: psycopg's cursor runs it, counted there
+                    counter._count(counter.statements)
+                return result
+
+            statements.run = counted_run
         pool = backend.pool
         getconn = pool.getconn
 
