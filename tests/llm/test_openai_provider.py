@@ -11,6 +11,7 @@ import openai
 import pytest
 
 from vancetope_brain.errors import LlmError, LlmRejected
+from vancetope_brain.llm import aio
 from vancetope_brain.llm.base import LlmMessage, ToolCall, ToolSpec
 from vancetope_brain.llm.endpoint import safe_url
 from vancetope_brain.llm.openai_provider import OpenAiChatModel
@@ -19,6 +20,15 @@ from .fake_openai_server import Call, FakeOpenAiServer, HttpError, Raw, Stall, T
 
 KEY = "sk-test-secret-key-0123456789"
 USER = [LlmMessage(role="user", content="hi")]
+
+
+@pytest.fixture(autouse=True, params=["loop", "gevent"])
+def shape(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test on both paths: the calls streamed on the process's model loop, and each on
+    its own thread with a client of its own, as in a gevent process (no loop thread)."""
+    if request.param == "gevent":
+        monkeypatch.setattr(aio, "available", lambda: False)
+    return str(request.param)
 
 
 @pytest.fixture

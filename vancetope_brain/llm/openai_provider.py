@@ -1,9 +1,10 @@
 """``OpenAiChatModel``: the ChatModel over the official ``openai`` client.
 
 Works against any OpenAI-compatible endpoint (OpenAI, Azure, vLLM, Ollama,
-llama.cpp, LM Studio). Always streams; every ``openai`` failure becomes an
-``LlmError`` whose message never contains the API key; a refusal of the input
-itself (a content filter, a context limit) is the subclass ``LlmRejected``. So does
+llama.cpp, LM Studio). Always streams, on the OS process's model loop (``aio``): a turn's
+thread sleeps through its completion instead of waking for each token. Every ``openai``
+failure becomes an ``LlmError`` whose message never contains the API key; a refusal of the
+input itself (a content filter, a context limit) is the subclass ``LlmRejected``. So does
 a 200 response that holds no completion (no text and no tool call: a web page or an
 empty body where the API should be, or a model that said nothing).
 
@@ -21,15 +22,19 @@ import json
 import logging
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jiter
 import openai
 
 from vancetope_brain.errors import LlmError, LlmRejected
+from vancetope_brain.llm import aio
 from vancetope_brain.llm.base import LlmMessage, LlmResponse, TokenSink, ToolCall, ToolSpec
 from vancetope_brain.llm.endpoint import DEFAULT_BASE_URL, safe_url
 from vancetope_brain.llm.text_calls import CALL_STARTS, text_tool_calls
+
+if TYPE_CHECKING:
+    import httpx
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +59,11 @@ _REJECTED = re.compile(r"content[_ ]?filter|content management polic|context[_ ]
 class OpenAiChatModel:
     """A ChatModel for one model on one OpenAI-compatible endpoint.
 
-    Thread-safe: each ``complete`` builds its own client and closes it, so no
-    connection pool is shared between threads or survives a worker fork.
+    Thread-safe: the calls of an OS process stream on its model loop (``aio``: the calling
+    thread waits once, ``on_token`` runs on the loop's thread), with one ``AsyncOpenAI``
+    client and connection pool per endpoint on that loop; a forked child starts its own
+    loop and clients. In a gevent process each call builds its own synchronous client
+    and closes it.
     """
 
     def __init__(
@@ -121,18 +129,10 @@ class OpenAiChatModel:
             self.text_tool_calls else None
         sink = held or on_token
         try:
-            with (
-                openai.OpenAI(
-                    api_key=self._api_key,
-                    base_url=self.base_url,
-                    timeout=self.timeout,
-                    max_retries=self.max_retries,
-                ) as client,
-                client.chat.completions.create(**request) as stream,
-            ):
-                for chunk in stream:
-                    acc.add(chunk, sink)
-                media = stream.response.headers.get("content-type", "").split(";")[0].strip()
+            if aio.available():
+                media = aio.run(self._read_async(request, acc, sink))
+            else:
+                media = self._read(request, acc, sink)
             response = acc.response()
         except openai.OpenAIError as e:
             error = LlmRejected if _rejected(e) else LlmError
@@ -161,6 +161,36 @@ class OpenAiChatModel:
                 if isinstance(value, str) and value:
                     on_token(value)
         return replace(response, content=rest, tool_calls=calls, finish_reason="tool_calls")
+
+    async def _read_async(self, request: dict[str, Any], acc: _Accumulator,
+                          sink: TokenSink | None) -> str:
+        """Stream ``request`` into ``acc`` on the process's model loop (``aio``), with the
+        loop's client for this endpoint; the media type of the response."""
+        options = (self.base_url, self._api_key, self.timeout, self.max_retries)
+        client = aio.shared((_CLIENT, options), lambda: openai.AsyncOpenAI(
+            api_key=self._api_key, base_url=self.base_url, timeout=self.timeout,
+            max_retries=self.max_retries))
+        async with await client.chat.completions.create(**request) as stream:
+            async for chunk in stream:
+                acc.add(chunk, sink)
+            return _media_type(stream.response)
+
+    def _read(self, request: dict[str, Any], acc: _Accumulator,
+              sink: TokenSink | None) -> str:
+        """``_read_async`` on the calling thread, with a client of its own (a gevent
+        process, which has no thread for the loop)."""
+        with (
+            openai.OpenAI(
+                api_key=self._api_key,
+                base_url=self.base_url,
+                timeout=self.timeout,
+                max_retries=self.max_retries,
+            ) as client,
+            client.chat.completions.create(**request) as stream,
+        ):
+            for chunk in stream:
+                acc.add(chunk, sink)
+            return _media_type(stream.response)
 
     def _describe(self, e: openai.OpenAIError, *, mid_stream: bool) -> str:
         where = f"LLM endpoint {safe_url(self.base_url)} (model {self.model})"
@@ -358,6 +388,14 @@ them from then on (a restart asks once more)."""
 _REFUSES_TOOLS = re.compile(r"does not support tools|tools? (?:are |is )?not supported|"
                             r"\btool(?:s| param| choice|_choice)\b[^.]{0,40}\brequires?\b|"
                             r"enable-auto-tool-choice", re.IGNORECASE)
+
+
+_CLIENT = object()
+"""With the endpoint's options, the key of an ``AsyncOpenAI`` client on the model loop."""
+
+
+def _media_type(response: httpx.Response) -> str:
+    return response.headers.get("content-type", "").split(";")[0].strip()
 
 
 def _refuses_tools(e: BaseException | None) -> bool:
