@@ -18,6 +18,7 @@ says ``tools_offered=False``. With ``text_tool_calls`` a call the model wrote as
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
@@ -35,6 +36,7 @@ from vancetope_brain.llm.text_calls import CALL_STARTS, text_tool_calls
 
 if TYPE_CHECKING:
     import httpx
+    from openai._streaming import ServerSentEvent
 
 log = logging.getLogger(__name__)
 
@@ -170,9 +172,11 @@ class OpenAiChatModel:
         client = aio.shared((_CLIENT, options), lambda: openai.AsyncOpenAI(
             api_key=self._api_key, base_url=self.base_url, timeout=self.timeout,
             max_retries=self.max_retries))
-        async with await client.chat.completions.create(**request) as stream:
-            async for chunk in stream:
-                acc.add(chunk, sink)
+        async with (await client.chat.completions.create(**request) as stream,
+                    contextlib.aclosing(stream._iter_events()) as events):
+            done = False
+            async for event in events:
+                done = done or _add(event, stream.response, acc, sink)
             return _media_type(stream.response)
 
     def _read(self, request: dict[str, Any], acc: _Accumulator,
@@ -187,9 +191,11 @@ class OpenAiChatModel:
                 max_retries=self.max_retries,
             ) as client,
             client.chat.completions.create(**request) as stream,
+            contextlib.closing(stream._iter_events()) as events,
         ):
-            for chunk in stream:
-                acc.add(chunk, sink)
+            done = False
+            for event in events:
+                done = done or _add(event, stream.response, acc, sink)
             return _media_type(stream.response)
 
     def _describe(self, e: openai.OpenAIError, *, mid_stream: bool) -> str:
@@ -302,35 +308,43 @@ class _Accumulator:
     chunks: int = 0
 
     def add(self, chunk: Any, on_token: TokenSink | None) -> None:
+        """Fold one chunk, the JSON of a ``chat.completion.chunk`` event."""
         self.chunks += 1
-        if chunk.model:
-            self.model = chunk.model
-        if chunk.usage is not None:
+        if not isinstance(chunk, dict):
+            return
+        if chunk.get("model"):
+            self.model = chunk["model"]
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
             # Servers with continuous usage stats send it on every chunk; the last one wins.
-            self.usage = {k: v for k, v in chunk.usage.model_dump().items() if isinstance(v, int)}
-        for choice in chunk.choices or ():
-            if choice.index != 0:  # we never ask for n > 1
+            self.usage = {k: v for k, v in usage.items()
+                          if isinstance(v, int) and not isinstance(v, bool)}
+        for choice in chunk.get("choices") or ():
+            if choice.get("index", 0) != 0:  # we never ask for n > 1
                 continue
-            if choice.finish_reason:
-                self.finish_reason = choice.finish_reason
-            delta = choice.delta
-            if delta is None:
+            if choice.get("finish_reason"):
+                self.finish_reason = choice["finish_reason"]
+            delta = choice.get("delta")
+            if not delta:
                 continue
-            if delta.content:
-                self.text.append(delta.content)
+            content = delta.get("content")
+            if content:
+                self.text.append(content)
                 if on_token is not None:
-                    on_token(delta.content)
-            for position, tc in enumerate(delta.tool_calls or ()):
+                    on_token(content)
+            for position, tc in enumerate(delta.get("tool_calls") or ()):
                 # Some local servers omit the index; fall back to the position in the delta.
-                index = tc.index if tc.index is not None else position
-                call = self.calls.setdefault(index, _PartialCall())
-                if tc.id and not call.id:
-                    call.id = tc.id
-                if tc.function is not None:
-                    if tc.function.name and not call.name:
-                        call.name = tc.function.name
-                    if tc.function.arguments:
-                        call.arguments.append(tc.function.arguments)
+                index = tc.get("index")
+                call = self.calls.setdefault(position if index is None else index,
+                                             _PartialCall())
+                if tc.get("id") and not call.id:
+                    call.id = tc["id"]
+                function = tc.get("function")
+                if function:
+                    if function.get("name") and not call.name:
+                        call.name = function["name"]
+                    if function.get("arguments"):
+                        call.arguments.append(function["arguments"])
                         if on_token is not None and call.name in self.streamed:
                             call.stream(self.streamed[call.name], on_token)
 
@@ -388,6 +402,29 @@ them from then on (a restart asks once more)."""
 _REFUSES_TOOLS = re.compile(r"does not support tools|tools? (?:are |is )?not supported|"
                             r"\btool(?:s| param| choice|_choice)\b[^.]{0,40}\brequires?\b|"
                             r"enable-auto-tool-choice", re.IGNORECASE)
+
+
+def _add(event: ServerSentEvent, response: httpx.Response, acc: _Accumulator,
+         sink: TokenSink | None) -> bool:
+    """Fold one server-sent event into ``acc``; whether it ends the stream (``[DONE]``: the
+    events after it are read, so the connection can be reused, and ignored).
+
+    The events are read with the stream's ``_iter_events`` (which maps a read timeout or a
+    broken connection to ``openai``'s errors) and parsed here as plain JSON, not into the
+    SDK's chunk models: building those was most of a token's CPU (benchmarks/README.md,
+    "the model loop"). An ``error`` event raises ``openai.APIError`` as the SDK's own
+    iteration does."""
+    if event.data.startswith("[DONE]"):
+        return True
+    data = json.loads(event.data)
+    if isinstance(data, dict) and data.get("error"):
+        error = data["error"]
+        message = error.get("message") if isinstance(error, dict) else None
+        raise openai.APIError(message if isinstance(message, str) and message
+                              else "An error occurred during streaming",
+                              request=response.request, body=error)
+    acc.add(data, sink)
+    return False
 
 
 _CLIENT = object()
