@@ -172,11 +172,16 @@ class OpenAiChatModel:
         client = aio.shared((_CLIENT, options), lambda: openai.AsyncOpenAI(
             api_key=self._api_key, base_url=self.base_url, timeout=self.timeout,
             max_retries=self.max_retries))
-        async with (await client.chat.completions.create(**request) as stream,
-                    contextlib.aclosing(stream._iter_events()) as events):
-            done = False
-            async for event in events:
-                done = done or _add(event, stream.response, acc, sink)
+        async with await client.chat.completions.create(**request) as stream:
+            reader = _event_reader(stream)
+            if reader is None:  # an SDK without it: its chunk models
+                async for chunk in stream:
+                    acc.add(chunk.to_dict(), sink)
+                return _media_type(stream.response)
+            async with contextlib.aclosing(reader()) as events:
+                done = False
+                async for event in events:
+                    done = done or _add(event, stream.response, acc, sink)
             return _media_type(stream.response)
 
     def _read(self, request: dict[str, Any], acc: _Accumulator,
@@ -191,11 +196,16 @@ class OpenAiChatModel:
                 max_retries=self.max_retries,
             ) as client,
             client.chat.completions.create(**request) as stream,
-            contextlib.closing(stream._iter_events()) as events,
         ):
-            done = False
-            for event in events:
-                done = done or _add(event, stream.response, acc, sink)
+            reader = _event_reader(stream)
+            if reader is None:  # an SDK without it: its chunk models
+                for chunk in stream:
+                    acc.add(chunk.to_dict(), sink)
+                return _media_type(stream.response)
+            with contextlib.closing(reader()) as events:
+                done = False
+                for event in events:
+                    done = done or _add(event, stream.response, acc, sink)
             return _media_type(stream.response)
 
     def _describe(self, e: openai.OpenAIError, *, mid_stream: bool) -> str:
@@ -404,6 +414,11 @@ _REFUSES_TOOLS = re.compile(r"does not support tools|tools? (?:are |is )?not sup
                             r"enable-auto-tool-choice", re.IGNORECASE)
 
 
+def _event_reader(stream: Any) -> Any:
+    """The stream's private server-sent event reader, or None in an SDK without one."""
+    return getattr(stream, "_iter_events", None)
+
+
 def _add(event: ServerSentEvent, response: httpx.Response, acc: _Accumulator,
          sink: TokenSink | None) -> bool:
     """Fold one server-sent event into ``acc``; whether it ends the stream (``[DONE]``: the
@@ -413,7 +428,9 @@ def _add(event: ServerSentEvent, response: httpx.Response, acc: _Accumulator,
     broken connection to ``openai``'s errors) and parsed here as plain JSON, not into the
     SDK's chunk models: building those was most of a token's CPU (benchmarks/README.md,
     "the model loop"). An ``error`` event raises ``openai.APIError`` as the SDK's own
-    iteration does."""
+    iteration does. ``_iter_events`` is private: an SDK release without it makes the
+    readers fall back to the public iteration over chunk models (``to_dict``), slower but
+    the same completion (``test_a_sdk_without_its_event_reader_streams_the_same``)."""
     if event.data.startswith("[DONE]"):
         return True
     data = json.loads(event.data)
