@@ -15,7 +15,8 @@ i.e. the same tasks, queues, acks and prefetch as production; only the model dif
 (``ZeroLatencyModel``: answers at once, streams its answer as one token). With
 ``BENCH_MODEL=paced:TOKENS:SECONDS`` in the environment (``llm_load.py`` sets it) the model
 is ``vancetope_brain.llm.testing.PacedModel``: TOKENS numbered, time-stamped tokens streamed
-over SECONDS, waiting between them like a network read.
+over SECONDS, waiting between them on the turn's thread; with ``BENCH_MODEL=endpoint:URL``
+it is the product's ``OpenAiChatModel`` against ``paced_endpoint.py`` at URL.
 
 Instrumentation (cheap, outside the product code): Celery's ``task_prerun`` /
 ``task_postrun`` signals count lane-turn outcomes (committed, busy, nothing, …) and
@@ -84,11 +85,15 @@ MODEL = ZeroLatencyModel()
 
 
 def _model() -> ChatModel:
-    """The model of this worker: ``BENCH_MODEL`` = ``zero`` (default) or
-    ``paced:TOKENS:SECONDS``."""
+    """The model of this worker: ``BENCH_MODEL`` = ``zero`` (default),
+    ``paced:TOKENS:SECONDS`` or ``endpoint:BASE_URL`` (the product's ``OpenAiChatModel``
+    against that endpoint, ``paced_endpoint.py``)."""
     spec = os.environ.get("BENCH_MODEL", "zero")
     if spec == "zero":
         return MODEL
+    if spec.startswith("endpoint:"):
+        from vancetope_brain.llm.openai_provider import OpenAiChatModel
+        return OpenAiChatModel("bench-paced", base_url=spec.removeprefix("endpoint:"))
     kind, _, shape = spec.partition(":")
     tokens, _, seconds = shape.partition(":")
     if kind != "paced" or not tokens.isdigit():

@@ -9,11 +9,16 @@ copied): a gunicorn gateway, ``--workers`` Celery worker OS processes
 one socket per session, one ``ford`` chat process per session.
 
 The chat engine is ``ford`` (the tenant's ``session.defaultChatEngine``): it streams the
-model's text as it comes. The model is ``PacedModel`` (``vancetope_brain.llm.testing``; the workers get
-``BENCH_MODEL=paced:TOKENS:SECONDS``): ``--tokens`` tokens over ``--seconds`` seconds per
-turn, sleeping between them like a network read, each token carrying its index and its
-emission time (µs, taken in the worker right before it goes to ``on_token``). The worker
-pool is ``threads`` with ``--concurrency`` threads per worker process, so the turns of one
+model's text as it comes. The model (``--model``) is by default the product's
+``OpenAiChatModel`` against ``paced_endpoint.py``, an OpenAI-compatible endpoint started with
+the cluster (the workers get ``BENCH_MODEL=endpoint:URL``), which streams ``--tokens`` tokens
+over ``--seconds`` seconds per turn, each carrying its index and its emission time (µs, taken
+when the endpoint writes it): the worker's real model path, its HTTP client and the model
+loop included, with the endpoint's CPU reported apart and left out of the total.
+``--model paced`` is ``PacedModel`` (``vancetope_brain.llm.testing``;
+``BENCH_MODEL=paced:TOKENS:SECONDS``) inside the worker instead, sleeping between tokens on
+the turn's thread (emission time taken in the worker right before ``on_token``): the shape of
+the runs before the model loop. The worker pool is ``threads`` with ``--concurrency`` threads per worker process, so the turns of one
 worker wait for their model side by side; ``--pool``/``--concurrency`` try other shapes.
 
 Each round, every session sends one ``process-steer`` at once, so ``--processes`` turns
@@ -27,9 +32,9 @@ Reported per round and over all rounds:
 
 - tokens/s delivered = tokens received ÷ (first send → last turn ended);
 - delay = a token's arrival at the client (``time.time_ns()`` right after the ``recv`` that
-  held it) − its emission in the worker (same machine, same clock): p50/p90/p99/max;
+  held it) − its emission (same machine, same clock): p50/p90/p99/max;
 - CPU per token (µs) of each OS process (from ``/proc``, as ``lane_turns.py``), and in
-  total; "other processes" is the rest of the machine;
+  total (without the endpoint); "other processes" is the rest of the machine;
 - the turn time (send → turn ended) p50/p99, and event frames received per token;
 - at the end: RSS, threads and open file descriptors of each OS process, and the Redis
   connections to the run's database.
@@ -291,6 +296,11 @@ class LlmBench:
 
 # ── reporting ───────────────────────────────────────────────────────────────────────────
 
+NOT_OURS = ("other processes", "endpoint")
+"""Left out of the total CPU: the rest of the machine, and the model endpoint (a real one
+runs elsewhere)."""
+
+
 def summarize(rounds: list[Round], name: str) -> dict[str, Any]:
     tokens = sum(r.tokens for r in rounds)
     wall = sum(max(r.end - r.start, 1e-9) for r in rounds)
@@ -319,7 +329,7 @@ def summarize(rounds: list[Round], name: str) -> dict[str, Any]:
     if tokens:
         out["cpu_us_per_token"] = {k: round(v * 1e6 / tokens, 1) for k, v in cpu.items()}
         out["cpu_us_per_token"]["total (without other processes)"] = round(
-            sum(v for k, v in cpu.items() if k != "other processes") * 1e6 / tokens, 1)
+            sum(v for k, v in cpu.items() if k not in NOT_OURS) * 1e6 / tokens, 1)
         out["cpu_cores_busy"] = {k: round(v / max(cpu_wall, 1e-9), 2) for k, v in cpu.items()}
     return out
 
@@ -329,7 +339,7 @@ def print_report(args: argparse.Namespace, results: list[dict[str, Any]],
     print()
     print(f"configuration: {args.processes} processes (sessions/WebSockets) with a turn in "
           f"flight at once, {args.rounds} round(s), {args.tokens} tokens over {args.seconds:g} s "
-          f"per turn, {args.workers} worker process(es) pool={args.pool} "
+          f"per turn, model {args.model}, {args.workers} worker process(es) pool={args.pool} "
           f"concurrency={args.concurrency}, token flush "
           f"{'default' if args.token_flush_ms is None else f'{args.token_flush_ms:g} ms'}, "
           f"gateway gunicorn gthread (1 process, "
@@ -350,7 +360,8 @@ def print_report(args: argparse.Namespace, results: list[dict[str, Any]],
               f"{f(d.get('p99')):>7} {f(d.get('max')):>8} {f(t.get('p50')):>9} "
               f"{f(t.get('p99')):>9} {len(r['errors']):>6}"
               + ("" if r["completed"] else "  (INCOMPLETE: deadline)"))
-    print("delay = a token's emission in the worker → its arrival at the client; "
+    emitted = "its write by the endpoint" if args.model == "endpoint" else "in the worker"
+    print(f"delay = a token's emission ({emitted}) → its arrival at the client; "
           "events = token events received (several tokens each when merged); "
           "turn = send → turn ended, ms")
     total = results[-1]
@@ -396,6 +407,21 @@ def ours_figures(total: dict[str, Any], base: _compare.Baseline
 
 # ── main ────────────────────────────────────────────────────────────────────────────────
 
+def start_endpoint(args: argparse.Namespace, cluster: Cluster, tmp: Path) -> str:
+    """Start ``paced_endpoint.py`` as one of the cluster's processes; its base URL."""
+    port_file = tmp / "endpoint.port"
+    cluster._spawn("endpoint", [sys.executable, str(HERE / "paced_endpoint.py"),
+                                "--tokens", str(args.tokens), "--seconds", str(args.seconds),
+                                "--port-file", str(port_file)])
+    deadline = time.monotonic() + 30
+    while not port_file.exists() or not port_file.read_text():
+        cluster.check_alive()
+        if time.monotonic() > deadline:
+            raise RuntimeError("the paced endpoint did not start")
+        time.sleep(0.05)
+    return f"http://127.0.0.1:{port_file.read_text()}/v1"
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -406,6 +432,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--tokens", type=int, default=100, help="tokens per turn (default 100)")
     p.add_argument("--seconds", type=float, default=2.0, help="seconds a turn streams")
     p.add_argument("--workers", type=int, default=2, help="Celery worker OS processes")
+    p.add_argument("--model", default="endpoint", choices=("endpoint", "paced"),
+                   help="endpoint (default): OpenAiChatModel against paced_endpoint.py; "
+                        "paced: PacedModel, sleeping on the turn's thread")
     p.add_argument("--pool", default="threads", choices=_compare.POOLS)
     p.add_argument("--concurrency", type=int, default=250, help="pool size per worker")
     p.add_argument("--token-flush-ms", type=float, default=None,
@@ -449,7 +478,7 @@ def run(args: argparse.Namespace) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="vt-llm-"))
     db_path = tmp / "bench.db"
     env = {k: v for k, v in bench_env(args, tmp, db_path).items() if not k.startswith("BENCH_")}
-    env["BENCH_MODEL"] = f"paced:{args.tokens}:{args.seconds}"
+    env["BENCH_MODEL"] = f"paced:{args.tokens}:{args.seconds}"  # --model endpoint: below
     if args.token_flush_ms is not None:
         env["VANCETOPE_TOKEN_FLUSH_MS"] = f"{args.token_flush_ms:g}"
     if args.source:
@@ -477,6 +506,8 @@ def run(args: argparse.Namespace) -> int:
 
         print(f"starting the gateway and {args.workers} worker(s) pool={args.pool} "
               f"concurrency={args.concurrency} [logs in {tmp}]", flush=True)
+        if args.model == "endpoint":
+            cluster.env["BENCH_MODEL"] = f"endpoint:{start_endpoint(args, cluster, tmp)}"
         cluster.start()
         cluster.wait_ready(60)
         print(f"ready after {time.monotonic() - started:.1f} s; opening {args.processes} "

@@ -1,9 +1,10 @@
 """``OpenAiChatModel``: the ChatModel over the official ``openai`` client.
 
 Works against any OpenAI-compatible endpoint (OpenAI, Azure, vLLM, Ollama,
-llama.cpp, LM Studio). Always streams; every ``openai`` failure becomes an
-``LlmError`` whose message never contains the API key; a refusal of the input
-itself (a content filter, a context limit) is the subclass ``LlmRejected``. So does
+llama.cpp, LM Studio). Always streams, on the OS process's model loop (``aio``): a turn's
+thread sleeps through its completion instead of waking for each token. Every ``openai``
+failure becomes an ``LlmError`` whose message never contains the API key; a refusal of the
+input itself (a content filter, a context limit) is the subclass ``LlmRejected``. So does
 a 200 response that holds no completion (no text and no tool call: a web page or an
 empty body where the API should be, or a model that said nothing).
 
@@ -17,19 +18,25 @@ says ``tools_offered=False``. With ``text_tool_calls`` a call the model wrote as
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jiter
 import openai
 
 from vancetope_brain.errors import LlmError, LlmRejected
+from vancetope_brain.llm import aio
 from vancetope_brain.llm.base import LlmMessage, LlmResponse, TokenSink, ToolCall, ToolSpec
 from vancetope_brain.llm.endpoint import DEFAULT_BASE_URL, safe_url
 from vancetope_brain.llm.text_calls import CALL_STARTS, text_tool_calls
+
+if TYPE_CHECKING:
+    import httpx
+    from openai._streaming import ServerSentEvent
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +61,11 @@ _REJECTED = re.compile(r"content[_ ]?filter|content management polic|context[_ ]
 class OpenAiChatModel:
     """A ChatModel for one model on one OpenAI-compatible endpoint.
 
-    Thread-safe: each ``complete`` builds its own client and closes it, so no
-    connection pool is shared between threads or survives a worker fork.
+    Thread-safe: the calls of an OS process stream on its model loop (``aio``: the calling
+    thread waits once, ``on_token`` runs on the loop's thread), with one ``AsyncOpenAI``
+    client and connection pool per endpoint on that loop; a forked child starts its own
+    loop and clients. In a gevent process each call builds its own synchronous client
+    and closes it.
     """
 
     def __init__(
@@ -121,18 +131,10 @@ class OpenAiChatModel:
             self.text_tool_calls else None
         sink = held or on_token
         try:
-            with (
-                openai.OpenAI(
-                    api_key=self._api_key,
-                    base_url=self.base_url,
-                    timeout=self.timeout,
-                    max_retries=self.max_retries,
-                ) as client,
-                client.chat.completions.create(**request) as stream,
-            ):
-                for chunk in stream:
-                    acc.add(chunk, sink)
-                media = stream.response.headers.get("content-type", "").split(";")[0].strip()
+            if aio.available():
+                media = aio.run(self._read_async(request, acc, sink))
+            else:
+                media = self._read(request, acc, sink)
             response = acc.response()
         except openai.OpenAIError as e:
             error = LlmRejected if _rejected(e) else LlmError
@@ -161,6 +163,50 @@ class OpenAiChatModel:
                 if isinstance(value, str) and value:
                     on_token(value)
         return replace(response, content=rest, tool_calls=calls, finish_reason="tool_calls")
+
+    async def _read_async(self, request: dict[str, Any], acc: _Accumulator,
+                          sink: TokenSink | None) -> str:
+        """Stream ``request`` into ``acc`` on the process's model loop (``aio``), with the
+        loop's client for this endpoint; the media type of the response."""
+        options = (self.base_url, self._api_key, self.timeout, self.max_retries)
+        client = aio.shared((_CLIENT, options), lambda: openai.AsyncOpenAI(
+            api_key=self._api_key, base_url=self.base_url, timeout=self.timeout,
+            max_retries=self.max_retries))
+        async with await client.chat.completions.create(**request) as stream:
+            reader = _event_reader(stream)
+            if reader is None:  # an SDK without it: its chunk models
+                async for chunk in stream:
+                    acc.add(chunk.to_dict(), sink)
+                return _media_type(stream.response)
+            async with contextlib.aclosing(reader()) as events:
+                done = False
+                async for event in events:
+                    done = done or _add(event, stream.response, acc, sink)
+            return _media_type(stream.response)
+
+    def _read(self, request: dict[str, Any], acc: _Accumulator,
+              sink: TokenSink | None) -> str:
+        """``_read_async`` on the calling thread, with a client of its own (a gevent
+        process, which has no thread for the loop)."""
+        with (
+            openai.OpenAI(
+                api_key=self._api_key,
+                base_url=self.base_url,
+                timeout=self.timeout,
+                max_retries=self.max_retries,
+            ) as client,
+            client.chat.completions.create(**request) as stream,
+        ):
+            reader = _event_reader(stream)
+            if reader is None:  # an SDK without it: its chunk models
+                for chunk in stream:
+                    acc.add(chunk.to_dict(), sink)
+                return _media_type(stream.response)
+            with contextlib.closing(reader()) as events:
+                done = False
+                for event in events:
+                    done = done or _add(event, stream.response, acc, sink)
+            return _media_type(stream.response)
 
     def _describe(self, e: openai.OpenAIError, *, mid_stream: bool) -> str:
         where = f"LLM endpoint {safe_url(self.base_url)} (model {self.model})"
@@ -272,35 +318,43 @@ class _Accumulator:
     chunks: int = 0
 
     def add(self, chunk: Any, on_token: TokenSink | None) -> None:
+        """Fold one chunk, the JSON of a ``chat.completion.chunk`` event."""
         self.chunks += 1
-        if chunk.model:
-            self.model = chunk.model
-        if chunk.usage is not None:
+        if not isinstance(chunk, dict):
+            return
+        if chunk.get("model"):
+            self.model = chunk["model"]
+        usage = chunk.get("usage")
+        if isinstance(usage, dict):
             # Servers with continuous usage stats send it on every chunk; the last one wins.
-            self.usage = {k: v for k, v in chunk.usage.model_dump().items() if isinstance(v, int)}
-        for choice in chunk.choices or ():
-            if choice.index != 0:  # we never ask for n > 1
+            self.usage = {k: v for k, v in usage.items()
+                          if isinstance(v, int) and not isinstance(v, bool)}
+        for choice in chunk.get("choices") or ():
+            if choice.get("index", 0) != 0:  # we never ask for n > 1
                 continue
-            if choice.finish_reason:
-                self.finish_reason = choice.finish_reason
-            delta = choice.delta
-            if delta is None:
+            if choice.get("finish_reason"):
+                self.finish_reason = choice["finish_reason"]
+            delta = choice.get("delta")
+            if not delta:
                 continue
-            if delta.content:
-                self.text.append(delta.content)
+            content = delta.get("content")
+            if content:
+                self.text.append(content)
                 if on_token is not None:
-                    on_token(delta.content)
-            for position, tc in enumerate(delta.tool_calls or ()):
+                    on_token(content)
+            for position, tc in enumerate(delta.get("tool_calls") or ()):
                 # Some local servers omit the index; fall back to the position in the delta.
-                index = tc.index if tc.index is not None else position
-                call = self.calls.setdefault(index, _PartialCall())
-                if tc.id and not call.id:
-                    call.id = tc.id
-                if tc.function is not None:
-                    if tc.function.name and not call.name:
-                        call.name = tc.function.name
-                    if tc.function.arguments:
-                        call.arguments.append(tc.function.arguments)
+                index = tc.get("index")
+                call = self.calls.setdefault(position if index is None else index,
+                                             _PartialCall())
+                if tc.get("id") and not call.id:
+                    call.id = tc["id"]
+                function = tc.get("function")
+                if function:
+                    if function.get("name") and not call.name:
+                        call.name = function["name"]
+                    if function.get("arguments"):
+                        call.arguments.append(function["arguments"])
                         if on_token is not None and call.name in self.streamed:
                             call.stream(self.streamed[call.name], on_token)
 
@@ -358,6 +412,44 @@ them from then on (a restart asks once more)."""
 _REFUSES_TOOLS = re.compile(r"does not support tools|tools? (?:are |is )?not supported|"
                             r"\btool(?:s| param| choice|_choice)\b[^.]{0,40}\brequires?\b|"
                             r"enable-auto-tool-choice", re.IGNORECASE)
+
+
+def _event_reader(stream: Any) -> Any:
+    """The stream's private server-sent event reader, or None in an SDK without one."""
+    return getattr(stream, "_iter_events", None)
+
+
+def _add(event: ServerSentEvent, response: httpx.Response, acc: _Accumulator,
+         sink: TokenSink | None) -> bool:
+    """Fold one server-sent event into ``acc``; whether it ends the stream (``[DONE]``: the
+    events after it are read, so the connection can be reused, and ignored).
+
+    The events are read with the stream's ``_iter_events`` (which maps a read timeout or a
+    broken connection to ``openai``'s errors) and parsed here as plain JSON, not into the
+    SDK's chunk models: building those was most of a token's CPU (benchmarks/README.md,
+    "the model loop"). An ``error`` event raises ``openai.APIError`` as the SDK's own
+    iteration does. ``_iter_events`` is private: an SDK release without it makes the
+    readers fall back to the public iteration over chunk models (``to_dict``), slower but
+    the same completion (``test_a_sdk_without_its_event_reader_streams_the_same``)."""
+    if event.data.startswith("[DONE]"):
+        return True
+    data = json.loads(event.data)
+    if isinstance(data, dict) and data.get("error"):
+        error = data["error"]
+        message = error.get("message") if isinstance(error, dict) else None
+        raise openai.APIError(message if isinstance(message, str) and message
+                              else "An error occurred during streaming",
+                              request=response.request, body=error)
+    acc.add(data, sink)
+    return False
+
+
+_CLIENT = object()
+"""With the endpoint's options, the key of an ``AsyncOpenAI`` client on the model loop."""
+
+
+def _media_type(response: httpx.Response) -> str:
+    return response.headers.get("content-type", "").split(";")[0].strip()
 
 
 def _refuses_tools(e: BaseException | None) -> bool:

@@ -1,0 +1,95 @@
+"""The model call alone: CPU per token of concurrent ``OpenAiChatModel`` streams in one process.
+
+    python benchmarks/model_stream.py --streams 100 [--shape loop|thread] [--source DIR]
+
+Starts ``paced_endpoint.py`` (``--tokens`` tokens over ``--seconds`` per stream), then runs
+``--streams`` calls at once, each from a thread of its own as a threads worker's turns make
+them, with an ``on_token`` that only counts: a warm-up batch, then ``--batches`` measured
+ones. Prints this process's CPU µs per token (``time.process_time``: every thread, the
+model loop's included) and each batch's wall time (the stream takes ``--seconds``; more
+means this process fell behind). ``--shape thread`` makes each call read its own stream on
+its calling thread with a client of its own (what a gevent process does, and what every
+call did before the model loop); ``--source DIR`` imports the product from another
+checkout (one without ``llm/aio.py`` streams on the calling thread whatever the shape).
+The endpoint's CPU is its own process's, not counted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--streams", type=int, default=100)
+    p.add_argument("--tokens", type=int, default=100)
+    p.add_argument("--seconds", type=float, default=2.0)
+    p.add_argument("--batches", type=int, default=3)
+    p.add_argument("--shape", choices=("loop", "thread"), default="loop")
+    p.add_argument("--source", help="import the product from this checkout")
+    args = p.parse_args()
+    sys.path.insert(0, args.source or str(HERE.parent))
+    from vancetope_brain.llm.base import LlmMessage
+    from vancetope_brain.llm.openai_provider import OpenAiChatModel
+    if args.shape == "thread":
+        try:
+            from vancetope_brain.llm import aio
+        except ImportError:  # a checkout from before the model loop
+            pass
+        else:
+            aio.available = lambda: False  # type: ignore[method-assign]
+
+    with tempfile.TemporaryDirectory() as tmp:
+        port_file = Path(tmp) / "port"
+        endpoint = subprocess.Popen([sys.executable, str(HERE / "paced_endpoint.py"),
+                                     "--tokens", str(args.tokens), "--seconds",
+                                     str(args.seconds), "--port-file", str(port_file)])
+        try:
+            while not port_file.exists() or not port_file.read_text():
+                if endpoint.poll() is not None:
+                    raise SystemExit("the paced endpoint exited")
+                time.sleep(0.05)
+            model = OpenAiChatModel("paced", base_url=f"http://127.0.0.1:"
+                                    f"{port_file.read_text()}/v1")
+            tokens = [0]
+
+            def on_token(text: str) -> None:
+                tokens[0] += 1
+
+            def call() -> None:
+                model.complete([LlmMessage("user", "hi")], on_token=on_token)
+
+            def batch() -> None:
+                threads = [threading.Thread(target=call) for _ in range(args.streams)]
+                for t in threads:
+                    t.start()
+                for t in threads:
+                    t.join()
+
+            batch()  # warm-up: connections, imports
+            cpu, wall = [], []
+            for _ in range(args.batches):
+                tokens[0] = 0
+                c0, w0 = time.process_time(), time.monotonic()
+                batch()
+                cpu.append((time.process_time() - c0) * 1e6 / tokens[0])
+                wall.append(time.monotonic() - w0)
+        finally:
+            endpoint.terminate()
+            endpoint.wait(5)
+    print(f"{args.shape} {args.streams} streams ({args.source or 'this checkout'}): CPU µs "
+          f"per token best {min(cpu):.1f}, all {', '.join(f'{c:.1f}' for c in cpu)}; "
+          f"batch wall s {', '.join(f'{w:.2f}' for w in wall)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
