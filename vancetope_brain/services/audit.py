@@ -3,13 +3,15 @@ admin CLI, appended as an ``AuditRecord`` with its outcome, and read back newest
 
 from __future__ import annotations
 
+import secrets
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from vancetope_brain.errors import InvalidInput, VancetopeError
-from vancetope_brain.models import new_id, utcnow
+from vancetope_brain.models import utcnow
 from vancetope_brain.models.audit import AuditRecord
 from vancetope_brain.store import Backend
 from vancetope_brain.store.audit import AuditPosition, AuditStore
@@ -68,7 +70,10 @@ class AuditLog:
     def append(self, actor: str, action: str, tenant_id: str, target: str,
                outcome: str) -> AuditRecord:
         now = utcnow()
-        record = AuditRecord(id=new_id("aud"), tenant_id=tenant_id, actor=actor, action=action,
+        # Newest first is by ``at``, then by id: an id that grows with the clock's
+        # nanoseconds keeps the actions of one millisecond in the order they happened.
+        record = AuditRecord(id=f"aud_{time.time_ns():016x}{secrets.token_hex(4)}",
+                             tenant_id=tenant_id, actor=actor, action=action,
                              target=target, outcome=outcome,
                              at=now.replace(microsecond=now.microsecond // 1000 * 1000))
         self._store.append_audit(record)

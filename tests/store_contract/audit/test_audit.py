@@ -10,6 +10,7 @@ import pytest
 from vancetope_brain.errors import Conflict
 from vancetope_brain.models import new_id
 from vancetope_brain.models.audit import AuditRecord
+from vancetope_brain.services import audit as service
 from vancetope_brain.store import AuditStore
 from vancetope_brain.store.audit import MAX_LISTED, AuditPosition
 from vancetope_brain.store.sql import to_ms
@@ -64,3 +65,16 @@ def test_a_limit_of_0_lists_nothing_and_one_past_the_cap_what_there_is(
         _record(audit, "ten_1", n)
     assert len(audit.list_audit("ten_1", limit=0)) == 0
     assert len(audit.list_audit("ten_1", limit=MAX_LISTED + 1)) == 3
+
+
+def test_actions_of_one_millisecond_are_listed_in_the_order_they_happened(
+        audit: AuditStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The service's ids grow with the clock's nanoseconds: ``at`` ties (whole
+    milliseconds) list newest first all the same."""
+    frozen = datetime(2026, 12, 4, 12, 0, 0, 123456, tzinfo=UTC)
+    monkeypatch.setattr(service, "utcnow", lambda: frozen)
+    log = service.AuditLog(audit)
+    actions = [f"user.create{i}" for i in range(20)]
+    for action in actions:
+        log.append("cli ops", action, "ten_1", "usr_1", "ok")
+    assert [r.action for r in audit.list_audit("ten_1")] == actions[::-1]
