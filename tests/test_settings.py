@@ -185,6 +185,30 @@ def test_the_engines_view_reads_the_store_once_for_every_key(
         view.get("nope")
 
 
+def test_the_projects_view_resolves_from_the_engines_read(
+        service: SettingsService, acme_store: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``without_user``: what ``SettingsApi(service, tenant, project, None)`` would read,
+    taken from the read the view already made (the turn's), never read again."""
+    service.set("acme", TENANT, "rag.topK", 7)
+    service.set("acme", SettingScope.project("p1"), "rag.minScore", 0.5)
+    service.set("acme", SettingScope.user("ada"), "rag.topK", 3)
+    service.set("acme", SettingScope.user("ada"), "rag.minScore", 0.9)
+    reads: list[str] = []
+    store = acme_store.port(SettingStore)
+    real = store.cascade_settings
+    monkeypatch.setattr(store, "cascade_settings",
+                        lambda *args: reads.append("cascade_settings") or real(*args))
+    view = SettingsApi(service, "acme", "p1", "ada")
+    assert (view.get("rag.topK"), view.get("rag.minScore")) == (3, 0.9)
+    project = view.without_user()
+    service.set("acme", TENANT, "rag.topK", 8)  # after the read: neither view sees it
+    assert (project.get("rag.topK"), project.get("rag.minScore")) == (7, 0.5)
+    assert project.user_id is None and project.project_id == "p1"
+    assert reads == ["cascade_settings"]
+    assert SettingsApi(service, "acme", "p1", None).get("rag.topK") == 8
+    assert SettingsApi().without_user().get("rag.topK") == KEYS["rag.topK"].default
+
+
 def test_a_stored_value_that_no_longer_fits_its_key_is_skipped(
     service: SettingsService, acme_store: Backend
 ) -> None:

@@ -397,11 +397,25 @@ class SettingsApi:
             if self.service is None:
                 self._seen[key] = setting_key(key).default
             else:
-                if self._stored is None:
-                    self._stored = self.service.cascade(self.tenant_id, self.project_id,
-                                                        self.user_id)
-                self._seen[key] = self._stored.resolve_with_source(key)[0]
+                self._seen[key] = self._read(self.service).resolve_with_source(key)[0]
         return self._seen[key]
+
+    def without_user(self) -> SettingsApi:
+        """The settings of the tenant and project alone (a project's own, such as its
+        embedding profile), resolved from this instance's read: the same moment's values,
+        and no second store read."""
+        view = SettingsApi(self.service, self.tenant_id, self.project_id, None)
+        if self.service is not None:
+            stored = self._read(self.service)
+            view._stored = StoredCascade(stored.tenant_id, [
+                (scope, values) for scope, values in stored.scopes
+                if scope.level is not SettingLevel.USER])
+        return view
+
+    def _read(self, service: SettingsService) -> StoredCascade:
+        if self._stored is None:
+            self._stored = service.cascade(self.tenant_id, self.project_id, self.user_id)
+        return self._stored
 
     def model_for(self, engine: str) -> str | None:
         """The model for ``engine``: ``<engine>.model``, else ``llm.model``, else None (the

@@ -43,6 +43,7 @@ from vancetope_brain.models import (
 from vancetope_brain.models.identity import Project
 from vancetope_brain.models.memory import MAX_TAGS, MAX_TEXT_CHARS, MemoryKind, MemoryScope
 from vancetope_brain.models.steer import ToolCallStatus
+from vancetope_brain.settings import SettingsApi
 from vancetope_brain.store import (
     Backend,
     DocumentStore,
@@ -76,7 +77,7 @@ def context(store: Backend, p: ThinkProcess, *, given: list[InboxMessage] | None
         process=attempt, lanes=store.port(LaneStore), processes=store.port(SessionStore),
         events=None, journal=store.port(JournalStore),  # type: ignore[arg-type]
         model=ScriptedModel([]), lease_lost=threading.Event(),
-        settings=None, tool_pool=TOOLS, pending=given or [], memory=access,  # type: ignore[arg-type]
+        settings=SettingsApi.defaults(), tool_pool=TOOLS, pending=given or [], memory=access,
         knowledge=knowledge)
 
 

@@ -24,7 +24,7 @@ from vancetope_brain.llm.embeddings import (
 )
 from vancetope_brain.llm.profiles import Profile
 from vancetope_brain.models.settings import SettingScope
-from vancetope_brain.settings import SettingsService
+from vancetope_brain.settings import SettingsApi, SettingsService
 from vancetope_brain.store import IdentityStore, SettingStore
 
 KEY = "sk-embedsecret123456"
@@ -141,4 +141,16 @@ def test_the_projects_settings_choose_the_profile_and_the_model(settings):
         embeddings.for_project("acme", "p1", query=True)
     settings.set("acme", SettingScope.project("p1"), "rag.embedding.profile", "default")
     with pytest.raises(EmbeddingFailed, match="offline demo model"):
+        embeddings.for_project("acme", "p1", query=True)
+
+
+def test_the_project_settings_a_turn_read_already_are_used_as_given(settings):
+    embeddings = Embeddings({"embed": Profile("embed", "http://127.0.0.1:9/v1", "toy-embed")},
+                            settings)
+    settings.set("acme", SettingScope.project("p1"), "rag.embedding.profile", "embed")
+    read = SettingsApi(settings, "acme", "p1", "ada").without_user()  # the turn's read
+    settings.set("acme", SettingScope.project("p1"), "rag.embedding.profile", "nowhere")
+    chosen = embeddings.for_project("acme", "p1", query=True, settings=read)
+    assert chosen is not None and chosen.model == "toy-embed"  # as read, not read again
+    with pytest.raises(EmbeddingFailed, match="'nowhere', which is not configured"):
         embeddings.for_project("acme", "p1", query=True)

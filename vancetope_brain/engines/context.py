@@ -416,8 +416,10 @@ class KnowledgeApi:
         s, retriever = self._ctx.scope, self._ctx._knowledge
         if retriever is None:
             return []
+        # The project's settings as the turn read them (no second read).
         return retriever.search(s.tenant_id, [s.project_id], text, top_k=top_k,
-                                min_score=min_score)
+                                min_score=min_score,
+                                settings=self._ctx.settings().without_user())
 
     def documents(self) -> list[KnowledgeDocument]:
         """The project's documents by name, whatever their status."""

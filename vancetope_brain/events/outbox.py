@@ -37,13 +37,18 @@ class EventOutbox:
         self._store = store
         self._bus = bus
 
-    def flush(self, tenant_id: str, process_id: str, limit: int | None = None) -> int:
+    def flush(self, tenant_id: str, process_id: str, limit: int | None = None, *,
+              first: Sequence[OutboxEvent] | None = None) -> int:
         """Publish the process's pending events in order and remove them: all of them, or
-        at most ``limit``. Returns how many were published (or found published)."""
+        at most ``limit``. ``first``: the first page (``FLUSH_PAGE`` events at most), read
+        by the caller (``LaneStore.turn_start``). Returns how many were published (or found
+        published)."""
         done = 0
         while limit is None or done < limit:
             page = FLUSH_PAGE if limit is None else min(FLUSH_PAGE, limit - done)
-            events = self._store.pending_events(tenant_id, process_id, limit=page)
+            events = self._store.pending_events(tenant_id, process_id, limit=page) \
+                if first is None else first
+            first = None
             self.publish(tenant_id, events)
             done += len(events)
             if len(events) < page:

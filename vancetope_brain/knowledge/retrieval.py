@@ -36,6 +36,7 @@ import re
 import unicodedata
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING
 
 from vancetope_brain.errors import EmbeddingFailed, StoreError
 from vancetope_brain.llm.embeddings import Embedder, Embeddings
@@ -43,6 +44,9 @@ from vancetope_brain.models.knowledge import Chunk, KnowledgeDocument, SearchHit
 from vancetope_brain.observability import metrics
 from vancetope_brain.store.documents import MAX_QUERY_TERMS, DocumentStore
 from vancetope_brain.store.vectors import DocumentVectors
+
+if TYPE_CHECKING:
+    from vancetope_brain.settings import SettingsApi
 
 log = logging.getLogger(__name__)
 
@@ -89,18 +93,19 @@ class Retriever:
         self._embeddings = embeddings
 
     def search(self, tenant_id: str, project_ids: Sequence[str], text: str, *, top_k: int,
-               min_score: float) -> list[SearchHit]:
+               min_score: float, settings: SettingsApi | None = None) -> list[SearchHit]:
         """The hits for ``text`` in the READY documents of ``project_ids`` of the tenant,
         best first, at most ``min(top_k, MAX_TOP_K)``, each scoring at least ``min_score``
-        (0..1) on its path (module docstring). Text without searchable words, no projects
-        or ``top_k`` < 1 finds nothing (and asks nothing). Raises ``StoreError`` when the
+        (0..1) on its path (module docstring). ``settings``: the first project's, already
+        read (``SettingsApi.without_user``; None: read here). Text without searchable
+        words, no projects or ``top_k`` < 1 finds nothing (and asks nothing). Raises ``StoreError`` when the
         store fails (logged and counted); a failing embedding only makes it lexical."""
         limit = min(top_k, MAX_TOP_K)
         query = query_text(text)
         if limit < 1 or not query or not project_ids:
             return []
         projects = list(project_ids)
-        embedder = self._embedder(tenant_id, projects)
+        embedder = self._embedder(tenant_id, projects, settings)
         if embedder is None:
             return [hit for hit in self._lexical(tenant_id, projects, query, limit)
                     if hit.score >= min_score]
@@ -136,14 +141,16 @@ class Retriever:
             _failed("lexical", tenant_id, e)
             raise
 
-    def _embedder(self, tenant_id: str, project_ids: list[str]) -> Embedder | None:
+    def _embedder(self, tenant_id: str, project_ids: list[str],
+                  settings: SettingsApi | None) -> Embedder | None:
         """The embedder of the first project searched; None when it has no embedding
         endpoint, or when its setting names a profile that cannot embed (logged and
         counted)."""
         if self._embeddings is None:
             return None
         try:
-            return self._embeddings.for_project(tenant_id, project_ids[0], query=True)
+            return self._embeddings.for_project(tenant_id, project_ids[0], query=True,
+                                                settings=settings)
         except EmbeddingFailed as e:
             _lexical_only(tenant_id, e)
             return None

@@ -15,6 +15,7 @@ from vancetope_brain.engines.base import EngineRegistry, ParentReport, ThinkEngi
 from vancetope_brain.engines.context import RESET_MARK, ThinkEngineContext
 from vancetope_brain.errors import Conflict, Fenced, NotFound, RuntimeFailure, StoreError
 from vancetope_brain.events import EventBus, EventOutbox, EventType
+from vancetope_brain.events.outbox import FLUSH_PAGE
 from vancetope_brain.lanes import faults
 from vancetope_brain.lanes.lease import TAKE_OVER_MARGIN, Lease, LeaseKeeper
 from vancetope_brain.lanes.waker import Lingering, Waker
@@ -198,21 +199,16 @@ class LaneRunner:
             return True
         return self._processes.get_process(tenant_id, process_id).pending_control is not None
 
-    def _plan(self, current: ThinkProcess) -> TurnPlan | NoTurn:
-        """What the next turn of ``current`` does and reads (``lifecycle.plan_turn``),
-        decided before it takes the epoch (which counts the attempt of every message it
-        reads)."""
+    def _plan(self, current: ThinkProcess, pending: list[InboxMessage]) -> TurnPlan | NoTurn:
+        """What the next turn of ``current``, whose inbox holds ``pending``, does and reads
+        (``lifecycle.plan_turn``), decided before it takes the epoch (which counts the
+        attempt of every message it reads)."""
         # RUNNING while we hold the lease: its turn died (killed, or frozen past its lease);
         # the turn records tell whether that was its start.
         state = TurnState.of(current, unstarted=current.status is ProcessStatus.RUNNING and
                              self._unstarted(current))
         if lifecycle.holds(state):
             return NoTurn.HELD
-        # Read once, before the epoch: a message appended after this read wakes the lane,
-        # and its task's re-check request reaches us on release. (If a fenced-out worker
-        # drains one of these meanwhile, our commit is refused: nothing is doubled.)
-        pending = self._lanes.pending_messages(current.tenant_id, current.id,
-                                               limit=PENDING_PER_TURN)
         return lifecycle.plan_turn(state, pending, max_attempts=self._max_attempts)
 
     def _turn(self, tenant_id: str, process_id: str,
@@ -221,14 +217,20 @@ class LaneRunner:
         another turn at once (a reset, or messages this turn left pending), and whether it
         must look at the inbox again (it took the process out of a status that holds
         messages, whose senders therefore woke nothing)."""
+        # One read (``LaneStore.turn_start``): the process, its outbox's first page, and its
+        # inbox, read once, before the epoch: a message appended after this read wakes the
+        # lane, and its task's re-check request reaches us on release. (If a fenced-out
+        # worker drains one of these meanwhile, our commit is refused: nothing is doubled.)
         try:
-            current = self._processes.get_process(tenant_id, process_id)
+            start = self._lanes.turn_start(tenant_id, process_id, messages=PENDING_PER_TURN,
+                                           events=FLUSH_PAGE)
         except NotFound:
             return TurnOutcome.GONE, None, False, False
+        current = start.process
         # What an earlier turn committed but never published (its worker died) goes out
         # first, before anything of this one's: the stream keeps commit order.
-        self._outbox.flush(tenant_id, process_id)
-        plan = self._plan(current)
+        self._outbox.flush(tenant_id, process_id, first=start.events)
+        plan = self._plan(current, start.pending)
         if isinstance(plan, NoTurn):
             return TurnOutcome(plan.value), current.status, False, False
         started = utcnow()

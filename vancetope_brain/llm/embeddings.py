@@ -133,12 +133,13 @@ class Embeddings:
     def from_config(cls, config: Config, settings: SettingsService) -> Embeddings:
         return cls(load_profiles(config), settings)
 
-    def for_project(self, tenant_id: str, project_id: str, *,
-                    query: bool) -> Embedder | None:
+    def for_project(self, tenant_id: str, project_id: str, *, query: bool,
+                    settings: SettingsApi | None = None) -> Embedder | None:
         """The project's embedder (None: no ``rag.embedding.profile``), bounded for a search
-        (``query``) or for indexing. Raises ``EmbeddingFailed`` when the setting names a
-        profile that is not configured or that is the offline demo model."""
-        api = SettingsApi(self._settings, tenant_id, project_id, None)
+        (``query``) or for indexing. ``settings``: the project's, already read by the caller
+        (``SettingsApi.without_user``); None: read here. Raises ``EmbeddingFailed`` when the
+        setting names a profile that is not configured or that is the offline demo model."""
+        api = settings or SettingsApi(self._settings, tenant_id, project_id, None)
         name: str | None = api.get("rag.embedding.profile")
         if name is None:
             return None

@@ -48,6 +48,7 @@ from vancetope_brain.models.turn import (
     TurnCommit,
     TurnEvent,
     TurnRecord,
+    TurnStart,
 )
 
 __all__ = [
@@ -56,6 +57,6 @@ __all__ = [
     "InboxAnswer", "InboxMessage", "JournalEntry", "OutboxEvent", "ProcessEvent", "Project",
     "ProcessStatus", "Role", "Session", "SessionStatus", "SessionType", "StepKind", "StepState",
     "SteerMessage", "Tenant", "ThinkProcess", "Timer", "ToolResult", "TurnCommit", "TurnEvent",
-    "TurnRecord", "User", "UserChatInput", "decode_steer", "encode_steer",
+    "TurnRecord", "TurnStart", "User", "UserChatInput", "decode_steer", "encode_steer",
     "new_id", "utcnow",
 ]

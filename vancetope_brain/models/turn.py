@@ -123,3 +123,16 @@ class Committed:
 
     lines: list[ChatMessage]
     events: list[OutboxEvent]
+
+
+@dataclass(frozen=True)
+class TurnStart:
+    """What ``LaneStore.turn_start`` read: the process, the first events its outbox holds
+    and the first messages its inbox holds, each in its own order."""
+
+    process: ThinkProcess
+    events: list[OutboxEvent]
+    """At most the ``events`` asked for, in publishing order (``EventOutboxStore.pending_events``)."""
+    pending: list[InboxMessage]
+    """At most the ``messages`` asked for, undrained, in ``seq`` order
+    (``LaneStore.pending_messages``)."""

@@ -15,6 +15,7 @@ from vancetope_brain.models import (
     Timer,
     TurnCommit,
     TurnRecord,
+    TurnStart,
 )
 from vancetope_brain.store.backend import Port
 
@@ -42,6 +43,18 @@ class LaneStore(Port):
     @abstractmethod
     def pending_messages(self, tenant_id: str, process_id: str, limit: int = 1000) -> list[InboxMessage]:
         """Undrained messages of the process in ``seq`` order (at most ``limit``)."""
+
+    @abstractmethod
+    def turn_start(self, tenant_id: str, process_id: str, *, messages: int,
+                   events: int) -> TurnStart:
+        """What a lane turn reads before its epoch, in one read: the process (as
+        ``SessionStore.get_process``), its first ``events`` outbox events (as
+        ``EventOutboxStore.pending_events``) and its first ``messages`` undrained messages (as
+        ``pending_messages``).
+
+        PostgreSQL reads the three in one snapshot (one statement); SQLite and MongoDB one
+        after the other in this order, as the three calls would. Raises ``NotFound``.
+        """
 
     @abstractmethod
     def stale_pending(self, older_than: datetime, limit: int = 100) -> list[tuple[str, str]]:

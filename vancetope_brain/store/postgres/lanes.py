@@ -62,6 +62,7 @@ from vancetope_brain.models import (
     Timer,
     TurnCommit,
     TurnRecord,
+    TurnStart,
     lifecycle,
     utcnow,
 )
@@ -79,6 +80,7 @@ from vancetope_brain.store.postgres.event_outbox import enqueue_statement
 from vancetope_brain.store.postgres.journal import clear_statement as clear_journal
 from vancetope_brain.store.postgres.sessions import (
     PROCESS_BY_ID,
+    PROCESS_COLUMNS,
     UNSETTLED_LANES,
     insert_process_in,
     lane_lock_in,
@@ -153,6 +155,20 @@ _SET_OUTCOME_AND_STATE = (
 )
 
 MessageRow = tuple[dict[str, Any], int, str | None, int | None, int]
+
+# One statement, so one snapshot: the process row, and its outbox's and inbox's first rows
+# as arrays (a message as the ``MESSAGE_SELECT`` row in a JSON array), each through its
+# index (event_outbox_by_process, messages_pending).
+_TURN_START = (
+    f"SELECT {PROCESS_COLUMNS}, "
+    "ARRAY(SELECT e.doc FROM event_outbox e WHERE e.tenant_id = l.tenant_id "
+    "AND e.process_id = l.process_id ORDER BY e.epoch, e.idx LIMIT %s), "
+    "ARRAY(SELECT jsonb_build_array(m.doc, m.seq, m.drained_at, m.drained_epoch, m.attempts) "
+    "FROM messages m WHERE m.tenant_id = l.tenant_id AND m.target_process_id = l.process_id "
+    "AND m.drained_at IS NULL ORDER BY m.seq LIMIT %s) "
+    "FROM lanes l JOIN processes p ON p.id = l.process_id "
+    "WHERE l.process_id = %s AND l.tenant_id = %s"
+)
 
 
 def load_message(row: MessageRow) -> InboxMessage:
@@ -387,6 +403,17 @@ class PostgresLanes(PostgresAdapter, LaneStore):
             (tenant_id, process_id, limit),
         )
         return [load_message(row) for row in rows]
+
+    def turn_start(self, tenant_id: str, process_id: str, *, messages: int,
+                   events: int) -> TurnStart:
+        rows = self.db.read(_TURN_START, (events, messages, process_id, tenant_id))
+        if not rows:
+            raise NotFound(f"process {process_id} not found")
+        doc, status, epoch, next_seq, control, requested_ms, attempts, outbox, pending = rows[0]
+        return TurnStart(
+            process=load_process((doc, status, epoch, next_seq, control, requested_ms, attempts)),
+            events=[OutboxEvent.load(event) for event in outbox],
+            pending=[load_message((m[0], m[1], m[2], m[3], m[4])) for m in pending])
 
     def stale_pending(self, older_than: datetime, limit: int = 100) -> list[tuple[str, str]]:
         # Oldest wait first; each branch walks its partial index (messages_stale,

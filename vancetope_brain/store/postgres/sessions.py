@@ -95,10 +95,10 @@ _MIGRATIONS = {
     3: ("DROP INDEX IF EXISTS sessions_by_user",),
 }
 
-_PROCESS_SELECT = (
-    "SELECT p.doc, l.status, l.epoch, l.next_seq, l.pending_control, l.control_requested_ms, "
-    "l.turn_attempts FROM lanes l JOIN processes p ON p.id = l.process_id"
-)
+PROCESS_COLUMNS = ("p.doc, l.status, l.epoch, l.next_seq, l.pending_control, "
+                   "l.control_requested_ms, l.turn_attempts")
+"""A ``ProcessRow`` of ``lanes l JOIN processes p``."""
+_PROCESS_SELECT = f"SELECT {PROCESS_COLUMNS} FROM lanes l JOIN processes p ON p.id = l.process_id"
 PROCESS_BY_ID = f"{_PROCESS_SELECT} WHERE l.process_id = %s AND l.tenant_id = %s"
 
 _PROCESS_OWNED = ("chat", "turns", "timers", "journal", "event_outbox", "lanes")
