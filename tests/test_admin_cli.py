@@ -561,6 +561,10 @@ def test_purge_shows_then_deletes_what_the_tenants_retention_lets_go(
         "other") if r.actor == "cli aged"] == [True]  # 40 days old: within other's 400
     again = admin("purge", "--tenant", "acme")
     assert {row[0]: row[1] for row in again.rows}["sessions"] == "0"
+    # The two purges are in the audit log; the three dry runs, which wrote nothing, are not.
+    purges = [r for r in store.port(AuditStore).list_audit(None) if "purge" in r.action]
+    assert [(r.action, r.tenant_id, r.target) for r in purges] == [
+        ("purge", "acme", "tenant=acme"), ("purge", "", "")]
 
 
 def test_migrate_brings_the_store_to_this_servers_schema_and_prints_it(

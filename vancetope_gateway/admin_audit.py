@@ -26,11 +26,12 @@ _DEFINITIONS = ("recipe", "strategy", "template")
 
 @contextmanager
 def audited(audit: AuditLog, args: argparse.Namespace) -> Iterator[None]:
-    """Run the command of ``args``, recorded in the audit log if it is a write."""
+    """Run the command of ``args``, recorded in the audit log if it is a write (a dry run
+    writes nothing: it is not)."""
     target = AUDITED.get((args.admin_kind, args.admin_verb))
-    acting = nullcontext() if target is None else audit.action(
-        f"cli {_os_user()}", f"{args.admin_kind}.{args.admin_verb}", _tenant(args),
-        target(args))
+    action = ".".join(filter(None, (args.admin_kind, args.admin_verb)))  # ``purge`` has no verb
+    acting = nullcontext() if target is None or getattr(args, "dry_run", False) else \
+        audit.action(f"cli {_os_user()}", action, _tenant(args), target(args))
     with acting:
         yield
 
