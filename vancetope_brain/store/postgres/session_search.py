@@ -126,36 +126,45 @@ _ROLES = ", ".join(f"'{role.value}'" for role in SEARCHED_ROLES)
 _TABLES = f"""
 SELECT normalize('vancetope', NFC);
 CREATE OR REPLACE FUNCTION conversation_fold(cut TEXT) RETURNS TEXT
-    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
-    SELECT CASE WHEN cut ~ '[{_LATIN_MARKED}]'
-        THEN normalize(regexp_replace(normalize(cut, NFD),
-                                      '([\\u0001-\\u024f])[\\u0300-\\u036f]+', '\\1', 'g'), NFC)
-        ELSE cut END
+    LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
+BEGIN
+    RETURN CASE WHEN cut ~ '[{_LATIN_MARKED}]'
+            THEN normalize(regexp_replace(normalize(cut, NFD),
+                                          '([\\u0001-\\u024f])[\\u0300-\\u036f]+', '\\1', 'g'), NFC)
+            ELSE cut END;
+END
 $fn$;
 CREATE OR REPLACE FUNCTION conversation_text(head TEXT) RETURNS TEXT
-    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
-    SELECT CASE WHEN octet_length(head) = char_length(head)
-        THEN lower(regexp_replace(head COLLATE "C", '[^0-9A-Za-z]+', ' ', 'g')) COLLATE "default"
-        ELSE conversation_fold(regexp_replace(
-            lower(CASE WHEN head IS NFC NORMALIZED THEN head ELSE normalize(head, NFC) END
-                  COLLATE "und-x-icu"),
-            '[^[:alnum:]{_NUMBERS}]+', ' ', 'g') COLLATE "default") END
+    LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
+BEGIN
+    RETURN CASE WHEN octet_length(head) = char_length(head)
+            THEN lower(regexp_replace(head COLLATE "C", '[^0-9A-Za-z]+', ' ', 'g'))
+                 COLLATE "default"
+            ELSE conversation_fold(regexp_replace(
+                lower(CASE WHEN head IS NFC NORMALIZED THEN head ELSE normalize(head, NFC) END
+                      COLLATE "und-x-icu"),
+                '[^[:alnum:]{_NUMBERS}]+', ' ', 'g') COLLATE "default") END;
+END
 $fn$;
 CREATE OR REPLACE FUNCTION conversation_keyed(tenant_key TEXT, cut TEXT) RETURNS TSVECTOR
-    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
-    SELECT CASE WHEN cut ~ '[^ ]{{65}}'
-        THEN array_to_tsvector(ARRAY(
-            SELECT tenant_key || CASE WHEN octet_length(word) > {MAX_WORD_BYTES}
-                THEN '#' || encode(sha256(convert_to(word, 'UTF8')), 'hex') ELSE word END
-            FROM unnest(string_to_array(cut, ' ')) AS word WHERE word <> ''))
-        ELSE array_to_tsvector(array_remove(array_remove(
-            string_to_array(replace(' ' || cut, ' ', ' ' || tenant_key), ' '), ''), tenant_key))
-        END
+    LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
+BEGIN
+    RETURN CASE WHEN cut ~ '[^ ]{{65}}'
+            THEN array_to_tsvector(ARRAY(
+                SELECT tenant_key || CASE WHEN octet_length(word) > {MAX_WORD_BYTES}
+                    THEN '#' || encode(sha256(convert_to(word, 'UTF8')), 'hex') ELSE word END
+                FROM unnest(string_to_array(cut, ' ')) AS word WHERE word <> ''))
+            ELSE array_to_tsvector(array_remove(array_remove(string_to_array(
+                replace(' ' || cut, ' ', ' ' || tenant_key), ' '), ''), tenant_key))
+            END;
+END
 $fn$;
 CREATE OR REPLACE FUNCTION conversation_lexemes(tenant TEXT, body TEXT) RETURNS TSVECTOR
-    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE COST {FUNCTION_COST} AS $fn$
-    SELECT conversation_keyed(left(md5(tenant), 12),
-                              conversation_text(left(body, {MAX_INDEXED_CHARS})))
+    LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE COST {FUNCTION_COST} AS $fn$
+BEGIN
+    RETURN conversation_keyed(left(md5(tenant), 12),
+                              conversation_text(left(body, {MAX_INDEXED_CHARS})));
+END
 $fn$;
 CREATE INDEX IF NOT EXISTS chat_words
     ON chat USING GIN (conversation_lexemes(tenant_id, doc->>'content'))
