@@ -22,6 +22,7 @@ from vancetope_brain.store.postgres import PostgresBackend
 from vancetope_brain.store.postgres.memory import scope_key
 from vancetope_brain.store.postgres.session_search import (
     _LINES,
+    _TABLES,
     MAX_INDEXED_CHARS,
     _tsquery,
     tenant_key,
@@ -91,6 +92,52 @@ def test_chat_written_before_the_index_existed_is_indexed_at_open(postgres_url: 
     assert [(h.session_id, h.seq) for h in search.search_sessions("ten_1", "usr_1", "old")] == \
         [(session.id, 2), (session.id, 1)]
     again.close()
+
+
+def _as_sql_functions(tables: str) -> str:
+    """The index functions of ``tables`` as the version before the PL/pgSQL ones made them:
+    the same expressions as ``LANGUAGE sql`` bodies (``SELECT expr``)."""
+    functions = tables[tables.index("CREATE OR REPLACE"):tables.index("CREATE INDEX")]
+    return functions.replace("LANGUAGE plpgsql", "LANGUAGE sql").replace(
+        "BEGIN\n    RETURN ", "    SELECT ").replace(";\nEND\n$fn$", "\n$fn$")
+
+
+def test_chat_indexed_by_the_sql_functions_is_found_through_the_plpgsql_ones(
+        postgres_url: str) -> None:
+    first = PostgresBackend(postgres_url)
+    talk = Conversations(World(first))
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        # The previous version's functions, and chat_words built by them.
+        conn.execute(_as_sql_functions(_TABLES))
+        conn.execute("REINDEX INDEX chat_words")
+        assert _languages(conn) == {"sql"}
+    old = talk.session("an old budget line", *TEXTS[:-1])
+    before = {text: _lexemes(postgres_url, "ten_1", text) for text in TEXTS}
+    first.close()
+    again = PostgresBackend(postgres_url)
+    new = Conversations(World(again)).session("a new budget line")
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        assert _languages(conn) == {"plpgsql"}
+        assert {text: _lexemes(postgres_url, "ten_1", text) for text in TEXTS} == before
+        conn.execute("SET enable_seqscan = off")
+        query = ("SELECT doc->>'sessionId', seq FROM chat WHERE conversation_lexemes(tenant_id, "
+                 f"doc->>'content') @@ {_tsquery('ten_1', ['budget'])}::tsquery "
+                 f"AND role IN ('user', 'assistant') ORDER BY 1, 2")
+        plan = "\n".join(row[0] for row in conn.execute(f"EXPLAIN {query}"))
+        assert "chat_words" in plan, plan
+        sessions = {row[0] for row in conn.execute(query)}
+    assert sessions == {old.id, new.id}
+    search = again.port(SessionSearch)
+    assert {h.session_id for h in search.search_sessions("ten_1", "usr_1", "budget")} == \
+        {old.id, new.id}
+    again.close()
+
+
+def _languages(conn: psycopg.Connection) -> set[str]:
+    return {row[0] for row in conn.execute(
+        "SELECT l.lanname FROM pg_proc p JOIN pg_language l ON l.oid = p.prolang "
+        "WHERE p.proname IN ('conversation_fold', 'conversation_text', 'conversation_keyed', "
+        "'conversation_lexemes')")}
 
 
 def test_a_line_longer_than_the_index_takes_commits(backend: PostgresBackend) -> None:

@@ -61,6 +61,9 @@ CREATE TABLE IF NOT EXISTS schema_version (
 )
 """
 
+_STATEMENT = re.compile(r"(?:\$(\w*)\$.*?\$\1\$|[^;$]|\$)+", re.DOTALL)
+"""A statement of a script: up to its ``;``, a dollar-quoted body taken whole."""
+
 
 def create_schema(conn: psycopg.Connection[Any], tables: Iterable[str],
                   migrations: Sequence[Mapping[int, Sequence[str]]],
@@ -74,7 +77,8 @@ def create_schema(conn: psycopg.Connection[Any], tables: Iterable[str],
     older database runs every migration above its version, in version order
     (adapters in registry order within one version), then the scripts, whose new
     indexes may need the new columns, then ``functions`` (each one statement, run whole:
-    a function's body holds ``;``). Raises ``StoreError``, having changed
+    a function's body holds ``;``). A script's statements end at each ``;`` outside a
+    dollar-quoted body (``$fn$ … $fn$``). Raises ``StoreError``, having changed
     nothing, if the database was written by a newer schema than ``version``.
     """
     with conn.transaction():
@@ -94,7 +98,7 @@ def create_schema(conn: psycopg.Connection[Any], tables: Iterable[str],
                     for statement in owned.get(step, ()):
                         conn.execute(statement)
         for script in tables:
-            for statement in script.split(";"):
+            for statement in (match[0] for match in _STATEMENT.finditer(script)):
                 if statement.strip():
                     conn.execute(statement)
         for function in functions:

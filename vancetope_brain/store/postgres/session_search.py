@@ -1,8 +1,8 @@
 """PostgreSQL ``SessionSearch``: the expression GIN index ``chat_words`` on the ``chat`` table
 (``lanes.py``); titles are read from ``sessions``.
 
-The index: ``conversation_lexemes(tenant_id, content)``, an ``IMMUTABLE`` SQL function of
-this script (with its helpers ``conversation_text``, ``conversation_fold`` and
+The index: ``conversation_lexemes(tenant_id, content)``, an ``IMMUTABLE`` PL/pgSQL function
+of this script (with its helpers ``conversation_text``, ``conversation_fold`` and
 ``conversation_keyed``: an ASCII line takes a short path, a line without accented Latin
 letters skips the folding; ~100 µs for 500 characters, paid by the writing transaction),
 gives a line's words as a ``tsvector`` (``array_to_tsvector``: PostgreSQL's
@@ -30,7 +30,14 @@ backfill SQLite does by hand). The script runs after the lanes adapter's (adapte
 in module order: ``lanes`` < ``session_search``), inside the schema's transaction; on a
 large existing ``chat`` that first build blocks chat writes while it runs. The four
 functions' bodies are part of the index: changing one is a migration that also rebuilds
-``chat_words`` (the script replaces them at each open, with the same bodies).
+``chat_words`` (the script replaces them at each open, with the same bodies). Each body is
+one ``RETURN`` of an expression, in PL/pgSQL rather than SQL: a backend keeps a PL/pgSQL
+function's plan from one statement to the next, while these SQL functions (not inlinable:
+``STRICT`` with ``CASE`` bodies) were parsed and planned again by every ``INSERT`` into
+``chat``: 0.5–0.9 ms of server CPU per ``commit_turn`` of two short lines, measured (the
+PL/pgSQL functions cost as little as no index at all there). The expressions are those of the SQL version, so the change kept
+every lexeme and needed no rebuild of ``chat_words`` (``test_postgres_search.py``); an
+older server opening the store puts the SQL bodies back, with the same results.
 An ICU upgrade that reclassifies characters leaves lines indexed under the old rules (the
 usual caveat of ICU-collated indexes: ``REINDEX INDEX chat_words``).
 
@@ -126,36 +133,45 @@ _ROLES = ", ".join(f"'{role.value}'" for role in SEARCHED_ROLES)
 _TABLES = f"""
 SELECT normalize('vancetope', NFC);
 CREATE OR REPLACE FUNCTION conversation_fold(cut TEXT) RETURNS TEXT
-    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
-    SELECT CASE WHEN cut ~ '[{_LATIN_MARKED}]'
-        THEN normalize(regexp_replace(normalize(cut, NFD),
-                                      '([\\u0001-\\u024f])[\\u0300-\\u036f]+', '\\1', 'g'), NFC)
-        ELSE cut END
+    LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
+BEGIN
+    RETURN CASE WHEN cut ~ '[{_LATIN_MARKED}]'
+            THEN normalize(regexp_replace(normalize(cut, NFD),
+                                          '([\\u0001-\\u024f])[\\u0300-\\u036f]+', '\\1', 'g'), NFC)
+            ELSE cut END;
+END
 $fn$;
 CREATE OR REPLACE FUNCTION conversation_text(head TEXT) RETURNS TEXT
-    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
-    SELECT CASE WHEN octet_length(head) = char_length(head)
-        THEN lower(regexp_replace(head COLLATE "C", '[^0-9A-Za-z]+', ' ', 'g')) COLLATE "default"
-        ELSE conversation_fold(regexp_replace(
-            lower(CASE WHEN head IS NFC NORMALIZED THEN head ELSE normalize(head, NFC) END
-                  COLLATE "und-x-icu"),
-            '[^[:alnum:]{_NUMBERS}]+', ' ', 'g') COLLATE "default") END
+    LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
+BEGIN
+    RETURN CASE WHEN octet_length(head) = char_length(head)
+            THEN lower(regexp_replace(head COLLATE "C", '[^0-9A-Za-z]+', ' ', 'g'))
+                 COLLATE "default"
+            ELSE conversation_fold(regexp_replace(
+                lower(CASE WHEN head IS NFC NORMALIZED THEN head ELSE normalize(head, NFC) END
+                      COLLATE "und-x-icu"),
+                '[^[:alnum:]{_NUMBERS}]+', ' ', 'g') COLLATE "default") END;
+END
 $fn$;
 CREATE OR REPLACE FUNCTION conversation_keyed(tenant_key TEXT, cut TEXT) RETURNS TSVECTOR
-    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
-    SELECT CASE WHEN cut ~ '[^ ]{{65}}'
-        THEN array_to_tsvector(ARRAY(
-            SELECT tenant_key || CASE WHEN octet_length(word) > {MAX_WORD_BYTES}
-                THEN '#' || encode(sha256(convert_to(word, 'UTF8')), 'hex') ELSE word END
-            FROM unnest(string_to_array(cut, ' ')) AS word WHERE word <> ''))
-        ELSE array_to_tsvector(array_remove(array_remove(
-            string_to_array(replace(' ' || cut, ' ', ' ' || tenant_key), ' '), ''), tenant_key))
-        END
+    LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $fn$
+BEGIN
+    RETURN CASE WHEN cut ~ '[^ ]{{65}}'
+            THEN array_to_tsvector(ARRAY(
+                SELECT tenant_key || CASE WHEN octet_length(word) > {MAX_WORD_BYTES}
+                    THEN '#' || encode(sha256(convert_to(word, 'UTF8')), 'hex') ELSE word END
+                FROM unnest(string_to_array(cut, ' ')) AS word WHERE word <> ''))
+            ELSE array_to_tsvector(array_remove(array_remove(string_to_array(
+                replace(' ' || cut, ' ', ' ' || tenant_key), ' '), ''), tenant_key))
+            END;
+END
 $fn$;
 CREATE OR REPLACE FUNCTION conversation_lexemes(tenant TEXT, body TEXT) RETURNS TSVECTOR
-    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE COST {FUNCTION_COST} AS $fn$
-    SELECT conversation_keyed(left(md5(tenant), 12),
-                              conversation_text(left(body, {MAX_INDEXED_CHARS})))
+    LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE COST {FUNCTION_COST} AS $fn$
+BEGIN
+    RETURN conversation_keyed(left(md5(tenant), 12),
+                              conversation_text(left(body, {MAX_INDEXED_CHARS})));
+END
 $fn$;
 CREATE INDEX IF NOT EXISTS chat_words
     ON chat USING GIN (conversation_lexemes(tenant_id, doc->>'content'))
