@@ -9,8 +9,8 @@ from datetime import date
 import pytest
 
 from vancetope_brain.llm import LlmResponse, ToolSpec
-from vancetope_brain.models.usage import UsageKey, UsageRow
 from vancetope_brain.models.steer import ToolCallStatus
+from vancetope_brain.models.usage import UsageKey, UsageRow
 from vancetope_brain.observability import metrics
 from vancetope_brain.tools import ToolDispatcher
 from vancetope_brain.tools.dispatcher import Safety, ToolManifest, ToolOutcome

@@ -19,7 +19,6 @@ from vancetope_brain.runtime import Backend, Core, Operations
 from vancetope_brain.services import DocumentService
 from vancetope_brain.services.documents import EnqueueIndex
 from vancetope_brain.services.usage import UsageService
-from vancetope_brain.store import UsageStore
 from vancetope_brain.tools.client import ClientToolBridge
 
 
@@ -46,4 +45,4 @@ def build_gateway(config: Config, enqueue: Enqueue, *, enqueue_index: EnqueueInd
                    documents=DocumentService.on(core["store"], config.attachments_dir,
                                                 core["events"], enqueue_index),
                    operations=Operations.on(core["store"]),
-                   usage=UsageService(core["store"].port(UsageStore), core["settings"]))
+                   usage=UsageService.on(core["store"], core["settings"]))

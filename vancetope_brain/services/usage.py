@@ -10,7 +10,7 @@ from typing import Any
 
 from vancetope_brain.models.usage import UsageRow
 from vancetope_brain.settings import SettingsService
-from vancetope_brain.store import UsageStore
+from vancetope_brain.store import Backend, UsageStore
 
 PER = 1_000_000
 """Prices are per this many tokens."""
@@ -53,6 +53,10 @@ class UsageService:
     def __init__(self, store: UsageStore, settings: SettingsService) -> None:
         self._store = store
         self._settings = settings
+
+    @classmethod
+    def on(cls, store: Backend, settings: SettingsService) -> UsageService:
+        return cls(store.port(UsageStore), settings)
 
     def of_user(self, tenant_id: str, user_id: str, today: date, *,
                 session: tuple[str, date] | None = None) -> UserUsage:

@@ -1,14 +1,15 @@
 """MongoDB ``UsageStore``: collection ``llm_usage``, one document per (tenantId, day,
-sessionId, model, userId, projectId) — unique index ``by_key``; ``day`` is ``YYYY-MM-DD``
-(UTC).
+sessionId, model, userId, projectId) — its ``_id``, those fields in that order, and the
+same fields beside it for the index ``by_day`` (tenantId, day) that reads use; ``day`` is
+``YYYY-MM-DD`` (UTC).
 
 Atomicity: each row of a turn is one upsert with ``$inc`` (``add_usage``), made by the lane
 commit right after it inserts the turn's record, and only when that insert was not a
 duplicate: a commit retried after a crash adds nothing twice, while a crash between the
 record and the upserts loses that turn's tokens (MongoDB has no multi-document
 transaction here). Two first upserts of one key racing: the loser's duplicate-key error is
-retried once, as an update of the row the winner made. A read is one ``find`` by the
-index's prefix (tenant, day).
+retried once, as an update of the row the winner made. A read is one ``find`` by
+``by_day``.
 """
 
 from __future__ import annotations
@@ -25,29 +26,37 @@ from vancetope_brain.store.mongo._codec import translated
 from vancetope_brain.store.usage import MAX_READ, UsageStore
 
 USAGE = "llm_usage"
-_KEY = ["tenantId", "day", "sessionId", "model", "userId", "projectId"]
+KEY_FIELDS = ("tenantId", "day", "sessionId", "model", "userId", "projectId")
+"""The fields of a row's ``_id``, in order (the SQL key's columns, in the same order)."""
+
+
+def usage_id(tenant_id: str, day: str, session_id: str, model: str, user_id: str,
+             project_id: str) -> dict[str, str]:
+    """A row's ``_id``."""
+    return dict(zip(KEY_FIELDS, (tenant_id, day, session_id, model, user_id, project_id),
+                    strict=True))
 
 
 def add_usage(database: Any, rows: list[UsageRow]) -> None:
     """Add ``rows`` to the stored totals, one upsert each."""
     for row in rows:
         k = row.key
-        key = dict(zip(_KEY, (k.tenant_id, k.day.isoformat(), k.session_id, k.model,
-                              k.user_id, k.project_id), strict=True))
+        key = usage_id(k.tenant_id, k.day.isoformat(), k.session_id, k.model, k.user_id,
+                       k.project_id)
         inc = {"$inc": {"tokensIn": row.tokens_in, "tokensOut": row.tokens_out,
-                        "calls": row.calls, "estimatedCalls": row.estimated_calls}}
+                        "calls": row.calls, "estimatedCalls": row.estimated_calls},
+               "$setOnInsert": key}
         try:
-            database[USAGE].update_one(key, inc, upsert=True)
+            database[USAGE].update_one({"_id": key}, inc, upsert=True)
         except DuplicateKeyError:
-            database[USAGE].update_one(key, inc)
+            database[USAGE].update_one({"_id": key}, inc)
 
 
 class MongoUsage(MongoAdapter, UsageStore):
     def __init__(self, db: MongoBackend) -> None:
         super().__init__(db)
         self._usage = db.database[USAGE]
-        self._usage.create_index([(name, ASCENDING) for name in _KEY], name="by_key",
-                                 unique=True)
+        self._usage.create_index([("tenantId", ASCENDING), ("day", ASCENDING)], name="by_day")
 
     @translated
     def read_usage(self, tenant_id: str, first_day: date, last_day: date, *,

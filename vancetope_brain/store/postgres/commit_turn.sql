@@ -103,7 +103,7 @@ BEGIN
         INSERT INTO llm_usage AS cur (tenant_id, day, session_id, model, user_id, project_id,
                tokens_in, tokens_out, calls, estimated_calls)
         SELECT t, d, s, m, u, p, i, o, c, e FROM jsonb_to_recordset(p_usage) AS x(t text,
-               d date, s text, m text, u text, p text, i bigint, o bigint, c bigint, e bigint)
+               d text, s text, m text, u text, p text, i bigint, o bigint, c bigint, e bigint)
             ON CONFLICT (tenant_id, day, session_id, model, user_id, project_id) DO UPDATE SET
                tokens_in = cur.tokens_in + excluded.tokens_in,
                tokens_out = cur.tokens_out + excluded.tokens_out,

@@ -1,5 +1,6 @@
 """PostgreSQL ``UsageStore``: table ``llm_usage``, one row per (tenant, user, project,
-session, model, day).
+session, model, day) — the day as ``YYYY-MM-DD`` text (UTC), as on SQLite, so a transfer
+carries it as it is.
 
 Atomicity: a turn's rows are added by one ``INSERT … ON CONFLICT DO UPDATE`` adding the
 counters, inside the lane commit — a statement of its transaction (``add_statement``) or
@@ -21,7 +22,7 @@ from vancetope_brain.store.usage import MAX_READ, UsageStore
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS llm_usage (
-    tenant_id TEXT NOT NULL, day DATE NOT NULL, session_id TEXT NOT NULL,
+    tenant_id TEXT NOT NULL, day TEXT NOT NULL, session_id TEXT NOT NULL,
     model TEXT NOT NULL, user_id TEXT NOT NULL, project_id TEXT NOT NULL,
     tokens_in BIGINT NOT NULL, tokens_out BIGINT NOT NULL, calls BIGINT NOT NULL,
     estimated_calls BIGINT NOT NULL,
@@ -33,7 +34,7 @@ _ADD = (
     "INSERT INTO llm_usage AS cur (tenant_id, day, session_id, model, user_id, project_id, "
     "tokens_in, tokens_out, calls, estimated_calls) "
     "SELECT t, d, s, m, u, p, i, o, c, e FROM jsonb_to_recordset(%s::jsonb) AS x(t text, "
-    "d date, s text, m text, u text, p text, i bigint, o bigint, c bigint, e bigint) "
+    "d text, s text, m text, u text, p text, i bigint, o bigint, c bigint, e bigint) "
     "ON CONFLICT (tenant_id, day, session_id, model, user_id, project_id) DO UPDATE SET "
     "tokens_in = cur.tokens_in + excluded.tokens_in, "
     "tokens_out = cur.tokens_out + excluded.tokens_out, calls = cur.calls + excluded.calls, "
@@ -60,7 +61,7 @@ class PostgresUsage(PostgresAdapter, UsageStore):
                    user_id: str | None = None, session_id: str | None = None
                    ) -> list[UsageRow]:
         where, args = "tenant_id = %s AND day BETWEEN %s AND %s", [
-            tenant_id, first_day, last_day]
+            tenant_id, first_day.isoformat(), last_day.isoformat()]
         if user_id is not None:
             where, args = where + " AND user_id = %s", [*args, user_id]
         if session_id is not None:
@@ -69,4 +70,5 @@ class PostgresUsage(PostgresAdapter, UsageStore):
             "SELECT tenant_id, user_id, project_id, session_id, model, day, tokens_in, "
             f"tokens_out, calls, estimated_calls FROM llm_usage WHERE {where} "
             "ORDER BY day, session_id, model LIMIT %s", (*args, MAX_READ))
-        return [UsageRow(UsageKey(*raw[:6]), *raw[6:]) for raw in rows]
+        return [UsageRow(UsageKey(raw[0], raw[1], raw[2], raw[3], raw[4],
+                                  date.fromisoformat(raw[5])), *raw[6:]) for raw in rows]
