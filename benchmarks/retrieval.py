@@ -241,8 +241,8 @@ class _RandomEmbedder:
     def __init__(self, dim: int) -> None:
         self._rng, self._dim = np.random.default_rng(3), dim
 
-    def for_project(self, tenant_id: str, project_id: str, *,
-                    query: bool) -> _RandomEmbedder:
+    def for_project(self, tenant_id: str, project_id: str, *, query: bool,
+                    settings: object = None) -> _RandomEmbedder:
         return self
 
     def embed(self, texts: list[str]) -> np.ndarray:
