@@ -17,7 +17,9 @@ from vancetope_brain.models import (
     TurnRecord,
     TurnStart,
 )
-from vancetope_brain.store.backend import Port
+from vancetope_brain.store.backend import Backend, Port
+from vancetope_brain.store.event_outbox import EventOutboxStore
+from vancetope_brain.store.sessions import SessionStore
 
 
 class LaneStore(Port):
@@ -153,3 +155,16 @@ class LaneStore(Port):
         """The process's committed turns in epoch order; with ``lifecycle``, only the turns
         of that lifecycle call; with ``last``, only the last ``last`` of them (an indexed
         read, however many turns the process ran)."""
+
+
+def turn_start_read_by_read(backend: Backend, tenant_id: str, process_id: str, *,
+                            messages: int, events: int) -> TurnStart:
+    """``LaneStore.turn_start`` as the three reads it stands for, one after the other, in its
+    order (SQLite: each costs microseconds in-process, and one transaction would add its own
+    BEGIN and COMMIT; MongoDB: no multi-document snapshot without a transaction, which
+    mongomock lacks)."""
+    process = backend.port(SessionStore).get_process(tenant_id, process_id)
+    return TurnStart(
+        process=process,
+        events=backend.port(EventOutboxStore).pending_events(tenant_id, process_id, events),
+        pending=backend.port(LaneStore).pending_messages(tenant_id, process_id, messages))

@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import overload
+from typing import Any, overload
 
 from vancetope_brain.errors import InvalidInput
+from vancetope_brain.store.audit import MAX_LISTED, AuditPosition
 from vancetope_brain.store.sessions import BAD_CURSOR, cursor_position
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -56,3 +57,21 @@ def row_position(cursor: str) -> tuple[int, int]:
     if not (key.isascii() and key.isdigit()):
         raise InvalidInput(BAD_CURSOR)
     return created_ms, int(key)
+
+
+def audit_page(mark: str, tenant_id: str | None, before: AuditPosition | None,
+               limit: int) -> tuple[str, tuple[Any, ...]]:
+    """The statement and parameters of ``AuditStore.list_audit`` on table ``audit_log``, with
+    the backend's parameter ``mark`` (``?`` or ``%s``): newest first, keyset-paged by
+    (``at_ms``, id), one tenant's or every tenant's."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    if tenant_id is not None:
+        clauses.append(f"tenant_id = {mark}")
+        params.append(tenant_id)
+    if before is not None:
+        clauses.append(f"(at_ms, id) < ({mark}, {mark})")
+        params += [before.at_ms, before.id]
+    where = f"WHERE {' AND '.join(clauses)} " if clauses else ""
+    return (f"SELECT doc FROM audit_log {where}ORDER BY at_ms DESC, id DESC LIMIT {mark}",
+            (*params, max(0, min(limit, MAX_LISTED))))

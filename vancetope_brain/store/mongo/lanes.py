@@ -82,14 +82,13 @@ from vancetope_brain.models import (
     lifecycle,
     utcnow,
 )
-from vancetope_brain.store.event_outbox import EventOutboxStore, turn_events
-from vancetope_brain.store.lanes import LaneStore
+from vancetope_brain.store.event_outbox import turn_events
+from vancetope_brain.store.lanes import LaneStore, turn_start_read_by_read
 from vancetope_brain.store.mongo import MongoAdapter, MongoBackend
 from vancetope_brain.store.mongo._codec import STRING, from_bson, naive_utc, to_bson, translated
 from vancetope_brain.store.mongo.event_outbox import enqueue_in
 from vancetope_brain.store.mongo.journal import clear as clear_journal
 from vancetope_brain.store.mongo.sessions import PROCESSES, insert_process, process_exists
-from vancetope_brain.store.sessions import SessionStore
 
 MESSAGES = "engine_messages"
 _DUPLICATE_KEY = 11000
@@ -197,13 +196,8 @@ class MongoLanes(MongoAdapter, LaneStore):
 
     def turn_start(self, tenant_id: str, process_id: str, *, messages: int,
                    events: int) -> TurnStart:
-        # Three reads, one after the other (no multi-document snapshot without a
-        # transaction, which mongomock lacks).
-        process = self.db.port(SessionStore).get_process(tenant_id, process_id)
-        return TurnStart(
-            process=process,
-            events=self.db.port(EventOutboxStore).pending_events(tenant_id, process_id, events),
-            pending=self.pending_messages(tenant_id, process_id, messages))
+        return turn_start_read_by_read(self.db, tenant_id, process_id, messages=messages,
+                                       events=events)
 
     @translated
     def stale_pending(self, older_than: datetime, limit: int = 100) -> list[tuple[str, str]]:

@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pymongo import ASCENDING
+from pymongo.collection import Collection
 
 from vancetope_brain.models import ProcessStatus, SessionStatus
 from vancetope_brain.models.inbox import DeliveryStatus, ItemStatus
@@ -100,42 +101,21 @@ class MongoRetention(MongoAdapter, RetentionStore):
     @translated
     def purge_deliveries(self, tenant_id: str, created_before: datetime, *,
                          limit: int = 500) -> int:
-        if limit <= 0:
-            return 0
-        ids = [raw["_id"] for raw in self._deliveries.find(
-            _deliveries_due(tenant_id, created_before), {"_id": True}
-        ).sort("createdAt", ASCENDING).limit(limit)]
-        if not ids:
-            return 0
-        return int(self._deliveries.delete_many({"tenantId": tenant_id,
-                                                 "_id": {"$in": ids}}).deleted_count)
+        return _purge_oldest(self._deliveries, tenant_id,
+                             _deliveries_due(tenant_id, created_before), "createdAt", limit)
 
     @translated
     def deliveries_due(self, tenant_id: str, created_before: datetime) -> Due:
-        found = _deliveries_due(tenant_id, created_before)
-        count = self._deliveries.count_documents(found)
-        first = next(iter(self._deliveries.find(found, {"createdAt": True})
-                          .sort("createdAt", ASCENDING).limit(1)), None)
-        return Due(count, None if first is None else first["createdAt"].replace(tzinfo=UTC))
+        return _oldest_due(self._deliveries, _deliveries_due(tenant_id, created_before),
+                           "createdAt")
 
     @translated
     def purge_audit(self, tenant_id: str, before: datetime, *, limit: int = 500) -> int:
-        if limit <= 0:
-            return 0
-        ids = [raw["_id"] for raw in self._audit.find(
-            _audit_due(tenant_id, before), {"_id": True}).sort("at", ASCENDING).limit(limit)]
-        if not ids:
-            return 0
-        return int(self._audit.delete_many({"tenantId": tenant_id,
-                                            "_id": {"$in": ids}}).deleted_count)
+        return _purge_oldest(self._audit, tenant_id, _audit_due(tenant_id, before), "at", limit)
 
     @translated
     def audit_due(self, tenant_id: str, before: datetime) -> Due:
-        found = _audit_due(tenant_id, before)
-        count = self._audit.count_documents(found)
-        first = next(iter(self._audit.find(found, {"at": True}).sort("at", ASCENDING).limit(1)),
-                     None)
-        return Due(count, None if first is None else first["at"].replace(tzinfo=UTC))
+        return _oldest_due(self._audit, _audit_due(tenant_id, before), "at")
 
     def _due(self, tenant_id: str, cutoff: datetime,
              scanned: int | None) -> Iterator[list[str]]:
@@ -213,3 +193,25 @@ def _deliveries_due(tenant_id: str, created_before: datetime) -> dict[str, Any]:
 
 def _audit_due(tenant_id: str, before: datetime) -> dict[str, Any]:
     return {"tenantId": tenant_id, "at": {"$lt": naive_utc(before)}}
+
+
+def _purge_oldest(collection: Collection[Any], tenant_id: str, found: dict[str, Any],
+                  field: str, limit: int) -> int:
+    """Delete the oldest (by ``field``) ``limit`` records of the tenant that ``found`` matches:
+    one page of ids, then one ``delete_many`` of them."""
+    if limit <= 0:
+        return 0
+    ids = [raw["_id"] for raw in collection.find(found, {"_id": True})
+           .sort(field, ASCENDING).limit(limit)]
+    if not ids:
+        return 0
+    return int(collection.delete_many({"tenantId": tenant_id,
+                                       "_id": {"$in": ids}}).deleted_count)
+
+
+def _oldest_due(collection: Collection[Any], found: dict[str, Any], field: str) -> Due:
+    """How many records ``found`` matches, and the oldest one's ``field``."""
+    first = next(iter(collection.find(found, {field: True}).sort(field, ASCENDING).limit(1)),
+                 None)
+    return Due(collection.count_documents(found),
+               None if first is None else first[field].replace(tzinfo=UTC))

@@ -7,13 +7,11 @@ is ``COLLATE "C"`` so ties order by bytes, as on SQLite.
 
 from __future__ import annotations
 
-from typing import Any
-
 from vancetope_brain.models.audit import AuditRecord
-from vancetope_brain.store.audit import MAX_LISTED, AuditPosition, AuditStore
+from vancetope_brain.store.audit import AuditPosition, AuditStore
 from vancetope_brain.store.postgres import PostgresAdapter
 from vancetope_brain.store.postgres._db import doc_json, load_all
-from vancetope_brain.store.sql import to_ms
+from vancetope_brain.store.sql import audit_page, to_ms
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS audit_log (
@@ -35,15 +33,4 @@ class PostgresAudit(PostgresAdapter, AuditStore):
 
     def list_audit(self, tenant_id: str | None, before: AuditPosition | None = None,
                    limit: int = 100) -> list[AuditRecord]:
-        clauses: list[str] = []
-        params: list[Any] = []
-        if tenant_id is not None:
-            clauses.append("tenant_id = %s")
-            params.append(tenant_id)
-        if before is not None:
-            clauses.append("(at_ms, id) < (%s, %s)")
-            params += [before.at_ms, before.id]
-        where = f"WHERE {' AND '.join(clauses)} " if clauses else ""
-        return load_all(AuditRecord, self.db.read(
-            f"SELECT doc FROM audit_log {where}ORDER BY at_ms DESC, id DESC LIMIT %s",
-            (*params, max(0, min(limit, MAX_LISTED)))))
+        return load_all(AuditRecord, self.db.read(*audit_page("%s", tenant_id, before, limit)))

@@ -6,11 +6,9 @@ Atomicity: an append is one ``INSERT``. A page is read newest first by the index
 
 from __future__ import annotations
 
-from typing import Any
-
 from vancetope_brain.models.audit import AuditRecord
-from vancetope_brain.store.audit import MAX_LISTED, AuditPosition, AuditStore
-from vancetope_brain.store.sql import to_ms
+from vancetope_brain.store.audit import AuditPosition, AuditStore
+from vancetope_brain.store.sql import audit_page, to_ms
 from vancetope_brain.store.sqlite import SqliteAdapter
 from vancetope_brain.store.sqlite._db import load_all
 
@@ -33,15 +31,4 @@ class SqliteAudit(SqliteAdapter, AuditStore):
 
     def list_audit(self, tenant_id: str | None, before: AuditPosition | None = None,
                    limit: int = 100) -> list[AuditRecord]:
-        clauses: list[str] = []
-        params: list[Any] = []
-        if tenant_id is not None:
-            clauses.append("tenant_id = ?")
-            params.append(tenant_id)
-        if before is not None:
-            clauses.append("(at_ms, id) < (?, ?)")
-            params += [before.at_ms, before.id]
-        where = f"WHERE {' AND '.join(clauses)} " if clauses else ""
-        return load_all(AuditRecord, self.db.read(
-            f"SELECT doc FROM audit_log {where}ORDER BY at_ms DESC, id DESC LIMIT ?",
-            (*params, max(0, min(limit, MAX_LISTED)))))
+        return load_all(AuditRecord, self.db.read(*audit_page("?", tenant_id, before, limit)))

@@ -38,9 +38,8 @@ from vancetope_brain.models import (
     lifecycle,
     utcnow,
 )
-from vancetope_brain.store.event_outbox import EventOutboxStore, turn_events
-from vancetope_brain.store.lanes import LaneStore
-from vancetope_brain.store.sessions import SessionStore
+from vancetope_brain.store.event_outbox import turn_events
+from vancetope_brain.store.lanes import LaneStore, turn_start_read_by_read
 from vancetope_brain.store.sql import iso, to_ms
 from vancetope_brain.store.sqlite import SqliteAdapter
 from vancetope_brain.store.sqlite._db import load_all, marks
@@ -273,13 +272,8 @@ class SqliteLanes(SqliteAdapter, LaneStore):
 
     def turn_start(self, tenant_id: str, process_id: str, *, messages: int,
                    events: int) -> TurnStart:
-        # Three reads, as the calls were: each costs microseconds in-process; one
-        # transaction would add its own BEGIN and COMMIT.
-        process = self.db.port(SessionStore).get_process(tenant_id, process_id)
-        return TurnStart(
-            process=process,
-            events=self.db.port(EventOutboxStore).pending_events(tenant_id, process_id, events),
-            pending=self.pending_messages(tenant_id, process_id, messages))
+        return turn_start_read_by_read(self.db, tenant_id, process_id, messages=messages,
+                                       events=events)
 
     def stale_pending(self, older_than: datetime, limit: int = 100) -> list[tuple[str, str]]:
         # Oldest wait first; each branch walks its partial index (messages_stale,
