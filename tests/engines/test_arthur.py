@@ -200,6 +200,30 @@ def test_the_model_input_never_exceeds_the_budget(embedded):
     assert not any(c.startswith("message 0 ") for c in contents)
 
 
+def test_a_budget_too_small_for_the_prompt_and_tools_says_what_to_change(embedded):
+    calls = []
+
+    def arthur(messages, tools):
+        calls.append(messages)
+        return respond("ok")
+
+    embedded.model = FunctionModel(Script(arthur, lambda messages, tools: ""))
+    session = arthur_session(embedded)
+    pid = session.chat_process_id
+    _set(embedded, "arthur.maxContextTokens", 1024)  # the least allowed
+    embedded.brain.sessions.steer(embedded.who, pid, "hello")
+    lanes = embedded.brain.store.port(LaneStore)
+    wait_for(lambda: any(line.role is ChatRole.ERROR for line in lanes.chat_history("acme", pid)),
+             timeout=10)
+    error = next(line.content for line in lanes.chat_history("acme", pid)
+                 if line.role is ChatRole.ERROR)
+    assert "raise arthur.maxContextTokens" in error and "(1024)" in error, error
+    assert "the process goes on" in error and not calls
+    _set(embedded, "arthur.maxContextTokens", 65536)  # raised: the next message is answered
+    embedded.brain.sessions.steer(embedded.who, pid, "again")
+    wait_for(lambda: lanes.chat_history("acme", pid, limit=1)[0].content == "ok", timeout=10)
+
+
 def _set(emb, key, value):
     from vancetope_brain.models.settings import SettingScope
 

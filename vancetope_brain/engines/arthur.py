@@ -139,7 +139,8 @@ class ArthurEngine(RespondingEngine):
             prompt += "\n\n" + summary
         if injected is not None:
             prompt += "\n\n" + injected.prompt
-        messages = history.fitted(context, [LlmMessage("system", prompt)], tools, limit)
+        messages = history.fitted(context, [LlmMessage("system", prompt)], tools,
+                                  "arthur.maxContextTokens")
         reply = ToolLoop(context, tools, notice=NOTICE).run(messages)
         if reply is None:
             return

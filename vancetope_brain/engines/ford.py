@@ -89,6 +89,5 @@ class FordEngine(RespondingEngine):
         settings = context.settings()
         return history.fitted(
             context, [LlmMessage("system", system_prompt(process, context, SYSTEM_PROMPT))],
-            tools, settings.get("ford.maxContextTokens"),
-            max_lines=settings.get("chat.historyLimit"))
+            tools, "ford.maxContextTokens", max_lines=settings.get("chat.historyLimit"))
 

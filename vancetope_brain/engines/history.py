@@ -24,7 +24,7 @@ from typing import Any
 
 from vancetope_brain.engines.context import ThinkEngineContext
 from vancetope_brain.engines.prompting import line_messages
-from vancetope_brain.errors import LlmError
+from vancetope_brain.errors import ConfigError, LlmError
 from vancetope_brain.llm import LlmMessage, ToolSpec, budget
 from vancetope_brain.models import ChatMessage
 from vancetope_brain.models.markup import tagged
@@ -100,14 +100,21 @@ _WINDOW = "historyWindow"
 
 
 def fitted(context: ThinkEngineContext, fixed: list[LlmMessage], tools: list[ToolSpec],
-           limit: int, *, max_lines: int = HISTORY_LINES) -> list[LlmMessage]:
+           setting: str, *, max_lines: int = HISTORY_LINES) -> list[LlmMessage]:
     """The model input of a turn: ``fixed`` (the system prompt), the chat summary if there
     is one, and the newest lines of the chat (at most ``max_lines``) within ``limit``
     tokens with ``tools``; summarises first when the history passes the threshold (see
-    the module docstring). Raises ValueError if ``fixed`` and ``tools`` alone do not fit."""
-    room = limit - budget.estimate(fixed, tools)
-    if room < 0:
-        raise ValueError(f"the system prompt and tools alone need more than {limit} tokens")
+    the module docstring). ``limit`` is the value of the engine's ``setting``
+    (``arthur.maxContextTokens``, …); ``ConfigError`` if ``fixed`` and ``tools`` alone do not
+    fit it, saying what to change."""
+    limit = context.settings().get(setting)
+    need = budget.estimate(fixed, tools)
+    if need > limit:
+        raise ConfigError(
+            f"the system prompt and the {len(tools)} tools offered need about {need} tokens, "
+            f"more than {setting} ({limit}) allows: raise {setting} (a setting of the "
+            "project or tenant) or offer fewer tools")
+    room = limit - need
     summary = Summary.of(context.state())
     through = summary.through_seq if summary else 0
     lines = _unsummarised(context, through, max_lines, room + limit)
