@@ -4,6 +4,9 @@ message, renaming, and a session the terminal started continued here."""
 
 from __future__ import annotations
 
+import json
+import re
+
 from tests.web.ui import create_session
 from vancetope_gateway.chat_client import ChatClient, fingerprint
 
@@ -132,3 +135,35 @@ def test_a_terminal_session_opens_in_the_browser_and_is_renamed(server, page, sh
         back.request("session-resume", sessionId=sid, fingerprint=fingerprint())
     finally:
         back.close()
+
+
+def test_a_refused_session_list_says_so_instead_of_no_sessions(server, page, shoot):
+    """A server that refuses ``session-list`` (an older one during an upgrade, say) is not
+    an empty list: the list says why it could not be loaded, and loads once it can."""
+    refusing = {"on": True}
+
+    def route(ws) -> None:  # type: ignore[no-untyped-def]
+        upstream = ws.connect_to_server()
+
+        def up(message) -> None:  # type: ignore[no-untyped-def]
+            frame = json.loads(message)
+            if frame["type"] == "session-list" and refusing["on"]:
+                ws.send(json.dumps({"type": "error", "replyTo": frame["id"], "data": {
+                    "code": "invalid_input", "message": "unknown field 'cursor'"}}))
+                return
+            upstream.send(message)
+
+        ws.on_message(up)
+
+    page.route_web_socket(re.compile(r"/ws$"), route)
+    page.goto(server.sign_in_url)
+    sessions = page.get_by_role("navigation", name="Sessions")
+    alert = sessions.get_by_role("alert")
+    alert.wait_for()
+    assert "could not be loaded" in alert.inner_text() and "unknown field" in alert.inner_text()
+    assert sessions.get_by_text("No sessions yet.").count() == 0
+    shoot(page, "session-list-refused")
+    refusing["on"] = False
+    create_session(page, "after the refusal")  # a new session reloads the list
+    sessions.get_by_role("button", name="after the refusal").wait_for()
+    assert alert.count() == 0

@@ -193,13 +193,22 @@ export async function tryRequest<T extends RequestType>(
   }
 }
 
+/** A `session-list` page, or `undefined` when it was refused: the refusal is kept in
+ * `sessionsError` (the list shows it where it would show the sessions). */
+async function sessionPage(data: Requests["session-list"]): Promise<Reply<"session-list"> | undefined> {
+  const answer = await tryRequest("session-list", data);
+  if (answer.ok) return answer.value;
+  if (answer.code !== "disconnected") set({ sessionsError: `${answer.message} (${answer.code})` });
+  return undefined;
+}
+
 /** Every session of the user of `status` (OPEN or SUSPENDED: the server caps how many a
  * user keeps not CLOSED), newest first; `undefined` when a page was refused. */
 async function everySession(status: "OPEN" | "SUSPENDED"): Promise<Session[] | undefined> {
   const found: Session[] = [];
   let cursor: string | null = null;
   do {
-    const answer: Reply<"session-list"> | undefined = await request("session-list",
+    const answer: Reply<"session-list"> | undefined = await sessionPage(
       { status, limit: SESSION_PAGE_MAX, ...(cursor ? { cursor } : {}) });
     if (!answer) return undefined;
     found.push(...answer.sessions);
@@ -214,10 +223,11 @@ async function everySession(status: "OPEN" | "SUSPENDED"): Promise<Session[] | u
 export async function refreshSessions(): Promise<void> {
   const [open, suspended, closed] = await Promise.all([
     everySession("OPEN"), everySession("SUSPENDED"),
-    request("session-list", { status: "CLOSED", limit: SESSION_PAGE })]);
+    sessionPage({ status: "CLOSED", limit: SESSION_PAGE })]);
   if (!open || !suspended || !closed) return;
   const active = [...open, ...suspended].sort((a, b) => b.createdAt.localeCompare(a.createdAt));
-  set({ sessions: [...active, ...closed.sessions], moreSessions: closed.nextCursor ?? null });
+  set({ sessions: [...active, ...closed.sessions], moreSessions: closed.nextCursor ?? null,
+    sessionsError: null });
 }
 
 /** The next page of the user's closed sessions, after those the list shows. */

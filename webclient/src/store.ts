@@ -80,6 +80,9 @@ export interface State {
   sessions: Session[];
   /** The cursor of the next page of closed sessions (`null`: all are loaded). */
   moreSessions: string | null;
+  /** Why the session list could not be loaded (a `session-list` the server refused, e.g.
+   * an older server during an upgrade); `null` once a load succeeds. */
+  sessionsError: string | null;
   sessionId: string | null;
   chatProcessId: string | null;
   /** The last event `seq` seen of the bound session: what a resume asks after. */
@@ -120,6 +123,7 @@ export const useStore = create<State>(() => ({
   welcome: null,
   sessions: [],
   moreSessions: null,
+  sessionsError: null,
   tab: "chat",
   inbox: {},
   inboxSelected: null,

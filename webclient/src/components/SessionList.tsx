@@ -27,6 +27,7 @@ const QUERY_CHARS = 200;
 export function SessionList({ onPicked }: { onPicked(): void }) {
   const sessions = useStore((s) => s.sessions);
   const more = useStore((s) => s.moreSessions);
+  const error = useStore((s) => s.sessionsError);
   const [loading, setLoading] = useState(false);
   const current = useStore((s) => s.sessionId);
   const bound = sessions.find((s) => s.id === current);
@@ -46,7 +47,8 @@ export function SessionList({ onPicked }: { onPicked(): void }) {
       <ScrollArea style={{ flex: 1 }}>
         {searched ? <SearchResults query={searched} onPicked={onPicked} /> : (
         <nav aria-label="Sessions">
-          {sessions.length === 0 && <Text c="dimmed" size="sm">No sessions yet.</Text>}
+          {error ? <Text c="red" size="sm" role="alert">Your sessions could not be loaded: {error}</Text>
+            : sessions.length === 0 && <Text c="dimmed" size="sm">No sessions yet.</Text>}
           {sessions.map((s) => (
             <NavLink key={s.id} component="button" active={s.id === current}
               label={s.title || "Untitled session"}
