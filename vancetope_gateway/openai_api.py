@@ -181,6 +181,13 @@ def models() -> Response:
         for name, source in _chat_recipes(_who()).items()]}), mimetype="application/json")
 
 
+@openai.route("/<path:anything>", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
+def elsewhere(anything: str) -> Response:
+    """Any other ``/v1/`` path (embeddings, the Responses API, …): an OpenAI-shaped 404."""
+    raise NotFound(f"/v1/{anything} is not served here: this door answers GET /v1/models "
+                   "and POST /v1/chat/completions")
+
+
 def _chat_recipes(who: Principal) -> dict[str, str]:
     """Name → source (bundled, tenant, project) of every chat recipe in the project's cascade."""
     return {e.recipe.name: e.source.value for e in _gateway().recipes.list(

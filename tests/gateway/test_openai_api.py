@@ -279,6 +279,15 @@ def test_the_caps_on_size(emb, served, token):
     _assert_error(_post(served, token, b"[1"), 400, "invalid_input")
 
 
+def test_other_openai_routes_answer_in_the_doors_shape(emb, served, token):
+    for method, path in (("POST", "/v1/embeddings"), ("POST", "/v1/responses"),
+                         ("GET", "/v1/models/arthur")):
+        error = _assert_error(_http(served, method, path, token, {} if method == "POST"
+                                    else None), 404, "not_found")
+        assert "/v1/chat/completions" in error["message"]
+    _assert_error(_http(served, "POST", "/v1/embeddings", "bad", {}), 401, "unauthorized")
+
+
 def test_tokens_are_checked_like_the_websockets(emb, served, token):
     for bad in ("", "vt_" + "x" * 43, "nonsense"):
         error = _assert_error(_models(served, bad), 401, "unauthorized")
@@ -393,3 +402,28 @@ def test_a_reply_that_does_not_come_in_time(emb, served, token, monkeypatch):
     assert body["error"]["code"] == "reply_timeout"
     session_id = refused.value.headers[SESSION_HEADER]
     wait_for(lambda: _lines(emb, _chat_of(emb, session_id))[-1][1] == "too late")
+
+
+def test_after_lost_events_the_reply_is_read_from_the_store(emb):
+    """An ``events-gap`` (the log trimmed or lost): the committed reply is looked up in the
+    chat history instead of waited for."""
+    from vancetope_brain.events import EventListener, Gap
+
+    gate = threading.Event()
+
+    def held(messages, tools):
+        gate.wait(10)
+        return "from the store"
+
+    emb.model = FunctionModel(held)
+    session = emb.brain.sessions.create(emb.who, chat_recipe="arthur")
+    listener = EventListener(emb.brain.redis)
+    try:
+        turn = openai_api._Turn.start(emb.brain, listener, emb.who, session, "lost?")
+        turn.close()  # from here on no event reaches the turn
+        gate.set()
+        wait_for(lambda: _lines(emb, turn.process_id)[-1][1] == "from the store")
+        turn.events.put(Gap(session.id, 0, 99))
+        assert turn.reply() == "from the store"
+    finally:
+        listener.close()
