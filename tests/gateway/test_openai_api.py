@@ -427,3 +427,21 @@ def test_after_lost_events_the_reply_is_read_from_the_store(emb):
         assert turn.reply() == "from the store"
     finally:
         listener.close()
+
+
+def test_failures_below_say_nothing_of_the_internals(emb, served, token, monkeypatch):
+    import redis
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a detail of /srv/internal.py")
+
+    monkeypatch.setattr(openai_api, "_chat_recipes", broken)
+    error = _assert_error(_models(served, token), 500, "internal")
+    assert "internal.py" not in json.dumps(error) and error["type"] == "server_error"
+
+    def down(*args, **kwargs):
+        raise redis.ConnectionError("Error 111 connecting to 10.0.0.7:6379")
+
+    monkeypatch.setattr(emb.brain.redis, "pipeline", down)
+    error = _assert_error(_models(served, token), 503, "runtime_failure")
+    assert "10.0.0.7" not in json.dumps(error)
