@@ -157,7 +157,7 @@ def _admit() -> None:
     pipe.incr(key)
     if pipe.execute()[1] > REQUESTS_PER_MINUTE:
         raise RateLimited(f"more than {REQUESTS_PER_MINUTE} requests in a minute; wait a moment")
-    request.environ["vancetope.principal"] = who
+    g.openai_principal = who
 
 
 @openai.after_request
@@ -169,7 +169,7 @@ def _name_the_session(response: Response) -> Response:
 
 
 def _who() -> Principal:
-    who: Principal = request.environ["vancetope.principal"]
+    who: Principal = g.openai_principal
     return who
 
 
@@ -201,7 +201,7 @@ def chat_completions() -> Response:
     gateway = _gateway()
     session_id = request.headers.get(SESSION_HEADER) or ask.session_id
     if session_id is not None:
-        session, content = _continued(gateway, who, session_id, ask), ask.last
+        session, content = _continued(gateway, who, session_id, ask), _capped(ask.last)
     else:
         if ask.model is not None and ask.model not in _chat_recipes(who):
             raise ModelNotFound(f"no chat recipe named {ask.model!r}; GET /v1/models lists them")
@@ -218,8 +218,12 @@ def chat_completions() -> Response:
         raise
     model = ask.model or gateway.sessions.process(who, turn.process_id).recipe_name or "chat"
     if ask.stream:
-        return Response(stream_with_context(_stream(turn, reply, model)),
-                        mimetype="text/event-stream")
+        streamed = Response(stream_with_context(_stream(turn, reply, model)),
+                            mimetype="text/event-stream")
+        # Also when the stream never starts (both are idempotent).
+        streamed.call_on_close(turn.close)
+        streamed.call_on_close(reply.give_back)
+        return streamed
     try:
         text = turn.reply()
     finally:
@@ -288,10 +292,7 @@ class _Ask:
             lines = "\n".join(f"<message role=\"{role}\">\n{content}\n</message>"
                               for role, content in earlier)
             text = f"<conversation-context>\n{lines}\n</conversation-context>\n\n{self.last}"
-        if len(text) > MAX_INPUT_CHARS:
-            raise _at(InputTooLarge(f"the input is {len(text)} characters; at most "
-                                    f"{MAX_INPUT_CHARS}"), "messages")
-        return text
+        return _capped(text)
 
     @classmethod
     def read(cls, body: Any) -> _Ask:
@@ -322,6 +323,14 @@ class _Ask:
         if not isinstance(stream, bool):
             raise _at(InvalidInput("stream must be a boolean"), "stream")
         return cls(model, _messages(body.get("messages")), stream, session_id or None)
+
+
+def _capped(text: str) -> str:
+    """The text to steer, if within ``MAX_INPUT_CHARS``."""
+    if len(text) > MAX_INPUT_CHARS:
+        raise _at(InputTooLarge(f"the input is {len(text)} characters; at most "
+                                f"{MAX_INPUT_CHARS}"), "messages")
+    return text
 
 
 def _messages(raw: Any) -> list[tuple[str, str]]:

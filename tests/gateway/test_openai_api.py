@@ -267,6 +267,18 @@ def test_the_sdk_raises_its_own_errors_for_refusals(sdk):
     assert refused.value.code == "unsupported_parameter" and refused.value.param == "n"
 
 
+def test_a_continued_conversations_message_has_the_same_cap(emb, served, token, sdk):
+    emb.model = FunctionModel(lambda m, t: "ok")
+    session_id = sdk.chat.completions.with_raw_response.create(
+        model="arthur", messages=[{"role": "user", "content": "x"}]).headers[SESSION_HEADER]
+    at_cap = "y" * openai_api.MAX_INPUT_CHARS
+    _assert_error(_post(served, token, {"model": "arthur", "messages": [
+        {"role": "user", "content": at_cap + "y"}]}, {SESSION_HEADER: session_id}), 413,
+        "input_too_large", "messages")
+    assert _post(served, token, {"model": "arthur", "messages": [
+        {"role": "user", "content": at_cap}]}, {SESSION_HEADER: session_id}).status_code == 200
+
+
 def test_the_caps_on_size(emb, served, token):
     many = [{"role": "user", "content": "x"}] * (openai_api.MAX_MESSAGES + 1)
     _assert_error(_post(served, token, {"model": "arthur", "messages": many}), 413,
