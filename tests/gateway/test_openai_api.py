@@ -28,6 +28,9 @@ from vancetope_gateway.openai_api import SESSION_HEADER
 
 @pytest.fixture
 def token(emb) -> str:
+    """A token of ada, whose minute of requests starts afresh (the module makes more than
+    ``REQUESTS_PER_MINUTE``)."""
+    emb.brain.redis.delete(keys.openai_requests("acme", "ada"))
     return emb.brain.identity.create_token("acme", "ada", "openai")[1]
 
 
@@ -413,7 +416,8 @@ def test_a_reply_that_does_not_come_in_time(emb, served, token, monkeypatch):
     body = json.loads(refused.value.read())
     assert body["error"]["code"] == "reply_timeout"
     session_id = refused.value.headers[SESSION_HEADER]
-    wait_for(lambda: _lines(emb, _chat_of(emb, session_id))[-1][1] == "too late")
+    wait_for(lambda: _lines(emb, _chat_of(emb, session_id))[-1:] == [
+        (ChatRole.ASSISTANT, "too late")], timeout=20)
 
 
 def test_after_lost_events_the_reply_is_read_from_the_store(emb):
@@ -434,7 +438,8 @@ def test_after_lost_events_the_reply_is_read_from_the_store(emb):
         turn = openai_api._Turn.start(emb.brain, listener, emb.who, session, "lost?")
         turn.close()  # from here on no event reaches the turn
         gate.set()
-        wait_for(lambda: _lines(emb, turn.process_id)[-1][1] == "from the store")
+        wait_for(lambda: _lines(emb, turn.process_id)[-1:] == [
+            (ChatRole.ASSISTANT, "from the store")], timeout=20)
         turn.events.put(Gap(session.id, 0, 99))
         assert turn.reply() == "from the store"
     finally:
