@@ -8,9 +8,11 @@
     │   │   ├── RecipeError       (code ``invalid_input``) — a malformed recipe or an unrenderable prompt
     │   │   │   └── RenderBudgetExceeded (code ``invalid_input``) — a template render would pass a bound of the sandbox
     │   │   ├── UnsupportedDocument (code ``unsupported_document``) — a file of a type knowledge does not read
-    │   │   └── UnreadableDocument (code ``unreadable_document``) — a corrupt file, or one whose parsing passes its bounds
+    │   │   ├── UnreadableDocument (code ``unreadable_document``) — a corrupt file, or one whose parsing passes its bounds
+    │   │   └── UnsupportedParameter (code ``unsupported_parameter``) — an OpenAI request field the door cannot honour faithfully
     │   ├── NotFound              (code ``not_found``) — also what a foreign tenant's id looks like
-    │   │   └── UnknownRecipe     (code ``not_found``) — the message suggests the closest name
+    │   │   ├── UnknownRecipe     (code ``not_found``) — the message suggests the closest name
+    │   │   └── ModelNotFound     (code ``model_not_found``) — an OpenAI "model" that is no chat recipe the caller may start
     │   ├── Conflict              (code ``conflict``) — the request is illegal in the current state
     │   │   └── FingerprintMismatch (code ``fingerprint_mismatch``) — the session is another machine's
     │   ├── Unauthorized          (code ``unauthorized``)
@@ -21,11 +23,13 @@
     │   │   ├── DocumentTooLarge  (code ``document_too_large``) — a file over the per-file cap
     │   │   ├── ProjectKnowledgeFull (code ``project_knowledge_full``) — the project's documents would pass a cap
     │   │   ├── TenantKnowledgeFull (code ``tenant_knowledge_full``) — the tenant's documents would pass a cap
-    │   │   └── MemoryFull        (code ``memory_full``) — one more memory entry would pass its scope's cap
+    │   │   ├── MemoryFull        (code ``memory_full``) — one more memory entry would pass its scope's cap
+    │   │   └── InputTooLarge     (code ``input_too_large``) — an OpenAI request's messages pass a size cap
     │   ├── ConfigError           (code ``config_error``)
     │   ├── UnknownEngine         (code ``unknown_engine``)
     │   └── ToolError             (code ``tool_error``) — a tool's own failure, the model's to handle
     ├── RuntimeFailure            something below us failed; may succeed later
+    │   ├── ReplyTimeout          (code ``reply_timeout``) — a process did not answer within the OpenAI door's wait
     │   ├── StoreError            (code ``store_error``)
     │   └── LlmError              (code ``llm_error``)
     │       ├── LlmRejected       (code ``llm_rejected``) — the provider refuses the input itself (content filter, context limit)
@@ -50,6 +54,8 @@ class VancetopeError(Exception):
     """Base of every error Vancetope raises on purpose."""
 
     code = "internal"
+    param: str | None = None
+    """The request field at fault, where a door names it (the OpenAI door's ``param``)."""
 
 
 class UserError(VancetopeError):
@@ -102,6 +108,13 @@ class UnreadableDocument(InvalidInput):
     code = "unreadable_document"
 
 
+class UnsupportedParameter(InvalidInput):
+    """Raised when an OpenAI request asks what Vancetope cannot honour faithfully (the
+    caller's tools, ``n`` > 1, log probabilities): refused, never silently ignored."""
+
+    code = "unsupported_parameter"
+
+
 class NotFound(UserError):
     """Raised when a record does not exist or belongs to another tenant or user."""
 
@@ -110,6 +123,12 @@ class NotFound(UserError):
 
 class UnknownRecipe(NotFound):
     """Raised when no recipe has the name in the cascade; the message suggests the closest."""
+
+
+class ModelNotFound(NotFound):
+    """Raised when an OpenAI request's ``model`` names no chat recipe the caller may start."""
+
+    code = "model_not_found"
 
 
 class Conflict(UserError):
@@ -185,6 +204,13 @@ class MemoryFull(LimitExceeded):
     code = "memory_full"
 
 
+class InputTooLarge(LimitExceeded):
+    """Raised when an OpenAI request's messages pass a size cap (their count, the steered
+    text's length)."""
+
+    code = "input_too_large"
+
+
 class ConfigError(UserError):
     """Raised when the environment configuration is invalid."""
 
@@ -213,6 +239,13 @@ class RuntimeFailure(VancetopeError):
 REDIS_DOWN = ("Redis is not answering; what you sent may already be stored: send it again "
               "in a moment, with the same idempotency key, and it is stored once")
 """What a client is told (code ``runtime_failure``) when a request meets a Redis outage."""
+
+
+class ReplyTimeout(RuntimeFailure):
+    """Raised when a process did not answer within the OpenAI door's wait; its reply still
+    arrives in the session."""
+
+    code = "reply_timeout"
 
 
 class StoreError(RuntimeFailure):

@@ -146,6 +146,18 @@ def uploads(tenant_id: str, user_id: str) -> str:
     return f"{PREFIX}uploads:{tenant_id}:{user_id}"
 
 
+def openai_requests(tenant_id: str, user_id: str) -> str:
+    """The count of a user's requests to the OpenAI-compatible door in the current minute
+    (expires with it)."""
+    return f"{PREFIX}openai:requests:{tenant_id}:{user_id}"
+
+
+def openai_replies(tenant_id: str, user_id: str) -> str:
+    """A zset of a user's chat completions under way (id → the time its wait ends): the
+    OpenAI-compatible door's cap on concurrent replies."""
+    return f"{PREFIX}openai:replies:{tenant_id}:{user_id}"
+
+
 def service_job(tenant_id: str, project_id: str, service: str, subject: str) -> str:
     """The coalescing claim of a service's job for one subject (e.g. agrajag and a tool)."""
     return f"{PREFIX}service-job:{tenant_id}/{project_id}/{service}/{subject}"

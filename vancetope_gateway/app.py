@@ -15,21 +15,9 @@ from werkzeug.exceptions import HTTPException, RequestEntityTooLarge
 from vancetope_brain.engines import ENGINES, shown_process
 from vancetope_brain.errors import (
     REDIS_DOWN,
-    Conflict,
-    DocumentTooLarge,
-    Forbidden,
     InvalidInput,
-    LimitExceeded,
-    NotFound,
-    ProjectKnowledgeFull,
-    RateLimited,
     RuntimeFailure,
     StoreError,
-    TenantKnowledgeFull,
-    Unauthorized,
-    UnreadableDocument,
-    UnsupportedDocument,
-    UserError,
     VancetopeError,
 )
 from vancetope_brain.inbox.attachments import AttachmentStore
@@ -41,8 +29,10 @@ from vancetope_gateway.admin_api import admin
 from vancetope_gateway.auth import authenticate
 from vancetope_gateway.logs import redact_access_logs
 from vancetope_gateway.observe import add_metrics_route
+from vancetope_gateway.openai_api import openai
 from vancetope_gateway.parts import Gateway
 from vancetope_gateway.sockets import SocketParts, add_websocket_route
+from vancetope_gateway.statuses import http_status
 from vancetope_gateway.uploads import UPLOAD_ENDPOINT, add_document_upload
 from vancetope_gateway.webapp import add_web_client
 from workers.celery_app import lane_queue
@@ -50,9 +40,10 @@ from workers.celery_app import lane_queue
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 256 * 1024
-"""The largest request body a route may read (``MAX_CONTENT_LENGTH``); only the document
-upload reads one (``uploads.py``, with a limit of its own), so ``_refuse_bodies`` refuses a
-larger body on every other route, and any body on a GET."""
+"""The largest request body a route may read (``MAX_CONTENT_LENGTH``): the OpenAI door's
+chat completion (``openai_api.py``) reads one; the document upload reads a larger one
+(``uploads.py``, with a limit of its own), so ``_refuse_bodies`` refuses a larger body on
+every other route, and any body on a GET."""
 
 rest = Blueprint("rest", __name__)
 
@@ -225,6 +216,7 @@ def create_app(gateway: Gateway, *, llm_description: str,
     add_body_limit(app)
     app.register_blueprint(rest)
     app.register_blueprint(admin)
+    app.register_blueprint(openai)
     add_attachment_route(app, gateway.attachments)
     add_metrics_route(app, gateway)
     tracing.instrument_flask(app)
@@ -252,21 +244,6 @@ def add_body_limit(app: Flask) -> None:
             raise RequestEntityTooLarge(f"request bodies are limited to {MAX_BODY_BYTES} bytes")
         if (length or chunked) and request.method in ("GET", "HEAD"):
             raise RequestEntityTooLarge(f"{request.method} {request.path} takes no body")
-
-
-_STATUS: dict[type[VancetopeError], int] = {
-    Unauthorized: 401, Forbidden: 403, NotFound: 404, Conflict: 409, RateLimited: 429,
-    DocumentTooLarge: 413, ProjectKnowledgeFull: 409, TenantKnowledgeFull: 409,
-    LimitExceeded: 429, UnsupportedDocument: 415, UnreadableDocument: 422,
-    UserError: 400, RuntimeFailure: 503}
-"""The HTTP status of an error class; a subclass has its nearest ancestor's
-(``errors.py``'s tree), so a new error gets a fitting status without an entry here."""
-
-
-def http_status(error: VancetopeError) -> int:
-    """400 for a client's error without a status of its own, 503 for a failure below us
-    (the same call may succeed later), 500 for anything else."""
-    return next((_STATUS[c] for c in type(error).__mro__ if c in _STATUS), 500)
 
 
 def add_error_handlers(app: Flask) -> None:

@@ -69,9 +69,10 @@ class SessionService:
     def create(self, who: Principal, *, type: SessionType = SessionType.INTERACTIVE,
                title: str = "", project_id: str = "default",
                on_disconnect: OnDisconnect = OnDisconnect.SUSPEND,
-               idle_timeout_sec: int = 1800) -> Session:
+               idle_timeout_sec: int = 1800, chat_recipe: str | None = None) -> Session:
         """Persist a session in one of the tenant's projects. An INTERACTIVE session gets its
-        chat process (engine from ``session.defaultChatEngine``), started on its lane.
+        chat process (recipe ``chat_recipe`` if given, else engine from
+        ``session.defaultChatEngine``), started on its lane.
         """
         self._identity.get_project(who.tenant_id, project_id)
         counts = self._sessions.count_sessions(who.tenant_id, who.user_id,
@@ -85,9 +86,11 @@ class SessionService:
                           on_disconnect=on_disconnect, idle_timeout_sec=idle_timeout_sec)
         self._sessions.create_session(session)
         if type is SessionType.INTERACTIVE:
-            engine = SettingsApi(self._settings, who.tenant_id, project_id,
-                                 who.user_id).get("session.defaultChatEngine")
-            process = self._new_process(who, session, engine=engine, name="chat")
+            engine = None if chat_recipe is not None else SettingsApi(
+                self._settings, who.tenant_id, project_id,
+                who.user_id).get("session.defaultChatEngine")
+            process = self._new_process(who, session, engine=engine, recipe=chat_recipe,
+                                        name="chat")
             self._sessions.set_chat_process(who.tenant_id, session.id, process.id)
             session.chat_process_id = process.id
         return session
