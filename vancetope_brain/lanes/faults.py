@@ -134,6 +134,35 @@ def failed_turn(context: ThinkEngineContext, error: str, *, lifecycle: str,
     return status, reason, failures
 
 
+def interrupted_turn(context: ThinkEngineContext, said: str, *, call: LifecycleCall | None,
+                     read: list[InboxMessage]) -> tuple[ProcessStatus, list[InboxMessage]]:
+    """The user stopped the turn (``Interrupted``): what the model had said is the
+    assistant's line marked ``interrupted``, and the turn ends as if its last model call had
+    been its last. What the engine decided is dropped (engine state, spawns, messages,
+    timers, stops: a worker engine's state stays the one last committed — a marvin node the
+    turn was working on is PENDING again), what it wrote in the chat stays (a tool call
+    already made keeps its line, so the next turn's model sees it). The user's messages the
+    turn answered (drained, or given to ``read``) are drained; any other message it read
+    (a worker's report, an Inbox answer) is put back, so nothing queued is lost and the
+    lane's next turn handles it. Returns the status and the messages put back."""
+    process, turn = context.process, context.turn
+    turn.engine_state = None
+    for decided in (turn.spawned, turn.outbox, turn.timers, turn.stops):
+        decided.clear()
+    answered = list({m.id: m for m in (*turn.drained, *read)}.values())
+    users = [m for m in answered if isinstance(m.message, UserChatInput)]
+    back = [m for m in answered if not isinstance(m.message, UserChatInput)]
+    turn.drained[:] = users
+    replied = {line.source_message_id for line in turn.chat if line.role is ChatRole.ASSISTANT}
+    source = users[-1] if len(users) == 1 and users[-1].id not in replied else None
+    context.chat().append(ChatRole.ASSISTANT, said, source=source, meta={INTERRUPTED: True})
+    return fallback_status(call, process.status), back
+
+
+INTERRUPTED = "interrupted"
+"""The meta key of an assistant line cut short by its user (``process-interrupt``)."""
+
+
 def tell_user(context: ThinkEngineContext, title: str, body: str, case: str) -> None:
     """An informative Inbox item for the process's user, once per turn and case."""
     process = context.process
