@@ -3,7 +3,7 @@ import {
 } from "@mantine/core";
 import { useEffect, useLayoutEffect, useRef, useState } from "react";
 
-import { focusProcess, loadEarlier, sendMessage } from "../client";
+import { focusProcess, interrupt, loadEarlier, sendMessage } from "../client";
 import { NO_TRANSCRIPT, useStore, viewedProcess } from "../store";
 import { ChatItem, LiveTool, Streaming } from "./ChatLines";
 import { ChatSummary } from "./ChatSummary";
@@ -125,13 +125,15 @@ export function Chat() {
           <div ref={bottom} />
         </Stack>
       </ScrollArea>
-      {viewed && <Composer to={speaker} key={viewed} ended={focused?.status === "CLOSED"} />}
+      {viewed && <Composer to={speaker} key={viewed} ended={focused?.status === "CLOSED"}
+        onStop={streaming || working ? () => void interrupt(viewed) : undefined} />}
     </Stack>
   );
 }
 
-/** `ended`: the process is CLOSED and takes no more messages (the server refuses them). */
-function Composer({ to, ended }: { to: string; ended: boolean }) {
+/** `ended`: the process is CLOSED and takes no more messages (the server refuses them).
+ * `onStop`: a reply is in progress; the Stop button beside Send stops it. */
+function Composer({ to, ended, onStop }: { to: string; ended: boolean; onStop?: () => void }) {
   const [text, setText] = useState("");
   // Shown at once above as pending (or failed, to send again): the composer is free.
   const send = () => {
@@ -151,6 +153,8 @@ function Composer({ to, ended }: { to: string; ended: boolean }) {
             onKeyDown={(e) => {
               if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); send(); }
             }} />
+          {onStop && <Button color="red" variant="light" onClick={onStop}
+            aria-label={`Stop ${to}'s reply`}>Stop</Button>}
           <Button type="submit" disabled={ended || !text.trim()}>Send</Button>
         </Group>
       </form>

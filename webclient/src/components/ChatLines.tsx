@@ -16,7 +16,11 @@ export function ChatItem({ line, speaker = "Arthur" }: { line: ChatLine; speaker
     case "assistant":
       return (
         <Paper p="sm" radius="md" withBorder maw={{ base: "100%", sm: "85%" }} data-role="assistant">
-          <Text size="xs" c="dimmed">{speaker}</Text>
+          <Group gap="xs">
+            <Text size="xs" c="dimmed">{speaker}</Text>
+            {line.meta.interrupted === true &&
+              <Badge size="xs" color="gray" variant="light" data-role="interrupted">interrupted</Badge>}
+          </Group>
           <Reply text={line.content} />
           {line.sources && line.sources.length > 0 && <Sources sources={line.sources} />}
           {Array.isArray(line.meta.suggestions) && <Suggestions phrases={line.meta.suggestions} />}
