@@ -403,6 +403,8 @@ class Printer:
             self.view.line("event", event_line(content, self.names))
         else:
             self.view.line(role, content)
+            if (line.get("meta") or {}).get("interrupted") is True:
+                self.view.line("note", "interrupted")
             for source in line.get("sources") or ():  # data: one plain line each
                 self.view.line("source", source_label(source))
 

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from tests.conftest import Embedded
-from tests.llm.fake_openai_server import Call, FakeOpenAiServer, ToolCalls
+from tests.llm.fake_openai_server import Call, FakeOpenAiServer, Reply, Text, ToolCalls
 from vancetope_brain.llm.openai_provider import OpenAiChatModel
 from vancetope_gateway.chat_client import ChatClient
 
@@ -27,6 +27,18 @@ def respond(message: str, *, fragments: int, pace: float = 0.0) -> ToolCalls:
     """A reply through ``respond`` whose message streams in ``fragments`` pieces."""
     arguments = json.dumps({"message": message, "awaiting_user_input": False})
     return ToolCalls((Call("c1", "respond", arguments),), fragments=fragments, pace=pace)
+
+
+def answer(body: dict) -> Reply:
+    """A server's answers for the clients' tests: ``talk long`` gets a long reply through
+    ``respond``, a word every 50 ms; any other question a short one (a request without
+    tools — a summary — plain text)."""
+    if not body.get("tools"):
+        return Text("Summary.")
+    users = [m for m in body["messages"] if m["role"] == "user"]
+    if users and users[-1]["content"] == "talk long":
+        return respond(LONG, fragments=400, pace=0.05)
+    return respond("A normal answer.", fragments=3)
 
 
 @pytest.fixture(scope="module")

@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from tests.gateway.test_interrupt import BOUND, LONG, respond
-from tests.llm.fake_openai_server import FakeOpenAiServer, Text
+from tests.gateway.test_interrupt import BOUND, answer
+from tests.llm.fake_openai_server import FakeOpenAiServer
 from tests.web.conftest import serve
 from tests.web.ui import create_session
 
@@ -29,17 +29,6 @@ WebSocket.prototype.send = function (data) {
   return send.call(this, data);
 };
 """
-
-
-def answer(body: dict) -> object:
-    """``talk long`` gets a long reply through ``respond``, streaming a word every 50 ms;
-    any other question a short one (a request without tools — a summary — plain text)."""
-    if not body.get("tools"):
-        return Text("Summary.")
-    users = [m for m in body["messages"] if m["role"] == "user"]
-    if users and users[-1]["content"] == "talk long":
-        return respond(LONG, fragments=400, pace=0.05)
-    return respond("A normal answer.", fragments=3)
 
 
 @pytest.fixture(scope="module")
