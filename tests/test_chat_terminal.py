@@ -324,6 +324,10 @@ def test_esc_or_ctrl_c_stops_a_streaming_reply_and_ctrl_c_at_the_prompt_leaves(t
                 child.expect_exact("A normal answer.")
                 child.expect_exact("you> ")
                 seen += child.before
+            child.sendline("/again")  # regenerate: the earlier reply stays above
+            child.expect_exact("(asked again; the earlier attempt is above)")
+            child.expect_exact("you> ")
+            seen += child.before
             time.sleep(0.5)  # the prompt is back (after its redraw)
             seen += _leave(child, "c")  # at the prompt, Ctrl-C still quits
             assert "Ctrl-C: bye" in seen

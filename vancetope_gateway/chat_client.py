@@ -523,6 +523,10 @@ def _run_command(chat: _Chat, line: str, view: View) -> str | None:
         if verb == "/resume":
             chat.client.request("process-resume", processId=chat.pid)
             view.line("note", "resumed")
+        elif verb == "/again":
+            chat.client.request("process-command", processId=chat.pid, command="regenerate",
+                                idempotencyKey=uuid.uuid4().hex)
+            view.line("note", "asking again")
         elif verb == "/details":
             _details(chat, line.split()[1:], view)
         elif verb == "/summary":

@@ -79,7 +79,8 @@ def _reply(client: ChatClient, pid: str) -> tuple[list[tuple[float, dict]], dict
 
 def test_stop_cuts_a_streaming_reply_and_the_next_question_is_answered(emb, terminal):
     with FakeOpenAiServer() as server:
-        server.script(respond(LONG, fragments=400, pace=0.05),
+        server.script(ToolCalls((Call("t1", "process_list", "{}"),)),
+                      respond(LONG, fragments=400, pace=0.05),
                       respond("A normal answer.", fragments=3))
         emb.model = OpenAiChatModel("fake-model", api_key="sk-fake-0123456789",
                                     base_url=server.base_url, max_retries=0, timeout=10)
@@ -97,19 +98,25 @@ def test_stop_cuts_a_streaming_reply_and_the_next_question_is_answered(emb, term
         late = [at - sent for at, e in seen if e["type"] == "token" and at - sent > BOUND]
         assert not late, late
         assert line["role"] == "assistant" and line["meta"].get("interrupted") is True
+        assert [c.split(" → ")[0] for c in line["meta"]["toolCalls"]] == ["process_list({})"]
         assert line["content"] and LONG.startswith(line["content"])
         assert len(line["content"]) < len(LONG) // 2  # cut, not finished
         status = terminal.request("process-status", processId=pid)["process"]
         assert status["status"] == "IDLE"
 
         terminal.request("process-steer", targetThinkProcessId=pid, content="and now?")
-        _, line = _reply(terminal, pid)
-        assert (line["content"], line["meta"].get("interrupted")) == ("A normal answer.", None)
-        # The second turn saw the first one's cut reply and the new question, once each.
+        _, next_line = _reply(terminal, pid)
+        assert (next_line["content"], next_line["meta"].get("interrupted")) == \
+            ("A normal answer.", None)
+        # The second turn saw the first one's question, its cut reply — stopped, after a
+        # tool call it must not repeat — and the new question.
         last = server.requests[-1].body["messages"]
-        users = [m["content"] for m in last if m["role"] == "user"]
-        assert users[-2:] == ["talk long", "and now?"]
-        assert len(server.requests) == 2
+        assert [m["role"] for m in last[-3:]] == ["user", "assistant", "user"]
+        assert [last[-3]["content"], last[-1]["content"]] == ["talk long", "and now?"]
+        cut = last[-2]["content"]
+        assert cut.startswith(line["content"] + "\n[The user stopped this reply here.")
+        assert "Tool calls already made in it" in cut and "process_list({})" in cut
+        assert len(server.requests) == 3
 
 
 def test_interrupt_between_turns_stops_nothing(emb, terminal):
@@ -127,3 +134,43 @@ def test_interrupt_between_turns_stops_nothing(emb, terminal):
         terminal.request("process-steer", targetThinkProcessId=pid, content="two")
         _, line = _reply(terminal, pid)
         assert (line["content"], line["meta"].get("interrupted")) == ("Second.", None)
+
+
+def test_regenerate_asks_again_with_the_same_input_and_keeps_the_earlier_attempt(emb, terminal):
+    """Issue 32 part 1, regenerate: ``process-command regenerate`` (the web client's button,
+    ``/again``) asks the model again with exactly the input of the reply it replaces (a new
+    turn: the earlier completion is not replayed); the earlier attempt stays in the chat,
+    and later turns' model sees only the new reply."""
+    with FakeOpenAiServer() as server:
+        server.script(respond("First try.", fragments=2), respond("Second try.", fragments=2),
+                      respond("Third.", fragments=2))
+        emb.model = OpenAiChatModel("fake-model", api_key="sk-fake-0123456789",
+                                    base_url=server.base_url, max_retries=0, timeout=10)
+        pid = terminal.request("session-create", title="again")["chatProcessId"]
+        _reply(terminal, pid)  # the welcome
+        terminal.request("process-steer", targetThinkProcessId=pid, content="hello")
+        _, first = _reply(terminal, pid)
+        asked = first["seq"] - 1
+        terminal.request("process-command", processId=pid, command="regenerate")
+        _, second = _reply(terminal, pid)
+        assert (second["content"], second["meta"]) == ("Second try.", {"again": asked})
+        first_input, second_input = (r.body["messages"] for r in server.requests[:2])
+        assert second_input == first_input  # the same input, asked anew
+        lines = terminal.request("chat-history", processId=pid)["messages"]
+        assert [(m["role"], m["content"]) for m in lines[-3:]] == [
+            ("user", "hello"), ("assistant", "First try."), ("assistant", "Second try.")]
+
+        terminal.request("process-steer", targetThinkProcessId=pid, content="and?")
+        _, third = _reply(terminal, pid)
+        assert third["content"] == "Third."
+        seen = [m["content"] for m in server.requests[2].body["messages"]]
+        assert "Second try." in seen and "First try." not in seen
+        assert len(server.requests) == 3
+
+
+def test_regenerate_with_no_reply_to_ask_again_says_so(emb, terminal):
+    pid = terminal.request("session-create", title="nothing")["chatProcessId"]
+    _reply(terminal, pid)  # the welcome: not a reply to a message of the user's
+    terminal.request("process-command", processId=pid, command="regenerate")
+    _, line = _reply(terminal, pid)
+    assert line["role"] == "error" and line["content"].startswith("Nothing to ask again")

@@ -1,7 +1,8 @@
 """Stop a reply in the web client (issue 32 part 1, acceptance (a)): a real ``vancetope
 serve`` whose model is the fake OpenAI-compatible server streaming slowly; the Stop button
 sends ``process-interrupt``, the partial line shows "interrupted", no token reaches the page
-more than 300 ms after the frame left it, and the next question is answered normally."""
+more than 300 ms after the frame left it, and the next question is answered normally. Then
+*Ask again* on Arthur's last line regenerates it, the earlier attempt staying visible."""
 
 from __future__ import annotations
 
@@ -84,6 +85,15 @@ def test_stop_cuts_the_streaming_reply(paced, browser, shoot, viewport):
         page.locator("[data-role=assistant]").filter(has_text="A normal answer.").wait_for()
         assert page.locator("[data-role=interrupted]").count() == 1
         shoot(page, f"interrupt-next-{viewport[0]}")
+
+        # Regenerate: the button on Arthur's last line asks again; the earlier reply stays.
+        page.get_by_role("button", name="Ask Arthur again for this reply").click()
+        page.locator("[data-role=assistant]").filter(has_text="asked again").wait_for()
+        replies = page.locator("[data-role=assistant]").filter(has_text="A normal answer.")
+        assert replies.count() == 2
+        assert replies.first.get_attribute("data-earlier") == "true"
+        assert "earlier attempt" in replies.first.inner_text().lower()
+        shoot(page, f"regenerate-{viewport[0]}")
     finally:
         context.close()
     assert not errors, errors

@@ -56,6 +56,16 @@ RESET_MARK = "reset"
 """``meta`` key of the chat line a reset leaves; history before it is not the engine's memory."""
 HISTORY_PAGE = 200
 """Lines per read of ``ChatApi.history(more=…)``."""
+INTERRUPTED = "interrupted"
+"""``meta`` key of an assistant line cut short by its user (``process-interrupt``): what the
+model had said by then. Its ``toolCalls`` (at most ``INTERRUPTED_CALLS``) are the tool lines
+that turn wrote, which the model is shown with the line, so it does not call them again."""
+INTERRUPTED_CALLS = 10
+AGAIN = "again"
+"""``meta`` key of an assistant line that asked the model again for the last reply (the
+``regenerate`` command): its value is the ``seq`` of the user line it answers. The lines
+between that user line and it (the earlier attempt) stay in the chat for people; the model
+never sees them again (``history.fitted``)."""
 EXCLUDED = "excludedFromContext"
 """``meta`` key of an input line the model is never shown again (its value says why): the
 provider refused the turn that brought it (``LlmRejected``), and would refuse every later

@@ -14,7 +14,12 @@ from __future__ import annotations
 
 import logging
 
-from vancetope_brain.engines.context import ThinkEngineContext, excerpt
+from vancetope_brain.engines.context import (
+    INTERRUPTED,
+    INTERRUPTED_CALLS,
+    ThinkEngineContext,
+    excerpt,
+)
 from vancetope_brain.errors import UserError
 from vancetope_brain.models import (
     ChatRole,
@@ -141,7 +146,8 @@ def interrupted_turn(context: ThinkEngineContext, said: str, *, call: LifecycleC
     been its last. What the engine decided is dropped (engine state, spawns, messages,
     timers, stops: a worker engine's state stays the one last committed — a marvin node the
     turn was working on is PENDING again), what it wrote in the chat stays (a tool call
-    already made keeps its line, so the next turn's model sees it). The user's messages the
+    already made keeps its line, and the interrupted line names it, ``toolCalls``, so the next
+    turn's model sees it and does not call it again). The user's messages the
     turn answered (drained, or given to ``read``) are drained; any other message it read
     (a worker's report, an Inbox answer) is put back, so nothing queued is lost and the
     lane's next turn handles it. Returns the status and the messages put back."""
@@ -155,12 +161,12 @@ def interrupted_turn(context: ThinkEngineContext, said: str, *, call: LifecycleC
     turn.drained[:] = users
     replied = {line.source_message_id for line in turn.chat if line.role is ChatRole.ASSISTANT}
     source = users[-1] if len(users) == 1 and users[-1].id not in replied else None
-    context.chat().append(ChatRole.ASSISTANT, said, source=source, meta={INTERRUPTED: True})
+    calls = [line.content for line in turn.chat if line.role is ChatRole.TOOL]
+    meta: dict[str, object] = {INTERRUPTED: True}
+    if calls:
+        meta["toolCalls"] = calls[-INTERRUPTED_CALLS:]
+    context.chat().append(ChatRole.ASSISTANT, said, source=source, meta=meta)
     return fallback_status(call, process.status), back
-
-
-INTERRUPTED = "interrupted"
-"""The meta key of an assistant line cut short by its user (``process-interrupt``)."""
 
 
 def tell_user(context: ThinkEngineContext, title: str, body: str, case: str) -> None:
