@@ -14,11 +14,14 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pexpect
 import pytest
 
+from tests.gateway.test_interrupt import answer
+from tests.llm.fake_openai_server import FakeOpenAiServer
 from vancetope_brain.engines.arthur import WELCOME
 from vancetope_brain.knowledge.sample import SAMPLE_NAME
 from vancetope_brain.llm.demo_summary import HEADER
@@ -293,3 +296,43 @@ def test_summary_shows_what_the_model_sees_of_a_long_chat(tmp_path):
     assert lines[shown + 1] == HEADER
     assert lines[shown + 2].startswith("- the assistant answered “Hi, I'm Arthur.")
     assert lines[shown + 3].startswith("- the user said “m0 word word")
+
+
+@pytest.mark.slow
+def test_esc_or_ctrl_c_stops_a_streaming_reply_and_ctrl_c_at_the_prompt_leaves(tmp_path):
+    """Issue 32 part 1 (b): against a model that streams a word every 50 ms."""
+    with FakeOpenAiServer() as fake:
+        fake.respond_with(answer)
+        server = Server(tmp_path, OPENAI_BASE_URL=fake.base_url,
+                        OPENAI_API_KEY="sk-fake-0123456789")
+        seen = ""
+        try:
+            child = _chat(tmp_path)
+            child.expect_exact(WELCOME)
+            child.expect_exact("you> ")
+            for key in ("escape", "ctrl-c"):
+                child.sendline("talk long")
+                child.expect_exact("word5")  # the preview streams
+                if key == "escape":
+                    child.send("\x1b")
+                else:
+                    child.sendcontrol("c")
+                child.expect_exact("(interrupted)")
+                seen += child.before
+                child.expect_exact("you> ")
+                child.sendline("and now?")
+                child.expect_exact("A normal answer.")
+                child.expect_exact("you> ")
+                seen += child.before
+            child.sendline("/again")  # regenerate: the earlier reply stays above
+            child.expect_exact("(asked again; the earlier attempt is above)")
+            child.expect_exact("you> ")
+            seen += child.before
+            time.sleep(0.5)  # the prompt is back (after its redraw)
+            seen += _leave(child, "c")  # at the prompt, Ctrl-C still quits
+            assert "Ctrl-C: bye" in seen
+        finally:
+            server.kill()
+    text = _text(seen)
+    assert "word0" in text and "word399" not in text
+    assert "Traceback" not in seen, seen

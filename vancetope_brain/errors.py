@@ -40,6 +40,7 @@
     │       └── JournalFull       (code ``journal_full``) — a turn's journal would pass its entry or size cap
     └── Signal                    control flow, never shown to a user
         ├── Fenced                the lane lease was taken over; this worker must write nothing
+        ├── Interrupted           the user stopped the turn (``process-interrupt``); it commits what was said
         └── StrategyEnded         a vogon strategy ended inside a turn; the engine closes the process
 
 Each error carries a stable ``code`` that the protocol puts on the wire. The test doubles'
@@ -312,6 +313,18 @@ class Fenced(Signal):
     """Raised when this worker's lane lease or epoch was taken over; it must write nothing."""
 
     code = "fenced"
+
+
+class Interrupted(Signal):
+    """Raised when the user stopped the running turn (``process-interrupt``): by its model
+    call, cut at its next chunk, or at the turn's next model call. ``said``: the text the cut call had
+    streamed, which the turn commits as the assistant's line marked ``interrupted``."""
+
+    code = "interrupted"
+
+    def __init__(self, said: str = "") -> None:
+        super().__init__("the turn was interrupted")
+        self.said = said
 
 
 class StrategyEnded(Signal):

@@ -25,6 +25,7 @@
 | ``vt:evseq|evorigin|events:user.{t}.{u}`` | as above | event log TTL | the user's feed (inbox pushes), a log like a session's |
 | ``vt:service-job:{t}/{p}/{svc}/{subject}`` | string | service job TTL | the one job of a service for a subject (``queued``, then its process id): later jobs fold into it |
 | ``vt:system-session-lock:{t}/{p}/{svc}`` | string | 10 s  | serializes finding or creating a system session |
+| ``vt:interrupt:{pid}``     | string | 60 s                    | the epoch of the process's turn a user stopped (``process-interrupt``): it stops at its next model call |
 | ``vt:workers``              | hash   | 16 s, renewed           | worker name → JSON ``{queues, until}``: the heartbeat of each consuming worker (``lanes/consumers.py``) |
 
 Nothing else is written by Vancetope (Celery's broker keys are Celery's:
@@ -33,8 +34,9 @@ Nothing else is written by Vancetope (Celery's broker keys are Celery's:
 Redis, and asserts the exact key set, while connected and left behind.
 
 Pub/sub channels (they hold nothing): ``vt:news:{db}:{sid}`` (``event_news``: the events just
-appended to a session's log) and ``vt:doorbell:{listener}`` (``listener_doorbell``: wakes one gateway
-listener).
+appended to a session's log), ``vt:doorbell:{listener}`` (``listener_doorbell``: wakes one gateway
+listener) and ``vt:interrupts:{db}`` (``interrupts``: ``tenant/pid/epoch`` of a turn a user
+stopped, heard by every worker process).
 """
 
 PREFIX = "vt:"
@@ -123,6 +125,16 @@ def event_news(db: int, session_id: str) -> str:
     fanout prefix does): deployments or test runs on one server, each in a database of its
     own, never hear each other's events."""
     return f"{PREFIX}news:{db}:{session_id}"
+
+
+def interrupt(process_id: str) -> str:
+    return f"{PREFIX}interrupt:{process_id}"
+
+
+def interrupts(db: int) -> str:
+    """Pub/sub channel (not a key): turns users stopped (``events/interrupts.py``), in Redis
+    database ``db`` (channels are not per database, as ``event_news`` says)."""
+    return f"{PREFIX}interrupts:{db}"
 
 
 def listener_doorbell(listener_id: str) -> str:

@@ -23,6 +23,7 @@ from vancetope_brain.config import Config
 from vancetope_brain.engines import ENGINES, EngineRegistry
 from vancetope_brain.engines.spawning import ProcessFactory
 from vancetope_brain.events import EventBus, EventType
+from vancetope_brain.events.interrupts import Interrupts
 from vancetope_brain.events.presence import Presence
 from vancetope_brain.identity import IdentityService
 from vancetope_brain.inbox.attachments import AttachmentStore, load_secret
@@ -116,7 +117,8 @@ class Core:
                                   identity=identity, settings=settings, waker=waker,
                                   processes=process_factory,
                                   search=store.port(SessionSearch),
-                                  max_open_sessions=config.max_sessions_per_user)
+                                  max_open_sessions=config.max_sessions_per_user,
+                                  interrupts=Interrupts(client))
         lifecycle = SessionLifecycle(store=store.port(SessionStore), lanes=store.port(LaneStore),
                                      sessions=sessions, presence=presence)
         items = store.port(UserInboxStore)

@@ -8,6 +8,8 @@ server restart) continues the same conversation; a lost connection is resumed fr
 event, and a line typed meanwhile waits and is sent then. It also shows the user's Inbox:
 new items and what happens to items, as it happens, and the commands ``/inbox``,
 ``/details ITEM``, ``/answer ITEM VALUE`` and ``/dismiss ITEM`` (``/help`` lists them).
+Esc or Ctrl-C while a reply streams stops it (``process-interrupt``); Ctrl-C at the prompt
+leaves.
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from prompt_toolkit import PromptSession
+from prompt_toolkit.filters import Condition
 from prompt_toolkit.formatted_text import ANSI, FormattedText, to_formatted_text
+from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
 from prompt_toolkit.patch_stdout import patch_stdout
 from rich.console import Console
 from simple_websocket import ConnectionClosed
@@ -291,6 +295,14 @@ class _Chat:
                 self.printer.typed.remove(text)
             raise
 
+    def interrupt(self, view: View) -> None:
+        """Stop the reply streaming in (Esc or Ctrl-C while it streams): its line then comes
+        marked interrupted."""
+        try:
+            self.client.request("process-interrupt", processId=self.pid)
+        except VancetopeError as e:
+            view.line("note", f"not stopped: {e}")
+
     def say(self, text: str) -> None:
         """Send a line the user typed at the prompt. While the connection is down (or it
         goes down before the reply) the line waits in ``unsent`` (at most ``UNSENT_LINES``)
@@ -426,8 +438,16 @@ def _interactive(chat: _Chat, session_id: str | None, new: bool,
                  around: int | None = None) -> int:
     """A prompt that stays at the bottom while every frame is shown above it as it arrives,
     with the reply streaming in a preview above the prompt."""
-    prompt: PromptSession[str] = PromptSession()
     stop = threading.Event()
+    keys = KeyBindings()
+
+    @keys.add("escape", filter=Condition(lambda: bool(chat.printer.stream)), eager=True)
+    @keys.add("c-c", filter=Condition(lambda: bool(chat.printer.stream)), eager=True)
+    def _stop_reply(event: KeyPressEvent) -> None:  # (not on the prompt's own thread)
+        threading.Thread(target=chat.interrupt, args=(view,), daemon=True,
+                         name="chat-interrupt").start()
+
+    prompt: PromptSession[str] = PromptSession(key_bindings=keys)
 
     def redraw() -> None:
         if prompt.app.is_running:
@@ -503,6 +523,10 @@ def _run_command(chat: _Chat, line: str, view: View) -> str | None:
         if verb == "/resume":
             chat.client.request("process-resume", processId=chat.pid)
             view.line("note", "resumed")
+        elif verb == "/again":
+            chat.client.request("process-command", processId=chat.pid, command="regenerate",
+                                idempotencyKey=uuid.uuid4().hex)
+            view.line("note", "asking again")
         elif verb == "/details":
             _details(chat, line.split()[1:], view)
         elif verb == "/summary":

@@ -1,6 +1,6 @@
 """The slash commands of ``vancetope chat`` that talk to the server: the Inbox, /sessions and
-/help (``/details`` and ``/summary`` are ``chat_client``'s: they need the printer's last
-lines, the chat's process)."""
+/help (``/details``, ``/summary`` and ``/again`` are ``chat_client``'s: they need the
+printer's last lines, the chat's process)."""
 
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ HELP = """commands:
                          (`vancetope chat --session ID` continues one)
   /sessions more         the next page of them
   /summary               the summary of this chat's older lines, if it has one
+  /again                 ask Arthur again for the last reply (the earlier one stays above)
   /resume                resume a process left suspended by a changed working directory
   /quit                  leave (Ctrl-D too); `vancetope chat` continues the session"""
 

@@ -403,6 +403,11 @@ class Printer:
             self.view.line("event", event_line(content, self.names))
         else:
             self.view.line(role, content)
+            meta = line.get("meta") or {}
+            if meta.get("interrupted") is True:
+                self.view.line("note", "interrupted")
+            if "again" in meta:
+                self.view.line("note", "asked again; the earlier attempt is above")
             for source in line.get("sources") or ():  # data: one plain line each
                 self.view.line("source", source_label(source))
 

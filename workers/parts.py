@@ -16,6 +16,7 @@ from vancetope_brain.engines.chat_cache import ChatCache
 from vancetope_brain.engines.contexts import ContextFactory, ModelFor
 from vancetope_brain.engines.memory_api import MemoryAccess
 from vancetope_brain.events import EventOutbox
+from vancetope_brain.events.interrupts import InterruptListener, Interrupts
 from vancetope_brain.events.tokens import TokenCoalescer
 from vancetope_brain.knowledge.retrieval import Retriever
 from vancetope_brain.lanes import LaneRunner, LeaseKeeper
@@ -74,6 +75,8 @@ class Worker(Core):
     """The runner's; its heartbeat thread stops with ``close``."""
     tokens: TokenCoalescer | None
     """The contexts' token coalescer (None: tokens are published one by one)."""
+    interrupts: InterruptListener
+    """Cuts the model calls of turns their users stop (one thread; stops with ``close``)."""
 
     def sweep(self) -> int:
         """The sweep job (every worker schedules it, ``SweepSchedule``): re-wake orphaned
@@ -102,9 +105,10 @@ class Worker(Core):
         return done + purged["sessions"] + purged["deliveries"] + purged["audit"]
 
     def close(self) -> None:
-        """Stop the threads these parts started (lease heartbeat, token flush, MCP) and
-        close the store."""
+        """Stop the threads these parts started (lease heartbeat, token flush, interrupt
+        listener, MCP) and close the store."""
         self.leases.close()
+        self.interrupts.close()
         if self.tokens is not None:
             self.tokens.close()
         self.mcp.close()
@@ -146,6 +150,7 @@ def build_worker(config: Config, enqueue: Enqueue, enqueue_job: EnqueueJob,
     outbox = EventOutbox(store.port(EventOutboxStore), events)
     tokens = TokenCoalescer(events, interval=config.token_flush) if config.token_flush else None
     leases = LeaseKeeper(core["redis"], ttl=config.lease_ttl)
+    interrupts = Interrupts(core["redis"])
     contexts = ContextFactory(lanes=lanes, processes_store=processes,
                               journal=store.port(JournalStore), settings=core["settings"],
                               events=events, engines=engines,
@@ -157,17 +162,20 @@ def build_worker(config: Config, enqueue: Enqueue, enqueue_job: EnqueueJob,
                               knowledge=Retriever(store.port(DocumentStore),
                                                   store.port(DocumentVectors), embeddings),
                               memory=MemoryAccess(store.port(MemoryStore),
-                                                  store.port(IdentityStore)))
+                                                  store.port(IdentityStore)),
+                              interrupts=interrupts)
     runner = LaneRunner(lanes=lanes, processes=processes, items=store.port(UserInboxStore),
                         events=events, outbox=outbox,
                         leases=leases,
                         waker=core["waker"], engines=engines, contexts=contexts,
                         max_attempts=config.max_attempts,
                         max_engine_failures=config.max_engine_failures,
-                        linger=config.shard_linger, worker_name=worker_name)
+                        linger=config.shard_linger, worker_name=worker_name,
+                        interrupts=interrupts)
     indexer = DocumentIndexer.on(store, config.attachments_dir, events, embeddings)
     return Worker(**core, runner=runner, outbox=outbox, mcp=mcp, services=services,
                   system_sessions=system_sessions, tool_health=tool_health, indexer=indexer,
                   retention=RetentionService(store.port(RetentionStore), store.port(IdentityStore),
                                              core["settings"]),
-                  enqueue_index=enqueue_index, leases=leases, tokens=tokens)
+                  enqueue_index=enqueue_index, leases=leases, tokens=tokens,
+                  interrupts=interrupts.listen())

@@ -39,6 +39,7 @@ from tests.helpers import wait_for
 from vancetope_brain import keys
 from vancetope_brain.engines import ENGINES
 from vancetope_brain.errors import Conflict
+from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.models import (
     ChatRole,
     CloseReason,
@@ -131,6 +132,7 @@ UNBOUND_REFUSALS = [
     ("process-stop", {"processId": "proc_missing"}, "not_found"),
     ("process-reset", {"processId": "proc_missing"}, "not_found"),
     ("process-status", {"processId": "proc_missing"}, "not_found"),
+    ("process-interrupt", {"processId": "proc_missing"}, "not_found"),
     ("process-status", {"processId": "x" * 65}, "invalid_input"),
     ("process-list", {}, "conflict"),  # no session bound and none named
     ("process-list", {"sessionId": "ses_missing"}, "not_found"),
@@ -414,6 +416,44 @@ def test_process_pause_refused_when_paused_or_closed(emb, bound):
     client.ok("process-stop", processId=worker)
     wait_process(emb, emb.who, worker, S.CLOSED)
     client.refused("process-pause", "conflict", processId=worker)
+
+
+@covers("process-interrupt", SUCCESS)
+def test_process_interrupt_stops_the_running_turn_at_its_model_calls_end(emb, bound):
+    """A model that does not stream is stopped as its call ends: what it said is committed
+    as the assistant's line marked ``interrupted``, nothing more is asked of it."""
+    client, _, chat = bound
+    asked, release = threading.Event(), threading.Event()
+
+    def slow(messages, tools):
+        asked.set()
+        release.wait(10)
+        return "Half an ans"
+
+    emb.model = FunctionModel(slow)
+    client.ok("process-steer", targetThinkProcessId=chat, content="go on")
+    assert asked.wait(10)
+    data = client.ok("process-interrupt", processId=chat)
+    assert data == {"process": data["process"], "interrupted": True}
+    assert data["process"]["status"] == "RUNNING"
+    release.set()
+    wait_process(emb, emb.who, chat, S.IDLE)
+    lines = emb.brain.store.port(LaneStore).chat_history("acme", chat)
+    assert [(m.role, m.content, m.meta) for m in lines[-2:]] == [
+        (ChatRole.USER, "go on", {}), (ChatRole.ASSISTANT, "Half an ans", {"interrupted": True})]
+    assert len(emb.model.calls) == 1
+    assert emb.brain.store.port(LaneStore).pending_messages("acme", chat) == []
+    # Idle now: nothing to stop, and the next turn is a normal one.
+    assert client.ok("process-interrupt", processId=chat)["interrupted"] is False
+
+
+@covers("process-interrupt", REFUSAL)
+def test_process_interrupt_refused_for_a_closed_or_foreign_process(emb, bound):
+    client, _, _ = bound
+    worker = _new_process(emb, client)
+    client.ok("process-stop", processId=worker)
+    wait_process(emb, emb.who, worker, S.CLOSED)
+    assert "CLOSED" in client.refused("process-interrupt", "conflict", processId=worker)
 
 
 @covers("process-steer", SUCCESS)

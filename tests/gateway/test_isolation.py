@@ -119,6 +119,7 @@ FOREIGN_FRAMES = [
     ("process-stop", {"processId": "{chat}"}),
     ("process-reset", {"processId": "{chat}"}),
     ("process-status", {"processId": "{chat}"}),
+    ("process-interrupt", {"processId": "{chat}"}),
     ("process-steer", {"targetThinkProcessId": "{chat}", "content": "let me in"}),
     ("process-steer", {"targetThinkProcessId": "{paused}", "content": "let me in"}),
     ("process-command", {"processId": "{chat}", "command": "approve"}),

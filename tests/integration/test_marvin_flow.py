@@ -202,3 +202,84 @@ def test_question_repair_and_limits_on_worker_processes(marvin_cluster):
     assert "3 step(s) dropped" in (tree.nodes["n1"].note or "")
     assert all("marvin.maxDepth is 1" in (tree.nodes[n].note or "") for n in ("n2", "n3", "n4"))
     assert "**Not completed:**" in tree.nodes["n5"].result.summary
+
+
+def _interrupt_at(cluster: Cluster, shared: Path, session_id: str, point: str) -> None:
+    """Wait until marvin's turn is at ``point`` (its model call hangs there), have its user
+    stop the turn (``process-interrupt``), then let the call end: a model that does not
+    stream is stopped as its call ends; the turn commits nothing of what it decided."""
+    marker = shared / f"reached-{point}"
+    wait_for(lambda: marker.exists() and marker.read_text(), timeout=RECOVERY,
+             what=f"marvin's turn at {point}")
+    marvin = _marvin(cluster, session_id)
+    assert marvin is not None
+    cut = len(_interrupted(cluster, marvin.id))
+    _, running = cluster.brain.sessions.interrupt(cluster.who, marvin.id)
+    assert running
+    (shared / f"never-{point}").touch()
+    wait_for(lambda: len(_interrupted(cluster, marvin.id)) == cut + 1, timeout=RECOVERY,
+             what=f"the interrupted turn at {point} committed")
+
+
+def _interrupted(cluster: Cluster, pid: str) -> list[str]:
+    return [line.content for line in cluster.brain.store.port(LaneStore).chat_history(
+        "acme", pid) if line.meta.get("interrupted")]
+
+
+@pytest.mark.slow
+def test_interrupted_marvin_turns_leave_the_tree_consistent_and_it_completes(marvin_cluster):
+    """Issue 32 part 1: marvin's turn is stopped by its user at three points of the tree
+    (mid-plan, mid-aggregate while a worker runs, mid-root-aggregate); each time the tree
+    stays the one last committed (no node half-DONE), the workers' reports that turn had
+    read are handled by the next turn, and the tree completes with no node run twice and
+    no child spawned twice."""
+    cluster, shared = marvin_cluster
+    brain, who = cluster.brain, cluster.who
+    brain.settings.unset("acme", SettingScope.tenant(), "session.defaultChatEngine")  # arthur
+    brain.settings.set("acme", SettingScope.tenant(), "marvin.maxParallelWorkers", 2)
+    cluster.start_workers(*["marvin-flow"] * 4)
+    session = brain.sessions.create(who, title="widgets")
+    brain.sessions.steer(who, session.chat_process_id, "go")
+
+    _interrupt_at(cluster, shared, session.id, "plan")
+    assert _status(cluster, session.id, "n6") in (None, "PENDING")  # never half-DONE
+    wait_for(lambda: _status(cluster, session.id, "n8") == "PENDING", timeout=RECOVERY,
+             what="the deeper plan committed")
+    _interrupt_at(cluster, shared, session.id, "subaggregate")
+    assert _status(cluster, session.id, "n8") == "PENDING"
+    wait_for(lambda: _status(cluster, session.id, "n8") == "DONE", timeout=RECOVERY,
+             what="the deeper aggregate committed")
+    (shared / "release-gamma").touch()
+    _interrupt_at(cluster, shared, session.id, "aggregate")
+    wait_for(lambda: (p := _marvin(cluster, session.id)) is not None
+             and p.status is ProcessStatus.CLOSED, timeout=RECOVERY, what="marvin DONE")
+
+    lanes = brain.store.port(LaneStore)
+    wait_for(lambda: lanes.chat_history("acme", session.chat_process_id)[-1].content
+             == "Marvin reports: Synthesis of n2, n3, n4.", timeout=RECOVERY,
+             what="Arthur relaying the report")
+    marvin = _marvin(cluster, session.id)
+    assert marvin is not None and marvin.close_reason is CloseReason.DONE
+    assert len(_interrupted(cluster, marvin.id)) == 3
+    tree = TaskTree.model_validate(marvin.engine_state["tree"])
+    assert [(n.id, n.kind.value, n.parent, n.status.value, n.attempts)
+            for n in tree.nodes.values()] == [
+        ("n1", "PLAN", None, "DONE", 1), ("n2", "WORKER", "n1", "DONE", 1),
+        ("n3", "WORKER", "n1", "DONE", 1), ("n4", "WORKER", "n1", "DONE", 1),
+        ("n5", "AGGREGATE", "n1", "DONE", 1), ("n6", "PLAN", "n3", "DONE", 1),
+        ("n7", "WORKER", "n6", "DONE", 1), ("n8", "AGGREGATE", "n6", "DONE", 1)]
+    children = [p for p in brain.store.port(SessionStore).list_processes("acme", session.id)
+                if p.parent_process_id == marvin.id]
+    workers = {n: tree.nodes[n].child_process_id for n in ("n2", "n3", "n4", "n7")}
+    assert sorted(c.id for c in children) == sorted(workers.values())
+    spawned = [e.data["childProcessId"] for e in brain.events.read(session.id, 0, count=100_000)
+               if e.type is EventType.PROCESS_SPAWNED and e.process_id == marvin.id]
+    assert sorted(spawned) == sorted(workers.values())
+    log = [(kind, t, detail) for w in cluster.workers for kind, t, detail in w.entries()
+           if kind in ("start", "end")]
+    for step in ("alpha", "beta", "gamma", "delta"):
+        assert [k for k, _, d in log if d == f"worker {step}"] == ["start", "end"]
+    # Each stopped call ran to its end once, and once more in the turn after it.
+    for point in ("plan-sub", "subaggregate", "aggregate"):
+        assert sorted(k for k, _, d in log if d == f"marvin {point}") == [
+            "end", "end", "start", "start"]

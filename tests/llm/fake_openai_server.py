@@ -39,13 +39,15 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Text:
-    """Stream ``text`` in ``chunks`` deltas; ``stall`` seconds of silence after the first."""
+    """Stream ``text`` in ``chunks`` deltas; ``stall`` seconds of silence after the first,
+    ``pace`` seconds after each (a slowly streaming model)."""
 
     text: str
     chunks: int = 3
     finish_reason: str = "stop"
     usage: dict[str, int] | None = None  # sent only when the request asks for usage
     stall: float = 0.0
+    pace: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -66,6 +68,8 @@ class ToolCalls:
     fragments: int = 3
     finish_reason: str = "tool_calls"
     usage: dict[str, int] | None = None
+    pace: float = 0.0
+    """Seconds after each delta (a slowly streaming model)."""
 
 
 @dataclass(frozen=True)
@@ -274,9 +278,13 @@ class _Handler(BaseHTTPRequestHandler):
                 self._event(_chunk(model, {"content": piece}))
                 if i == 0 and reply.stall:
                     self.server.state.closing.wait(reply.stall)
+                if reply.pace:
+                    self.server.state.closing.wait(reply.pace)
         else:
             for delta in _tool_call_deltas(reply):
                 self._event(_chunk(model, {"tool_calls": [delta]}))
+                if reply.pace:
+                    self.server.state.closing.wait(reply.pace)
         self._event(_chunk(model, {}, finish_reason=reply.finish_reason))
         if include_usage and reply.usage is not None:
             self._event({**_chunk(model, None), "usage": reply.usage})

@@ -15,6 +15,7 @@ import pytest
 
 from vancetope_brain.engines.context import FencedModel
 from vancetope_brain.errors import Fenced
+from vancetope_brain.errors import Interrupted as Cut
 from vancetope_brain.llm import aio
 from vancetope_brain.llm.base import LlmMessage
 from vancetope_brain.llm.openai_provider import OpenAiChatModel
@@ -130,6 +131,43 @@ def test_an_interrupted_wait_cancels_the_call(server: FakeOpenAiServer) -> None:
     finally:
         timer.cancel()
         signal.signal(signal.SIGUSR1, previous)
+    wait_until_idle()
+
+
+def test_interrupt_cuts_only_its_owners_call_and_keeps_what_was_said(
+        server: FakeOpenAiServer) -> None:
+    """``aio.interrupt(owner)`` (the worker's interrupt listener) closes the stream of that
+    owner's running call at once; its caller gets ``Interrupted`` (``Cut`` here) with the text streamed so
+    far; another owner's call, running beside it, goes on."""
+    words = " ".join(f"w{i}" for i in range(100))
+    server.script(Text(words, chunks=100, pace=0.02), Text(words, chunks=100, pace=0.02))
+    model = make(server)
+    streamed: dict[str, list[str]] = {"a": [], "b": []}
+    outcome: dict[str, object] = {}
+
+    def call(owner: str) -> None:
+        with aio.owned(owner):
+            try:
+                outcome[owner] = model.complete(USER, on_token=streamed[owner].append).content
+            except Cut as e:
+                outcome[owner] = e
+
+    threads = [threading.Thread(target=call, args=(o,)) for o in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 5
+    while len(streamed["a"]) < 5 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert aio.interrupt("a") == 1
+    cut_at = time.monotonic()
+    threads[0].join(timeout=2)
+    assert time.monotonic() - cut_at < 0.3
+    cut = outcome["a"]
+    assert isinstance(cut, Cut) and cut.said == "".join(streamed["a"])
+    assert 5 <= len(streamed["a"]) < 100 and words.startswith(cut.said)
+    threads[1].join(timeout=10)
+    assert outcome["b"] == words  # the other owner's call was not touched
+    assert aio.interrupt("a") == 0 and not aio.is_cut("a")  # nothing of it is left
     wait_until_idle()
 
 

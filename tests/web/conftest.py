@@ -15,6 +15,7 @@ installs Chromium), where they fail.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -67,7 +68,14 @@ def _chromium() -> str:
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     """``vancetope serve`` in a subprocess on a free port, with the demo model."""
     _chromium()  # skip before starting a server no browser will use
-    data_dir = tmp_path_factory.mktemp("web-data")
+    with serve(tmp_path_factory.mktemp("web-data")) as served:
+        yield served
+
+
+@contextlib.contextmanager
+def serve(data_dir: Path, **more: str) -> Iterator[Served]:
+    """``vancetope serve`` in a subprocess on a free port (the demo model unless ``more``
+    names an endpoint, ``OPENAI_BASE_URL``), until the block ends."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("VANCETOPE_", "OPENAI_"))}
     env.update(VANCETOPE_DATA_DIR=str(data_dir), VANCETOPE_PORT="0",
                VANCETOPE_HOST="127.0.0.1", VANCETOPE_TOKEN_RECHECK="0.5",
@@ -75,7 +83,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
                VANCETOPE_EVENT_LOG_MAX="200",
                # The demo model's pause between streamed words (issue 13's demo work): short,
                # so replies still arrive token by token and the tests stay fast.
-               VANCETOPE_DEMO_TOKEN_DELAY="0.003")
+               VANCETOPE_DEMO_TOKEN_DELAY="0.003", **more)
     proc = subprocess.Popen([sys.executable, "-m", "vancetope_gateway.cli", "serve"], env=env,
                             text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     assert proc.stdout is not None

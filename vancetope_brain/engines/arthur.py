@@ -16,7 +16,7 @@ import logging
 
 from vancetope_brain.engines import history
 from vancetope_brain.engines.base import register_engine
-from vancetope_brain.engines.context import ThinkEngineContext
+from vancetope_brain.engines.context import AGAIN, ThinkEngineContext
 from vancetope_brain.engines.memory_summary import memory_summary
 from vancetope_brain.engines.prompting import (
     RESPOND,
@@ -54,6 +54,11 @@ NO_TOOLS = ("This model has no tool calling, so Arthur answers on its own: deleg
             "to worker processes, the Inbox and the other tools need a model with tools (see "
             "docs/configuration.md, \"LLM endpoint profiles\").")
 TOLD_NO_TOOLS = "toldNoTools"
+AGAIN_LINES = 200
+"""How far back ``regenerate`` looks for the user's last line (lines of the chat)."""
+REGENERATE = "regenerate"
+"""The client command (``process-command``) that asks the model again for the last reply:
+the web client's button on Arthur's last line, ``/again`` in ``vancetope chat``."""
 """``engineState`` key: the user was told (``NO_TOOLS``) that the model cannot delegate."""
 
 
@@ -86,13 +91,33 @@ class ArthurEngine(RespondingEngine):
             self.steer(process, context)
 
     def steer(self, process: ThinkProcess, context: ThinkEngineContext) -> None:
-        needs_model, texts = False, []
+        needs_model, texts, again = False, [], False
         for envelope in context.drain_pending():
+            message = envelope.message
+            if isinstance(message, ExternalCommand) and message.command == REGENERATE:
+                again = True  # no line of its own: the new reply says what it is
+                continue
             needs_model |= self._take(envelope, context)
-            if isinstance(envelope.message, UserChatInput):
-                texts.append(envelope.message.content)
-        if needs_model:
+            if isinstance(message, UserChatInput):
+                texts.append(message.content)
+        if needs_model:  # anything else that came answers it: no need to ask again
             self._answer(process, context, texts)
+        elif again:
+            self._again(process, context)
+
+    def _again(self, process: ThinkProcess, context: ThinkEngineContext) -> None:
+        """Ask the model again for the reply to the user's last line, with the same input:
+        the chat up to that line (the earlier attempt stays in the chat for people, and no
+        later turn's model sees it: ``AGAIN``). A new turn, so a new journal: nothing of the
+        earlier attempt is replayed."""
+        lines = context.chat().history(AGAIN_LINES)
+        asked = next((line for line in reversed(lines) if line.role is ChatRole.USER), None)
+        if asked is None or not any(line.role is ChatRole.ASSISTANT
+                                    for line in lines if line.seq > asked.seq):
+            context.chat().append(ChatRole.ERROR, "Nothing to ask again: no reply to a "
+                                  "message of yours in the last lines of this chat.")
+            return
+        self._answer(process, context, [asked.content], again=asked.seq)
 
     def _take(self, envelope: InboxMessage, context: ThinkEngineContext) -> bool:
         """Record one inbound message; False when it was handled without the model."""
@@ -117,7 +142,7 @@ class ArthurEngine(RespondingEngine):
         return False
 
     def _answer(self, process: ThinkProcess, context: ThinkEngineContext,
-                texts: list[str]) -> None:
+                texts: list[str], *, again: int | None = None) -> None:
         """One model turn over the chat; ``texts``: the user messages it answers, searched
         in the project's memory (``engines/memory_summary.py``) and documents
         (``engines/rag.py``)."""
@@ -140,7 +165,7 @@ class ArthurEngine(RespondingEngine):
         if injected is not None:
             prompt += "\n\n" + injected.prompt
         messages = history.fitted(context, [LlmMessage("system", prompt)], tools,
-                                  "arthur.maxContextTokens")
+                                  "arthur.maxContextTokens", again=again)
         reply = ToolLoop(context, tools, notice=NOTICE).run(messages)
         if reply is None:
             return
@@ -149,6 +174,7 @@ class ArthurEngine(RespondingEngine):
             context.chat().append(ChatRole.SYSTEM, NO_TOOLS)
         sources = used(injected.citations, reply.message) if injected is not None else None
         self.keep_reply(context, reply, sources=sources,
+                        meta=None if again is None else {AGAIN: again},
                         **({TOLD_NO_TOOLS: True} if told else {}))
         if reply.awaiting_user_input:
             context.set_status(ProcessStatus.BLOCKED)

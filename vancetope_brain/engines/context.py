@@ -20,11 +20,13 @@ from typing import TYPE_CHECKING, Any
 from vancetope_brain.engines.chat_cache import Reader, store_reader
 from vancetope_brain.engines.journal import JournaledModel, TurnJournal
 from vancetope_brain.engines.memory_api import MemoryAccess, MemoryApi
-from vancetope_brain.errors import Conflict, Fenced, LlmRejected, NotFound
+from vancetope_brain.errors import Conflict, Fenced, Interrupted, LlmRejected, NotFound
 from vancetope_brain.events import EventBus, EventType
+from vancetope_brain.events.interrupts import Interrupts
+from vancetope_brain.events.interrupts import owner as interrupt_owner
 from vancetope_brain.events.tokens import TokenCoalescer, TokenStream
 from vancetope_brain.knowledge.retrieval import Retriever
-from vancetope_brain.llm import ChatModel, LlmMessage, LlmResponse, TokenSink, ToolSpec
+from vancetope_brain.llm import ChatModel, LlmMessage, LlmResponse, TokenSink, ToolSpec, aio
 from vancetope_brain.models import (
     ChatMessage,
     ChatRole,
@@ -54,6 +56,16 @@ RESET_MARK = "reset"
 """``meta`` key of the chat line a reset leaves; history before it is not the engine's memory."""
 HISTORY_PAGE = 200
 """Lines per read of ``ChatApi.history(more=…)``."""
+INTERRUPTED = "interrupted"
+"""``meta`` key of an assistant line cut short by its user (``process-interrupt``): what the
+model had said by then. Its ``toolCalls`` (at most ``INTERRUPTED_CALLS``) are the tool lines
+that turn wrote, which the model is shown with the line, so it does not call them again."""
+INTERRUPTED_CALLS = 10
+AGAIN = "again"
+"""``meta`` key of an assistant line that asked the model again for the last reply (the
+``regenerate`` command): its value is the ``seq`` of the user line it answers. The lines
+between that user line and it (the earlier attempt) stay in the chat for people; the model
+never sees them again (``history.fitted``)."""
 EXCLUDED = "excludedFromContext"
 """``meta`` key of an input line the model is never shown again (its value says why): the
 provider refused the turn that brought it (``LlmRejected``), and would refuse every later
@@ -202,28 +214,40 @@ class StreamingModel:
 class FencedModel:
     """Wraps the turn's model: refuses to start or finish a call once the lease is lost, and
     reports a refusal of the input (``LlmRejected``) with the refused messages to
-    ``on_rejected`` before raising it."""
+    ``on_rejected`` before raising it. With ``interrupts``, the calls belong to the turn
+    (``aio.owned``: an interrupt cuts them), and a turn its user stopped raises
+    ``Interrupted`` at its next call, or as the call ends (a model that does not stream)."""
 
     def __init__(self, model: ChatModel, lease_lost: threading.Event,
-                 on_rejected: Callable[[LlmRejected, list[LlmMessage]], None]) -> None:
+                 on_rejected: Callable[[LlmRejected, list[LlmMessage]], None],
+                 process: ThinkProcess | None = None,
+                 interrupts: Interrupts | None = None) -> None:
         self.name = model.name
         self._model = model
         self._lost = lease_lost
         self._on_rejected = on_rejected
+        self._process = process
+        self._interrupts = interrupts if process is not None else None
+        self._owner = "" if process is None else \
+            interrupt_owner(process.tenant_id, process.id, process.epoch)
 
     def complete(self, messages: list[LlmMessage], *, tools: list[ToolSpec] | None = None,
                  on_token: TokenSink | None = None) -> LlmResponse:
         self._check()
+        self._check_interrupt("")
         if on_token is not None:
             sink = on_token
+            owner = self._owner
 
             def on_token(text: str) -> None:
                 # A fenced turn must not stream a reply that will never be committed.
                 self._check()
-                sink(text)
+                if not (owner and aio.is_cut(owner)):  # what comes after a cut is void
+                    sink(text)
 
         with metrics.llm_request(self.name) as request, tracing.span("llm.complete",
-                                                                    model=self.name):
+                                                                    model=self.name), \
+                aio.owned(self._owner):
             try:
                 response = request(self._model.complete(messages, tools=tools,
                                                         on_token=on_token))
@@ -231,11 +255,18 @@ class FencedModel:
                 self._on_rejected(e, messages)
                 raise
         self._check()
+        self._check_interrupt(response.content)
         return response
 
     def _check(self) -> None:
         if self._lost.is_set():
             raise Fenced("the lane lease was lost; this turn must write nothing")
+
+    def _check_interrupt(self, said: str) -> None:
+        p = self._process
+        if self._interrupts is not None and p is not None and \
+                self._interrupts.requested(p.id, p.epoch):
+            raise Interrupted(said)
 
 
 @dataclass(frozen=True)
@@ -451,7 +482,8 @@ class ThinkEngineContext:
                  tokens: TokenCoalescer | None = None,
                  read_chat: Reader | None = None,
                  knowledge: Retriever | None = None,
-                 memory: MemoryAccess | None = None) -> None:
+                 memory: MemoryAccess | None = None,
+                 interrupts: Interrupts | None = None) -> None:
         self.process = process
         self.scope = Scope(process.tenant_id, process.session_id, process.id, process.user_id,
                            process.project_id, process.originating_user_id,
@@ -470,7 +502,8 @@ class ThinkEngineContext:
         # Streaming inside the journal: a completion whose tokens did not get out (Redis
         # failed) is not recorded, so the turn's next attempt asks the model again.
         self._model = JournaledModel(StreamingModel(
-            FencedModel(model, lease_lost, self._exclude_input), self), self._journal)
+            FencedModel(model, lease_lost, self._exclude_input, process, interrupts), self),
+            self._journal)
         self._settings = settings
         self._tools = ToolDispatcher(tool_pool, roles,
                                      sources=[ServerTools(self), *(tool_sources or [])],

@@ -13,6 +13,7 @@ from vancetope_brain.engines.memory_api import MemoryAccess
 from vancetope_brain.engines.recipes_api import RecipesApi, tool_pool
 from vancetope_brain.engines.spawning import ProcessFactory
 from vancetope_brain.events import EventBus
+from vancetope_brain.events.interrupts import Interrupts
 from vancetope_brain.events.tokens import TokenCoalescer
 from vancetope_brain.inbox.service import InboxService
 from vancetope_brain.knowledge.retrieval import Retriever
@@ -47,6 +48,8 @@ class ContextFactory:
     """Searches the projects' documents (None: ``context.knowledge()`` finds nothing)."""
     memory: MemoryAccess | None = None
     """The memory entries (None: ``context.memory()`` finds nothing, records nothing)."""
+    interrupts: Interrupts | None = None
+    """Where a turn learns that its user stopped it (None: turns cannot be interrupted)."""
 
     def __call__(self, process: ThinkProcess, lease_lost: threading.Event,
                  engine: ThinkEngine | None, pending: list[InboxMessage]) -> ThinkEngineContext:
@@ -70,4 +73,5 @@ class ContextFactory:
             roles=recipes.roles, tool_sources=self.tool_sources(process), spawner=spawn,
             recipes=recipes, inbox=self.inbox, tool_health=self.tool_health, pending=pending,
             tokens=self.tokens, knowledge=self.knowledge, memory=self.memory,
+            interrupts=self.interrupts,
             read_chat=self.chat.reader(process.tenant_id, process.id) if self.chat else None)

@@ -22,7 +22,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from vancetope_brain.engines.context import ThinkEngineContext
+from vancetope_brain.engines.context import AGAIN, ThinkEngineContext
 from vancetope_brain.engines.prompting import line_messages
 from vancetope_brain.errors import ConfigError, LlmError
 from vancetope_brain.llm import LlmMessage, ToolSpec, budget
@@ -100,7 +100,8 @@ _WINDOW = "historyWindow"
 
 
 def fitted(context: ThinkEngineContext, fixed: list[LlmMessage], tools: list[ToolSpec],
-           setting: str, *, max_lines: int = HISTORY_LINES) -> list[LlmMessage]:
+           setting: str, *, max_lines: int = HISTORY_LINES,
+           again: int | None = None) -> list[LlmMessage]:
     """The model input of a turn: ``fixed`` (the system prompt), the chat summary if there
     is one, and the newest lines of the chat (at most ``max_lines``) within ``limit``
     tokens with ``tools``; summarises first when the history passes the threshold (see
@@ -117,7 +118,7 @@ def fitted(context: ThinkEngineContext, fixed: list[LlmMessage], tools: list[Too
     room = limit - need
     summary = Summary.of(context.state())
     through = summary.through_seq if summary else 0
-    lines = _unsummarised(context, through, max_lines, room + limit)
+    lines = _current(_unsummarised(context, through, max_lines, room + limit), again)
     head = [summary.message()] if summary else []
     total = sum(budget.message_tokens(m) for m in head) + sum(x.cost for x in lines)
     share = context.settings().get("chat.summaryThreshold") * room
@@ -131,6 +132,19 @@ def fitted(context: ThinkEngineContext, fixed: list[LlmMessage], tools: list[Too
         head, lines = [new.message()], kept
     history = [m for x in lines for m in x.messages]
     return budget.fit(fixed + head, history, tools, limit, LlmMessage("system", TRUNCATED))
+
+
+def _current(lines: list[_Line], asked_again: int | None) -> list[_Line]:
+    """``lines`` without the earlier attempts that a reply asked again replaced (``AGAIN``:
+    the lines after the user line it answers and before it), and, when this turn asks
+    again, without the committed lines after the user line ``asked_again``."""
+    again = [(x.line.meta[AGAIN], x.line.seq) for x in lines if AGAIN in x.line.meta]
+    if asked_again is not None:
+        again.append((asked_again, 0))
+    if not again:  # (the common case: one look at each line's meta)
+        return lines
+    return [x for x in lines
+            if not any(asked < x.line.seq < (seq or x.line.seq + 1) for asked, seq in again)]
 
 
 @dataclass(frozen=True)

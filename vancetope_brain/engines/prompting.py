@@ -11,7 +11,12 @@ from datetime import UTC, datetime
 from typing import Any
 
 from vancetope_brain.engines.base import ParentReport, ThinkEngine
-from vancetope_brain.engines.context import EXCLUDED, EventPublisher, ThinkEngineContext
+from vancetope_brain.engines.context import (
+    EXCLUDED,
+    INTERRUPTED,
+    EventPublisher,
+    ThinkEngineContext,
+)
 from vancetope_brain.errors import LlmError
 from vancetope_brain.events import EventType
 from vancetope_brain.llm import LlmMessage, ToolCall, ToolSpec
@@ -137,9 +142,22 @@ def _line_messages(line: ChatMessage) -> list[LlmMessage]:
         call = ToolCall(answered["toolCallId"], answered["toolName"], "{}")
         return [LlmMessage("assistant", "", tool_calls=(call,)),
                 LlmMessage("tool", line.content, tool_call_id=call.id)]
+    if line.role is ChatRole.ASSISTANT and line.meta.get(INTERRUPTED):
+        return [LlmMessage("assistant", interrupted_text(line))]
     if line.role in _ROLES:
         return [LlmMessage(_ROLES[line.role], line.content)]  # type: ignore[arg-type]
     return []
+
+
+def interrupted_text(line: ChatMessage) -> str:
+    """What the model is shown of a reply its user stopped: what it had said, that it was
+    stopped there, and the tool calls that turn had already made (done: not to repeat)."""
+    note = "[The user stopped this reply here."
+    calls = line.meta.get("toolCalls") or []
+    if calls:
+        note += " Tool calls already made in it (done; do not repeat them unless asked): " + \
+            "; ".join(str(call) for call in calls)
+    return f"{line.content}\n{note}]" if line.content else note + "]"
 
 
 def system_prompt(process: ThinkProcess, context: ThinkEngineContext, fallback: str) -> str:
@@ -162,10 +180,11 @@ class RespondingEngine(ThinkEngine):
 
     @staticmethod
     def keep_reply(context: ThinkEngineContext, reply: Reply, *,
-                   sources: list[Citation] | None = None, **state: Any) -> None:
-        """The reply as the chat's line (with the document ``sources`` it used) and the
-        state's ``lastReply`` (with ``state``'s other keys)."""
-        context.chat().append(ChatRole.ASSISTANT, reply.message, sources=sources)
+                   sources: list[Citation] | None = None, meta: dict[str, Any] | None = None,
+                   **state: Any) -> None:
+        """The reply as the chat's line (with the document ``sources`` it used, and ``meta``)
+        and the state's ``lastReply`` (with ``state``'s other keys)."""
+        context.chat().append(ChatRole.ASSISTANT, reply.message, sources=sources, meta=meta)
         context.save_state({**context.state(), **state, LAST_REPLY: reply.message})
 
     def summarize_for_parent(self, process: ThinkProcess,

@@ -14,7 +14,12 @@ from __future__ import annotations
 
 import logging
 
-from vancetope_brain.engines.context import ThinkEngineContext, excerpt
+from vancetope_brain.engines.context import (
+    INTERRUPTED,
+    INTERRUPTED_CALLS,
+    ThinkEngineContext,
+    excerpt,
+)
 from vancetope_brain.errors import UserError
 from vancetope_brain.models import (
     ChatRole,
@@ -132,6 +137,36 @@ def failed_turn(context: ThinkEngineContext, error: str, *, lifecycle: str,
     else:
         context.chat().append(ChatRole.ERROR, f"The {lifecycle} turn failed: {why}")
     return status, reason, failures
+
+
+def interrupted_turn(context: ThinkEngineContext, said: str, *, call: LifecycleCall | None,
+                     read: list[InboxMessage]) -> tuple[ProcessStatus, list[InboxMessage]]:
+    """The user stopped the turn (``Interrupted``): what the model had said is the
+    assistant's line marked ``interrupted``, and the turn ends as if its last model call had
+    been its last. What the engine decided is dropped (engine state, spawns, messages,
+    timers, stops: a worker engine's state stays the one last committed — a marvin node the
+    turn was working on is PENDING again), what it wrote in the chat stays (a tool call
+    already made keeps its line, and the interrupted line names it, ``toolCalls``, so the next
+    turn's model sees it and does not call it again). The user's messages the
+    turn answered (drained, or given to ``read``) are drained; any other message it read
+    (a worker's report, an Inbox answer) is put back, so nothing queued is lost and the
+    lane's next turn handles it. Returns the status and the messages put back."""
+    process, turn = context.process, context.turn
+    turn.engine_state = None
+    for decided in (turn.spawned, turn.outbox, turn.timers, turn.stops):
+        decided.clear()
+    answered = list({m.id: m for m in (*turn.drained, *read)}.values())
+    users = [m for m in answered if isinstance(m.message, UserChatInput)]
+    back = [m for m in answered if not isinstance(m.message, UserChatInput)]
+    turn.drained[:] = users
+    replied = {line.source_message_id for line in turn.chat if line.role is ChatRole.ASSISTANT}
+    source = users[-1] if len(users) == 1 and users[-1].id not in replied else None
+    calls = [line.content for line in turn.chat if line.role is ChatRole.TOOL]
+    meta: dict[str, object] = {INTERRUPTED: True}
+    if calls:
+        meta["toolCalls"] = calls[-INTERRUPTED_CALLS:]
+    context.chat().append(ChatRole.ASSISTANT, said, source=source, meta=meta)
+    return fallback_status(call, process.status), back
 
 
 def tell_user(context: ThinkEngineContext, title: str, body: str, case: str) -> None:

@@ -13,8 +13,16 @@ import redis
 
 from vancetope_brain.engines.base import EngineRegistry, ParentReport, ThinkEngine
 from vancetope_brain.engines.context import RESET_MARK, ThinkEngineContext
-from vancetope_brain.errors import Conflict, Fenced, NotFound, RuntimeFailure, StoreError
+from vancetope_brain.errors import (
+    Conflict,
+    Fenced,
+    Interrupted,
+    NotFound,
+    RuntimeFailure,
+    StoreError,
+)
 from vancetope_brain.events import EventBus, EventOutbox, EventType
+from vancetope_brain.events.interrupts import Interrupts
 from vancetope_brain.events.outbox import FLUSH_PAGE
 from vancetope_brain.lanes import faults
 from vancetope_brain.lanes.lease import TAKE_OVER_MARGIN, Lease, LeaseKeeper
@@ -86,7 +94,7 @@ class LaneRunner:
                  events: EventBus, outbox: EventOutbox, leases: LeaseKeeper, waker: Waker,
                  engines: EngineRegistry, contexts: ContextFactory, max_attempts: int = 3,
                  max_engine_failures: int = 3, linger: float = 0.0,
-                 worker_name: str | None = None):
+                 worker_name: str | None = None, interrupts: Interrupts | None = None):
         self._lanes = lanes
         self._processes = processes
         self._items = items
@@ -99,6 +107,7 @@ class LaneRunner:
         self._max_attempts = max_attempts
         self._max_engine_failures = max_engine_failures
         self._linger = linger
+        self._interrupts = interrupts
         self._worker = worker_name or f"{socket.gethostname()}:{os.getpid()}"
 
     def drain(self, shard: int) -> list[TurnOutcome]:
@@ -256,8 +265,20 @@ class LaneRunner:
         # Only start runs in INIT (think-engines §5): messages queued meanwhile are for the
         # first steer after it, which follows at once (``left`` below).
         context = self._contexts(process, lease.lost, engine, plan.read)
+        keep_journal = False
         try:
             status, reason, error, failures = self._decide(plan, engine, process, context)
+        except Interrupted as e:
+            log.info("turn of %s (epoch %s) interrupted by its user", process_id, process.epoch)
+            status, back = faults.interrupted_turn(
+                context, e.said, call=call,
+                read=plan.batch if plan.mode is TurnMode.STEER else [])
+            reason, error, failures = None, process.last_error, process.engine_failures
+            # A message put back is handled again by the next turn, which adopts this
+            # turn's journal when it is given the same messages: keep it for that turn.
+            keep_journal = bool(back)
+            if self._interrupts is not None:
+                self._interrupts.done(process_id, process.epoch)
         except Fenced:
             log.warning("turn of %s (epoch %s) fenced; writing nothing", process_id, process.epoch)
             metrics.FENCED_COMMITS.inc()
@@ -299,7 +320,8 @@ class LaneRunner:
                             drained_ids=record.drained_ids, chat=turn.chat,
                             control_handled=process.pending_control if call else None,
                             spawned=turn.spawned, outbox=outbox, timers=turn.timers,
-                            events=events, journal_opened=context.journal_opened,
+                            events=events,
+                            journal_opened=context.journal_opened and not keep_journal,
                             dead_letters=turn.dead_letters, engine_failures=failures,
                             uncounted_ids=[mid for mid in counted if mid not in read])
         written = None if lease.lost.is_set() else \

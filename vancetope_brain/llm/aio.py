@@ -18,18 +18,66 @@ Cancellation: if the waiting thread is interrupted (an exception raised in it wh
 waits, such as a time limit), the call's task is cancelled on the loop, which closes its
 stream; an exception raised by ``on_token`` (a lost lease's ``Fenced``) ends the call the
 same way and reaches the waiting thread unchanged.
+
+Interruption (a user's Stop, ``process-interrupt``): a call runs on behalf of an *owner*
+(``owned``: the turn's ``tenant/process/epoch``, set by the turn's thread around the call);
+``interrupt(owner)`` — called by the worker's interrupt listener, from any thread — cancels
+that owner's running calls, whose streams close at once, and their waiting threads get
+``Interrupted`` instead of a result. What the call had streamed by then is the caller's to
+keep (``OpenAiChatModel`` puts it in ``Interrupted.said``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import contextvars
 import os
 import sys
 import threading
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
+from vancetope_brain.errors import Interrupted
+
 T = TypeVar("T")
+
+
+_owner: contextvars.ContextVar[str | None] = contextvars.ContextVar("vt_llm_owner",
+                                                                     default=None)
+_calls_lock = threading.Lock()
+_running: dict[str, set[concurrent.futures.Future[Any]]] = {}
+_cut: set[str] = set()
+"""Owners interrupted while a call of theirs ran; cleared when their calls are done."""
+
+
+@contextmanager
+def owned(owner: str) -> Iterator[None]:
+    """Calls ``run`` makes on this thread inside the block belong to ``owner`` (what
+    ``interrupt`` names)."""
+    token = _owner.set(owner)
+    try:
+        yield
+    finally:
+        _owner.reset(token)
+
+
+def interrupt(owner: str) -> int:
+    """Cancel the running calls of ``owner`` (their streams close; their waiting threads get
+    ``Interrupted``); from any thread. Returns how many were cut."""
+    with _calls_lock:
+        futures = list(_running.get(owner, ()))
+        if futures:
+            _cut.add(owner)
+    for future in futures:
+        future.cancel()
+    return len(futures)
+
+
+def is_cut(owner: str) -> bool:
+    """Whether ``owner``'s running call was interrupted (a sink drops what still comes)."""
+    return owner in _cut
 
 
 class _Loop:
@@ -52,9 +100,12 @@ _current: _Loop | None = None
 
 def _forget_after_fork() -> None:
     """In a forked child: the parent's loop thread is gone; the first call starts another."""
-    global _lock, _current
+    global _lock, _current, _calls_lock
     _lock = threading.Lock()
     _current = None
+    _calls_lock = threading.Lock()
+    _running.clear()
+    _cut.clear()
 
 
 os.register_at_fork(after_in_child=_forget_after_fork)
@@ -82,11 +133,28 @@ def run(coroutine: Coroutine[Any, Any, T]) -> T:
         coroutine.close()
         raise RuntimeError("aio.run called on the model loop's own thread")
     future = asyncio.run_coroutine_threadsafe(coroutine, state.loop)
+    owner = _owner.get()
+    if owner is not None:
+        with _calls_lock:
+            _running.setdefault(owner, set()).add(future)
     try:
         return future.result()
+    except concurrent.futures.CancelledError:
+        if owner is not None and owner in _cut:
+            raise Interrupted() from None
+        raise
     except BaseException:
         future.cancel()  # an interrupted wait: stop the call (a no-op when it is done)
         raise
+    finally:
+        if owner is not None:
+            with _calls_lock:
+                calls = _running.get(owner)
+                if calls is not None:
+                    calls.discard(future)
+                    if not calls:
+                        del _running[owner]
+                        _cut.discard(owner)
 
 
 def shared(key: object, make: Callable[[], T]) -> T:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import jiter
 import openai
 
-from vancetope_brain.errors import LlmError, LlmRejected
+from vancetope_brain.errors import Interrupted, LlmError, LlmRejected
 from vancetope_brain.llm import aio
 from vancetope_brain.llm.base import LlmMessage, LlmResponse, TokenSink, ToolCall, ToolSpec
 from vancetope_brain.llm.endpoint import DEFAULT_BASE_URL, safe_url
@@ -136,6 +136,8 @@ class OpenAiChatModel:
             else:
                 media = self._read(request, acc, sink)
             response = acc.response()
+        except Interrupted:
+            raise Interrupted(acc.said()) from None
         except openai.OpenAIError as e:
             error = LlmRejected if _rejected(e) else LlmError
             raise error(self._describe(e, mid_stream=acc.chunks > 0)) from e
@@ -357,6 +359,11 @@ class _Accumulator:
                         call.arguments.append(function["arguments"])
                         if on_token is not None and call.name in self.streamed:
                             call.stream(self.streamed[call.name], on_token)
+
+    def said(self) -> str:
+        """What went to ``on_token`` so far: the text, and the streamed argument of a call
+        (``respond``'s message) — what a call cut short had said."""
+        return "".join(self.text) + "".join(c.shown for _, c in sorted(self.calls.items()))
 
     def response(self) -> LlmResponse:
         calls = tuple(

@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 from vancetope_brain.engines.base import DEFAULT_ENGINE
 from vancetope_brain.engines.spawning import ProcessFactory
 from vancetope_brain.errors import Conflict, InvalidInput, LimitExceeded, NotFound
+from vancetope_brain.events.interrupts import Interrupts
 from vancetope_brain.identity import Principal
 from vancetope_brain.models import (
     ChatMessage,
@@ -53,8 +54,10 @@ class SessionService:
 
     def __init__(self, *, sessions: SessionStore, lanes: LaneStore, identity: IdentityStore,
                  settings: SettingsService, waker: ProcessWaker, processes: ProcessFactory,
-                 search: SessionSearch, max_open_sessions: int = 100) -> None:
+                 search: SessionSearch, max_open_sessions: int = 100,
+                 interrupts: Interrupts | None = None) -> None:
         self.max_open_sessions = max_open_sessions
+        self._interrupts = interrupts
         self._sessions = sessions
         self._lanes = lanes
         self._identity = identity
@@ -275,6 +278,21 @@ class SessionService:
                                               lifecycle.allowed_from(call, by_system=by_system))
         self._waker.wake(who.tenant_id, process_id)
         return updated
+
+    def interrupt(self, who: Principal, process_id: str) -> tuple[ThinkProcess, bool]:
+        """Stop the process's running turn (its reply in progress): the worker holding its
+        lane, wherever it runs, cuts the model call at its next chunk and commits what was
+        said, marked ``interrupted`` (``events/interrupts.py``). Returns the process and
+        whether a turn was running to stop (a turn that just ended is not, and the next
+        one is never stopped by this request). Refused with ``Conflict`` for a CLOSED
+        process."""
+        process = self.process(who, process_id)
+        if process.status is ProcessStatus.CLOSED:
+            raise Conflict(f"process {process_id!r} is CLOSED; it has no turn to interrupt")
+        if process.status is not ProcessStatus.RUNNING or self._interrupts is None:
+            return process, False
+        self._interrupts.request(who.tenant_id, process.id, process.epoch)
+        return process, True
 
     def _refuse_chat_stop(self, who: Principal, process: ThinkProcess) -> None:
         session = self._sessions.get_session(who.tenant_id, process.session_id)

@@ -1,4 +1,4 @@
-"""Process frames: create a process, the lifecycle calls, read one or a session's, steer
+"""Process frames: create a process, the lifecycle calls, stop its running turn, read one or a session's, steer
 it or send it a command, page its chat, and list the think engines."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ class ProcessCreate(Wire):
 
 class ProcessRef(Wire):
     """Names a process of the caller (``process-start`` / ``-pause`` / ``-resume`` / ``-stop`` /
-    ``-reset`` / ``-status``)."""
+    ``-reset`` / ``-interrupt`` / ``-status``)."""
 
     process_id: str = Id
 
@@ -76,6 +76,16 @@ class ProcessReply(Wire):
     lifecycle call is then executed on the process's lane; watch ``status-changed``)."""
 
     process: dict[str, Any]
+
+
+class ProcessInterrupted(Wire):
+    """Reply to ``process-interrupt``: the process, and whether a turn of it was running to
+    stop (false: it had just ended, and the next turn runs as usual). The stopped turn
+    commits what was said as the assistant's line marked ``interrupted`` (its chat-message
+    event follows); no token follows it more than 300 ms after the request."""
+
+    process: dict[str, Any]
+    interrupted: bool
 
 
 class ProcessesListed(Wire):
@@ -133,6 +143,12 @@ for _call in LifecycleCall:
     if _call is not LifecycleCall.SUSPEND:
         declare(Frame(f"process-{_call.value}", ProcessRef, ProcessReply,
                       functools.partial(_process_control, _call)))
+
+
+@frame("process-interrupt")
+def process_interrupt(conn: Context, data: ProcessRef) -> ProcessInterrupted:
+    process, running = conn.gateway.sessions.interrupt(conn.who, data.process_id)
+    return ProcessInterrupted(process=shown_process(process), interrupted=running)
 
 
 @frame("process-status")

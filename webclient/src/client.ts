@@ -438,6 +438,19 @@ export async function lifecycle(processId: string, action: Lifecycle): Promise<v
   if (answer) putProcesses([answer.process]);
 }
 
+/** Stop the process's reply in progress (`process-interrupt`): its worker cuts the model
+ * call; what was said commits as a line marked `interrupted`. */
+export async function interrupt(processId: string): Promise<void> {
+  await request("process-interrupt", { processId });
+}
+
+/** Ask the model again for the process's last reply (`process-command` `regenerate`):
+ * the earlier attempt stays; the new reply answers the same input. */
+export async function askAgain(processId: string): Promise<void> {
+  await request("process-command",
+    { processId, command: "regenerate", params: {}, idempotencyKey: crypto.randomUUID() });
+}
+
 /** Give a session a title (`session-rename`); a refusal is handed back for the dialog. */
 export async function renameSession(sessionId: string, title: string): Promise<string | null> {
   const answer = await tryRequest("session-rename", { sessionId, title });

@@ -98,6 +98,7 @@ export interface Requests {
   ping: PingRequest;
   "process-command": ProcessCommandRequest;
   "process-create": ProcessCreateRequest;
+  "process-interrupt": ProcessInterruptRequest;
   "process-list": ProcessListRequest;
   "process-pause": ProcessPauseRequest;
   "process-reset": ProcessResetRequest;
@@ -350,6 +351,16 @@ export interface ProcessCreateRequest {
   template?: string | null;
 }
 /**
+ * Names a process of the caller (``process-start`` / ``-pause`` / ``-resume`` / ``-stop`` /
+ * ``-reset`` / ``-interrupt`` / ``-status``).
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "ProcessInterruptRequest".
+ */
+export interface ProcessInterruptRequest {
+  processId: string;
+}
+/**
  * Processes of a session (default: the bound one); non-terminal unless ``all``.
  *
  * This interface was referenced by `Frames`'s JSON-Schema
@@ -361,7 +372,7 @@ export interface ProcessListRequest {
 }
 /**
  * Names a process of the caller (``process-start`` / ``-pause`` / ``-resume`` / ``-stop`` /
- * ``-reset`` / ``-status``).
+ * ``-reset`` / ``-interrupt`` / ``-status``).
  *
  * This interface was referenced by `Frames`'s JSON-Schema
  * via the `definition` "ProcessPauseRequest".
@@ -371,7 +382,7 @@ export interface ProcessPauseRequest {
 }
 /**
  * Names a process of the caller (``process-start`` / ``-pause`` / ``-resume`` / ``-stop`` /
- * ``-reset`` / ``-status``).
+ * ``-reset`` / ``-interrupt`` / ``-status``).
  *
  * This interface was referenced by `Frames`'s JSON-Schema
  * via the `definition` "ProcessResetRequest".
@@ -381,7 +392,7 @@ export interface ProcessResetRequest {
 }
 /**
  * Names a process of the caller (``process-start`` / ``-pause`` / ``-resume`` / ``-stop`` /
- * ``-reset`` / ``-status``).
+ * ``-reset`` / ``-interrupt`` / ``-status``).
  *
  * This interface was referenced by `Frames`'s JSON-Schema
  * via the `definition` "ProcessResumeRequest".
@@ -391,7 +402,7 @@ export interface ProcessResumeRequest {
 }
 /**
  * Names a process of the caller (``process-start`` / ``-pause`` / ``-resume`` / ``-stop`` /
- * ``-reset`` / ``-status``).
+ * ``-reset`` / ``-interrupt`` / ``-status``).
  *
  * This interface was referenced by `Frames`'s JSON-Schema
  * via the `definition` "ProcessStartRequest".
@@ -401,7 +412,7 @@ export interface ProcessStartRequest {
 }
 /**
  * Names a process of the caller (``process-start`` / ``-pause`` / ``-resume`` / ``-stop`` /
- * ``-reset`` / ``-status``).
+ * ``-reset`` / ``-interrupt`` / ``-status``).
  *
  * This interface was referenced by `Frames`'s JSON-Schema
  * via the `definition` "ProcessStatusRequest".
@@ -422,7 +433,7 @@ export interface ProcessSteerRequest {
 }
 /**
  * Names a process of the caller (``process-start`` / ``-pause`` / ``-resume`` / ``-stop`` /
- * ``-reset`` / ``-status``).
+ * ``-reset`` / ``-interrupt`` / ``-status``).
  *
  * This interface was referenced by `Frames`'s JSON-Schema
  * via the `definition` "ProcessStopRequest".
@@ -729,6 +740,7 @@ export interface Replies {
   ping: PingReply;
   "process-command": ProcessCommandReply;
   "process-create": ProcessCreateReply;
+  "process-interrupt": ProcessInterruptReply;
   "process-list": ProcessListReply;
   "process-pause": ProcessPauseReply;
   "process-reset": ProcessResetReply;
@@ -965,6 +977,21 @@ export interface ProcessCommandReply {
  * via the `definition` "ProcessCreateReply".
  */
 export interface ProcessCreateReply {
+  process: {
+    [k: string]: unknown;
+  };
+}
+/**
+ * Reply to ``process-interrupt``: the process, and whether a turn of it was running to
+ * stop (false: it had just ended, and the next turn runs as usual). The stopped turn
+ * commits what was said as the assistant's line marked ``interrupted`` (its chat-message
+ * event follows); no token follows it more than 300 ms after the request.
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "ProcessInterruptReply".
+ */
+export interface ProcessInterruptReply {
+  interrupted: boolean;
   process: {
     [k: string]: unknown;
   };

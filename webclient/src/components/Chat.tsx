@@ -1,9 +1,9 @@
 import {
   Alert, Badge, Button, Group, Paper, ScrollArea, Stack, Text, Textarea, Title,
 } from "@mantine/core";
-import { useEffect, useLayoutEffect, useRef, useState } from "react";
+import { Fragment, useEffect, useLayoutEffect, useRef, useState } from "react";
 
-import { focusProcess, loadEarlier, sendMessage } from "../client";
+import { askAgain, focusProcess, interrupt, loadEarlier, sendMessage } from "../client";
 import { NO_TRANSCRIPT, useStore, viewedProcess } from "../store";
 import { ChatItem, LiveTool, Streaming } from "./ChatLines";
 import { ChatSummary } from "./ChatSummary";
@@ -50,6 +50,20 @@ export function Chat() {
   }, [lines]);
 
   const speaker = focused ? focused.name || focused.id : "Arthur";
+  // Replies asked again since: the earlier attempts (the lines after the question a reply
+  // with `meta.again` answers, before that reply).
+  const attempts = new Set<number>();
+  for (const line of lines) {
+    const asked = line.meta.again;
+    if (typeof asked !== "number") continue;
+    for (const other of lines) {
+      if (other.role === "assistant" && other.seq > asked && other.seq < line.seq) attempts.add(other.seq);
+    }
+  }
+  // Arthur's last line, when it is a reply and nothing runs: it can be asked for again.
+  const final = lines[lines.length - 1];
+  const againable = !focused && !working && !streaming && final?.role === "assistant"
+    && lines.some((l) => l.role === "user") ? final.id : null;
   const earlier = async () => {
     const v = viewport.current;
     if (!viewed || !v) return;
@@ -113,11 +127,15 @@ export function Chat() {
               <NewProcess />
             </Stack>
           )}
-          {lines.map((line) => line.seq === found
-            // The line a search hit opened, marked (only it: the others stay direct children).
-            ? <div key={line.id} className="found-line" data-found aria-label="Line found">
-                <ChatItem line={line} speaker={speaker} /></div>
-            : <ChatItem key={line.id} line={line} speaker={speaker} />)}
+          {lines.map((line) => {
+            const item = <ChatItem line={line} speaker={speaker} earlier={attempts.has(line.seq)}
+              onAgain={line.id === againable ? () => void askAgain(viewed!) : undefined} />;
+            return line.seq === found
+              // The line a search hit opened, marked (only it: the others stay direct children).
+              ? <div key={line.id} className="found-line" data-found aria-label="Line found">
+                  {item}</div>
+              : <Fragment key={line.id}>{item}</Fragment>;
+          })}
           {viewed && pending.map((p) => <PendingItem key={p.key} processId={viewed} line={p} />)}
           {liveTools.map((t) => <LiveTool key={t.toolCallId} call={t} />)}
           {streaming ? <Streaming text={streaming} speaker={speaker} />
@@ -125,13 +143,15 @@ export function Chat() {
           <div ref={bottom} />
         </Stack>
       </ScrollArea>
-      {viewed && <Composer to={speaker} key={viewed} ended={focused?.status === "CLOSED"} />}
+      {viewed && <Composer to={speaker} key={viewed} ended={focused?.status === "CLOSED"}
+        onStop={streaming || working ? () => void interrupt(viewed) : undefined} />}
     </Stack>
   );
 }
 
-/** `ended`: the process is CLOSED and takes no more messages (the server refuses them). */
-function Composer({ to, ended }: { to: string; ended: boolean }) {
+/** `ended`: the process is CLOSED and takes no more messages (the server refuses them).
+ * `onStop`: a reply is in progress; the Stop button beside Send stops it. */
+function Composer({ to, ended, onStop }: { to: string; ended: boolean; onStop?: () => void }) {
   const [text, setText] = useState("");
   // Shown at once above as pending (or failed, to send again): the composer is free.
   const send = () => {
@@ -151,6 +171,8 @@ function Composer({ to, ended }: { to: string; ended: boolean }) {
             onKeyDown={(e) => {
               if (e.key === "Enter" && !e.shiftKey) { e.preventDefault(); send(); }
             }} />
+          {onStop && <Button color="red" variant="light" onClick={onStop}
+            aria-label={`Stop ${to}'s reply`}>Stop</Button>}
           <Button type="submit" disabled={ended || !text.trim()}>Send</Button>
         </Group>
       </form>

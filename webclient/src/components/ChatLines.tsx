@@ -1,4 +1,4 @@
-import { Accordion, Alert, Badge, Code, Group, Paper, Text } from "@mantine/core";
+import { Accordion, Alert, Badge, Button, Code, Group, Paper, Text } from "@mantine/core";
 
 import type { ChatLine, Citation } from "../protocol";
 import { useStore, type LiveToolCall } from "../store";
@@ -9,15 +9,32 @@ import { Suggestions } from "./Suggestions";
 import { UserLine } from "./UserLine";
 
 /** One committed chat line, drawn by its role. */
-export function ChatItem({ line, speaker = "Arthur" }: { line: ChatLine; speaker?: string }) {
+/** `earlier`: a reply asked again since (it stays, marked as the earlier attempt);
+ * `onAgain`: this is Arthur's last reply, and the button under it asks for it again. */
+export function ChatItem({ line, speaker = "Arthur", earlier = false, onAgain }: {
+  line: ChatLine; speaker?: string; earlier?: boolean; onAgain?: () => void;
+}) {
   switch (line.role) {
     case "user":
       return <UserLine line={line} />;
     case "assistant":
       return (
-        <Paper p="sm" radius="md" withBorder maw={{ base: "100%", sm: "85%" }} data-role="assistant">
-          <Text size="xs" c="dimmed">{speaker}</Text>
+        <Paper p="sm" radius="md" withBorder maw={{ base: "100%", sm: "85%" }} data-role="assistant"
+          data-earlier={earlier || undefined}>
+          <Group gap="xs">
+            <Text size="xs" c="dimmed">{speaker}</Text>
+            {line.meta.interrupted === true &&
+              <Badge size="xs" color="gray" variant="light" data-role="interrupted">interrupted</Badge>}
+            {earlier && <Badge size="xs" color="gray" variant="light">earlier attempt</Badge>}
+            {"again" in line.meta && <Badge size="xs" variant="light">asked again</Badge>}
+          </Group>
           <Reply text={line.content} />
+          {onAgain && (
+            <Group justify="flex-end" mt={4}>
+              <Button size="compact-xs" variant="subtle" onClick={onAgain}
+                aria-label={`Ask ${speaker} again for this reply`}>Ask again</Button>
+            </Group>
+          )}
           {line.sources && line.sources.length > 0 && <Sources sources={line.sources} />}
           {Array.isArray(line.meta.suggestions) && <Suggestions phrases={line.meta.suggestions} />}
         </Paper>
