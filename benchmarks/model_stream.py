@@ -1,6 +1,7 @@
 """The model call alone: CPU per token of concurrent ``OpenAiChatModel`` streams in one process.
 
-    python benchmarks/model_stream.py --streams 100 [--shape loop|thread] [--source DIR]
+    python benchmarks/model_stream.py --streams 100 [--shape loop|thread] [--transport httpx]
+                                      [--source DIR]
 
 Starts ``paced_endpoint.py`` (``--tokens`` tokens over ``--seconds`` per stream), then runs
 ``--streams`` calls at once, each from a thread of its own as a threads worker's turns make
@@ -9,7 +10,9 @@ ones. Prints this process's CPU µs per token (``time.process_time``: every thre
 model loop's included) and each batch's wall time (the stream takes ``--seconds``; more
 means this process fell behind). ``--shape thread`` makes each call read its own stream on
 its calling thread with a client of its own (what a gevent process does, and what every
-call did before the model loop); ``--source DIR`` imports the product from another
+call did before the model loop); ``--transport httpx`` gives the loop's clients the SDK's
+default httpx transport instead of its aiohttp one (what an install without aiohttp, or a
+checkout from before it, uses); ``--source DIR`` imports the product from another
 checkout (one without ``llm/aio.py`` streams on the calling thread whatever the shape).
 The endpoint's CPU is its own process's, not counted.
 """
@@ -34,11 +37,17 @@ def main() -> int:
     p.add_argument("--seconds", type=float, default=2.0)
     p.add_argument("--batches", type=int, default=3)
     p.add_argument("--shape", choices=("loop", "thread"), default="loop")
+    p.add_argument("--transport", choices=("product", "httpx"), default="product",
+                   help="the loop clients' HTTP transport: the product's choice (aiohttp "
+                        "where installed) or the SDK's default httpx one")
     p.add_argument("--source", help="import the product from this checkout")
     args = p.parse_args()
     sys.path.insert(0, args.source or str(HERE.parent))
+    from vancetope_brain.llm import openai_provider
     from vancetope_brain.llm.base import LlmMessage
     from vancetope_brain.llm.openai_provider import OpenAiChatModel
+    if args.transport == "httpx":
+        openai_provider._aiohttp_client = lambda: None  # type: ignore[attr-defined]
     if args.shape == "thread":
         try:
             from vancetope_brain.llm import aio
@@ -85,7 +94,8 @@ def main() -> int:
         finally:
             endpoint.terminate()
             endpoint.wait(5)
-    print(f"{args.shape} {args.streams} streams ({args.source or 'this checkout'}): CPU µs "
+    print(f"{args.shape} {args.transport} {args.streams} streams "
+          f"({args.source or 'this checkout'}): CPU µs "
           f"per token best {min(cpu):.1f}, all {', '.join(f'{c:.1f}' for c in cpu)}; "
           f"batch wall s {', '.join(f'{w:.2f}' for w in wall)}")
     return 0

@@ -11,12 +11,13 @@ import time
 import warnings
 from collections.abc import Iterator
 
+import openai
 import pytest
 
 from vancetope_brain.engines.context import FencedModel
 from vancetope_brain.errors import Fenced
 from vancetope_brain.errors import Interrupted as Cut
-from vancetope_brain.llm import aio
+from vancetope_brain.llm import aio, openai_provider
 from vancetope_brain.llm.base import LlmMessage
 from vancetope_brain.llm.openai_provider import OpenAiChatModel
 
@@ -205,3 +206,63 @@ def test_not_from_the_loop_thread(server: FakeOpenAiServer) -> None:
 
     with pytest.raises(RuntimeError, match="own thread"):
         make(server).complete(USER, on_token=on_token)
+
+
+def test_the_loop_streams_over_aiohttp_where_the_sdk_has_it(
+        server: FakeOpenAiServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The loop's clients use the SDK's aiohttp transport (``openai.DefaultAioHttpClient``);
+    an SDK without it, or one whose aiohttp extra is not installed (it raises RuntimeError
+    when built), gives the SDK's default transport, and the call streams the same."""
+    assert isinstance(openai_provider._aiohttp_client(), openai.DefaultAioHttpClient)
+    server.script(Text("over aiohttp", chunks=2), Text("without the extra", chunks=2),
+                  Text("an older SDK", chunks=2))
+    model = make(server)
+    transports: list[str] = []
+    real = openai.AsyncOpenAI
+
+    def spy(**kw: object) -> openai.AsyncOpenAI:
+        client = real(**kw)  # type: ignore[arg-type]
+        transports.append(type(client._client).__name__)
+        return client
+
+    monkeypatch.setattr(openai, "AsyncOpenAI", spy)
+    assert model.complete(USER).content == "over aiohttp"
+
+    def missing_extra() -> None:
+        raise RuntimeError("To use the aiohttp client you must have installed the package "
+                           "with the `aiohttp` extra")
+
+    monkeypatch.setattr(openai, "DefaultAioHttpClient", missing_extra)
+    tokens: list[str] = []
+    other = OpenAiChatModel("fake-model", base_url=server.base_url, timeout=2.5)  # other options: a client of its own on the loop
+    assert other.complete(USER, on_token=tokens.append).content == "without the extra"
+    assert "".join(tokens) == "without the extra"
+    monkeypatch.delattr(openai, "DefaultAioHttpClient")
+    assert OpenAiChatModel("fake-model", base_url=server.base_url, timeout=2.0).complete(USER).content == "an older SDK"
+    assert transports[0] == "_InstalledAioHttpClient"
+    assert transports[1:] == ["AsyncHttpxClientWrapper"] * 2
+
+
+def test_only_a_timeout_over_aiohttp_is_described_as_one() -> None:
+    """The SDK's aiohttp transport raises every aiohttp connection error as httpx's
+    ConnectTimeout (an ``APITimeoutError`` to the SDK): a refused connection or a server that
+    hung up is described by its cause (``test_unreachable_endpoint_is_llm_error``)."""
+    import aiohttp
+
+    with openai.DefaultHttpxClient() as http:  # the SDK's HTTP library's request
+        request = http.build_request("POST", "http://127.0.0.1/v1/chat/completions")
+
+    def timeout_caused_by(cause: BaseException) -> openai.APITimeoutError:
+        mapped = Exception(f"ConnectTimeout: {cause}")  # the transport's httpx error
+        mapped.__cause__ = cause
+        error = openai.APITimeoutError(request=request)
+        error.__cause__ = mapped
+        return error
+
+    hung_up = aiohttp.ServerDisconnectedError()
+    assert not openai_provider._timed_out(timeout_caused_by(hung_up))
+    assert openai_provider._timed_out(timeout_caused_by(aiohttp.SocketTimeoutError()))
+    assert openai_provider._timed_out(timeout_caused_by(TimeoutError()))
+    model = OpenAiChatModel("m", base_url="http://127.0.0.1:1/v1", max_retries=0)
+    said = model._describe(timeout_caused_by(hung_up), mid_stream=True)
+    assert "broke off the stream: Server disconnected" in said, said

@@ -22,10 +22,14 @@ KEY = "sk-test-secret-key-0123456789"
 USER = [LlmMessage(role="user", content="hi")]
 
 
-@pytest.fixture(autouse=True, params=["loop", "gevent"])
+@pytest.fixture(autouse=True, params=["loop", "loop-httpx", "gevent"])
 def shape(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Every test on both paths: the calls streamed on the process's model loop, and each on
-    its own thread with a client of its own, as in a gevent process (no loop thread)."""
+    """Every test on every path: the calls streamed on the process's model loop over the
+    SDK's aiohttp transport; the same over its default httpx transport (an SDK without the
+    aiohttp one, or an install without aiohttp); and each call on its own thread with a
+    client of its own, as in a gevent process (no loop thread)."""
+    if request.param == "loop-httpx":
+        monkeypatch.setattr(openai_provider, "_aiohttp_client", lambda: None)
     if request.param == "gevent":
         monkeypatch.setattr(aio, "available", lambda: False)
     return str(request.param)
@@ -341,3 +345,4 @@ def test_a_response_without_a_completion_is_llm_error(server: FakeOpenAiServer,
         make(server).complete(USER, tools=[ToolSpec("ping", "Ping.")])
     assert str(info.value).startswith(f"LLM endpoint {server.base_url} (model fake-model)")
     assert type(info.value) is LlmError
+

@@ -35,7 +35,8 @@ from vancetope_brain.llm.endpoint import DEFAULT_BASE_URL, safe_url
 from vancetope_brain.llm.text_calls import CALL_STARTS, text_tool_calls
 
 if TYPE_CHECKING:
-    import httpx
+    # (responses are typed Any: the SDK's HTTP library is httpx in openai 1.x and 2.x,
+    # httpx2 in 3.x)
     from openai._streaming import ServerSentEvent
 
 log = logging.getLogger(__name__)
@@ -173,7 +174,7 @@ class OpenAiChatModel:
         options = (self.base_url, self._api_key, self.timeout, self.max_retries)
         client = aio.shared((_CLIENT, options), lambda: openai.AsyncOpenAI(
             api_key=self._api_key, base_url=self.base_url, timeout=self.timeout,
-            max_retries=self.max_retries))
+            max_retries=self.max_retries, http_client=_aiohttp_client()))
         async with await client.chat.completions.create(**request) as stream:
             reader = _event_reader(stream)
             if reader is None:  # an SDK without it: its chunk models
@@ -214,10 +215,10 @@ class OpenAiChatModel:
         where = f"LLM endpoint {safe_url(self.base_url)} (model {self.model})"
         if mid_stream:
             # The client retries only the request, never a stream that already started.
-            if isinstance(e, openai.APITimeoutError):
+            if _timed_out(e):
                 return f"{where} stalled mid-stream for more than {self.timeout:g}s"
             return self._redact(f"{where} broke off the stream: {_root_cause(e)}")
-        if isinstance(e, openai.APITimeoutError):
+        if _timed_out(e):
             text = f"{where} timed out after {self.timeout:g}s"
         elif isinstance(e, openai.APIConnectionError):
             text = f"{where} is unreachable: {_root_cause(e)}"
@@ -426,7 +427,7 @@ def _event_reader(stream: Any) -> Any:
     return getattr(stream, "_iter_events", None)
 
 
-def _add(event: ServerSentEvent, response: httpx.Response, acc: _Accumulator,
+def _add(event: ServerSentEvent, response: Any, acc: _Accumulator,
          sink: TokenSink | None) -> bool:
     """Fold one server-sent event into ``acc``; whether it ends the stream (``[DONE]``: the
     events after it are read, so the connection can be reused, and ignored).
@@ -455,8 +456,40 @@ _CLIENT = object()
 """With the endpoint's options, the key of an ``AsyncOpenAI`` client on the model loop."""
 
 
-def _media_type(response: httpx.Response) -> str:
+def _aiohttp_client() -> Any:
+    """The SDK's aiohttp transport for the loop's clients (``openai.DefaultAioHttpClient``,
+    the ``openai[aiohttp]`` extra), or None — the SDK's default httpx transport — in an SDK
+    without it or an install without aiohttp. A streamed token costs the loop about half the
+    CPU over aiohttp (its HTTP parser is C; httpx's h11 reads the body in Python) and the
+    SDK keeps its errors: the transport maps aiohttp's to httpx's, which the SDK maps to
+    ``openai``'s (benchmarks/README.md, "the lean token stream")."""
+    make = getattr(openai, "DefaultAioHttpClient", None)
+    if make is None:
+        return None
+    try:
+        return make()
+    except RuntimeError:  # "you must have installed the package with the `aiohttp` extra"
+        return None
+
+
+def _media_type(response: Any) -> str:
     return response.headers.get("content-type", "").split(";")[0].strip()
+
+
+def _timed_out(e: openai.OpenAIError) -> bool:
+    """Whether ``e`` is a timeout. The SDK's aiohttp transport maps every aiohttp connection
+    error that is not a timeout (a refused connection, a server that hung up) to httpx's
+    ``ConnectTimeout``, which the SDK raises as ``APITimeoutError``: its cause says which."""
+    if not isinstance(e, openai.APITimeoutError):
+        return False
+    cause = e.__cause__
+    while cause is not None:
+        if isinstance(cause, TimeoutError):  # aiohttp's own timeouts are TimeoutErrors
+            return True
+        if type(cause).__module__.startswith("aiohttp."):
+            return False
+        cause = cause.__cause__
+    return True
 
 
 def _refuses_tools(e: BaseException | None) -> bool:
