@@ -21,6 +21,7 @@ way; ``vancetope_brain.llm.profiles.choose`` combines them with the recipe's
 from __future__ import annotations
 
 import difflib
+import json
 import logging
 import math
 import re
@@ -61,6 +62,8 @@ class SettingKey:
     def validate(self, value: Any) -> Any:
         """``value`` if it fits the key; else ``InvalidInput`` naming the key. A float key
         takes an int too (as that float)."""
+        if self.type is dict:
+            return _price_table(self.name, value)
         if self.type is float and type(value) is int:
             value = float(value)
         finite = not isinstance(value, float) or math.isfinite(value)
@@ -84,7 +87,13 @@ class SettingKey:
     def parse(self, text: str) -> Any:
         """A value typed on a command line, converted to the key's type and validated."""
         value: Any = text
-        if self.type in (int, float):
+        if self.type is dict:
+            try:
+                value = json.loads(text)
+            except ValueError:
+                raise InvalidInput(f"setting {self.name} takes a JSON object, "
+                                   f"not {text!r}") from None
+        elif self.type in (int, float):
             try:
                 value = self.type(text)
             except ValueError:
@@ -106,6 +115,23 @@ class SettingKey:
                 "description": self.description, **({"choices": list(self.choices)}
                                                    if self.choices else {}),
                 **({"tenantOnly": True} if self.tenant_only else {})}
+
+
+def _price_table(name: str, value: Any) -> dict[str, dict[str, float]]:
+    """A price table (``llm.prices``): ``{model: {"in": price, "out": price}}``, each price
+    per 1M tokens, a finite number >= 0 (an int becomes a float)."""
+    hint = f'setting {name} is {{"<model>": {{"in": <price>, "out": <price>}}, …}}'
+    if type(value) is not dict or len(value) > 200:
+        raise InvalidInput(f"{hint} (at most 200 models), not {value!r}")
+    table: dict[str, dict[str, float]] = {}
+    for model, prices in value.items():
+        if not 0 < len(model) <= 200 or type(prices) is not dict or set(prices) != {"in", "out"}:
+            raise InvalidInput(f"{hint}, not {model!r}: {prices!r}")
+        for price in prices.values():
+            if type(price) not in (int, float) or not math.isfinite(price) or price < 0:
+                raise InvalidInput(f"{hint}: a price is a number >= 0, not {price!r}")
+        table[model] = {direction: float(price) for direction, price in prices.items()}
+    return table
 
 
 _KEBAB = r"[a-z][a-z0-9]*(-[a-z0-9]+)*"
@@ -162,6 +188,11 @@ KEYS: dict[str, SettingKey] = {k.name: k for k in [
     _k("llm.profile", str, None,
        "LLM endpoint profile for every engine (unset: the profile `default`, the "
        "deployment's OPENAI_* endpoint).", **_A_PROFILE),
+    _k("llm.prices", dict, None,
+       'Prices of models per 1M tokens, {"<model>": {"in": <price>, "out": <price>}} '
+       "(unset: usage shows no cost; a model it does not list costs nothing). The cost the "
+       "usage frame shows is tokens × these prices as they are when read. Tenant level only.",
+       tenant_only=True),
     _k("notify.email.address", str, None,
        "E-mail address for notifications; setting it enables the e-mail channel.",
        pattern=r"[^@\s]+@[^@\s]+", pattern_hint="an e-mail address"),

@@ -44,6 +44,7 @@ from vancetope_brain.models.lifecycle import (
     TurnPlan,
     TurnState,
 )
+from vancetope_brain.models.usage import UsageKey, totals
 from vancetope_brain.observability import logs, metrics, tracing
 from vancetope_brain.store import LaneStore, SessionStore, UserInboxStore
 
@@ -301,7 +302,10 @@ class LaneRunner:
                             spawned=turn.spawned, outbox=outbox, timers=turn.timers,
                             events=events, journal_opened=context.journal_opened,
                             dead_letters=turn.dead_letters, engine_failures=failures,
-                            uncounted_ids=[mid for mid in counted if mid not in read])
+                            uncounted_ids=[mid for mid in counted if mid not in read],
+                            usage=totals(UsageKey(tenant_id, process.user_id, process.project_id,
+                                                  process.session_id, "", started.date()),
+                                         turn.usage))
         written = None if lease.lost.is_set() else \
             self._lanes.commit_turn(tenant_id, process_id, process.epoch, commit)
         if written is None:
@@ -310,6 +314,7 @@ class LaneRunner:
             return TurnOutcome.FENCED, None, False, False
         metrics.TURN_SECONDS.labels(name).observe((utcnow() - started).total_seconds())
         metrics.DEAD_LETTERS.inc(len(commit.dead_letters))
+        metrics.tokens_committed(tenant_id, commit.usage)
         self._publish_committed(tenant_id, process_id, written.events)
         self._after_commit(process, commit, turn.stops, stopped=call is LifecycleCall.STOP)
         if call is LifecycleCall.PAUSE and status is ProcessStatus.PAUSED:

@@ -36,8 +36,9 @@ call once a newer epoch took over; (2c) clear the turn journal (``journal.clear`
 if the turn read it or the process closes; (3) insert the chat lines, ignoring
 duplicate keys; (4) mark the messages drained (filter ``drainedAt: None``), each dead
 letter with its mark, and uncount the messages left pending; (5) insert the turn
-record. The turn's events go into the event outbox (``event_outbox.enqueue_in``)
-right after (3); spawned processes (``insert_process``) and outbox messages
+record, then (unless it was stored already) add the turn's token usage
+(``usage.add_usage``). The turn's events go into the event outbox
+(``event_outbox.enqueue_in``) right after (3); spawned processes (``insert_process``) and outbox messages
 (``append_in``) follow, before (4); a retried commit
 of the same turn skips the processes that exist and, for keyed messages,
 the messages already appended. A crash after (2) leaves the new status with
@@ -89,6 +90,7 @@ from vancetope_brain.store.mongo._codec import STRING, from_bson, naive_utc, to_
 from vancetope_brain.store.mongo.event_outbox import enqueue_in
 from vancetope_brain.store.mongo.journal import clear as clear_journal
 from vancetope_brain.store.mongo.sessions import PROCESSES, insert_process, process_exists
+from vancetope_brain.store.mongo.usage import add_usage
 from vancetope_brain.store.sessions import SessionStore
 
 MESSAGES = "engine_messages"
@@ -403,8 +405,12 @@ class MongoLanes(MongoAdapter, LaneStore):
                  "$unset": {"drainClaim": ""}})
         record = commit.record.model_copy(
             update={"tenant_id": tenant_id, "process_id": process_id, "epoch": epoch})
-        with contextlib.suppress(DuplicateKeyError):  # a retried commit of the same turn
+        try:
             self._turns.insert_one(to_bson(record))
+        except DuplicateKeyError:  # a retried commit of the same turn: its usage is added
+            pass
+        else:
+            add_usage(self.db.database, commit.usage)
         return Committed(written, events)
 
     def _require_process(self, tenant_id: str, process_id: str) -> None:

@@ -24,7 +24,8 @@ number: checked under the lock, with ``ON CONFLICT DO NOTHING`` behind it), spaw
 processes (``insert_process_in``), appends outbox messages (``append_in``), marks dead
 letters and upserts timers, then writes the lane, the process's outcome, the counts
 given back, the journal's clearing (``journal.clear_statement``), the turn record, its
-events (``event_outbox.enqueue_statement``) and the drain in one statement
+events (``event_outbox.enqueue_statement``), its token usage (``usage.add_statement``) and
+the drain in one statement
 (``_db.run_together``: they touch disjoint rows); the drain is its last part, a
 conditional ``UPDATE`` whose row count the cursor reports: fewer rows than ids means
 another turn got there first. All in that one transaction; being fenced raises inside
@@ -87,6 +88,8 @@ from vancetope_brain.store.postgres.sessions import (
     load_process,
     process_row_in,
 )
+from vancetope_brain.store.postgres.usage import add_statement as add_usage_statement
+from vancetope_brain.store.postgres.usage import usage_json
 from vancetope_brain.store.sql import iso, to_ms
 
 _COMMIT_TURN = function("commit_turn").name
@@ -275,7 +278,8 @@ def _commit_in(conn: psycopg.Connection[Any], tenant_id: str, process_id: str, e
     drained = list(dict.fromkeys(commit.drained_ids))
     writes = [*_turn_writes(tenant_id, process_id, epoch, commit, drained,
                             written[-1].seq if written else chat_seq, iso(now)),
-              *([enqueue_statement(events)] if events else [])]
+              *([enqueue_statement(events)] if events else []),
+              *([add_usage_statement(commit.usage)] if commit.usage else [])]
     # The conditional update is the "still undrained" check: fewer rows than ids means
     # another turn got there first (or a foreign id). It is the last statement, whose
     # row count the cursor reports.
@@ -516,14 +520,14 @@ class PostgresLanes(PostgresAdapter, LaneStore):
                             epoch=epoch, index=0, type="", created_at=now)
         (result,) = self.db.read(
             f"SELECT {_COMMIT_TURN}(%s, %s, %s::bigint, %s, %s, %s::text, %s, %s::text[], "
-            "%s, %s, %s, %s, %s, %s, %s, %s, %s::bigint, %s, %s::text[])",
+            "%s, %s, %s, %s, %s, %s, %s, %s, %s::bigint, %s, %s::text[], %s)",
             (tenant_id, process_id, epoch, _lines_json(tenant_id, process_id, commit.chat),
              commit.status.value, commit.control_handled, doc_json(outcome),
              [mid for mid in dict.fromkeys(commit.uncounted_ids) if mid not in read],
              closed or commit.journal_opened, closed, StepState.IN_DOUBT.value, record.id,
              doc_json(record), doc_json(event),
              doc_json([{"type": e.type, "data": e.data} for e in commit.events]),
-             CHAT_MESSAGE, to_ms(now), iso(now), drained))[0]
+             CHAT_MESSAGE, to_ms(now), iso(now), drained, usage_json(commit.usage)))[0]
         if result["status"] == "missing":
             raise NotFound(f"process {process_id} not found")
         if result["status"] != "ok":

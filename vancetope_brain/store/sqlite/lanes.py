@@ -7,8 +7,8 @@ file's single write lock up front, so ``acquire_epoch``, ``request_control``,
 processes. ``commit_turn`` checks the epoch, drains, numbers chat lines,
 spawns processes (``insert_process_in``), appends outbox messages
 (``append_in``), records the turn, enqueues its events (the event outbox's
-``enqueue_in``) and clears the turn journal (``journal.clear_in``) in that one
-transaction; being fenced
+``enqueue_in``), adds its token usage (``usage.add_usage_in``) and clears the turn
+journal (``journal.clear_in``) in that one transaction; being fenced
 raises inside it, which rolls everything back. ``append_in`` is also how the
 user Inbox's ``save_inbox_item`` appends its message in its own transaction.
 Sequence numbers: ``lanes.next_seq`` / ``next_chat_seq`` are read and bumped
@@ -52,6 +52,7 @@ from vancetope_brain.store.sqlite.sessions import (
     load_process,
     process_row_in,
 )
+from vancetope_brain.store.sqlite.usage import add_usage_in
 
 _TABLES = """
 -- (Columns added by a migration must be added in _MIGRATIONS too.)
@@ -247,6 +248,8 @@ def _commit_in(conn: sqlite3.Connection, tenant_id: str, process_id: str, epoch:
         "INSERT INTO turns (id, tenant_id, process_id, epoch, doc) VALUES (?, ?, ?, ?, ?)",
         (record.id, tenant_id, process_id, record.epoch, record.model_dump_json(by_alias=True)),
     )
+    if commit.usage:
+        add_usage_in(conn, commit.usage)
     events = []
     if written or commit.events:
         events = turn_events(tenant_id, session_id, process_id, epoch, written, commit.events)
