@@ -10,6 +10,7 @@ import json
 import pytest
 
 from tests.gateway.test_streamed_respond import _events_until_reply
+from tests.gateway.wire import REFUSAL, SUCCESS, covers
 from tests.llm.fake_openai_server import Call, FakeOpenAiServer, Text, ToolCalls
 from vancetope_brain.errors import VancetopeError
 from vancetope_brain.identity import Principal
@@ -85,3 +86,16 @@ def test_another_users_session_reads_as_missing(emb, terminal):
     with pytest.raises(VancetopeError) as refused:
         terminal.request("usage", sessionId=theirs.id)
     assert refused.value.code == "not_found"
+
+
+@covers("usage", SUCCESS, REFUSAL)
+def test_usage_frame_answers_the_callers_month_and_refuses_bad_input(emb, client):
+    created = client.ok("session-create", title="usage frame")
+    report = client.ok("usage", sessionId=created["session"]["id"])
+    assert report["month"] == f"{utcnow():%Y-%m}"
+    assert report["session"] == {"tokensIn": 0, "tokensOut": 0, "calls": 0, "cost": None,
+                                 "models": []}
+    assert client.ok("usage")["session"] is None
+    client.refused("usage", "invalid_input", sessionId="")
+    client.refused("usage", "invalid_input", sessionId="s" * 65)
+    client.refused("usage", "not_found", sessionId="ses_missing")
