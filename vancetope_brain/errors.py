@@ -21,7 +21,8 @@
     │   │   ├── DocumentTooLarge  (code ``document_too_large``) — a file over the per-file cap
     │   │   ├── ProjectKnowledgeFull (code ``project_knowledge_full``) — the project's documents would pass a cap
     │   │   ├── TenantKnowledgeFull (code ``tenant_knowledge_full``) — the tenant's documents would pass a cap
-    │   │   └── MemoryFull        (code ``memory_full``) — one more memory entry would pass its scope's cap
+    │   │   ├── MemoryFull        (code ``memory_full``) — one more memory entry would pass its scope's cap
+    │   │   └── QuotaExceeded     (code ``quota_exceeded``) — a turn would start over a tenant's or user's token/cost quota
     │   ├── ConfigError           (code ``config_error``)
     │   ├── UnknownEngine         (code ``unknown_engine``)
     │   └── ToolError             (code ``tool_error``) — a tool's own failure, the model's to handle
@@ -183,6 +184,14 @@ class MemoryFull(LimitExceeded):
     of it is stored."""
 
     code = "memory_full"
+
+
+class QuotaExceeded(LimitExceeded):
+    """Raised when a turn would start while its tenant or user has used up a token or cost
+    quota of the day or month (``quota.*`` settings, ``lanes/quota.py``): its code is put on
+    the held process's chat line and ``lastError``."""
+
+    code = "quota_exceeded"
 
 
 class ConfigError(UserError):

@@ -25,7 +25,7 @@ import json
 import logging
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -144,6 +144,30 @@ def _k(name: str, type_: type, default: Any, description: str, **kw: Any) -> Set
     return SettingKey(name, type_, default, description, **kw)
 
 
+MAX_QUOTA_TOKENS = 10**12
+"""Largest token quota (a trillion tokens); a cost quota's largest is the same number."""
+
+
+def _quota_keys() -> list[SettingKey]:
+    """``quota.{tenant,user}.{tokens,cost}Per{Day,Month}`` (``lanes/quota.py``)."""
+    keys = []
+    for who, scope in (("tenant", "the whole tenant's (every user's) usage; tenant level "
+                                  "only"),
+                       ("user", "each user's own usage; at the tenant's level for every "
+                                "user, at a user's for that user")):
+        for what, type_, unit in (("tokens", int, "tokens (in + out)"),
+                                  ("cost", float, "cost (by llm.prices)")):
+            for period in ("Day", "Month"):
+                keys.append(_k(
+                    f"quota.{who}.{what}Per{period}", type_, None,
+                    f"Most {unit} per {period.lower()} (UTC) of {scope}. A turn that would "
+                    f"start over it is refused with quota_exceeded and its process is held "
+                    f"until the next {period.lower()} or a raised quota (unset: no quota).",
+                    minimum=0, maximum=MAX_QUOTA_TOKENS,
+                    tenant_only=who == "tenant"))
+    return keys
+
+
 KEYS: dict[str, SettingKey] = {k.name: k for k in [
     _k("session.defaultChatEngine", str, "arthur",
        "Engine of the chat process every new interactive session starts with.",
@@ -193,6 +217,7 @@ KEYS: dict[str, SettingKey] = {k.name: k for k in [
        "(unset: usage shows no cost; a model it does not list costs nothing). The cost the "
        "usage frame shows is tokens × these prices as they are when read. Tenant level only.",
        tenant_only=True),
+    *_quota_keys(),
     _k("notify.email.address", str, None,
        "E-mail address for notifications; setting it enables the e-mail channel.",
        pattern=r"[^@\s]+@[^@\s]+", pattern_hint="an e-mail address"),
@@ -266,7 +291,8 @@ KEYS: dict[str, SettingKey] = {k.name: k for k in [
 ENGINE_MODEL_SUFFIX = ".model"
 ENGINE_PROFILE_SUFFIX = ".profile"
 # Namespaces of KEYS that are not engines, so "chat.model" is a typo, not an engine's model.
-_NOT_ENGINES = frozenset({"session", "chat", "llm", "notify", "inbox", "rag", "retention"})
+_NOT_ENGINES = frozenset({"session", "chat", "llm", "notify", "inbox", "rag", "retention",
+                          "quota"})
 
 
 def _engine_key(name: str) -> SettingKey | None:
@@ -335,9 +361,13 @@ class StoredCascade:
 class SettingsService:
     """Reads and writes settings on the store. Every call reads the store (no cache)."""
 
-    def __init__(self, store: SettingStore, identity: IdentityStore) -> None:
+    def __init__(self, store: SettingStore, identity: IdentityStore, *,
+                 quota_written: Callable[[str], object] | None = None) -> None:
         self._store = store
         self._identity = identity
+        self._quota_written = quota_written
+        """Called with the tenant after a ``quota.*`` or ``llm.prices`` write: the processes
+        a quota holds look again (``lanes.quota.release_holds``)."""
 
     def resolve(self, tenant_id: str, project_id: str | None, user_id: str | None,
                 key: str) -> Any:
@@ -370,12 +400,19 @@ class SettingsService:
                                f"tenant's level, not for {scope}")
         self._check_scope(tenant_id, scope)
         self._store.set_setting(tenant_id, scope, key, value)
+        self._written(tenant_id, spec.name)
         return value
 
     def unset(self, tenant_id: str, scope: SettingScope, key: str) -> None:
         """Remove the value stored at this scope; raises ``NotFound`` if none is."""
         setting_key(key)
         self._store.delete_setting(tenant_id, scope, key)
+        self._written(tenant_id, key)
+
+    def _written(self, tenant_id: str, key: str) -> None:
+        if self._quota_written is not None and (key.startswith("quota.")
+                                                or key == "llm.prices"):
+            self._quota_written(tenant_id)
 
     def stored(self, tenant_id: str, scope: SettingScope) -> dict[str, Any]:
         """The values stored at exactly this scope, by key."""

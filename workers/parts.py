@@ -19,6 +19,7 @@ from vancetope_brain.events import EventOutbox
 from vancetope_brain.events.tokens import TokenCoalescer
 from vancetope_brain.knowledge.retrieval import Retriever
 from vancetope_brain.lanes import LaneRunner, LeaseKeeper
+from vancetope_brain.lanes.quota import QuotaService
 from vancetope_brain.lanes.sweeper import fire_timers, sweep
 from vancetope_brain.lanes.waker import Enqueue
 from vancetope_brain.llm.embeddings import Embeddings
@@ -164,7 +165,8 @@ def build_worker(config: Config, enqueue: Enqueue, enqueue_job: EnqueueJob,
                         waker=core["waker"], engines=engines, contexts=contexts,
                         max_attempts=config.max_attempts,
                         max_engine_failures=config.max_engine_failures,
-                        linger=config.shard_linger, worker_name=worker_name)
+                        linger=config.shard_linger, worker_name=worker_name,
+                        quota=QuotaService.on(store, core["settings"]))
     indexer = DocumentIndexer.on(store, config.attachments_dir, events, embeddings)
     return Worker(**core, runner=runner, outbox=outbox, mcp=mcp, services=services,
                   system_sessions=system_sessions, tool_health=tool_health, indexer=indexer,

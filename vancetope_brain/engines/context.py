@@ -374,6 +374,8 @@ TIMER_COMMAND = "timer"
 """``ExternalCommand.command`` of a due timer's message; ``params`` is ``{"key": key}``."""
 MAX_TIMER_SECONDS = 7 * 24 * 3600
 """The longest a timer may run: a week."""
+RESERVED_TIMER_PREFIX = "vt."
+"""Timer keys the system arms for a process (a quota's: ``lanes/quota.py``)."""
 
 
 class TimersApi:
@@ -394,6 +396,8 @@ class TimersApi:
                              f"not {seconds}")
         if not key or len(key) > 200:
             raise ValueError("a timer key is 1 to 200 characters")
+        if key.startswith(RESERVED_TIMER_PREFIX):
+            raise ValueError(f"timer keys starting {RESERVED_TIMER_PREFIX!r} are the system's")
         s = self._ctx.scope
         timer = Timer(id=f"{s.process_id}:{key}", tenant_id=s.tenant_id,
                       process_id=s.process_id, key=key,

@@ -18,6 +18,7 @@ from vancetope_brain.events import EventBus, EventOutbox, EventType
 from vancetope_brain.events.outbox import FLUSH_PAGE
 from vancetope_brain.lanes import faults
 from vancetope_brain.lanes.lease import TAKE_OVER_MARGIN, Lease, LeaseKeeper
+from vancetope_brain.lanes.quota import QuotaService, quota_held
 from vancetope_brain.lanes.waker import Lingering, Waker
 from vancetope_brain.models import (
     ChatRole,
@@ -87,7 +88,7 @@ class LaneRunner:
                  events: EventBus, outbox: EventOutbox, leases: LeaseKeeper, waker: Waker,
                  engines: EngineRegistry, contexts: ContextFactory, max_attempts: int = 3,
                  max_engine_failures: int = 3, linger: float = 0.0,
-                 worker_name: str | None = None):
+                 worker_name: str | None = None, quota: QuotaService | None = None):
         self._lanes = lanes
         self._processes = processes
         self._items = items
@@ -101,6 +102,7 @@ class LaneRunner:
         self._max_engine_failures = max_engine_failures
         self._linger = linger
         self._worker = worker_name or f"{socket.gethostname()}:{os.getpid()}"
+        self._quota = quota
 
     def drain(self, shard: int) -> list[TurnOutcome]:
         """The shard task: one round of ``shard``'s ready processes — a turn of each that
@@ -209,8 +211,20 @@ class LaneRunner:
         state = TurnState.of(current, unstarted=current.status is ProcessStatus.RUNNING and
                              self._unstarted(current))
         if lifecycle.holds(state):
-            return NoTurn.HELD
+            if not self._released(current):
+                return NoTurn.HELD
+            # A quota held it, and allows it now: it resumes as if its user asked.
+            state = TurnState.of(self._lanes.request_control(
+                current.tenant_id, current.id, LifecycleCall.RESUME.value,
+                allowed_from=frozenset({ProcessStatus.PAUSED})))
         return lifecycle.plan_turn(state, pending, max_attempts=self._max_attempts)
+
+    def _released(self, current: ThinkProcess) -> bool:
+        """Whether a quota holds ``current`` (``lanes/quota.py``) but no longer would:
+        one read of the settings and, if a quota is set, of the usage rows. Asked only of
+        a woken PAUSED process: its quota's timer fired or a quota was written."""
+        return self._quota is not None and quota_held(current) and \
+            current.pending_control is None and self._quota.over(current) is None
 
     def _turn(self, tenant_id: str, process_id: str,
               lease: Lease) -> tuple[TurnOutcome, ProcessStatus | None, bool, bool]:
@@ -354,6 +368,9 @@ class LaneRunner:
             error = faults.stuck(context, None, process.turn_attempts, ProcessStatus.CLOSED)
             faults.answer(context, plan.pending, f"the process could not start ({error}).")
             return ProcessStatus.CLOSED, CloseReason.FAILED, error, process.engine_failures
+        if plan.mode is TurnMode.STEER and self._quota is not None and \
+                (overrun := self._quota.over(process, context.settings())) is not None:
+            return faults.over_quota(context, overrun)
         status, reason = self._call_engine(engine, process, context, plan)
         if plan.given_up:
             error = faults.stuck(context, plan.call, process.turn_attempts, status)

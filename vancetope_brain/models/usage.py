@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date
 from enum import StrEnum
+from typing import Any
 
 
 class UsageSource(StrEnum):
@@ -70,3 +71,55 @@ def totals(key: UsageKey, calls: list[CallUsage]) -> list[UsageRow]:
                                     row.tokens_out + call.tokens_out, row.calls + 1,
                                     row.estimated_calls + (call.source is UsageSource.ESTIMATED))
     return list(rows.values())
+
+
+PER = 1_000_000
+"""Prices are per this many tokens."""
+
+
+@dataclass(frozen=True)
+class ModelTotals:
+    """One model's totals; ``cost`` None when the tenant has no price table."""
+
+    model: str
+    tokens_in: int
+    tokens_out: int
+    calls: int
+    estimated_calls: int
+    cost: float | None
+
+
+@dataclass(frozen=True)
+class Totals:
+    """Totals over models (each in ``models``, by name)."""
+
+    tokens_in: int
+    tokens_out: int
+    calls: int
+    cost: float | None
+    models: list[ModelTotals]
+
+
+def priced(rows: list[UsageRow], prices: dict[str, dict[str, float]] | None) -> Totals:
+    """``rows`` summed per model and over all, priced by ``prices`` (None: no cost; a model
+    it does not list costs 0)."""
+    per: dict[str, list[int]] = {}
+    for row in rows:
+        sums = per.setdefault(row.key.model, [0, 0, 0, 0])
+        for i, value in enumerate((row.tokens_in, row.tokens_out, row.calls,
+                                   row.estimated_calls)):
+            sums[i] += value
+    models = [ModelTotals(model, tokens_in, tokens_out, calls, estimated,
+                          _cost(prices, model, tokens_in, tokens_out))
+              for model, (tokens_in, tokens_out, calls, estimated) in sorted(per.items())]
+    cost = None if prices is None else sum(m.cost or 0.0 for m in models)
+    return Totals(sum(m.tokens_in for m in models), sum(m.tokens_out for m in models),
+                  sum(m.calls for m in models), cost, models)
+
+
+def _cost(prices: dict[str, Any] | None, model: str, tokens_in: int,
+          tokens_out: int) -> float | None:
+    if prices is None:
+        return None
+    price = prices.get(model, {"in": 0.0, "out": 0.0})
+    return (tokens_in * price["in"] + tokens_out * price["out"]) / PER

@@ -6,7 +6,7 @@ from pydantic import Field
 
 from vancetope_brain.models import utcnow
 from vancetope_brain.models.base import Wire
-from vancetope_brain.services.usage import Totals
+from vancetope_brain.models.usage import Totals
 from vancetope_gateway.handlers.declare import Context, frame
 
 

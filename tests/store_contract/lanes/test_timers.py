@@ -93,3 +93,36 @@ def test_a_closed_process_gets_no_timer_message(lanes: LaneStore, world: World) 
     assert not lanes.fire_timer(timer, _message(timer))
     assert lanes.pending_messages("ten_1", process.id) == []
     assert lanes.due_timers(utcnow() + timedelta(days=1)) == []
+
+
+def test_a_timer_fired_without_a_message_is_removed_and_only_reports_it(
+    lanes: LaneStore, world: World
+) -> None:
+    process, closed = world.process("ten_1"), world.process("ten_1")
+    timer, gone = _timer(process, "vt.quota", 0), _timer(closed, "vt.quota", 0)
+    assert _arm(lanes, world, process, timer) and _arm(lanes, world, closed, gone)
+    world.set_status(closed, ProcessStatus.CLOSED)
+    assert lanes.fire_timer(timer, None)
+    assert not lanes.fire_timer(timer, None)  # a second beat: already removed
+    assert not lanes.fire_timer(gone, None)
+    assert lanes.pending_messages("ten_1", process.id) == []
+    assert lanes.due_timers(utcnow() + timedelta(days=1)) == []
+
+
+def test_bringing_a_tenants_timers_of_one_key_due_leaves_the_others_alone(
+    lanes: LaneStore, world: World
+) -> None:
+    held, other_key = world.process("ten_1"), world.process("ten_1")
+    elsewhere = world.process("ten_2")
+    late = [_timer(held, "vt.quota", 3600), _timer(other_key, "nudge", 3600),
+            _timer(elsewhere, "vt.quota", 3600)]
+    for process, timer in zip((held, other_key, elsewhere), late, strict=True):
+        assert _arm(lanes, world, process, timer)
+    now = utcnow()
+    assert lanes.bring_timers_due("ten_1", "vt.quota", now, limit=100) == 1
+    [due] = lanes.due_timers(now)
+    assert (due.id, due.key, due.due_at) == (late[0].id, "vt.quota", now)
+    assert lanes.fire_timer(due, None)  # the moved timer fires at its new due time
+    assert lanes.bring_timers_due("ten_1", "vt.quota", now, limit=100) == 0
+    assert sorted(t.id for t in lanes.due_timers(now + timedelta(hours=2))) == \
+        sorted(t.id for t in late[1:])

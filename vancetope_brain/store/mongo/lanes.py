@@ -452,16 +452,28 @@ class MongoLanes(MongoAdapter, LaneStore):
         return [from_bson(Timer, raw) for raw in cursor]
 
     @translated
-    def fire_timer(self, timer: Timer, message: InboxMessage) -> bool:
+    def fire_timer(self, timer: Timer, message: InboxMessage | None) -> bool:
         mine = {"_id": timer.id, "dueAt": naive_utc(timer.due_at)}
         if self._timers.find_one(mine, projection={"_id": True}) is None:
             return False
         process = self._processes.find_one(
             {"_id": timer.process_id, "tenantId": timer.tenant_id}, projection={"status": True})
         created = process is not None and process["status"] != ProcessStatus.CLOSED.value \
-            and append_in(self.db.database, message)[1]
-        self._timers.delete_one(mine)
-        return created
+            and (message is None or append_in(self.db.database, message)[1])
+        deleted = self._timers.delete_one(mine).deleted_count
+        return created and (message is not None or deleted == 1)
+
+    @translated
+    def bring_timers_due(self, tenant_id: str, key: str, due_at: datetime, *,
+                         limit: int) -> int:
+        found = [raw["_id"] for raw in self._timers.find(
+            {"tenantId": tenant_id, "key": key, "dueAt": {"$gt": naive_utc(due_at)}},
+            projection={"_id": True}).limit(limit)]
+        if not found:
+            return 0
+        return self._timers.update_many(
+            {"_id": {"$in": found}, "dueAt": {"$gt": naive_utc(due_at)}},
+            {"$set": {"dueAt": naive_utc(due_at)}}).modified_count
 
     @translated
     def chat_history(

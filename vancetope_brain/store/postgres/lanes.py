@@ -540,7 +540,7 @@ class PostgresLanes(PostgresAdapter, LaneStore):
             "SELECT doc FROM timers WHERE due_ms <= %s ORDER BY due_ms LIMIT %s",
             (to_ms(now), limit)))
 
-    def fire_timer(self, timer: Timer, message: InboxMessage) -> bool:
+    def fire_timer(self, timer: Timer, message: InboxMessage | None) -> bool:
         with self.db.write() as conn:
             # The lane first (as commit_turn, which upserts timers under it), then the timer.
             lane = conn.execute(
@@ -550,7 +550,16 @@ class PostgresLanes(PostgresAdapter, LaneStore):
                                    (timer.id, to_ms(timer.due_at))).rowcount
             if not deleted or lane is None or lane[0] == ProcessStatus.CLOSED.value:
                 return False
-            return append_in(conn, message)[1]
+            return message is None or append_in(conn, message)[1]
+
+    def bring_timers_due(self, tenant_id: str, key: str, due_at: datetime, *,
+                         limit: int) -> int:
+        with self.db.write() as conn:
+            return conn.execute(
+                "UPDATE timers SET due_ms = %s, doc = jsonb_set(doc, '{dueAt}', to_jsonb(%s::text)) "
+                "WHERE id IN (SELECT id FROM timers WHERE tenant_id = %s AND due_ms > %s "
+                "AND doc->>'key' = %s LIMIT %s)",
+                (to_ms(due_at), iso(due_at), tenant_id, to_ms(due_at), key, limit)).rowcount
 
     def chat_history(
         self, tenant_id: str, process_id: str, *, before_seq: int | None = None, limit: int = 100
