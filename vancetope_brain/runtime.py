@@ -56,6 +56,7 @@ from vancetope_brain.store import (
     SessionSearch,
     SessionStore,
     SettingStore,
+    TimerStore,
     ToolHealthStore,
     TransferStore,
     UserInboxStore,
@@ -111,7 +112,7 @@ class Core:
         presence = Presence(client, ttl=config.presence_ttl)
         identity = store.port(IdentityStore)
         settings = SettingsService(store.port(SettingStore), identity,
-                                   quota_written=partial(release_holds, store.port(LaneStore)))
+                                   quota_written=partial(release_holds, store.port(TimerStore)))
         recipes = RecipeResolver(store.port(RecipeStore))
         process_factory = ProcessFactory(
             recipes, engines, max_open_per_session=config.max_processes_per_session)
@@ -199,7 +200,7 @@ class Administration:
         events = EventBus(redis_client(config), max_len=config.event_log_max,
                           ttl=config.event_log_ttl)
         settings = SettingsService(store.port(SettingStore), store.port(IdentityStore),
-                                   quota_written=partial(release_holds, store.port(LaneStore)))
+                                   quota_written=partial(release_holds, store.port(TimerStore)))
         indexer = DocumentIndexer.on(store, config.attachments_dir, events,
                                      Embeddings.from_config(config, settings))
 

@@ -45,6 +45,7 @@ from vancetope_brain.store import (
     MemoryStore,
     RetentionStore,
     SessionStore,
+    TimerStore,
     ToolHealthStore,
     UserInboxStore,
 )
@@ -85,7 +86,7 @@ class Worker(Core):
         return sweep(lanes, self.redis, self.waker, age=age,
                      interval=self.config.sweep_interval) + \
             self.outbox.sweep(utcnow() - timedelta(seconds=age)) + \
-            fire_timers(lanes, self.waker) + self.lifecycle.sweep()
+            fire_timers(self.store.port(TimerStore), self.waker) + self.lifecycle.sweep()
 
     def housekeeping(self) -> int:
         """The slower beat job: finish inbox answers a crash cut short (their processes are

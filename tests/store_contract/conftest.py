@@ -4,7 +4,7 @@ and a small data builder.
 ``storage`` is one storage location, parametrised over the backends: it opens
 backends on it (so a test can reopen it) and can write a raw field behind the
 ports' back. ``backend`` is the ``vancetope_brain.store.Backend`` under test;
-``identity``, ``audit``, ``usage``, ``sessions``, ``lanes``, ``event_outbox``, ``journal``, ``dead_letters``,
+``identity``, ``audit``, ``usage``, ``timers``, ``sessions``, ``lanes``, ``event_outbox``, ``journal``, ``dead_letters``,
 ``user_inbox``, ``deliveries``, ``recipes``, ``settings``, ``tool_health``, ``memory``,
 ``documents`` and ``vectors`` are its ports. ``world`` builds tenants,
 sessions, processes, messages, turn commits, user Inbox items and
@@ -72,6 +72,7 @@ from vancetope_brain.store import (
     RecipeStore,
     SessionStore,
     SettingStore,
+    TimerStore,
     ToolHealthStore,
     TransferStore,
     UsageStore,
@@ -302,6 +303,11 @@ def audit(backend: Backend) -> AuditStore:
 @pytest.fixture
 def usage(backend: Backend) -> UsageStore:
     return backend.port(UsageStore)
+
+
+@pytest.fixture
+def timers(backend: Backend) -> TimerStore:
+    return backend.port(TimerStore)
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from vancetope_brain.errors import QuotaExceeded
 from vancetope_brain.models import ProcessStatus, ThinkProcess, utcnow
 from vancetope_brain.models.usage import priced
 from vancetope_brain.settings import SettingsApi, SettingsService
-from vancetope_brain.store import Backend, LaneStore, UsageStore
+from vancetope_brain.store import Backend, TimerStore, UsageStore
 
 QUOTA_TIMER = f"{RESERVED_TIMER_PREFIX}quota"
 """The key of the timer that wakes a process held by a quota (engines may not arm keys
@@ -120,8 +120,8 @@ class QuotaService:
         return None
 
 
-def release_holds(lanes: LaneStore, tenant_id: str) -> int:
+def release_holds(timers: TimerStore, tenant_id: str) -> int:
     """A quota (or the price table) of the tenant was written: every process of the tenant
     a quota holds looks again at the next sweep (its quota timer is brought due now; the
     lane holds it again if its quota still does). Returns how many."""
-    return lanes.bring_timers_due(tenant_id, QUOTA_TIMER, utcnow(), limit=RELEASED_PER_WRITE)
+    return timers.bring_timers_due(tenant_id, QUOTA_TIMER, utcnow(), limit=RELEASED_PER_WRITE)

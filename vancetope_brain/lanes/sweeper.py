@@ -16,7 +16,7 @@ from vancetope_brain.lanes.lease import TAKE_OVER_MARGIN
 from vancetope_brain.lanes.quota import QUOTA_TIMER
 from vancetope_brain.lanes.waker import Waker
 from vancetope_brain.models import ExternalCommand, InboxMessage, new_id, utcnow
-from vancetope_brain.store import LaneStore
+from vancetope_brain.store import LaneStore, TimerStore
 
 TIMERS_PER_SWEEP = 500
 """Most timers one sweep delivers; the rest wait for the next sweep."""
@@ -57,7 +57,7 @@ def sweep(store: LaneStore, client: redis.Redis, waker: Waker, *, age: float,
     return woken
 
 
-def fire_timers(store: LaneStore, waker: Waker, now: datetime | None = None) -> int:
+def fire_timers(store: TimerStore, waker: Waker, now: datetime | None = None) -> int:
     """Deliver every timer due at ``now`` (default: now) as a ``timer`` ExternalCommand into
     its process's inbox and wake the process; a quota's timer (``QUOTA_TIMER``) only wakes
     its process. Returns how many were delivered.

@@ -12,7 +12,6 @@ from vancetope_brain.models import (
     InboxMessage,
     ProcessStatus,
     ThinkProcess,
-    Timer,
     TurnCommit,
     TurnRecord,
     TurnStart,
@@ -126,28 +125,6 @@ class LaneStore(Port):
         letter) was already drained. Chat lines whose (process, sourceMessageId, role)
         already exists are skipped and not returned.
         """
-
-    @abstractmethod
-    def due_timers(self, now: datetime, limit: int = 100) -> list[Timer]:
-        """System query for the sweeper: timers due at ``now`` (``dueAt <= now``), earliest
-        first, at most ``limit``."""
-
-    @abstractmethod
-    def fire_timer(self, timer: Timer, message: InboxMessage | None) -> bool:
-        """Deliver a due timer: remove it and append ``message`` to its process's inbox (as
-        ``append_message`` does; ``message`` carries an idempotency key, so delivering twice
-        appends once). Nothing is appended when the process is CLOSED or gone. A timer
-        whose due time changed since ``timer`` was read (re-armed) is left alone. Returns
-        whether a new message was appended (the caller then wakes the process); without a
-        ``message`` (a timer that only wakes), whether this call removed the timer of a
-        process that is not CLOSED.
-        """
-
-    @abstractmethod
-    def bring_timers_due(self, tenant_id: str, key: str, due_at: datetime, *,
-                         limit: int) -> int:
-        """Make every timer ``key`` of the tenant's processes that is due later than
-        ``due_at`` due at ``due_at`` (at most ``limit`` of them); returns how many changed."""
 
     @abstractmethod
     def chat_history(

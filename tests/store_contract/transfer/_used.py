@@ -44,6 +44,7 @@ from vancetope_brain.store import (
     SessionSearch,
     SessionStore,
     SettingStore,
+    TimerStore,
     ToolHealthStore,
     TransferStore,
     UsageStore,
@@ -275,7 +276,7 @@ def seen(b: Backend, used: Used) -> dict[str, Any]:
         t["tool health"] = b.port(ToolHealthStore).list_tool_health(tenant)
         t["audit"] = b.port(AuditStore).list_audit(tenant)
         t["usage"] = b.port(UsageStore).read_usage(tenant, DAY, DAY)
-    shown["timers"] = b.port(LaneStore).due_timers(FAR, limit=1000)
+    shown["timers"] = b.port(TimerStore).due_timers(FAR, limit=1000)
     shown["tokens by hash"] = [b.port(IdentityStore).token_by_hash(h) for h in used.token_hashes]
     return shown
 

@@ -53,7 +53,7 @@ its own commit then fails at (1) or its lines are deduplicated at (3).
 Skipped lines may leave gaps in chat seqs. Timers are upserted by id with the
 outbox (a retry rewrites the same due time).
 
-``fire_timer`` appends the keyed message, then deletes the timer if its due
+``fire_timer`` (``timers.py``, the ``TimerStore``) appends the keyed message, then deletes the timer if its due
 time is unchanged; a crash between the two fires it again, and the repeated
 key makes that append a no-op.
 """
@@ -76,7 +76,6 @@ from vancetope_brain.models import (
     InboxMessage,
     ProcessStatus,
     ThinkProcess,
-    Timer,
     TurnCommit,
     TurnRecord,
     TurnStart,
@@ -442,38 +441,6 @@ class MongoLanes(MongoAdapter, LaneStore):
             seen.add(key)
             lines.append(line)
         return lines, stored
-
-    @translated
-    def due_timers(self, now: datetime, limit: int = 100) -> list[Timer]:
-        if limit <= 0:
-            return []
-        cursor = self._timers.find({"dueAt": {"$lte": naive_utc(now)}}).sort(
-            "dueAt", ASCENDING).limit(limit)
-        return [from_bson(Timer, raw) for raw in cursor]
-
-    @translated
-    def fire_timer(self, timer: Timer, message: InboxMessage | None) -> bool:
-        mine = {"_id": timer.id, "dueAt": naive_utc(timer.due_at)}
-        if self._timers.find_one(mine, projection={"_id": True}) is None:
-            return False
-        process = self._processes.find_one(
-            {"_id": timer.process_id, "tenantId": timer.tenant_id}, projection={"status": True})
-        created = process is not None and process["status"] != ProcessStatus.CLOSED.value \
-            and (message is None or append_in(self.db.database, message)[1])
-        deleted = self._timers.delete_one(mine).deleted_count
-        return created and (message is not None or deleted == 1)
-
-    @translated
-    def bring_timers_due(self, tenant_id: str, key: str, due_at: datetime, *,
-                         limit: int) -> int:
-        found = [raw["_id"] for raw in self._timers.find(
-            {"tenantId": tenant_id, "key": key, "dueAt": {"$gt": naive_utc(due_at)}},
-            projection={"_id": True}).limit(limit)]
-        if not found:
-            return 0
-        return self._timers.update_many(
-            {"_id": {"$in": found}, "dueAt": {"$gt": naive_utc(due_at)}},
-            {"$set": {"dueAt": naive_utc(due_at)}}).modified_count
 
     @translated
     def chat_history(

@@ -38,7 +38,7 @@ from the lines it wrote: a function's statements each read a snapshot taken when
 start, so after the lock they see every write committed before it, as the
 transaction's statements do.
 
-``fire_timer`` locks the timer's lane, then deletes the timer by (id, due time): of
+``fire_timer`` (``timers.py``, the ``TimerStore``) locks the timer's lane, then deletes the timer by (id, due time): of
 two sweepers firing one timer at once, the second finds it gone and appends nothing.
 A transaction that locks a lane and a timer locks the lane first (``commit_turn`` too).
 """
@@ -60,7 +60,6 @@ from vancetope_brain.models import (
     ProcessStatus,
     StepState,
     ThinkProcess,
-    Timer,
     TurnCommit,
     TurnRecord,
     TurnStart,
@@ -534,32 +533,6 @@ class PostgresLanes(PostgresAdapter, LaneStore):
             return None
         return Committed(load_all(ChatMessage, ((doc,) for doc in result["lines"])),
                          load_all(OutboxEvent, ((doc,) for doc in result["events"])))
-
-    def due_timers(self, now: datetime, limit: int = 100) -> list[Timer]:
-        return load_all(Timer, self.db.read(
-            "SELECT doc FROM timers WHERE due_ms <= %s ORDER BY due_ms LIMIT %s",
-            (to_ms(now), limit)))
-
-    def fire_timer(self, timer: Timer, message: InboxMessage | None) -> bool:
-        with self.db.write() as conn:
-            # The lane first (as commit_turn, which upserts timers under it), then the timer.
-            lane = conn.execute(
-                "SELECT status FROM lanes WHERE process_id = %s AND tenant_id = %s FOR UPDATE",
-                (timer.process_id, timer.tenant_id)).fetchone()
-            deleted = conn.execute("DELETE FROM timers WHERE id = %s AND due_ms = %s",
-                                   (timer.id, to_ms(timer.due_at))).rowcount
-            if not deleted or lane is None or lane[0] == ProcessStatus.CLOSED.value:
-                return False
-            return message is None or append_in(conn, message)[1]
-
-    def bring_timers_due(self, tenant_id: str, key: str, due_at: datetime, *,
-                         limit: int) -> int:
-        with self.db.write() as conn:
-            return conn.execute(
-                "UPDATE timers SET due_ms = %s, doc = jsonb_set(doc, '{dueAt}', to_jsonb(%s::text)) "
-                "WHERE id IN (SELECT id FROM timers WHERE tenant_id = %s AND due_ms > %s "
-                "AND doc->>'key' = %s LIMIT %s)",
-                (to_ms(due_at), iso(due_at), tenant_id, to_ms(due_at), key, limit)).rowcount
 
     def chat_history(
         self, tenant_id: str, process_id: str, *, before_seq: int | None = None, limit: int = 100

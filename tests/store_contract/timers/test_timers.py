@@ -1,4 +1,5 @@
-"""Timers: committed with a turn (fenced), due by time, fired once, dropped for CLOSED."""
+"""Timers: committed with a turn (fenced), due by time, fired once, dropped for CLOSED;
+a tenant's timers of one key brought due early."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from vancetope_brain.models import (
     new_id,
     utcnow,
 )
-from vancetope_brain.store import LaneStore
+from vancetope_brain.store import LaneStore, TimerStore
 
 if TYPE_CHECKING:
     from tests.store_contract.conftest import World
@@ -40,77 +41,77 @@ def _arm(lanes: LaneStore, world: World, process: ThinkProcess, *timers: Timer,
                              world.turn(process, epoch, timers=list(timers))) is not None
 
 
-def test_a_committed_timer_is_due_once_its_time_has_come(lanes: LaneStore, world: World) -> None:
+def test_a_committed_timer_is_due_once_its_time_has_come(lanes: LaneStore, timers: TimerStore, world: World) -> None:
     process = world.process("ten_1")
     soon, later = _timer(process, "a", 10), _timer(process, "b", 20)
     assert _arm(lanes, world, process, later, soon)
-    assert lanes.due_timers(utcnow()) == []
-    assert lanes.due_timers(utcnow() + timedelta(seconds=15)) == [soon]
-    assert lanes.due_timers(utcnow() + timedelta(seconds=30)) == [soon, later]
-    assert lanes.due_timers(utcnow() + timedelta(seconds=30), limit=1) == [soon]
+    assert timers.due_timers(utcnow()) == []
+    assert timers.due_timers(utcnow() + timedelta(seconds=15)) == [soon]
+    assert timers.due_timers(utcnow() + timedelta(seconds=30)) == [soon, later]
+    assert timers.due_timers(utcnow() + timedelta(seconds=30), limit=1) == [soon]
 
 
-def test_a_fenced_turn_arms_nothing(lanes: LaneStore, world: World) -> None:
+def test_a_fenced_turn_arms_nothing(lanes: LaneStore, timers: TimerStore, world: World) -> None:
     process = world.process("ten_1")
     stale = lanes.acquire_epoch("ten_1", process.id).epoch
     lanes.acquire_epoch("ten_1", process.id)
     assert not _arm(lanes, world, process, _timer(process, "a", 0), epoch=stale)
-    assert lanes.due_timers(utcnow() + timedelta(days=1)) == []
+    assert timers.due_timers(utcnow() + timedelta(days=1)) == []
 
 
-def test_arming_a_key_again_replaces_its_due_time(lanes: LaneStore, world: World) -> None:
+def test_arming_a_key_again_replaces_its_due_time(lanes: LaneStore, timers: TimerStore, world: World) -> None:
     process = world.process("ten_1")
     first = _timer(process, "a", 10)
     assert _arm(lanes, world, process, first)
     again = _timer(process, "a", 100)
     assert _arm(lanes, world, process, again)
-    assert lanes.due_timers(utcnow() + timedelta(seconds=50)) == []
-    assert lanes.due_timers(utcnow() + timedelta(seconds=200)) == [again]
+    assert timers.due_timers(utcnow() + timedelta(seconds=50)) == []
+    assert timers.due_timers(utcnow() + timedelta(seconds=200)) == [again]
     # The first arming's fire finds its due time gone and leaves the new one alone.
-    assert not lanes.fire_timer(first, _message(first))
-    assert lanes.due_timers(utcnow() + timedelta(seconds=200)) == [again]
+    assert not timers.fire_timer(first, _message(first))
+    assert timers.due_timers(utcnow() + timedelta(seconds=200)) == [again]
 
 
 def test_firing_appends_the_message_once_and_removes_the_timer(
-    lanes: LaneStore, world: World
+    lanes: LaneStore, timers: TimerStore, world: World
 ) -> None:
     process = world.process("ten_1")
     timer = _timer(process, "a", 0)
     assert _arm(lanes, world, process, timer)
     message = _message(timer)
-    assert lanes.fire_timer(timer, message)
-    assert not lanes.fire_timer(timer, message)  # a second beat fires it too: no-op
+    assert timers.fire_timer(timer, message)
+    assert not timers.fire_timer(timer, message)  # a second beat fires it too: no-op
     pending = lanes.pending_messages("ten_1", process.id)
     assert [m.message for m in pending] == [message.message]
-    assert lanes.due_timers(utcnow() + timedelta(days=1)) == []
+    assert timers.due_timers(utcnow() + timedelta(days=1)) == []
 
 
-def test_a_closed_process_gets_no_timer_message(lanes: LaneStore, world: World) -> None:
+def test_a_closed_process_gets_no_timer_message(lanes: LaneStore, timers: TimerStore, world: World) -> None:
     process = world.process("ten_1")
     timer = _timer(process, "a", 0)
     assert _arm(lanes, world, process, timer)
     world.set_status(process, ProcessStatus.CLOSED)
-    assert not lanes.fire_timer(timer, _message(timer))
+    assert not timers.fire_timer(timer, _message(timer))
     assert lanes.pending_messages("ten_1", process.id) == []
-    assert lanes.due_timers(utcnow() + timedelta(days=1)) == []
+    assert timers.due_timers(utcnow() + timedelta(days=1)) == []
 
 
 def test_a_timer_fired_without_a_message_is_removed_and_only_reports_it(
-    lanes: LaneStore, world: World
+    lanes: LaneStore, timers: TimerStore, world: World
 ) -> None:
     process, closed = world.process("ten_1"), world.process("ten_1")
     timer, gone = _timer(process, "vt.quota", 0), _timer(closed, "vt.quota", 0)
     assert _arm(lanes, world, process, timer) and _arm(lanes, world, closed, gone)
     world.set_status(closed, ProcessStatus.CLOSED)
-    assert lanes.fire_timer(timer, None)
-    assert not lanes.fire_timer(timer, None)  # a second beat: already removed
-    assert not lanes.fire_timer(gone, None)
+    assert timers.fire_timer(timer, None)
+    assert not timers.fire_timer(timer, None)  # a second beat: already removed
+    assert not timers.fire_timer(gone, None)
     assert lanes.pending_messages("ten_1", process.id) == []
-    assert lanes.due_timers(utcnow() + timedelta(days=1)) == []
+    assert timers.due_timers(utcnow() + timedelta(days=1)) == []
 
 
 def test_bringing_a_tenants_timers_of_one_key_due_leaves_the_others_alone(
-    lanes: LaneStore, world: World
+    lanes: LaneStore, timers: TimerStore, world: World
 ) -> None:
     held, other_key = world.process("ten_1"), world.process("ten_1")
     elsewhere = world.process("ten_2")
@@ -119,10 +120,10 @@ def test_bringing_a_tenants_timers_of_one_key_due_leaves_the_others_alone(
     for process, timer in zip((held, other_key, elsewhere), late, strict=True):
         assert _arm(lanes, world, process, timer)
     now = utcnow()
-    assert lanes.bring_timers_due("ten_1", "vt.quota", now, limit=100) == 1
-    [due] = lanes.due_timers(now)
+    assert timers.bring_timers_due("ten_1", "vt.quota", now, limit=100) == 1
+    [due] = timers.due_timers(now)
     assert (due.id, due.key, due.due_at) == (late[0].id, "vt.quota", now)
-    assert lanes.fire_timer(due, None)  # the moved timer fires at its new due time
-    assert lanes.bring_timers_due("ten_1", "vt.quota", now, limit=100) == 0
-    assert sorted(t.id for t in lanes.due_timers(now + timedelta(hours=2))) == \
+    assert timers.fire_timer(due, None)  # the moved timer fires at its new due time
+    assert timers.bring_timers_due("ten_1", "vt.quota", now, limit=100) == 0
+    assert sorted(t.id for t in timers.due_timers(now + timedelta(hours=2))) == \
         sorted(t.id for t in late[1:])
