@@ -242,3 +242,13 @@ def test_a_float_key_takes_numbers_within_its_bounds_only() -> None:
         key.validate(True)
     with pytest.raises(InvalidInput, match="at most 20"):
         setting_key("rag.topK").validate(21)
+
+
+def test_a_price_table_takes_models_with_prices_in_and_out_only() -> None:
+    key = setting_key("llm.prices")
+    assert key.parse('{"m1": {"in": 1, "out": 2.5}}') == {"m1": {"in": 1.0, "out": 2.5}}
+    for bad in ('{"m1": {"in": 1}}', '{"m1": {"in": -1, "out": 1}}', '{"m1": 3}', "[1]",
+                '{"m1": {"in": true, "out": 1}}', "prices", '{"": {"in": 1, "out": 1}}'):
+        with pytest.raises(InvalidInput, match="llm.prices"):
+            key.parse(bad)
+    assert key.tenant_only

@@ -24,7 +24,8 @@
     │   │   ├── ProjectKnowledgeFull (code ``project_knowledge_full``) — the project's documents would pass a cap
     │   │   ├── TenantKnowledgeFull (code ``tenant_knowledge_full``) — the tenant's documents would pass a cap
     │   │   ├── MemoryFull        (code ``memory_full``) — one more memory entry would pass its scope's cap
-    │   │   └── InputTooLarge     (code ``input_too_large``) — an OpenAI request's messages pass a size cap
+    │   │   ├── InputTooLarge     (code ``input_too_large``) — an OpenAI request's messages pass a size cap
+    │   │   └── QuotaExceeded     (code ``quota_exceeded``) — a turn would start over a tenant's or user's token/cost quota
     │   ├── ConfigError           (code ``config_error``)
     │   ├── UnknownEngine         (code ``unknown_engine``)
     │   └── ToolError             (code ``tool_error``) — a tool's own failure, the model's to handle
@@ -210,6 +211,14 @@ class InputTooLarge(LimitExceeded):
     text's length)."""
 
     code = "input_too_large"
+
+
+class QuotaExceeded(LimitExceeded):
+    """Raised when a turn would start while its tenant or user has used up a token or cost
+    quota of the day or month (``quota.*`` settings, ``lanes/quota.py``): its code is put on
+    the held process's chat line and ``lastError``."""
+
+    code = "quota_exceeded"
 
 
 class ConfigError(UserError):

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import fakeredis
@@ -29,6 +30,7 @@ from vancetope_brain.identity import IdentityService
 from vancetope_brain.inbox.attachments import AttachmentStore, load_secret
 from vancetope_brain.inbox.service import InboxService
 from vancetope_brain.lanes import Waker
+from vancetope_brain.lanes.quota import release_holds
 from vancetope_brain.lanes.waker import Enqueue
 from vancetope_brain.llm.embeddings import Embeddings
 from vancetope_brain.notifications import NotificationDispatcher, build_dispatcher
@@ -55,6 +57,7 @@ from vancetope_brain.store import (
     SessionSearch,
     SessionStore,
     SettingStore,
+    TimerStore,
     ToolHealthStore,
     TransferStore,
     UserInboxStore,
@@ -109,7 +112,8 @@ class Core:
         waker = Waker(client, enqueue, shards=config.lane_shards, flag_ttl=2 * config.lease_ttl)
         presence = Presence(client, ttl=config.presence_ttl)
         identity = store.port(IdentityStore)
-        settings = SettingsService(store.port(SettingStore), identity)
+        settings = SettingsService(store.port(SettingStore), identity,
+                                   quota_written=partial(release_holds, store.port(TimerStore)))
         recipes = RecipeResolver(store.port(RecipeStore))
         process_factory = ProcessFactory(
             recipes, engines, max_open_per_session=config.max_processes_per_session)
@@ -197,7 +201,8 @@ class Administration:
         # Pushes reach the users' clients where Redis is shared (the distributed shape).
         events = EventBus(redis_client(config), max_len=config.event_log_max,
                           ttl=config.event_log_ttl)
-        settings = SettingsService(store.port(SettingStore), store.port(IdentityStore))
+        settings = SettingsService(store.port(SettingStore), store.port(IdentityStore),
+                                   quota_written=partial(release_holds, store.port(TimerStore)))
         indexer = DocumentIndexer.on(store, config.attachments_dir, events,
                                      Embeddings.from_config(config, settings))
 

@@ -21,10 +21,11 @@ way; ``vancetope_brain.llm.profiles.choose`` combines them with the recipe's
 from __future__ import annotations
 
 import difflib
+import json
 import logging
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -61,6 +62,8 @@ class SettingKey:
     def validate(self, value: Any) -> Any:
         """``value`` if it fits the key; else ``InvalidInput`` naming the key. A float key
         takes an int too (as that float)."""
+        if self.type is dict:
+            return _price_table(self.name, value)
         if self.type is float and type(value) is int:
             value = float(value)
         finite = not isinstance(value, float) or math.isfinite(value)
@@ -84,7 +87,13 @@ class SettingKey:
     def parse(self, text: str) -> Any:
         """A value typed on a command line, converted to the key's type and validated."""
         value: Any = text
-        if self.type in (int, float):
+        if self.type is dict:
+            try:
+                value = json.loads(text)
+            except ValueError:
+                raise InvalidInput(f"setting {self.name} takes a JSON object, "
+                                   f"not {text!r}") from None
+        elif self.type in (int, float):
             try:
                 value = self.type(text)
             except ValueError:
@@ -108,6 +117,23 @@ class SettingKey:
                 **({"tenantOnly": True} if self.tenant_only else {})}
 
 
+def _price_table(name: str, value: Any) -> dict[str, dict[str, float]]:
+    """A price table (``llm.prices``): ``{model: {"in": price, "out": price}}``, each price
+    per 1M tokens, a finite number >= 0 (an int becomes a float)."""
+    hint = f'setting {name} is {{"<model>": {{"in": <price>, "out": <price>}}, …}}'
+    if type(value) is not dict or len(value) > 200:
+        raise InvalidInput(f"{hint} (at most 200 models), not {value!r}")
+    table: dict[str, dict[str, float]] = {}
+    for model, prices in value.items():
+        if not 0 < len(model) <= 200 or type(prices) is not dict or set(prices) != {"in", "out"}:
+            raise InvalidInput(f"{hint}, not {model!r}: {prices!r}")
+        for price in prices.values():
+            if type(price) not in (int, float) or not math.isfinite(price) or price < 0:
+                raise InvalidInput(f"{hint}: a price is a number >= 0, not {price!r}")
+        table[model] = {direction: float(price) for direction, price in prices.items()}
+    return table
+
+
 _KEBAB = r"[a-z][a-z0-9]*(-[a-z0-9]+)*"
 _A_PROFILE: dict[str, Any] = {"pattern": _KEBAB, "pattern_hint": "a profile name (lowercase-kebab)"}
 """The bounds of a setting naming an LLM endpoint profile."""
@@ -116,6 +142,30 @@ _HH_MM = r"([01][0-9]|2[0-3]):[0-5][0-9]"
 
 def _k(name: str, type_: type, default: Any, description: str, **kw: Any) -> SettingKey:
     return SettingKey(name, type_, default, description, **kw)
+
+
+MAX_QUOTA_TOKENS = 10**12
+"""Largest token quota (a trillion tokens); a cost quota's largest is the same number."""
+
+
+def _quota_keys() -> list[SettingKey]:
+    """``quota.{tenant,user}.{tokens,cost}Per{Day,Month}`` (``lanes/quota.py``)."""
+    keys = []
+    for who, scope in (("tenant", "the whole tenant's (every user's) usage; tenant level "
+                                  "only"),
+                       ("user", "each user's own usage; at the tenant's level for every "
+                                "user, at a user's for that user")):
+        for what, type_, unit in (("tokens", int, "tokens (in + out)"),
+                                  ("cost", float, "cost (by llm.prices)")):
+            for period in ("Day", "Month"):
+                keys.append(_k(
+                    f"quota.{who}.{what}Per{period}", type_, None,
+                    f"Most {unit} per {period.lower()} (UTC) of {scope}. A turn that would "
+                    f"start over it is refused with quota_exceeded and its process is held "
+                    f"until the next {period.lower()} or a raised quota (unset: no quota).",
+                    minimum=0, maximum=MAX_QUOTA_TOKENS,
+                    tenant_only=who == "tenant"))
+    return keys
 
 
 KEYS: dict[str, SettingKey] = {k.name: k for k in [
@@ -162,6 +212,12 @@ KEYS: dict[str, SettingKey] = {k.name: k for k in [
     _k("llm.profile", str, None,
        "LLM endpoint profile for every engine (unset: the profile `default`, the "
        "deployment's OPENAI_* endpoint).", **_A_PROFILE),
+    _k("llm.prices", dict, None,
+       'Prices of models per 1M tokens, {"<model>": {"in": <price>, "out": <price>}} '
+       "(unset: usage shows no cost; a model it does not list costs nothing). The cost the "
+       "usage frame shows is tokens × these prices as they are when read. Tenant level only.",
+       tenant_only=True),
+    *_quota_keys(),
     _k("notify.email.address", str, None,
        "E-mail address for notifications; setting it enables the e-mail channel.",
        pattern=r"[^@\s]+@[^@\s]+", pattern_hint="an e-mail address"),
@@ -235,7 +291,8 @@ KEYS: dict[str, SettingKey] = {k.name: k for k in [
 ENGINE_MODEL_SUFFIX = ".model"
 ENGINE_PROFILE_SUFFIX = ".profile"
 # Namespaces of KEYS that are not engines, so "chat.model" is a typo, not an engine's model.
-_NOT_ENGINES = frozenset({"session", "chat", "llm", "notify", "inbox", "rag", "retention"})
+_NOT_ENGINES = frozenset({"session", "chat", "llm", "notify", "inbox", "rag", "retention",
+                          "quota"})
 
 
 def _engine_key(name: str) -> SettingKey | None:
@@ -304,9 +361,13 @@ class StoredCascade:
 class SettingsService:
     """Reads and writes settings on the store. Every call reads the store (no cache)."""
 
-    def __init__(self, store: SettingStore, identity: IdentityStore) -> None:
+    def __init__(self, store: SettingStore, identity: IdentityStore, *,
+                 quota_written: Callable[[str], object] | None = None) -> None:
         self._store = store
         self._identity = identity
+        self._quota_written = quota_written
+        """Called with the tenant after a ``quota.*`` or ``llm.prices`` write: the processes
+        a quota holds look again (``lanes.quota.release_holds``)."""
 
     def resolve(self, tenant_id: str, project_id: str | None, user_id: str | None,
                 key: str) -> Any:
@@ -339,12 +400,19 @@ class SettingsService:
                                f"tenant's level, not for {scope}")
         self._check_scope(tenant_id, scope)
         self._store.set_setting(tenant_id, scope, key, value)
+        self._written(tenant_id, spec.name)
         return value
 
     def unset(self, tenant_id: str, scope: SettingScope, key: str) -> None:
         """Remove the value stored at this scope; raises ``NotFound`` if none is."""
         setting_key(key)
         self._store.delete_setting(tenant_id, scope, key)
+        self._written(tenant_id, key)
+
+    def _written(self, tenant_id: str, key: str) -> None:
+        if self._quota_written is not None and (key.startswith("quota.")
+                                                or key == "llm.prices"):
+            self._quota_written(tenant_id)
 
     def stored(self, tenant_id: str, scope: SettingScope) -> dict[str, Any]:
         """The values stored at exactly this scope, by key."""

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from datetime import datetime
+from datetime import date, datetime, timedelta
 from itertools import islice
 from typing import Any, TypeVar
 
@@ -28,14 +28,18 @@ from spectree.models import SecureType, SecuritySchemeData
 
 from vancetope_brain.errors import Forbidden, InvalidInput, NotFound
 from vancetope_brain.identity import Principal
-from vancetope_brain.models import Role
+from vancetope_brain.lanes.quota import KEYS as QUOTA_KEYS
+from vancetope_brain.models import Role, utcnow
 from vancetope_brain.models.audit import AuditRecord
 from vancetope_brain.models.base import Wire
 from vancetope_brain.models.identity import ApiToken, Tenant, User
+from vancetope_brain.models.settings import SettingScope
 from vancetope_brain.models.tool_health import ToolHealth
 from vancetope_brain.services import system_sessions
 from vancetope_brain.services.audit import Acting
+from vancetope_brain.services.usage import MAX_DAYS, MAX_READ
 from vancetope_gateway.auth import authenticate
+from vancetope_gateway.handlers.usage import UsageTotals
 from vancetope_gateway.parts import Gateway
 
 T = TypeVar("T")
@@ -190,6 +194,58 @@ class SystemSessions(Wire):
 class AuditPage(Wire):
     records: list[AuditRecord]
     next_cursor: str | None
+
+
+class UsageQuery(Wire):
+    since: date | None = Field(None, description="first day (UTC), default: the 1st of "
+                                                 "this month")
+    until: date | None = Field(None, description="last day (UTC), included; default: today")
+    user: str | None = Field(None, max_length=64, description="only this user's")
+
+
+class UserDayUsage(Wire):
+    """One user's usage of one model on one day (sessions and projects summed); ``cost``
+    by the tenant's ``llm.prices``, null when it has none."""
+
+    day: date
+    user_id: str
+    model: str
+    tokens_in: int
+    tokens_out: int
+    calls: int
+    estimated_calls: int
+    cost: float | None
+
+
+class AdminUsage(Wire):
+    since: date
+    until: date
+    rows: list[UserDayUsage]
+    totals: UsageTotals
+    truncated: bool = Field(description=f"the range held more than {MAX_READ} stored rows; "
+                                        "ask for fewer days or one user")
+
+
+QUOTA_KEY = r"^quota\.(tenant|user)\.(tokens|cost)Per(Day|Month)$"
+
+
+class QuotaQuery(Wire):
+    user: str | None = Field(None, max_length=64, description="also this user's own values")
+
+
+class Quotas(Wire):
+    """The quota settings stored at the tenant's level and, when asked, at a user's (null:
+    unset there); docs/configuration.md, "Quotas"."""
+
+    tenant: dict[str, float | None]
+    user: dict[str, float | None] | None
+
+
+class QuotaWrite(Wire):
+    key: str = Field(pattern=QUOTA_KEY, description="e.g. quota.tenant.tokensPerDay")
+    value: float | None = Field(description="null: unset it at this level")
+    user: str | None = Field(None, max_length=64,
+                             description="set it for this user (quota.user.* only)")
 
 
 def _answers(ok: type[Wire], *codes: int) -> Responses:
@@ -407,6 +463,63 @@ def system_session_list(tenant_id: str) -> Response:
                               "processes": [p.dump() for p in store.list_processes(tenant_id,
                                                                                    s.id)]}
                              for s in found], nextCursor=cursor)
+
+
+# ── usage and quotas ─────────────────────────────────────────────────────────
+@admin.get("/tenants/<tenant_id>/usage")
+@spec.validate(query=UsageQuery, resp=_answers(AdminUsage, 400, 404))
+def usage(tenant_id: str) -> Response:
+    """LLM tokens of committed turns per day (UTC), user and model, with their cost by the
+    tenant's ``llm.prices``: at most a range of ``MAX_DAYS`` days (default this month)."""
+    query = _query(UsageQuery)
+    until = query.until or utcnow().date()
+    since = query.since or until.replace(day=1)
+    if not since <= until <= since + timedelta(days=MAX_DAYS - 1):
+        raise InvalidInput(f"since <= until, at most {MAX_DAYS} days apart")
+    found = _gateway().usage.of_tenant(_tenant(tenant_id), since, until, user_id=query.user)
+    rows = [UserDayUsage(day=d.day, user_id=d.user_id, model=m.model, tokens_in=m.tokens_in,
+                         tokens_out=m.tokens_out, calls=m.calls,
+                         estimated_calls=m.estimated_calls, cost=m.cost)
+            for d in found.days for m in d.totals.models]
+    return jsonify(AdminUsage(since=since, until=until, rows=rows,
+                              totals=UsageTotals.of(found.totals),
+                              truncated=found.truncated).dump())
+
+
+@admin.get("/tenants/<tenant_id>/quotas")
+@spec.validate(query=QuotaQuery, resp=_answers(Quotas, 400, 404))
+def quotas(tenant_id: str) -> Response:
+    """The tenant's quota settings, and a user's own when ``user`` is given."""
+    query = _query(QuotaQuery)
+    settings = _gateway().settings
+    stored = settings.stored(_tenant(tenant_id), SettingScope.tenant())
+    mine = None
+    if query.user is not None:
+        _gateway().identity.require_user(tenant_id, query.user)
+        own = settings.stored(tenant_id, SettingScope.user(query.user))
+        mine = {k: own.get(k) for k in QUOTA_KEYS if k.startswith("quota.user.")}
+    return jsonify(Quotas(tenant={k: stored.get(k) for k in QUOTA_KEYS}, user=mine).dump())
+
+
+@admin.post("/tenants/<tenant_id>/quotas")
+@spec.validate(json=QuotaWrite, resp=_answers(Quotas, 400, 404))
+def set_quota(tenant_id: str) -> Response:
+    """Set (or, with ``value`` null, unset) one quota at the tenant's level or a user's.
+    The processes the tenant's quotas hold look again at the next sweep."""
+    body = _body(QuotaWrite)
+    scope = SettingScope.tenant() if body.user is None else SettingScope.user(body.user)
+    with _audited("quota.set", tenant_id, f"{body.key}={body.value} {scope}"):
+        settings = _gateway().settings
+        if body.value is None:
+            settings.unset(_tenant(tenant_id), scope, body.key)
+        else:
+            value = int(body.value) if ".tokens" in body.key and body.value.is_integer() \
+                else body.value
+            settings.set(_tenant(tenant_id), scope, body.key, value)
+    stored = settings.stored(tenant_id, scope)
+    values = {k: stored.get(k) for k in QUOTA_KEYS}
+    return jsonify(Quotas(tenant=values if body.user is None else {},
+                          user=None if body.user is None else values).dump())
 
 
 # ── the audit log ────────────────────────────────────────────────────────────

@@ -18,6 +18,7 @@ from vancetope_brain.recipes import RecipeAdmin
 from vancetope_brain.runtime import Backend, Core, Operations
 from vancetope_brain.services import DocumentService
 from vancetope_brain.services.documents import EnqueueIndex
+from vancetope_brain.services.usage import UsageService
 from vancetope_brain.tools.client import ClientToolBridge
 
 
@@ -29,6 +30,7 @@ class Gateway(Core):
     documents: DocumentService
     operations: Operations
     """The operators' door's parts (``admin_api.py``)."""
+    usage: UsageService
 
 
 def build_gateway(config: Config, enqueue: Enqueue, *, enqueue_index: EnqueueIndex,
@@ -42,4 +44,5 @@ def build_gateway(config: Config, enqueue: Enqueue, *, enqueue_index: EnqueueInd
                    client_tools=ClientToolBridge(core["redis"], core["events"]),
                    documents=DocumentService.on(core["store"], config.attachments_dir,
                                                 core["events"], enqueue_index),
-                   operations=Operations.on(core["store"]))
+                   operations=Operations.on(core["store"]),
+                   usage=UsageService.on(core["store"], core["settings"]))

@@ -20,6 +20,7 @@ from vancetope_brain.events.interrupts import InterruptListener, Interrupts
 from vancetope_brain.events.tokens import TokenCoalescer
 from vancetope_brain.knowledge.retrieval import Retriever
 from vancetope_brain.lanes import LaneRunner, LeaseKeeper
+from vancetope_brain.lanes.quota import QuotaService
 from vancetope_brain.lanes.sweeper import fire_timers, sweep
 from vancetope_brain.lanes.waker import Enqueue
 from vancetope_brain.llm.embeddings import Embeddings
@@ -45,6 +46,7 @@ from vancetope_brain.store import (
     MemoryStore,
     RetentionStore,
     SessionStore,
+    TimerStore,
     ToolHealthStore,
     UserInboxStore,
 )
@@ -87,7 +89,7 @@ class Worker(Core):
         return sweep(lanes, self.redis, self.waker, age=age,
                      interval=self.config.sweep_interval) + \
             self.outbox.sweep(utcnow() - timedelta(seconds=age)) + \
-            fire_timers(lanes, self.waker) + self.lifecycle.sweep()
+            fire_timers(self.store.port(TimerStore), self.waker) + self.lifecycle.sweep()
 
     def housekeeping(self) -> int:
         """The slower beat job: finish inbox answers a crash cut short (their processes are
@@ -171,7 +173,8 @@ def build_worker(config: Config, enqueue: Enqueue, enqueue_job: EnqueueJob,
                         max_attempts=config.max_attempts,
                         max_engine_failures=config.max_engine_failures,
                         linger=config.shard_linger, worker_name=worker_name,
-                        interrupts=interrupts)
+                        interrupts=interrupts,
+                        quota=QuotaService.on(store, core["settings"]))
     indexer = DocumentIndexer.on(store, config.attachments_dir, events, embeddings)
     return Worker(**core, runner=runner, outbox=outbox, mcp=mcp, services=services,
                   system_sessions=system_sessions, tool_health=tool_health, indexer=indexer,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import threading
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 
 import pytest
 import redis
@@ -18,10 +19,16 @@ from tests.helpers import wait_for
 from vancetope_brain.events import EventType
 from vancetope_brain.llm import LlmMessage, LlmResponse, ToolSpec
 from vancetope_brain.llm.testing import FunctionModel
-from vancetope_brain.models import ChatRole, CloseReason, ProcessStatus, ThinkProcess
+from vancetope_brain.models import ChatRole, CloseReason, ProcessStatus, ThinkProcess, utcnow
 from vancetope_brain.models.inbox import InboxItem, InboxQuery, ItemStatus, ItemType, Outcome
 from vancetope_brain.recipes.loader import parse_recipe
-from vancetope_brain.store import JournalStore, LaneStore, SessionStore, UserInboxStore
+from vancetope_brain.store import (
+    JournalStore,
+    LaneStore,
+    SessionStore,
+    UsageStore,
+    UserInboxStore,
+)
 from vancetope_brain.tools import SERVER_TOOLS, server_tool
 
 S = ProcessStatus
@@ -136,6 +143,13 @@ def test_a_rerun_replays_completions_and_results_and_calls_an_idempotent_tool_ag
     assert "".join(text for _, text in kinds[:restart]) == "Sending now."
     assert kinds[restart + 1:] == [(EventType.TOKEN, "Sending now.")]
     assert embedded.brain.store.port(JournalStore).journal("acme", w.id) == []
+    # Usage counts each completion once: the replayed one in the attempt that committed,
+    # the dead attempt's not at all (the session's every model call, Arthur's too).
+    embedded.worker.join()
+    today = utcnow().date()
+    rows = embedded.brain.store.port(UsageStore).read_usage(
+        "acme", today - timedelta(days=1), today, session_id=w.session_id)
+    assert sum(row.calls for row in rows) == len(model.calls)
 
 
 def test_a_message_that_arrives_while_the_turn_is_dead_waits_for_the_next_turn(

@@ -25,7 +25,7 @@ from vancetope_brain.llm.testing import FunctionModel
 from vancetope_brain.models import CloseReason, ProcessStatus, ThinkProcess, utcnow
 from vancetope_brain.models.settings import SettingScope
 from vancetope_brain.models.steer import ProcessEventType
-from vancetope_brain.store import LaneStore, SessionStore
+from vancetope_brain.store import LaneStore, SessionStore, TimerStore
 
 QUESTION = "Should we move the build to the new CI system?"
 HEADS = [{"name": "optimist", "persona": "P-optimist"},
@@ -246,13 +246,13 @@ def test_a_head_that_never_answers_times_out_by_timer_and_is_stopped(embedded, s
     process = council.convene()
     wait_for(lambda: len(council.heads) == 3, what="three heads called")
     embedded.worker.join()
-    lanes = embedded.worker_parts.store.port(LaneStore)
+    timers = embedded.worker_parts.store.port(TimerStore)
     waiting = embedded.brain.store.port(SessionStore).get_process("acme", process.id)
     assert waiting.status is ProcessStatus.IDLE
-    assert len(lanes.due_timers(utcnow() + timedelta(seconds=61))) == 3
-    assert lanes.due_timers(utcnow()) == []
+    assert len(timers.due_timers(utcnow() + timedelta(seconds=61))) == 3
+    assert timers.due_timers(utcnow()) == []
     # What the beat does a minute later (Worker.sweep runs fire_timers with the clock's now).
-    assert fire_timers(lanes, embedded.worker_parts.waker,
+    assert fire_timers(timers, embedded.worker_parts.waker,
                        now=utcnow() + timedelta(seconds=61)) == 3
     process = _done(embedded, process)
     assert process.close_reason is CloseReason.DONE
@@ -277,15 +277,15 @@ def test_a_failing_synthesizer_is_retried_by_timer_then_fails_with_the_answers(e
     process = council.convene()
     wait_for(lambda: len(council.synth_inputs) == 1, what="the first synthesis")
     embedded.worker.join()
-    lanes = embedded.worker_parts.store.port(LaneStore)
+    timers = embedded.worker_parts.store.port(TimerStore)
     for attempt in (2, 3):
         waiting = embedded.brain.store.port(SessionStore).get_process("acme", process.id)
         assert waiting.status is ProcessStatus.IDLE
         assert waiting.engine_state["synthesisAttempts"] == attempt - 1
         later = utcnow() + timedelta(seconds=31)
-        assert [t.key for t in lanes.due_timers(later) if t.process_id == process.id] == [
+        assert [t.key for t in timers.due_timers(later) if t.process_id == process.id] == [
             "synthesize"]
-        fire_timers(lanes, embedded.worker_parts.waker, now=later)
+        fire_timers(timers, embedded.worker_parts.waker, now=later)
         wait_for(lambda n=attempt: len(council.synth_inputs) == n, what=f"attempt {attempt}")
         embedded.worker.join()
     process = _done(embedded, process)

@@ -21,12 +21,16 @@ from tests.store_contract.conftest import World
 from vancetope_brain import errors, runtime
 from vancetope_brain.config import Config
 from vancetope_brain.models import DeadLetter, Role, TurnCommit, TurnRecord, new_id, utcnow
+from vancetope_brain.models.settings import SettingScope
 from vancetope_brain.models.tool_health import HealthState, ToolHealth
+from vancetope_brain.models.usage import UsageKey, UsageRow
 from vancetope_brain.services import SYSTEM_USER
 from vancetope_brain.store import LaneStore, ToolHealthStore
 from vancetope_gateway.admin_api import PAGE_LIMIT_MAX
 from vancetope_gateway.app import create_app, http_status
 from vancetope_gateway.parts import Gateway, build_gateway
+
+TODAY = utcnow().date()
 
 
 @dataclass
@@ -73,7 +77,9 @@ def _tenant(gateway: Gateway, tenant_id: str) -> Tenant:
                         status_after=process.status)
     assert lanes.commit_turn(tenant_id, process.id, epoch, TurnCommit(
         status=process.status, record=record,
-        dead_letters={message.id: DeadLetter(reason="died", attempts=3)})) is not None
+        dead_letters={message.id: DeadLetter(reason="died", attempts=3)},
+        usage=[UsageRow(UsageKey(tenant_id, user, "default", session.id, model, TODAY),
+                        1000, 100, 2, 1) for model in ("m-big", "m-small")])) is not None
     gateway.store.port(ToolHealthStore).put_tool_health(
         ToolHealth(tenant_id=tenant_id, server="search", state=HealthState.DOWN),
         expected_revision=None)
@@ -152,11 +158,18 @@ def test_an_operator_of_one_tenant_finds_nothing_of_another(door: Door) -> None:
             ("GET", f"{base}/dead-letters", None),
             ("POST", f"{base}/dead-letters/{b.dead_letter}/requeue", None),
             ("GET", f"{base}/system-sessions", None),
+            ("GET", f"{base}/usage", None),
+            ("GET", f"{base}/quotas", None),
+            ("POST", f"{base}/quotas", {"key": "quota.tenant.tokensPerDay", "value": 1}),
             ("GET", f"/admin/audit?tenant={b.id}", None)):
         status, answer = door.call(method, path, a.operator, body)
         assert (status, answer["code"]) == (404, "not_found"), (method, path)
     # B's objects through A's own tenant are not there either.
     mine = f"/admin/tenants/{a.id}"
+    assert door.call("GET", f"{mine}/usage?user={b.user}", a.operator)[1]["rows"] == []
+    assert door.call("GET", f"{mine}/quotas?user={b.user}", a.operator)[0] == 404
+    assert door.call("POST", f"{mine}/quotas", a.operator, {
+        "key": "quota.user.tokensPerDay", "value": 1, "user": b.user})[0] == 404
     assert door.call("GET", f"{mine}/users/{b.user}/tokens", a.operator)[0] == 404
     assert door.call("POST", f"{mine}/tokens/{_token_id(door, b)}/revoke", a.operator)[0] == 404
     assert door.call("POST", f"{mine}/dead-letters/{b.dead_letter}/requeue",
@@ -281,3 +294,45 @@ def test_an_error_answers_with_its_nearest_ancestors_status(error: errors.Vancet
     """Every error class of ``errors.py`` has a status, from its own entry or its nearest
     ancestor's (``operator_only`` answered 500 when statuses were listed by code)."""
     assert http_status(error) == status
+
+
+def test_an_operator_reads_usage_and_sets_quotas_audited(door: Door) -> None:
+    a = door.a
+    base = f"/admin/tenants/{a.id}"
+    door.gateway.settings.set(a.id, SettingScope.tenant(), "llm.prices",
+                              {"m-big": {"in": 10.0, "out": 20.0}})
+    status, usage = door.call("GET", f"{base}/usage", a.operator)
+    assert status == 200 and usage["truncated"] is False
+    assert (usage["since"], usage["until"]) == (str(TODAY.replace(day=1)), str(TODAY))
+    assert [(r["day"], r["userId"], r["model"], r["tokensIn"], r["tokensOut"], r["cost"])
+            for r in usage["rows"]] == [
+        (str(TODAY), a.user, "m-big", 1000, 100, pytest.approx(0.012)),
+        (str(TODAY), a.user, "m-small", 1000, 100, 0.0)]
+    assert (usage["totals"]["tokensIn"], usage["totals"]["calls"]) == (2000, 4)
+    assert door.call("GET", f"{base}/usage?since=2020-01-01", a.operator)[1]["code"] == \
+        "invalid_input"
+    assert door.call("GET", f"{base}/usage?since={TODAY}&until={TODAY}&user=nobody",
+                     a.operator)[1]["rows"] == []
+
+    status, written = door.call("POST", f"{base}/quotas", a.operator,
+                                {"key": "quota.tenant.tokensPerDay", "value": 5000})
+    assert status == 200 and written["tenant"]["quota.tenant.tokensPerDay"] == 5000
+    status, written = door.call("POST", f"{base}/quotas", a.operator, {
+        "key": "quota.user.costPerMonth", "value": 2.5, "user": a.user})
+    assert status == 200 and written["user"]["quota.user.costPerMonth"] == 2.5
+    _, read = door.call("GET", f"{base}/quotas?user={a.user}", a.operator)
+    assert read["tenant"]["quota.tenant.tokensPerDay"] == 5000
+    assert read["user"] == {**{k: None for k in read["user"]}, "quota.user.costPerMonth": 2.5}
+    for bad in ({"key": "quota.tenant.tokensPerWeek", "value": 1},
+                {"key": "quota.tenant.tokensPerDay", "value": -1},
+                {"key": "quota.tenant.tokensPerDay", "value": 1, "user": a.user}):
+        assert door.call("POST", f"{base}/quotas", a.operator, bad)[1]["code"] == \
+            "invalid_input", bad
+    assert door.call("POST", f"{base}/quotas", a.operator,
+                     {"key": "quota.tenant.tokensPerDay", "value": None})[0] == 200
+    assert door.call("GET", f"{base}/quotas", a.operator)[1]["tenant"][
+        "quota.tenant.tokensPerDay"] is None
+    _, log = door.call("GET", "/admin/audit", a.operator)
+    assert [(r["action"], r["outcome"]) for r in log["records"]][:5] == [
+        ("quota.set", "ok"), ("quota.set", "invalid_input"), ("quota.set", "invalid_input"),
+        ("quota.set", "ok"), ("quota.set", "ok")]

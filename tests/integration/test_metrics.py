@@ -170,7 +170,14 @@ def test_metrics_move_by_the_right_amounts_over_50_turns(stack: Stack, tmp_path:
     done = [r for r in lines if r["logger"] == "celery.app.trace"
             and r["data"]["name"] in ("vancetope.lane_shard", "vancetope.lane_turn")]
     assert done and all(r["level"] == "INFO" for r in done)
-    # No label carries a tenant, user, session or process id.
+    # Tokens are counted by tenant and model when each turn commits (the echo model reports
+    # no usage: estimated from the characters), so every turn moved both directions.
+    for direction in ("in", "out"):
+        assert moved("vancetope_llm_tokens_total", tenant="acme", model="test-echo",
+                     direction=direction) >= TURNS
+    # No label carries a user, session or process id; the tenant only the tokens' counter.
     text = scrape(web.port, "scrape-me")[1] + scrape(metrics_port)[1]
-    for secret in ("acme", "ada", pid, created["session"]["id"]):
+    for secret in ("ada", pid, created["session"]["id"]):
         assert f'"{secret}"' not in text
+    assert [line for line in text.splitlines() if '"acme"' in line
+            and not line.startswith("vancetope_llm_tokens_total{")] == []

@@ -4,7 +4,7 @@ and a small data builder.
 ``storage`` is one storage location, parametrised over the backends: it opens
 backends on it (so a test can reopen it) and can write a raw field behind the
 ports' back. ``backend`` is the ``vancetope_brain.store.Backend`` under test;
-``identity``, ``audit``, ``sessions``, ``lanes``, ``event_outbox``, ``journal``, ``dead_letters``,
+``identity``, ``audit``, ``usage``, ``timers``, ``sessions``, ``lanes``, ``event_outbox``, ``journal``, ``dead_letters``,
 ``user_inbox``, ``deliveries``, ``recipes``, ``settings``, ``tool_health``, ``memory``,
 ``documents`` and ``vectors`` are its ports. ``world`` builds tenants,
 sessions, processes, messages, turn commits, user Inbox items and
@@ -72,8 +72,10 @@ from vancetope_brain.store import (
     RecipeStore,
     SessionStore,
     SettingStore,
+    TimerStore,
     ToolHealthStore,
     TransferStore,
+    UsageStore,
     UserInboxStore,
 )
 from vancetope_brain.store.mongo import MongoBackend
@@ -296,6 +298,16 @@ def identity(backend: Backend) -> IdentityStore:
 @pytest.fixture
 def audit(backend: Backend) -> AuditStore:
     return backend.port(AuditStore)
+
+
+@pytest.fixture
+def usage(backend: Backend) -> UsageStore:
+    return backend.port(UsageStore)
+
+
+@pytest.fixture
+def timers(backend: Backend) -> TimerStore:
+    return backend.port(TimerStore)
 
 
 @pytest.fixture

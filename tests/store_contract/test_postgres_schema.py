@@ -111,7 +111,7 @@ def test_each_open_makes_its_functions_beside_another_versions_and_calls_its_own
             == [("older",)]
         assert backend.read(f"SELECT {commit_turn.name}('ten_1', 'proc_missing', 1, '[]', "
                             "'idle', NULL, '{}', '{}', false, false, 'in_doubt', 'turn_1', "
-                            "'{}', '{}', '[]', 'chat-message', 0, '', '{}')") \
+                            "'{}', '{}', '[]', 'chat-message', 0, '', '{}', '[]')") \
             == [({"status": "missing"},)]
     finally:
         backend.close()

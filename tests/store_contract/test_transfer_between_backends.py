@@ -35,6 +35,7 @@ from vancetope_brain.models.memory import MemoryScope
 from vancetope_brain.models.recipe import Recipe
 from vancetope_brain.models.settings import SettingScope
 from vancetope_brain.models.tool_health import HealthState, ToolHealth
+from vancetope_brain.models.usage import UsageKey, UsageRow
 from vancetope_brain.store import (
     AuditStore,
     Backend,
@@ -48,6 +49,7 @@ from vancetope_brain.store import (
     SettingStore,
     ToolHealthStore,
     TransferStore,
+    UsageStore,
 )
 from vancetope_brain.store.postgres import PostgresBackend
 from vancetope_brain.store.sqlite import SqliteBackend
@@ -55,8 +57,10 @@ from vancetope_brain.store.transfer import KINDS
 
 Export = dict[str, list[dict[str, Any]]]
 PAGE = 3
-T_AUDIT = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
 """Records per page and per import call: small, so every kind spans several pages."""
+T_AUDIT = datetime(2026, 12, 4, 12, 0, tzinfo=UTC)
+DAY = T_AUDIT.date()
+"""The day of the usage rows the turns commit."""
 
 
 def use(backend: Backend) -> None:
@@ -116,7 +120,10 @@ def _conversation(backend: Backend, world: World, tenant_id: str) -> None:
         process, epoch, drained=[asked.id], timers=[timer],
         chat=[world.line(process, "What runs on Fridays?", role=ChatRole.USER,
                          source=asked.id),
-              world.line(process, "Deploys — und Grüße 日本 ✓")])) is not None
+              world.line(process, "Deploys — und Grüße 日本 ✓")],
+        usage=[UsageRow(UsageKey(tenant_id, "usr_1", "default", session.id, model, DAY),
+                        1200, 40 + n, 2, n) for n, model in enumerate(("gpt-ß", "m1"))]
+    )) is not None
     doomed = world.append(tenant_id, process.id, "crash me")
     epoch = world.lanes.acquire_epoch(tenant_id, process.id, [doomed.id]).epoch
     assert world.lanes.commit_turn(tenant_id, process.id, epoch, world.turn(
@@ -213,6 +220,7 @@ def _derived(backend: Backend) -> dict[str, Any]:
             for hit in backend.port(DocumentVectors).search_vectors(
                 tenant_id, ["default"], "embed-small", np.ones(4, dtype=np.float32), 10)]
         out[f"{tenant_id}/usage"] = documents.usage(tenant_id, "default")
+        out[f"{tenant_id}/llm usage"] = backend.port(UsageStore).read_usage(tenant_id, DAY, DAY)
         out[f"{tenant_id}/chat"] = [hit.model_dump() for hit in backend.port(
             SessionSearch).search_sessions(tenant_id, "usr_1", "fridays")]
     return out

@@ -27,6 +27,7 @@ from vancetope_brain.events.interrupts import owner as interrupt_owner
 from vancetope_brain.events.tokens import TokenCoalescer, TokenStream
 from vancetope_brain.knowledge.retrieval import Retriever
 from vancetope_brain.llm import ChatModel, LlmMessage, LlmResponse, TokenSink, ToolSpec, aio
+from vancetope_brain.llm.budget import CHARS_PER_TOKEN, estimate
 from vancetope_brain.models import (
     ChatMessage,
     ChatRole,
@@ -41,6 +42,7 @@ from vancetope_brain.models import (
     utcnow,
 )
 from vancetope_brain.models.knowledge import Chunk, Citation, KnowledgeDocument, SearchHit
+from vancetope_brain.models.usage import CallUsage, UsageSource
 from vancetope_brain.observability import metrics, tracing
 from vancetope_brain.settings import SettingsApi
 from vancetope_brain.store import JournalStore, LaneStore, SessionStore
@@ -107,6 +109,7 @@ class TurnState:
     stops: list[str] = field(default_factory=list)
     timers: list[Timer] = field(default_factory=list)
     dead_letters: dict[str, DeadLetter] = field(default_factory=dict)
+    usage: list[CallUsage] = field(default_factory=list)
 
 
 def _last_reset(lines: list[ChatMessage]) -> int | None:
@@ -209,6 +212,39 @@ class StreamingModel:
         finally:
             ctx._stream = None
             stream.flush()
+
+
+class CountedModel:
+    """Wraps the turn's model as engines see it: the tokens of each completion the turn gets
+    go into ``TurnState.usage``, committed with the turn. Outside the journal, so a
+    completion an earlier attempt made and this one replays counts here — only the attempt
+    that commits counts, so each completion counts once."""
+
+    def __init__(self, model: ChatModel, turn: TurnState) -> None:
+        self.name = model.name
+        self._model = model
+        self._turn = turn
+
+    def complete(self, messages: list[LlmMessage], *, tools: list[ToolSpec] | None = None,
+                 on_token: TokenSink | None = None) -> LlmResponse:
+        response = self._model.complete(messages, tools=tools, on_token=on_token)
+        self._turn.usage.append(call_usage(self.name, messages, tools, response))
+        return response
+
+
+def call_usage(model: str, messages: list[LlmMessage], tools: list[ToolSpec] | None,
+               response: LlmResponse) -> CallUsage:
+    """The tokens of one completion: as the endpoint reported them, else estimated from the
+    characters of the request and of the answer (its text and tool calls)."""
+    name = response.model or model
+    reported = response.usage
+    if "prompt_tokens" in reported or "completion_tokens" in reported:
+        return CallUsage(name, reported.get("prompt_tokens", 0),
+                         reported.get("completion_tokens", 0), UsageSource.PROVIDER)
+    answer = len(response.content) + sum(len(c.name) + len(c.arguments)
+                                         for c in response.tool_calls)
+    return CallUsage(name, estimate(messages, tools or []),
+                     (answer + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN, UsageSource.ESTIMATED)
 
 
 class FencedModel:
@@ -369,6 +405,8 @@ TIMER_COMMAND = "timer"
 """``ExternalCommand.command`` of a due timer's message; ``params`` is ``{"key": key}``."""
 MAX_TIMER_SECONDS = 7 * 24 * 3600
 """The longest a timer may run: a week."""
+RESERVED_TIMER_PREFIX = "vt."
+"""Timer keys the system arms for a process (a quota's: ``lanes/quota.py``)."""
 
 
 class TimersApi:
@@ -389,6 +427,8 @@ class TimersApi:
                              f"not {seconds}")
         if not key or len(key) > 200:
             raise ValueError("a timer key is 1 to 200 characters")
+        if key.startswith(RESERVED_TIMER_PREFIX):
+            raise ValueError(f"timer keys starting {RESERVED_TIMER_PREFIX!r} are the system's")
         s = self._ctx.scope
         timer = Timer(id=f"{s.process_id}:{key}", tenant_id=s.tenant_id,
                       process_id=s.process_id, key=key,
@@ -501,9 +541,9 @@ class ThinkEngineContext:
         self._stream: TokenStream | None = None  # while a completion streams, if coalescing
         # Streaming inside the journal: a completion whose tokens did not get out (Redis
         # failed) is not recorded, so the turn's next attempt asks the model again.
-        self._model = JournaledModel(StreamingModel(
+        self._model = CountedModel(JournaledModel(StreamingModel(
             FencedModel(model, lease_lost, self._exclude_input, process, interrupts), self),
-            self._journal)
+            self._journal), self.turn)
         self._settings = settings
         self._tools = ToolDispatcher(tool_pool, roles,
                                      sources=[ServerTools(self), *(tool_sources or [])],

@@ -162,6 +162,10 @@ class IdentityService:
         """Create a token for the user and return its secret (the only time it is visible)."""
         return self.create_token(tenant_id, user_id, label)[1]
 
+    def require_user(self, tenant_id: str, user_id: str) -> User:
+        """The user; ``NotFound`` if the tenant has none of that id."""
+        return self._store.get_user(tenant_id, user_id)
+
     def list_tokens(self, tenant_id: str, user_id: str) -> list[ApiToken]:
         """The user's tokens, revoked ones included (records hold hashes, never secrets)."""
         self.require_tenant(tenant_id)

@@ -20,7 +20,8 @@ from vancetope_brain.engines.context import (
     ThinkEngineContext,
     excerpt,
 )
-from vancetope_brain.errors import UserError
+from vancetope_brain.errors import QuotaExceeded, UserError
+from vancetope_brain.lanes.quota import QUOTA_TIMER, Overrun
 from vancetope_brain.models import (
     ChatRole,
     CloseReason,
@@ -28,6 +29,7 @@ from vancetope_brain.models import (
     InboxMessage,
     ProcessEvent,
     ProcessStatus,
+    Timer,
     UserChatInput,
     new_id,
 )
@@ -167,6 +169,31 @@ def interrupted_turn(context: ThinkEngineContext, said: str, *, call: LifecycleC
         meta["toolCalls"] = calls[-INTERRUPTED_CALLS:]
     context.chat().append(ChatRole.ASSISTANT, said, source=source, meta=meta)
     return fallback_status(call, process.status), back
+
+
+def over_quota(context: ThinkEngineContext, overrun: Overrun
+               ) -> tuple[ProcessStatus, CloseReason | None, str, int]:
+    """The turn would start over a quota: its engine does not run and nothing is drained;
+    the process is held PAUSED (``lastError`` ``quota_exceeded: …``) with a chat line
+    saying why and until when, a timer that wakes it when the period ends, and one Inbox
+    item for its user per quota and period (however many turns are refused). Returns
+    what the runner commits."""
+    process = context.process
+    text = overrun.text()
+    context.chat().append(ChatRole.EVENT, text, meta={
+        "code": QuotaExceeded.code, "quota": overrun.key, "until": overrun.until.isoformat()})
+    context.turn.timers.append(Timer(
+        id=f"{process.id}:{QUOTA_TIMER}", tenant_id=process.tenant_id, process_id=process.id,
+        key=QUOTA_TIMER, due_at=overrun.until))
+    try:
+        context.inbox().post(NewItem(
+            type=ItemType.OUTPUT_TEXT, title=f"LLM quota used up: {process.name} waits"[:200],
+            body=f"{text}\n\n(`{overrun.key}`, code `{QuotaExceeded.code}`.)",
+            payload={"format": "markdown"}, tags=("vancetope", "quota"),
+            idempotency_key=f"quota:{overrun.key}:{overrun.until:%Y-%m-%d}"))
+    except UserError as e:
+        log.warning("cannot tell the user of %s about its quota: %s", process.id, e)
+    return ProcessStatus.PAUSED, None, overrun.error, process.engine_failures
 
 
 def tell_user(context: ThinkEngineContext, title: str, body: str, case: str) -> None:

@@ -26,6 +26,7 @@ from vancetope_brain.events.interrupts import Interrupts
 from vancetope_brain.events.outbox import FLUSH_PAGE
 from vancetope_brain.lanes import faults
 from vancetope_brain.lanes.lease import TAKE_OVER_MARGIN, Lease, LeaseKeeper
+from vancetope_brain.lanes.quota import QuotaService, quota_held
 from vancetope_brain.lanes.waker import Lingering, Waker
 from vancetope_brain.models import (
     ChatRole,
@@ -52,6 +53,7 @@ from vancetope_brain.models.lifecycle import (
     TurnPlan,
     TurnState,
 )
+from vancetope_brain.models.usage import UsageKey, totals
 from vancetope_brain.observability import logs, metrics, tracing
 from vancetope_brain.store import LaneStore, SessionStore, UserInboxStore
 
@@ -94,7 +96,8 @@ class LaneRunner:
                  events: EventBus, outbox: EventOutbox, leases: LeaseKeeper, waker: Waker,
                  engines: EngineRegistry, contexts: ContextFactory, max_attempts: int = 3,
                  max_engine_failures: int = 3, linger: float = 0.0,
-                 worker_name: str | None = None, interrupts: Interrupts | None = None):
+                 worker_name: str | None = None, interrupts: Interrupts | None = None,
+                 quota: QuotaService | None = None):
         self._lanes = lanes
         self._processes = processes
         self._items = items
@@ -109,6 +112,7 @@ class LaneRunner:
         self._linger = linger
         self._interrupts = interrupts
         self._worker = worker_name or f"{socket.gethostname()}:{os.getpid()}"
+        self._quota = quota
 
     def drain(self, shard: int) -> list[TurnOutcome]:
         """The shard task: one round of ``shard``'s ready processes — a turn of each that
@@ -217,8 +221,20 @@ class LaneRunner:
         state = TurnState.of(current, unstarted=current.status is ProcessStatus.RUNNING and
                              self._unstarted(current))
         if lifecycle.holds(state):
-            return NoTurn.HELD
+            if not self._released(current):
+                return NoTurn.HELD
+            # A quota held it, and allows it now: it resumes as if its user asked.
+            state = TurnState.of(self._lanes.request_control(
+                current.tenant_id, current.id, LifecycleCall.RESUME.value,
+                allowed_from=frozenset({ProcessStatus.PAUSED})))
         return lifecycle.plan_turn(state, pending, max_attempts=self._max_attempts)
+
+    def _released(self, current: ThinkProcess) -> bool:
+        """Whether a quota holds ``current`` (``lanes/quota.py``) but no longer would:
+        one read of the settings and, if a quota is set, of the usage rows. Asked only of
+        a woken PAUSED process: its quota's timer fired or a quota was written."""
+        return self._quota is not None and quota_held(current) and \
+            current.pending_control is None and self._quota.over(current) is None
 
     def _turn(self, tenant_id: str, process_id: str,
               lease: Lease) -> tuple[TurnOutcome, ProcessStatus | None, bool, bool]:
@@ -323,7 +339,10 @@ class LaneRunner:
                             events=events,
                             journal_opened=context.journal_opened and not keep_journal,
                             dead_letters=turn.dead_letters, engine_failures=failures,
-                            uncounted_ids=[mid for mid in counted if mid not in read])
+                            uncounted_ids=[mid for mid in counted if mid not in read],
+                            usage=totals(UsageKey(tenant_id, process.user_id, process.project_id,
+                                                  process.session_id, "", started.date()),
+                                         turn.usage))
         written = None if lease.lost.is_set() else \
             self._lanes.commit_turn(tenant_id, process_id, process.epoch, commit)
         if written is None:
@@ -332,6 +351,7 @@ class LaneRunner:
             return TurnOutcome.FENCED, None, False, False
         metrics.TURN_SECONDS.labels(name).observe((utcnow() - started).total_seconds())
         metrics.DEAD_LETTERS.inc(len(commit.dead_letters))
+        metrics.tokens_committed(tenant_id, commit.usage)
         self._publish_committed(tenant_id, process_id, written.events)
         self._after_commit(process, commit, turn.stops, stopped=call is LifecycleCall.STOP)
         if call is LifecycleCall.PAUSE and status is ProcessStatus.PAUSED:
@@ -371,6 +391,9 @@ class LaneRunner:
             error = faults.stuck(context, None, process.turn_attempts, ProcessStatus.CLOSED)
             faults.answer(context, plan.pending, f"the process could not start ({error}).")
             return ProcessStatus.CLOSED, CloseReason.FAILED, error, process.engine_failures
+        if plan.mode is TurnMode.STEER and self._quota is not None and \
+                (overrun := self._quota.over(process, context.settings())) is not None:
+            return faults.over_quota(context, overrun)
         status, reason = self._call_engine(engine, process, context, plan)
         if plan.given_up:
             error = faults.stuck(context, plan.call, process.turn_attempts, status)

@@ -13,9 +13,10 @@ import redis
 from vancetope_brain import keys
 from vancetope_brain.engines.context import TIMER_COMMAND
 from vancetope_brain.lanes.lease import TAKE_OVER_MARGIN
+from vancetope_brain.lanes.quota import QUOTA_TIMER
 from vancetope_brain.lanes.waker import Waker
 from vancetope_brain.models import ExternalCommand, InboxMessage, new_id, utcnow
-from vancetope_brain.store import LaneStore
+from vancetope_brain.store import LaneStore, TimerStore
 
 TIMERS_PER_SWEEP = 500
 """Most timers one sweep delivers; the rest wait for the next sweep."""
@@ -56,15 +57,21 @@ def sweep(store: LaneStore, client: redis.Redis, waker: Waker, *, age: float,
     return woken
 
 
-def fire_timers(store: LaneStore, waker: Waker, now: datetime | None = None) -> int:
+def fire_timers(store: TimerStore, waker: Waker, now: datetime | None = None) -> int:
     """Deliver every timer due at ``now`` (default: now) as a ``timer`` ExternalCommand into
-    its process's inbox and wake the process. Returns how many were delivered.
+    its process's inbox and wake the process; a quota's timer (``QUOTA_TIMER``) only wakes
+    its process. Returns how many were delivered.
 
     Safe to run in several beats at once: a timer's message carries the idempotency key
     ``timer:<id>:<due ms>``, so a timer delivered twice lands once.
     """
     fired = 0
     for timer in store.due_timers(now or utcnow(), limit=TIMERS_PER_SWEEP):
+        if timer.key == QUOTA_TIMER:  # only a wake: the lane checks the quota again
+            if store.fire_timer(timer, None):
+                waker.wake(timer.tenant_id, timer.process_id)
+                fired += 1
+            continue
         due_ms = int(timer.due_at.timestamp() * 1000)
         message = InboxMessage(
             id=new_id("msg"), tenant_id=timer.tenant_id, target_process_id=timer.process_id,

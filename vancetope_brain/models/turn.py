@@ -12,6 +12,7 @@ from vancetope_brain.models.base import Document, utcnow
 from vancetope_brain.models.chat import ChatMessage
 from vancetope_brain.models.process import CloseReason, ProcessStatus, ThinkProcess
 from vancetope_brain.models.steer import DeadLetter, InboxMessage
+from vancetope_brain.models.usage import UsageRow
 
 
 class TurnRecord(Document):
@@ -113,6 +114,10 @@ class TurnCommit:
     engine_failures: int = 0
     """The process's ``engineFailures`` after this turn (0 after a turn whose engine
     succeeded)."""
+    usage: list[UsageRow] = field(default_factory=list)
+    """The tokens of the turn's completions, one row per model (``models/usage.py``): each
+    added to the stored totals of its key, in the same write, so a turn that never commits
+    counts nothing and one that does counts once."""
 
 
 @dataclass(frozen=True)

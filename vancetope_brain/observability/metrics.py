@@ -13,7 +13,10 @@
   of values (outcomes, lifecycle calls, statuses, channels) or one the operator configures
   (server-side and MCP tool names); client-side tools, whose names a client declares, all
   count as ``client``; model names (recipes and settings may name them) are capped at
-  ``MAX_MODEL_LABELS`` per process, the rest count as ``other``.
+  ``MAX_MODEL_LABELS`` per process, the rest count as ``other``. The one exception is
+  ``vancetope_llm_tokens_total``, which the issue asks for by tenant: its ``tenant`` label
+  takes at most ``MAX_TENANT_LABELS`` tenant ids per process, the rest count as ``other``
+  (the store's usage rows, ``UsageStore``, are the exact per-tenant figures).
 - **Cluster gauges** (queue depth, oldest pending message, open Inbox items) are read
   at scrape time from Redis and the store by ``ClusterCollector``, which only the gateway
   mounts: every gateway reports the same cluster-wide value (aggregate with ``max``).
@@ -52,6 +55,7 @@ from vancetope_brain.store import LaneStore, UserInboxStore
 
 if TYPE_CHECKING:
     from vancetope_brain.llm import LlmResponse
+    from vancetope_brain.models.usage import UsageRow
     from vancetope_brain.store import Backend
 
 log = logging.getLogger(__name__)
@@ -77,8 +81,9 @@ DEAD_LETTERS = Counter("vancetope_dead_letters", "Messages set aside after "
 LLM_SECONDS = Histogram("vancetope_llm_request_duration_seconds", "LLM requests (a replay "
                         "from the turn journal is not one), by model and result.",
                         ["model", "result"], buckets=_SECONDS)
-LLM_TOKENS = Counter("vancetope_llm_tokens", "Tokens the endpoint reported, by model and "
-                     "kind (prompt, completion).", ["model", "kind"])
+LLM_TOKENS = Counter("vancetope_llm_tokens", "Tokens of the completions of committed turns "
+                     "(reported by the endpoint, else estimated), by tenant, model and "
+                     "direction (in, out).", ["tenant", "model", "direction"])
 TOOL_CALLS = Counter("vancetope_tool_calls", "Tool calls by tool (client-side tools: "
                      "`client`) and result (success, error, timeout).", ["tool", "result"])
 OPEN_SOCKETS = Gauge("vancetope_open_websockets", "WebSocket connections open on this "
@@ -115,6 +120,12 @@ _models: set[str] = set()
 _models_lock = threading.Lock()
 
 
+MAX_TENANT_LABELS = 100
+"""Distinct ``tenant`` label values of ``vancetope_llm_tokens_total`` one process reports;
+later tenants count as ``other``."""
+_tenants: set[str] = set()
+
+
 def _model_label(model: str) -> str:
     with _models_lock:
         if model in _models or len(_models) < MAX_MODEL_LABELS:
@@ -123,18 +134,34 @@ def _model_label(model: str) -> str:
     return "other"
 
 
+def _tenant_label(tenant_id: str) -> str:
+    with _models_lock:
+        if tenant_id in _tenants or len(_tenants) < MAX_TENANT_LABELS:
+            _tenants.add(tenant_id)
+            return tenant_id
+    return "other"
+
+
+def tokens_committed(tenant_id: str, rows: Sequence[UsageRow]) -> None:
+    """Count the tokens a committed turn added to its usage rows."""
+    if not rows:
+        return
+    tenant = _tenant_label(tenant_id)
+    for row in rows:
+        model = _model_label(row.key.model)
+        LLM_TOKENS.labels(tenant, model, "in").inc(row.tokens_in)
+        LLM_TOKENS.labels(tenant, model, "out").inc(row.tokens_out)
+
+
 @contextlib.contextmanager
 def llm_request(model: str) -> Iterator[Callable[[LlmResponse], LlmResponse]]:
     """Times the LLM request in the block (result ``error`` unless the yielded function is
-    handed its response, whose reported token usage it counts)."""
+    handed its response; its tokens count when its turn commits, ``tokens_committed``)."""
     started, result, model = time.monotonic(), "error", _model_label(model)
 
     def finished(response: LlmResponse) -> LlmResponse:
         nonlocal result
         result = "success"
-        for kind in ("prompt", "completion"):
-            if tokens := response.usage.get(f"{kind}_tokens"):
-                LLM_TOKENS.labels(model, kind).inc(tokens)
         return response
 
     try:

@@ -12,6 +12,8 @@ the housekeeping beat and ``vancetope admin purge``).
 ``transfer`` moves a whole store into one file and from it into another store (``vancetope
 admin export`` / ``import``, over ``store.transfer.TransferStore``).
 
+``usage`` reads a user's LLM token usage and prices it (``UsageService``).
+
 ``audit`` appends every operator write to the audit log and pages it (``AuditLog``).
 
 ``documents`` adds documents, queues their ingestion and runs it on a worker

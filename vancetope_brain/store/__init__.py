@@ -28,12 +28,14 @@ from vancetope_brain.store.retention import RetentionStore
 from vancetope_brain.store.session_search import SessionSearch
 from vancetope_brain.store.sessions import SessionStore
 from vancetope_brain.store.settings import SettingStore
+from vancetope_brain.store.timers import TimerStore
 from vancetope_brain.store.tool_health import ToolHealthStore
 from vancetope_brain.store.transfer import TransferStore
+from vancetope_brain.store.usage import UsageStore
 from vancetope_brain.store.user_inbox import UserInboxStore
 from vancetope_brain.store.vectors import DocumentVectors
 
 __all__ = ["AuditStore", "Backend", "DeadLetterStore", "DeliveryStore", "DocumentStore", "DocumentVectors",
            "EventOutboxStore", "IdentityStore", "JournalStore", "LaneStore", "MemoryStore", "Port",
            "RecipeStore", "RetentionStore", "SessionSearch", "SessionStore", "SettingStore",
-           "ToolHealthStore", "TransferStore", "UserInboxStore", "open_store"]
+           "TimerStore", "ToolHealthStore", "TransferStore", "UsageStore", "UserInboxStore", "open_store"]

@@ -12,7 +12,6 @@ from vancetope_brain.models import (
     InboxMessage,
     ProcessStatus,
     ThinkProcess,
-    Timer,
     TurnCommit,
     TurnRecord,
     TurnStart,
@@ -127,20 +126,6 @@ class LaneStore(Port):
         written nothing, when the epoch moved on (fenced) or a listed message (or dead
         letter) was already drained. Chat lines whose (process, sourceMessageId, role)
         already exists are skipped and not returned.
-        """
-
-    @abstractmethod
-    def due_timers(self, now: datetime, limit: int = 100) -> list[Timer]:
-        """System query for the sweeper: timers due at ``now`` (``dueAt <= now``), earliest
-        first, at most ``limit``."""
-
-    @abstractmethod
-    def fire_timer(self, timer: Timer, message: InboxMessage) -> bool:
-        """Deliver a due timer: remove it and append ``message`` to its process's inbox (as
-        ``append_message`` does; ``message`` carries an idempotency key, so delivering twice
-        appends once). Nothing is appended when the process is CLOSED or gone. A timer
-        whose due time changed since ``timer`` was read (re-armed) is left alone. Returns
-        whether a new message was appended (the caller then wakes the process).
         """
 
     @abstractmethod

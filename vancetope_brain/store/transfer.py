@@ -108,6 +108,9 @@ KINDS: tuple[Kind, ...] = (
     _kind("knowledge_vector_generations", ("tenant_id", "project_id"),
           "tenant_id project_id generation:int"),
     _kind("audit_log", ("id",), "id tenant_id at_ms:int doc:json"),
+    _kind("llm_usage", ("tenant_id", "day", "session_id", "model", "user_id", "project_id"),
+          "tenant_id day session_id model user_id project_id tokens_in:int tokens_out:int "
+          "calls:int estimated_calls:int"),
 )
 """Every kind, in import order: a record's parents (its tenant, session, process, document)
 come before it."""

@@ -130,6 +130,7 @@ export interface Requests {
   "think-engines-list": ThinkEnginesListRequest;
   "thinkengines-list": ThinkenginesListRequest;
   "tool-result": ToolResultRequest;
+  usage: UsageRequest;
   "user-list": UserListRequest;
 }
 /**
@@ -704,6 +705,16 @@ export interface ToolResultRequest {
   toolCallId: string;
 }
 /**
+ * The caller's usage this month and, with ``sessionId`` (one of their sessions), in
+ * that session.
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "UsageRequest".
+ */
+export interface UsageRequest {
+  sessionId?: string | null;
+}
+/**
  * The users of the caller's tenant (another tenant's are never listed), oldest first:
  * ``id`` and ``name`` only. ``query``: those whose id or name contains it (any case);
  * ``cursor``: the ``nextCursor`` of the previous page.
@@ -772,6 +783,7 @@ export interface Replies {
   "think-engines-list": ThinkEnginesListReply;
   "thinkengines-list": ThinkenginesListReply;
   "tool-result": ToolResultReply;
+  usage: UsageReply;
   "user-list": UserListReply;
 }
 /**
@@ -1403,6 +1415,48 @@ export interface ThinkenginesListReply {
  */
 export interface ToolResultReply {
   late?: boolean;
+}
+/**
+ * Reply to ``usage``: ``month`` (``YYYY-MM``, UTC) and the caller's totals in it in
+ * every session, and in the session asked about (null when none was). Only committed
+ * turns count: a turn still running shows once it commits.
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "UsageReply".
+ */
+export interface UsageReply {
+  month: string;
+  session: UsageTotals | null;
+  thisMonth: UsageTotals;
+}
+/**
+ * Totals over ``models``.
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "UsageTotals".
+ */
+export interface UsageTotals {
+  calls: number;
+  cost: number | null;
+  models: ModelUsage[];
+  tokensIn: number;
+  tokensOut: number;
+}
+/**
+ * One model's tokens in (the input) and out (the answer), its calls and how many of
+ * them the endpoint reported no usage for (counted from the characters: ``estimatedCalls``);
+ * ``cost`` by the tenant's ``llm.prices`` (per 1M tokens), null when it has none.
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "ModelUsage".
+ */
+export interface ModelUsage {
+  calls: number;
+  cost: number | null;
+  estimatedCalls: number;
+  model: string;
+  tokensIn: number;
+  tokensOut: number;
 }
 /**
  * Reply to ``user-list``: a page of the tenant's users; ``nextCursor`` when more

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import timedelta
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from vancetope_brain.models import (
     ExternalCommand,
@@ -19,7 +19,7 @@ from vancetope_brain.models import (
     new_id,
     utcnow,
 )
-from vancetope_brain.store import LaneStore
+from vancetope_brain.store import LaneStore, Port, TimerStore
 
 if TYPE_CHECKING:
     from tests.store_contract.conftest import Storage, World
@@ -29,10 +29,12 @@ WRITERS = 8
 
 
 
-def _race(storage: Storage, work: Callable[[LaneStore, int], T], n: int = WRITERS) -> list[T]:
-    """``work(lanes, i)`` for i in 0..n-1, each in a thread of its own on a backend of its own,
-    released together; their results in order (a thread's exception is raised here)."""
-    stores = [storage.open_backend().port(LaneStore) for _ in range(n)]
+def _race(storage: Storage, work: Callable[[Any, int], T], n: int = WRITERS,
+          port: type[Port] = LaneStore) -> list[T]:
+    """``work(store, i)`` for i in 0..n-1, each in a thread of its own on a backend of its
+    own (``store``: its ``port``, the lanes by default), released together; their results in
+    order (a thread's exception is raised here)."""
+    stores = [storage.open_backend().port(port) for _ in range(n)]
     start = threading.Barrier(n)
 
     def run(i: int) -> T:
@@ -136,20 +138,20 @@ def test_a_timer_fired_by_several_sweepers_at_once_appends_once(storage: Storage
                              world.turn(process, epoch, timers=[timer])) is not None
 
     # On SQL stores, no idempotency key: only the timer's removal keeps the delivery single.
-    # MongoDB's documented gap (mongo/lanes.py): fire_timer appends, then deletes the timer,
+    # MongoDB's documented gap (mongo/timers.py): fire_timer appends, then deletes the timer,
     # and only "the repeated key makes that append a no-op" — so there the message carries
     # the key the port requires and the sweeper gives it (``timer:<id>:<due ms>``).
     key = f"timer:{timer.id}:{int(timer.due_at.timestamp() * 1000)}" \
         if storage.name.startswith("mongo") else None
 
-    def fire(store: LaneStore, i: int) -> bool:
+    def fire(store: TimerStore, i: int) -> bool:
         return store.fire_timer(timer, InboxMessage(
             id=new_id("msg"), tenant_id="ten_1", target_process_id=process.id,
             idempotency_key=key, message=ExternalCommand(command="timer", params={"sweeper": i})))
 
-    assert sorted(_race(storage, fire)) == [False] * (WRITERS - 1) + [True]
+    assert sorted(_race(storage, fire, port=TimerStore)) == [False] * (WRITERS - 1) + [True]
     assert len(lanes.pending_messages("ten_1", process.id)) == 1
-    assert lanes.due_timers(utcnow() + timedelta(days=1)) == []
+    assert storage.open_backend().port(TimerStore).due_timers(utcnow() + timedelta(days=1)) == []
 
 
 def test_processes_sending_each_other_messages_at_once_all_commit(storage: Storage,

@@ -34,6 +34,7 @@ from vancetope_brain.store import (
     RetentionStore,
     SessionStore,
     SettingStore,
+    TimerStore,
     UserInboxStore,
 )
 from vancetope_brain.store.retention import SESSION_KINDS, Due
@@ -106,7 +107,8 @@ def _whole(sessions: SessionStore, lanes: LaneStore, session: Session,
 
 def test_a_closed_session_past_the_cutoff_goes_whole_and_nothing_else(
         retention: RetentionStore, sessions: SessionStore, lanes: LaneStore,
-        event_outbox: EventOutboxStore, user_inbox: UserInboxStore, world: World) -> None:
+        event_outbox: EventOutboxStore, user_inbox: UserInboxStore, timers: TimerStore,
+        world: World) -> None:
     old, old_processes = _session(world, processes=2)
     answered, answered_processes = _session(world)
     item = world.add_item(T, origin_process_id=answered_processes[0].id,
@@ -147,8 +149,8 @@ def test_a_closed_session_past_the_cutoff_goes_whole_and_nothing_else(
     assert _gone(sessions, lanes, answered, answered_processes)
     for process in old_processes + answered_processes:
         assert event_outbox.pending_events(T, process.id) == []
-    assert [t.process_id for t in lanes.due_timers(utcnow() + timedelta(days=500),
-                                                   limit=100)
+    assert [t.process_id for t in timers.due_timers(
+                utcnow() + timedelta(days=500), limit=100)
             if t.process_id in {p.id for p in old_processes}] == []
     # The answered ask stays (audit), pointing at a session that is gone.
     assert user_inbox.get_inbox_item(T, item.id).status is ItemStatus.ANSWERED

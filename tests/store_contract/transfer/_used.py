@@ -4,7 +4,7 @@ exported page by page, and imported kind by kind as ``vancetope admin import`` d
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import date, timedelta
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -27,6 +27,7 @@ from vancetope_brain.models.memory import MemoryScope, ScopeRef
 from vancetope_brain.models.recipe import Recipe
 from vancetope_brain.models.settings import SettingScope
 from vancetope_brain.models.tool_health import HealthState, ToolHealth
+from vancetope_brain.models.usage import UsageKey, UsageRow
 from vancetope_brain.store import (
     AuditStore,
     Backend,
@@ -43,8 +44,10 @@ from vancetope_brain.store import (
     SessionSearch,
     SessionStore,
     SettingStore,
+    TimerStore,
     ToolHealthStore,
     TransferStore,
+    UsageStore,
     UserInboxStore,
 )
 from vancetope_brain.store.sessions import every_session
@@ -55,6 +58,7 @@ if TYPE_CHECKING:
 
 MODEL = "embed-small"
 FAR = utcnow().replace(year=utcnow().year + 1)
+DAY = date(2026, 12, 4)
 """Past every timer ``build`` sets."""
 NOT_EVERYWHERE = frozenset({"knowledge_vector_generations"})
 """Kinds a used store may hold no record of: a vector generation stamps a SQL store's
@@ -150,7 +154,9 @@ def _conversation(world: World, used: Used, tenant: str, text: str) -> None:
             chat=[world.line(process, line, role=role, source=asked.id)],
             events=[TurnEvent("status-changed", {"from": "RUNNING", "to": "IDLE"})],
             timers=[Timer(id=f"{process.id}:wake{n}", tenant_id=tenant, process_id=process.id,
-                          key=f"wake{n}", due_at=utcnow() + timedelta(hours=n))]))
+                          key=f"wake{n}", due_at=utcnow() + timedelta(hours=n))],
+            usage=[UsageRow(UsageKey(tenant, "usr_1", "default", session.id, model, DAY),
+                            100 * n, 10 * n, n, n - 1) for model in ("m1", "m2")]))
     used.processes[tenant].insert(0, process.id)
 
 
@@ -269,7 +275,8 @@ def seen(b: Backend, used: Used) -> dict[str, Any]:
         t["deliveries"] = b.port(DeliveryStore).list_deliveries(tenant)
         t["tool health"] = b.port(ToolHealthStore).list_tool_health(tenant)
         t["audit"] = b.port(AuditStore).list_audit(tenant)
-    shown["timers"] = b.port(LaneStore).due_timers(FAR, limit=1000)
+        t["usage"] = b.port(UsageStore).read_usage(tenant, DAY, DAY)
+    shown["timers"] = b.port(TimerStore).due_timers(FAR, limit=1000)
     shown["tokens by hash"] = [b.port(IdentityStore).token_by_hash(h) for h in used.token_hashes]
     return shown
 

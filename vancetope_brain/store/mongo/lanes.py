@@ -36,8 +36,9 @@ call once a newer epoch took over; (2c) clear the turn journal (``journal.clear`
 if the turn read it or the process closes; (3) insert the chat lines, ignoring
 duplicate keys; (4) mark the messages drained (filter ``drainedAt: None``), each dead
 letter with its mark, and uncount the messages left pending; (5) insert the turn
-record. The turn's events go into the event outbox (``event_outbox.enqueue_in``)
-right after (3); spawned processes (``insert_process``) and outbox messages
+record, then (unless it was stored already) add the turn's token usage
+(``usage.add_usage``). The turn's events go into the event outbox
+(``event_outbox.enqueue_in``) right after (3); spawned processes (``insert_process``) and outbox messages
 (``append_in``) follow, before (4); a retried commit
 of the same turn skips the processes that exist and, for keyed messages,
 the messages already appended. A crash after (2) leaves the new status with
@@ -52,7 +53,7 @@ its own commit then fails at (1) or its lines are deduplicated at (3).
 Skipped lines may leave gaps in chat seqs. Timers are upserted by id with the
 outbox (a retry rewrites the same due time).
 
-``fire_timer`` appends the keyed message, then deletes the timer if its due
+``fire_timer`` (``timers.py``, the ``TimerStore``) appends the keyed message, then deletes the timer if its due
 time is unchanged; a crash between the two fires it again, and the repeated
 key makes that append a no-op.
 """
@@ -75,7 +76,6 @@ from vancetope_brain.models import (
     InboxMessage,
     ProcessStatus,
     ThinkProcess,
-    Timer,
     TurnCommit,
     TurnRecord,
     TurnStart,
@@ -89,6 +89,7 @@ from vancetope_brain.store.mongo._codec import STRING, from_bson, naive_utc, to_
 from vancetope_brain.store.mongo.event_outbox import enqueue_in
 from vancetope_brain.store.mongo.journal import clear as clear_journal
 from vancetope_brain.store.mongo.sessions import PROCESSES, insert_process, process_exists
+from vancetope_brain.store.mongo.usage import add_usage
 
 MESSAGES = "engine_messages"
 _DUPLICATE_KEY = 11000
@@ -397,8 +398,12 @@ class MongoLanes(MongoAdapter, LaneStore):
                  "$unset": {"drainClaim": ""}})
         record = commit.record.model_copy(
             update={"tenant_id": tenant_id, "process_id": process_id, "epoch": epoch})
-        with contextlib.suppress(DuplicateKeyError):  # a retried commit of the same turn
+        try:
             self._turns.insert_one(to_bson(record))
+        except DuplicateKeyError:  # a retried commit of the same turn: its usage is added
+            pass
+        else:
+            add_usage(self.db.database, commit.usage)
         return Committed(written, events)
 
     def _require_process(self, tenant_id: str, process_id: str) -> None:
@@ -430,26 +435,6 @@ class MongoLanes(MongoAdapter, LaneStore):
             seen.add(key)
             lines.append(line)
         return lines, stored
-
-    @translated
-    def due_timers(self, now: datetime, limit: int = 100) -> list[Timer]:
-        if limit <= 0:
-            return []
-        cursor = self._timers.find({"dueAt": {"$lte": naive_utc(now)}}).sort(
-            "dueAt", ASCENDING).limit(limit)
-        return [from_bson(Timer, raw) for raw in cursor]
-
-    @translated
-    def fire_timer(self, timer: Timer, message: InboxMessage) -> bool:
-        mine = {"_id": timer.id, "dueAt": naive_utc(timer.due_at)}
-        if self._timers.find_one(mine, projection={"_id": True}) is None:
-            return False
-        process = self._processes.find_one(
-            {"_id": timer.process_id, "tenantId": timer.tenant_id}, projection={"status": True})
-        created = process is not None and process["status"] != ProcessStatus.CLOSED.value \
-            and append_in(self.db.database, message)[1]
-        self._timers.delete_one(mine)
-        return created
 
     @translated
     def chat_history(

@@ -39,6 +39,7 @@ chunk's ``terms``. Kinds without a collection of their own:
   served only once every kind is in (a parked record is invisible to the other ports).
 - ``recipes``: the collections ``recipes``, ``strategies`` and ``templates``, one per
   ``kind``, merged in key order.
+- ``llm_usage``: the usage collection (``usage.py``), whose ``_id`` is the kind's key.
 
 Order. Key-ordered kinds come in their key's order (string ``_id`` or key fields, compared
 as MongoDB compares strings: by bytes). Insertion-ordered kinds come in the MongoDB
@@ -111,6 +112,7 @@ from vancetope_brain.store.mongo import MongoAdapter, MongoBackend
 from vancetope_brain.store.mongo._codec import from_bson, naive_utc, translated
 from vancetope_brain.store.mongo.lanes import MESSAGES
 from vancetope_brain.store.mongo.sessions import PROCESSES
+from vancetope_brain.store.mongo.usage import KEY_FIELDS, USAGE, usage_id
 from vancetope_brain.store.sql import from_ms, iso, to_ms
 from vancetope_brain.store.transfer import (
     KIND_BY_NAME,
@@ -465,6 +467,7 @@ class MongoTransfer(MongoAdapter, TransferStore):
             "knowledge_chunks": (self._export_chunks, self._import_chunks),
             "knowledge_vectors": (self._export_vectors, self._import_vectors),
             _GENERATIONS: (self._export_generations, self._import_generations),
+            USAGE: (self._export_usage, self._import_usage),
         }
 
     @translated
@@ -505,7 +508,8 @@ class MongoTransfer(MongoAdapter, TransferStore):
     @translated
     def is_empty(self) -> bool:
         collections = {plain.collection for plain in _PLAIN.values()} | {
-            kind.COLLECTION for kind in _DEFINITIONS.values()} | {_CHUNKS, _GENERATIONS, _PARKED}
+            kind.COLLECTION for kind in _DEFINITIONS.values()} | {_CHUNKS, _GENERATIONS, _PARKED,
+                                                                  USAGE}
         return all(self._database[name].find_one({}, {"_id": True}) is None
                    for name in sorted(collections))
 
@@ -751,5 +755,28 @@ class MongoTransfer(MongoAdapter, TransferStore):
                  "generation": r["generation"]} for r in records]
         return len(_insert_new(self._database[_GENERATIONS], docs))
 
+    # -- token usage ----------------------------------------------------------------------
+
+    def _export_usage(self, after: str | None, limit: int) -> tuple[list[Raw], str | None]:
+        rows, cursor = _page(self._database[USAGE], {},
+                             tuple((f"_id.{name}", False) for name in KEY_FIELDS), after, limit)
+        return [_record(USAGE, {
+            "tenant_id": raw["tenantId"], "day": raw["day"], "session_id": raw["sessionId"],
+            "model": raw["model"], "user_id": raw["userId"], "project_id": raw["projectId"],
+            "tokens_in": raw["tokensIn"], "tokens_out": raw["tokensOut"],
+            "calls": raw["calls"], "estimated_calls": raw["estimatedCalls"]})
+            for raw in rows], cursor
+
+    def _import_usage(self, records: list[Raw]) -> int:
+        docs = []
+        for r in records:
+            key = usage_id(r["tenant_id"], r["day"], r["session_id"], r["model"],
+                           r["user_id"], r["project_id"])
+            docs.append({"_id": key, **key, "tokensIn": r["tokens_in"],
+                         "tokensOut": r["tokens_out"], "calls": r["calls"],
+                         "estimatedCalls": r["estimated_calls"]})
+        return len(_insert_new(self._database[USAGE], docs))
+
+
 assert set(_PLAIN) | {"recipes", "lanes", "knowledge_chunks", "knowledge_vectors",
-                      _GENERATIONS} == {kind.name for kind in KINDS}
+                      _GENERATIONS, USAGE} == {kind.name for kind in KINDS}

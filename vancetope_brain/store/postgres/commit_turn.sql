@@ -15,6 +15,9 @@
 -- document as data) comes first, the others after, numbered in that order.
 -- p_drained: the messages the turn drained, each once; fewer of them still undrained than
 -- listed means another turn got there first: nothing is written.
+-- p_usage: the turn's token usage rows as [{"t" tenant, "d" day, "s" session, "m" model,
+-- "u" user, "p" project, "i" tokens in, "o" tokens out, "c" calls, "e" estimated calls}],
+-- added to the totals of llm_usage (the statement of usage.py's _ADD, word for word).
 --
 -- Returns {"status": "missing" | "fenced"} having written nothing, or {"status": "ok",
 -- "lines": [the written lines' documents, in seq order], "events": [the events' documents]}.
@@ -23,7 +26,7 @@ CREATE OR REPLACE FUNCTION vt_commit_turn(
     p_control_handled text, p_outcome jsonb, p_uncounted text[], p_clear_journal boolean,
     p_in_doubt boolean, p_in_doubt_state text, p_turn_id text, p_turn_doc jsonb,
     p_event jsonb, p_events jsonb, p_chat_type text, p_created_ms bigint, p_now text,
-    p_drained text[]) RETURNS jsonb
+    p_drained text[], p_usage jsonb) RETURNS jsonb
 LANGUAGE plpgsql AS $$
 DECLARE
     v_epoch bigint;
@@ -96,6 +99,17 @@ BEGIN
     END IF;
     INSERT INTO turns (id, tenant_id, process_id, epoch, doc)
     VALUES (p_turn_id, p_tenant, p_process, p_epoch, p_turn_doc);
+    IF jsonb_array_length(p_usage) > 0 THEN
+        INSERT INTO llm_usage AS cur (tenant_id, day, session_id, model, user_id, project_id,
+               tokens_in, tokens_out, calls, estimated_calls)
+        SELECT t, d, s, m, u, p, i, o, c, e FROM jsonb_to_recordset(p_usage) AS x(t text,
+               d text, s text, m text, u text, p text, i bigint, o bigint, c bigint, e bigint)
+            ON CONFLICT (tenant_id, day, session_id, model, user_id, project_id) DO UPDATE SET
+               tokens_in = cur.tokens_in + excluded.tokens_in,
+               tokens_out = cur.tokens_out + excluded.tokens_out,
+               calls = cur.calls + excluded.calls,
+               estimated_calls = cur.estimated_calls + excluded.estimated_calls;
+    END IF;
     v_written := jsonb_array_length(v_lines);
     IF v_written > 0 OR jsonb_array_length(p_events) > 0 THEN
         WITH ev AS (

@@ -24,7 +24,8 @@ number: checked under the lock, with ``ON CONFLICT DO NOTHING`` behind it), spaw
 processes (``insert_process_in``), appends outbox messages (``append_in``), marks dead
 letters and upserts timers, then writes the lane, the process's outcome, the counts
 given back, the journal's clearing (``journal.clear_statement``), the turn record, its
-events (``event_outbox.enqueue_statement``) and the drain in one statement
+events (``event_outbox.enqueue_statement``), its token usage (``usage.add_statement``) and
+the drain in one statement
 (``_db.run_together``: they touch disjoint rows); the drain is its last part, a
 conditional ``UPDATE`` whose row count the cursor reports: fewer rows than ids means
 another turn got there first. All in that one transaction; being fenced raises inside
@@ -37,7 +38,7 @@ from the lines it wrote: a function's statements each read a snapshot taken when
 start, so after the lock they see every write committed before it, as the
 transaction's statements do.
 
-``fire_timer`` locks the timer's lane, then deletes the timer by (id, due time): of
+``fire_timer`` (``timers.py``, the ``TimerStore``) locks the timer's lane, then deletes the timer by (id, due time): of
 two sweepers firing one timer at once, the second finds it gone and appends nothing.
 A transaction that locks a lane and a timer locks the lane first (``commit_turn`` too).
 """
@@ -59,7 +60,6 @@ from vancetope_brain.models import (
     ProcessStatus,
     StepState,
     ThinkProcess,
-    Timer,
     TurnCommit,
     TurnRecord,
     TurnStart,
@@ -87,6 +87,8 @@ from vancetope_brain.store.postgres.sessions import (
     load_process,
     process_row_in,
 )
+from vancetope_brain.store.postgres.usage import add_statement as add_usage_statement
+from vancetope_brain.store.postgres.usage import usage_json
 from vancetope_brain.store.sql import iso, to_ms
 
 _COMMIT_TURN = function("commit_turn").name
@@ -275,7 +277,8 @@ def _commit_in(conn: psycopg.Connection[Any], tenant_id: str, process_id: str, e
     drained = list(dict.fromkeys(commit.drained_ids))
     writes = [*_turn_writes(tenant_id, process_id, epoch, commit, drained,
                             written[-1].seq if written else chat_seq, iso(now)),
-              *([enqueue_statement(events)] if events else [])]
+              *([enqueue_statement(events)] if events else []),
+              *([add_usage_statement(commit.usage)] if commit.usage else [])]
     # The conditional update is the "still undrained" check: fewer rows than ids means
     # another turn got there first (or a foreign id). It is the last statement, whose
     # row count the cursor reports.
@@ -516,37 +519,20 @@ class PostgresLanes(PostgresAdapter, LaneStore):
                             epoch=epoch, index=0, type="", created_at=now)
         (result,) = self.db.read(
             f"SELECT {_COMMIT_TURN}(%s, %s, %s::bigint, %s, %s, %s::text, %s, %s::text[], "
-            "%s, %s, %s, %s, %s, %s, %s, %s, %s::bigint, %s, %s::text[])",
+            "%s, %s, %s, %s, %s, %s, %s, %s, %s::bigint, %s, %s::text[], %s)",
             (tenant_id, process_id, epoch, _lines_json(tenant_id, process_id, commit.chat),
              commit.status.value, commit.control_handled, doc_json(outcome),
              [mid for mid in dict.fromkeys(commit.uncounted_ids) if mid not in read],
              closed or commit.journal_opened, closed, StepState.IN_DOUBT.value, record.id,
              doc_json(record), doc_json(event),
              doc_json([{"type": e.type, "data": e.data} for e in commit.events]),
-             CHAT_MESSAGE, to_ms(now), iso(now), drained))[0]
+             CHAT_MESSAGE, to_ms(now), iso(now), drained, usage_json(commit.usage)))[0]
         if result["status"] == "missing":
             raise NotFound(f"process {process_id} not found")
         if result["status"] != "ok":
             return None
         return Committed(load_all(ChatMessage, ((doc,) for doc in result["lines"])),
                          load_all(OutboxEvent, ((doc,) for doc in result["events"])))
-
-    def due_timers(self, now: datetime, limit: int = 100) -> list[Timer]:
-        return load_all(Timer, self.db.read(
-            "SELECT doc FROM timers WHERE due_ms <= %s ORDER BY due_ms LIMIT %s",
-            (to_ms(now), limit)))
-
-    def fire_timer(self, timer: Timer, message: InboxMessage) -> bool:
-        with self.db.write() as conn:
-            # The lane first (as commit_turn, which upserts timers under it), then the timer.
-            lane = conn.execute(
-                "SELECT status FROM lanes WHERE process_id = %s AND tenant_id = %s FOR UPDATE",
-                (timer.process_id, timer.tenant_id)).fetchone()
-            deleted = conn.execute("DELETE FROM timers WHERE id = %s AND due_ms = %s",
-                                   (timer.id, to_ms(timer.due_at))).rowcount
-            if not deleted or lane is None or lane[0] == ProcessStatus.CLOSED.value:
-                return False
-            return append_in(conn, message)[1]
 
     def chat_history(
         self, tenant_id: str, process_id: str, *, before_seq: int | None = None, limit: int = 100

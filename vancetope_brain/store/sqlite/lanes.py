@@ -7,8 +7,8 @@ file's single write lock up front, so ``acquire_epoch``, ``request_control``,
 processes. ``commit_turn`` checks the epoch, drains, numbers chat lines,
 spawns processes (``insert_process_in``), appends outbox messages
 (``append_in``), records the turn, enqueues its events (the event outbox's
-``enqueue_in``) and clears the turn journal (``journal.clear_in``) in that one
-transaction; being fenced
+``enqueue_in``), adds its token usage (``usage.add_usage_in``) and clears the turn
+journal (``journal.clear_in``) in that one transaction; being fenced
 raises inside it, which rolls everything back. ``append_in`` is also how the
 user Inbox's ``save_inbox_item`` appends its message in its own transaction.
 Sequence numbers: ``lanes.next_seq`` / ``next_chat_seq`` are read and bumped
@@ -31,7 +31,6 @@ from vancetope_brain.models import (
     InboxMessage,
     ProcessStatus,
     ThinkProcess,
-    Timer,
     TurnCommit,
     TurnRecord,
     TurnStart,
@@ -51,6 +50,7 @@ from vancetope_brain.store.sqlite.sessions import (
     load_process,
     process_row_in,
 )
+from vancetope_brain.store.sqlite.usage import add_usage_in
 
 _TABLES = """
 -- (Columns added by a migration must be added in _MIGRATIONS too.)
@@ -246,6 +246,8 @@ def _commit_in(conn: sqlite3.Connection, tenant_id: str, process_id: str, epoch:
         "INSERT INTO turns (id, tenant_id, process_id, epoch, doc) VALUES (?, ?, ?, ?, ?)",
         (record.id, tenant_id, process_id, record.epoch, record.model_dump_json(by_alias=True)),
     )
+    if commit.usage:
+        add_usage_in(conn, commit.usage)
     events = []
     if written or commit.events:
         events = turn_events(tenant_id, session_id, process_id, epoch, written, commit.events)
@@ -346,21 +348,6 @@ class SqliteLanes(SqliteAdapter, LaneStore):
                 return _commit_in(conn, tenant_id, process_id, epoch, commit)
         except Fenced:
             return None
-
-    def due_timers(self, now: datetime, limit: int = 100) -> list[Timer]:
-        return load_all(Timer, self.db.read(
-            "SELECT doc FROM timers WHERE due_ms <= ? ORDER BY due_ms LIMIT ?",
-            (to_ms(now), limit)))
-
-    def fire_timer(self, timer: Timer, message: InboxMessage) -> bool:
-        with self.db.write() as conn:
-            deleted = conn.execute("DELETE FROM timers WHERE id = ? AND due_ms = ?",
-                                   (timer.id, to_ms(timer.due_at))).rowcount
-            lane = conn.execute("SELECT status FROM lanes WHERE process_id = ? AND tenant_id = ?",
-                                (timer.process_id, timer.tenant_id)).fetchone()
-            if not deleted or lane is None or lane[0] == ProcessStatus.CLOSED.value:
-                return False
-            return append_in(conn, message)[1]
 
     def chat_history(
         self, tenant_id: str, process_id: str, *, before_seq: int | None = None, limit: int = 100
