@@ -48,6 +48,7 @@ from vancetope_brain.store import (
     DeadLetterStore,
     DeliveryStore,
     IdentityStore,
+    InspectorStore,
     LaneStore,
     RecipeStore,
     RetentionStore,
@@ -187,6 +188,8 @@ class Administration:
     """Every record, out and in: ``vancetope admin export`` / ``import``."""
     audit: AuditLog
     """Where each write command is recorded, and ``vancetope admin audit list`` reads."""
+    inspections: InspectorStore
+    """The inspector's turn records: ``vancetope admin inspect``."""
 
     @classmethod
     def open(cls, config: Config) -> Administration:
@@ -212,7 +215,7 @@ class Administration:
                    DocumentService.on(store, config.attachments_dir, events, index_now),
                    RetentionService(store.port(RetentionStore), store.port(IdentityStore),
                                     settings),
-                   store.port(TransferStore), AuditLog.on(store))
+                   store.port(TransferStore), AuditLog.on(store), store.port(InspectorStore))
 
     def close(self) -> None:
         self.store.close()

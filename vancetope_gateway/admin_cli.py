@@ -343,7 +343,7 @@ def _purge(admin: Administration, args: argparse.Namespace) -> None:
         run = admin.retention.purge(now, args.tenant, progress=progress)
         for kind, count in run.items():
             total[kind] += count
-        if not run["sessions"] and not run["deliveries"] and not run["audit"]:
+        if not any(run[kind] for kind in ("sessions", "deliveries", "audit", "inspections")):
             break
     _table(("KIND", "DELETED"), [(kind, str(total[kind])) for kind in KINDS])
 

@@ -39,7 +39,8 @@ from vancetope_brain.store.retention import SESSION_KINDS, Due, RetentionStore
 MAX_SCANNED = 2000
 """The most candidate sessions one ``purge_closed_sessions`` reads."""
 _PAGE = 100
-_OWNED_KINDS = dict(zip(PROCESS_OWNED, ("chat", "turns", "timers", "journal", "event_outbox"),
+_OWNED_KINDS = dict(zip(PROCESS_OWNED, ("chat", "turns", "timers", "journal", "event_outbox",
+                                        "turn_inspections"),
                         strict=True))
 """The kind of ``SESSION_KINDS`` each collection a process owns holds."""
 
@@ -53,6 +54,7 @@ class MongoRetention(MongoAdapter, RetentionStore):
         self._items = database["inbox_items"]
         self._deliveries = database["notification_deliveries"]
         self._audit = database["audit_log"]
+        self._inspections = database["turn_inspections"]
         self._sessions.create_index(
             [("tenantId", ASCENDING), ("status", ASCENDING), ("updatedAt", ASCENDING)],
             name="closed_by_age")
@@ -137,6 +139,26 @@ class MongoRetention(MongoAdapter, RetentionStore):
                      None)
         return Due(count, None if first is None else first["at"].replace(tzinfo=UTC))
 
+    @translated
+    def purge_inspections(self, tenant_id: str, before: datetime, *, limit: int = 500) -> int:
+        if limit <= 0:
+            return 0
+        ids = [raw["_id"] for raw in self._inspections.find(
+            _inspections_due(tenant_id, before), {"_id": True})
+            .sort("startedAt", ASCENDING).limit(limit)]
+        if not ids:
+            return 0
+        return int(self._inspections.delete_many({"tenantId": tenant_id,
+                                                  "_id": {"$in": ids}}).deleted_count)
+
+    @translated
+    def inspections_due(self, tenant_id: str, before: datetime) -> Due:
+        found = _inspections_due(tenant_id, before)
+        count = self._inspections.count_documents(found)
+        first = next(iter(self._inspections.find(found, {"startedAt": True})
+                          .sort("startedAt", ASCENDING).limit(1)), None)
+        return Due(count, None if first is None else first["startedAt"].replace(tzinfo=UTC))
+
     def _due(self, tenant_id: str, cutoff: datetime,
              scanned: int | None) -> Iterator[list[str]]:
         """Pages of the ids of the tenant's due sessions, longest closed first, from at most
@@ -213,3 +235,7 @@ def _deliveries_due(tenant_id: str, created_before: datetime) -> dict[str, Any]:
 
 def _audit_due(tenant_id: str, before: datetime) -> dict[str, Any]:
     return {"tenantId": tenant_id, "at": {"$lt": naive_utc(before)}}
+
+
+def _inspections_due(tenant_id: str, before: datetime) -> dict[str, Any]:
+    return {"tenantId": tenant_id, "startedAt": {"$lt": naive_utc(before)}}
