@@ -39,6 +39,7 @@ from vancetope_brain.services.documents import (
     DocumentService,
     IndexJob,
 )
+from vancetope_brain.services.inspector import InspectorService
 from vancetope_brain.services.retention import RetentionService
 from vancetope_brain.sessions import SessionService
 from vancetope_brain.sessions.lifecycle import SessionLifecycle
@@ -48,7 +49,6 @@ from vancetope_brain.store import (
     DeadLetterStore,
     DeliveryStore,
     IdentityStore,
-    InspectorStore,
     LaneStore,
     RecipeStore,
     RetentionStore,
@@ -188,7 +188,7 @@ class Administration:
     """Every record, out and in: ``vancetope admin export`` / ``import``."""
     audit: AuditLog
     """Where each write command is recorded, and ``vancetope admin audit list`` reads."""
-    inspections: InspectorStore
+    inspections: InspectorService
     """The inspector's turn records: ``vancetope admin inspect``."""
 
     @classmethod
@@ -215,7 +215,7 @@ class Administration:
                    DocumentService.on(store, config.attachments_dir, events, index_now),
                    RetentionService(store.port(RetentionStore), store.port(IdentityStore),
                                     settings),
-                   store.port(TransferStore), AuditLog.on(store), store.port(InspectorStore))
+                   store.port(TransferStore), AuditLog.on(store), InspectorService.on(store))
 
     def close(self) -> None:
         self.store.close()

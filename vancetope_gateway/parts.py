@@ -18,8 +18,8 @@ from vancetope_brain.recipes import RecipeAdmin
 from vancetope_brain.runtime import Backend, Core, Operations
 from vancetope_brain.services import DocumentService
 from vancetope_brain.services.documents import EnqueueIndex
+from vancetope_brain.services.inspector import InspectorService
 from vancetope_brain.services.usage import UsageService
-from vancetope_brain.store import InspectorStore
 from vancetope_brain.tools.client import ClientToolBridge
 
 
@@ -32,7 +32,7 @@ class Gateway(Core):
     operations: Operations
     """The operators' door's parts (``admin_api.py``)."""
     usage: UsageService
-    inspections: InspectorStore
+    inspections: InspectorService
     """The inspector's turn records (``turn-list`` / ``turn-get``, ``/admin/``)."""
 
 
@@ -49,4 +49,4 @@ def build_gateway(config: Config, enqueue: Enqueue, *, enqueue_index: EnqueueInd
                                                 core["events"], enqueue_index),
                    operations=Operations.on(core["store"]),
                    usage=UsageService.on(core["store"], core["settings"]),
-                   inspections=core["store"].port(InspectorStore))
+                   inspections=InspectorService.on(core["store"]))

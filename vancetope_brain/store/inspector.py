@@ -11,10 +11,8 @@ from __future__ import annotations
 from abc import abstractmethod
 from typing import NamedTuple
 
-from vancetope_brain.errors import InvalidInput
 from vancetope_brain.models.inspector import TurnInspection
 from vancetope_brain.store.backend import Port
-from vancetope_brain.store.sql import to_ms
 
 MAX_LISTED = 200
 """Most records one ``list_inspections`` call returns."""
@@ -25,29 +23,6 @@ class InspectionPosition(NamedTuple):
 
     at_ms: int
     id: str
-
-
-def cursor_after(record: TurnInspection) -> str:
-    """The cursor of the page after ``record`` (``<startedAt ms>:<id>``)."""
-    return f"{to_ms(record.started_at)}:{record.id}"
-
-
-def position(cursor: str) -> InspectionPosition:
-    """The position a ``cursor_after`` cursor names; ``InvalidInput`` for anything else."""
-    at, _, turn_id = cursor.partition(":")
-    if not at.isdigit() or not turn_id:
-        raise InvalidInput(f"not a turn cursor: {cursor[:80]!r}")
-    return InspectionPosition(int(at), turn_id)
-
-
-def page(store: InspectorStore, tenant_id: str, process_id: str, cursor: str | None,
-         limit: int) -> tuple[list[TurnInspection], str | None]:
-    """A page of the process's records, newest first, and the next page's cursor (None:
-    this is the last)."""
-    found = store.list_inspections(tenant_id, process_id,
-                                   None if cursor is None else position(cursor), limit + 1)
-    more = len(found) > limit
-    return found[:limit], cursor_after(found[limit - 1]) if more else None
 
 
 class InspectorStore(Port):

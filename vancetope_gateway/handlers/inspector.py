@@ -9,7 +9,6 @@ from pydantic import Field
 from vancetope_brain.errors import NotFound
 from vancetope_brain.models.base import Wire
 from vancetope_brain.models.inspector import TurnInspection
-from vancetope_brain.store.inspector import page
 from vancetope_gateway.handlers.declare import Context, Id, frame
 
 PAGE_MAX = 100
@@ -49,14 +48,14 @@ class TurnDetail(Wire):
 @frame("turn-list")
 def turn_list(conn: Context, data: TurnListQuery) -> TurnList:
     process = conn.gateway.sessions.process(conn.who, data.process_id)
-    turns, cursor = page(conn.gateway.inspections, process.tenant_id, process.id,
-                         data.cursor, data.limit)
+    turns, cursor = conn.gateway.inspections.page(process.tenant_id, process.id, data.cursor,
+                                                  data.limit)
     return TurnList(turns=turns, next_cursor=cursor)
 
 
 @frame("turn-get")
 def turn_get(conn: Context, data: TurnRef) -> TurnDetail:
-    record = conn.gateway.inspections.get_inspection(conn.who.tenant_id, data.turn_id)
+    record = conn.gateway.inspections.get(conn.who.tenant_id, data.turn_id)
     try:
         conn.gateway.sessions.process(conn.who, record.process_id)
     except NotFound:  # another user's turn reads exactly like a missing one
