@@ -1,7 +1,7 @@
-import { Accordion, Alert, Badge, Code, Group, Paper, Text } from "@mantine/core";
+import { Accordion, Alert, Anchor, Badge, Code, Group, Paper, Text } from "@mantine/core";
 
 import type { ChatLine, Citation } from "../protocol";
-import { useStore, type LiveToolCall } from "../store";
+import { set, useStore, type LiveToolCall } from "../store";
 import { InboxAnswerCard } from "./inbox/Answer";
 import { Markdown } from "./Markdown";
 import { jsonObject, Readable, Reply } from "./Readable";
@@ -16,7 +16,10 @@ export function ChatItem({ line, speaker = "Arthur" }: { line: ChatLine; speaker
     case "assistant":
       return (
         <Paper p="sm" radius="md" withBorder maw={{ base: "100%", sm: "85%" }} data-role="assistant">
-          <Text size="xs" c="dimmed">{speaker}</Text>
+          <Group justify="space-between" gap="xs">
+            <Text size="xs" c="dimmed">{speaker}</Text>
+            {typeof line.meta.turn === "string" && <TurnLink processId={line.processId} turnId={line.meta.turn} />}
+          </Group>
           <Reply text={line.content} />
           {line.sources && line.sources.length > 0 && <Sources sources={line.sources} />}
           {Array.isArray(line.meta.suggestions) && <Suggestions phrases={line.meta.suggestions} />}
@@ -35,6 +38,15 @@ export function ChatItem({ line, speaker = "Arthur" }: { line: ChatLine; speaker
     default:
       return <Text size="sm" c="dimmed" data-role={line.role}>{line.content}</Text>;
   }
+}
+
+/** Opens the inspector at the turn that wrote a line (its `meta.turn`). */
+function TurnLink({ processId, turnId }: { processId: string; turnId: string }) {
+  return (
+    <Anchor component="button" type="button" size="xs" c="dimmed" data-role="turn-link"
+      aria-label="Inspect the turn that wrote this line"
+      onClick={() => set({ inspecting: { processId, turnId } })}>Inspect</Anchor>
+  );
 }
 
 /** A passage's source as plain text: `guide.md › Install, lines 3-9` (`, p. 4` for a PDF). */
