@@ -71,6 +71,20 @@ def test_a_delegating_tool_loop_is_recorded_step_by_step_its_input_kept_once() -
     assert all(s.at_ms >= 0 and s.duration_ms >= 0 for s in record.steps)
 
 
+def test_an_input_list_the_engine_grows_afterwards_is_recorded_as_it_was_sent() -> None:
+    steps = TurnSteps()
+    messages = [LlmMessage("system", "You are Arthur."), LlmMessage("user", "Analyze Q3")]
+    call = ToolCall("c1", "process_create", "{}")
+    steps.model(steps.began, messages, [SPAWN], LlmResponse("", (call,)), _usage())
+    messages += [LlmMessage("assistant", tool_calls=(call,)),
+                 LlmMessage("tool", "{}", tool_call_id="c1")]  # a tool loop, in place
+    steps.model(steps.began, messages, [SPAWN], LlmResponse("Done."), _usage())
+    first, second = _record(steps).steps
+    assert isinstance(first, ModelStep) and isinstance(second, ModelStep)
+    assert [m.role for m in first.messages] == ["system", "user"]
+    assert second.shared == 2 and [m.role for m in second.messages] == ["assistant", "tool"]
+
+
 def test_a_failed_tool_call_shows_its_error() -> None:
     steps = TurnSteps()
     steps.tool(steps.began, "search", {"q": "x"}, ToolOutcome.failed("server DOWN"))

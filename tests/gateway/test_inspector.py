@@ -80,6 +80,7 @@ def _check_turn(turn: dict[str, Any], delegated: dict[str, Any]) -> None:
     assert turn["engine"] == "arthur" and turn["lifecycle"] == "steer"
     model = next(s for s in turn["steps"] if s["kind"] == "model")
     system, *rest = model["messages"]
+    assert "tool" not in [m["role"] for m in rest]  # as it was sent: before the call ran
     assert system["role"] == "system" and "Arthur" in system["content"]
     asked = [m["content"] for m in rest if m["role"] == "user"]
     assert asked and asked[-1] == ASKED.replace(KEY, REDACTED)

@@ -1,7 +1,7 @@
 """Building a turn's inspector record (``models/inspector.py``; issue 32, part 2).
 
-During the turn, ``TurnSteps`` only keeps references (the messages and tool specs a
-completion was given, its answer, a tool call's params and outcome) and two clock readings
+During the turn, ``TurnSteps`` only keeps references (shallow copies of the lists of messages
+and tool specs a completion was given, its answer, a tool call's params and outcome) and two clock readings
 per step: nothing is copied or encoded while the turn runs. ``inspect`` makes the record
 once, after the commit: each text is cut first to what the record keeps, then redacted, so
 its cost is bounded by the caps (``MAX_TURN_CHARS``), not by the chat's length.
@@ -75,8 +75,10 @@ class TurnSteps:
 
     def model(self, started: float, messages: list[LlmMessage], tools: list[ToolSpec] | None,
               response: LlmResponse, usage: CallUsage) -> None:
-        self.steps.append(_ModelCall(started, time.monotonic(), messages, tools or [],
-                                     response, usage))
+        # A shallow copy (the messages themselves are frozen): an engine's tool loop appends
+        # to the list it sent, and the record must show what this call was given.
+        self.steps.append(_ModelCall(started, time.monotonic(), list(messages),
+                                     list(tools or []), response, usage))
 
     def tool(self, started: float, name: str, params: dict[str, Any], outcome: Any) -> None:
         self.steps.append(_ToolCall(started, time.monotonic(), name, params, outcome))

@@ -174,17 +174,30 @@ function ModelStepItem({ step, value }: { step: ModelStep; value: string }) {
  * stop of its own (and a phone scrolls badly inside a drawer). */
 const WRAP = { whiteSpace: "pre-wrap", overflowWrap: "anywhere" } as const;
 
-const ROLE_COLOR: Record<string, string> = { system: "grape", user: "blue", assistant: "teal", tool: "orange" };
 
 function Message({ message }: { message: InspectedMessage }) {
   return (
     <Paper withBorder p={6} data-role="inspected-message" data-message-role={message.role}>
-      <Badge size="xs" variant="light" color={ROLE_COLOR[message.role] ?? "gray"}>{message.role}</Badge>
-      {message.content && <Text size="sm" style={{ whiteSpace: "pre-wrap", overflowWrap: "anywhere" }}>
-        {message.content}</Text>}
+      <Badge size="xs" variant="default">{message.role}</Badge>
+      {message.content && <Folded text={message.content} />}
       {(message.toolCalls ?? []).map((c) => (
         <Code key={c.id} block mt={4} style={WRAP}>{`→ ${c.name}(${c.arguments})`}</Code>))}
     </Paper>
+  );
+}
+
+const FOLD_LINES = 6;
+
+/** A long text (a system prompt) folded to its first lines, so the steps stay in view. */
+function Folded({ text }: { text: string }) {
+  const [open, setOpen] = useState(false);
+  const long = text.length > 600 || text.split("\n").length > FOLD_LINES;
+  return (
+    <>
+      <Text size="sm" style={WRAP} lineClamp={long && !open ? FOLD_LINES : undefined}>{text}</Text>
+      {long && <Button variant="subtle" size="compact-xs" px={0} onClick={() => setOpen(!open)}
+        aria-expanded={open}>{open ? "Show less" : "Show all"}</Button>}
+    </>
   );
 }
 
