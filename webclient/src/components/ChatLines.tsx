@@ -43,7 +43,7 @@ export function ChatItem({ line, speaker = "Arthur" }: { line: ChatLine; speaker
 /** Opens the inspector at the turn that wrote a line (its `meta.turn`). */
 function TurnLink({ processId, turnId }: { processId: string; turnId: string }) {
   return (
-    <Anchor component="button" type="button" size="xs" c="dimmed" data-role="turn-link"
+    <Anchor component="button" type="button" size="xs" c="dimmed" data-testid="turn-link"
       aria-label="Inspect the turn that wrote this line"
       onClick={() => set({ inspecting: { processId, turnId } })}>Inspect</Anchor>
   );
