@@ -9,6 +9,10 @@
 - At the end, every log file the harnesses wrote under pytest's base temp directory —
   the output of gateway, worker, Redis and MCP subprocesses (``*.log``, ``*.txt``,
   ``*.out``) — is scanned line by line.
+- Inspector turn records (what a turn's model saw, ``InspectorStore``) are shown to users
+  and operators like a log: every SQLite store under the base temp directory (``*.db``)
+  that holds them has each record scanned too (``scan_inspections``); a MongoDB or
+  PostgreSQL store's records are not reached.
 - A finding fails the session, naming the logger or the file and line.
 - Under pytest-xdist each worker does all of this for its own records and its own base
   temp directory (``popen-gwN`` under the controller's) and hands its findings to the
@@ -23,8 +27,10 @@ passwords and keys the tests configure (``KNOWN_SECRETS``).
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
+import sqlite3
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +46,7 @@ each standing alone, so ids such as ``task-0123456789`` do not match."""
 
 KNOWN_SECRETS = (
     "pa55-w0rd-SECRET",  # tests/notifications: the SMTP server's password
+    "profile-key-SECRET-7731",  # tests/gateway/test_inspector.py: an LLM profile's API key
 )
 """Fixed secrets the tests configure that ``SECRET_PATTERN`` does not catch."""
 
@@ -73,6 +80,23 @@ def scan_files(base: Path) -> Iterator[Finding]:
         if path.suffix in LOG_SUFFIXES and path.is_file() and not path.is_symlink():
             with path.open(errors="replace") as f:
                 yield from scan_lines(str(path), f)
+
+
+def scan_inspections(base: Path) -> Iterator[Finding]:
+    """Every inspector record of every SQLite store (``*.db``) under ``base``."""
+    for path in sorted(base.rglob("*.db")):
+        if not path.is_file() or path.is_symlink():
+            continue
+        try:
+            db = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+            try:
+                rows = db.execute("SELECT id, doc FROM turn_inspections").fetchall()
+            finally:
+                db.close()
+        except sqlite3.Error:  # not a store, or one without inspector records
+            continue
+        for turn_id, doc in rows:
+            yield from scan_lines(f"{path} turn {turn_id}", [doc])
 
 
 def _masked(line: str, secret: str) -> str:
@@ -127,7 +151,8 @@ class LogSecrets:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         findings = self.findings + self.scanner.findings  # a controller's: its workers' first
         if self.base is not None:
-            for finding in scan_files(self.base):
+            for finding in itertools.chain(scan_files(self.base),
+                                           scan_inspections(self.base)):
                 findings.append(finding)
                 if len(findings) >= MAX_FINDINGS:
                     break

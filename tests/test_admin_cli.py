@@ -550,7 +550,8 @@ def test_purge_shows_then_deletes_what_the_tenants_retention_lets_go(
     assert done.code == 0 and "acme: deleted 1 sessions, 1 processes" in done.err
     assert {row[0]: row[1] for row in done.rows} == {
         "sessions": "1", "processes": "1", "messages": "0", "chat": "0", "turns": "0",
-        "timers": "0", "journal": "0", "event_outbox": "0", "deliveries": "1", "audit": "2"}
+        "timers": "0", "journal": "0", "event_outbox": "0", "deliveries": "1", "audit": "2",
+        "turn_inspections": "0", "inspections": "0"}
     with pytest.raises(NotFound):
         sessions.get_session("acme", made["old"])
     assert sessions.get_session("acme", made["recent"]).status is SessionStatus.CLOSED

@@ -6,13 +6,15 @@ from __future__ import annotations
 import os
 import secrets
 import shutil
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
 
-from tests.log_secrets import KNOWN_SECRETS, scan_files, secrets_in
+from tests.log_secrets import KNOWN_SECRETS, scan_files, scan_inspections, secrets_in
 from vancetope_brain.identity import IdentityService
-from vancetope_brain.store import open_store
+from vancetope_brain.models import utcnow
+from vancetope_brain.store import InspectorStore, RetentionStore, open_store
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -54,6 +56,27 @@ def test_log_files_are_scanned_line_by_line(tmp_path):
         (tmp_path / "worker" / "output.txt").unlink()
     assert [f.where for f in found] == [f"{tmp_path / 'worker' / 'output.txt'}:2"]
     assert token not in found[0].excerpt  # the report does not leak it either
+
+
+def test_inspector_records_of_a_sqlite_store_are_scanned(tmp_path):
+    from tests.store_contract.inspector._build import inspection
+    from vancetope_brain.models import ThinkProcess
+
+    key = "sk-" + secrets.token_urlsafe(16)
+    store = open_store(f"sqlite:///{tmp_path / 'v.db'}")
+    try:
+        process = ThinkProcess(id="proc_1", tenant_id="acme", session_id="ses_1",
+                               user_id="ada", name="main", engine="arthur", engine_version="1")
+        store.port(InspectorStore).put_inspection(inspection(process, text="hi"))
+        leaked = inspection(process, text=f"my key is {key}")
+        store.port(InspectorStore).put_inspection(leaked)
+        found = list(scan_inspections(tmp_path))
+        # else this session's own scan finds it
+        store.port(RetentionStore).purge_inspections("acme", utcnow() + timedelta(days=1))
+    finally:
+        store.close()
+    assert [f.where for f in found] == [f"{tmp_path / 'v.db'} turn {leaked.id}:1"]
+    assert key not in found[0].excerpt
 
 
 @pytest.mark.parametrize("workers", ["0", "2"])

@@ -42,6 +42,7 @@ from vancetope_brain.services.documents import (
     DocumentService,
     IndexJob,
 )
+from vancetope_brain.services.inspector import InspectorService
 from vancetope_brain.services.retention import RetentionService
 from vancetope_brain.sessions import SessionService
 from vancetope_brain.sessions.lifecycle import SessionLifecycle
@@ -193,6 +194,8 @@ class Administration:
     """Every record, out and in: ``vancetope admin export`` / ``import``."""
     audit: AuditLog
     """Where each write command is recorded, and ``vancetope admin audit list`` reads."""
+    inspections: InspectorService
+    """The inspector's turn records: ``vancetope admin inspect``."""
 
     @classmethod
     def open(cls, config: Config) -> Administration:
@@ -219,7 +222,7 @@ class Administration:
                    DocumentService.on(store, config.attachments_dir, events, index_now),
                    RetentionService(store.port(RetentionStore), store.port(IdentityStore),
                                     settings),
-                   store.port(TransferStore), AuditLog.on(store))
+                   store.port(TransferStore), AuditLog.on(store), InspectorService.on(store))
 
     def close(self) -> None:
         self.store.close()

@@ -256,6 +256,11 @@ KEYS: dict[str, SettingKey] = {k.name: k for k in [
        "Capped by default, unlike the other retentions: the log grows with every operator "
        "write and nothing else bounds it. At most 36500 (100 years). Tenant level only.",
        minimum=1, maximum=36_500, tenant_only=True),
+    _k("retention.turnRecordDays", int, 30,
+       "Days an inspector turn record (what a turn's model saw, its tool calls, tokens) is "
+       "kept; then housekeeping deletes it (a CLOSED session's records go with the session "
+       "sooner). At most 36500. Tenant level only.",
+       minimum=1, maximum=36_500, tenant_only=True),
     _k("marvin.maxDepth", int, 3,
        "Most planning levels of a marvin task tree (the root plan is level 1).", minimum=1),
     _k("marvin.maxNodes", int, 40,

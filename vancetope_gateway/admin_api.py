@@ -7,7 +7,7 @@ valid one) and refuses a ``user`` token (403 ``forbidden``), before any input is
 tenant that does not exist does. A ``platform`` token acts in every tenant and alone
 creates tenants and ``platform`` tokens. The routes call the services the admin CLI
 calls (``IdentityService``, ``DeadLetterStore``, ``ToolHealthService``,
-``system_sessions``); each write is appended to the audit log (``AuditLog``) with its
+``system_sessions``, ``InspectorStore``); each write is appended to the audit log (``AuditLog``) with its
 outcome. Lists are paged: ``limit`` (default ``PAGE_LIMIT``, at most ``PAGE_LIMIT_MAX``)
 and ``cursor`` (the previous page's ``nextCursor``). Bad input is 400 ``invalid_input``.
 """
@@ -33,6 +33,7 @@ from vancetope_brain.models import Role, utcnow
 from vancetope_brain.models.audit import AuditRecord
 from vancetope_brain.models.base import Wire
 from vancetope_brain.models.identity import ApiToken, Tenant, User
+from vancetope_brain.models.inspector import TurnInspection
 from vancetope_brain.models.settings import SettingScope
 from vancetope_brain.models.tool_health import ToolHealth
 from vancetope_brain.services import system_sessions
@@ -48,6 +49,8 @@ PAGE_LIMIT = 100
 """A page's default size."""
 PAGE_LIMIT_MAX = 500
 """The largest page any ``/admin/`` list returns (``limit`` above is 400 ``invalid_input``)."""
+TURNS_PAGE_MAX = 100
+"""The most inspector records one page of a process's turns holds."""
 DEAD_LETTERS_MAX = 1000
 """Dead letters reachable by paging (``DeadLetterStore.MAX_LISTED``): requeue to see more."""
 
@@ -189,6 +192,21 @@ class SystemSession(Wire):
 class SystemSessions(Wire):
     sessions: list[SystemSession]
     next_cursor: str | None
+
+
+class TurnQuery(Wire):
+    limit: int = Field(20, ge=1, le=TURNS_PAGE_MAX)
+    cursor: str | None = Field(None, max_length=100,
+                               description="the previous page's nextCursor")
+
+
+class Turns(Wire):
+    turns: list[TurnInspection] = Field(description="newest first, without steps and tools")
+    next_cursor: str | None
+
+
+class Turn(Wire):
+    turn: TurnInspection
 
 
 class AuditPage(Wire):
@@ -520,6 +538,27 @@ def set_quota(tenant_id: str) -> Response:
     values = {k: stored.get(k) for k in QUOTA_KEYS}
     return jsonify(Quotas(tenant=values if body.user is None else {},
                           user=None if body.user is None else values).dump())
+
+
+# ── the inspector ────────────────────────────────────────────────────────────
+@admin.get("/tenants/<tenant_id>/processes/<process_id>/turns")
+@spec.validate(query=TurnQuery, resp=_answers(Turns, 400, 404))
+def turns(tenant_id: str, process_id: str) -> Response:
+    """The inspector records of a process of the tenant (a user's or a service's), newest
+    first, each without its steps (``…/turns/<turn_id>`` has them)."""
+    query = _query(TurnQuery)
+    _gateway().operations.sessions.get_process(_tenant(tenant_id), process_id)
+    found, cursor = _gateway().inspections.page(tenant_id, process_id, query.cursor,
+                                                query.limit)
+    return jsonify(turns=[t.dump() for t in found], nextCursor=cursor)
+
+
+@admin.get("/tenants/<tenant_id>/turns/<turn_id>")
+@spec.validate(resp=_answers(Turn, 404))
+def turn(tenant_id: str, turn_id: str) -> Response:
+    """One turn's inspector record: the model's input and output, the tool calls, tokens and
+    timings (texts cut to the record's caps, secrets redacted)."""
+    return jsonify(turn=_gateway().inspections.get(_tenant(tenant_id), turn_id).dump())
 
 
 # ── the audit log ────────────────────────────────────────────────────────────

@@ -15,12 +15,15 @@ import argparse
 import json
 import sys
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vancetope_brain.errors import Conflict, InvalidInput, NotFound
 from vancetope_gateway.admin_audit import AUDIT_PAGE, audited
+from vancetope_gateway.admin_inspect import add_inspect, inspect
+from vancetope_gateway.admin_text import note as _note
+from vancetope_gateway.admin_text import table as _table
+from vancetope_gateway.admin_text import when as _when
 
 if TYPE_CHECKING:  # the brain loads only when an admin command runs, not for every CLI start
     from vancetope_brain.config import Config
@@ -109,6 +112,7 @@ def add_admin_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
                    help="finish an interrupted import of this file: records already in the "
                         "store are skipped")
     p.set_defaults(admin_verb="")
+    add_inspect(kinds)
     tenant = verbs("tenant", "tenants (each gets a project 'default')")
     p = tenant.add_parser("create", parents=[quiet, exist_ok], help="create a tenant")
     p.add_argument("name")
@@ -268,23 +272,6 @@ def run_admin(config: Config, args: argparse.Namespace) -> int:
     return 0
 
 
-def _note(args: argparse.Namespace, text: str) -> None:
-    if not getattr(args, "quiet", False):
-        print(text, file=sys.stderr)
-
-
-def _when(moment: datetime) -> str:
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _table(header: Sequence[str], rows: list[Sequence[str]]) -> None:
-    """Aligned columns under a header; the first column (an id) never holds spaces."""
-    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows, strict=True)]
-    for row in (header, *rows):
-        print("  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True))
-              .rstrip())
-
-
 def _create(args: argparse.Namespace, create: Callable[[], Any], exists: Callable[[], bool],
             created: Callable[[Any], str], existed: str) -> None:
     """Run ``create`` and print the new id. With ``--exist-ok --id X``, a Conflict because X
@@ -343,7 +330,7 @@ def _purge(admin: Administration, args: argparse.Namespace) -> None:
         run = admin.retention.purge(now, args.tenant, progress=progress)
         for kind, count in run.items():
             total[kind] += count
-        if not run["sessions"] and not run["deliveries"] and not run["audit"]:
+        if not any(run[kind] for kind in ("sessions", "deliveries", "audit", "inspections")):
             break
     _table(("KIND", "DELETED"), [(kind, str(total[kind])) for kind in KINDS])
 
@@ -721,6 +708,7 @@ def _setting_unset(admin: Administration, args: argparse.Namespace) -> None:
 _COMMANDS: dict[tuple[str, str], _Command] = {
     ("migrate", ""): _migrate,
     ("purge", ""): _purge,
+    ("inspect", ""): inspect,
     ("export", ""): _export,
     ("import", ""): _import,
     ("system-session", "list"): _system_session_list,

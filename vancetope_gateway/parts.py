@@ -18,6 +18,7 @@ from vancetope_brain.recipes import RecipeAdmin
 from vancetope_brain.runtime import Backend, Core, Operations
 from vancetope_brain.services import DocumentService
 from vancetope_brain.services.documents import EnqueueIndex
+from vancetope_brain.services.inspector import InspectorService
 from vancetope_brain.services.usage import UsageService
 from vancetope_brain.tools.client import ClientToolBridge
 
@@ -31,6 +32,8 @@ class Gateway(Core):
     operations: Operations
     """The operators' door's parts (``admin_api.py``)."""
     usage: UsageService
+    inspections: InspectorService
+    """The inspector's turn records (``turn-list`` / ``turn-get``, ``/admin/``)."""
 
 
 def build_gateway(config: Config, enqueue: Enqueue, *, enqueue_index: EnqueueIndex,
@@ -45,4 +48,5 @@ def build_gateway(config: Config, enqueue: Enqueue, *, enqueue_index: EnqueueInd
                    documents=DocumentService.on(core["store"], config.attachments_dir,
                                                 core["events"], enqueue_index),
                    operations=Operations.on(core["store"]),
-                   usage=UsageService.on(core["store"], core["settings"]))
+                   usage=UsageService.on(core["store"], core["settings"]),
+                   inspections=InspectorService.on(core["store"]))

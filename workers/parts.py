@@ -24,7 +24,7 @@ from vancetope_brain.lanes.quota import QuotaService
 from vancetope_brain.lanes.sweeper import fire_timers, sweep
 from vancetope_brain.lanes.waker import Enqueue
 from vancetope_brain.llm.embeddings import Embeddings
-from vancetope_brain.llm.profiles import ModelRouter
+from vancetope_brain.llm.profiles import ModelRouter, load_profiles, secrets_of
 from vancetope_brain.models import ThinkProcess, utcnow
 from vancetope_brain.runtime import Core
 from vancetope_brain.services import (
@@ -41,6 +41,7 @@ from vancetope_brain.store import (
     DocumentVectors,
     EventOutboxStore,
     IdentityStore,
+    InspectorStore,
     JournalStore,
     LaneStore,
     MemoryStore,
@@ -104,7 +105,8 @@ class Worker(Core):
             self.tool_health.probe_due(self.mcp) + self.system_sessions.purge(now) + \
             self.indexer.resume_stalled(now, self.enqueue_index)
         purged = self.retention.purge(now)
-        return done + purged["sessions"] + purged["deliveries"] + purged["audit"]
+        return done + purged["sessions"] + purged["deliveries"] + purged["audit"] + \
+            purged["inspections"]
 
     def close(self) -> None:
         """Stop the threads these parts started (lease heartbeat, token flush, interrupt
@@ -126,8 +128,9 @@ def build_worker(config: Config, enqueue: Enqueue, enqueue_job: EnqueueJob,
     checker cannot classify becomes an agrajag job (``ServiceJobs.on_ambiguous``)."""
     core = Core.parts(config, enqueue, store=store, engines=engines)
     store, events = core["store"], core["events"]
+    profiles = load_profiles(config)
     if model_for is None:  # per process: its recipe, the settings cascade, the profiles
-        model_for = ModelRouter.from_config(config, core["settings"])
+        model_for = ModelRouter(profiles, core["settings"])
     embeddings = Embeddings.from_config(config, core["settings"])
     client_tools = ClientToolBridge(core["redis"], events)
     mcp = McpRegistry.from_file(config.mcp_servers_file)
@@ -165,7 +168,8 @@ def build_worker(config: Config, enqueue: Enqueue, enqueue_job: EnqueueJob,
                                                   store.port(DocumentVectors), embeddings),
                               memory=MemoryAccess(store.port(MemoryStore),
                                                   store.port(IdentityStore)),
-                              interrupts=interrupts)
+                              interrupts=interrupts,
+                              secrets=secrets_of(profiles))
     runner = LaneRunner(lanes=lanes, processes=processes, items=store.port(UserInboxStore),
                         events=events, outbox=outbox,
                         leases=leases,
@@ -174,7 +178,8 @@ def build_worker(config: Config, enqueue: Enqueue, enqueue_job: EnqueueJob,
                         max_engine_failures=config.max_engine_failures,
                         linger=config.shard_linger, worker_name=worker_name,
                         interrupts=interrupts,
-                        quota=QuotaService.on(store, core["settings"]))
+                        quota=QuotaService.on(store, core["settings"]),
+                        inspections=store.port(InspectorStore))
     indexer = DocumentIndexer.on(store, config.attachments_dir, events, embeddings)
     return Worker(**core, runner=runner, outbox=outbox, mcp=mcp, services=services,
                   system_sessions=system_sessions, tool_health=tool_health, indexer=indexer,

@@ -18,6 +18,7 @@ from flask.testing import FlaskClient
 
 from tests.helpers import server_env
 from tests.store_contract.conftest import World
+from tests.store_contract.inspector._build import inspection
 from vancetope_brain import errors, runtime
 from vancetope_brain.config import Config
 from vancetope_brain.models import DeadLetter, Role, TurnCommit, TurnRecord, new_id, utcnow
@@ -44,6 +45,7 @@ class Tenant:
     process: str
     dead_letter: str
     system_session: str
+    turn: str
 
 
 @dataclass
@@ -84,9 +86,11 @@ def _tenant(gateway: Gateway, tenant_id: str) -> Tenant:
         ToolHealth(tenant_id=tenant_id, server="search", state=HealthState.DOWN),
         expected_revision=None)
     system = world.session(tenant_id, SYSTEM_USER, system=True, title="agrajag")
+    inspected = inspection(process)
+    world.inspector.put_inspection(inspected)
     return Tenant(tenant_id, user, identity.issue_token(tenant_id, user),
                   identity.create_token(tenant_id, user, role=Role.OPERATOR)[1], process.id,
-                  message.id, system.id)
+                  message.id, system.id, inspected.id)
 
 
 @pytest.fixture
@@ -112,7 +116,8 @@ def _routes(door: Door) -> list[tuple[str, str]]:
     status, document = door.call("GET", "/admin/openapi.json", door.a.operator)
     assert status == 200
     values = {"tenant_id": door.a.id, "user_id": door.a.user, "token_id": "tok_x",
-              "message_id": door.a.dead_letter}
+              "message_id": door.a.dead_letter, "process_id": door.a.process,
+              "turn_id": door.a.turn}
     routes = [("GET", "/admin/openapi.json")]
     for path, operations in document["paths"].items():
         for method in operations:
@@ -161,6 +166,8 @@ def test_an_operator_of_one_tenant_finds_nothing_of_another(door: Door) -> None:
             ("GET", f"{base}/usage", None),
             ("GET", f"{base}/quotas", None),
             ("POST", f"{base}/quotas", {"key": "quota.tenant.tokensPerDay", "value": 1}),
+            ("GET", f"{base}/processes/{b.process}/turns", None),
+            ("GET", f"{base}/turns/{b.turn}", None),
             ("GET", f"/admin/audit?tenant={b.id}", None)):
         status, answer = door.call(method, path, a.operator, body)
         assert (status, answer["code"]) == (404, "not_found"), (method, path)
@@ -174,6 +181,8 @@ def test_an_operator_of_one_tenant_finds_nothing_of_another(door: Door) -> None:
     assert door.call("POST", f"{mine}/tokens/{_token_id(door, b)}/revoke", a.operator)[0] == 404
     assert door.call("POST", f"{mine}/dead-letters/{b.dead_letter}/requeue",
                      a.operator)[0] == 404
+    assert door.call("GET", f"{mine}/processes/{b.process}/turns", a.operator)[0] == 404
+    assert door.call("GET", f"{mine}/turns/{b.turn}", a.operator)[0] == 404
     status, tenants = door.call("GET", "/admin/tenants", a.operator)
     assert [t["id"] for t in tenants["tenants"]] == [a.id]
     assert door.call("POST", "/admin/tenants", a.operator, {"name": "New"})[0] == 403
@@ -201,6 +210,13 @@ def test_an_operator_reads_its_own_tenant(door: Door) -> None:
                                            a.operator)[1]["records"]] == ["search"]
     assert [m["id"] for m in door.call("GET", f"{base}/dead-letters",
                                        a.operator)[1]["messages"]] == [a.dead_letter]
+    listed = door.call("GET", f"{base}/processes/{a.process}/turns", a.operator)[1]
+    assert [t["id"] for t in listed["turns"]] == [a.turn] and listed["nextCursor"] is None
+    assert listed["turns"][0]["steps"] == []
+    turn = door.call("GET", f"{base}/turns/{a.turn}", a.operator)[1]["turn"]
+    assert [s["kind"] for s in turn["steps"]] == ["model", "tool"]
+    assert door.call("GET", f"{base}/processes/{a.process}/turns?cursor=x",
+                     a.operator)[1]["code"] == "invalid_input"
     sessions = door.call("GET", f"{base}/system-sessions", a.operator)[1]["sessions"]
     assert [s["session"]["id"] for s in sessions] == [a.system_session]
 

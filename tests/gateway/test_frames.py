@@ -20,6 +20,7 @@ import pytest
 import tests.gateway.test_document_frames  # noqa: F401
 import tests.gateway.test_framework_letter  # noqa: F401
 import tests.gateway.test_inbox_frames  # noqa: F401
+import tests.gateway.test_inspector  # noqa: F401
 import tests.gateway.test_recipe_frames  # noqa: F401
 import tests.gateway.test_session_pages  # noqa: F401
 import tests.gateway.test_session_search_frames  # noqa: F401

@@ -4,7 +4,7 @@ and a small data builder.
 ``storage`` is one storage location, parametrised over the backends: it opens
 backends on it (so a test can reopen it) and can write a raw field behind the
 ports' back. ``backend`` is the ``vancetope_brain.store.Backend`` under test;
-``identity``, ``audit``, ``usage``, ``timers``, ``sessions``, ``lanes``, ``event_outbox``, ``journal``, ``dead_letters``,
+``identity``, ``audit``, ``usage``, ``timers``, ``inspector``, ``sessions``, ``lanes``, ``event_outbox``, ``journal``, ``dead_letters``,
 ``user_inbox``, ``deliveries``, ``recipes``, ``settings``, ``tool_health``, ``memory``,
 ``documents`` and ``vectors`` are its ports. ``world`` builds tenants,
 sessions, processes, messages, turn commits, user Inbox items and
@@ -66,6 +66,7 @@ from vancetope_brain.store import (
     DocumentVectors,
     EventOutboxStore,
     IdentityStore,
+    InspectorStore,
     JournalStore,
     LaneStore,
     MemoryStore,
@@ -311,6 +312,11 @@ def timers(backend: Backend) -> TimerStore:
 
 
 @pytest.fixture
+def inspector(backend: Backend) -> InspectorStore:
+    return backend.port(InspectorStore)
+
+
+@pytest.fixture
 def sessions(backend: Backend) -> SessionStore:
     return backend.port(SessionStore)
 
@@ -389,6 +395,7 @@ class World:
         self.sessions = backend.port(SessionStore)
         self.lanes = backend.port(LaneStore)
         self.user_inbox = backend.port(UserInboxStore)
+        self.inspector = backend.port(InspectorStore)
 
     def tenant(self) -> str:
         tenant = Tenant(id=new_id("ten"), name="Acme")

@@ -16,6 +16,7 @@ import pytest
 
 from tests.store_contract.conftest import World
 from tests.store_contract.documents._build import ROOMY, document, indexed
+from tests.store_contract.inspector._build import inspection
 from tests.store_contract.memory._entries import entry
 from vancetope_brain.models import (
     ChatRole,
@@ -67,7 +68,7 @@ def use(backend: Backend) -> None:
     """Two tenants that used every port: sessions with turns, chat (not only ASCII), pending,
     drained and dead-lettered messages, timers, a journal, events, Inbox items and their
     deliveries, settings, recipes, tool health, memory in two scopes, documents (READY and
-    PENDING) with chunks and vectors, audit records."""
+    PENDING) with chunks and vectors, audit records, inspector turn records."""
     world = World(backend)
     for tenant_id in ("ten_b", "ten_a"):  # created out of key order
         world.identity.create_tenant(Tenant(id=tenant_id, name=tenant_id))
@@ -124,6 +125,7 @@ def _conversation(backend: Backend, world: World, tenant_id: str) -> None:
         usage=[UsageRow(UsageKey(tenant_id, "usr_1", "default", session.id, model, DAY),
                         1200, 40 + n, 2, n) for n, model in enumerate(("gpt-ß", "m1"))]
     )) is not None
+    world.inspector.put_inspection(inspection(process, text="Grüße 日本 ✓"))
     doomed = world.append(tenant_id, process.id, "crash me")
     epoch = world.lanes.acquire_epoch(tenant_id, process.id, [doomed.id]).epoch
     assert world.lanes.commit_turn(tenant_id, process.id, epoch, world.turn(

@@ -12,8 +12,9 @@ from vancetope_gateway.chat_client import ChatClient, fingerprint
 
 
 def _tab_to(page, name: str) -> None:  # type: ignore[no-untyped-def]
-    """Press Tab until the focused element's accessible text is ``name``."""
-    for _ in range(30):
+    """Press Tab until the focused element's accessible text is ``name`` (40 stops: a welcome
+    line has its suggestions and *Inspect*, the chat its *Turns* and *Summary*)."""
+    for _ in range(40):
         page.keyboard.press("Tab")
         focused = page.evaluate("""() => { const e = document.activeElement;
             return (e.labels && e.labels[0] ? e.labels[0].textContent : e.textContent) || ""; }""")

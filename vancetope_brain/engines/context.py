@@ -12,12 +12,14 @@ from __future__ import annotations
 import builtins
 import itertools
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from vancetope_brain.engines.chat_cache import Reader, store_reader
+from vancetope_brain.engines.inspector import TurnSteps
 from vancetope_brain.engines.journal import JournaledModel, TurnJournal
 from vancetope_brain.engines.memory_api import MemoryAccess, MemoryApi
 from vancetope_brain.errors import Conflict, Fenced, Interrupted, LlmRejected, NotFound
@@ -110,6 +112,8 @@ class TurnState:
     timers: list[Timer] = field(default_factory=list)
     dead_letters: dict[str, DeadLetter] = field(default_factory=dict)
     usage: list[CallUsage] = field(default_factory=list)
+    steps: TurnSteps = field(default_factory=TurnSteps)
+    """The model and tool calls of the turn, for its inspector record (references only)."""
 
 
 def _last_reset(lines: list[ChatMessage]) -> int | None:
@@ -216,7 +220,8 @@ class StreamingModel:
 
 class CountedModel:
     """Wraps the turn's model as engines see it: the tokens of each completion the turn gets
-    go into ``TurnState.usage``, committed with the turn. Outside the journal, so a
+    go into ``TurnState.usage``, committed with the turn, and the call into
+    ``TurnState.steps`` (the inspector's). Outside the journal, so a
     completion an earlier attempt made and this one replays counts here — only the attempt
     that commits counts, so each completion counts once."""
 
@@ -227,8 +232,11 @@ class CountedModel:
 
     def complete(self, messages: list[LlmMessage], *, tools: list[ToolSpec] | None = None,
                  on_token: TokenSink | None = None) -> LlmResponse:
+        started = time.monotonic()
         response = self._model.complete(messages, tools=tools, on_token=on_token)
-        self._turn.usage.append(call_usage(self.name, messages, tools, response))
+        usage = call_usage(self.name, messages, tools, response)
+        self._turn.usage.append(usage)
+        self._turn.steps.model(started, messages, tools, response, usage)
         return response
 
 
@@ -530,6 +538,8 @@ class ThinkEngineContext:
                            process.originating_session_id)
         self._tool_health = tool_health
         self.turn = TurnState()
+        self.profile: str | None = None
+        """The LLM profile the turn's model is of, if known (for its inspector record)."""
         self._lanes = lanes
         # The committed chat, a page at a time (``ChatCache``; by default: from the store).
         self._read_chat: Reader = read_chat or store_reader(lanes, process.tenant_id,
@@ -547,7 +557,7 @@ class ThinkEngineContext:
         self._settings = settings
         self._tools = ToolDispatcher(tool_pool, roles,
                                      sources=[ServerTools(self), *(tool_sources or [])],
-                                     journal=self._journal)
+                                     journal=self._journal, steps=self.turn.steps)
         self._given_pending = pending  # read by the runner for this turn, or on first use
         self._pending: list[InboxMessage] | None = None  # what this turn handles, undrained
         self._spawner = spawner or _no_spawning

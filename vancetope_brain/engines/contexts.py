@@ -18,6 +18,7 @@ from vancetope_brain.events.tokens import TokenCoalescer
 from vancetope_brain.inbox.service import InboxService
 from vancetope_brain.knowledge.retrieval import Retriever
 from vancetope_brain.llm import ChatModel
+from vancetope_brain.llm.profiles import ModelRouter
 from vancetope_brain.models import InboxMessage, ThinkProcess
 from vancetope_brain.settings import SettingsApi, SettingsService
 from vancetope_brain.store import JournalStore, LaneStore, SessionStore
@@ -50,6 +51,8 @@ class ContextFactory:
     """The memory entries (None: ``context.memory()`` finds nothing, records nothing)."""
     interrupts: Interrupts | None = None
     """Where a turn learns that its user stopped it (None: turns cannot be interrupted)."""
+    secrets: frozenset[str] = frozenset()
+    """What no inspector record shows (the LLM profiles' API keys: ``secrets_of``)."""
 
     def __call__(self, process: ThinkProcess, lease_lost: threading.Event,
                  engine: ThinkEngine | None, pending: list[InboxMessage]) -> ThinkEngineContext:
@@ -65,13 +68,17 @@ class ContextFactory:
                                         name=request.name, goal=request.goal,
                                         params=request.params)
 
-        return ThinkEngineContext(
+        profile, model = self.model_for.route(process) \
+            if isinstance(self.model_for, ModelRouter) else (None, self.model_for(process))
+        context = ThinkEngineContext(
             process=process, lanes=self.lanes, processes=self.processes_store,
             events=self.events, journal=self.journal,
-            model=self.model_for(process), lease_lost=lease_lost,
+            model=model, lease_lost=lease_lost,
             settings=SettingsApi.for_process(self.settings, process), tool_pool=pool,
             roles=recipes.roles, tool_sources=self.tool_sources(process), spawner=spawn,
             recipes=recipes, inbox=self.inbox, tool_health=self.tool_health, pending=pending,
             tokens=self.tokens, knowledge=self.knowledge, memory=self.memory,
             interrupts=self.interrupts,
             read_chat=self.chat.reader(process.tenant_id, process.id) if self.chat else None)
+        context.profile = profile
+        return context

@@ -6,6 +6,7 @@ import logging
 import os
 import socket
 import time
+from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +14,7 @@ import redis
 
 from vancetope_brain.engines.base import EngineRegistry, ParentReport, ThinkEngine
 from vancetope_brain.engines.context import RESET_MARK, ThinkEngineContext
+from vancetope_brain.engines.inspector import inspect
 from vancetope_brain.errors import (
     Conflict,
     Fenced,
@@ -45,6 +47,7 @@ from vancetope_brain.models import (
     utcnow,
 )
 from vancetope_brain.models.inbox import InboxQuery, ItemStatus
+from vancetope_brain.models.inspector import TURN_META
 from vancetope_brain.models.lifecycle import (
     CallEffect,
     LifecycleCall,
@@ -55,7 +58,7 @@ from vancetope_brain.models.lifecycle import (
 )
 from vancetope_brain.models.usage import UsageKey, totals
 from vancetope_brain.observability import logs, metrics, tracing
-from vancetope_brain.store import LaneStore, SessionStore, UserInboxStore
+from vancetope_brain.store import InspectorStore, LaneStore, SessionStore, UserInboxStore
 
 if TYPE_CHECKING:
     from vancetope_brain.engines.contexts import ContextFactory
@@ -97,7 +100,8 @@ class LaneRunner:
                  engines: EngineRegistry, contexts: ContextFactory, max_attempts: int = 3,
                  max_engine_failures: int = 3, linger: float = 0.0,
                  worker_name: str | None = None, interrupts: Interrupts | None = None,
-                 quota: QuotaService | None = None):
+                 quota: QuotaService | None = None,
+                 inspections: InspectorStore | None = None):
         self._lanes = lanes
         self._processes = processes
         self._items = items
@@ -113,6 +117,7 @@ class LaneRunner:
         self._interrupts = interrupts
         self._worker = worker_name or f"{socket.gethostname()}:{os.getpid()}"
         self._quota = quota
+        self._inspections = inspections
 
     def drain(self, shard: int) -> list[TurnOutcome]:
         """The shard task: one round of ``shard``'s ready processes — a turn of each that
@@ -318,6 +323,8 @@ class LaneRunner:
         if call is None and self._awaits_user(process, status, reason):
             status, reason = ProcessStatus.BLOCKED, None
         turn = context.turn
+        for line in turn.chat:  # the link from a chat line to its inspector record
+            line.meta[TURN_META] = turn_id
         record = TurnRecord(id=turn_id, tenant_id=tenant_id, process_id=process_id,
                             epoch=process.epoch, worker=self._worker, lifecycle=name,
                             drained_ids=[m.id for m in turn.drained], started_at=started,
@@ -352,6 +359,7 @@ class LaneRunner:
         metrics.TURN_SECONDS.labels(name).observe((utcnow() - started).total_seconds())
         metrics.DEAD_LETTERS.inc(len(commit.dead_letters))
         metrics.tokens_committed(tenant_id, commit.usage)
+        self._inspect(context, turn_id, process, name, started, status)
         self._publish_committed(tenant_id, process_id, written.events)
         self._after_commit(process, commit, turn.stops, stopped=call is LifecycleCall.STOP)
         if call is LifecycleCall.PAUSE and status is ProcessStatus.PAUSED:
@@ -361,6 +369,23 @@ class LaneRunner:
         wakes = lifecycle.WAKES_ON_MESSAGE
         return TurnOutcome.COMMITTED, status, status is ProcessStatus.INIT or left, \
             current.status not in wakes and status in wakes
+
+    def _inspect(self, context: ThinkEngineContext, turn_id: str, process: ThinkProcess,
+                 lifecycle: str, started: datetime, status: ProcessStatus) -> None:
+        """Write the committed turn's inspector record (docs/architecture.md, "The
+        inspector"): after the commit, not in it — a record lost to a crash in between costs
+        a diagnostic, never the turn — and never failing the turn."""
+        if self._inspections is None:
+            return
+        try:
+            self._inspections.put_inspection(inspect(
+                context.turn.steps, turn_id=turn_id, process=process, lifecycle=lifecycle,
+                profile=context.profile, started_at=started, ended_at=utcnow(),
+                status_after=status, chat_ids=[line.id for line in context.turn.chat],
+                secrets=self._contexts.secrets))
+        except Exception:  # a diagnostic: its failure is logged, the turn stands
+            log.warning("the inspector record of turn %s of %s was not written", turn_id,
+                        process.id, exc_info=True)
 
     def _publish_committed(self, tenant_id: str, process_id: str,
                            events: list[OutboxEvent]) -> None:

@@ -200,14 +200,23 @@ class ModelRouter:
         return cls(load_profiles(config), settings)
 
     def __call__(self, process: ThinkProcess) -> ChatModel:
+        return self.route(process)[1]
+
+    def route(self, process: ThinkProcess) -> tuple[str, ChatModel]:
+        """The profile chosen for the process's turn and its ChatModel."""
         snapshot = (process.recipe or {}).get("model")
         recipe = ModelChoice.model_validate(snapshot) if snapshot else None
         api = SettingsApi.for_process(self._settings, process)
         profile, name = choose(recipe, api, process.engine)
         found = self.profiles.get(profile)
         if found is None:
-            return _Unavailable(profile, sorted(self.profiles))
-        return found.build(name)
+            return profile, _Unavailable(profile, sorted(self.profiles))
+        return profile, found.build(name)
+
+
+def secrets_of(profiles: Mapping[str, Profile]) -> frozenset[str]:
+    """The API keys of ``profiles``: what an inspector record never shows."""
+    return frozenset(p.api_key for p in profiles.values() if p.api_key)
 
 
 class _Unavailable:

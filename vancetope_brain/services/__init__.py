@@ -14,6 +14,8 @@ admin export`` / ``import``, over ``store.transfer.TransferStore``).
 
 ``usage`` reads a user's LLM token usage and prices it (``UsageService``).
 
+``inspector`` reads the inspector's turn records a page at a time (``InspectorService``).
+
 ``audit`` appends every operator write to the audit log and pages it (``AuditLog``).
 
 ``documents`` adds documents, queues their ingestion and runs it on a worker

@@ -20,6 +20,7 @@ from vancetope_brain.store.deliveries import DeliveryStore
 from vancetope_brain.store.documents import DocumentStore
 from vancetope_brain.store.event_outbox import EventOutboxStore
 from vancetope_brain.store.identity import IdentityStore
+from vancetope_brain.store.inspector import InspectorStore
 from vancetope_brain.store.journal import JournalStore
 from vancetope_brain.store.lanes import LaneStore
 from vancetope_brain.store.memory import MemoryStore
@@ -36,6 +37,6 @@ from vancetope_brain.store.user_inbox import UserInboxStore
 from vancetope_brain.store.vectors import DocumentVectors
 
 __all__ = ["AuditStore", "Backend", "DeadLetterStore", "DeliveryStore", "DocumentStore", "DocumentVectors",
-           "EventOutboxStore", "IdentityStore", "JournalStore", "LaneStore", "MemoryStore", "Port",
+           "EventOutboxStore", "IdentityStore", "InspectorStore", "JournalStore", "LaneStore", "MemoryStore", "Port",
            "RecipeStore", "RetentionStore", "SessionSearch", "SessionStore", "SettingStore",
            "TimerStore", "ToolHealthStore", "TransferStore", "UsageStore", "UserInboxStore", "open_store"]

@@ -1,8 +1,9 @@
 """The retention port: what the purge deletes once a tenant's retention has passed.
 
 Three kinds of data age out (``docs/operations.md``, "Data lifecycle"): a CLOSED session, deleted
-whole with its processes and everything they own, the notification delivery log and the
-operators' audit log (``AuditStore``'s records). What is
+whole with its processes and everything they own, the notification delivery log, the
+operators' audit log (``AuditStore``'s records) and the inspector's turn records
+(``InspectorStore``'s). What is
 never deleted here: a session that is not CLOSED or has a process that is not CLOSED, a session
 an Inbox item that is still PENDING came from (by its ``originSessionId`` or the
 ``originProcessId`` of one of the session's processes), Inbox items themselves (audit,
@@ -18,11 +19,11 @@ from datetime import datetime
 
 from vancetope_brain.store.backend import Port
 
-SESSION_KINDS = ("sessions", "processes", "messages", "chat", "turns", "timers", "journal",
-                 "event_outbox")
+SESSION_KINDS = ("sessions", "processes", "messages", "chat", "turns", "turn_inspections",
+                 "timers", "journal", "event_outbox")
 """What a closed session is deleted with, by kind: the session document, its process
 documents (with their lanes), the steer and inbox messages addressed to those processes
-(dead letters too), their chat lines, turn records, timers, journal entries and unpublished
+(dead letters too), their chat lines, turn records, inspector records, timers, journal entries and unpublished
 events."""
 
 DELIVERIES = "deliveries"
@@ -30,6 +31,10 @@ DELIVERIES = "deliveries"
 
 AUDIT = "audit"
 """The kind of the operators' audit log."""
+
+INSPECTIONS = "inspections"
+"""The kind of the inspector's turn records past their own retention (``InspectorStore``;
+a CLOSED session's go with it as ``turn_inspections``)."""
 
 
 @dataclass(frozen=True)
@@ -87,3 +92,12 @@ class RetentionStore(Port):
     @abstractmethod
     def audit_due(self, tenant_id: str, before: datetime) -> Due:
         """What ``purge_audit`` would delete now if unbounded."""
+
+    @abstractmethod
+    def purge_inspections(self, tenant_id: str, before: datetime, *, limit: int = 500) -> int:
+        """Delete up to ``limit`` of the tenant's inspector records of turns started before
+        ``before``, oldest first; returns how many."""
+
+    @abstractmethod
+    def inspections_due(self, tenant_id: str, before: datetime) -> Due:
+        """What ``purge_inspections`` would delete now if unbounded."""

@@ -108,6 +108,8 @@ KINDS: tuple[Kind, ...] = (
     _kind("knowledge_vector_generations", ("tenant_id", "project_id"),
           "tenant_id project_id generation:int"),
     _kind("audit_log", ("id",), "id tenant_id at_ms:int doc:json"),
+    _kind("turn_inspections", ("id",),
+          "id tenant_id session_id process_id at_ms:int head:json doc:json"),
     _kind("llm_usage", ("tenant_id", "day", "session_id", "model", "user_id", "project_id"),
           "tenant_id day session_id model user_id project_id tokens_in:int tokens_out:int "
           "calls:int estimated_calls:int"),

@@ -115,6 +115,13 @@ class KnowsUnavailable(Protocol):
     def unavailable(self, name: str) -> str | None: ...
 
 
+class ToolSteps(Protocol):
+    """Notes a turn's tool calls (``engines.inspector.TurnSteps``)."""
+
+    def tool(self, started: float, name: str, params: dict[str, Any],
+             outcome: ToolOutcome) -> None: ...
+
+
 class ToolJournal(Protocol):
     """Where a turn records its tool calls (``engines.journal.TurnJournal``): ``run`` makes
     the call; the journal decides whether it runs, or what the turn gets instead."""
@@ -195,6 +202,9 @@ class ToolDispatcher:
     roles: frozenset[str] = frozenset()
     sources: list[ToolSource] = field(default_factory=list)
     journal: ToolJournal | None = None
+    steps: ToolSteps | None = None
+    """Where each call made through ``invoke`` or ``probe`` is noted for the turn's
+    inspector record (``engines.inspector.TurnSteps``)."""
     probe_only: bool = False
     """While set (``probing``), a MUTATING tool is neither offered nor callable."""
     _lists: dict[int, list[ToolManifest]] = field(default_factory=dict, init=False, repr=False)
@@ -235,6 +245,14 @@ class ToolDispatcher:
 
     def probe(self, name: str, params: dict[str, Any], *,
               transports: frozenset[str] | None = None) -> ToolOutcome:
+        started = time.monotonic()
+        outcome = self._probe(name, params, transports)
+        if self.steps is not None:
+            self.steps.tool(started, name, params, outcome)
+        return outcome
+
+    def _probe(self, name: str, params: dict[str, Any],
+               transports: frozenset[str] | None) -> ToolOutcome:
         """Call ``name`` as a probe: any tool this engine's roles let it see (of the given
         transports), in its pool or not, but only a SAFE_PROBE one; a MUTATING tool is
         refused without being called."""
@@ -263,6 +281,14 @@ class ToolDispatcher:
         return params
 
     def invoke(self, name: str, params: dict[str, Any]) -> ToolOutcome:
+        """Call ``name`` with ``params`` for the engine (through the journal, if any)."""
+        started = time.monotonic()
+        outcome = self._invoke(name, params)
+        if self.steps is not None:
+            self.steps.tool(started, name, params, outcome)
+        return outcome
+
+    def _invoke(self, name: str, params: dict[str, Any]) -> ToolOutcome:
         for source in self.sources:
             manifest = next((m for m in self._listed(source) if m.name == name), None)
             if manifest is None:

@@ -50,6 +50,18 @@ export type DocumentFormat = "text" | "markdown" | "html" | "pdf" | "code";
 export type DocumentStatus = "PENDING" | "INDEXING" | "READY" | "FAILED";
 /**
  * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "ProcessStatus".
+ */
+export type ProcessStatus = "INIT" | "RUNNING" | "IDLE" | "BLOCKED" | "PAUSED" | "SUSPENDED" | "CLOSED";
+/**
+ * Where a call's token counts come from.
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "UsageSource".
+ */
+export type UsageSource = "provider" | "estimated";
+/**
+ * This interface was referenced by `Frames`'s JSON-Schema
  * via the `definition` "NodeKind".
  */
 export type NodeKind = "PLAN" | "WORKER" | "USER_INPUT" | "AGGREGATE";
@@ -130,6 +142,8 @@ export interface Requests {
   "think-engines-list": ThinkEnginesListRequest;
   "thinkengines-list": ThinkenginesListRequest;
   "tool-result": ToolResultRequest;
+  "turn-get": TurnGetRequest;
+  "turn-list": TurnListRequest;
   usage: UsageRequest;
   "user-list": UserListRequest;
 }
@@ -705,6 +719,27 @@ export interface ToolResultRequest {
   toolCallId: string;
 }
 /**
+ * One turn: its id, as ``turn-list`` gives it and a chat line's ``meta.turn`` names it.
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "TurnGetRequest".
+ */
+export interface TurnGetRequest {
+  turnId: string;
+}
+/**
+ * The turns of one of the caller's processes, newest first: ``limit`` of them after
+ * ``cursor`` (the previous page's ``nextCursor``).
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "TurnListRequest".
+ */
+export interface TurnListRequest {
+  cursor?: string | null;
+  limit?: number;
+  processId: string;
+}
+/**
  * The caller's usage this month and, with ``sessionId`` (one of their sessions), in
  * that session.
  *
@@ -783,6 +818,8 @@ export interface Replies {
   "think-engines-list": ThinkEnginesListReply;
   "thinkengines-list": ThinkenginesListReply;
   "tool-result": ToolResultReply;
+  "turn-get": TurnGetReply;
+  "turn-list": TurnListReply;
   usage: UsageReply;
   "user-list": UserListReply;
 }
@@ -1415,6 +1452,151 @@ export interface ThinkenginesListReply {
  */
 export interface ToolResultReply {
   late?: boolean;
+}
+/**
+ * Reply to ``turn-get``: the whole record (its texts cut to the record's caps, secrets
+ * redacted).
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "TurnGetReply".
+ */
+export interface TurnGetReply {
+  turn: TurnInspection;
+}
+/**
+ * What one committed turn did. A listing carries no ``steps`` and no ``tools`` (only
+ * ``stepCount``); reading one record gives them.
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "TurnInspection".
+ */
+export interface TurnInspection {
+  /**
+   * the chat lines it wrote
+   */
+  chatIds?: string[];
+  /**
+   * characters cut to fit the record's caps
+   */
+  cutChars?: number;
+  droppedSteps?: number;
+  endedAt: string;
+  engine: string;
+  epoch: number;
+  /**
+   * the turn's id (meta.turn of the chat lines it wrote)
+   */
+  id: string;
+  lifecycle: string;
+  /**
+   * the model of its first completion
+   */
+  model?: string | null;
+  processId: string;
+  /**
+   * the LLM profile of the turn
+   */
+  profile?: string | null;
+  schemaVersion?: number;
+  sessionId: string;
+  startedAt: string;
+  statusAfter: ProcessStatus;
+  stepCount?: number;
+  steps?: (ModelStep | ToolStep)[];
+  tenantId: string;
+  tokensIn?: number;
+  tokensOut?: number;
+  tools?: OfferedTool[];
+  userId: string;
+}
+/**
+ * One completion. ``messages`` is its input after the first ``shared`` messages, which
+ * are those of the turn's previous model step (a tool loop sends its input again, grown:
+ * kept once). ``tools``: the names of the tools offered (``TurnInspection.tools``).
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "ModelStep".
+ */
+export interface ModelStep {
+  /**
+   * milliseconds since the turn began
+   */
+  atMs: number;
+  durationMs: number;
+  finishReason: string;
+  kind?: "model";
+  messages: InspectedMessage[];
+  model: string;
+  output: InspectedMessage;
+  shared?: number;
+  tokensIn: number;
+  tokensOut: number;
+  tools?: string[];
+  usageSource: UsageSource;
+}
+/**
+ * One message of a model input (or the model's answer).
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "InspectedMessage".
+ */
+export interface InspectedMessage {
+  content?: string;
+  role: string;
+  toolCallId?: string | null;
+  toolCalls?: InspectedCall[];
+}
+/**
+ * A tool call the model asked for; ``arguments`` as the model wrote them (JSON text).
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "InspectedCall".
+ */
+export interface InspectedCall {
+  arguments: string;
+  id: string;
+  name: string;
+}
+/**
+ * One tool call the engine made: its arguments (JSON text), what it gave back (the
+ * result as JSON text, or the error) and its outcome (``OK`` / ``ERROR`` / …).
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "ToolStep".
+ */
+export interface ToolStep {
+  arguments: string;
+  /**
+   * milliseconds since the turn began
+   */
+  atMs: number;
+  durationMs: number;
+  kind?: "tool";
+  name: string;
+  outcome: string;
+  result: string;
+}
+/**
+ * A tool offered to the model in the turn: its description and JSON Schema (as text).
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "OfferedTool".
+ */
+export interface OfferedTool {
+  description: string;
+  name: string;
+  parameters: string;
+}
+/**
+ * Reply to ``turn-list``: each turn without its steps and tools (``turn-get`` has
+ * them); ``nextCursor`` null on the last page.
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "TurnListReply".
+ */
+export interface TurnListReply {
+  nextCursor: string | null;
+  turns: TurnInspection[];
 }
 /**
  * Reply to ``usage``: ``month`` (``YYYY-MM``, UTC) and the caller's totals in it in

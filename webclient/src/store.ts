@@ -110,11 +110,13 @@ export interface State {
   uploads: Upload[];
   /** The chat line a search hit opened (`session-search`): scrolled to and marked. */
   found: { processId: string; seq: number } | null;
+  /** The inspector panel: a process's turns, or one turn of it (`turnId`); `null`: closed. */
+  inspecting: { processId: string; turnId: string | null } | null;
 }
 
 const unbound = {
   sessionId: null, chatProcessId: null, lastSeq: 0, contextDrift: false, transcripts: {},
-  focus: null, unread: 0, processes: {}, found: null,
+  focus: null, unread: 0, processes: {}, found: null, inspecting: null,
 } satisfies Partial<State>;
 
 export const useStore = create<State>(() => ({

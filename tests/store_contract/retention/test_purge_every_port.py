@@ -9,6 +9,7 @@ import time
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
+from tests.store_contract.inspector._build import inspection
 from vancetope_brain.models import (
     JournalEntry,
     ProcessStatus,
@@ -33,6 +34,7 @@ from vancetope_brain.store import (
     DocumentStore,
     EventOutboxStore,
     IdentityStore,
+    InspectorStore,
     JournalStore,
     LaneStore,
     MemoryStore,
@@ -60,6 +62,7 @@ def _session(world: World, tenant: str, *, close: bool = True) -> tuple[str, lis
     session = world.session(tenant, created_at=past)
     process = world.process(tenant, session.id, created_at=past)
     world.set_status(process, S.IDLE, chat=[world.line(process, "hello")])
+    world.inspector.put_inspection(inspection(process, past))
     world.append(tenant, process.id, "unanswered")
     if close:
         world.set_status(process, S.CLOSED, chat=[world.line(process, "bye")])
@@ -95,6 +98,7 @@ class Everything:
             seen[f"messages/{pid}"] = lanes.pending_messages(tenant, pid)
             seen[f"events/{pid}"] = b.port(EventOutboxStore).pending_events(tenant, pid)
             seen[f"journal/{pid}"] = b.port(JournalStore).journal(tenant, pid)
+            seen[f"inspections/{pid}"] = b.port(InspectorStore).list_inspections(tenant, pid)
         seen["inbox"] = b.port(UserInboxStore).list_inbox_items(tenant, InboxQuery(limit=100))
         seen["deliveries"] = b.port(DeliveryStore).list_deliveries(tenant)
         seen["audit"] = b.port(AuditStore).list_audit(tenant)
@@ -144,6 +148,9 @@ def _populate(backend: Backend, world: World, tenant: str) -> dict[str, list[str
                                                created_at=utcnow() - timedelta(days=15)))
     deliveries.add_delivery(world.delivery(tenant, answered.id, status=DeliveryStatus.SENT,
                                            created_at=utcnow() + timedelta(days=20)))
+    for days in (-15, 20):  # turn records 45 and 10 days old then
+        backend.port(InspectorStore).put_inspection(
+            inspection(process, utcnow() + timedelta(days=days)))
     for days in (-400, -15, 20):  # 430, 45 and 10 days old then
         backend.port(AuditStore).append_audit(AuditRecord(
             id=new_id("aud"), tenant_id=tenant, at=utcnow() + timedelta(days=days),
@@ -184,6 +191,9 @@ def test_thirty_days_retention_takes_exactly_the_old_closed_sessions_and_nothing
     [due] = service.due(now, "ten_ret")
     assert due.due["sessions"].count == 1 and due.due["deliveries"].count == 1
     assert due.due["audit"].count == 2
+    # By age (retention.turnRecordDays, 30 by default): each session's (its turn began an
+    # hour before it was made) and the one 45 days old; the closed session's also with it.
+    assert (due.due["inspections"].count, due.due["turn_inspections"].count) == (5, 1)
     [keep] = service.due(now, "ten_keep")
     assert (keep.due["sessions"].count, keep.due["audit"].count) == (0, 1)  # the default
     assert keep.audit_before == now - timedelta(days=400)
@@ -191,18 +201,24 @@ def test_thirty_days_retention_takes_exactly_the_old_closed_sessions_and_nothing
     assert purged["sessions"] == 1 and purged["processes"] == 1
     assert purged["chat"] == 2 and purged["turns"] == 2 and purged["messages"] == 1
     assert purged["deliveries"] == 1 and purged["audit"] == 3
+    assert purged["turn_inspections"] == 1 and purged["inspections"] == 4 + 4
     assert service.purge(now) == dict.fromkeys(purged, 0)  # idempotent
 
     after = {t: everything(t) for t in made}
     kept = dict(before["ten_keep"])
     kept["audit"] = [r for r in kept["audit"] if r.at >= now - timedelta(days=400)]
     assert len(kept["audit"]) == 2
+    for tenant, seen in (("ten_keep", kept), ("ten_ret", before["ten_ret"])):
+        for pid in made[tenant]["processes"] + made[tenant]["gone_processes"]:
+            seen[f"inspections/{pid}"] = [r for r in seen[f"inspections/{pid}"]
+                                          if r.started_at >= now - timedelta(days=30)]
     assert after["ten_keep"] == kept
     expected = dict(before["ten_ret"])
     gone_session = made["ten_ret"]["gone_sessions"][0]
     expected["sessions"] = [s for s in expected["sessions"] if s.id != gone_session]
     for pid in made["ten_ret"]["gone_processes"]:
-        for kind in ("processes", "chat", "turns", "messages", "events", "journal"):
+        for kind in ("processes", "chat", "turns", "messages", "events", "journal",
+                     "inspections"):
             expected[f"{kind}/{pid}"] = []
     expected["deliveries"] = [d for d in expected["deliveries"]
                               if d.status is DeliveryStatus.QUEUED

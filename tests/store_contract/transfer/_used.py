@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tests.store_contract.inspector._build import inspection
 from vancetope_brain.models import (
     ChatRole,
     DeadLetter,
@@ -37,6 +38,7 @@ from vancetope_brain.store import (
     DocumentVectors,
     EventOutboxStore,
     IdentityStore,
+    InspectorStore,
     JournalStore,
     LaneStore,
     MemoryStore,
@@ -157,6 +159,7 @@ def _conversation(world: World, used: Used, tenant: str, text: str) -> None:
                           key=f"wake{n}", due_at=utcnow() + timedelta(hours=n))],
             usage=[UsageRow(UsageKey(tenant, "usr_1", "default", session.id, model, DAY),
                             100 * n, 10 * n, n, n - 1) for model in ("m1", "m2")]))
+        world.inspector.put_inspection(inspection(process, text=f"{text} {n}"))
     used.processes[tenant].insert(0, process.id)
 
 
@@ -267,6 +270,9 @@ def seen(b: Backend, used: Used) -> dict[str, Any]:
                 "pending": lanes.pending_messages(tenant, process),
                 "events": b.port(EventOutboxStore).pending_events(tenant, process),
                 "journal": b.port(JournalStore).journal(tenant, process),
+                "inspections": [b.port(InspectorStore).get_inspection(tenant, head.id)
+                                for head in b.port(InspectorStore).list_inspections(
+                                    tenant, process)],
                 "process": b.port(SessionStore).get_process(tenant, process)}
         t["dead letters"] = b.port(DeadLetterStore).dead_letters(tenant)
         t["inbox"] = b.port(UserInboxStore).list_inbox_items(tenant, InboxQuery(limit=100))

@@ -40,7 +40,8 @@ from vancetope_brain.store.retention import SESSION_KINDS, Due, RetentionStore
 MAX_SCANNED = 2000
 """The most candidate sessions one ``purge_closed_sessions`` reads."""
 _PAGE = 100
-_OWNED_KINDS = dict(zip(PROCESS_OWNED, ("chat", "turns", "timers", "journal", "event_outbox"),
+_OWNED_KINDS = dict(zip(PROCESS_OWNED, ("chat", "turns", "timers", "journal", "event_outbox",
+                                        "turn_inspections"),
                         strict=True))
 """The kind of ``SESSION_KINDS`` each collection a process owns holds."""
 
@@ -54,6 +55,7 @@ class MongoRetention(MongoAdapter, RetentionStore):
         self._items = database["inbox_items"]
         self._deliveries = database["notification_deliveries"]
         self._audit = database["audit_log"]
+        self._inspections = database["turn_inspections"]
         self._sessions.create_index(
             [("tenantId", ASCENDING), ("status", ASCENDING), ("updatedAt", ASCENDING)],
             name="closed_by_age")
@@ -116,6 +118,15 @@ class MongoRetention(MongoAdapter, RetentionStore):
     @translated
     def audit_due(self, tenant_id: str, before: datetime) -> Due:
         return _oldest_due(self._audit, _audit_due(tenant_id, before), "at")
+
+    @translated
+    def purge_inspections(self, tenant_id: str, before: datetime, *, limit: int = 500) -> int:
+        return _purge_oldest(self._inspections, tenant_id, _inspections_due(tenant_id, before),
+                             "startedAt", limit)
+
+    @translated
+    def inspections_due(self, tenant_id: str, before: datetime) -> Due:
+        return _oldest_due(self._inspections, _inspections_due(tenant_id, before), "startedAt")
 
     def _due(self, tenant_id: str, cutoff: datetime,
              scanned: int | None) -> Iterator[list[str]]:
@@ -193,6 +204,10 @@ def _deliveries_due(tenant_id: str, created_before: datetime) -> dict[str, Any]:
 
 def _audit_due(tenant_id: str, before: datetime) -> dict[str, Any]:
     return {"tenantId": tenant_id, "at": {"$lt": naive_utc(before)}}
+
+
+def _inspections_due(tenant_id: str, before: datetime) -> dict[str, Any]:
+    return {"tenantId": tenant_id, "startedAt": {"$lt": naive_utc(before)}}
 
 
 def _purge_oldest(collection: Collection[Any], tenant_id: str, found: dict[str, Any],

@@ -41,7 +41,7 @@ from vancetope_brain.store.sql import from_ms, to_ms
 PROCESSES = "think_processes"
 """The collection of process documents."""
 PROCESS_OWNED = ("chat_messages", "turn_records", "process_timers", "turn_journal",
-                 "event_outbox")
+                 "event_outbox", "turn_inspections")
 """The collections whose documents a process owns by ``processId`` (deleted with it)."""
 _MESSAGES = "engine_messages"
 """Its inbox messages (by ``targetProcessId``); ``mongo.lanes.MESSAGES``."""

@@ -100,6 +100,7 @@ from vancetope_brain.models import (
 )
 from vancetope_brain.models.audit import AuditRecord
 from vancetope_brain.models.inbox import InboxItem, NotificationDelivery
+from vancetope_brain.models.inspector import TurnInspection
 from vancetope_brain.models.knowledge import Chunk, DocumentStatus, KnowledgeDocument
 from vancetope_brain.models.memory import MemoryEntry
 from vancetope_brain.models.recipe import Definition, Recipe
@@ -442,6 +443,11 @@ _PLAIN: dict[str, _Plain] = {
     "audit_log": _Plain(
         "audit_log", _BY_ID, AuditRecord,
         lambda a, raw: {"id": a.id, "tenant_id": a.tenant_id, "at_ms": to_ms(a.at)}),
+    "turn_inspections": _Plain(
+        "turn_inspections", _BY_ID, TurnInspection,
+        lambda t, raw: {"id": t.id, "tenant_id": t.tenant_id, "session_id": t.session_id,
+                        "process_id": t.process_id, "at_ms": to_ms(t.started_at),
+                        "head": t.head().dump()}),
     "knowledge_documents": _Plain(
         "knowledge_documents", (("tenantId", False), ("_id", False)), KnowledgeDocument,
         _document_columns, extras=("tokens",), stored=lambda r: {"tokens": r["tokens"]}),

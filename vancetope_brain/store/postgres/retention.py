@@ -59,6 +59,7 @@ WHERE s.tenant_id = %(tenant)s AND s.doc->>'status' = 'CLOSED'
 first terms are the partial index ``sessions_closed``'s."""
 
 _OWNED = {"messages": "target_process_id", "chat": "process_id", "turns": "process_id",
+          "turn_inspections": "process_id",
           "timers": "process_id", "journal": "process_id", "event_outbox": "process_id",
           "lanes": "process_id"}
 """The tables of a process's records, by the column naming the process (children first)."""
@@ -121,6 +122,18 @@ class PostgresRetention(PostgresAdapter, RetentionStore):
         count, oldest = self.db.read(
             "SELECT count(*), min(at_ms) FROM audit_log WHERE tenant_id = %s AND at_ms < %s",
             (tenant_id, to_ms(before)))[0]
+        return Due(int(count), from_ms(oldest))
+
+    def purge_inspections(self, tenant_id: str, before: datetime, *, limit: int = 500) -> int:
+        return self.db.execute(
+            "DELETE FROM turn_inspections WHERE id IN ("
+            "SELECT id FROM turn_inspections WHERE tenant_id = %s AND at_ms < %s "
+            "ORDER BY at_ms LIMIT %s FOR UPDATE SKIP LOCKED)", (tenant_id, to_ms(before), limit))
+
+    def inspections_due(self, tenant_id: str, before: datetime) -> Due:
+        count, oldest = self.db.read(
+            "SELECT count(*), min(at_ms) FROM turn_inspections WHERE tenant_id = %s "
+            "AND at_ms < %s", (tenant_id, to_ms(before)))[0]
         return Due(int(count), from_ms(oldest))
 
     def _count(self, sql: str, params: dict[str, Any]) -> int:

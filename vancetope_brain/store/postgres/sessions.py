@@ -101,7 +101,8 @@ PROCESS_COLUMNS = ("p.doc, l.status, l.epoch, l.next_seq, l.pending_control, "
 _PROCESS_SELECT = f"SELECT {PROCESS_COLUMNS} FROM lanes l JOIN processes p ON p.id = l.process_id"
 PROCESS_BY_ID = f"{_PROCESS_SELECT} WHERE l.process_id = %s AND l.tenant_id = %s"
 
-_PROCESS_OWNED = ("chat", "turns", "timers", "journal", "event_outbox", "lanes")
+_PROCESS_OWNED = ("chat", "turns", "turn_inspections", "timers", "journal", "event_outbox",
+                  "lanes")
 """The tables whose rows a process owns by ``process_id`` (deleted with it)."""
 
 ProcessRow = tuple[dict[str, Any], str, int, int, str | None, int | None, int]

@@ -62,6 +62,7 @@ WHERE sessions.tenant_id = :tenant AND json_extract(doc, '$.status') = 'CLOSED'
 first terms are the partial index ``sessions_closed``'s, word for word."""
 
 _OWNED = {"messages": "target_process_id", "chat": "process_id", "turns": "process_id",
+          "turn_inspections": "process_id",
           "timers": "process_id", "journal": "process_id", "event_outbox": "process_id",
           "lanes": "process_id"}
 """The tables of a process's records, by the column naming the process (children first)."""
@@ -126,6 +127,18 @@ class SqliteRetention(SqliteAdapter, RetentionStore):
         count, oldest = self.db.read(
             "SELECT count(*), min(at_ms) FROM audit_log WHERE tenant_id = ? AND at_ms < ?",
             (tenant_id, to_ms(before)))[0]
+        return Due(int(count), from_ms(oldest))
+
+    def purge_inspections(self, tenant_id: str, before: datetime, *, limit: int = 500) -> int:
+        return self.db.execute(
+            "DELETE FROM turn_inspections WHERE rowid IN ("
+            "SELECT rowid FROM turn_inspections WHERE tenant_id = ? AND at_ms < ? "
+            "ORDER BY at_ms LIMIT ?)", (tenant_id, to_ms(before), limit)).rowcount
+
+    def inspections_due(self, tenant_id: str, before: datetime) -> Due:
+        count, oldest = self.db.read(
+            "SELECT count(*), min(at_ms) FROM turn_inspections WHERE tenant_id = ? "
+            "AND at_ms < ?", (tenant_id, to_ms(before)))[0]
         return Due(int(count), from_ms(oldest))
 
     def _count(self, sql: str, params: dict[str, object]) -> int:

@@ -86,7 +86,8 @@ _PROCESS_SELECT = (
 )
 _PROCESS_BY_ID = f"{_PROCESS_SELECT} WHERE l.process_id = ? AND l.tenant_id = ?"
 
-_PROCESS_OWNED = ("chat", "turns", "timers", "journal", "event_outbox", "lanes")
+_PROCESS_OWNED = ("chat", "turns", "turn_inspections", "timers", "journal", "event_outbox",
+                  "lanes")
 """The tables whose rows a process owns by ``process_id`` (deleted with it)."""
 
 ProcessRow = tuple[str, str, int, int, str | None, int | None, int]

@@ -8,6 +8,7 @@ import { NO_TRANSCRIPT, useStore, viewedProcess } from "../store";
 import { ChatItem, LiveTool, Streaming } from "./ChatLines";
 import { ChatSummary } from "./ChatSummary";
 import { EngineView } from "./EngineViews";
+import { Inspector } from "./Inspector";
 import { NewProcess } from "./NewProcess";
 import { PendingItem, Working } from "./Pending";
 import { STATUS_COLOR } from "./Workers";
@@ -107,6 +108,7 @@ export function Chat() {
         </Paper>
       )}
       {viewed && <ChatSummary processId={viewed} key={`summary:${viewed}`} />}
+      <Inspector />
       <ScrollArea style={{ flex: 1 }} className="transcript" offsetScrollbars viewportRef={viewport}
         viewportProps={{ tabIndex: 0 }}>
         {hasEarlier && (

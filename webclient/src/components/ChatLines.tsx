@@ -1,7 +1,7 @@
-import { Accordion, Alert, Badge, Button, Code, Group, Paper, Text } from "@mantine/core";
+import { Accordion, Alert, Anchor, Badge, Button, Code, Group, Paper, Text } from "@mantine/core";
 
 import type { ChatLine, Citation } from "../protocol";
-import { useStore, type LiveToolCall } from "../store";
+import { set, useStore, type LiveToolCall } from "../store";
 import { InboxAnswerCard } from "./inbox/Answer";
 import { Markdown } from "./Markdown";
 import { jsonObject, Readable, Reply } from "./Readable";
@@ -27,6 +27,8 @@ export function ChatItem({ line, speaker = "Arthur", earlier = false, onAgain }:
               <Badge size="xs" color="gray" variant="light" data-role="interrupted">interrupted</Badge>}
             {earlier && <Badge size="xs" color="gray" variant="light">earlier attempt</Badge>}
             {"again" in line.meta && <Badge size="xs" variant="light">asked again</Badge>}
+            {typeof line.meta.turn === "string" &&
+              <Group ml="auto" gap={0}><TurnLink processId={line.processId} turnId={line.meta.turn} /></Group>}
           </Group>
           <Reply text={line.content} />
           {onAgain && (
@@ -52,6 +54,15 @@ export function ChatItem({ line, speaker = "Arthur", earlier = false, onAgain }:
     default:
       return <Text size="sm" c="dimmed" data-role={line.role}>{line.content}</Text>;
   }
+}
+
+/** Opens the inspector at the turn that wrote a line (its `meta.turn`). */
+function TurnLink({ processId, turnId }: { processId: string; turnId: string }) {
+  return (
+    <Anchor component="button" type="button" size="xs" c="dimmed" data-testid="turn-link"
+      aria-label="Inspect the turn that wrote this line"
+      onClick={() => set({ inspecting: { processId, turnId } })}>Inspect</Anchor>
+  );
 }
 
 /** A passage's source as plain text: `guide.md › Install, lines 3-9` (`, p. 4` for a PDF). */

@@ -2,6 +2,7 @@ import { Button, Group, Paper, ScrollArea, Stack, Text } from "@mantine/core";
 import { useState } from "react";
 
 import { chatSummary } from "../client";
+import { set } from "../store";
 import type { ChatHistorySummary } from "../protocol";
 
 /** The "Summary" button over a chat: shows, as read now, the summary of the chat's older
@@ -19,7 +20,9 @@ export function ChatSummary({ processId }: { processId: string }) {
   };
   return (
     <Stack gap="xs">
-      <Group justify="flex-end">
+      <Group justify="flex-end" gap="xs">
+        <Button size="compact-sm" variant="subtle" data-testid="open-turns"
+          onClick={() => set({ inspecting: { processId, turnId: null } })}>Turns</Button>
         <Button size="compact-sm" variant="subtle" loading={loading}
           aria-expanded={shown !== undefined} onClick={() => void toggle()}>Summary</Button>
       </Group>

@@ -1,0 +1,60 @@
+"""PostgreSQL ``InspectorStore``: table ``turn_inspections``, the whole record in ``doc`` and
+its listing form (``TurnInspection.head``) in ``head``, so a listing never reads the steps.
+
+Atomicity: a put is one ``INSERT … ON CONFLICT DO NOTHING``. A process's page is read newest
+first by ``inspections_by_process`` (tenant, process, ``at_ms``, id; ``id`` is
+``COLLATE "C"`` so ties order by bytes, as on SQLite); the retention purge reads
+``inspections_by_age`` (tenant, ``at_ms``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from vancetope_brain.errors import NotFound
+from vancetope_brain.models.inspector import TurnInspection
+from vancetope_brain.store.inspector import MAX_LISTED, InspectionPosition, InspectorStore
+from vancetope_brain.store.postgres import PostgresAdapter
+from vancetope_brain.store.postgres._db import doc_json, load_all
+from vancetope_brain.store.sql import to_ms
+
+_TABLES = """
+CREATE TABLE IF NOT EXISTS turn_inspections (
+    id TEXT COLLATE "C" PRIMARY KEY, tenant_id TEXT NOT NULL, session_id TEXT NOT NULL,
+    process_id TEXT NOT NULL, at_ms BIGINT NOT NULL, head JSONB NOT NULL, doc JSONB NOT NULL
+);
+CREATE INDEX IF NOT EXISTS inspections_by_process
+    ON turn_inspections (tenant_id, process_id, at_ms, id);
+CREATE INDEX IF NOT EXISTS inspections_by_age ON turn_inspections (tenant_id, at_ms);
+"""
+
+
+class PostgresInspector(PostgresAdapter, InspectorStore):
+    tables = _TABLES
+
+    def put_inspection(self, record: TurnInspection) -> None:
+        self.db.execute(
+            "INSERT INTO turn_inspections (id, tenant_id, session_id, process_id, at_ms, head, "
+            "doc) VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (id) DO NOTHING",
+            (record.id, record.tenant_id, record.session_id, record.process_id,
+             to_ms(record.started_at), doc_json(record.head()), doc_json(record)))
+
+    def get_inspection(self, tenant_id: str, turn_id: str) -> TurnInspection:
+        found = load_all(TurnInspection, self.db.read(
+            "SELECT doc FROM turn_inspections WHERE tenant_id = %s AND id = %s",
+            (tenant_id, turn_id)))
+        if not found:
+            raise NotFound(f"turn {turn_id} not found")
+        return found[0]
+
+    def list_inspections(self, tenant_id: str, process_id: str,
+                         before: InspectionPosition | None = None,
+                         limit: int = 50) -> list[TurnInspection]:
+        where = "tenant_id = %s AND process_id = %s"
+        params: list[Any] = [tenant_id, process_id]
+        if before is not None:
+            where += " AND (at_ms, id) < (%s, %s)"
+            params += [before.at_ms, before.id]
+        return load_all(TurnInspection, self.db.read(
+            f"SELECT head FROM turn_inspections WHERE {where} ORDER BY at_ms DESC, id DESC "
+            "LIMIT %s", (*params, max(0, min(limit, MAX_LISTED)))))
