@@ -441,8 +441,11 @@ def test_process_interrupt_stops_the_running_turn_at_its_model_calls_end(emb, bo
     release.set()
     wait_process(emb, emb.who, chat, S.IDLE)
     lines = emb.brain.store.port(LaneStore).chat_history("acme", chat)
-    assert [(m.role, m.content, m.meta) for m in lines[-2:]] == [
+    # (the cut line links to its turn's inspector record, as every line the turn wrote)
+    assert [(m.role, m.content, {k: v for k, v in m.meta.items() if k != "turn"})
+            for m in lines[-2:]] == [
         (ChatRole.USER, "go on", {}), (ChatRole.ASSISTANT, "Half an ans", {"interrupted": True})]
+    assert lines[-1].meta["turn"].startswith("turn_")
     assert len(emb.model.calls) == 1
     assert emb.brain.store.port(LaneStore).pending_messages("acme", chat) == []
     # Idle now: nothing to stop, and the next turn is a normal one.

@@ -153,7 +153,8 @@ def test_regenerate_asks_again_with_the_same_input_and_keeps_the_earlier_attempt
         asked = first["seq"] - 1
         terminal.request("process-command", processId=pid, command="regenerate")
         _, second = _reply(terminal, pid)
-        assert (second["content"], second["meta"]) == ("Second try.", {"again": asked})
+        assert (second["content"], second["meta"]["again"]) == ("Second try.", asked)
+        assert set(second["meta"]) == {"again", "turn"}  # and the link to its turn's record
         first_input, second_input = (r.body["messages"] for r in server.requests[:2])
         assert second_input == first_input  # the same input, asked anew
         lines = terminal.request("chat-history", processId=pid)["messages"]

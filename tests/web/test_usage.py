@@ -22,7 +22,9 @@ def test_the_usage_tab_shows_this_session_and_this_month_per_model(
     create_session(page, "Usage check")
     page.get_by_label("Message to Arthur").fill("How many tokens does this cost?")
     page.keyboard.press("Enter")
-    page.get_by_test_id("transcript").locator("[data-role=assistant]").first.wait_for()
+    # The reply (the first assistant line is Arthur's welcome, which no model wrote): its
+    # turn committed its usage with it.
+    page.get_by_test_id("transcript").locator("[data-role=assistant]").nth(1).wait_for()
 
     page.get_by_role("tab", name="Usage").click()
     session = page.get_by_test_id("usage-session")
