@@ -51,6 +51,8 @@ test, not be handled like an LLM failure.
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class VancetopeError(Exception):
     """Base of every error Vancetope raises on purpose."""
@@ -334,6 +336,10 @@ class Interrupted(Signal):
     def __init__(self, said: str = "") -> None:
         super().__init__("the turn was interrupted")
         self.said = said
+        #: The cut call's answer as far as it went (an ``llm.LlmResponse``, set by the turn's
+        #: ``FencedModel``), so its tokens are counted and the inspector shows it; None when
+        #: the turn stopped before a call began.
+        self.answer: Any = None
 
 
 class StrategyEnded(Signal):

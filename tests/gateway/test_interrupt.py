@@ -103,6 +103,15 @@ def test_stop_cuts_a_streaming_reply_and_the_next_question_is_answered(emb, term
         assert len(line["content"]) < len(LONG) // 2  # cut, not finished
         status = terminal.request("process-status", processId=pid)["process"]
         assert status["status"] == "IDLE"
+        # The cut call was still a call: the inspector shows it, its usage counts it (estimated:
+        # a cut stream reports none).
+        record = terminal.request("turn-get", turnId=line["meta"]["turn"])["turn"]
+        calls = [s for s in record["steps"] if s["kind"] == "model"]
+        assert [c["finishReason"] for c in calls] == ["tool_calls", "interrupted"]
+        assert (calls[1]["usageSource"], calls[1]["tokensOut"] > 0) == ("estimated", True)
+        assert line["content"] in json.dumps(calls[1]["output"])
+        usage = terminal.request("usage", sessionId=status["sessionId"])["session"]
+        assert usage["calls"] == 2 and usage["tokensOut"] >= calls[1]["tokensOut"]
 
         terminal.request("process-steer", targetThinkProcessId=pid, content="and now?")
         _, next_line = _reply(terminal, pid)

@@ -233,11 +233,22 @@ class CountedModel:
     def complete(self, messages: list[LlmMessage], *, tools: list[ToolSpec] | None = None,
                  on_token: TokenSink | None = None) -> LlmResponse:
         started = time.monotonic()
-        response = self._model.complete(messages, tools=tools, on_token=on_token)
+        try:
+            response = self._model.complete(messages, tools=tools, on_token=on_token)
+        except Interrupted as cut:
+            # A call the user cut was still a call the provider served: its tokens count
+            # (estimated: a cut stream reports none) and the inspector shows it.
+            if cut.answer is not None:
+                self._record(started, messages, tools, cut.answer)
+            raise
+        self._record(started, messages, tools, response)
+        return response
+
+    def _record(self, started: float, messages: list[LlmMessage], tools: list[ToolSpec] | None,
+                response: LlmResponse) -> None:
         usage = call_usage(self.name, messages, tools, response)
         self._turn.usage.append(usage)
         self._turn.steps.model(started, messages, tools, response, usage)
-        return response
 
 
 def call_usage(model: str, messages: list[LlmMessage], tools: list[ToolSpec] | None,
@@ -298,19 +309,24 @@ class FencedModel:
             except LlmRejected as e:
                 self._on_rejected(e, messages)
                 raise
+            except Interrupted as cut:  # cut mid-stream: what it had said is its answer
+                cut.answer = LlmResponse(cut.said, finish_reason="interrupted")
+                raise
         self._check()
-        self._check_interrupt(response.content)
+        self._check_interrupt(response.content, response)
         return response
 
     def _check(self) -> None:
         if self._lost.is_set():
             raise Fenced("the lane lease was lost; this turn must write nothing")
 
-    def _check_interrupt(self, said: str) -> None:
+    def _check_interrupt(self, said: str, answer: LlmResponse | None = None) -> None:
         p = self._process
         if self._interrupts is not None and p is not None and \
                 self._interrupts.requested(p.id, p.epoch):
-            raise Interrupted(said)
+            cut = Interrupted(said)
+            cut.answer = answer
+            raise cut
 
 
 @dataclass(frozen=True)
