@@ -40,7 +40,7 @@ from vancetope_brain.services import system_sessions
 from vancetope_brain.services.audit import Acting
 from vancetope_brain.services.usage import MAX_DAYS, MAX_READ
 from vancetope_gateway.auth import authenticate
-from vancetope_gateway.handlers.usage import UsageTotals
+from vancetope_gateway.handlers.usage import ModelUsage, UsageTotals
 from vancetope_gateway.parts import Gateway
 
 T = TypeVar("T")
@@ -221,18 +221,11 @@ class UsageQuery(Wire):
     user: str | None = Field(None, max_length=64, description="only this user's")
 
 
-class UserDayUsage(Wire):
-    """One user's usage of one model on one day (sessions and projects summed); ``cost``
-    by the tenant's ``llm.prices``, null when it has none."""
+class UserDayUsage(ModelUsage):
+    """One user's usage of one model on one day (sessions and projects summed)."""
 
     day: date
     user_id: str
-    model: str
-    tokens_in: int
-    tokens_out: int
-    calls: int
-    estimated_calls: int
-    cost: float | None
 
 
 class AdminUsage(Wire):

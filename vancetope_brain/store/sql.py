@@ -12,7 +12,6 @@ from enum import StrEnum
 from typing import Any, overload
 
 from vancetope_brain.errors import InvalidInput
-from vancetope_brain.store.audit import MAX_LISTED, AuditPosition
 from vancetope_brain.store.sessions import BAD_CURSOR, cursor_position
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -59,19 +58,19 @@ def row_position(cursor: str) -> tuple[int, int]:
     return created_ms, int(key)
 
 
-def audit_page(mark: str, tenant_id: str | None, before: AuditPosition | None,
-               limit: int) -> tuple[str, tuple[Any, ...]]:
-    """The statement and parameters of ``AuditStore.list_audit`` on table ``audit_log``, with
-    the backend's parameter ``mark`` (``?`` or ``%s``): newest first, keyset-paged by
-    (``at_ms``, id), one tenant's or every tenant's."""
-    clauses: list[str] = []
-    params: list[Any] = []
-    if tenant_id is not None:
-        clauses.append(f"tenant_id = {mark}")
-        params.append(tenant_id)
+def newest_page(mark: str, column: str, table: str, equal: dict[str, Any],
+                before: tuple[int, str] | None, limit: int,
+                cap: int) -> tuple[str, tuple[Any, ...]]:
+    """The statement and parameters of a keyset page of ``table``'s rows newest first, by
+    (``at_ms``, id): the ``column`` of those whose columns equal ``equal``'s values, after
+    the place ``before`` (the last row of the previous page), at most ``limit`` (≤ ``cap``)
+    rows; ``mark`` is the backend's parameter (``?`` or ``%s``). What the audit log and the
+    inspector's records list by, on both SQL backends."""
+    clauses = [f"{name} = {mark}" for name in equal]
+    params: list[Any] = list(equal.values())
     if before is not None:
         clauses.append(f"(at_ms, id) < ({mark}, {mark})")
-        params += [before.at_ms, before.id]
+        params += list(before)
     where = f"WHERE {' AND '.join(clauses)} " if clauses else ""
-    return (f"SELECT doc FROM audit_log {where}ORDER BY at_ms DESC, id DESC LIMIT {mark}",
-            (*params, max(0, min(limit, MAX_LISTED))))
+    return (f"SELECT {column} FROM {table} {where}ORDER BY at_ms DESC, id DESC LIMIT {mark}",
+            (*params, max(0, min(limit, cap))))

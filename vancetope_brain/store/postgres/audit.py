@@ -8,10 +8,10 @@ is ``COLLATE "C"`` so ties order by bytes, as on SQLite.
 from __future__ import annotations
 
 from vancetope_brain.models.audit import AuditRecord
-from vancetope_brain.store.audit import AuditPosition, AuditStore
+from vancetope_brain.store.audit import MAX_LISTED, AuditPosition, AuditStore
 from vancetope_brain.store.postgres import PostgresAdapter
 from vancetope_brain.store.postgres._db import doc_json, load_all
-from vancetope_brain.store.sql import audit_page, to_ms
+from vancetope_brain.store.sql import newest_page, to_ms
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS audit_log (
@@ -33,4 +33,6 @@ class PostgresAudit(PostgresAdapter, AuditStore):
 
     def list_audit(self, tenant_id: str | None, before: AuditPosition | None = None,
                    limit: int = 100) -> list[AuditRecord]:
-        return load_all(AuditRecord, self.db.read(*audit_page("%s", tenant_id, before, limit)))
+        return load_all(AuditRecord, self.db.read(*newest_page(
+            "%s", "doc", "audit_log", {} if tenant_id is None else {"tenant_id": tenant_id},
+            before, limit, MAX_LISTED)))

@@ -9,14 +9,12 @@ first by ``inspections_by_process`` (tenant, process, ``at_ms``, id; ``id`` is
 
 from __future__ import annotations
 
-from typing import Any
-
 from vancetope_brain.errors import NotFound
 from vancetope_brain.models.inspector import TurnInspection
 from vancetope_brain.store.inspector import MAX_LISTED, InspectionPosition, InspectorStore
 from vancetope_brain.store.postgres import PostgresAdapter
 from vancetope_brain.store.postgres._db import doc_json, load_all
-from vancetope_brain.store.sql import to_ms
+from vancetope_brain.store.sql import newest_page, to_ms
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS turn_inspections (
@@ -50,11 +48,6 @@ class PostgresInspector(PostgresAdapter, InspectorStore):
     def list_inspections(self, tenant_id: str, process_id: str,
                          before: InspectionPosition | None = None,
                          limit: int = 50) -> list[TurnInspection]:
-        where = "tenant_id = %s AND process_id = %s"
-        params: list[Any] = [tenant_id, process_id]
-        if before is not None:
-            where += " AND (at_ms, id) < (%s, %s)"
-            params += [before.at_ms, before.id]
-        return load_all(TurnInspection, self.db.read(
-            f"SELECT head FROM turn_inspections WHERE {where} ORDER BY at_ms DESC, id DESC "
-            "LIMIT %s", (*params, max(0, min(limit, MAX_LISTED)))))
+        return load_all(TurnInspection, self.db.read(*newest_page(
+            "%s", "head", "turn_inspections", {"tenant_id": tenant_id, "process_id": process_id},
+            before, limit, MAX_LISTED)))

@@ -7,8 +7,8 @@ Atomicity: an append is one ``INSERT``. A page is read newest first by the index
 from __future__ import annotations
 
 from vancetope_brain.models.audit import AuditRecord
-from vancetope_brain.store.audit import AuditPosition, AuditStore
-from vancetope_brain.store.sql import audit_page, to_ms
+from vancetope_brain.store.audit import MAX_LISTED, AuditPosition, AuditStore
+from vancetope_brain.store.sql import newest_page, to_ms
 from vancetope_brain.store.sqlite import SqliteAdapter
 from vancetope_brain.store.sqlite._db import load_all
 
@@ -31,4 +31,6 @@ class SqliteAudit(SqliteAdapter, AuditStore):
 
     def list_audit(self, tenant_id: str | None, before: AuditPosition | None = None,
                    limit: int = 100) -> list[AuditRecord]:
-        return load_all(AuditRecord, self.db.read(*audit_page("?", tenant_id, before, limit)))
+        return load_all(AuditRecord, self.db.read(*newest_page(
+            "?", "doc", "audit_log", {} if tenant_id is None else {"tenant_id": tenant_id},
+            before, limit, MAX_LISTED)))

@@ -8,12 +8,10 @@ reads ``inspections_by_age`` (tenant, ``at_ms``).
 
 from __future__ import annotations
 
-from typing import Any
-
 from vancetope_brain.errors import NotFound
 from vancetope_brain.models.inspector import TurnInspection
 from vancetope_brain.store.inspector import MAX_LISTED, InspectionPosition, InspectorStore
-from vancetope_brain.store.sql import to_ms
+from vancetope_brain.store.sql import newest_page, to_ms
 from vancetope_brain.store.sqlite import SqliteAdapter
 from vancetope_brain.store.sqlite._db import load_all
 
@@ -50,11 +48,6 @@ class SqliteInspector(SqliteAdapter, InspectorStore):
     def list_inspections(self, tenant_id: str, process_id: str,
                          before: InspectionPosition | None = None,
                          limit: int = 50) -> list[TurnInspection]:
-        where = "tenant_id = ? AND process_id = ?"
-        params: list[Any] = [tenant_id, process_id]
-        if before is not None:
-            where += " AND (at_ms, id) < (?, ?)"
-            params += [before.at_ms, before.id]
-        return load_all(TurnInspection, self.db.read(
-            f"SELECT head FROM turn_inspections WHERE {where} ORDER BY at_ms DESC, id DESC "
-            "LIMIT ?", (*params, max(0, min(limit, MAX_LISTED)))))
+        return load_all(TurnInspection, self.db.read(*newest_page(
+            "?", "head", "turn_inspections", {"tenant_id": tenant_id, "process_id": process_id},
+            before, limit, MAX_LISTED)))
