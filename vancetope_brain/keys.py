@@ -170,6 +170,18 @@ def openai_replies(tenant_id: str, user_id: str) -> str:
     return f"{PREFIX}openai:replies:{tenant_id}:{user_id}"
 
 
+def openai_tenant_replies(tenant_id: str) -> str:
+    """A zset of a tenant's chat completions under way (id → the time its wait ends): the
+    OpenAI-compatible door's cap on a tenant's concurrent replies."""
+    return f"{PREFIX}openai:tenant-replies:{tenant_id}"
+
+
+def openai_gateway_replies(gateway: str) -> str:
+    """A zset of the chat completions one gateway process (``host:pid``) serves (id → the
+    time its wait ends): the OpenAI-compatible door's cap per gateway."""
+    return f"{PREFIX}openai:gateway-replies:{gateway}"
+
+
 def service_job(tenant_id: str, project_id: str, service: str, subject: str) -> str:
     """The coalescing claim of a service's job for one subject (e.g. agrajag and a tool)."""
     return f"{PREFIX}service-job:{tenant_id}/{project_id}/{service}/{subject}"

@@ -6,7 +6,8 @@ a conversation is a session, named by the ``X-Vancetope-Session`` header on ever
 given back by the caller in the same header or in ``metadata.vancetope_session`` (docs/
 interop.md). The bearer key is a Vancetope token, checked like the WebSocket door's; every
 request counts against the user's minute (``REQUESTS_PER_MINUTE``) and every completion
-against the user's concurrent replies (``MAX_REPLIES_PER_USER``). A reply follows the
+against the concurrent replies of the user, the tenant and the gateway process
+(``MAX_REPLIES_PER_USER``, ``_PER_TENANT``, ``_PER_GATEWAY``). A reply follows the
 session's events through the gateway's one ``EventListener`` (no stream read per request):
 the chat process's tokens, until the assistant line that answers the steered message is
 committed. Errors are OpenAI's error objects carrying Vancetope's stable codes.
@@ -16,7 +17,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import queue
+import socket
 import time
 import uuid
 from collections.abc import Iterator
@@ -70,6 +73,13 @@ REQUESTS_PER_MINUTE = 60
 MAX_REPLIES_PER_USER = 4
 """Chat completions (streamed or not) one user may have under way at once, across gateways
 (more: 429 ``limit_exceeded``)."""
+MAX_REPLIES_PER_TENANT = 16
+"""Chat completions one tenant's users may have under way at once, across gateways, so that
+one tenant cannot take every gateway's slots (more: 429 ``limit_exceeded``)."""
+MAX_REPLIES_PER_GATEWAY = 32
+"""Chat completions one gateway process serves at once. Each holds a request thread while it
+waits (the Procfile's gunicorn has ``WEB_THREADS``, default 100, per process), so the REST
+routes keep the others (more: 429 ``limit_exceeded``)."""
 REPLY_TIMEOUT = 300.0
 """Seconds a completion waits for the process's reply (then 504 ``reply_timeout``, or that
 error in the stream; the reply still arrives in the session)."""
@@ -208,15 +218,19 @@ def chat_completions() -> Response:
         content = ask.first_input()
         session = None
     reply = _Reply.take(gateway, who)
+    turn: _Turn | None = None
     try:
         if session is None:
             session = gateway.sessions.create(who, project_id=PROJECT, chat_recipe=ask.model)
         g.openai_session = session.id
         turn = _Turn.start(gateway, _listener(), who, session, content)
+        model = ask.model or gateway.sessions.process(who, turn.process_id).recipe_name \
+            or "chat"
     except BaseException:
+        if turn is not None:
+            turn.close()
         reply.give_back()
         raise
-    model = ask.model or gateway.sessions.process(who, turn.process_id).recipe_name or "chat"
     if ask.stream:
         streamed = Response(stream_with_context(_stream(turn, reply, model)),
                             mimetype="text/event-stream")
@@ -381,35 +395,49 @@ def _text(content: Any, param: str) -> str:
 # ── the cap on replies under way ─────────────────────────────────────────────
 @dataclass
 class _Reply:
-    """One of the user's ``MAX_REPLIES_PER_USER`` slots, held until ``give_back``. An entry a
-    dead gateway left expires once its wait would have ended."""
+    """A slot among the user's ``MAX_REPLIES_PER_USER``, the tenant's
+    ``MAX_REPLIES_PER_TENANT`` and this gateway process's ``MAX_REPLIES_PER_GATEWAY``, held
+    until ``give_back``: an entry in each of three Redis zsets, which a gateway that died or
+    lost track of it leaves to expire once its wait would have ended."""
 
     redis: Any
-    key: str
+    keys: tuple[str, ...]
     member: str
     given_back: bool = False
 
     @classmethod
     def take(cls, gateway: Gateway, who: Principal) -> _Reply:
-        key, member, now = keys.openai_replies(who.tenant_id, who.user_id), uuid.uuid4().hex, \
-            time.time()
+        caps = ((keys.openai_replies(who.tenant_id, who.user_id), MAX_REPLIES_PER_USER,
+                 f"you have {MAX_REPLIES_PER_USER} chat completions under way; wait for one "
+                 "to end"),
+                (keys.openai_tenant_replies(who.tenant_id), MAX_REPLIES_PER_TENANT,
+                 f"your organisation has {MAX_REPLIES_PER_TENANT} chat completions under way; "
+                 "wait for one to end"),
+                (keys.openai_gateway_replies(f"{socket.gethostname()}:{os.getpid()}"),
+                 MAX_REPLIES_PER_GATEWAY, f"this server has {MAX_REPLIES_PER_GATEWAY} chat "
+                 "completions under way; try again shortly"))
+        member, now = uuid.uuid4().hex, time.time()
         pipe = gateway.redis.pipeline()
-        pipe.zremrangebyscore(key, "-inf", now)
-        pipe.zadd(key, {member: now + REPLY_TIMEOUT + 60})
-        pipe.expire(key, int(REPLY_TIMEOUT) + 60)
-        pipe.zcard(key)
-        if pipe.execute()[3] > MAX_REPLIES_PER_USER:
-            gateway.redis.zrem(key, member)
-            raise LimitExceeded(f"you have {MAX_REPLIES_PER_USER} chat completions under "
-                                "way; wait for one to end")
-        return cls(gateway.redis, key, member)
+        for key, _, _ in caps:
+            pipe.zremrangebyscore(key, "-inf", now)
+            pipe.zadd(key, {member: now + REPLY_TIMEOUT + 60})
+            pipe.expire(key, int(REPLY_TIMEOUT) + 60)
+            pipe.zcard(key)
+        counts = pipe.execute()[3::4]
+        reply = cls(gateway.redis, tuple(key for key, _, _ in caps), member)
+        for (_, cap, refusal), count in zip(caps, counts, strict=True):
+            if count > cap:
+                reply.give_back()
+                raise LimitExceeded(refusal)
+        return reply
 
     def give_back(self) -> None:
         if not self.given_back:
             self.given_back = True
             try:
-                self.redis.zrem(self.key, self.member)
-            except Exception:  # it expires on its own
+                for key in self.keys:
+                    self.redis.zrem(key, self.member)
+            except Exception:  # they expire on their own
                 log.warning("freeing a chat completion slot failed; it expires on its own")
 
 

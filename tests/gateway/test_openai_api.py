@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
+import socket
 import threading
 import time
 import urllib.error
@@ -353,6 +355,30 @@ def test_the_rate_limit_and_the_cap_on_replies_under_way(emb, served, token, mon
     error = _assert_error(_models(served, token), 429, "rate_limited")
     assert error["type"] == "rate_limit_error"
     emb.brain.redis.delete(keys.openai_requests("acme", "ada"))
+
+
+@pytest.mark.parametrize("cap", ["tenant", "gateway"])
+def test_one_tenant_or_one_gateway_has_a_cap_of_replies_under_way(emb, served, token,
+                                                                  monkeypatch, cap):
+    """A tenant's users together, and one gateway process, serve a bounded number of
+    completions at once: one tenant cannot hold every slot, nor a gateway every thread."""
+    if cap == "tenant":
+        monkeypatch.setattr(openai_api, "MAX_REPLIES_PER_TENANT", 1)
+        key, said = keys.openai_tenant_replies("acme"), "your organisation has 1"
+    else:  # the gateway serves in this process (``served``)
+        monkeypatch.setattr(openai_api, "MAX_REPLIES_PER_GATEWAY", 1)
+        key = keys.openai_gateway_replies(f"{socket.gethostname()}:{os.getpid()}")
+        said = "this server has 1"
+    emb.brain.redis.zadd(key, {"held": time.time() + 60})  # another user's reply under way
+    try:
+        error = _assert_error(_post(served, token, {"model": "arthur", "messages": [
+            {"role": "user", "content": "x"}]}), 429, "limit_exceeded")
+        assert said in error["message"], error
+        # The refused one took nothing, in any of the three.
+        assert emb.brain.redis.zrange(key, 0, -1) == [b"held"]
+        assert emb.brain.redis.zcard(keys.openai_replies("acme", "ada")) == 0
+    finally:
+        emb.brain.redis.zrem(key, "held")
 
 
 def test_a_stream_frees_its_slot_when_the_client_leaves(emb, served, token):
