@@ -182,6 +182,24 @@ def openai_gateway_replies(gateway: str) -> str:
     return f"{PREFIX}openai:gateway-replies:{gateway}"
 
 
+def mcp_requests(tenant_id: str, user_id: str) -> str:
+    """The count of a user's requests to the MCP server (``/mcp``) in the current minute
+    (expires with it)."""
+    return f"{PREFIX}mcp:requests:{tenant_id}:{user_id}"
+
+
+def mcp_calls(tenant_id: str, user_id: str) -> str:
+    """A zset of a user's requests to the MCP server under way (id → the time it expires):
+    its cap on a user's concurrent requests."""
+    return f"{PREFIX}mcp:calls:{tenant_id}:{user_id}"
+
+
+def mcp_gateway_calls(gateway: str) -> str:
+    """A zset of the MCP requests one gateway process (``host:pid``) serves (id → the time
+    it expires): the MCP server's cap per gateway."""
+    return f"{PREFIX}mcp:gateway-calls:{gateway}"
+
+
 def service_job(tenant_id: str, project_id: str, service: str, subject: str) -> str:
     """The coalescing claim of a service's job for one subject (e.g. agrajag and a tool)."""
     return f"{PREFIX}service-job:{tenant_id}/{project_id}/{service}/{subject}"

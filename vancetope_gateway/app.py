@@ -28,6 +28,7 @@ from vancetope_brain.sessions.service import PAGE_LIMIT, PAGE_LIMIT_MAX
 from vancetope_gateway.admin_api import admin
 from vancetope_gateway.auth import authenticate
 from vancetope_gateway.logs import redact_access_logs
+from vancetope_gateway.mcp_server import add_mcp_route
 from vancetope_gateway.observe import add_metrics_route
 from vancetope_gateway.openai_api import openai
 from vancetope_gateway.parts import Gateway
@@ -41,9 +42,9 @@ log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 256 * 1024
 """The largest request body a route may read (``MAX_CONTENT_LENGTH``): the OpenAI door's
-chat completion (``openai_api.py``) reads one; the document upload reads a larger one
-(``uploads.py``, with a limit of its own), so ``_refuse_bodies`` refuses a larger body on
-every other route, and any body on a GET."""
+chat completion (``openai_api.py``) and the MCP server's messages (``mcp_server.py``) read
+one; the document upload reads a larger one (``uploads.py``, with a limit of its own), so
+``_refuse_bodies`` refuses a larger body on every other route, and any body on a GET."""
 
 rest = Blueprint("rest", __name__)
 
@@ -217,6 +218,7 @@ def create_app(gateway: Gateway, *, llm_description: str,
     app.register_blueprint(rest)
     app.register_blueprint(admin)
     app.register_blueprint(openai)
+    add_mcp_route(app)
     add_attachment_route(app, gateway.attachments)
     add_metrics_route(app, gateway)
     tracing.instrument_flask(app)
@@ -228,8 +230,10 @@ def create_app(gateway: Gateway, *, llm_description: str,
 
 def close_app(app: Flask) -> None:
     """Stop the app's background threads (socket hub, event listener, presence renewer,
-    token watch); the app serves nothing after. Once its server stopped serving."""
+    token watch, the MCP server's loop); the app serves nothing after. Once its server
+    stopped serving."""
     app.extensions["vancetope.sockets"].close()
+    app.extensions["vancetope.mcp"].close()
 
 
 def add_body_limit(app: Flask) -> None:

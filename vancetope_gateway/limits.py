@@ -1,4 +1,6 @@
-"""Caps on the WebSocket connections one client may hold, checked before the upgrade.
+"""Caps on what one client may hold: the WebSocket connections, checked before the upgrade
+(``ConnectionSlots``), and the HTTP doors' requests a minute and requests under way
+(``count_in_minute``, ``RedisSlots``: the OpenAI-compatible door and the MCP server).
 
 Per user across the cluster: a connection counts in the user's presence set in Redis
 (``Presence.user_admit``), which every gateway renews for its live connections, so a
@@ -10,13 +12,20 @@ proxy's address unless the app is wrapped in werkzeug's ``ProxyFix``; raise
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
+import uuid
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from vancetope_brain.errors import LimitExceeded
+from vancetope_brain.errors import LimitExceeded, RateLimited
 from vancetope_brain.events.presence import Presence
 from vancetope_brain.identity import Principal
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -75,3 +84,53 @@ class ConnectionSlots:
             self._by_address[address] -= 1
             if self._by_address[address] <= 0:
                 del self._by_address[address]
+
+
+def count_in_minute(client: Any, key: str, cap: int, refusal: str) -> None:
+    """Count one request in ``key``'s minute (a Redis count that expires with it); more than
+    ``cap`` in it raises ``RateLimited`` with ``refusal``."""
+    pipe = client.pipeline()
+    pipe.set(key, 0, ex=60, nx=True)
+    pipe.incr(key)
+    if pipe.execute()[1] > cap:
+        raise RateLimited(refusal)
+
+
+@dataclass
+class RedisSlots:
+    """One slot in each of several caps on things under way across gateways (a user's, a
+    tenant's, a gateway process's), held until ``give_back``: an entry in one Redis zset per
+    cap, which a gateway that died or lost track of it leaves to expire ``ttl`` seconds on."""
+
+    redis: Any
+    keys: tuple[str, ...]
+    member: str
+    given_back: bool = False
+
+    @classmethod
+    def take(cls, client: Any, caps: Sequence[tuple[str, int, str]], ttl: float) -> RedisSlots:
+        """A slot under every ``(key, cap, refusal)``, or ``LimitExceeded`` with the first
+        refusal whose cap is full (having taken nothing)."""
+        member, now = uuid.uuid4().hex, time.time()
+        pipe = client.pipeline()
+        for key, _, _ in caps:
+            pipe.zremrangebyscore(key, "-inf", now)
+            pipe.zadd(key, {member: now + ttl})
+            pipe.expire(key, int(ttl) + 1)
+            pipe.zcard(key)
+        counts = pipe.execute()[3::4]
+        slots = cls(client, tuple(key for key, _, _ in caps), member)
+        for (_, cap, refusal), count in zip(caps, counts, strict=True):
+            if count > cap:
+                slots.give_back()
+                raise LimitExceeded(refusal)
+        return slots
+
+    def give_back(self) -> None:
+        if not self.given_back:
+            self.given_back = True
+            try:
+                for key in self.keys:
+                    self.redis.zrem(key, self.member)
+            except Exception:  # they expire on their own
+                log.warning("freeing a slot under way failed; it expires on its own")

@@ -21,7 +21,6 @@ import os
 import queue
 import socket
 import time
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -35,11 +34,9 @@ from vancetope_brain.errors import (
     Conflict,
     InputTooLarge,
     InvalidInput,
-    LimitExceeded,
     LlmError,
     ModelNotFound,
     NotFound,
-    RateLimited,
     ReplyTimeout,
     RuntimeFailure,
     UnsupportedParameter,
@@ -50,6 +47,7 @@ from vancetope_brain.identity import Principal
 from vancetope_brain.models import ChatRole, ProcessStatus, Session, SessionStatus
 from vancetope_brain.models.recipe import RecipeCategory
 from vancetope_gateway.auth import authenticate
+from vancetope_gateway.limits import RedisSlots, count_in_minute
 from vancetope_gateway.parts import Gateway
 from vancetope_gateway.statuses import http_status
 
@@ -161,12 +159,9 @@ def _gateway() -> Gateway:
 def _admit() -> None:
     """Authenticate (401 ``unauthorized``) and count the request in the user's minute."""
     who = authenticate()
-    key = keys.openai_requests(who.tenant_id, who.user_id)
-    pipe = _gateway().redis.pipeline()
-    pipe.set(key, 0, ex=60, nx=True)
-    pipe.incr(key)
-    if pipe.execute()[1] > REQUESTS_PER_MINUTE:
-        raise RateLimited(f"more than {REQUESTS_PER_MINUTE} requests in a minute; wait a moment")
+    count_in_minute(_gateway().redis, keys.openai_requests(who.tenant_id, who.user_id),
+                    REQUESTS_PER_MINUTE,
+                    f"more than {REQUESTS_PER_MINUTE} requests in a minute; wait a moment")
     g.openai_principal = who
 
 
@@ -217,7 +212,7 @@ def chat_completions() -> Response:
             raise ModelNotFound(f"no chat recipe named {ask.model!r}; GET /v1/models lists them")
         content = ask.first_input()
         session = None
-    reply = _Reply.take(gateway, who)
+    reply = _take_reply(gateway, who)
     turn: _Turn | None = None
     try:
         if session is None:
@@ -393,52 +388,19 @@ def _text(content: Any, param: str) -> str:
 
 
 # ── the cap on replies under way ─────────────────────────────────────────────
-@dataclass
-class _Reply:
+def _take_reply(gateway: Gateway, who: Principal) -> RedisSlots:
     """A slot among the user's ``MAX_REPLIES_PER_USER``, the tenant's
-    ``MAX_REPLIES_PER_TENANT`` and this gateway process's ``MAX_REPLIES_PER_GATEWAY``, held
-    until ``give_back``: an entry in each of three Redis zsets, which a gateway that died or
-    lost track of it leaves to expire once its wait would have ended."""
-
-    redis: Any
-    keys: tuple[str, ...]
-    member: str
-    given_back: bool = False
-
-    @classmethod
-    def take(cls, gateway: Gateway, who: Principal) -> _Reply:
-        caps = ((keys.openai_replies(who.tenant_id, who.user_id), MAX_REPLIES_PER_USER,
-                 f"you have {MAX_REPLIES_PER_USER} chat completions under way; wait for one "
-                 "to end"),
-                (keys.openai_tenant_replies(who.tenant_id), MAX_REPLIES_PER_TENANT,
-                 f"your organisation has {MAX_REPLIES_PER_TENANT} chat completions under way; "
-                 "wait for one to end"),
-                (keys.openai_gateway_replies(f"{socket.gethostname()}:{os.getpid()}"),
-                 MAX_REPLIES_PER_GATEWAY, f"this server has {MAX_REPLIES_PER_GATEWAY} chat "
-                 "completions under way; try again shortly"))
-        member, now = uuid.uuid4().hex, time.time()
-        pipe = gateway.redis.pipeline()
-        for key, _, _ in caps:
-            pipe.zremrangebyscore(key, "-inf", now)
-            pipe.zadd(key, {member: now + REPLY_TIMEOUT + 60})
-            pipe.expire(key, int(REPLY_TIMEOUT) + 60)
-            pipe.zcard(key)
-        counts = pipe.execute()[3::4]
-        reply = cls(gateway.redis, tuple(key for key, _, _ in caps), member)
-        for (_, cap, refusal), count in zip(caps, counts, strict=True):
-            if count > cap:
-                reply.give_back()
-                raise LimitExceeded(refusal)
-        return reply
-
-    def give_back(self) -> None:
-        if not self.given_back:
-            self.given_back = True
-            try:
-                for key in self.keys:
-                    self.redis.zrem(key, self.member)
-            except Exception:  # they expire on their own
-                log.warning("freeing a chat completion slot failed; it expires on its own")
+    ``MAX_REPLIES_PER_TENANT`` and this gateway process's ``MAX_REPLIES_PER_GATEWAY``; an
+    entry a gateway that died left expires a minute after its wait would have ended."""
+    return RedisSlots.take(gateway.redis, (
+        (keys.openai_replies(who.tenant_id, who.user_id), MAX_REPLIES_PER_USER,
+         f"you have {MAX_REPLIES_PER_USER} chat completions under way; wait for one to end"),
+        (keys.openai_tenant_replies(who.tenant_id), MAX_REPLIES_PER_TENANT,
+         f"your organisation has {MAX_REPLIES_PER_TENANT} chat completions under way; "
+         "wait for one to end"),
+        (keys.openai_gateway_replies(f"{socket.gethostname()}:{os.getpid()}"),
+         MAX_REPLIES_PER_GATEWAY, f"this server has {MAX_REPLIES_PER_GATEWAY} chat "
+         "completions under way; try again shortly")), REPLY_TIMEOUT + 60)
 
 
 # ── one turn, followed ───────────────────────────────────────────────────────
@@ -561,7 +523,7 @@ def _completion(turn: _Turn, model: str, text: str) -> dict[str, Any]:
                 "finish_reason": "stop", "logprobs": None}]}
 
 
-def _stream(turn: _Turn, reply: _Reply, model: str) -> Iterator[str]:
+def _stream(turn: _Turn, reply: RedisSlots, model: str) -> Iterator[str]:
     """SSE: a role chunk, the tokens, then what the committed reply adds, a stop chunk and
     ``[DONE]``. Tokens the process voids cannot be taken back once sent: from then on the
     stream holds its tokens back and ends with a blank line and the reply in full."""

@@ -18,6 +18,7 @@ with the worker's configuration in ``VANCETOPE_*`` variables and these:
     ``poison`` echoes, but SIGKILLs its worker on a user message ``POISON``.
     ``openai`` is no test model: the worker builds its models from its configuration as
     a deployed one does (``OPENAI_BASE_URL`` … naming a fake OpenAI-compatible server).
+    ``demo`` is the offline demo model (``vancetope_brain/llm/demo.py``).
     ``tool-flow`` (Arthur) calls the tool a user message ``call <tool> <json args>`` names
     and responds ``tool said: <result>``, else responds ``echo: <message>``; it logs the
     MCP tools it was offered (``tools <names>``).
@@ -151,6 +152,9 @@ def build_model(mode: str) -> ChatModel:
         return FunctionModel(journal_flow, name="test-journal-flow")
     if mode == "tool-flow":
         return FunctionModel(tool_flow, name="test-tool-flow")
+    if mode == "demo":
+        from vancetope_brain.llm.demo import DemoModel
+        return DemoModel()
     if mode not in ("echo", "block", "slow", "stream"):
         raise SystemExit(f"VT_TEST_MODEL={mode!r}: use echo, block, slow, stream, arthur-flow "
                          f"or inbox-flow")
