@@ -276,8 +276,9 @@ def test_over_the_rate_limit_is_429_rate_limited(emb, served, token, monkeypatch
 
 def test_requests_under_way_are_capped_per_user(emb, served, token, monkeypatch):
     """The user's cap on requests under way: with it full, the next is 429
-    ``limit_exceeded``; once one ends, requests pass again."""
-    monkeypatch.setattr(mcp_server, "MAX_CALLS_PER_USER", 2)
+    ``limit_exceeded``; once they end, requests pass again. (The cap is lowered once the two
+    held calls are inside: a request's slot is freed after its response is sent, so a
+    client's next request may briefly meet its previous one still counted.)"""
     release, inside = threading.Event(), threading.Semaphore(0)
     real = emb.brain.recipes.list
 
@@ -294,6 +295,7 @@ def test_requests_under_way_are_capped_per_user(emb, served, token, monkeypatch)
         caller.start()
     try:
         assert inside.acquire(timeout=10) and inside.acquire(timeout=10)
+        monkeypatch.setattr(mcp_server, "MAX_CALLS_PER_USER", 2)
         status, body, _ = _raw(served, token)
         assert status == 429 and body["error"]["data"]["code"] == "limit_exceeded"
     finally:
@@ -301,4 +303,4 @@ def test_requests_under_way_are_capped_per_user(emb, served, token, monkeypatch)
         for caller in callers:
             caller.join(10)
     assert len(results) == 2 and all(not r.is_error for r in results)
-    assert _raw(served, token)[0] == 200
+    wait_for(lambda: _raw(served, token)[0] == 200, timeout=10)
