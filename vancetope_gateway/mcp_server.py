@@ -83,7 +83,7 @@ MAX_TEXT_CHARS = 32_000
 """The most characters a goal or a steered message may have (``process-create``'s and
 ``process-steer``'s cap)."""
 MAX_CHAT_LINES = 50
-"""The most recent chat lines ``process_status`` returns (``chatLines``)."""
+"""The most recent chat lines ``process_status`` returns (``chat_lines``)."""
 MAX_INBOX_ITEMS = 100
 """The most items one ``inbox_list`` returns (``limit``)."""
 PROTOCOL_ERROR = -32000
@@ -94,6 +94,10 @@ ProcessId = Annotated[str, Field(min_length=1, max_length=64,
                                  description="A process id (process_start returned it).")]
 SessionId = Annotated[str, Field(min_length=1, max_length=64, description="A session id.")]
 ProjectId = Annotated[str, Field(min_length=1, max_length=64, description="A project id.")]
+
+
+_FAILED_BELOW = "the server failed to answer; try again in a moment"
+"""What a caller is told of a failure below us (the store, Redis): nothing of our internals."""
 
 
 def _ok(data: dict[str, Any]) -> CallToolResult:
@@ -119,11 +123,14 @@ def _tool(fn: Callable[..., dict[str, Any]]) -> Callable[..., CallToolResult]:
         except VancetopeError as e:
             if http_status(e) >= 500:
                 log.warning("MCP tool %s failed: %s", fn.__name__, type(e).__name__)
-                return _failed(e.code, "the server failed to answer; try again in a moment")
+                return _failed(e.code, _FAILED_BELOW)
             return _failed(e.code, str(e))
+        except redis.RedisError as e:
+            log.warning("MCP tool %s: Redis failed: %s", fn.__name__, type(e).__name__)
+            return _failed(RuntimeFailure.code, _FAILED_BELOW)
         except Exception:
             log.exception("MCP tool %s failed", fn.__name__)
-            return _failed("internal", "the server failed to answer; try again in a moment")
+            return _failed("internal", _FAILED_BELOW)
 
     return call
 
@@ -287,13 +294,20 @@ TOOLS = (recipe_list, process_start, process_steer, process_status, process_stop
 
 
 def build_server() -> MCPServer:
-    """The MCP server and its tools (no transport)."""
+    """The MCP server and its tools (no transport). ``MCPServer`` configures the root logger
+    when it has no handler yet (``logging.basicConfig`` with rich's handler); the gateway's
+    logging is ``observability.logs``', so whatever the constructor added is taken back."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
     server = MCPServer("vancetope", instructions=(
         "Vancetope runs think processes from worker recipes (marvin plans and runs a task "
         "tree, vogon follows a strategy, zaphod asks a council, ford answers). Start one with "
         "process_start, follow it with process_status until done is true, answer its "
         "questions with process_steer or inbox_answer."),
         middleware=[_coded_refusals])
+    for added in [h for h in root.handlers if h not in handlers]:
+        root.removeHandler(added)
+    root.setLevel(level)
     for tool in TOOLS:
         server.add_tool(tool, structured_output=False)
     return server
@@ -395,12 +409,10 @@ def serve() -> Any:
              "under way; try again shortly")), CALL_TTL)
     except VancetopeError as e:
         status = http_status(e)
-        return _refusal(status, e.code, str(e) if status < 500 else
-                        "the server failed to answer; try again in a moment")
+        return _refusal(status, e.code, str(e) if status < 500 else _FAILED_BELOW)
     except redis.RedisError as e:
         log.warning("MCP door: admitting a request failed: %s", type(e).__name__)
-        return _refusal(503, RuntimeFailure.code, "the server failed to answer; try again "
-                        "in a moment")
+        return _refusal(503, RuntimeFailure.code, _FAILED_BELOW)
     request.environ["vancetope.principal"] = who
     request.environ["vancetope.gateway"] = gateway
     try:

@@ -8,6 +8,7 @@ stable code (docs/interop.md "MCP server")."""
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import urllib.error
 import urllib.request
@@ -17,6 +18,7 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
+import redis
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
@@ -304,3 +306,23 @@ def test_requests_under_way_are_capped_per_user(emb, served, token, monkeypatch)
             caller.join(10)
     assert len(results) == 2 and all(not r.is_error for r in results)
     wait_for(lambda: _raw(served, token)[0] == 200, timeout=10)
+
+
+def test_building_the_server_leaves_the_root_logger_as_it_was(monkeypatch):
+    """The SDK's constructor would install rich's handler on a root logger without one."""
+    root = logging.getLogger()
+    monkeypatch.setattr(root, "handlers", [])
+    monkeypatch.setattr(root, "level", logging.WARNING)
+    mcp_server.build_server()
+    assert root.handlers == [] and root.level == logging.WARNING
+
+
+def test_a_failure_below_a_tool_tells_its_code_and_nothing_of_our_internals(
+        emb, served, token, monkeypatch):
+    def down(*args, **kwargs):
+        raise redis.ConnectionError("redis://10.0.0.7:6379 refused")
+
+    monkeypatch.setattr(emb.brain.sessions, "process", down)
+    message = _refused(_call(served, token, "process_status", process_id="p1"),
+                       "runtime_failure")
+    assert message == "the server failed to answer; try again in a moment"
