@@ -1,9 +1,10 @@
 """The lane turn's CPU by part, without a profiler: ``turn_breakdown.py`` with named functions
 of the product wrapped in ``time.thread_time``, printed per turn at the end.
 
-    python benchmarks/turn_cpu_parts.py [turn_breakdown.py's options]
+    python benchmarks/turn_cpu_parts.py [--part MODULE:ATTR.PATH ...] [turn_breakdown.py's options]
     python benchmarks/turn_cpu_parts.py --iterations 1000 --warmup 200 --processes 50 \\
         --no-extras --no-celery --no-peer [--store postgres] [--source DIR]
+    … --part vancetope_brain.store.sqlite.lanes:SqliteLanes.commit_turn   # one more part
 
 cProfile inflates small Python calls about threefold and py-spy's ``--gil`` samples put GC
 and allocations at odd call sites; a wrapper costs under 1 µs a call, so these figures add
@@ -99,6 +100,10 @@ def report() -> None:
 
 def main() -> None:
     argv = sys.argv[1:]
+    while "--part" in argv[:-1]:  # ours; the rest is turn_breakdown.py's
+        at = argv.index("--part")
+        PARTS.append(argv[at + 1])
+        del argv[at:at + 2]
     if "--source" in argv[:-1]:  # the parts are wrapped in the checkout the run imports
         sys.path.insert(0, os.path.abspath(argv[argv.index("--source") + 1]))
     instrument()
