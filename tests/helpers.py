@@ -11,7 +11,7 @@ import pkgutil
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -28,6 +28,22 @@ def wait_for(condition: Callable[[], T], *, timeout: float = 10.0, interval: flo
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         time.sleep(interval)
 
+
+
+def inspected(store: Any, tenant_id: str, turn_id: str, timeout: float = 10.0) -> Any:
+    """The inspector record of ``turn_id`` in ``store`` (a ``Backend``), once written: a
+    worker writes it after it published the turn's events (docs/architecture.md, "The
+    inspector"), so a test that saw the events waits for it."""
+    from vancetope_brain.errors import NotFound
+    from vancetope_brain.store import InspectorStore
+
+    def record() -> Any:
+        try:
+            return store.port(InspectorStore).get_inspection(tenant_id, turn_id)
+        except NotFound:
+            return None
+
+    return wait_for(record, timeout=timeout, what=f"the inspector record of {turn_id}")
 
 def http_get(port: int, path: str, *, basic_auth: str | None = None,
              headers: dict[str, str] | None = None) -> tuple[int, bytes]:

@@ -16,7 +16,7 @@ import pytest
 
 from tests.conftest import Embedded
 from tests.gateway.wire import REFUSAL, SUCCESS, Client, covers
-from tests.helpers import server_env, wait_for
+from tests.helpers import inspected, server_env, wait_for
 from vancetope_brain.identity import Principal
 from vancetope_brain.llm.demo import DemoModel
 from vancetope_brain.models import ChatRole, Role
@@ -61,6 +61,7 @@ def delegated(embedded: Embedded) -> dict[str, Any]:
                 and m.content.startswith("I started a worker")]
 
     [line] = wait_for(started, timeout=20, what="Arthur starting a worker")
+    inspected(embedded.brain.store, "acme", line.meta[TURN_META])  # written after the commit
     worker = next(p for p in embedded.brain.store.port(SessionStore).list_processes(
         "acme", session.id) if p.name == "demo-worker")
     return {"process": pid, "turn": line.meta[TURN_META], "worker": worker.id,

@@ -13,6 +13,7 @@ import time
 import pytest
 
 from tests.conftest import Embedded
+from tests.helpers import inspected
 from tests.llm.fake_openai_server import Call, FakeOpenAiServer, Reply, Text, ToolCalls
 from vancetope_brain.llm.openai_provider import OpenAiChatModel
 from vancetope_gateway.chat_client import ChatClient
@@ -105,6 +106,7 @@ def test_stop_cuts_a_streaming_reply_and_the_next_question_is_answered(emb, term
         assert status["status"] == "IDLE"
         # The cut call was still a call: the inspector shows it, its usage counts it (estimated:
         # a cut stream reports none).
+        inspected(emb.brain.store, "acme", line["meta"]["turn"])  # written after the events
         record = terminal.request("turn-get", turnId=line["meta"]["turn"])["turn"]
         calls = [s for s in record["steps"] if s["kind"] == "model"]
         assert [c["finishReason"] for c in calls] == ["tool_calls", "interrupted"]

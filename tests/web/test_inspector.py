@@ -7,8 +7,12 @@ phone sizes, and no accessibility violation in the open panel."""
 
 from __future__ import annotations
 
+import sqlite3
+from pathlib import Path
+
 from playwright.sync_api import expect
 
+from tests.helpers import wait_for
 from tests.web.ui import create_session
 
 ASKED = "Please analyze the quarterly numbers"
@@ -24,6 +28,18 @@ def _delegate(page, server, *, phone: bool = False) -> None:  # type: ignore[no-
     page.get_by_label("Message to Arthur").fill(ASKED)
     page.keyboard.press("Enter")
     page.locator("[data-role=assistant]").filter(has_text="I started a worker").wait_for()
+    # A worker writes a turn's record after publishing its events: wait for every record.
+    wait_for(lambda: _unrecorded(server.data_dir) == 0, what="the turns' inspector records")
+
+
+def _unrecorded(data_dir: Path) -> int:
+    """Committed turns of the server's store without their inspector record yet."""
+    db = sqlite3.connect(f"{(data_dir / 'vancetope.db').as_uri()}?mode=ro", uri=True)
+    try:
+        return db.execute("SELECT count(*) FROM turns WHERE id NOT IN "
+                          "(SELECT id FROM turn_inspections)").fetchone()[0]
+    finally:
+        db.close()
 
 
 def _check_turn(page) -> None:  # type: ignore[no-untyped-def]

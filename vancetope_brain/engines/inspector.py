@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from pydantic import TypeAdapter
+
 from vancetope_brain.llm import LlmMessage, LlmResponse, ToolSpec
 from vancetope_brain.models.inspector import (
     MAX_STEPS,
@@ -41,6 +43,8 @@ from vancetope_brain.models.inspector import (
 from vancetope_brain.models.process import ProcessStatus, ThinkProcess
 from vancetope_brain.models.usage import CallUsage
 
+_MESSAGES = TypeAdapter(list[InspectedMessage])
+"""A model step's input messages, from plain dicts (``inspect``)."""
 KEY_PATTERN = re.compile(r"\b(?:sk-[A-Za-z0-9_\-]{16,}|vt_[A-Za-z0-9_\-]{32,})|"
                          r"(?i:bearer\s+)[A-Za-z0-9._~+/\-]{16,}=*")
 """What looks like a secret whatever it is: an OpenAI-style key, a Vancetope token, a bearer
@@ -163,7 +167,7 @@ def inspect(steps: TurnSteps, *, turn_id: str, process: ThinkProcess, lifecycle:
         for spec in step.tools:
             offered.setdefault(spec.name, spec)
         plans.append((step, shared, inputs, output))
-    tools = [(spec, texts.add(spec.description, 10**6), texts.add(_json(spec.parameters), 10**6))
+    tools = [(spec, texts.add(spec.description, 10**6), texts.add(spec.parameters_json, 10**6))
              for spec in offered.values()]
     fitted, cut = texts.fit(secrets)
 
@@ -185,13 +189,13 @@ def inspect(steps: TurnSteps, *, turn_id: str, process: ThinkProcess, lifecycle:
         built.append(ModelStep(
             at_ms=ms(step.started), duration_ms=round((step.ended - step.started) * 1000),
             model=step.usage.model, shared=shared,
-            # Built from typed values: not validated again (a long input has many messages).
-            messages=[InspectedMessage.model_construct(
-                role=m.role, content=fitted[text], tool_call_id=m.tool_call_id,
-                tool_calls=[InspectedCall.model_construct(id=c.id, name=c.name,
-                                                          arguments=fitted[a])
-                            for c, a in zip(m.tool_calls, args, strict=True)])
-                for m, text, args in inputs],
+            # Plain dicts validated in one pass of pydantic's core: a long input has many
+            # messages, and ``model_construct`` per message (Python) cost more than that.
+            messages=_MESSAGES.validate_python([
+                {"role": m.role, "content": fitted[text], "tool_call_id": m.tool_call_id,
+                 "tool_calls": [{"id": c.id, "name": c.name, "arguments": fitted[a]}
+                                for c, a in zip(m.tool_calls, args, strict=True)]}
+                for m, text, args in inputs]),
             tools=[spec.name for spec in step.tools],
             output=InspectedMessage(role="assistant", content=fitted[content], tool_calls=[
                 InspectedCall(id=c.id, name=c.name, arguments=fitted[a])

@@ -359,8 +359,9 @@ class LaneRunner:
         metrics.TURN_SECONDS.labels(name).observe((utcnow() - started).total_seconds())
         metrics.DEAD_LETTERS.inc(len(commit.dead_letters))
         metrics.tokens_committed(tenant_id, commit.usage)
-        self._inspect(context, turn_id, process, name, started, status)
+        # The turn's events first: its client waits for them, not for the record.
         self._publish_committed(tenant_id, process_id, written.events)
+        self._inspect(context, turn_id, process, name, started, status)
         self._after_commit(process, commit, turn.stops, stopped=call is LifecycleCall.STOP)
         if call is LifecycleCall.PAUSE and status is ProcessStatus.PAUSED:
             self._suspend_if_session_is(process)
@@ -374,7 +375,8 @@ class LaneRunner:
                  lifecycle: str, started: datetime, status: ProcessStatus) -> None:
         """Write the committed turn's inspector record (docs/architecture.md, "The
         inspector"): after the commit, not in it — a record lost to a crash in between costs
-        a diagnostic, never the turn — and never failing the turn."""
+        a diagnostic, never the turn —, after its events are published, so its client does
+        not wait for it, and never failing the turn."""
         if self._inspections is None:
             return
         try:

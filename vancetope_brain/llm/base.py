@@ -34,6 +34,12 @@ class ToolSpec:
         return len(json.dumps([self.name, self.description, self.parameters]))
 
     @functools.cached_property
+    def parameters_json(self) -> str:
+        """``parameters`` as JSON text (not ASCII-escaped), what a turn's inspector record
+        shows; computed once, as ``json_size``."""
+        return json.dumps(self.parameters, ensure_ascii=False, default=str)
+
+    @functools.cached_property
     def canonical_json(self) -> str:
         """``[name, description, parameters]`` as canonical JSON (sorted keys, no spaces, not
         ASCII-escaped), what a turn journal's request digest hashes; computed once, as
