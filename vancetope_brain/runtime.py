@@ -62,9 +62,11 @@ from vancetope_brain.store import (
     ToolHealthStore,
     TransferStore,
     UserInboxStore,
+    WebhookStore,
     open_store,
 )
 from vancetope_brain.tools.health import ToolHealthService
+from vancetope_brain.webhooks import WebhookEmitter
 
 _embedded_server: fakeredis.FakeServer | None = None
 _embedded_guard = threading.Lock()
@@ -138,7 +140,9 @@ class Core:
 
         inbox = InboxService(items, identity, store.port(SessionStore), settings,
                              notifications, publish, waker.wake, attachments, config.base_url(),
-                             max_pending_per_process=config.max_pending_items_per_process)
+                             max_pending_per_process=config.max_pending_items_per_process,
+                             webhooks=WebhookEmitter(store.port(WebhookStore),
+                                                     store.port(SessionStore)))
         return dict(config=config, store=store, redis=client, events=events, waker=waker,
                     presence=presence, settings=settings, recipes=recipes,
                     process_factory=process_factory, sessions=sessions,

@@ -32,9 +32,11 @@ from vancetope_brain.models.inbox import (
     ResolvedBy,
 )
 from vancetope_brain.models.steer import ProcessEventType, SteerMessage
+from vancetope_brain.models.webhooks import WebhookEvent
 from vancetope_brain.notifications import NotifyEvent, item_link
 from vancetope_brain.settings import SettingsService
 from vancetope_brain.store import IdentityStore, SessionStore, UserInboxStore
+from vancetope_brain.webhooks import WebhookEmitter
 
 MAX_TITLE = 200
 MAX_BODY = 100_000
@@ -69,6 +71,8 @@ class InboxService:
     base_url: str
     clock: Callable[[], datetime] = utcnow
     max_pending_per_process: int = 100
+    webhooks: WebhookEmitter | None = None
+    """Where created and answered items become webhook deliveries (None: nowhere)."""
 
     # ── creation (engines, the inbox_post tool) ───────────────────────────
     def create(self, tenant_id: str, originator_user_id: str, new: NewItem, *,
@@ -114,6 +118,11 @@ class InboxService:
                 "history": [*item.history, HistoryEntry(action=HistoryAction.AUTO_ANSWER,
                                                         by=AUTO_DEFAULT_ANSWERER, at=now)]})
         stored, created = self.store.create_inbox_item(item)
+        # Also when not new: a repeated create (a replayed tool call) emits what a crash
+        # after the first may have cut off; a delivery's id makes a second emit a no-op.
+        self._emit(stored, WebhookEvent.INBOX_ITEM_CREATED)
+        if stored.status is ItemStatus.ANSWERED:
+            self._emit(stored, WebhookEvent.INBOX_ITEM_ANSWERED)
         if created and auto:  # nobody is bothered, but open clients show it answered
             self._push(stored, "inbox-item-updated")
         elif created:
@@ -166,7 +175,22 @@ class InboxService:
                     "answer": AnswerPayload(outcome=outcome, value=checked, reason=reason,
                                             answered_by=who.user_id)}
 
-        return self._change(who, item_id, HistoryAction.ANSWER, change)
+        answered = self._change(who, item_id, HistoryAction.ANSWER, change)
+        self._emit(answered, WebhookEvent.INBOX_ITEM_ANSWERED)
+        return answered
+
+    def _emit(self, item: InboxItem, event: WebhookEvent) -> None:
+        if self.webhooks is None:
+            return
+        data: dict[str, Any] = {
+            "itemId": item.id, "itemType": item.type.value, "status": item.status.value,
+            "criticality": item.criticality.value, "title": item.title,
+            "assignedTo": item.assigned_to_user_id, "processId": item.origin_process_id,
+            "sessionId": item.origin_session_id}
+        if item.answer is not None:
+            data["answer"] = item.answer.dump()
+        self.webhooks.emit(item.tenant_id, self._project_of(item), event,
+                           f"{event.value}:{item.id}", data)
 
     def dismiss(self, who: Principal, item_id: str, note: str | None = None) -> InboxItem:
         """Click an item away unanswered; an ask's process gets a skip answer."""
