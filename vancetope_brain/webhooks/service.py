@@ -13,11 +13,12 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
+from vancetope_brain.config import Config
 from vancetope_brain.errors import InvalidInput, NotFound
 from vancetope_brain.identity import Principal
 from vancetope_brain.models import new_id, utcnow
 from vancetope_brain.models.webhooks import WebhookDelivery, WebhookEvent, WebhookSubscription
-from vancetope_brain.store import IdentityStore, WebhookStore
+from vancetope_brain.store import Backend, IdentityStore, WebhookStore
 from vancetope_brain.webhooks.destinations import check_destination
 from vancetope_brain.webhooks.signing import new_secret
 
@@ -43,6 +44,11 @@ class WebhookService:
         self._allow_private = allow_private
         self._cap = max_per_project
         self._clock = clock
+
+    @classmethod
+    def on(cls, store: Backend, config: Config) -> WebhookService:
+        return cls(store.port(WebhookStore), store.port(IdentityStore),
+                   allow_private=config.webhook_allow_private)
 
     def create(self, who: Principal, project_id: str, url: str,
                events: Iterable[WebhookEvent], description: str = "") -> WebhookSubscription:
