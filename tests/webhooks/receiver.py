@@ -25,6 +25,8 @@ class Receiver:
     status: int = 204
     location: str | None = None
     reply_bytes: int = 0
+    hold_first: threading.Event | None = None
+    """Set: the first POST gets no answer until this event is set (a sender dies meanwhile)."""
     posts: list[Received] = field(default_factory=list)
     arrived: threading.Condition = field(default_factory=threading.Condition)
 
@@ -56,7 +58,10 @@ def receiving() -> Iterator[Receiver]:
             with receiver.arrived:
                 receiver.posts.append(Received(
                     {k.lower(): v for k, v in self.headers.items()}, body, self.path))
+                first = len(receiver.posts) == 1
                 receiver.arrived.notify_all()
+            if first and receiver.hold_first is not None:
+                receiver.hold_first.wait(60)
             self.send_response(receiver.status)
             if receiver.location:
                 self.send_header("location", receiver.location)
