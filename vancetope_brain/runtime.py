@@ -66,7 +66,7 @@ from vancetope_brain.store import (
     open_store,
 )
 from vancetope_brain.tools.health import ToolHealthService
-from vancetope_brain.webhooks import WebhookEmitter
+from vancetope_brain.webhooks import WebhookEmitter, WebhookService
 
 _embedded_server: fakeredis.FakeServer | None = None
 _embedded_guard = threading.Lock()
@@ -200,6 +200,8 @@ class Administration:
     """Where each write command is recorded, and ``vancetope admin audit list`` reads."""
     inspections: InspectorService
     """The inspector's turn records: ``vancetope admin inspect``."""
+    webhooks: WebhookService
+    """Webhook subscriptions and their delivery logs: ``vancetope admin webhook``."""
 
     @classmethod
     def open(cls, config: Config) -> Administration:
@@ -226,7 +228,8 @@ class Administration:
                    DocumentService.on(store, config.attachments_dir, events, index_now),
                    RetentionService(store.port(RetentionStore), store.port(IdentityStore),
                                     settings),
-                   store.port(TransferStore), AuditLog.on(store), InspectorService.on(store))
+                   store.port(TransferStore), AuditLog.on(store), InspectorService.on(store),
+                   WebhookService.on(store, config))
 
     def close(self) -> None:
         self.store.close()
