@@ -103,6 +103,9 @@ class Core:
     notifications: NotificationDispatcher
     inbox: InboxService
     attachments: AttachmentStore
+    webhook_events: WebhookEmitter
+    """Turns events into webhook deliveries: the Inbox service's, the event outbox's (a
+    worker's), a schedule run's (``schedule_run_finished``)."""
 
     @staticmethod
     def parts(config: Config, enqueue: Enqueue, *, store: Backend | None = None,
@@ -138,16 +141,16 @@ class Core:
             events.publish(keys.user_feed(tenant_id, user_id), "", EventType(event),
                            {"item": item})
 
+        webhook_events = WebhookEmitter(store.port(WebhookStore), store.port(SessionStore))
         inbox = InboxService(items, identity, store.port(SessionStore), settings,
                              notifications, publish, waker.wake, attachments, config.base_url(),
                              max_pending_per_process=config.max_pending_items_per_process,
-                             webhooks=WebhookEmitter(store.port(WebhookStore),
-                                                     store.port(SessionStore)))
+                             webhooks=webhook_events)
         return dict(config=config, store=store, redis=client, events=events, waker=waker,
                     presence=presence, settings=settings, recipes=recipes,
                     process_factory=process_factory, sessions=sessions,
                     lifecycle=lifecycle, notifications=notifications, inbox=inbox,
-                    attachments=attachments)
+                    attachments=attachments, webhook_events=webhook_events)
 
     def close(self) -> None:
         self.store.close()

@@ -57,7 +57,7 @@ from vancetope_brain.tools import ToolSource
 from vancetope_brain.tools.client import ClientToolBridge
 from vancetope_brain.tools.health import HealthPolicy, ToolHealthService
 from vancetope_brain.tools.mcp import McpRegistry
-from vancetope_brain.webhooks import WebhookDispatcher, WebhookEmitter, WebhookSender
+from vancetope_brain.webhooks import WebhookDispatcher, WebhookSender
 
 CLIENT_TOOL_TIMEOUT = 30.0
 """Seconds a process waits for the connected client to run one of its tools."""
@@ -162,8 +162,8 @@ def build_worker(config: Config, enqueue: Enqueue, enqueue_job: EnqueueJob,
                            store=processes, factory=core["process_factory"],
                            waker=core["waker"], health=store.port(ToolHealthStore))
     tool_health.on_ambiguous = services.on_ambiguous
-    webhooks = WebhookEmitter(store.port(WebhookStore), processes)
-    outbox = EventOutbox(store.port(EventOutboxStore), events, on_publish=webhooks.on_outbox)
+    outbox = EventOutbox(store.port(EventOutboxStore), events,
+                         on_publish=core["webhook_events"].on_outbox)
     sender = WebhookSender(allow_private=config.webhook_allow_private,
                            timeout=config.webhook_timeout, total=config.webhook_timeout + 5)
     tokens = TokenCoalescer(events, interval=config.token_flush) if config.token_flush else None

@@ -8,12 +8,13 @@ save, so an answered item always reaches its process and a lost race writes noth
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from vancetope_brain.errors import Conflict, InvalidInput, LimitExceeded, NotFound
+from vancetope_brain.errors import Conflict, InvalidInput, LimitExceeded, NotFound, StoreError
 from vancetope_brain.identity import Principal
 from vancetope_brain.inbox.attachments import AttachmentStore
 from vancetope_brain.inbox.payloads import default_answer, validate_answer, validate_payload
@@ -37,6 +38,8 @@ from vancetope_brain.notifications import NotifyEvent, item_link
 from vancetope_brain.settings import SettingsService
 from vancetope_brain.store import IdentityStore, SessionStore, UserInboxStore
 from vancetope_brain.webhooks import WebhookEmitter
+
+log = logging.getLogger(__name__)
 
 MAX_TITLE = 200
 MAX_BODY = 100_000
@@ -189,8 +192,12 @@ class InboxService:
             "sessionId": item.origin_session_id}
         if item.answer is not None:
             data["answer"] = item.answer.dump()
-        self.webhooks.emit(item.tenant_id, self._project_of(item), event,
-                           f"{event.value}:{item.id}", data)
+        try:
+            self.webhooks.emit(item.tenant_id, self._project_of(item), event,
+                               f"{event.value}:{item.id}", data)
+        except StoreError:  # the item's change stands; only its webhook is lost
+            log.warning("the %s webhook deliveries of item %s were not written", event.value,
+                        item.id, exc_info=True)
 
     def dismiss(self, who: Principal, item_id: str, note: str | None = None) -> InboxItem:
         """Click an item away unanswered; an ask's process gets a skip answer."""
