@@ -78,8 +78,11 @@ function Middle({ wide, pending, onSessions }: {
   const shown = !wide || tab !== "workers" ? tab : "chat";
   return (
     <Tabs value={shown} keepMounted={false}
-      // Six tabs fit a phone's width on one line with narrower padding.
-      styles={wide ? undefined : { tab: { paddingInline: "var(--mantine-spacing-xs)" } }}
+      // On a phone the tabs keep one line (the chat's height counts on it) with narrower
+      // padding, and scroll sideways where six do not fit.
+      styles={wide ? undefined : {
+        list: { flexWrap: "nowrap", overflowX: "auto", overflowY: "hidden" },
+        tab: { paddingInline: "var(--mantine-spacing-xs)", flexShrink: 0 } }}
       onChange={(next) => set({ tab: (next ?? "chat") as Tab,
         // Arthur's chat is in view again: his new lines are read.
         ...(next === "chat" && !focused ? { unread: 0 } : {}) })}>

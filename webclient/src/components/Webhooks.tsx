@@ -47,8 +47,9 @@ export function Webhooks() {
       </div>
       <NewWebhook project={project} onCreated={(id, s) => { setSecret({ id, secret: s }); void load(); }} />
       {secret && (
-        <Alert color="yellow" title="Copy the secret now: it is shown this once"
-          withCloseButton onClose={() => setSecret(null)} data-testid="webhook-secret">
+        <Alert color="gray" title="Copy the secret now: it is shown this once"
+          withCloseButton closeButtonLabel="Hide the secret" onClose={() => setSecret(null)}
+          data-testid="webhook-secret">
           <Group wrap="nowrap" gap="xs">
             <Code style={{ overflowWrap: "anywhere" }}>{secret.secret}</Code>
             <CopyButton value={secret.secret}>
