@@ -33,7 +33,7 @@ from vancetope_brain.models.inbox import (
     ResolvedBy,
 )
 from vancetope_brain.models.steer import ProcessEventType, SteerMessage
-from vancetope_brain.models.webhooks import WebhookEvent
+from vancetope_brain.models.webhooks import WebhookDelivery, WebhookEvent
 from vancetope_brain.notifications import NotifyEvent, item_link
 from vancetope_brain.settings import SettingsService
 from vancetope_brain.store import IdentityStore, SessionStore, UserInboxStore
@@ -178,13 +178,31 @@ class InboxService:
                     "answer": AnswerPayload(outcome=outcome, value=checked, reason=reason,
                                             answered_by=who.user_id)}
 
-        answered = self._change(who, item_id, HistoryAction.ANSWER, change)
-        self._emit(answered, WebhookEvent.INBOX_ITEM_ANSWERED)
-        return answered
+        # Its webhook deliveries are written with the answer, in one save.
+        return self._change(who, item_id, HistoryAction.ANSWER, change,
+                            webhook=WebhookEvent.INBOX_ITEM_ANSWERED)
+
+    def _webhook_deliveries(self, item: InboxItem,
+                            event: WebhookEvent) -> list[WebhookDelivery]:
+        """The webhook deliveries of ``event`` on ``item`` (none without subscriptions)."""
+        if self.webhooks is None:
+            return []
+        return self.webhooks.deliveries(*self._webhook_event(item, event))
 
     def _emit(self, item: InboxItem, event: WebhookEvent) -> None:
+        """Write the deliveries of ``event`` on a stored item (after its write: a create,
+        which a crash in between repeats with its idempotency key)."""
         if self.webhooks is None:
             return
+        try:
+            self.webhooks.emit(*self._webhook_event(item, event))
+        except StoreError:  # the item stands; only its webhook is lost
+            log.warning("the %s webhook deliveries of item %s were not written", event.value,
+                        item.id, exc_info=True)
+
+    def _webhook_event(self, item: InboxItem, event: WebhookEvent) -> tuple[
+            str, str | None, WebhookEvent, str, dict[str, Any]]:
+        """(tenant, project, event, key, data) of ``event`` on ``item``."""
         data: dict[str, Any] = {
             "itemId": item.id, "itemType": item.type.value, "status": item.status.value,
             "criticality": item.criticality.value, "title": item.title,
@@ -192,12 +210,7 @@ class InboxService:
             "sessionId": item.origin_session_id}
         if item.answer is not None:
             data["answer"] = item.answer.dump()
-        try:
-            self.webhooks.emit(item.tenant_id, self._project_of(item), event,
-                               f"{event.value}:{item.id}", data)
-        except StoreError:  # the item's change stands; only its webhook is lost
-            log.warning("the %s webhook deliveries of item %s were not written", event.value,
-                        item.id, exc_info=True)
+        return item.tenant_id, self._project_of(item), event, f"{event.value}:{item.id}", data
 
     def dismiss(self, who: Principal, item_id: str, note: str | None = None) -> InboxItem:
         """Click an item away unanswered; an ask's process gets a skip answer."""
@@ -314,7 +327,8 @@ class InboxService:
 
     def _change(self, who: Principal, item_id: str, action: HistoryAction,
                 change: Callable[[InboxItem, datetime], dict[str, Any]], *,
-                note: str | None = None, to_user: str | None = None) -> InboxItem:
+                note: str | None = None, to_user: str | None = None,
+                webhook: WebhookEvent | None = None) -> InboxItem:
         """Read, check and apply a change as one compare-and-set, retried on a lost race."""
         for _ in range(_SAVE_ATTEMPTS):
             item = self._assigned(who, item_id)
@@ -326,9 +340,10 @@ class InboxService:
             changed = item.model_copy(update={**update, "updated_at": now,
                                               "history": [*item.history, entry]})
             message = self._route(changed, action)
+            deliveries = [] if webhook is None else self._webhook_deliveries(changed, webhook)
             try:
                 saved = self.store.save_inbox_item(changed, expected_revision=item.revision,
-                                                    message=message)
+                                                    message=message, deliveries=deliveries)
             except Conflict:
                 continue
             if message is not None:

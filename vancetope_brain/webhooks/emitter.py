@@ -66,18 +66,25 @@ class WebhookEmitter:
              data: dict[str, Any]) -> int:
         """Add the deliveries of one event (``key`` names it uniquely in the tenant) to every
         enabled subscription of the project that wants it; returns how many were new."""
+        deliveries = self.deliveries(tenant_id, project_id, event, key, data)
+        return self._store.add_deliveries(deliveries) if deliveries else 0
+
+    def deliveries(self, tenant_id: str, project_id: str | None, event: WebhookEvent,
+                   key: str, data: dict[str, Any]) -> list[WebhookDelivery]:
+        """What ``emit`` would add, for a caller that writes them with its own change
+        (``UserInboxStore.save_inbox_item``)."""
         if project_id is None:
-            return 0
+            return []
         subscriptions = [s for s in self._store.list_subscriptions(tenant_id, project_id)
                          if s.enabled and event in s.events]
         if not subscriptions:
-            return 0
+            return []
         now = self._clock()
         body = body_of(event, now, {**data, "projectId": project_id})
-        return self._store.add_deliveries([WebhookDelivery(
+        return [WebhookDelivery(
             id=delivery_id(s.id, key), tenant_id=tenant_id, project_id=project_id,
             subscription_id=s.id, event=event, body=body, next_at=now, created_at=now,
-            updated_at=now) for s in subscriptions])
+            updated_at=now) for s in subscriptions]
 
     def on_outbox(self, tenant_id: str, events: Sequence[OutboxEvent]) -> None:
         """The outbox publisher's hook (``EventOutbox``), called before it removes the rows:

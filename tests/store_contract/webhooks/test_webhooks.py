@@ -5,6 +5,7 @@ a claim runs out, requeued by hand; every read and write scoped to its tenant.""
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -17,7 +18,10 @@ from vancetope_brain.models.webhooks import (
     WebhookEvent,
     WebhookSubscription,
 )
-from vancetope_brain.store import WebhookStore
+from vancetope_brain.store import UserInboxStore, WebhookStore
+
+if TYPE_CHECKING:
+    from tests.store_contract.conftest import World
 
 
 def _subscription(tenant_id: str = "ten_1", project_id: str = "prj_1") -> WebhookSubscription:
@@ -144,3 +148,18 @@ def test_a_foreign_tenant_sees_and_touches_nothing(webhooks: WebhookStore) -> No
     with pytest.raises(NotFound):
         webhooks.requeue_delivery("ten_b", delivery.id, utcnow())
     assert webhooks.get_subscription("ten_a", sub.id) == sub
+
+
+def test_an_inbox_save_writes_its_deliveries_and_a_lost_race_none(
+    webhooks: WebhookStore, user_inbox: UserInboxStore, world: World,
+) -> None:
+    sub = _subscription()
+    webhooks.add_subscription(sub, cap=5)
+    item = world.add_item("ten_1")
+    lost = _delivery(sub, "lost")
+    with pytest.raises(Conflict):
+        user_inbox.save_inbox_item(item, expected_revision=item.revision + 7, deliveries=[lost])
+    won = _delivery(sub, "won")
+    user_inbox.save_inbox_item(item.model_copy(update={"title": "answered"}),
+                               expected_revision=item.revision, deliveries=[won])
+    assert [d.id for d in webhooks.list_deliveries("ten_1", sub.id)] == [won.id]

@@ -35,13 +35,14 @@ from vancetope_brain.store.mongo._codec import (
 from vancetope_brain.store.webhooks import WebhookStore
 
 _PENDING = WebhookDeliveryStatus.PENDING.value
+DELIVERIES = "webhook_deliveries"
 
 
 class MongoWebhooks(MongoAdapter, WebhookStore):
     def __init__(self, db: MongoBackend) -> None:
         super().__init__(db)
         self._subscriptions = db.database["webhook_subscriptions"]
-        self._deliveries = db.database["webhook_deliveries"]
+        self._deliveries = db.database[DELIVERIES]
         self._subscriptions.create_index(
             [("tenantId", ASCENDING), ("projectId", ASCENDING), ("createdAt", ASCENDING)],
             name="by_project")
@@ -94,14 +95,7 @@ class MongoWebhooks(MongoAdapter, WebhookStore):
 
     @translated
     def add_deliveries(self, deliveries: Sequence[WebhookDelivery]) -> int:
-        added = 0
-        for delivery in deliveries:
-            try:
-                self._deliveries.insert_one(to_bson(delivery))
-            except DuplicateKeyError:
-                continue
-            added += 1
-        return added
+        return add_deliveries_in(self.db.database, deliveries)
 
     @translated
     def claim_deliveries(self, now: datetime, until: datetime, claim: str,
@@ -154,3 +148,15 @@ class MongoWebhooks(MongoAdapter, WebhookStore):
                 to_bson(again)).matched_count:
             raise Conflict("the delivery changed meanwhile; read it again")
         return again
+
+
+def add_deliveries_in(database: Any, deliveries: Sequence[WebhookDelivery]) -> int:
+    """``add_deliveries`` on ``database`` (``save_inbox_item``'s, after its item)."""
+    added = 0
+    for delivery in deliveries:
+        try:
+            database[DELIVERIES].insert_one(to_bson(delivery))
+        except DuplicateKeyError:
+            continue
+        added += 1
+    return added

@@ -13,6 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
+from typing import Any
+
+import psycopg
 
 from vancetope_brain.errors import Conflict, LimitExceeded, NotFound
 from vancetope_brain.models.webhooks import (
@@ -102,16 +105,10 @@ class PostgresWebhooks(PostgresAdapter, WebhookStore):
                          "AND subscription_id = %s", (tenant_id, subscription_id))
 
     def add_deliveries(self, deliveries: Sequence[WebhookDelivery]) -> int:
-        added = 0
+        if not deliveries:
+            return 0
         with self.db.write() as conn:
-            for d in deliveries:
-                added += conn.execute(
-                    "INSERT INTO webhook_deliveries (id, tenant_id, subscription_id, status, "
-                    "next_ms, claim, created_ms, doc) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
-                    "ON CONFLICT (id) DO NOTHING",
-                    (d.id, d.tenant_id, d.subscription_id, d.status.value, to_ms(d.next_at),
-                     d.claim, to_ms(d.created_at), doc_json(d))).rowcount
-        return added
+            return add_deliveries_in(conn, deliveries)
 
     def claim_deliveries(self, now: datetime, until: datetime, claim: str,
                          limit: int) -> list[WebhookDelivery]:
@@ -160,3 +157,14 @@ class PostgresWebhooks(PostgresAdapter, WebhookStore):
                          "doc = %s WHERE id = %s", (_PENDING, to_ms(now), doc_json(again),
                                                     delivery_id))
         return again
+
+
+def add_deliveries_in(conn: psycopg.Connection[Any],
+                      deliveries: Sequence[WebhookDelivery]) -> int:
+    """``add_deliveries`` inside the caller's transaction (``save_inbox_item``'s)."""
+    return sum(conn.execute(
+        "INSERT INTO webhook_deliveries (id, tenant_id, subscription_id, status, next_ms, "
+        "claim, created_ms, doc) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) "
+        "ON CONFLICT (id) DO NOTHING",
+        (d.id, d.tenant_id, d.subscription_id, d.status.value, to_ms(d.next_at), d.claim,
+         to_ms(d.created_at), doc_json(d))).rowcount for d in deliveries)

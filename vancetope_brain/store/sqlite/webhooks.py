@@ -10,6 +10,7 @@ each see no other writer between read and write.
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
 
@@ -107,11 +108,7 @@ class SqliteWebhooks(SqliteAdapter, WebhookStore):
         if not deliveries:
             return 0
         with self.db.write() as conn:
-            return sum(conn.execute(
-                "INSERT OR IGNORE INTO webhook_deliveries (id, tenant_id, subscription_id, "
-                "status, next_ms, claim, created_ms, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (d.id, d.tenant_id, d.subscription_id, d.status.value, to_ms(d.next_at),
-                 d.claim, to_ms(d.created_at), _doc(d))).rowcount for d in deliveries)
+            return add_deliveries_in(conn, deliveries)
 
     def claim_deliveries(self, now: datetime, until: datetime, claim: str,
                          limit: int) -> list[WebhookDelivery]:
@@ -161,3 +158,12 @@ class SqliteWebhooks(SqliteAdapter, WebhookStore):
             conn.execute("UPDATE webhook_deliveries SET status = ?, next_ms = ?, claim = NULL, "
                          "doc = ? WHERE id = ?", (_PENDING, to_ms(now), _doc(again), delivery_id))
         return again
+
+
+def add_deliveries_in(conn: sqlite3.Connection, deliveries: Sequence[WebhookDelivery]) -> int:
+    """``add_deliveries`` inside the caller's transaction (``save_inbox_item``'s)."""
+    return sum(conn.execute(
+        "INSERT OR IGNORE INTO webhook_deliveries (id, tenant_id, subscription_id, "
+        "status, next_ms, claim, created_ms, doc) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (d.id, d.tenant_id, d.subscription_id, d.status.value, to_ms(d.next_at),
+         d.claim, to_ms(d.created_at), _doc(d))).rowcount for d in deliveries)
