@@ -22,7 +22,12 @@ from vancetope_brain.store import (
     SessionStore,
     WebhookStore,
 )
-from vancetope_brain.webhooks import WebhookDispatcher, WebhookEmitter, WebhookSender, WebhookService
+from vancetope_brain.webhooks import (
+    WebhookDispatcher,
+    WebhookEmitter,
+    WebhookSender,
+    WebhookService,
+)
 
 
 def test_a_turn_whose_worker_died_after_the_commit_still_gets_delivered(
