@@ -5,8 +5,13 @@ what is read."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
+import ssl
+import subprocess
+import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -216,3 +221,37 @@ def test_subscriptions_are_capped_and_scoped_to_their_owner(acme_store: Backend)
 def _operator() -> Any:
     from vancetope_brain.models import Role
     return Role.OPERATOR
+
+
+def test_https_to_the_checked_address_keeps_the_name_for_tls(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pinned to the checked address, a TLS connection still names the host (SNI) and checks
+    the certificate against it: a certificate nobody vouches for is a failed attempt."""
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+                    "-subj", "/CN=hooks.example", "-keyout", str(key), "-out", str(cert)],
+                   check=True, capture_output=True)
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    names: list[str | None] = []
+    context.sni_callback = lambda sock, name, ctx: names.append(name)  # type: ignore[assignment]
+    listener = socket.create_server(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+
+    def accept() -> None:
+        conn, _ = listener.accept()
+        with contextlib.suppress(ssl.SSLError, OSError):
+            context.wrap_socket(conn, server_side=True).close()
+        conn.close()
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    real = socket.getaddrinfo
+    monkeypatch.setattr(socket, "getaddrinfo", lambda host, *a, **k: real(
+        "127.0.0.1" if host == "hooks.example" else host, *a, **k))
+    outcome = WebhookSender(allow_private=True, timeout=5).post(
+        f"https://hooks.example:{port}/hook", {}, b"{}")
+    thread.join(10)
+    listener.close()
+    assert names == ["hooks.example"]
+    assert outcome.status_code is None and "CERTIFICATE_VERIFY_FAILED" in (outcome.error or "")
