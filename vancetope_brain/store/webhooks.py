@@ -6,7 +6,12 @@ from abc import abstractmethod
 from collections.abc import Sequence
 from datetime import datetime
 
-from vancetope_brain.models.webhooks import WebhookDelivery, WebhookSubscription
+from vancetope_brain.errors import Conflict, LimitExceeded
+from vancetope_brain.models.webhooks import (
+    WebhookDelivery,
+    WebhookDeliveryStatus,
+    WebhookSubscription,
+)
 from vancetope_brain.store.backend import Port
 
 
@@ -81,3 +86,19 @@ class WebhookStore(Port):
         """A manual redelivery: a DELIVERED or DEAD delivery becomes PENDING, due at
         ``now``, with a new round of tries (its id and attempts kept). ``Conflict`` when it
         is PENDING already, ``NotFound`` when it is not the tenant's."""
+
+
+def project_full(held: int, cap: int) -> LimitExceeded:
+    """The refusal of ``add_subscription`` when the project holds ``held`` of ``cap``, said
+    alike by every adapter."""
+    return LimitExceeded(f"the project holds {held} webhook subscriptions, the most it may "
+                         f"({cap}); delete one first")
+
+
+def requeued(delivery: WebhookDelivery, now: datetime) -> WebhookDelivery:
+    """What ``requeue_delivery`` writes for ``delivery``; ``Conflict`` while it is pending."""
+    if delivery.status is WebhookDeliveryStatus.PENDING:
+        raise Conflict("the delivery is still pending; it is sent at its next attempt")
+    return delivery.model_copy(update={
+        "status": WebhookDeliveryStatus.PENDING, "tries": 0, "next_at": now, "claim": None,
+        "updated_at": now})

@@ -17,7 +17,7 @@ from typing import Any
 from pymongo import ASCENDING, DESCENDING
 from pymongo.errors import DuplicateKeyError
 
-from vancetope_brain.errors import Conflict, LimitExceeded, NotFound
+from vancetope_brain.errors import Conflict, NotFound
 from vancetope_brain.models.webhooks import (
     WebhookDelivery,
     WebhookDeliveryStatus,
@@ -32,7 +32,7 @@ from vancetope_brain.store.mongo._codec import (
     to_bson,
     translated,
 )
-from vancetope_brain.store.webhooks import WebhookStore
+from vancetope_brain.store.webhooks import WebhookStore, project_full, requeued
 
 _PENDING = WebhookDeliveryStatus.PENDING.value
 DELIVERIES = "webhook_deliveries"
@@ -56,8 +56,7 @@ class MongoWebhooks(MongoAdapter, WebhookStore):
         held = self._subscriptions.count_documents(
             {"tenantId": subscription.tenant_id, "projectId": subscription.project_id})
         if held >= cap:
-            raise LimitExceeded(f"the project holds {held} webhook subscriptions, the most it "
-                                f"may ({cap}); delete one first")
+            raise project_full(held, cap)
         self._subscriptions.insert_one(to_bson(subscription))
 
     @translated
@@ -138,11 +137,7 @@ class MongoWebhooks(MongoAdapter, WebhookStore):
     def requeue_delivery(self, tenant_id: str, delivery_id: str,
                          now: datetime) -> WebhookDelivery:
         delivery = self.get_delivery(tenant_id, delivery_id)
-        if delivery.status is WebhookDeliveryStatus.PENDING:
-            raise Conflict("the delivery is still pending; it is sent at its next attempt")
-        again = delivery.model_copy(update={
-            "status": WebhookDeliveryStatus.PENDING, "tries": 0, "next_at": now, "claim": None,
-            "updated_at": now})
+        again = requeued(delivery, now)
         if not self._deliveries.replace_one(
                 {"_id": delivery_id, "tenantId": tenant_id, "status": delivery.status.value},
                 to_bson(again)).matched_count:

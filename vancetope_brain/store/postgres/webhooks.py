@@ -17,7 +17,7 @@ from typing import Any
 
 import psycopg
 
-from vancetope_brain.errors import Conflict, LimitExceeded, NotFound
+from vancetope_brain.errors import Conflict, NotFound
 from vancetope_brain.models.webhooks import (
     WebhookDelivery,
     WebhookDeliveryStatus,
@@ -26,7 +26,7 @@ from vancetope_brain.models.webhooks import (
 from vancetope_brain.store.postgres import PostgresAdapter
 from vancetope_brain.store.postgres._db import doc_json, load_all, load_one
 from vancetope_brain.store.sql import iso, to_ms
-from vancetope_brain.store.webhooks import WebhookStore
+from vancetope_brain.store.webhooks import WebhookStore, project_full, requeued
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS webhook_subscriptions (
@@ -60,8 +60,7 @@ class PostgresWebhooks(PostgresAdapter, WebhookStore):
                 "AND project_id = %s", (subscription.tenant_id, subscription.project_id)).fetchone()
             held = row[0] if row else 0
             if held >= cap:
-                raise LimitExceeded(f"the project holds {held} webhook subscriptions, the most "
-                                    f"it may ({cap}); delete one first")
+                raise project_full(held, cap)
             conn.execute(
                 "INSERT INTO webhook_subscriptions (id, tenant_id, project_id, created_ms, "
                 "revision, doc) VALUES (%s, %s, %s, %s, %s, %s)",
@@ -148,11 +147,7 @@ class PostgresWebhooks(PostgresAdapter, WebhookStore):
             if row is None:
                 raise NotFound(f"no webhook delivery {delivery_id!r}")
             delivery = WebhookDelivery.load(row[0])
-            if delivery.status is WebhookDeliveryStatus.PENDING:
-                raise Conflict("the delivery is still pending; it is sent at its next attempt")
-            again = delivery.model_copy(update={
-                "status": WebhookDeliveryStatus.PENDING, "tries": 0, "next_at": now,
-                "claim": None, "updated_at": now})
+            again = requeued(delivery, now)
             conn.execute("UPDATE webhook_deliveries SET status = %s, next_ms = %s, claim = NULL, "
                          "doc = %s WHERE id = %s", (_PENDING, to_ms(now), doc_json(again),
                                                     delivery_id))

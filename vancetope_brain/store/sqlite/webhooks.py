@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
 
-from vancetope_brain.errors import Conflict, LimitExceeded, NotFound
+from vancetope_brain.errors import Conflict, NotFound
 from vancetope_brain.models.webhooks import (
     WebhookDelivery,
     WebhookDeliveryStatus,
@@ -23,7 +23,7 @@ from vancetope_brain.models.webhooks import (
 from vancetope_brain.store.sql import to_ms
 from vancetope_brain.store.sqlite import SqliteAdapter
 from vancetope_brain.store.sqlite._db import load_all, load_one
-from vancetope_brain.store.webhooks import WebhookStore
+from vancetope_brain.store.webhooks import WebhookStore, project_full, requeued
 
 _TABLES = """
 CREATE TABLE IF NOT EXISTS webhook_subscriptions (
@@ -57,8 +57,7 @@ class SqliteWebhooks(SqliteAdapter, WebhookStore):
                 "SELECT count(*) FROM webhook_subscriptions WHERE tenant_id = ? AND project_id = ?",
                 (subscription.tenant_id, subscription.project_id)).fetchone()[0]
             if held >= cap:
-                raise LimitExceeded(f"the project holds {held} webhook subscriptions, the most "
-                                    f"it may ({cap}); delete one first")
+                raise project_full(held, cap)
             conn.execute(
                 "INSERT INTO webhook_subscriptions (id, tenant_id, project_id, created_ms, "
                 "revision, doc) VALUES (?, ?, ?, ?, ?, ?)",
@@ -150,11 +149,7 @@ class SqliteWebhooks(SqliteAdapter, WebhookStore):
             if row is None:
                 raise NotFound(f"no webhook delivery {delivery_id!r}")
             delivery = WebhookDelivery.load(json.loads(row[0]))
-            if delivery.status is WebhookDeliveryStatus.PENDING:
-                raise Conflict("the delivery is still pending; it is sent at its next attempt")
-            again = delivery.model_copy(update={
-                "status": WebhookDeliveryStatus.PENDING, "tries": 0, "next_at": now,
-                "claim": None, "updated_at": now})
+            again = requeued(delivery, now)
             conn.execute("UPDATE webhook_deliveries SET status = ?, next_ms = ?, claim = NULL, "
                          "doc = ? WHERE id = ?", (_PENDING, to_ms(now), _doc(again), delivery_id))
         return again
