@@ -40,8 +40,10 @@ import pytest
 
 _URLSAFE = r"A-Za-z0-9_-"
 SECRET_PATTERN = re.compile(
-    rf"(?<![{_URLSAFE}])(?:vt_[{_URLSAFE}]{{43}}(?![{_URLSAFE}])|sk-[{_URLSAFE}]{{8,}})")
-"""A token as issued (``vt_`` + ``secrets.token_urlsafe(32)``), or an ``sk-`` API key —
+    rf"(?<![{_URLSAFE}])(?:vt_[{_URLSAFE}]{{43}}(?![{_URLSAFE}])|sk-[{_URLSAFE}]{{8,}}"
+    r"|whsec_[A-Za-z0-9+/]{43}=)")
+"""A token as issued (``vt_`` + ``secrets.token_urlsafe(32)``), an ``sk-`` API key, or a
+webhook secret as issued (``whsec_`` + the base64 of 32 bytes) —
 each standing alone, so ids such as ``task-0123456789`` do not match."""
 
 KNOWN_SECRETS = (

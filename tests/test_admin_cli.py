@@ -583,6 +583,6 @@ def test_every_writing_command_is_audited_and_every_audited_one_exists() -> None
     from vancetope_gateway.admin_cli import _COMMANDS
 
     writes = {"create", "revoke", "put", "delete", "requeue", "reset", "add", "rm", "set",
-              "unset"}
+              "unset", "enable", "disable", "rotate-secret", "redeliver"}
     assert set(AUDITED) <= set(_COMMANDS)
     assert {key for key in _COMMANDS if key[1] in writes} | {("purge", "")} == set(AUDITED)

@@ -98,7 +98,7 @@ LAYERS = (
     ("observability",),
     ("knowledge",),
     ("events", "identity"),
-    ("notifications", "tools"),
+    ("notifications", "tools", "webhooks"),
     ("inbox",),
     ("engines",),
     ("lanes", "sessions"),

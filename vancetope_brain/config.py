@@ -99,6 +99,9 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "VANCETOPE_SECRET_KEY": ("(unset: generated once into `<data dir>/secret.key`)", "Key that signs attachment URLs; set the same value on every gateway and worker of a cluster."),
     "VANCETOPE_ATTACHMENTS_DIR": ("<data dir>/attachments", "Where inbox attachments (OUTPUT_IMAGE, OUTPUT_DOCUMENT) and the bytes of knowledge documents (`<tenant>/documents/<id>/<version>`) are stored; shared by all gateways and workers."),
     "VANCETOPE_ATTACHMENT_URL_TTL": ("300", "Seconds a signed attachment URL stays valid."),
+    "VANCETOPE_WEBHOOK_ALLOW_PRIVATE": ("false", "Operator only: `true` lets webhooks go to loopback, private, link-local and other non-public addresses (a test receiver, an internal service). Off, such destinations are refused at create and at every attempt (docs/architecture.md, \"Webhooks\")."),
+    "VANCETOPE_WEBHOOK_RETRY_SCHEDULE": ("0,5,300,1800,7200,18000,36000,36000", "Seconds before each webhook attempt, each counted from the failure of the one before (the first from the event); after the last fails the delivery is dead. The default is the Standard Webhooks suggestion (about 27.5 hours)."),
+    "VANCETOPE_WEBHOOK_TIMEOUT": ("10", "Seconds a webhook attempt waits to connect and for each read; the whole attempt is cut at this plus 5."),
     "VANCETOPE_SMTP_HOST": ("(unset: no e-mail notifications)", "SMTP server for e-mail notifications."),
     "VANCETOPE_SMTP_PORT": ("587", "SMTP port."),
     "VANCETOPE_SMTP_STARTTLS": ("true", "Upgrade the SMTP connection with STARTTLS (`true`/`false`)."),
@@ -185,6 +188,9 @@ class Config:
     service_retention: float = 604800.0
     health_file: Path | None = None
     shard_linger: float = 0.02
+    webhook_allow_private: bool = False
+    webhook_retry_schedule: tuple[float, ...] = (0, 5, 300, 1800, 7200, 18000, 36000, 36000)
+    webhook_timeout: float = 10.0
 
     @property
     def embedded(self) -> bool:
@@ -268,6 +274,10 @@ class Config:
             metrics_token=env.get("VANCETOPE_METRICS_TOKEN") or None,
             service_retention=_number(env, "VANCETOPE_SERVICE_RETENTION", float, 1.0),
             health_file=Path(h) if (h := env.get("VANCETOPE_HEALTH_FILE")) else None,
+            webhook_allow_private=_choice(
+                env, "VANCETOPE_WEBHOOK_ALLOW_PRIVATE", ("true", "false")) == "true",
+            webhook_retry_schedule=_schedule(env, "VANCETOPE_WEBHOOK_RETRY_SCHEDULE"),
+            webhook_timeout=_number(env, "VANCETOPE_WEBHOOK_TIMEOUT", float, 0.1, 60.0),
         )
 
     def base_url(self) -> str:
@@ -287,6 +297,17 @@ def _smtp(env: Mapping[str, str]) -> SmtpConfig | None:
                       password=env.get("VANCETOPE_SMTP_PASSWORD") or None,
                       sender=env.get("VANCETOPE_SMTP_FROM") or "vancetope@localhost",
                       timeout=_number(env, "VANCETOPE_SMTP_TIMEOUT", float, 0.1))
+
+
+def _schedule(env: Mapping[str, str], name: str) -> tuple[float, ...]:
+    raw = env.get(name) or VARIABLES[name][0]
+    try:
+        seconds = tuple(float(part) for part in raw.split(","))
+    except ValueError as e:
+        raise ConfigError(f"{name}={raw!r} is not a comma-separated list of seconds") from e
+    if not 1 <= len(seconds) <= 20 or any(s < 0 for s in seconds):
+        raise ConfigError(f"{name}={raw!r} must hold 1 to 20 numbers of seconds, none negative")
+    return seconds
 
 
 def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...]) -> str:

@@ -9,7 +9,8 @@
     │   │   │   └── RenderBudgetExceeded (code ``invalid_input``) — a template render would pass a bound of the sandbox
     │   │   ├── UnsupportedDocument (code ``unsupported_document``) — a file of a type knowledge does not read
     │   │   ├── UnreadableDocument (code ``unreadable_document``) — a corrupt file, or one whose parsing passes its bounds
-    │   │   └── UnsupportedParameter (code ``unsupported_parameter``) — an OpenAI request field the door cannot honour faithfully
+    │   │   ├── UnsupportedParameter (code ``unsupported_parameter``) — an OpenAI request field the door cannot honour faithfully
+    │   │   └── DestinationRefused (code ``destination_refused``) — a webhook URL that is malformed or not a public address
     │   ├── NotFound              (code ``not_found``) — also what a foreign tenant's id looks like
     │   │   ├── UnknownRecipe     (code ``not_found``) — the message suggests the closest name
     │   │   └── ModelNotFound     (code ``model_not_found``) — an OpenAI "model" that is no chat recipe the caller may start
@@ -70,6 +71,13 @@ class UserError(VancetopeError):
 
 class InvalidInput(UserError):
     """Raised when input fails validation (a frame, a body, a field)."""
+
+
+class DestinationRefused(InvalidInput):
+    """Raised when a webhook URL is malformed or its host resolves to an address that is not
+    public (and the operator does not allow those: ``VANCETOPE_WEBHOOK_ALLOW_PRIVATE``)."""
+
+    code = "destination_refused"
 
 
 class BadJson(InvalidInput):

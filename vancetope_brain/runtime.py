@@ -62,9 +62,11 @@ from vancetope_brain.store import (
     ToolHealthStore,
     TransferStore,
     UserInboxStore,
+    WebhookStore,
     open_store,
 )
 from vancetope_brain.tools.health import ToolHealthService
+from vancetope_brain.webhooks import WebhookEmitter, WebhookService
 
 _embedded_server: fakeredis.FakeServer | None = None
 _embedded_guard = threading.Lock()
@@ -101,6 +103,9 @@ class Core:
     notifications: NotificationDispatcher
     inbox: InboxService
     attachments: AttachmentStore
+    webhook_events: WebhookEmitter
+    """Turns events into webhook deliveries: the Inbox service's, the event outbox's (a
+    worker's), a schedule run's (``schedule_run_finished``)."""
 
     @staticmethod
     def parts(config: Config, enqueue: Enqueue, *, store: Backend | None = None,
@@ -136,14 +141,16 @@ class Core:
             events.publish(keys.user_feed(tenant_id, user_id), "", EventType(event),
                            {"item": item})
 
+        webhook_events = WebhookEmitter(store.port(WebhookStore), store.port(SessionStore))
         inbox = InboxService(items, identity, store.port(SessionStore), settings,
                              notifications, publish, waker.wake, attachments, config.base_url(),
-                             max_pending_per_process=config.max_pending_items_per_process)
+                             max_pending_per_process=config.max_pending_items_per_process,
+                             webhooks=webhook_events)
         return dict(config=config, store=store, redis=client, events=events, waker=waker,
                     presence=presence, settings=settings, recipes=recipes,
                     process_factory=process_factory, sessions=sessions,
                     lifecycle=lifecycle, notifications=notifications, inbox=inbox,
-                    attachments=attachments)
+                    attachments=attachments, webhook_events=webhook_events)
 
     def close(self) -> None:
         self.store.close()
@@ -196,6 +203,8 @@ class Administration:
     """Where each write command is recorded, and ``vancetope admin audit list`` reads."""
     inspections: InspectorService
     """The inspector's turn records: ``vancetope admin inspect``."""
+    webhooks: WebhookService
+    """Webhook subscriptions and their delivery logs: ``vancetope admin webhook``."""
 
     @classmethod
     def open(cls, config: Config) -> Administration:
@@ -222,7 +231,8 @@ class Administration:
                    DocumentService.on(store, config.attachments_dir, events, index_now),
                    RetentionService(store.port(RetentionStore), store.port(IdentityStore),
                                     settings),
-                   store.port(TransferStore), AuditLog.on(store), InspectorService.on(store))
+                   store.port(TransferStore), AuditLog.on(store), InspectorService.on(store),
+                   WebhookService.on(store, config))
 
     def close(self) -> None:
         self.store.close()

@@ -79,5 +79,9 @@ AUDITED: dict[tuple[str, str], Callable[[argparse.Namespace], str]] = {
     ("docs", "rm"): _named("project", "names"),
     ("setting", "set"): _named("project", "user", "key"),
     ("setting", "unset"): _named("project", "user", "key"),
+    ("webhook", "create"): _named("project", "url", "events"),
+    **{("webhook", verb): _named("subscription_id")
+       for verb in ("enable", "disable", "rotate-secret", "delete")},
+    ("webhook", "redeliver"): _named("delivery_id"),
 }
 """The write commands, each with what it acts on (never a secret: no command takes one)."""

@@ -24,6 +24,7 @@ from vancetope_gateway.admin_inspect import add_inspect, inspect
 from vancetope_gateway.admin_text import note as _note
 from vancetope_gateway.admin_text import table as _table
 from vancetope_gateway.admin_text import when as _when
+from vancetope_gateway.admin_webhooks import WEBHOOK_COMMANDS, add_webhook
 
 if TYPE_CHECKING:  # the brain loads only when an admin command runs, not for every CLI start
     from vancetope_brain.config import Config
@@ -58,7 +59,7 @@ _DESCRIPTION = (
 def add_admin_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     admin = sub.add_parser("admin", help="tenants, projects, users, tokens, recipes, settings, "
                            "deliveries, dead letters, tool health, system sessions, the audit "
-                           "log, export/import",
+                           "log, webhooks, export/import",
                            description=_DESCRIPTION)
     kinds = admin.add_subparsers(dest="admin_kind", required=True, metavar="KIND")
     quiet = argparse.ArgumentParser(add_help=False)
@@ -113,6 +114,7 @@ def add_admin_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
                         "store are skipped")
     p.set_defaults(admin_verb="")
     add_inspect(kinds)
+    add_webhook(verbs, quiet)
     tenant = verbs("tenant", "tenants (each gets a project 'default')")
     p = tenant.add_parser("create", parents=[quiet, exist_ok], help="create a tenant")
     p.add_argument("name")
@@ -741,4 +743,5 @@ _COMMANDS: dict[tuple[str, str], _Command] = {
     ("setting", "set"): _setting_set,
     ("setting", "unset"): _setting_unset,
     ("audit", "list"): _audit_list,
+    **WEBHOOK_COMMANDS,
 }

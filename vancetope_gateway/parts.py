@@ -21,6 +21,7 @@ from vancetope_brain.services.documents import EnqueueIndex
 from vancetope_brain.services.inspector import InspectorService
 from vancetope_brain.services.usage import UsageService
 from vancetope_brain.tools.client import ClientToolBridge
+from vancetope_brain.webhooks import WebhookService
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,8 @@ class Gateway(Core):
     usage: UsageService
     inspections: InspectorService
     """The inspector's turn records (``turn-list`` / ``turn-get``, ``/admin/``)."""
+    webhooks: WebhookService
+    """Webhook subscriptions and their delivery logs (``webhook-*``); sending is the workers'."""
 
 
 def build_gateway(config: Config, enqueue: Enqueue, *, enqueue_index: EnqueueIndex,
@@ -49,4 +52,5 @@ def build_gateway(config: Config, enqueue: Enqueue, *, enqueue_index: EnqueueInd
                                                 core["events"], enqueue_index),
                    operations=Operations.on(core["store"]),
                    usage=UsageService.on(core["store"], core["settings"]),
-                   inspections=InspectorService.on(core["store"]))
+                   inspections=InspectorService.on(core["store"]),
+                   webhooks=WebhookService.on(core["store"], config))

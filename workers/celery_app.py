@@ -30,6 +30,7 @@ from workers.tasks import (
     LANE_TURN,
     SERVICE_JOB,
     SWEEP,
+    WEBHOOKS,
 )
 
 if TYPE_CHECKING:
@@ -85,6 +86,7 @@ def create_celery(config: Config, *, model_for: ModelFor | None = None,
         + [Queue(MAINTENANCE_QUEUE), Queue(DOCUMENTS_QUEUE)],
         task_default_queue=MAINTENANCE_QUEUE,
         task_routes={SWEEP: {"queue": MAINTENANCE_QUEUE},
+                     WEBHOOKS: {"queue": MAINTENANCE_QUEUE},
                      HOUSEKEEPING: {"queue": MAINTENANCE_QUEUE},
                      SERVICE_JOB: {"queue": MAINTENANCE_QUEUE},
                      INDEX_DOCUMENT: {"queue": DOCUMENTS_QUEUE}},
@@ -140,7 +142,8 @@ class MetricsServer(bootsteps.StartStopStep):
 class SweepSchedule(bootsteps.StartStopStep):
     """Every worker schedules the sweeper, so liveness does not rest on beat: at start
     (what a dead cluster left behind is found at once) and then every sweep interval, a
-    ``vancetope.sweep`` task — at most one per interval across the cluster (the
+    ``vancetope.sweep`` task and a ``vancetope.webhooks`` one (due webhook deliveries) — at
+    most one of each per interval across the cluster (the
     ``vt:sweep-slot`` key), in whichever worker's timer fires first. Runs in the worker's
     main process; the sweep itself runs as a task, in a pool slot."""
 
@@ -159,6 +162,7 @@ class SweepSchedule(bootsteps.StartStopStep):
             try:
                 if not claim or client.set(keys.SWEEP_SLOT, 1, nx=True, px=int(every * 1000)):
                     app.send_task(SWEEP, expires=every)
+                    app.send_task(WEBHOOKS, expires=every)
             except Exception as e:  # Redis or the broker is down: the next tick tries again
                 log.warning("could not schedule the sweeper (%s); retrying in %ss", e, every)
 

@@ -1,7 +1,8 @@
 """The worker's composition root: what lane turns and beat jobs of one OS process need.
 
 The lane runner with its leases and contexts, tools (client-side and MCP), the
-knowledge search (``Retriever``), memory (``MemoryAccess``), the document indexer and the LLM — built only in worker
+knowledge search (``Retriever``), memory (``MemoryAccess``), the document indexer, the webhook
+sender and the LLM — built only in worker
 processes (after a prefork fork, in the child).
 """
 
@@ -50,11 +51,13 @@ from vancetope_brain.store import (
     TimerStore,
     ToolHealthStore,
     UserInboxStore,
+    WebhookStore,
 )
 from vancetope_brain.tools import ToolSource
 from vancetope_brain.tools.client import ClientToolBridge
 from vancetope_brain.tools.health import HealthPolicy, ToolHealthService
 from vancetope_brain.tools.mcp import McpRegistry
+from vancetope_brain.webhooks import WebhookDispatcher, WebhookSender
 
 CLIENT_TOOL_TIMEOUT = 30.0
 """Seconds a process waits for the connected client to run one of its tools."""
@@ -80,6 +83,8 @@ class Worker(Core):
     """The contexts' token coalescer (None: tokens are published one by one)."""
     interrupts: InterruptListener
     """Cuts the model calls of turns their users stop (one thread; stops with ``close``)."""
+    webhooks: WebhookDispatcher
+    """Sends due webhook deliveries (``vancetope.webhooks``, sent with every sweep)."""
 
     def sweep(self) -> int:
         """The sweep job (every worker schedules it, ``SweepSchedule``): re-wake orphaned
@@ -91,6 +96,11 @@ class Worker(Core):
                      interval=self.config.sweep_interval) + \
             self.outbox.sweep(utcnow() - timedelta(seconds=age)) + \
             fire_timers(self.store.port(TimerStore), self.waker) + self.lifecycle.sweep()
+
+    def deliver_webhooks(self) -> int:
+        """The webhooks job: send due deliveries for about one sweep interval (at least a
+        second); what is left waits for the next job."""
+        return self.webhooks.deliver_due(budget=max(self.config.sweep_interval, 1.0))
 
     def housekeeping(self) -> int:
         """The slower beat job: finish inbox answers a crash cut short (their processes are
@@ -152,7 +162,10 @@ def build_worker(config: Config, enqueue: Enqueue, enqueue_job: EnqueueJob,
                            store=processes, factory=core["process_factory"],
                            waker=core["waker"], health=store.port(ToolHealthStore))
     tool_health.on_ambiguous = services.on_ambiguous
-    outbox = EventOutbox(store.port(EventOutboxStore), events)
+    outbox = EventOutbox(store.port(EventOutboxStore), events,
+                         on_publish=core["webhook_events"].on_outbox)
+    sender = WebhookSender(allow_private=config.webhook_allow_private,
+                           timeout=config.webhook_timeout, total=config.webhook_timeout + 5)
     tokens = TokenCoalescer(events, interval=config.token_flush) if config.token_flush else None
     leases = LeaseKeeper(core["redis"], ttl=config.lease_ttl)
     interrupts = Interrupts(core["redis"])
@@ -186,4 +199,6 @@ def build_worker(config: Config, enqueue: Enqueue, enqueue_job: EnqueueJob,
                   retention=RetentionService(store.port(RetentionStore), store.port(IdentityStore),
                                              core["settings"]),
                   enqueue_index=enqueue_index, leases=leases, tokens=tokens,
+                  webhooks=WebhookDispatcher(store.port(WebhookStore), sender,
+                                             schedule=config.webhook_retry_schedule),
                   interrupts=interrupts.listen())

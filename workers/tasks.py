@@ -22,6 +22,7 @@ SWEEP = "vancetope.sweep"
 HOUSEKEEPING = "vancetope.housekeeping"
 SERVICE_JOB = "vancetope.service_job"
 INDEX_DOCUMENT = "vancetope.index_document"
+WEBHOOKS = "vancetope.webhooks"
 
 
 @shared_task(name=LANE_SHARD, bind=True, acks_late=True, max_retries=5)
@@ -61,6 +62,13 @@ def _retry(task: Task, error: Exception) -> Exception:
 @shared_task(name=SWEEP, bind=True)
 def sweep(self: Task) -> int:
     return self.app.vancetope_worker().sweep()
+
+
+@shared_task(name=WEBHOOKS, bind=True)
+def webhooks(self: Task) -> int:
+    """Send due webhook deliveries (``WebhookDispatcher.deliver_due``); a worker that dies
+    in it leaves its claimed delivery due again when the claim runs out."""
+    return self.app.vancetope_worker().deliver_webhooks()
 
 
 @shared_task(name=HOUSEKEEPING, bind=True)

@@ -29,7 +29,12 @@ from tests.chaos.oracle import Oracle
 from tests.helpers import wait_for
 from tests.integration.conftest import stop_process
 from tests.integration.gateways import Client, Stack
+from tests.webhooks.receiver import receiving
 from vancetope_brain.lanes.waker import shard_for
+from vancetope_brain.models.inbox import ItemType, NewItem
+from vancetope_brain.models.webhooks import WebhookDeliveryStatus, WebhookEvent
+from vancetope_brain.store import IdentityStore, WebhookStore
+from vancetope_brain.webhooks import WebhookService
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
 
@@ -329,3 +334,42 @@ def test_a_rolling_sigterm_of_every_gateway_and_worker_under_load(chaos: Stack,
            answered_after_last_restart_s=recovered,
            messages=sum(map(len, oracle.sent.values())),
            clients_with_gap=sum(bool(c.gaps) for c in clients.values()))
+
+
+def test_a_worker_killed_mid_delivery_leaves_it_to_another_with_the_same_webhook_id(
+    chaos: Stack,
+) -> None:
+    """A worker SIGKILLed while a receiver holds its webhook POST: when the delivery's claim
+    runs out, another worker posts it again under the same ``webhook-id`` (at least once)."""
+    cluster = chaos.cluster
+    cluster.env.update(VANCETOPE_WEBHOOK_ALLOW_PRIVATE="true", VANCETOPE_WEBHOOK_TIMEOUT="2")
+    held = threading.Event()
+    with receiving() as receiver:
+        receiver.hold_first = held
+        service = WebhookService(cluster.brain.store.port(WebhookStore),
+                                 cluster.brain.store.port(IdentityStore), allow_private=True)
+        sub = service.create(cluster.who, "default", receiver.url,
+                             [WebhookEvent.INBOX_ITEM_CREATED])
+        (doomed,) = cluster.start_workers("echo", sweeping=True)
+        session = cluster.brain.sessions.create_interactive(cluster.who, "hooks")
+        cluster.brain.inbox.create("acme", "ada", NewItem(type=ItemType.OUTPUT_TEXT,
+                                                          title="report ready"),
+                                   origin_session_id=session.id)
+        [first] = receiver.wait(1, timeout=30)
+        stop_process(doomed.popen)  # SIGKILL, its POST still unanswered
+        killed = time.monotonic()
+        cluster.start_workers("echo", sweeping=True)
+        posts = receiver.wait(2, timeout=60)
+        redelivered = since(killed)
+        held.set()
+        assert posts[1].headers["webhook-id"] == first.headers["webhook-id"]
+        assert receiver.verified(sub.secret, posts[1])["type"] == "inbox.item.created"
+        done = wait_for(lambda: (d := service.deliveries(cluster.who, sub.id)[0]).status
+                        is WebhookDeliveryStatus.DELIVERED and d, timeout=10,
+                        what="the delivery DELIVERED")
+        # The killed attempt wrote nothing: the delivery came back by its claim running
+        # out, not by a logged failure and its retry.
+        assert [a.status_code for a in done.attempts] == [204]
+    report("a worker SIGKILLed mid webhook delivery", redelivered_s=redelivered,
+           bound_s=2 + 5 + 2 + 5 + 5)
+    assert redelivered <= 30, "the claim did not run out and pass the delivery on"

@@ -27,6 +27,7 @@ import tests.gateway.test_session_search_frames  # noqa: F401
 import tests.gateway.test_strategy_frames  # noqa: F401
 import tests.gateway.test_template_frames  # noqa: F401
 import tests.gateway.test_usage  # noqa: F401
+import tests.gateway.test_webhook_frames  # noqa: F401
 from tests.gateway.wire import (
     COVERED,
     REFUSAL,

@@ -5,7 +5,7 @@ and a small data builder.
 backends on it (so a test can reopen it) and can write a raw field behind the
 ports' back. ``backend`` is the ``vancetope_brain.store.Backend`` under test;
 ``identity``, ``audit``, ``usage``, ``timers``, ``inspector``, ``sessions``, ``lanes``, ``event_outbox``, ``journal``, ``dead_letters``,
-``user_inbox``, ``deliveries``, ``recipes``, ``settings``, ``tool_health``, ``memory``,
+``user_inbox``, ``deliveries``, ``webhooks``, ``recipes``, ``settings``, ``tool_health``, ``memory``,
 ``documents`` and ``vectors`` are its ports. ``world`` builds tenants,
 sessions, processes, messages, turn commits, user Inbox items and
 notification deliveries through the ports.
@@ -78,6 +78,7 @@ from vancetope_brain.store import (
     TransferStore,
     UsageStore,
     UserInboxStore,
+    WebhookStore,
 )
 from vancetope_brain.store.mongo import MongoBackend
 from vancetope_brain.store.postgres import PostgresBackend
@@ -344,6 +345,11 @@ def dead_letters(backend: Backend) -> DeadLetterStore:
 @pytest.fixture
 def user_inbox(backend: Backend) -> UserInboxStore:
     return backend.port(UserInboxStore)
+
+
+@pytest.fixture
+def webhooks(backend: Backend) -> WebhookStore:
+    return backend.port(WebhookStore)
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ from tests.store_contract.conftest import World
 from tests.store_contract.documents._build import ROOMY, document, indexed
 from tests.store_contract.inspector._build import inspection
 from tests.store_contract.memory._entries import entry
+from tests.store_contract.transfer._used import add_webhooks
 from vancetope_brain.models import (
     ChatRole,
     DeadLetter,
@@ -87,6 +88,7 @@ def use(backend: Backend) -> None:
             backend.port(AuditStore).append_audit(AuditRecord(
                 id=f"aud_{tenant_id}_{n}", tenant_id=tenant_id, at=T_AUDIT + timedelta(seconds=n),
                 actor="cli opé", action="token.revoke", target="tok_x", outcome=outcome))
+        add_webhooks(backend, tenant_id)
         for server in ("srv-b", "srv-a"):
             backend.port(ToolHealthStore).put_tool_health(
                 ToolHealth(tenant_id=tenant_id, server=server, state=HealthState.DOWN),

@@ -20,7 +20,7 @@ class EventType(StrEnum):
     TOOL_CALL_STARTED = "tool-call-started"      # data: {toolCallId, toolName, params}
     TOOL_CALL_COMPLETED = "tool-call-completed"  # data: {toolCallId, status}
     PROCESS_SPAWNED = "process-spawned"          # data: {childProcessId, goal}
-    STATUS_CHANGED = "status-changed"            # data: {from, to}
+    STATUS_CHANGED = "status-changed"            # data: {from, to, reason (closed)}
     CHAT_MESSAGE = "chat-message"                # data: the committed ChatMessage
     # A turn runs again after its attempt died (a killed worker, a store or Redis failure):
     # what that attempt streamed is void. data: {epoch}

@@ -8,7 +8,7 @@ sweep for events left longer than ``VANCETOPE_SWEEP_AGE`` (a worker died in betw
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from itertools import groupby
 
@@ -19,6 +19,10 @@ from vancetope_brain.store import EventOutboxStore
 
 FLUSH_PAGE = 500
 """Events read from the store at a time."""
+OnPublish = Callable[[str, Sequence[OutboxEvent]], None]
+"""(tenant, events): told of published events before their rows are removed, so what it
+derives from them (webhook deliveries: ``WebhookEmitter.on_outbox``) is never lost; a
+publisher that dies in between calls it again with the same rows (it must be idempotent)."""
 EVENTS_PER_SWEEP = 1000
 """Most events one sweep publishes; the rest wait for the next sweep."""
 
@@ -33,9 +37,11 @@ class EventOutbox:
     leave each once and in order. Thread-safe.
     """
 
-    def __init__(self, store: EventOutboxStore, bus: EventBus) -> None:
+    def __init__(self, store: EventOutboxStore, bus: EventBus,
+                 on_publish: OnPublish | None = None) -> None:
         self._store = store
         self._bus = bus
+        self._on_publish = on_publish
 
     def flush(self, tenant_id: str, process_id: str, limit: int | None = None, *,
               first: Sequence[OutboxEvent] | None = None) -> int:
@@ -65,6 +71,8 @@ class EventOutbox:
         for (session_id, pid), run in groupby(events, lambda e: (e.session_id, e.process_id)):
             self._bus.publish_many(session_id, pid, [
                 Publish(EventType(e.type), e.data, dedupe=e.id) for e in run])
+        if self._on_publish is not None:  # before the rows go: a crash here repeats it
+            self._on_publish(tenant_id, events)
         self._store.remove_events(tenant_id, [event.id for event in events])
 
     def sweep(self, older_than: datetime) -> int:

@@ -8,12 +8,13 @@ save, so an answered item always reaches its process and a lost race writes noth
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from vancetope_brain.errors import Conflict, InvalidInput, LimitExceeded, NotFound
+from vancetope_brain.errors import Conflict, InvalidInput, LimitExceeded, NotFound, StoreError
 from vancetope_brain.identity import Principal
 from vancetope_brain.inbox.attachments import AttachmentStore
 from vancetope_brain.inbox.payloads import default_answer, validate_answer, validate_payload
@@ -32,9 +33,13 @@ from vancetope_brain.models.inbox import (
     ResolvedBy,
 )
 from vancetope_brain.models.steer import ProcessEventType, SteerMessage
+from vancetope_brain.models.webhooks import WebhookDelivery, WebhookEvent
 from vancetope_brain.notifications import NotifyEvent, item_link
 from vancetope_brain.settings import SettingsService
 from vancetope_brain.store import IdentityStore, SessionStore, UserInboxStore
+from vancetope_brain.webhooks import WebhookEmitter
+
+log = logging.getLogger(__name__)
 
 MAX_TITLE = 200
 MAX_BODY = 100_000
@@ -69,6 +74,8 @@ class InboxService:
     base_url: str
     clock: Callable[[], datetime] = utcnow
     max_pending_per_process: int = 100
+    webhooks: WebhookEmitter | None = None
+    """Where created and answered items become webhook deliveries (None: nowhere)."""
 
     # ── creation (engines, the inbox_post tool) ───────────────────────────
     def create(self, tenant_id: str, originator_user_id: str, new: NewItem, *,
@@ -114,6 +121,11 @@ class InboxService:
                 "history": [*item.history, HistoryEntry(action=HistoryAction.AUTO_ANSWER,
                                                         by=AUTO_DEFAULT_ANSWERER, at=now)]})
         stored, created = self.store.create_inbox_item(item)
+        # Also when not new: a repeated create (a replayed tool call) emits what a crash
+        # after the first may have cut off; a delivery's id makes a second emit a no-op.
+        self._emit(stored, WebhookEvent.INBOX_ITEM_CREATED)
+        if stored.status is ItemStatus.ANSWERED:
+            self._emit(stored, WebhookEvent.INBOX_ITEM_ANSWERED)
         if created and auto:  # nobody is bothered, but open clients show it answered
             self._push(stored, "inbox-item-updated")
         elif created:
@@ -166,7 +178,39 @@ class InboxService:
                     "answer": AnswerPayload(outcome=outcome, value=checked, reason=reason,
                                             answered_by=who.user_id)}
 
-        return self._change(who, item_id, HistoryAction.ANSWER, change)
+        # Its webhook deliveries are written with the answer, in one save.
+        return self._change(who, item_id, HistoryAction.ANSWER, change,
+                            webhook=WebhookEvent.INBOX_ITEM_ANSWERED)
+
+    def _webhook_deliveries(self, item: InboxItem,
+                            event: WebhookEvent) -> list[WebhookDelivery]:
+        """The webhook deliveries of ``event`` on ``item`` (none without subscriptions)."""
+        if self.webhooks is None:
+            return []
+        return self.webhooks.deliveries(*self._webhook_event(item, event))
+
+    def _emit(self, item: InboxItem, event: WebhookEvent) -> None:
+        """Write the deliveries of ``event`` on a stored item (after its write: a create,
+        which a crash in between repeats with its idempotency key)."""
+        if self.webhooks is None:
+            return
+        try:
+            self.webhooks.emit(*self._webhook_event(item, event))
+        except StoreError:  # the item stands; only its webhook is lost
+            log.warning("the %s webhook deliveries of item %s were not written", event.value,
+                        item.id, exc_info=True)
+
+    def _webhook_event(self, item: InboxItem, event: WebhookEvent) -> tuple[
+            str, str | None, WebhookEvent, str, dict[str, Any]]:
+        """(tenant, project, event, key, data) of ``event`` on ``item``."""
+        data: dict[str, Any] = {
+            "itemId": item.id, "itemType": item.type.value, "status": item.status.value,
+            "criticality": item.criticality.value, "title": item.title,
+            "assignedTo": item.assigned_to_user_id, "processId": item.origin_process_id,
+            "sessionId": item.origin_session_id}
+        if item.answer is not None:
+            data["answer"] = item.answer.dump()
+        return item.tenant_id, self._project_of(item), event, f"{event.value}:{item.id}", data
 
     def dismiss(self, who: Principal, item_id: str, note: str | None = None) -> InboxItem:
         """Click an item away unanswered; an ask's process gets a skip answer."""
@@ -283,7 +327,8 @@ class InboxService:
 
     def _change(self, who: Principal, item_id: str, action: HistoryAction,
                 change: Callable[[InboxItem, datetime], dict[str, Any]], *,
-                note: str | None = None, to_user: str | None = None) -> InboxItem:
+                note: str | None = None, to_user: str | None = None,
+                webhook: WebhookEvent | None = None) -> InboxItem:
         """Read, check and apply a change as one compare-and-set, retried on a lost race."""
         for _ in range(_SAVE_ATTEMPTS):
             item = self._assigned(who, item_id)
@@ -295,9 +340,10 @@ class InboxService:
             changed = item.model_copy(update={**update, "updated_at": now,
                                               "history": [*item.history, entry]})
             message = self._route(changed, action)
+            deliveries = [] if webhook is None else self._webhook_deliveries(changed, webhook)
             try:
                 saved = self.store.save_inbox_item(changed, expected_revision=item.revision,
-                                                    message=message)
+                                                    message=message, deliveries=deliveries)
             except Conflict:
                 continue
             if message is not None:

@@ -336,8 +336,10 @@ class LaneRunner:
             outbox.append(report)
         read = set(record.drained_ids) | set(turn.dead_letters)
         shown_before = ProcessStatus.RUNNING if before in lifecycle.MARKED_RUNNING else before
+        # ``reason``: how a process closed (webhooks tell a done one from a failed one).
         events = [] if status is shown_before else [TurnEvent(
-            EventType.STATUS_CHANGED.value, {"from": shown_before.value, "to": status.value})]
+            EventType.STATUS_CHANGED.value, {"from": shown_before.value, "to": status.value,
+                                             **({"reason": reason.value} if reason else {})})]
         commit = TurnCommit(status=status, record=record, close_reason=reason,
                             last_error=error, engine_state=turn.engine_state,
                             drained_ids=record.drained_ids, chat=turn.chat,

@@ -76,6 +76,9 @@ LEASE_TAKEOVERS = Counter("vancetope_lease_takeovers", "Turns that took over a l
                           "turn-restarted).")
 FENCED_COMMITS = Counter("vancetope_fenced_commits", "Turns that lost their lease and "
                          "wrote nothing.")
+WEBHOOK_ATTEMPTS = Counter("vancetope_webhook_attempts", "Webhook delivery attempts by "
+                           "result (ok; retry: failed, another follows; dead: the last "
+                           "failed).", ["result"])
 DEAD_LETTERS = Counter("vancetope_dead_letters", "Messages set aside after "
                        "VANCETOPE_MAX_ATTEMPTS turns that never completed.")
 LLM_SECONDS = Histogram("vancetope_llm_request_duration_seconds", "LLM requests (a replay "

@@ -4,7 +4,7 @@ Rule: the only package that touches a database. Callers use a port's methods,
 never a connection, and take only the ports they use. Every method takes the
 tenant except the named system queries (``list_tenants``, ``token_by_hash``,
 ``stale_pending``, ``stale_event_processes``, ``redeliver_inbox_messages``,
-``queued_deliveries``, ``due_tool_health``, ``list_audit`` of every tenant).
+``queued_deliveries``, ``claim_deliveries``, ``due_tool_health``, ``list_audit`` of every tenant).
 Every adapter passes its port's folder of ``tests/store_contract/`` unchanged.
 
 Layout: one module per port (its ABC, whose docstrings are the contract),
@@ -35,8 +35,10 @@ from vancetope_brain.store.transfer import TransferStore
 from vancetope_brain.store.usage import UsageStore
 from vancetope_brain.store.user_inbox import UserInboxStore
 from vancetope_brain.store.vectors import DocumentVectors
+from vancetope_brain.store.webhooks import WebhookStore
 
 __all__ = ["AuditStore", "Backend", "DeadLetterStore", "DeliveryStore", "DocumentStore", "DocumentVectors",
            "EventOutboxStore", "IdentityStore", "InspectorStore", "JournalStore", "LaneStore", "MemoryStore", "Port",
            "RecipeStore", "RetentionStore", "SessionSearch", "SessionStore", "SettingStore",
-           "TimerStore", "ToolHealthStore", "TransferStore", "UsageStore", "UserInboxStore", "open_store"]
+           "TimerStore", "ToolHealthStore", "TransferStore", "UsageStore", "UserInboxStore", "WebhookStore",
+           "open_store"]

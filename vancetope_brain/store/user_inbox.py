@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Sequence
 from datetime import datetime
 
 from vancetope_brain.models import InboxMessage
 from vancetope_brain.models.inbox import InboxItem, InboxQuery
+from vancetope_brain.models.webhooks import WebhookDelivery
 from vancetope_brain.store.backend import Port
 
 
@@ -26,11 +28,14 @@ class UserInboxStore(Port):
 
     @abstractmethod
     def save_inbox_item(self, item: InboxItem, *, expected_revision: int,
-                        message: InboxMessage | None = None) -> InboxItem:
+                        message: InboxMessage | None = None,
+                        deliveries: Sequence[WebhookDelivery] = ()) -> InboxItem:
         """Replace the stored item whole if its stored ``revision`` still equals
         ``expected_revision``; the stored (and returned) item has ``revision`` =
         ``expected_revision + 1``. ``message``, if given, is appended to its target's inbox
-        (as ``append_message`` does) in the same all-or-nothing write.
+        (as ``append_message`` does) in the same all-or-nothing write. ``deliveries``: the
+        webhook deliveries the change causes (as ``WebhookStore.add_deliveries`` adds them),
+        in the same write on the SQL stores, right after it on MongoDB.
         Raises ``Conflict`` if the revision moved on (nothing written), ``NotFound`` if the
         item (or the message's target process) does not exist in the tenant.
         """

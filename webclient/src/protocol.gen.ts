@@ -33,6 +33,19 @@ export type SessionType = "INTERACTIVE" | "AUTONOMOUS";
  */
 export type SessionStatus = "OPEN" | "SUSPENDED" | "CLOSED";
 /**
+ * What a subscription can ask for (the ``type`` of a delivery's body).
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "WebhookEvent".
+ */
+export type WebhookEvent =
+  | "process.done"
+  | "process.failed"
+  | "process.blocked"
+  | "inbox.item.created"
+  | "inbox.item.answered"
+  | "schedule.run.finished";
+/**
  * How a document's bytes are read.
  *
  * This interface was referenced by `Frames`'s JSON-Schema
@@ -60,6 +73,11 @@ export type ProcessStatus = "INIT" | "RUNNING" | "IDLE" | "BLOCKED" | "PAUSED" |
  * via the `definition` "UsageSource".
  */
 export type UsageSource = "provider" | "estimated";
+/**
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "WebhookDeliveryStatus".
+ */
+export type WebhookDeliveryStatus = "PENDING" | "DELIVERED" | "DEAD";
 /**
  * This interface was referenced by `Frames`'s JSON-Schema
  * via the `definition` "NodeKind".
@@ -146,6 +164,14 @@ export interface Requests {
   "turn-list": TurnListRequest;
   usage: UsageRequest;
   "user-list": UserListRequest;
+  "webhook-create": WebhookCreateRequest;
+  "webhook-delete": WebhookDeleteRequest;
+  "webhook-deliveries": WebhookDeliveriesRequest;
+  "webhook-get": WebhookGetRequest;
+  "webhook-list": WebhookListRequest;
+  "webhook-redeliver": WebhookRedeliverRequest;
+  "webhook-rotate-secret": WebhookRotateSecretRequest;
+  "webhook-update": WebhookUpdateRequest;
 }
 /**
  * A page of a process's chat, oldest first; page backwards with ``beforeSeq``.
@@ -763,6 +789,92 @@ export interface UserListRequest {
   query?: string | null;
 }
 /**
+ * A subscription of a project of the caller's tenant: where to POST and which events.
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "WebhookCreateRequest".
+ */
+export interface WebhookCreateRequest {
+  description?: string;
+  /**
+   * @minItems 1
+   * @maxItems 6
+   */
+  events: WebhookEvent[];
+  projectId: string;
+  url: string;
+}
+/**
+ * Names a subscription (``webhook-get``, ``webhook-delete``, ``webhook-rotate-secret``).
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "WebhookDeleteRequest".
+ */
+export interface WebhookDeleteRequest {
+  subscriptionId: string;
+}
+/**
+ * A subscription's delivery log, newest first.
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "WebhookDeliveriesRequest".
+ */
+export interface WebhookDeliveriesRequest {
+  limit?: number;
+  subscriptionId: string;
+}
+/**
+ * Names a subscription (``webhook-get``, ``webhook-delete``, ``webhook-rotate-secret``).
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "WebhookGetRequest".
+ */
+export interface WebhookGetRequest {
+  subscriptionId: string;
+}
+/**
+ * The caller's subscriptions (every one of the tenant for an operator), of one project
+ * when given.
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "WebhookListRequest".
+ */
+export interface WebhookListRequest {
+  projectId?: string | null;
+}
+/**
+ * Names a delivery to send again (``webhook-redeliver``).
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "WebhookRedeliverRequest".
+ */
+export interface WebhookRedeliverRequest {
+  deliveryId: string;
+}
+/**
+ * Names a subscription (``webhook-get``, ``webhook-delete``, ``webhook-rotate-secret``).
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "WebhookRotateSecretRequest".
+ */
+export interface WebhookRotateSecretRequest {
+  subscriptionId: string;
+}
+/**
+ * The fields to change (absent: kept); ``enabled`` false stops new deliveries and makes
+ * pending ones dead at their next attempt (a redelivery sends them once enabled again).
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "WebhookUpdateRequest".
+ */
+export interface WebhookUpdateRequest {
+  description?: string | null;
+  enabled?: boolean | null;
+  events?: WebhookEvent[] | null;
+  subscriptionId: string;
+  url?: string | null;
+}
+/**
  * Each reply frame's type and the shape of its data.
  *
  * This interface was referenced by `Frames`'s JSON-Schema
@@ -822,6 +934,14 @@ export interface Replies {
   "turn-list": TurnListReply;
   usage: UsageReply;
   "user-list": UserListReply;
+  "webhook-create": WebhookCreateReply;
+  "webhook-delete": WebhookDeleteReply;
+  "webhook-deliveries": WebhookDeliveriesReply;
+  "webhook-get": WebhookGetReply;
+  "webhook-list": WebhookListReply;
+  "webhook-redeliver": WebhookRedeliverReply;
+  "webhook-rotate-secret": WebhookRotateSecretReply;
+  "webhook-update": WebhookUpdateReply;
 }
 /**
  * Reply to ``chat-history``: chat lines, oldest first.
@@ -1660,6 +1780,133 @@ export interface UserListReply {
 export interface UserEntry {
   id: string;
   name: string;
+}
+/**
+ * Reply to ``webhook-create`` and ``webhook-rotate-secret``: the subscription and its
+ * secret (``whsec_…``), shown this once — keep it to verify the signatures.
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "WebhookCreateReply".
+ */
+export interface WebhookCreateReply {
+  secret: string;
+  subscription: SubscriptionView;
+}
+/**
+ * A subscription as replies show it: everything but its secret.
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "SubscriptionView".
+ */
+export interface SubscriptionView {
+  createdAt: string;
+  createdBy: string;
+  description: string;
+  enabled: boolean;
+  events: WebhookEvent[];
+  id: string;
+  projectId: string;
+  updatedAt: string;
+  url: string;
+}
+/**
+ * Reply to ``webhook-get``, ``webhook-update`` and ``webhook-delete`` (as it was).
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "WebhookDeleteReply".
+ */
+export interface WebhookDeleteReply {
+  subscription: SubscriptionView;
+}
+/**
+ * Reply to ``webhook-deliveries``: each delivery with its attempts (time, status code,
+ * duration, error).
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "WebhookDeliveriesReply".
+ */
+export interface WebhookDeliveriesReply {
+  deliveries: DeliveryView[];
+}
+/**
+ * A delivery as the log shows it: its ``webhook-id``, event, state and attempts.
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "DeliveryView".
+ */
+export interface DeliveryView {
+  attempts: WebhookAttempt[];
+  body: {
+    [k: string]: unknown;
+  };
+  createdAt: string;
+  event: WebhookEvent;
+  id: string;
+  nextAt: string;
+  status: WebhookDeliveryStatus;
+  subscriptionId: string;
+  tries: number;
+  updatedAt: string;
+}
+/**
+ * One POST of a delivery: when, the answer's status code (None when none came), how
+ * long it took, and why it failed (None on success).
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "WebhookAttempt".
+ */
+export interface WebhookAttempt {
+  at: string;
+  durationMs: number;
+  error?: string | null;
+  statusCode?: number | null;
+}
+/**
+ * Reply to ``webhook-get``, ``webhook-update`` and ``webhook-delete`` (as it was).
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "WebhookGetReply".
+ */
+export interface WebhookGetReply {
+  subscription: SubscriptionView;
+}
+/**
+ * Reply to ``webhook-list``: oldest first, without secrets.
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "WebhookListReply".
+ */
+export interface WebhookListReply {
+  subscriptions: SubscriptionView[];
+}
+/**
+ * Reply to ``webhook-redeliver``: the delivery, PENDING again under its ``webhook-id``.
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "WebhookRedeliverReply".
+ */
+export interface WebhookRedeliverReply {
+  delivery: DeliveryView;
+}
+/**
+ * Reply to ``webhook-create`` and ``webhook-rotate-secret``: the subscription and its
+ * secret (``whsec_…``), shown this once — keep it to verify the signatures.
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "WebhookRotateSecretReply".
+ */
+export interface WebhookRotateSecretReply {
+  secret: string;
+  subscription: SubscriptionView;
+}
+/**
+ * Reply to ``webhook-get``, ``webhook-update`` and ``webhook-delete`` (as it was).
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "WebhookUpdateReply".
+ */
+export interface WebhookUpdateReply {
+  subscription: SubscriptionView;
 }
 /**
  * Each push frame's type and the shape of its data.

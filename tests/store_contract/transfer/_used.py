@@ -29,6 +29,12 @@ from vancetope_brain.models.recipe import Recipe
 from vancetope_brain.models.settings import SettingScope
 from vancetope_brain.models.tool_health import HealthState, ToolHealth
 from vancetope_brain.models.usage import UsageKey, UsageRow
+from vancetope_brain.models.webhooks import (
+    WebhookDelivery,
+    WebhookDeliveryStatus,
+    WebhookEvent,
+    WebhookSubscription,
+)
 from vancetope_brain.store import (
     AuditStore,
     Backend,
@@ -51,6 +57,7 @@ from vancetope_brain.store import (
     TransferStore,
     UsageStore,
     UserInboxStore,
+    WebhookStore,
 )
 from vancetope_brain.store.sessions import every_session
 from vancetope_brain.store.transfer import KINDS
@@ -122,6 +129,7 @@ def build(backend: Backend, world: World) -> Used:
                                           state=HealthState.DOWN), expected_revision=None)
     _memory(backend, used, tenant)
     _knowledge(backend, used, tenant)
+    add_webhooks(backend, tenant)
     for outcome in ("ok", "not_found"):
         backend.port(AuditStore).append_audit(AuditRecord(
             id=new_id("aud"), tenant_id=tenant, at=utcnow().replace(microsecond=0),
@@ -203,6 +211,24 @@ def _inbox(backend: Backend, world: World, used: Used, tenant: str) -> None:
                                                status=status))
 
 
+def add_webhooks(backend: Backend, tenant: str) -> None:
+    """Two subscriptions a millisecond apart, one with a delivered and a pending delivery."""
+    webhooks, at = backend.port(WebhookStore), utcnow()
+    subs = [WebhookSubscription(id=f"whk_{tenant}_{n}", tenant_id=tenant, project_id="default",
+                                created_by="usr_1", url=f"https://example.com/{n}",
+                                events=[WebhookEvent.PROCESS_DONE], secret="whsec_c2VjcmV0",
+                                created_at=at + timedelta(milliseconds=n)) for n in range(2)]
+    for sub in subs:
+        webhooks.add_subscription(sub, cap=10)
+    webhooks.add_deliveries([WebhookDelivery(
+        id=f"msg_{tenant}_{n}", tenant_id=tenant, project_id="default",
+        subscription_id=f"whk_{tenant}_0",
+        event=WebhookEvent.PROCESS_DONE, body={"type": "process.done", "data": {"n": n}},
+        status=status, next_at=at, created_at=at + timedelta(milliseconds=n))
+        for n, status in enumerate((WebhookDeliveryStatus.DELIVERED,
+                                    WebhookDeliveryStatus.PENDING))])
+
+
 def _memory(backend: Backend, used: Used, tenant: str) -> None:
     from tests.store_contract.memory._entries import entry
 
@@ -281,6 +307,8 @@ def seen(b: Backend, used: Used) -> dict[str, Any]:
         t["deliveries"] = b.port(DeliveryStore).list_deliveries(tenant)
         t["tool health"] = b.port(ToolHealthStore).list_tool_health(tenant)
         t["audit"] = b.port(AuditStore).list_audit(tenant)
+        t["webhooks"] = b.port(WebhookStore).list_subscriptions(tenant)
+        t["webhook deliveries"] = b.port(WebhookStore).list_deliveries(tenant, f"whk_{tenant}_0")
         t["usage"] = b.port(UsageStore).read_usage(tenant, DAY, DAY)
     shown["timers"] = b.port(TimerStore).due_timers(FAR, limit=1000)
     shown["tokens by hash"] = [b.port(IdentityStore).token_by_hash(h) for h in used.token_hashes]

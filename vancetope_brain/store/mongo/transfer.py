@@ -107,6 +107,7 @@ from vancetope_brain.models.recipe import Definition, Recipe
 from vancetope_brain.models.settings import StoredSetting
 from vancetope_brain.models.strategy import Strategy
 from vancetope_brain.models.tool_health import ToolHealth
+from vancetope_brain.models.webhooks import WebhookDelivery, WebhookSubscription
 from vancetope_brain.models.workflow_template import WorkflowTemplate
 from vancetope_brain.store.documents import index_terms
 from vancetope_brain.store.mongo import MongoAdapter, MongoBackend
@@ -433,6 +434,16 @@ _PLAIN: dict[str, _Plain] = {
         "notification_deliveries", _OLDEST, NotificationDelivery,
         lambda d, raw: {"id": d.id, "tenant_id": d.tenant_id, "item_id": d.item_id,
                         "user_id": d.user_id, "channel": d.channel, "status": d.status.value,
+                        "created_ms": to_ms(d.created_at)}),
+    "webhook_subscriptions": _Plain(
+        "webhook_subscriptions", _OLDEST, WebhookSubscription,
+        lambda w, raw: {"id": w.id, "tenant_id": w.tenant_id, "project_id": w.project_id,
+                        "created_ms": to_ms(w.created_at), "revision": w.revision}),
+    "webhook_deliveries": _Plain(
+        "webhook_deliveries", _OLDEST, WebhookDelivery,
+        lambda d, raw: {"id": d.id, "tenant_id": d.tenant_id,
+                        "subscription_id": d.subscription_id, "status": d.status.value,
+                        "next_ms": to_ms(d.next_at), "claim": d.claim,
                         "created_ms": to_ms(d.created_at)}),
     "tool_health": _Plain(
         "tool_health", (("tenantId", False), ("projectId", False), ("server", False),

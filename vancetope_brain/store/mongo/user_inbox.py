@@ -16,6 +16,7 @@ transaction but an outbox on the item: (1) the target process must exist, else
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,6 +26,7 @@ from pymongo.errors import DuplicateKeyError
 from vancetope_brain.errors import Conflict, NotFound
 from vancetope_brain.models import InboxMessage
 from vancetope_brain.models.inbox import InboxItem, InboxQuery, ItemStatus
+from vancetope_brain.models.webhooks import WebhookDelivery
 from vancetope_brain.store.mongo import MongoAdapter, MongoBackend
 from vancetope_brain.store.mongo._codec import (
     STRING,
@@ -36,6 +38,7 @@ from vancetope_brain.store.mongo._codec import (
 )
 from vancetope_brain.store.mongo.lanes import append_in
 from vancetope_brain.store.mongo.sessions import process_exists
+from vancetope_brain.store.mongo.webhooks import add_deliveries_in
 from vancetope_brain.store.user_inbox import UserInboxStore
 
 _OUTBOX = "_outbox"  # the message of a save, until it is appended (see the module docstring)
@@ -116,7 +119,8 @@ class MongoUserInbox(MongoAdapter, UserInboxStore):
 
     @translated
     def save_inbox_item(self, item: InboxItem, *, expected_revision: int,
-                        message: InboxMessage | None = None) -> InboxItem:
+                        message: InboxMessage | None = None,
+                        deliveries: Sequence[WebhookDelivery] = ()) -> InboxItem:
         if message is not None and not process_exists(self.db.database, message.tenant_id,
                                                       message.target_process_id):
             raise NotFound(f"process {message.target_process_id} not found")
@@ -133,6 +137,7 @@ class MongoUserInbox(MongoAdapter, UserInboxStore):
                            f"not {expected_revision}")
         if message is not None:
             self._deliver_outbox(item.id, message)
+        add_deliveries_in(self.db.database, deliveries)
         return stored
 
     def _deliver_outbox(self, item_id: str, message: InboxMessage) -> None:

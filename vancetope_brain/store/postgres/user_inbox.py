@@ -19,15 +19,18 @@ Atomicity: each call is one transaction at READ COMMITTED.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from vancetope_brain.errors import Conflict, NotFound
 from vancetope_brain.models import InboxMessage
 from vancetope_brain.models.inbox import InboxItem, InboxQuery, ItemStatus
+from vancetope_brain.models.webhooks import WebhookDelivery
 from vancetope_brain.store.postgres import PostgresAdapter
 from vancetope_brain.store.postgres._db import doc_json, equal_clauses, load_all, load_one
 from vancetope_brain.store.postgres.lanes import append_in
+from vancetope_brain.store.postgres.webhooks import add_deliveries_in
 from vancetope_brain.store.sql import from_ms, to_ms
 from vancetope_brain.store.user_inbox import UserInboxStore
 
@@ -127,7 +130,8 @@ class PostgresUserInbox(PostgresAdapter, UserInboxStore):
             f"inbox item {item_id} not found")
 
     def save_inbox_item(self, item: InboxItem, *, expected_revision: int,
-                        message: InboxMessage | None = None) -> InboxItem:
+                        message: InboxMessage | None = None,
+                        deliveries: Sequence[WebhookDelivery] = ()) -> InboxItem:
         stored = item.model_copy(update={"revision": expected_revision + 1})
         with self.db.write() as conn:
             row = conn.execute("SELECT revision FROM inbox_items WHERE id = %s AND "
@@ -140,6 +144,7 @@ class PostgresUserInbox(PostgresAdapter, UserInboxStore):
             conn.execute(_UPDATE_ITEM, (*_item_values(stored), item.id, item.tenant_id))
             if message is not None:
                 append_in(conn, message)  # NotFound rolls the save back
+            add_deliveries_in(conn, deliveries)
         return stored
 
     def redeliver_inbox_messages(self, limit: int = 100) -> int:

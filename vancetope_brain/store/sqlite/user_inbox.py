@@ -15,16 +15,19 @@ crash or a missing target leaves nothing written and
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from vancetope_brain.errors import Conflict, NotFound
 from vancetope_brain.models import InboxMessage
 from vancetope_brain.models.inbox import InboxItem, InboxQuery, ItemStatus
+from vancetope_brain.models.webhooks import WebhookDelivery
 from vancetope_brain.store.sql import from_ms, to_ms
 from vancetope_brain.store.sqlite import SqliteAdapter
 from vancetope_brain.store.sqlite._db import equal_clauses, load_all, load_one, marks
 from vancetope_brain.store.sqlite.lanes import append_in
+from vancetope_brain.store.sqlite.webhooks import add_deliveries_in
 from vancetope_brain.store.user_inbox import UserInboxStore
 
 # The columns are copies of document fields for the indexes, rewritten with ``doc``
@@ -109,7 +112,8 @@ class SqliteUserInbox(SqliteAdapter, UserInboxStore):
                         f"inbox item {item_id} not found")
 
     def save_inbox_item(self, item: InboxItem, *, expected_revision: int,
-                        message: InboxMessage | None = None) -> InboxItem:
+                        message: InboxMessage | None = None,
+                        deliveries: Sequence[WebhookDelivery] = ()) -> InboxItem:
         stored = item.model_copy(update={"revision": expected_revision + 1})
         with self.db.write() as conn:
             row = conn.execute("SELECT revision FROM inbox_items WHERE id = ? AND tenant_id = ?",
@@ -122,6 +126,7 @@ class SqliteUserInbox(SqliteAdapter, UserInboxStore):
             conn.execute(_UPDATE_ITEM, (*_item_values(stored), item.id, item.tenant_id))
             if message is not None:
                 append_in(conn, message)  # NotFound rolls the save back
+            add_deliveries_in(conn, deliveries)
         return stored
 
     def redeliver_inbox_messages(self, limit: int = 100) -> int:

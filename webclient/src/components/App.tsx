@@ -11,6 +11,7 @@ import { NoSession } from "./NoSession";
 import { SessionList } from "./SessionList";
 import { SignIn } from "./SignIn";
 import { Usage } from "./Usage";
+import { Webhooks } from "./Webhooks";
 import { Workers } from "./Workers";
 
 const BADGE: Record<ConnectionStatus, [string, string]> = {
@@ -20,8 +21,8 @@ const BADGE: Record<ConnectionStatus, [string, string]> = {
   reconnecting: ["orange", "reconnecting"],
 };
 
-/** The layout: sessions on the left, the chat, the Inbox, the project's documents and the
- * LLM usage (this session, this month) as tabs
+/** The layout: sessions on the left, the chat, the Inbox, the project's documents, the
+ * LLM usage (this session, this month) and the project's webhooks ("Hooks") as tabs
  * in the middle, worker cards on the right. Narrower than Mantine's `md` breakpoint the workers become a third
  * tab in the middle; narrower than `sm` (a phone) the sessions fold into the burger menu,
  * and the user and *Sign out* move into it too, so the header keeps room for the whole
@@ -77,8 +78,11 @@ function Middle({ wide, pending, onSessions }: {
   const shown = !wide || tab !== "workers" ? tab : "chat";
   return (
     <Tabs value={shown} keepMounted={false}
-      // Five tabs fit a phone's width on one line with narrower padding.
-      styles={wide ? undefined : { tab: { paddingInline: "var(--mantine-spacing-xs)" } }}
+      // On a phone the tabs keep one line (the chat's height counts on it) with narrower
+      // padding, and scroll sideways where six do not fit.
+      styles={wide ? undefined : {
+        list: { flexWrap: "nowrap", overflowX: "auto", overflowY: "hidden" },
+        tab: { paddingInline: "var(--mantine-spacing-xs)", flexShrink: 0 } }}
       onChange={(next) => set({ tab: (next ?? "chat") as Tab,
         // Arthur's chat is in view again: his new lines are read.
         ...(next === "chat" && !focused ? { unread: 0 } : {}) })}>
@@ -91,6 +95,7 @@ function Middle({ wide, pending, onSessions }: {
         {!wide && <Tabs.Tab value="workers">Workers</Tabs.Tab>}
         <Tabs.Tab value="documents">Documents</Tabs.Tab>
         <Tabs.Tab value="usage">Usage</Tabs.Tab>
+        <Tabs.Tab value="webhooks">Hooks</Tabs.Tab>
       </Tabs.List>
       {/* the tab list above takes this much of the height the chat fills */}
       <Tabs.Panel value="chat" style={{ "--chat-offset": "52px" } as React.CSSProperties}>
@@ -100,6 +105,7 @@ function Middle({ wide, pending, onSessions }: {
       {!wide && <Tabs.Panel value="workers"><Workers /></Tabs.Panel>}
       <Tabs.Panel value="documents"><Documents /></Tabs.Panel>
       <Tabs.Panel value="usage"><Usage /></Tabs.Panel>
+      <Tabs.Panel value="webhooks"><Webhooks /></Tabs.Panel>
     </Tabs>
   );
 }
