@@ -71,6 +71,7 @@ from vancetope_brain.store import (
     LaneStore,
     MemoryStore,
     RecipeStore,
+    ScheduleStore,
     SessionStore,
     SettingStore,
     TimerStore,
@@ -349,6 +350,11 @@ def user_inbox(backend: Backend) -> UserInboxStore:
 @pytest.fixture
 def deliveries(backend: Backend) -> DeliveryStore:
     return backend.port(DeliveryStore)
+
+
+@pytest.fixture
+def schedules(backend: Backend) -> ScheduleStore:
+    return backend.port(ScheduleStore)
 
 
 @pytest.fixture
