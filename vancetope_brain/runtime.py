@@ -44,6 +44,7 @@ from vancetope_brain.services.documents import (
 )
 from vancetope_brain.services.inspector import InspectorService
 from vancetope_brain.services.retention import RetentionService
+from vancetope_brain.services.schedules import ScheduleService
 from vancetope_brain.sessions import SessionService
 from vancetope_brain.sessions.lifecycle import SessionLifecycle
 from vancetope_brain.settings import SettingsService
@@ -55,6 +56,7 @@ from vancetope_brain.store import (
     LaneStore,
     RecipeStore,
     RetentionStore,
+    ScheduleStore,
     SessionSearch,
     SessionStore,
     SettingStore,
@@ -101,6 +103,7 @@ class Core:
     notifications: NotificationDispatcher
     inbox: InboxService
     attachments: AttachmentStore
+    schedules: ScheduleService
 
     @staticmethod
     def parts(config: Config, enqueue: Enqueue, *, store: Backend | None = None,
@@ -139,11 +142,15 @@ class Core:
         inbox = InboxService(items, identity, store.port(SessionStore), settings,
                              notifications, publish, waker.wake, attachments, config.base_url(),
                              max_pending_per_process=config.max_pending_items_per_process)
+        schedules = ScheduleService(store=store.port(ScheduleStore),
+                                    sessions=store.port(SessionStore), identity=identity,
+                                    factory=process_factory, waker=waker, lifecycle=lifecycle,
+                                    min_interval=config.schedule_min_interval)
         return dict(config=config, store=store, redis=client, events=events, waker=waker,
                     presence=presence, settings=settings, recipes=recipes,
                     process_factory=process_factory, sessions=sessions,
                     lifecycle=lifecycle, notifications=notifications, inbox=inbox,
-                    attachments=attachments)
+                    attachments=attachments, schedules=schedules)
 
     def close(self) -> None:
         self.store.close()
