@@ -203,6 +203,8 @@ class Administration:
     """Where each write command is recorded, and ``vancetope admin audit list`` reads."""
     inspections: InspectorService
     """The inspector's turn records: ``vancetope admin inspect``."""
+    schedules: ScheduleStore
+    """Every user's schedules of a tenant: ``vancetope admin schedule``."""
 
     @classmethod
     def open(cls, config: Config) -> Administration:
@@ -229,7 +231,8 @@ class Administration:
                    DocumentService.on(store, config.attachments_dir, events, index_now),
                    RetentionService(store.port(RetentionStore), store.port(IdentityStore),
                                     settings),
-                   store.port(TransferStore), AuditLog.on(store), InspectorService.on(store))
+                   store.port(TransferStore), AuditLog.on(store), InspectorService.on(store),
+                   store.port(ScheduleStore))
 
     def close(self) -> None:
         self.store.close()

@@ -79,5 +79,6 @@ AUDITED: dict[tuple[str, str], Callable[[argparse.Namespace], str]] = {
     ("docs", "rm"): _named("project", "names"),
     ("setting", "set"): _named("project", "user", "key"),
     ("setting", "unset"): _named("project", "user", "key"),
+    **{("schedule", verb): _named("schedule_id") for verb in ("pause", "resume", "delete")},
 }
 """The write commands, each with what it acts on (never a secret: no command takes one)."""

@@ -123,6 +123,20 @@ def check_cron(cron: str, timezone: str, min_interval: float) -> None:
         last = tick
 
 
+def paused(schedule: Schedule, now: datetime) -> Schedule:
+    """The schedule paused at ``now``: no run until resumed; ticks meanwhile are not missed
+    ones, none fires later. (The service's and the admin CLI's pause.)"""
+    return schedule.model_copy(update={"paused": True, "next_run_at": None, "updated_at": now})
+
+
+def resumed(schedule: Schedule, now: datetime) -> Schedule:
+    """The schedule resumed at ``now``: it runs from its first tick after now."""
+    cursor = max(now, schedule.last_tick or now)
+    schedule = schedule.model_copy(update={"paused": False, "updated_at": now,
+                                           "last_tick": cursor})
+    return schedule.model_copy(update={"next_run_at": _after(schedule, cursor)})
+
+
 class ScheduleService:
     def __init__(self, *, store: ScheduleStore, sessions: SessionStore, identity: IdentityStore,
                  factory: ProcessFactory, waker: ProcessWaker, lifecycle: SessionLifecycle,
@@ -201,21 +215,14 @@ class ScheduleService:
         return schedule
 
     def pause(self, who: Principal, schedule_id: str) -> Schedule:
-        """No run until resumed; ticks meanwhile are not missed ones: none fires later."""
-        schedule = self.get(who, schedule_id)
-        schedule = schedule.model_copy(update={"paused": True, "next_run_at": None,
-                                               "updated_at": utcnow()})
+        """No run until resumed (``paused``)."""
+        schedule = paused(self.get(who, schedule_id), utcnow())
         self._store.put_schedule(schedule)
         return schedule
 
     def resume(self, who: Principal, schedule_id: str) -> Schedule:
-        """Runs again from the first tick after now."""
-        schedule = self.get(who, schedule_id)
-        now = utcnow()
-        cursor = max(now, schedule.last_tick or now)
-        schedule = schedule.model_copy(update={"paused": False, "updated_at": now,
-                                               "last_tick": cursor})
-        schedule = schedule.model_copy(update={"next_run_at": _after(schedule, cursor)})
+        """Runs again from the first tick after now (``resumed``)."""
+        schedule = resumed(self.get(who, schedule_id), utcnow())
         self._store.put_schedule(schedule)
         return schedule
 
