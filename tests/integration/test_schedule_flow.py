@@ -21,7 +21,7 @@ from vancetope_brain.models.inbox import InboxQuery, ItemType
 from vancetope_brain.models.schedule import FINISHED, RunStatus, ScheduleRun
 from vancetope_brain.store import ScheduleStore, SessionStore, UserInboxStore
 
-EVERY_2S = "*/2 * * * * *"
+EVERY_2S = "* * * * * */2"  # the sixth field: seconds
 ONE_PHASE = {"strategy": {"name": "one", "phases": [{"name": "a", "recipe": "ford",
                                                      "goal": "brief {{ input }}"}]}}
 FAST_SCHEDULES = {"VANCETOPE_SCHEDULE_MIN_INTERVAL": "1"}
