@@ -9,6 +9,7 @@ import { Documents } from "./Documents";
 import { Inbox, usePendingCount } from "./inbox/Inbox";
 import { NoSession } from "./NoSession";
 import { SessionList } from "./SessionList";
+import { Schedules } from "./Schedules";
 import { SignIn } from "./SignIn";
 import { Usage } from "./Usage";
 import { Workers } from "./Workers";
@@ -77,8 +78,12 @@ function Middle({ wide, pending, onSessions }: {
   const shown = !wide || tab !== "workers" ? tab : "chat";
   return (
     <Tabs value={shown} keepMounted={false}
-      // Five tabs fit a phone's width on one line with narrower padding.
-      styles={wide ? undefined : { tab: { paddingInline: "var(--mantine-spacing-xs)" } }}
+      // On a phone the six tabs keep one line (the chat's height counts on it): narrower
+      // padding, and the list scrolls sideways where they still do not fit.
+      styles={wide ? undefined : {
+        tab: { paddingInline: "var(--mantine-spacing-xs)", flexShrink: 0 },
+        list: { flexWrap: "nowrap", overflowX: "auto", scrollbarWidth: "none" },
+      }}
       onChange={(next) => set({ tab: (next ?? "chat") as Tab,
         // Arthur's chat is in view again: his new lines are read.
         ...(next === "chat" && !focused ? { unread: 0 } : {}) })}>
@@ -90,6 +95,7 @@ function Middle({ wide, pending, onSessions }: {
           <Badge size="sm" circle data-testid="inbox-pending">{pending}</Badge>}>Inbox</Tabs.Tab>
         {!wide && <Tabs.Tab value="workers">Workers</Tabs.Tab>}
         <Tabs.Tab value="documents">Documents</Tabs.Tab>
+        <Tabs.Tab value="schedules">Schedules</Tabs.Tab>
         <Tabs.Tab value="usage">Usage</Tabs.Tab>
       </Tabs.List>
       {/* the tab list above takes this much of the height the chat fills */}
@@ -99,6 +105,7 @@ function Middle({ wide, pending, onSessions }: {
       <Tabs.Panel value="inbox"><Inbox /></Tabs.Panel>
       {!wide && <Tabs.Panel value="workers"><Workers /></Tabs.Panel>}
       <Tabs.Panel value="documents"><Documents /></Tabs.Panel>
+      <Tabs.Panel value="schedules"><Schedules /></Tabs.Panel>
       <Tabs.Panel value="usage"><Usage /></Tabs.Panel>
     </Tabs>
   );
