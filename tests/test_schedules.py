@@ -185,3 +185,34 @@ def test_another_user_can_neither_see_nor_touch_a_schedule(emb: Embedded) -> Non
         with pytest.raises(NotFound):
             act(bob, schedule.id)
     assert emb.brain.schedules.get(emb.who, schedule.id) == schedule
+
+
+def test_an_outcome_the_lanes_hook_missed_is_read_when_the_schedule_next_fires(
+        emb: Embedded) -> None:
+    schedule, first = _yearly(emb, MissedPolicy.SKIP)
+    ended: list[tuple[str, RunStatus]] = []
+    def tell(run: ScheduleRun, of: object) -> None:
+        if run.schedule_id == schedule.id:
+            ended.append((run.id, run.status))
+
+    emb.brain.schedules.on_run_ended.append(tell)
+    emb.worker_parts.schedules.on_run_ended.append(tell)
+    runner = emb.worker_parts.runner
+    hook, runner._on_ended = runner._on_ended, None  # the worker dies after the commit
+    try:
+        emb.brain.schedules.fire(first + timedelta(seconds=1))
+        (run,) = _runs(emb, schedule.id)
+        wait_for(lambda: emb.brain.store.port(SessionStore).get_process(
+            "acme", run.process_id).status.value == "CLOSED", timeout=30)
+    finally:
+        runner._on_ended = hook
+    assert _runs(emb, schedule.id)[0].status is RunStatus.STARTED
+    second = emb.brain.schedules.get(emb.who, schedule.id).next_run_at
+    assert second is not None
+    emb.brain.schedules.fire(second + timedelta(seconds=1))
+    assert [r.status for r in _runs(emb, schedule.id)][1] is RunStatus.DONE
+    wait_for(lambda: _runs(emb, schedule.id)[0].status is RunStatus.DONE, timeout=30)
+    emb.brain.schedules.fire(second + timedelta(seconds=2))  # nothing new to tell
+    emb.brain.schedules.on_run_ended.remove(tell)
+    emb.worker_parts.schedules.on_run_ended.remove(tell)
+    assert sorted(ended) == sorted((r.id, RunStatus.DONE) for r in _runs(emb, schedule.id))

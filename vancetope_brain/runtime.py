@@ -145,7 +145,8 @@ class Core:
         schedules = ScheduleService(store=store.port(ScheduleStore),
                                     sessions=store.port(SessionStore), identity=identity,
                                     factory=process_factory, waker=waker, lifecycle=lifecycle,
-                                    min_interval=config.schedule_min_interval)
+                                    min_interval=config.schedule_min_interval,
+                                    sweep_interval=config.sweep_interval)
         return dict(config=config, store=store, redis=client, events=events, waker=waker,
                     presence=presence, settings=settings, recipes=recipes,
                     process_factory=process_factory, sessions=sessions,

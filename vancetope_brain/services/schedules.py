@@ -9,7 +9,8 @@ second start of the same run finds them instead of making new ones, and a run le
 by a firer that died before starting it is started by a later sweep
 (``unstarted_runs``). A run's outcome is written when its process closes or blocks, by the
 lane that commits that status (``run_ended``, the runner's hook) — the one place a run
-finishes, where other reactions (a webhook) attach.
+finishes, where other reactions (a webhook) attach; an outcome that hook missed (its worker
+died right after the commit) is read from the process when the schedule next fires.
 
 Ticks missed while nothing fired (every worker down): ``skip`` fires the latest due tick
 only if it is at most ``ON_TIME`` seconds old, ``runOnce`` fires the latest due tick
@@ -69,7 +70,10 @@ RUNS_KEPT = 100
 """Run records kept per schedule (the latest ticks); older ones are pruned as runs are claimed
 (their sessions stay, under the tenant's retention)."""
 ON_TIME = 60.0
-"""Seconds after its time a tick still fires under ``skip``: later, it counts as missed."""
+"""Seconds after its time a tick still fires under ``skip`` (or two sweep intervals, if
+longer): later, it counts as missed."""
+RECONCILED = 5
+"""Latest runs of a schedule whose outcome a firing checks against their processes."""
 START_GRACE = 30.0
 """Seconds a run may stay CLAIMED before a sweep starts it (its firer died in between)."""
 DUE_PER_SWEEP = 100
@@ -140,7 +144,7 @@ def resumed(schedule: Schedule, now: datetime) -> Schedule:
 class ScheduleService:
     def __init__(self, *, store: ScheduleStore, sessions: SessionStore, identity: IdentityStore,
                  factory: ProcessFactory, waker: ProcessWaker, lifecycle: SessionLifecycle,
-                 min_interval: float = 60.0,
+                 min_interval: float = 60.0, sweep_interval: float = 5.0,
                  max_per_project: int = MAX_SCHEDULES_PER_PROJECT) -> None:
         self._store = store
         self._sessions = sessions
@@ -149,6 +153,7 @@ class ScheduleService:
         self._waker = waker
         self._lifecycle = lifecycle
         self.min_interval = min_interval
+        self._on_time = max(ON_TIME, 2 * sweep_interval)
         self.max_per_project = max_per_project
         self.on_run_ended: list[RunEnded] = []
         """Called with each outcome recorded (webhooks attach here)."""
@@ -262,7 +267,7 @@ class ScheduleService:
         latest = _latest(schedule, now)
         cursor = schedule.last_tick or schedule.created_at
         fired = 0
-        on_time = (now - latest).total_seconds() <= ON_TIME
+        on_time = (now - latest).total_seconds() <= self._on_time
         if latest > cursor and (on_time or schedule.missed is MissedPolicy.RUN_ONCE):
             run_id, session_id, process_id = run_ids(schedule.tenant_id, schedule.id, latest)
             run = ScheduleRun(id=run_id, tenant_id=schedule.tenant_id, schedule_id=schedule.id,
@@ -271,12 +276,28 @@ class ScheduleService:
             if self._store.claim_run(run):
                 fired = self._start(run, schedule)
                 self._store.prune_runs(schedule.tenant_id, schedule.id, RUNS_KEPT)
+                self._reconcile(schedule, run.id)
         elif latest > cursor:
             log.info("schedule %s missed its tick %s (policy skip)", schedule.id,
                      latest.isoformat())
         self._store.advance_schedule(schedule.tenant_id, schedule.id, max(latest, cursor),
                                      _after(schedule, max(latest, cursor)))
         return fired
+
+    def _reconcile(self, schedule: Schedule, fired: str) -> None:
+        """Record the outcome of the schedule's latest runs whose process ended while the
+        lane's hook could not (its worker died between the commit and ``run_ended``): read
+        from the process itself, once per fired tick, for ``RECONCILED`` runs at most."""
+        for run in self._store.list_runs(schedule.tenant_id, schedule.id, RECONCILED + 1):
+            if run.id == fired or run.status not in (RunStatus.STARTED, RunStatus.BLOCKED):
+                continue
+            try:
+                process = self._sessions.get_process(schedule.tenant_id, run.process_id)
+            except NotFound:
+                continue
+            if process.status is ProcessStatus.CLOSED or (
+                    process.status is ProcessStatus.BLOCKED and run.status is RunStatus.STARTED):
+                self.run_ended(process, process.status, process.close_reason)
 
     def _start_claimed(self, run: ScheduleRun) -> int:
         try:
@@ -341,8 +362,11 @@ class ScheduleService:
                           process.id)
 
     def _record(self, tenant_id: str, run_id: str, outcome: RunStatus) -> None:
-        run = self._store.mark_run(tenant_id, run_id, outcome, utcnow())
-        if run is None or run.status is not outcome:
+        """Mark the run with ``outcome`` and, if this call changed it (its ``finishedAt`` is
+        this call's time), tell ``on_run_ended``: once per outcome a run records."""
+        at = utcnow()
+        run = self._store.mark_run(tenant_id, run_id, outcome, at)
+        if run is None or run.status is not outcome or run.finished_at != at:
             return
         try:
             schedule: Schedule | None = self._store.get_schedule(tenant_id, run.schedule_id)
