@@ -5,6 +5,7 @@ cannot touch it."""
 from __future__ import annotations
 
 from tests.gateway.wire import REFUSAL, SUCCESS, Client, covers
+from tests.helpers import wait_for
 from vancetope_brain.identity import Principal
 
 YEARLY = "0 7 1 1 *"
@@ -90,6 +91,19 @@ def test_schedule_pause_and_resume(emb, client):
     client.refused("schedule-resume", "not_found", scheduleId="sch_missing")
 
 
+@covers("schedule-run-now", SUCCESS, REFUSAL)
+def test_schedule_run_now_runs_it_once_outside_its_cron(emb, client):
+    sid = _created(client, recipe="ford", goal="now please")["schedule"]["id"]
+    client.ok("schedule-pause", scheduleId=sid)
+    run = client.ok("schedule-run-now", scheduleId=sid)["run"]
+    assert run["status"] == "STARTED" and run["processId"].startswith("proc_s")
+    wait_for(lambda: client.ok("schedule-get", scheduleId=sid)["runs"][0]["status"] == "DONE",
+             timeout=30, what="the run to end")
+    got = client.ok("schedule-get", scheduleId=sid)
+    assert [r["id"] for r in got["runs"]] == [run["id"]] and got["schedule"]["paused"]
+    client.refused("schedule-run-now", "not_found", scheduleId="sch_missing")
+
+
 @covers("schedule-delete", SUCCESS, REFUSAL)
 def test_schedule_delete_and_another_users_or_tenants_schedule_is_missing(emb, client):
     sid = _created(client)["schedule"]["id"]
@@ -101,7 +115,7 @@ def test_schedule_delete_and_another_users_or_tenants_schedule_is_missing(emb, c
         try:
             assert sid not in [s["id"] for s in other.ok("schedule-list")["schedules"]]
             for frame_type in ("schedule-get", "schedule-pause", "schedule-resume",
-                               "schedule-delete"):
+                               "schedule-run-now", "schedule-delete"):
                 other.refused(frame_type, "not_found", scheduleId=sid)
             other.refused("schedule-update", "not_found", scheduleId=sid, name="mine")
         finally:

@@ -55,6 +55,9 @@ def test_the_schedules_tab_shows_a_schedule_and_its_last_run(
     _refreshed_until(page, lambda: card.get_by_test_id("last-run").get_by_text("DONE")
                      .is_visible())
     assert "Next run: —" in card.inner_text()
+    card.get_by_role("button", name="Run now").click()  # paused, it still runs once now
+    _refreshed_until(page, lambda: card.get_by_test_id("last-run").get_by_text("DONE")
+                     .is_visible())
     card.get_by_role("button", name="Runs").click()
     runs = page.get_by_test_id("schedule-runs")
     runs.get_by_text("DONE").first.wait_for()

@@ -231,6 +231,22 @@ class ScheduleService:
         self._store.put_schedule(schedule)
         return schedule
 
+    def run_now(self, who: Principal, schedule_id: str) -> ScheduleRun:
+        """A run of the schedule now, outside its cron (paused or not): its tick is this
+        millisecond; the schedule's cursor and next run stay as they are."""
+        schedule = self.get(who, schedule_id)
+        now = utcnow()
+        run_id, session_id, process_id = run_ids(schedule.tenant_id, schedule.id, now)
+        run = ScheduleRun(id=run_id, tenant_id=schedule.tenant_id, schedule_id=schedule.id,
+                          user_id=schedule.user_id, tick=now, session_id=session_id,
+                          process_id=process_id, created_at=now)
+        if not self._store.claim_run(run):
+            raise Conflict("a run of this schedule started this very millisecond; look at "
+                           "its runs (schedule-get)")
+        self._start(run, schedule)
+        self._store.prune_runs(schedule.tenant_id, schedule.id, RUNS_KEPT)
+        return self._store.list_runs(schedule.tenant_id, schedule.id, 1)[0]
+
     def delete(self, who: Principal, schedule_id: str) -> None:
         """Delete the schedule and its runs' records; the sessions they ran in stay."""
         self._store.delete_schedule(who.tenant_id, self.get(who, schedule_id).id)

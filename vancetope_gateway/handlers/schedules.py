@@ -1,5 +1,5 @@
 """Schedule frames (issue 33 part 1): a user's schedules of a project — create, list, get
-(with the next run times and the latest runs), update, pause, resume, delete. Each is the
+(with the next run times and the latest runs), update, pause, resume, run now, delete. Each is the
 caller's own: another user's or tenant's schedule reads as missing (``not_found``)."""
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ class ScheduleList(Wire):
 
 class ScheduleRef(Wire):
     """Names a schedule of the caller (``schedule-get`` / ``-pause`` / ``-resume`` /
-    ``-delete``)."""
+    ``-run-now`` / ``-delete``)."""
 
     schedule_id: str = Id
 
@@ -175,6 +175,18 @@ def schedule_pause(conn: Context, data: ScheduleRef) -> ScheduleDetail:
 @frame("schedule-resume")
 def schedule_resume(conn: Context, data: ScheduleRef) -> ScheduleDetail:
     return _detail(conn, conn.gateway.schedules.resume(conn.who, data.schedule_id))
+
+
+class ScheduleRunStarted(Wire):
+    """Reply to ``schedule-run-now``: the run it started (its tick: now)."""
+
+    run: RunView
+
+
+@frame("schedule-run-now")
+def schedule_run_now(conn: Context, data: ScheduleRef) -> ScheduleRunStarted:
+    return ScheduleRunStarted(run=RunView.of(
+        conn.gateway.schedules.run_now(conn.who, data.schedule_id)))
 
 
 @frame("schedule-delete")

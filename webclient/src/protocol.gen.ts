@@ -148,6 +148,7 @@ export interface Requests {
   "schedule-list": ScheduleListRequest;
   "schedule-pause": SchedulePauseRequest;
   "schedule-resume": ScheduleResumeRequest;
+  "schedule-run-now": ScheduleRunNowRequest;
   "schedule-update": ScheduleUpdateRequest;
   "session-close": SessionCloseRequest;
   "session-create": SessionCreateRequest;
@@ -555,7 +556,7 @@ export interface ScheduleCreateRequest {
 }
 /**
  * Names a schedule of the caller (``schedule-get`` / ``-pause`` / ``-resume`` /
- * ``-delete``).
+ * ``-run-now`` / ``-delete``).
  *
  * This interface was referenced by `Frames`'s JSON-Schema
  * via the `definition` "ScheduleDeleteRequest".
@@ -565,7 +566,7 @@ export interface ScheduleDeleteRequest {
 }
 /**
  * Names a schedule of the caller (``schedule-get`` / ``-pause`` / ``-resume`` /
- * ``-delete``).
+ * ``-run-now`` / ``-delete``).
  *
  * This interface was referenced by `Frames`'s JSON-Schema
  * via the `definition` "ScheduleGetRequest".
@@ -584,7 +585,7 @@ export interface ScheduleListRequest {
 }
 /**
  * Names a schedule of the caller (``schedule-get`` / ``-pause`` / ``-resume`` /
- * ``-delete``).
+ * ``-run-now`` / ``-delete``).
  *
  * This interface was referenced by `Frames`'s JSON-Schema
  * via the `definition` "SchedulePauseRequest".
@@ -594,12 +595,22 @@ export interface SchedulePauseRequest {
 }
 /**
  * Names a schedule of the caller (``schedule-get`` / ``-pause`` / ``-resume`` /
- * ``-delete``).
+ * ``-run-now`` / ``-delete``).
  *
  * This interface was referenced by `Frames`'s JSON-Schema
  * via the `definition` "ScheduleResumeRequest".
  */
 export interface ScheduleResumeRequest {
+  scheduleId: string;
+}
+/**
+ * Names a schedule of the caller (``schedule-get`` / ``-pause`` / ``-resume`` /
+ * ``-run-now`` / ``-delete``).
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "ScheduleRunNowRequest".
+ */
+export interface ScheduleRunNowRequest {
   scheduleId: string;
 }
 /**
@@ -920,6 +931,7 @@ export interface Replies {
   "schedule-list": ScheduleListReply;
   "schedule-pause": SchedulePauseReply;
   "schedule-resume": ScheduleResumeReply;
+  "schedule-run-now": ScheduleRunNowReply;
   "schedule-update": ScheduleUpdateReply;
   "session-close": SessionCloseReply;
   "session-create": SessionCreateReply;
@@ -1413,6 +1425,15 @@ export interface ScheduleResumeReply {
   nextRuns: string[];
   runs: RunView[];
   schedule: ScheduleView;
+}
+/**
+ * Reply to ``schedule-run-now``: the run it started (its tick: now).
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "ScheduleRunNowReply".
+ */
+export interface ScheduleRunNowReply {
+  run: RunView;
 }
 /**
  * Reply to every schedule frame but list and delete: the schedule, its next run times

@@ -18,7 +18,8 @@ function at(iso: string | null | undefined): string {
 }
 
 /** The Schedules tab: the user's schedules (`schedule-list`), each with its cron and time
- * zone, its next run and its last run's outcome; *Pause* / *Resume*; *Runs* opens a
+ * zone, its next run and its last run's outcome; *Pause* / *Resume*, *Run now*
+ * (`schedule-run-now`: a run outside the cron); *Runs* opens a
  * schedule's next run times and latest runs (`schedule-get`), and a run opens its process's
  * report (`chat-history` of the run's process: its session is closed once the run ends).
  * A form creates a schedule (`schedule-create`); a refusal (a bad cron expression, an
@@ -36,6 +37,10 @@ export function Schedules() {
 
   const toggle = async (s: ScheduleView) => {
     await request(s.paused ? "schedule-resume" : "schedule-pause", { scheduleId: s.id });
+    await load();
+  };
+  const runNow = async (s: ScheduleView) => {
+    await request("schedule-run-now", { scheduleId: s.id });
     await load();
   };
 
@@ -81,6 +86,8 @@ export function Schedules() {
                     <Button size="xs" variant="default" onClick={() => setShown(s.id)}>Runs</Button>
                     <Button size="xs" variant="default" onClick={() => void toggle(s)}>
                       {s.paused ? "Resume" : "Pause"}</Button>
+                    <Button size="xs" variant="default" onClick={() => void runNow(s)}>
+                      Run now</Button>
                   </Group>
                 </Paper>))}
             </SimpleGrid>)}
