@@ -583,6 +583,34 @@ def test_every_writing_command_is_audited_and_every_audited_one_exists() -> None
     from vancetope_gateway.admin_cli import _COMMANDS
 
     writes = {"create", "revoke", "put", "delete", "requeue", "reset", "add", "rm", "set",
-              "unset", "enable", "disable", "rotate-secret", "redeliver"}
+              "unset", "enable", "disable", "rotate-secret", "redeliver", "pause", "resume"}
     assert set(AUDITED) <= set(_COMMANDS)
     assert {key for key in _COMMANDS if key[1] in writes} | {("purge", "")} == set(AUDITED)
+
+
+def test_an_operator_lists_shows_pauses_resumes_and_deletes_a_tenants_schedules(
+        admin, store: Backend) -> None:
+    from vancetope_brain.models.schedule import Schedule
+    from vancetope_brain.store import AuditStore, ScheduleStore
+
+    assert admin("tenant", "create", "Acme", "--id", "acme", "-q").code == 0
+    schedules = store.port(ScheduleStore)
+    schedules.put_schedule(Schedule(id="sch_1", tenant_id="acme", project_id="default",
+                                    user_id="ada", name="brief", cron="0 7 * * *",
+                                    recipe="vogon-cron", next_run_at=None, paused=True))
+    listed = admin("schedule", "list", "--tenant", "acme")
+    assert listed.rows == [["sch_1", "default", "ada", "0_7_*_*_*", "UTC", "vogon-cron",
+                            "paused", "-"]]
+    assert admin("schedule", "resume", "--tenant", "acme", "sch_1").code == 0
+    resumed = schedules.get_schedule("acme", "sch_1")
+    assert not resumed.paused and resumed.next_run_at is not None
+    assert resumed.next_run_at.hour == 7 and resumed.next_run_at.minute == 0
+    assert "next 20" in admin("schedule", "show", "--tenant", "acme", "sch_1").out
+    assert admin("schedule", "pause", "--tenant", "acme", "sch_1").code == 0
+    assert schedules.get_schedule("acme", "sch_1").paused
+    assert admin("schedule", "list", "--tenant", "globex").code == 2
+    assert admin("schedule", "delete", "--tenant", "acme", "sch_missing").code == 2
+    assert admin("schedule", "delete", "--tenant", "acme", "sch_1").code == 0
+    assert schedules.list_schedules("acme") == []
+    actions = [r.action for r in store.port(AuditStore).list_audit("acme")]
+    assert {"schedule.resume", "schedule.pause", "schedule.delete"} <= set(actions)

@@ -93,6 +93,7 @@ VARIABLES: dict[str, tuple[str, str]] = {
     "VANCETOPE_MCP_SERVERS": ("(unset: no MCP servers)", "Path of a YAML or JSON file listing the MCP servers whose tools engines may call (see docs/configuration.md)."),
     "VANCETOPE_TOOL_PROBE_BACKOFF": ("30", "Seconds after an MCP server or tool is marked DOWN or DEGRADED until the background probe (housekeeping) tries it; doubled after each failed probe."),
     "VANCETOPE_TOOL_PROBE_BACKOFF_MAX": ("600", "Longest wait, in seconds, between two probes of an unhealthy MCP server or tool."),
+    "VANCETOPE_SCHEDULE_MIN_INTERVAL": ("60", "Seconds at least between two ticks of a schedule's cron expression (a shorter one is refused, `invalid_schedule`); below 60, a sixth field of seconds is allowed (for tests: production keeps 60 or more)."),
     "VANCETOPE_SERVICE_RETENTION": ("604800", "Seconds a CLOSED service process (agrajag's diagnoses, in the hidden system sessions) is kept, with its chat, before housekeeping deletes it; default 7 days."),
     "VANCETOPE_DOWN_TOOLS": ("hide", "What the model sees of a DOWN MCP server's or tool's tools: `hide` leaves them out of the manifest, `show` offers them with their status; calls fail at once either way."),
     "VANCETOPE_PUBLIC_URL": ("http://<host>:<port>", "Base URL clients reach the gateway at; used in e-mailed links and signed attachment URLs."),
@@ -186,6 +187,7 @@ class Config:
     metrics_port: int | None = None
     metrics_token: str | None = field(default=None, repr=False)
     service_retention: float = 604800.0
+    schedule_min_interval: float = 60.0
     health_file: Path | None = None
     shard_linger: float = 0.02
     webhook_allow_private: bool = False
@@ -273,6 +275,7 @@ class Config:
             if env.get("VANCETOPE_METRICS_PORT") else None,
             metrics_token=env.get("VANCETOPE_METRICS_TOKEN") or None,
             service_retention=_number(env, "VANCETOPE_SERVICE_RETENTION", float, 1.0),
+            schedule_min_interval=_number(env, "VANCETOPE_SCHEDULE_MIN_INTERVAL", float, 1.0),
             health_file=Path(h) if (h := env.get("VANCETOPE_HEALTH_FILE")) else None,
             webhook_allow_private=_choice(
                 env, "VANCETOPE_WEBHOOK_ALLOW_PRIVATE", ("true", "false")) == "true",

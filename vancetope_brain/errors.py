@@ -10,7 +10,8 @@
     │   │   ├── UnsupportedDocument (code ``unsupported_document``) — a file of a type knowledge does not read
     │   │   ├── UnreadableDocument (code ``unreadable_document``) — a corrupt file, or one whose parsing passes its bounds
     │   │   ├── UnsupportedParameter (code ``unsupported_parameter``) — an OpenAI request field the door cannot honour faithfully
-    │   │   └── DestinationRefused (code ``destination_refused``) — a webhook URL that is malformed or not a public address
+    │   │   ├── DestinationRefused (code ``destination_refused``) — a webhook URL that is malformed or not a public address
+    │   │   └── InvalidSchedule   (code ``invalid_schedule``) — a cron expression, time zone or interval a schedule cannot use
     │   ├── NotFound              (code ``not_found``) — also what a foreign tenant's id looks like
     │   │   ├── UnknownRecipe     (code ``not_found``) — the message suggests the closest name
     │   │   └── ModelNotFound     (code ``model_not_found``) — an OpenAI "model" that is no chat recipe the caller may start
@@ -125,6 +126,13 @@ class UnsupportedParameter(InvalidInput):
     caller's tools, ``n`` > 1, log probabilities): refused, never silently ignored."""
 
     code = "unsupported_parameter"
+
+
+class InvalidSchedule(InvalidInput):
+    """Raised when a schedule's cron expression does not parse, its time zone is unknown, or
+    its ticks come closer than the minimum interval."""
+
+    code = "invalid_schedule"
 
 
 class NotFound(UserError):

@@ -44,6 +44,7 @@ from vancetope_brain.services.documents import (
 )
 from vancetope_brain.services.inspector import InspectorService
 from vancetope_brain.services.retention import RetentionService
+from vancetope_brain.services.schedules import ScheduleService
 from vancetope_brain.sessions import SessionService
 from vancetope_brain.sessions.lifecycle import SessionLifecycle
 from vancetope_brain.settings import SettingsService
@@ -55,6 +56,7 @@ from vancetope_brain.store import (
     LaneStore,
     RecipeStore,
     RetentionStore,
+    ScheduleStore,
     SessionSearch,
     SessionStore,
     SettingStore,
@@ -106,6 +108,7 @@ class Core:
     webhook_events: WebhookEmitter
     """Turns events into webhook deliveries: the Inbox service's, the event outbox's (a
     worker's), a schedule run's (``schedule_run_finished``)."""
+    schedules: ScheduleService
 
     @staticmethod
     def parts(config: Config, enqueue: Enqueue, *, store: Backend | None = None,
@@ -146,11 +149,18 @@ class Core:
                              notifications, publish, waker.wake, attachments, config.base_url(),
                              max_pending_per_process=config.max_pending_items_per_process,
                              webhooks=webhook_events)
+        schedules = ScheduleService(store=store.port(ScheduleStore),
+                                    sessions=store.port(SessionStore), identity=identity,
+                                    factory=process_factory, waker=waker, lifecycle=lifecycle,
+                                    min_interval=config.schedule_min_interval,
+                                    sweep_interval=config.sweep_interval)
+        schedules.on_run_ended.append(webhook_events.schedule_run_finished)
         return dict(config=config, store=store, redis=client, events=events, waker=waker,
                     presence=presence, settings=settings, recipes=recipes,
                     process_factory=process_factory, sessions=sessions,
                     lifecycle=lifecycle, notifications=notifications, inbox=inbox,
-                    attachments=attachments, webhook_events=webhook_events)
+                    attachments=attachments, webhook_events=webhook_events,
+                    schedules=schedules)
 
     def close(self) -> None:
         self.store.close()
@@ -205,6 +215,8 @@ class Administration:
     """The inspector's turn records: ``vancetope admin inspect``."""
     webhooks: WebhookService
     """Webhook subscriptions and their delivery logs: ``vancetope admin webhook``."""
+    schedules: ScheduleStore
+    """Every user's schedules of a tenant: ``vancetope admin schedule``."""
 
     @classmethod
     def open(cls, config: Config) -> Administration:
@@ -232,7 +244,7 @@ class Administration:
                    RetentionService(store.port(RetentionStore), store.port(IdentityStore),
                                     settings),
                    store.port(TransferStore), AuditLog.on(store), InspectorService.on(store),
-                   WebhookService.on(store, config))
+                   WebhookService.on(store, config), store.port(ScheduleStore))
 
     def close(self) -> None:
         self.store.close()

@@ -83,5 +83,6 @@ AUDITED: dict[tuple[str, str], Callable[[argparse.Namespace], str]] = {
     **{("webhook", verb): _named("subscription_id")
        for verb in ("enable", "disable", "rotate-secret", "delete")},
     ("webhook", "redeliver"): _named("delivery_id"),
+    **{("schedule", verb): _named("schedule_id") for verb in ("pause", "resume", "delete")},
 }
 """The write commands, each with what it acts on (never a secret: no command takes one)."""

@@ -21,6 +21,14 @@ from typing import TYPE_CHECKING, Any
 from vancetope_brain.errors import Conflict, InvalidInput, NotFound
 from vancetope_gateway.admin_audit import AUDIT_PAGE, audited
 from vancetope_gateway.admin_inspect import add_inspect, inspect
+from vancetope_gateway.admin_schedules import (
+    add_schedule,
+    schedule_delete,
+    schedule_list,
+    schedule_pause,
+    schedule_resume,
+    schedule_show,
+)
 from vancetope_gateway.admin_text import note as _note
 from vancetope_gateway.admin_text import table as _table
 from vancetope_gateway.admin_text import when as _when
@@ -59,7 +67,7 @@ _DESCRIPTION = (
 def add_admin_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     admin = sub.add_parser("admin", help="tenants, projects, users, tokens, recipes, settings, "
                            "deliveries, dead letters, tool health, system sessions, the audit "
-                           "log, webhooks, export/import",
+                           "log, webhooks, schedules, export/import",
                            description=_DESCRIPTION)
     kinds = admin.add_subparsers(dest="admin_kind", required=True, metavar="KIND")
     quiet = argparse.ArgumentParser(add_help=False)
@@ -115,6 +123,7 @@ def add_admin_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     p.set_defaults(admin_verb="")
     add_inspect(kinds)
     add_webhook(verbs, quiet)
+    add_schedule(kinds, quiet)
     tenant = verbs("tenant", "tenants (each gets a project 'default')")
     p = tenant.add_parser("create", parents=[quiet, exist_ok], help="create a tenant")
     p.add_argument("name")
@@ -744,4 +753,9 @@ _COMMANDS: dict[tuple[str, str], _Command] = {
     ("setting", "unset"): _setting_unset,
     ("audit", "list"): _audit_list,
     **WEBHOOK_COMMANDS,
+    ("schedule", "list"): schedule_list,
+    ("schedule", "show"): schedule_show,
+    ("schedule", "pause"): schedule_pause,
+    ("schedule", "resume"): schedule_resume,
+    ("schedule", "delete"): schedule_delete,
 }

@@ -89,13 +89,15 @@ class Worker(Core):
     def sweep(self) -> int:
         """The sweep job (every worker schedules it, ``SweepSchedule``): re-wake orphaned
         work, publish events dead workers committed but left unpublished, deliver due
-        timers, then apply session policies that are due."""
+        timers, apply session policies that are due, then fire the schedules' due ticks (and
+        start runs a dead firer claimed but left unstarted)."""
         lanes = self.store.port(LaneStore)
         age = self.config.sweep_age
         return sweep(lanes, self.redis, self.waker, age=age,
                      interval=self.config.sweep_interval) + \
             self.outbox.sweep(utcnow() - timedelta(seconds=age)) + \
-            fire_timers(self.store.port(TimerStore), self.waker) + self.lifecycle.sweep()
+            fire_timers(self.store.port(TimerStore), self.waker) + self.lifecycle.sweep() + \
+            self.schedules.fire()
 
     def deliver_webhooks(self) -> int:
         """The webhooks job: send due deliveries for about one sweep interval (at least a
@@ -192,7 +194,8 @@ def build_worker(config: Config, enqueue: Enqueue, enqueue_job: EnqueueJob,
                         linger=config.shard_linger, worker_name=worker_name,
                         interrupts=interrupts,
                         quota=QuotaService.on(store, core["settings"]),
-                        inspections=store.port(InspectorStore))
+                        inspections=store.port(InspectorStore),
+                        on_ended=core["schedules"].run_ended)
     indexer = DocumentIndexer.on(store, config.attachments_dir, events, embeddings)
     return Worker(**core, runner=runner, outbox=outbox, mcp=mcp, services=services,
                   system_sessions=system_sessions, tool_health=tool_health, indexer=indexer,

@@ -3,7 +3,8 @@ injects a fault under load, waits for the system to settle, runs the oracle and 
 its recovery time. Bounds are generous multiples of the documented ones; the figures are
 in the run's "chaos: recovery" summary. The store is SQLite; the Redis restart and the
 worker kills run once more on PostgreSQL (a server of the test's own), and one scenario
-crashes that server under load."""
+crashes that server under load. A schedule whose worker is SIGKILLed mid-run still runs
+each tick once."""
 
 from __future__ import annotations
 
@@ -31,9 +32,17 @@ from tests.integration.conftest import stop_process
 from tests.integration.gateways import Client, Stack
 from tests.webhooks.receiver import receiving
 from vancetope_brain.lanes.waker import shard_for
+from vancetope_brain.models import ChatRole
 from vancetope_brain.models.inbox import ItemType, NewItem
+from vancetope_brain.models.schedule import FINISHED, RunStatus
 from vancetope_brain.models.webhooks import WebhookDeliveryStatus, WebhookEvent
-from vancetope_brain.store import IdentityStore, WebhookStore
+from vancetope_brain.store import (
+    IdentityStore,
+    LaneStore,
+    ScheduleStore,
+    SessionStore,
+    WebhookStore,
+)
 from vancetope_brain.webhooks import WebhookService
 
 pytestmark = [pytest.mark.chaos, pytest.mark.slow]
@@ -373,3 +382,47 @@ def test_a_worker_killed_mid_delivery_leaves_it_to_another_with_the_same_webhook
     report("a worker SIGKILLed mid webhook delivery", redelivered_s=redelivered,
            bound_s=2 + 5 + 2 + 5 + 5)
     assert redelivered <= 30, "the claim did not run out and pass the delivery on"
+@pytest.mark.parametrize("round", range(ROUNDS))
+def test_a_schedule_tick_whose_worker_is_killed_mid_run_runs_once(chaos: Stack,
+                                                                   round: int) -> None:
+    """A schedule ticking every 5 s runs ford (each model call 1.5 s); every worker is
+    SIGKILLed inside the first run's turn and restarted. That tick still has one run, one
+    process, one answer, DONE; so has every other run. (No chat load: the sweep that fires
+    schedules waits for a free pool slot like any task, and expires after an interval.)"""
+    cluster = chaos.cluster
+    cluster.env["VT_TEST_DELAY"] = "1.5"
+    cluster.start_workers("slow", "slow", sweeping=True, pool="prefork")
+    schedules = cluster.brain.schedules
+    schedules.min_interval = 1  # a 5 s tick (production: a minute at least)
+    schedule = schedules.create(cluster.who, name="chaos", cron="* * * * * */5", recipe="ford",
+                                goal=f"tick {round}")
+    store = cluster.brain.store.port(ScheduleStore)
+    first = wait_for(lambda: next((r for r in store.list_runs("acme", schedule.id, 1000)
+                                   if r.status is RunStatus.STARTED), None),
+                     timeout=60, what="a run started")
+    wait_for(lambda: any(f"tick {round}" in detail for w in cluster.workers
+                         for _, _, detail in w.entries("start")),
+             timeout=60, interval=0.05, what="the run's model call under way")
+    for worker in list(cluster.workers):
+        worker.kill_group()
+    killed = time.monotonic()
+    cluster.start_workers("slow", "slow", sweeping=True, pool="prefork")
+    wait_for(lambda: next(r for r in store.list_runs("acme", schedule.id, 1000)
+                          if r.id == first.id).status in FINISHED,
+             timeout=LEASE_TTL + 60, interval=0.1, what="the killed run to end")
+    recovered = since(killed)
+    schedules.pause(cluster.who, schedule.id)
+    runs = wait_for(lambda: (r := store.list_runs("acme", schedule.id, 1000)) and all(
+        run.status in FINISHED for run in r) and r, timeout=LEASE_TTL + 60, what="runs ending")
+    assert [r.id for r in runs if r.tick == first.tick] == [first.id]
+    sessions = cluster.brain.store.port(SessionStore)
+    lanes = cluster.brain.store.port(LaneStore)
+    for run in runs:
+        assert run.status is RunStatus.DONE, run
+        assert [p.id for p in sessions.list_processes("acme", run.session_id)] == \
+            [run.process_id]
+        answers = [line.content for line in lanes.chat_history("acme", run.process_id)
+                   if line.role is ChatRole.ASSISTANT]
+        assert len(answers) == 1, (run.id, answers)
+    report("a schedule's worker SIGKILLed mid-run" + on(chaos), runs=len(runs),
+           killed_run_done_after_s=recovered)

@@ -22,6 +22,7 @@ import tests.gateway.test_framework_letter  # noqa: F401
 import tests.gateway.test_inbox_frames  # noqa: F401
 import tests.gateway.test_inspector  # noqa: F401
 import tests.gateway.test_recipe_frames  # noqa: F401
+import tests.gateway.test_schedule_frames  # noqa: F401
 import tests.gateway.test_session_pages  # noqa: F401
 import tests.gateway.test_session_search_frames  # noqa: F401
 import tests.gateway.test_strategy_frames  # noqa: F401

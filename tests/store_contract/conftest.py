@@ -71,6 +71,7 @@ from vancetope_brain.store import (
     LaneStore,
     MemoryStore,
     RecipeStore,
+    ScheduleStore,
     SessionStore,
     SettingStore,
     TimerStore,
@@ -355,6 +356,11 @@ def webhooks(backend: Backend) -> WebhookStore:
 @pytest.fixture
 def deliveries(backend: Backend) -> DeliveryStore:
     return backend.port(DeliveryStore)
+
+
+@pytest.fixture
+def schedules(backend: Backend) -> ScheduleStore:
+    return backend.port(ScheduleStore)
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from tests.store_contract.conftest import World
 from tests.store_contract.documents._build import ROOMY, document, indexed
 from tests.store_contract.inspector._build import inspection
 from tests.store_contract.memory._entries import entry
-from tests.store_contract.transfer._used import add_webhooks
+from tests.store_contract.transfer._used import add_schedules, add_webhooks
 from vancetope_brain.models import (
     ChatRole,
     DeadLetter,
@@ -69,7 +69,8 @@ def use(backend: Backend) -> None:
     """Two tenants that used every port: sessions with turns, chat (not only ASCII), pending,
     drained and dead-lettered messages, timers, a journal, events, Inbox items and their
     deliveries, settings, recipes, tool health, memory in two scopes, documents (READY and
-    PENDING) with chunks and vectors, audit records, inspector turn records."""
+    PENDING) with chunks and vectors, audit records, inspector turn records, schedules
+    and their runs."""
     world = World(backend)
     for tenant_id in ("ten_b", "ten_a"):  # created out of key order
         world.identity.create_tenant(Tenant(id=tenant_id, name=tenant_id))
@@ -89,6 +90,7 @@ def use(backend: Backend) -> None:
                 id=f"aud_{tenant_id}_{n}", tenant_id=tenant_id, at=T_AUDIT + timedelta(seconds=n),
                 actor="cli opé", action="token.revoke", target="tok_x", outcome=outcome))
         add_webhooks(backend, tenant_id)
+        add_schedules(backend, tenant_id, user)
         for server in ("srv-b", "srv-a"):
             backend.port(ToolHealthStore).put_tool_health(
                 ToolHealth(tenant_id=tenant_id, server=server, state=HealthState.DOWN),

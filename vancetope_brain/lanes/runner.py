@@ -6,6 +6,7 @@ import logging
 import os
 import socket
 import time
+from collections.abc import Callable
 from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -83,6 +84,12 @@ RETRY_DELAY = 1.0
 again, as a lane-turn task of its own (which retries with back-off from there)."""
 
 
+Ended = Callable[[ThinkProcess, ProcessStatus, CloseReason | None], None]
+"""Told, after the commit, each time a turn closes or blocks a process (with the close
+reason): where a schedule's run records its outcome (``ScheduleService.run_ended``). The
+commit is the one place a process's terminal status is written."""
+
+
 class TurnOutcome(StrEnum):
     COMMITTED = "committed"   # a turn ran and its effects are in the store
     BUSY = "busy"             # another worker holds the lease; it re-checks the inbox on release
@@ -101,7 +108,8 @@ class LaneRunner:
                  max_engine_failures: int = 3, linger: float = 0.0,
                  worker_name: str | None = None, interrupts: Interrupts | None = None,
                  quota: QuotaService | None = None,
-                 inspections: InspectorStore | None = None):
+                 inspections: InspectorStore | None = None,
+                 on_ended: Ended | None = None):
         self._lanes = lanes
         self._processes = processes
         self._items = items
@@ -118,6 +126,7 @@ class LaneRunner:
         self._worker = worker_name or f"{socket.gethostname()}:{os.getpid()}"
         self._quota = quota
         self._inspections = inspections
+        self._on_ended = on_ended
 
     def drain(self, shard: int) -> list[TurnOutcome]:
         """The shard task: one round of ``shard``'s ready processes — a turn of each that
@@ -365,6 +374,9 @@ class LaneRunner:
         self._publish_committed(tenant_id, process_id, written.events)
         self._inspect(context, turn_id, process, name, started, status)
         self._after_commit(process, commit, turn.stops, stopped=call is LifecycleCall.STOP)
+        if self._on_ended is not None and status is not before and \
+                status in (ProcessStatus.CLOSED, ProcessStatus.BLOCKED):
+            self._on_ended(process, status, reason)
         if call is LifecycleCall.PAUSE and status is ProcessStatus.PAUSED:
             self._suspend_if_session_is(process)
         left = lifecycle.takes_messages(status, reason) and \

@@ -12,6 +12,9 @@ the housekeeping beat and ``vancetope admin purge``).
 ``transfer`` moves a whole store into one file and from it into another store (``vancetope
 admin export`` / ``import``, over ``store.transfer.TransferStore``).
 
+``schedules`` fires a project's schedules (``ScheduleService``: cron ticks run as AUTONOMOUS
+sessions of the schedule's owner, once per tick; issue 33).
+
 ``usage`` reads a user's LLM token usage and prices it (``UsageService``).
 
 ``inspector`` reads the inspector's turn records a page at a time (``InspectorService``).
@@ -21,7 +24,8 @@ admin export`` / ``import``, over ``store.transfer.TransferStore``).
 ``documents`` adds documents, queues their ingestion and runs it on a worker
 (``DocumentService``, ``DocumentIndexer``), keeping their bytes in ``DocumentFiles``.
 
-Rule: this package builds processes only through ``ProcessFactory`` (``service=True``) and
+Rule: this package builds processes only through ``ProcessFactory`` (``service=True``, or as
+a schedule's owner) and
 moves sessions only through ``SessionLifecycle``; it imports no Flask and no Celery (the
 queue is a callable it is given).
 """

@@ -4,7 +4,8 @@ Rule: the only package that touches a database. Callers use a port's methods,
 never a connection, and take only the ports they use. Every method takes the
 tenant except the named system queries (``list_tenants``, ``token_by_hash``,
 ``stale_pending``, ``stale_event_processes``, ``redeliver_inbox_messages``,
-``queued_deliveries``, ``claim_deliveries``, ``due_tool_health``, ``list_audit`` of every tenant).
+``queued_deliveries``, ``claim_deliveries``, ``due_tool_health``, ``list_audit`` of every
+tenant, ``due_schedules``, ``unstarted_runs``).
 Every adapter passes its port's folder of ``tests/store_contract/`` unchanged.
 
 Layout: one module per port (its ABC, whose docstrings are the contract),
@@ -26,6 +27,7 @@ from vancetope_brain.store.lanes import LaneStore
 from vancetope_brain.store.memory import MemoryStore
 from vancetope_brain.store.recipes import RecipeStore
 from vancetope_brain.store.retention import RetentionStore
+from vancetope_brain.store.schedules import ScheduleStore
 from vancetope_brain.store.session_search import SessionSearch
 from vancetope_brain.store.sessions import SessionStore
 from vancetope_brain.store.settings import SettingStore
@@ -39,6 +41,6 @@ from vancetope_brain.store.webhooks import WebhookStore
 
 __all__ = ["AuditStore", "Backend", "DeadLetterStore", "DeliveryStore", "DocumentStore", "DocumentVectors",
            "EventOutboxStore", "IdentityStore", "InspectorStore", "JournalStore", "LaneStore", "MemoryStore", "Port",
-           "RecipeStore", "RetentionStore", "SessionSearch", "SessionStore", "SettingStore",
+           "RecipeStore", "RetentionStore", "ScheduleStore", "SessionSearch", "SessionStore", "SettingStore",
            "TimerStore", "ToolHealthStore", "TransferStore", "UsageStore", "UserInboxStore", "WebhookStore",
            "open_store"]

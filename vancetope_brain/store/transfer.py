@@ -119,6 +119,10 @@ KINDS: tuple[Kind, ...] = (
     _kind("llm_usage", ("tenant_id", "day", "session_id", "model", "user_id", "project_id"),
           "tenant_id day session_id model user_id project_id tokens_in:int tokens_out:int "
           "calls:int estimated_calls:int"),
+    _kind("schedules", ("id",), "id tenant_id project_id user_id next_ms:int doc:json",
+          insertion_ordered=True),
+    _kind("schedule_runs", ("id",),
+          "id tenant_id schedule_id tick_ms:int status created_ms:int doc:json"),
 )
 """Every kind, in import order: a record's parents (its tenant, session, process, document)
 come before it."""

@@ -18,6 +18,7 @@ from typing import Any
 
 from vancetope_brain.errors import NotFound
 from vancetope_brain.models import CloseReason, OutboxEvent, ProcessStatus, utcnow
+from vancetope_brain.models.schedule import FINISHED, Schedule, ScheduleRun
 from vancetope_brain.models.webhooks import WebhookDelivery, WebhookEvent
 from vancetope_brain.store import SessionStore, WebhookStore
 
@@ -107,9 +108,16 @@ class WebhookEmitter:
                 data["error"] = (process.last_error or "")[:2000]
             self.emit(tenant_id, process.project_id, event, f"outbox:{row.id}", data)
 
-    def schedule_run_finished(self, tenant_id: str, project_id: str, run_id: str,
-                              data: dict[str, Any]) -> int:
-        """A schedule's run has ended (``data``: the run's schedule id, outcome, process);
-        call it in, or after, the write that records the outcome, with the run's id."""
-        return self.emit(tenant_id, project_id, WebhookEvent.SCHEDULE_RUN_FINISHED,
-                         f"schedule-run:{run_id}", {**data, "runId": run_id})
+    def schedule_run_finished(self, run: ScheduleRun, schedule: Schedule | None) -> int:
+        """A schedule's run recorded its outcome (``ScheduleService.on_run_ended``): a
+        finished one (DONE, FAILED, STOPPED, STALE; not BLOCKED, which may still end)
+        becomes ``schedule.run.finished``, keyed by the run's id. A run whose schedule was
+        deleted has no project to tell."""
+        if schedule is None or run.status not in FINISHED:
+            return 0
+        data = {"scheduleId": schedule.id, "scheduleName": schedule.name, "runId": run.id,
+                "tick": run.tick.isoformat().replace("+00:00", "Z"),
+                "outcome": run.status.value, "recipe": schedule.recipe,
+                "processId": run.process_id, "sessionId": run.session_id}
+        return self.emit(run.tenant_id, schedule.project_id,
+                         WebhookEvent.SCHEDULE_RUN_FINISHED, f"schedule-run:{run.id}", data)

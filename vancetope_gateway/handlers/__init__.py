@@ -17,7 +17,7 @@ from vancetope_gateway.handlers.declare import FRAMES, Context, Frame
 
 # Imported for their declarations, in the order the frame list shows them.
 # isort: off
-from vancetope_gateway.handlers import sessions, processes, tools, recipes, inbox, documents, usage, inspector, webhooks  # noqa: F401,E501
+from vancetope_gateway.handlers import sessions, processes, tools, recipes, inbox, documents, usage, inspector, webhooks, schedules  # noqa: F401,E501
 # isort: on
 
 __all__ = ["FRAMES", "Context", "Frame"]

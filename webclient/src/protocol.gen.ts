@@ -16,6 +16,15 @@ export type Criticality = "LOW" | "NORMAL" | "CRITICAL";
  */
 export type ItemStatus = "PENDING" | "ANSWERED" | "DISMISSED" | "ARCHIVED";
 /**
+ * What a schedule does with ticks that passed while nothing fired them (every worker
+ * down, the schedule paused): ``skip`` fires none of them (only ticks on time),
+ * ``runOnce`` fires the latest of them, once.
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "MissedPolicy".
+ */
+export type MissedPolicy = "skip" | "runOnce";
+/**
  * What happens when the last client of a session goes away (think-engines §6).
  *
  * This interface was referenced by `Frames`'s JSON-Schema
@@ -61,6 +70,16 @@ export type DocumentFormat = "text" | "markdown" | "html" | "pdf" | "code";
  * via the `definition` "DocumentStatus".
  */
 export type DocumentStatus = "PENDING" | "INDEXING" | "READY" | "FAILED";
+/**
+ * A run's state: CLAIMED (its record written, its process not started yet), STARTED
+ * (its process started), then its outcome when the process ends or blocks: the close
+ * reason of a CLOSED process (DONE, FAILED, STOPPED, STALE) or BLOCKED (it waits for its
+ * owner's answer in the Inbox; it moves on to its close reason later).
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "RunStatus".
+ */
+export type RunStatus = "CLAIMED" | "STARTED" | "BLOCKED" | "DONE" | "FAILED" | "STOPPED" | "STALE";
 /**
  * This interface was referenced by `Frames`'s JSON-Schema
  * via the `definition` "ProcessStatus".
@@ -141,6 +160,14 @@ export interface Requests {
   "recipe-delete": RecipeDeleteRequest;
   "recipe-list": RecipeListRequest;
   "recipe-update": RecipeUpdateRequest;
+  "schedule-create": ScheduleCreateRequest;
+  "schedule-delete": ScheduleDeleteRequest;
+  "schedule-get": ScheduleGetRequest;
+  "schedule-list": ScheduleListRequest;
+  "schedule-pause": SchedulePauseRequest;
+  "schedule-resume": ScheduleResumeRequest;
+  "schedule-run-now": ScheduleRunNowRequest;
+  "schedule-update": ScheduleUpdateRequest;
   "session-close": SessionCloseRequest;
   "session-create": SessionCreateRequest;
   "session-get": SessionGetRequest;
@@ -532,6 +559,105 @@ export interface RecipeUpdateRequest {
   };
 }
 /**
+ * A new schedule in one of the tenant's projects, owned by the caller: at each tick of
+ * ``cron`` (five fields, in ``timezone``, an IANA name) it starts an AUTONOMOUS session
+ * running the worker recipe ``recipe`` with ``goal`` and ``params``; ``missed`` says what
+ * ticks missed while nothing ran become (``skip``: none; ``runOnce``: one run).
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "ScheduleCreateRequest".
+ */
+export interface ScheduleCreateRequest {
+  cron: string;
+  goal?: string;
+  missed?: MissedPolicy;
+  name: string;
+  params?: {
+    [k: string]: unknown;
+  };
+  paused?: boolean;
+  projectId?: string;
+  recipe: string;
+  timezone?: string;
+}
+/**
+ * Names a schedule of the caller (``schedule-get`` / ``-pause`` / ``-resume`` /
+ * ``-run-now`` / ``-delete``).
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "ScheduleDeleteRequest".
+ */
+export interface ScheduleDeleteRequest {
+  scheduleId: string;
+}
+/**
+ * Names a schedule of the caller (``schedule-get`` / ``-pause`` / ``-resume`` /
+ * ``-run-now`` / ``-delete``).
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "ScheduleGetRequest".
+ */
+export interface ScheduleGetRequest {
+  scheduleId: string;
+}
+/**
+ * The caller's schedules, of one project if ``projectId`` is given.
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "ScheduleListRequest".
+ */
+export interface ScheduleListRequest {
+  projectId?: string | null;
+}
+/**
+ * Names a schedule of the caller (``schedule-get`` / ``-pause`` / ``-resume`` /
+ * ``-run-now`` / ``-delete``).
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "SchedulePauseRequest".
+ */
+export interface SchedulePauseRequest {
+  scheduleId: string;
+}
+/**
+ * Names a schedule of the caller (``schedule-get`` / ``-pause`` / ``-resume`` /
+ * ``-run-now`` / ``-delete``).
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "ScheduleResumeRequest".
+ */
+export interface ScheduleResumeRequest {
+  scheduleId: string;
+}
+/**
+ * Names a schedule of the caller (``schedule-get`` / ``-pause`` / ``-resume`` /
+ * ``-run-now`` / ``-delete``).
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "ScheduleRunNowRequest".
+ */
+export interface ScheduleRunNowRequest {
+  scheduleId: string;
+}
+/**
+ * Change some fields of a schedule of the caller (those given); checked as on create.
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "ScheduleUpdateRequest".
+ */
+export interface ScheduleUpdateRequest {
+  cron?: string | null;
+  goal?: string | null;
+  missed?: MissedPolicy | null;
+  name?: string | null;
+  params?: {
+    [k: string]: unknown;
+  } | null;
+  recipe?: string | null;
+  scheduleId: string;
+  timezone?: string | null;
+}
+/**
  * Names a session of the caller (``session-get``, ``session-suspend``, ``session-close``).
  *
  * This interface was referenced by `Frames`'s JSON-Schema
@@ -911,6 +1037,14 @@ export interface Replies {
   "recipe-delete": RecipeDeleteReply;
   "recipe-list": RecipeListReply;
   "recipe-update": RecipeUpdateReply;
+  "schedule-create": ScheduleCreateReply;
+  "schedule-delete": ScheduleDeleteReply;
+  "schedule-get": ScheduleGetReply;
+  "schedule-list": ScheduleListReply;
+  "schedule-pause": SchedulePauseReply;
+  "schedule-resume": ScheduleResumeReply;
+  "schedule-run-now": ScheduleRunNowReply;
+  "schedule-update": ScheduleUpdateReply;
   "session-close": SessionCloseReply;
   "session-create": SessionCreateReply;
   "session-get": SessionGetReply;
@@ -1304,6 +1438,134 @@ export interface RecipeUpdateReply {
   recipe: {
     [k: string]: unknown;
   };
+}
+/**
+ * Reply to every schedule frame but list and delete: the schedule, its next run times
+ * (none while paused) and its latest runs, newest first.
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "ScheduleCreateReply".
+ */
+export interface ScheduleCreateReply {
+  nextRuns: string[];
+  runs: RunView[];
+  schedule: ScheduleView;
+}
+/**
+ * One run of a schedule: its tick (UTC), its status (CLAIMED, STARTED, then its outcome:
+ * DONE, FAILED, STOPPED, STALE, or BLOCKED while it waits for an Inbox answer) and the
+ * session and process it ran in (the owner opens them like any of theirs).
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "RunView".
+ */
+export interface RunView {
+  finishedAt: string | null;
+  id: string;
+  processId: string;
+  sessionId: string;
+  startedAt: string | null;
+  status: RunStatus;
+  tick: string;
+}
+/**
+ * A schedule as its owner sees it; ``nextRunAt`` is null while paused, ``lastRun`` the
+ * latest run (null before the first).
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "ScheduleView".
+ */
+export interface ScheduleView {
+  createdAt: string;
+  cron: string;
+  goal: string;
+  id: string;
+  lastRun: RunView | null;
+  missed: MissedPolicy;
+  name: string;
+  nextRunAt: string | null;
+  params: {
+    [k: string]: unknown;
+  };
+  paused: boolean;
+  projectId: string;
+  recipe: string;
+  timezone: string;
+}
+/**
+ * Reply to ``schedule-delete``: it runs no more; its runs' sessions stay.
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "ScheduleDeleteReply".
+ */
+export interface ScheduleDeleteReply {
+  scheduleId: string;
+}
+/**
+ * Reply to every schedule frame but list and delete: the schedule, its next run times
+ * (none while paused) and its latest runs, newest first.
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "ScheduleGetReply".
+ */
+export interface ScheduleGetReply {
+  nextRuns: string[];
+  runs: RunView[];
+  schedule: ScheduleView;
+}
+/**
+ * Reply to ``schedule-list``, oldest first.
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "ScheduleListReply".
+ */
+export interface ScheduleListReply {
+  schedules: ScheduleView[];
+}
+/**
+ * Reply to every schedule frame but list and delete: the schedule, its next run times
+ * (none while paused) and its latest runs, newest first.
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "SchedulePauseReply".
+ */
+export interface SchedulePauseReply {
+  nextRuns: string[];
+  runs: RunView[];
+  schedule: ScheduleView;
+}
+/**
+ * Reply to every schedule frame but list and delete: the schedule, its next run times
+ * (none while paused) and its latest runs, newest first.
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "ScheduleResumeReply".
+ */
+export interface ScheduleResumeReply {
+  nextRuns: string[];
+  runs: RunView[];
+  schedule: ScheduleView;
+}
+/**
+ * Reply to ``schedule-run-now``: the run it started (its tick: now).
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "ScheduleRunNowReply".
+ */
+export interface ScheduleRunNowReply {
+  run: RunView;
+}
+/**
+ * Reply to every schedule frame but list and delete: the schedule, its next run times
+ * (none while paused) and its latest runs, newest first.
+ *
+ * This interface was referenced by `Frames`'s JSON-Schema
+ * via the `definition` "ScheduleUpdateReply".
+ */
+export interface ScheduleUpdateReply {
+  nextRuns: string[];
+  runs: RunView[];
+  schedule: ScheduleView;
 }
 /**
  * Reply to ``session-get`` / ``session-suspend`` / ``session-close`` /

@@ -8,7 +8,8 @@ import type {
 } from "./protocol";
 
 export type ConnectionStatus = "signed-out" | "connecting" | "open" | "reconnecting";
-export type Tab = "chat" | "inbox" | "workers" | "documents" | "usage" | "webhooks";
+export type Tab = "chat" | "inbox" | "workers" | "documents" | "schedules" | "usage"
+  | "webhooks";
 
 /** A tool call seen live (`tool-call-started` / `-completed`) and not yet committed as a
  * `tool` chat line; the committed line replaces it. */

@@ -26,6 +26,7 @@ from vancetope_brain.models.audit import AuditRecord
 from vancetope_brain.models.inbox import DeliveryStatus, InboxQuery, ItemStatus
 from vancetope_brain.models.memory import MemoryScope, ScopeRef
 from vancetope_brain.models.recipe import Recipe
+from vancetope_brain.models.schedule import RunStatus, Schedule, ScheduleRun, run_ids
 from vancetope_brain.models.settings import SettingScope
 from vancetope_brain.models.tool_health import HealthState, ToolHealth
 from vancetope_brain.models.usage import UsageKey, UsageRow
@@ -49,6 +50,7 @@ from vancetope_brain.store import (
     LaneStore,
     MemoryStore,
     RecipeStore,
+    ScheduleStore,
     SessionSearch,
     SessionStore,
     SettingStore,
@@ -130,11 +132,31 @@ def build(backend: Backend, world: World) -> Used:
     _memory(backend, used, tenant)
     _knowledge(backend, used, tenant)
     add_webhooks(backend, tenant)
+    add_schedules(backend, tenant, alice)
     for outcome in ("ok", "not_found"):
         backend.port(AuditStore).append_audit(AuditRecord(
             id=new_id("aud"), tenant_id=tenant, at=utcnow().replace(microsecond=0),
             actor="cli ops", action="token.revoke", target=token.id, outcome=outcome))
     return used
+
+
+def add_schedules(backend: Backend, tenant: str, user: str) -> None:
+    """Two schedules (one paused), the first with runs: started, claimed and done."""
+    schedules = backend.port(ScheduleStore)
+    made = [Schedule(id=f"sch_{n}", tenant_id=tenant, project_id="default", user_id=user,
+                     name=f"brief {n}", cron="*/5 * * * *", recipe="vogon-cron",
+                     paused=n == 1, next_run_at=None if n else FAR,
+                     created_at=utcnow() + timedelta(milliseconds=n)) for n in range(2)]
+    for schedule in made:
+        schedules.put_schedule(schedule)
+    for n, status in enumerate((RunStatus.STARTED, None, RunStatus.DONE)):
+        tick = FAR.replace(microsecond=0) - timedelta(minutes=5 * (n + 1))
+        run_id, session_id, process_id = run_ids(tenant, "sch_0", tick)
+        schedules.claim_run(ScheduleRun(id=run_id, tenant_id=tenant, schedule_id="sch_0",
+                                        user_id=user, tick=tick, session_id=session_id,
+                                        process_id=process_id))
+        if status is not None:
+            schedules.mark_run(tenant, run_id, status, tick)
 
 
 def _settings(backend: Backend, tenant: str, user: str) -> None:
@@ -310,7 +332,11 @@ def seen(b: Backend, used: Used) -> dict[str, Any]:
         t["webhooks"] = b.port(WebhookStore).list_subscriptions(tenant)
         t["webhook deliveries"] = b.port(WebhookStore).list_deliveries(tenant, f"whk_{tenant}_0")
         t["usage"] = b.port(UsageStore).read_usage(tenant, DAY, DAY)
+        t["schedules"] = [(s, b.port(ScheduleStore).list_runs(tenant, s.id))
+                          for s in b.port(ScheduleStore).list_schedules(tenant)]
     shown["timers"] = b.port(TimerStore).due_timers(FAR, limit=1000)
+    shown["due schedules"] = b.port(ScheduleStore).due_schedules(FAR)
+    shown["unstarted runs"] = b.port(ScheduleStore).unstarted_runs(FAR)
     shown["tokens by hash"] = [b.port(IdentityStore).token_by_hash(h) for h in used.token_hashes]
     return shown
 

@@ -104,6 +104,7 @@ from vancetope_brain.models.inspector import TurnInspection
 from vancetope_brain.models.knowledge import Chunk, DocumentStatus, KnowledgeDocument
 from vancetope_brain.models.memory import MemoryEntry
 from vancetope_brain.models.recipe import Definition, Recipe
+from vancetope_brain.models.schedule import Schedule, ScheduleRun
 from vancetope_brain.models.settings import StoredSetting
 from vancetope_brain.models.strategy import Strategy
 from vancetope_brain.models.tool_health import ToolHealth
@@ -459,6 +460,16 @@ _PLAIN: dict[str, _Plain] = {
         lambda t, raw: {"id": t.id, "tenant_id": t.tenant_id, "session_id": t.session_id,
                         "process_id": t.process_id, "at_ms": to_ms(t.started_at),
                         "head": t.head().dump()}),
+    "schedules": _Plain(
+        "schedules", _OLDEST, Schedule,
+        lambda s, raw: {"id": s.id, "tenant_id": s.tenant_id, "project_id": s.project_id,
+                        "user_id": s.user_id, "next_ms": None if s.paused or s.next_run_at
+                        is None else to_ms(s.next_run_at)}),
+    "schedule_runs": _Plain(
+        "schedule_runs", _BY_ID, ScheduleRun,
+        lambda r, raw: {"id": r.id, "tenant_id": r.tenant_id, "schedule_id": r.schedule_id,
+                        "tick_ms": to_ms(r.tick), "status": r.status.value,
+                        "created_ms": to_ms(r.created_at)}),
     "knowledge_documents": _Plain(
         "knowledge_documents", (("tenantId", False), ("_id", False)), KnowledgeDocument,
         _document_columns, extras=("tokens",), stored=lambda r: {"tokens": r["tokens"]}),

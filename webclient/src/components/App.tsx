@@ -9,6 +9,7 @@ import { Documents } from "./Documents";
 import { Inbox, usePendingCount } from "./inbox/Inbox";
 import { NoSession } from "./NoSession";
 import { SessionList } from "./SessionList";
+import { Schedules } from "./Schedules";
 import { SignIn } from "./SignIn";
 import { Usage } from "./Usage";
 import { Webhooks } from "./Webhooks";
@@ -94,6 +95,7 @@ function Middle({ wide, pending, onSessions }: {
           <Badge size="sm" circle data-testid="inbox-pending">{pending}</Badge>}>Inbox</Tabs.Tab>
         {!wide && <Tabs.Tab value="workers">Workers</Tabs.Tab>}
         <Tabs.Tab value="documents">Documents</Tabs.Tab>
+        <Tabs.Tab value="schedules">Schedules</Tabs.Tab>
         <Tabs.Tab value="usage">Usage</Tabs.Tab>
         <Tabs.Tab value="webhooks">Hooks</Tabs.Tab>
       </Tabs.List>
@@ -104,6 +106,7 @@ function Middle({ wide, pending, onSessions }: {
       <Tabs.Panel value="inbox"><Inbox /></Tabs.Panel>
       {!wide && <Tabs.Panel value="workers"><Workers /></Tabs.Panel>}
       <Tabs.Panel value="documents"><Documents /></Tabs.Panel>
+      <Tabs.Panel value="schedules"><Schedules /></Tabs.Panel>
       <Tabs.Panel value="usage"><Usage /></Tabs.Panel>
       <Tabs.Panel value="webhooks"><Webhooks /></Tabs.Panel>
     </Tabs>
