@@ -81,7 +81,7 @@ DUE_PER_SWEEP = 100
 CHECKED_TICKS = 50
 """Ticks of a new cron expression whose gaps are checked against the minimum interval."""
 
-RunEnded = Callable[[ScheduleRun, Schedule | None], None]
+RunEnded = Callable[[ScheduleRun, Schedule | None], object]
 """Called once per outcome a run records (its webhook's point)."""
 
 
