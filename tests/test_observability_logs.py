@@ -105,6 +105,11 @@ def _celery_line(logger: str, fmt: str, args: object) -> logging.LogRecord:
 @pytest.mark.parametrize(("logger", "args", "kept"), [
     ("celery.worker.strategy", {"name": "vancetope.sweep", "id": "t1"}, False),
     ("celery.app.trace", {"name": "vancetope.sweep", "id": "t1", "return_value": "0"}, False),
+    ("celery.worker.strategy", {"name": "vancetope.webhooks", "id": "t4"}, False),
+    ("celery.app.trace", {"name": "vancetope.webhooks", "id": "t4", "return_value": "0"},
+     False),
+    ("celery.app.trace", {"name": "vancetope.webhooks", "id": "t5", "return_value": "1"},
+     True),
     ("celery.app.trace", {"name": "vancetope.housekeeping", "id": "t2",
                           "return_value": "2"}, True),
     ("celery.app.trace", {"name": "vancetope.lane_turn", "id": "t3",

@@ -30,7 +30,7 @@ IDS = ("tenant_id", "session_id", "process_id", "turn_id", "epoch")
 FORMATS = ("text", "json")
 TEXT_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
-MAINTENANCE_TASKS = frozenset({"vancetope.sweep", "vancetope.housekeeping"})
+MAINTENANCE_TASKS = frozenset({"vancetope.sweep", "vancetope.housekeeping", "vancetope.webhooks"})
 """Celery tasks whose routine lines go to DEBUG unless they did something."""
 
 _ids: ContextVar[dict[str, Any] | None] = ContextVar("vancetope_log_ids", default=None)
@@ -81,8 +81,8 @@ class TextFormatter(logging.Formatter):
 
 
 class QuietMaintenance(logging.Filter):
-    """Celery's "received" and "succeeded: 0" lines of the sweep and housekeeping tasks
-    (every 5 s and 30 s) and beat's "Sending due task" for them go to DEBUG; a run that
+    """Celery's "received" and "succeeded: 0" lines of the sweep, webhooks and housekeeping
+    tasks (every 5, 5 and 30 s) and beat's "Sending due task" for them go to DEBUG; a run that
     did something (a non-zero result) stays at INFO."""
 
     def filter(self, record: logging.LogRecord) -> bool:
