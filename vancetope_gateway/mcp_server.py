@@ -344,6 +344,7 @@ class McpDoor:
             transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
         self._lock = threading.Lock()
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
         self._wsgi: ASGIMiddleware | None = None
         self._stop: asyncio.Event | None = None
         self._running: Future[None] | None = None
@@ -352,7 +353,9 @@ class McpDoor:
         with self._lock:
             if self._wsgi is None:
                 loop = asyncio.new_event_loop()
-                threading.Thread(target=loop.run_forever, name="mcp-loop", daemon=True).start()
+                self._thread = threading.Thread(target=loop.run_forever, name="mcp-loop",
+                                                daemon=True)
+                self._thread.start()
                 started: Future[None] = Future()
                 self._running = asyncio.run_coroutine_threadsafe(self._serve(started), loop)
                 started.result(timeout=10)
@@ -375,7 +378,11 @@ class McpDoor:
                 self._running.result(timeout=5)
             finally:
                 self._loop.call_soon_threadsafe(self._loop.stop)
-                self._loop = self._wsgi = None
+                if self._thread is not None:
+                    self._thread.join(timeout=5)
+                if not self._loop.is_running():  # its thread ended: close it (its self-pipe)
+                    self._loop.close()
+                self._loop = self._wsgi = self._thread = None
 
 
 mcp = Blueprint("mcp", __name__)

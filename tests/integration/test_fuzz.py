@@ -151,6 +151,8 @@ def _valid_value(annotation: Any) -> Any:
         return None if type(None) in args else _valid_value(args[0])
     if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
         return next(iter(annotation)).value
+    if origin is list and args:  # one valid item: a list may have to be non-empty
+        return [_valid_value(args[0])]
     return {str: "x", int: 1, bool: False, dict: {}, list: []}.get(origin or annotation)
 
 
