@@ -13,6 +13,7 @@ history and every event frame the clients received.
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 from collections import Counter
@@ -36,6 +37,9 @@ LEGAL = {
     "PAUSED": {"RUNNING", "IDLE", "BLOCKED", "SUSPENDED", "CLOSED"},
     "SUSPENDED": {"RUNNING", "IDLE", "BLOCKED", "PAUSED", "INIT", "CLOSED"},
 }
+STREAM_GRACE = 10.0
+"""How long a committed line's event may still be on its way to the client (published after
+the commit, through Redis and the gateway) before the oracle calls it lost."""
 
 
 def _answers(chat: list[Any]) -> list[str]:
@@ -102,6 +106,16 @@ class Oracle:
             self._check_stream(pid, client)
 
     def _check_stream(self, pid: str, client: Client) -> None:
+        # A line's event is published after its turn committed, so a line already in the
+        # store may still be on its way to the client: wait for it a while, then check.
+        lines = self._chat(pid)
+
+        def delivered(events: list[dict[str, Any]]) -> bool:
+            seen = {e["data"]["id"] for e in events if e["type"] == "chat-message"}
+            return bool(client.gaps) or all(line.id in seen for line in lines)
+
+        with contextlib.suppress(AssertionError):  # what never came is named below
+            client.until(delivered, timeout=STREAM_GRACE)
         client.drain()
         seqs = [e["seq"] for e in client.events]
         gapped = {g["firstAvailable"] for g in client.gaps}
