@@ -74,6 +74,10 @@ def test_the_sweep_runs_a_schedule_each_tick_into_the_owners_inbox(emb: Embedded
              timeout=30, what="every run done")
     assert len({r.tick for r in runs}) == len(runs) >= 3
     sessions = emb.brain.store.port(SessionStore)
+    # A run is marked DONE, then its session closed (ScheduleService.run_ended).
+    wait_for(lambda: all(sessions.get_session("acme", r.session_id).status is
+                         SessionStatus.CLOSED for r in runs), timeout=30,
+             what="every run's session closed")
     for run in runs:
         session = sessions.get_session("acme", run.session_id)
         assert (session.user_id, session.type, session.status) == (

@@ -55,12 +55,33 @@ def _run(served: str, token: str | None,
             await session.initialize()
             return await body(session)
     try:
-        return anyio.run(main)
+        return _in_a_thread(lambda: anyio.run(main))
     except BaseExceptionGroup as group:  # the SDK's task groups wrap what its client raised
         leaf: BaseException = group
         while isinstance(leaf, BaseExceptionGroup) and len(leaf.exceptions) == 1:
             leaf = leaf.exceptions[0]
         raise leaf from None
+
+
+def _in_a_thread(run: Callable[[], Any]) -> Any:
+    """``run()`` on a thread of its own (as an MCP client runs in its own process): its event
+    loop owes nothing to the test's main thread, which once, in CI, still held another
+    loop marked as running (``Runner.run() cannot be called from a running event loop``)."""
+    outcome: list[Any] = []
+
+    def target() -> None:
+        try:
+            outcome.append((True, run()))
+        except BaseException as e:  # noqa: BLE001 (handed back to the caller's thread)
+            outcome.append((False, e))
+
+    thread = threading.Thread(target=target, name="mcp-client")
+    thread.start()
+    thread.join()
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return value
 
 
 def _call(served: str, token: str, name: str, **arguments: Any) -> Any:
