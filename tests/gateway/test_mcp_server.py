@@ -64,9 +64,11 @@ def _run(served: str, token: str | None,
 
 
 def _in_a_thread(run: Callable[[], Any]) -> Any:
-    """``run()`` on a thread of its own (as an MCP client runs in its own process): its event
-    loop owes nothing to the test's main thread, which once, in CI, still held another
-    loop marked as running (``Runner.run() cannot be called from a running event loop``)."""
+    """``run()`` on a thread of its own (as an MCP client runs in its own process): on an
+    xdist worker that ran a browser test first, the main thread holds Playwright's event
+    loop, marked running for the rest of the session (its sync API runs the loop in a
+    greenlet of the main thread), and ``anyio.run`` there fails (``Runner.run() cannot be
+    called from a running event loop``)."""
     outcome: list[Any] = []
 
     def target() -> None:
