@@ -56,7 +56,12 @@ def _wait(name: str) -> None:
 
 def _kill_point(point: str, active: bool) -> None:
     marker = _shared(f"reached-{point}")
-    if not active or marker.exists():
+    if not active:
+        return
+    if marker.exists():  # a later turn at this point: held while the test reads the tree
+        deadline = time.monotonic() + LIMIT
+        while _shared(f"hold-{point}").exists() and time.monotonic() < deadline:
+            time.sleep(0.01)
         return
     marker.write_text(str(os.getpid()))
     _wait(f"never-{point}")  # the test kills this process first

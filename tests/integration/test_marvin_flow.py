@@ -216,9 +216,16 @@ def _interrupt_at(cluster: Cluster, shared: Path, session_id: str, point: str) -
     cut = len(_interrupted(cluster, marvin.id))
     _, running = cluster.brain.sessions.interrupt(cluster.who, marvin.id)
     assert running
+    (shared / f"hold-{point}").touch()  # the next turn at this point waits for _release
     (shared / f"never-{point}").touch()
     wait_for(lambda: len(_interrupted(cluster, marvin.id)) == cut + 1, timeout=RECOVERY,
              what=f"the interrupted turn at {point} committed")
+
+
+def _release(shared: Path, point: str) -> None:
+    """Let the turn after the one stopped at ``point`` go on (the test has read the tree the
+    stopped turn left)."""
+    (shared / f"hold-{point}").unlink()
 
 
 def _interrupted(cluster: Cluster, pid: str) -> list[str]:
@@ -243,14 +250,17 @@ def test_interrupted_marvin_turns_leave_the_tree_consistent_and_it_completes(mar
 
     _interrupt_at(cluster, shared, session.id, "plan")
     assert _status(cluster, session.id, "n6") in (None, "PENDING")  # never half-DONE
+    _release(shared, "plan")
     wait_for(lambda: _status(cluster, session.id, "n8") == "PENDING", timeout=RECOVERY,
              what="the deeper plan committed")
     _interrupt_at(cluster, shared, session.id, "subaggregate")
     assert _status(cluster, session.id, "n8") == "PENDING"
+    _release(shared, "subaggregate")
     wait_for(lambda: _status(cluster, session.id, "n8") == "DONE", timeout=RECOVERY,
              what="the deeper aggregate committed")
     (shared / "release-gamma").touch()
     _interrupt_at(cluster, shared, session.id, "aggregate")
+    _release(shared, "aggregate")
     wait_for(lambda: (p := _marvin(cluster, session.id)) is not None
              and p.status is ProcessStatus.CLOSED, timeout=RECOVERY, what="marvin DONE")
 
