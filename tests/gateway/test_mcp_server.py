@@ -303,8 +303,12 @@ def test_requests_under_way_are_capped_per_user(emb, served, token, monkeypatch)
     """The user's cap on requests under way: with it full, the next is 429
     ``limit_exceeded``; once they end, requests pass again. (The cap is lowered once the two
     held calls are inside: a request's slot is freed after its response is sent, so a
-    client's next request may briefly meet its previous one still counted.)"""
+    client's next request may briefly meet its previous one still counted; and it is raised
+    back before the held calls are let go, because the SDK's ``call_tool`` follows its
+    result with a ``tools/list`` of its own, which a cap of 2 could refuse while the other
+    held call still counts — a 429 the client reads as a closed connection.)"""
     release, inside = threading.Event(), threading.Semaphore(0)
+    cap = mcp_server.MAX_CALLS_PER_USER
     real = emb.brain.recipes.list
 
     def held(*args, **kwargs):
@@ -324,6 +328,7 @@ def test_requests_under_way_are_capped_per_user(emb, served, token, monkeypatch)
         status, body, _ = _raw(served, token)
         assert status == 429 and body["error"]["data"]["code"] == "limit_exceeded"
     finally:
+        monkeypatch.setattr(mcp_server, "MAX_CALLS_PER_USER", cap)
         release.set()
         for caller in callers:
             caller.join(10)
