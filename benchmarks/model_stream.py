@@ -1,7 +1,7 @@
 """The model call alone: CPU per token of concurrent ``OpenAiChatModel`` streams in one process.
 
-    python benchmarks/model_stream.py --streams 100 [--shape loop|thread] [--transport httpx]
-                                      [--source DIR]
+    python benchmarks/model_stream.py --streams 100 [--shape loop|thread|sdk]
+                                      [--transport httpx] [--source DIR]
 
 Starts ``paced_endpoint.py`` (``--tokens`` tokens over ``--seconds`` per stream), then runs
 ``--streams`` calls at once, each from a thread of its own as a threads worker's turns make
@@ -14,6 +14,10 @@ call did before the model loop); ``--transport httpx`` gives the loop's clients 
 default httpx transport instead of its aiohttp one (what an install without aiohttp, or a
 checkout from before it, uses); ``--source DIR`` imports the product from another
 checkout (one without ``llm/aio.py`` streams on the calling thread whatever the shape).
+``--shape sdk`` runs no Vancetope code at all: the ``openai`` client as its README streams,
+``AsyncOpenAI`` (its aiohttp transport unless ``--transport httpx``) and ``async for chunk in
+stream`` on one asyncio loop, every stream at once: the floor of reading a model's stream
+with the client the design names (issue 31, target 1).
 The endpoint's CPU is its own process's, not counted.
 """
 
@@ -36,7 +40,7 @@ def main() -> int:
     p.add_argument("--tokens", type=int, default=100)
     p.add_argument("--seconds", type=float, default=2.0)
     p.add_argument("--batches", type=int, default=3)
-    p.add_argument("--shape", choices=("loop", "thread"), default="loop")
+    p.add_argument("--shape", choices=("loop", "thread", "sdk"), default="loop")
     p.add_argument("--transport", choices=("product", "httpx"), default="product",
                    help="the loop clients' HTTP transport: the product's choice (aiohttp "
                         "where installed) or the SDK's default httpx one")
@@ -66,8 +70,8 @@ def main() -> int:
                 if endpoint.poll() is not None:
                     raise SystemExit("the paced endpoint exited")
                 time.sleep(0.05)
-            model = OpenAiChatModel("paced", base_url=f"http://127.0.0.1:"
-                                    f"{port_file.read_text()}/v1")
+            base_url = f"http://127.0.0.1:{port_file.read_text()}/v1"
+            model = OpenAiChatModel("paced", base_url=base_url)
             tokens = [0]
 
             def on_token(text: str) -> None:
@@ -83,14 +87,20 @@ def main() -> int:
                 for t in threads:
                     t.join()
 
-            batch()  # warm-up: connections, imports
+            sdk = (_SdkBatch(base_url, args.streams, args.transport, tokens)
+                   if args.shape == "sdk" else None)
+            run_batch = sdk or batch
+
+            run_batch()  # warm-up: connections, imports
             cpu, wall = [], []
             for _ in range(args.batches):
                 tokens[0] = 0
                 c0, w0 = time.process_time(), time.monotonic()
-                batch()
+                run_batch()
                 cpu.append((time.process_time() - c0) * 1e6 / tokens[0])
                 wall.append(time.monotonic() - w0)
+            if sdk is not None:
+                sdk.close()
         finally:
             endpoint.terminate()
             endpoint.wait(5)
@@ -99,6 +109,41 @@ def main() -> int:
           f"per token best {min(cpu):.1f}, all {', '.join(f'{c:.1f}' for c in cpu)}; "
           f"batch wall s {', '.join(f'{w:.2f}' for w in wall)}")
     return 0
+
+
+class _SdkBatch:
+    """A batch of ``streams`` concurrent streaming completions read by the ``openai`` client
+    alone, on one asyncio loop that lives as long as the run (the client's connections kept
+    between batches, as a worker keeps its own)."""
+
+    def __init__(self, base_url: str, streams: int, transport: str, tokens: list[int]) -> None:
+        import asyncio
+
+        import openai
+        self._loop = asyncio.new_event_loop()
+        self._client = openai.AsyncOpenAI(
+            base_url=base_url, api_key="bench",
+            http_client=openai.DefaultAioHttpClient() if transport == "product" else None)
+        self._streams, self._tokens = streams, tokens
+
+    async def _one(self) -> None:
+        stream = await self._client.chat.completions.create(
+            model="paced", messages=[{"role": "user", "content": "hi"}], stream=True)
+        async for chunk in stream:
+            if chunk.choices and chunk.choices[0].delta.content:
+                self._tokens[0] += 1
+
+    def __call__(self) -> None:
+        import asyncio
+
+        async def run() -> None:
+            await asyncio.gather(*(self._one() for _ in range(self._streams)))
+        self._loop.run_until_complete(run())
+
+    def close(self) -> None:
+        self._loop.run_until_complete(self._client.close())
+        self._loop.run_until_complete(self._loop.shutdown_asyncgens())
+        self._loop.close()
 
 
 if __name__ == "__main__":

@@ -96,7 +96,11 @@ def _inspected_lines(record: TurnInspection) -> list[str]:
         if step.shared:
             lines.append(f"    input: the previous model step's first {step.shared} messages, "
                          "then:")
-        for message in step.messages:
+        lead = next((i for i, m in enumerate(step.messages) if m.role != "system"),
+                    len(step.messages))
+        for i, message in enumerate(step.messages):
+            if i == lead and step.omitted:
+                lines.append(f"    … {step.omitted} earlier messages not kept in the record")
             lines.extend(_message_lines(message))
         lines.append("    output:")
         lines.extend(_message_lines(step.output))

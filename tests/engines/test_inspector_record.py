@@ -1,6 +1,7 @@
 """Building a turn's inspector record (``engines/inspector.py``): the exact model input and
 output, tool calls with their outcome, tokens and timings; a tool loop's repeated input kept
-once; texts cut visibly to the caps, the newest input and every output kept first; secrets
+once; texts cut visibly to the caps, the newest input and every output kept first; a long
+chat's input kept to its system messages and newest messages, whatever its length; secrets
 redacted, also where a cut would have split them."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from vancetope_brain.engines.inspector import TurnSteps, inspect
 from vancetope_brain.llm import LlmMessage, LlmResponse, ToolCall, ToolSpec
 from vancetope_brain.models import ProcessStatus, ThinkProcess, utcnow
 from vancetope_brain.models.inspector import (
+    MAX_INPUT_MESSAGES,
     MAX_TEXT_CHARS,
     MAX_TURN_CHARS,
     REDACTED,
@@ -20,6 +22,7 @@ from vancetope_brain.models.inspector import (
 from vancetope_brain.models.steer import ToolCallStatus
 from vancetope_brain.models.usage import CallUsage, UsageSource
 from vancetope_brain.tools import ToolOutcome
+from vancetope_gateway.admin_inspect import _inspected_lines
 
 KEY = "profile-key-0123456789abcdef"
 PROCESS = ThinkProcess(id="proc_1", tenant_id="acme", session_id="ses_1", user_id="ada",
@@ -136,3 +139,42 @@ def test_steps_past_the_cap_are_counted_not_kept() -> None:
         steps.tool(steps.began, "t", {"n": n}, ToolOutcome(ToolCallStatus.SUCCESS, n))
     record = _record(steps)
     assert (record.step_count, record.dropped_steps) == (200, 5)
+
+
+def test_a_long_chats_input_keeps_its_system_messages_and_newest_messages_and_counts_the_rest(
+        ) -> None:
+    """A record does not grow with the chat: of a 1,000-line chat's input it keeps the
+    prompt and the summary (the leading system messages) and the newest
+    ``MAX_INPUT_MESSAGES`` lines, and says how many it left out; a tool loop's next call
+    still shares the whole input by identity."""
+    lead = [LlmMessage("system", "You are Arthur."), LlmMessage("system", "Summary so far.")]
+    chat = [LlmMessage("user" if n % 2 else "assistant", f"line {n}") for n in range(1000)]
+    call = ToolCall("c1", "process_create", "{}")
+    steps = TurnSteps()
+    steps.model(steps.began, [*lead, *chat], [SPAWN], LlmResponse("", (call,)), _usage())
+    grown = [*lead, *chat, LlmMessage("assistant", tool_calls=(call,)),
+             LlmMessage("tool", "{}", tool_call_id="c1")]
+    steps.model(steps.began, grown, [SPAWN], LlmResponse("Done."), _usage())
+    first, second = _record(steps).steps
+    assert isinstance(first, ModelStep) and isinstance(second, ModelStep)
+    assert first.omitted == 1000 - MAX_INPUT_MESSAGES
+    assert [m.content for m in first.messages] == [
+        "You are Arthur.", "Summary so far.",
+        *(f"line {n}" for n in range(1000 - MAX_INPUT_MESSAGES, 1000))]
+    assert (second.shared, second.omitted) == (1002, 0)
+    assert [m.role for m in second.messages] == ["assistant", "tool"]
+    shown = _inspected_lines(_record(steps))  # ``vancetope admin inspect`` says where
+    gap = shown.index(f"    … {1000 - MAX_INPUT_MESSAGES} earlier messages not kept in the "
+                      "record")
+    assert shown[gap - 2:gap] == ["    system:", "      Summary so far."]
+    assert shown[gap + 1:gap + 3] == ["    assistant:", f"      line {1000 - MAX_INPUT_MESSAGES}"]
+
+
+def test_a_short_input_is_kept_whole() -> None:
+    steps = TurnSteps()
+    messages = [LlmMessage("system", "You are Arthur."),
+                *(LlmMessage("user", f"line {n}") for n in range(MAX_INPUT_MESSAGES))]
+    steps.model(steps.began, messages, [], LlmResponse("ok"), _usage())
+    [step] = _record(steps).steps
+    assert isinstance(step, ModelStep) and step.omitted == 0
+    assert len(step.messages) == MAX_INPUT_MESSAGES + 1

@@ -75,11 +75,13 @@ class Summary:
 
 @dataclass(frozen=True)
 class _Line:
-    """A chat line with the model messages it becomes and what they cost."""
+    """A chat line with the model messages it becomes, what they cost, and (``again``) the
+    user line it asked again about with its own ``seq``, if it did (``_current``)."""
 
     line: ChatMessage
     messages: list[LlmMessage]
     cost: int
+    again: tuple[int, int] | None
 
     @classmethod
     def of(cls, line: ChatMessage) -> _Line:
@@ -89,7 +91,8 @@ class _Line:
         if line.seq and (kept := line.derived.get(_LINE)) is not None:
             return kept  # type: ignore[no-any-return]
         messages = line_messages([line])[0]
-        item = cls(line, messages, sum(map(budget.message_tokens, messages)))
+        item = cls(line, messages, sum(map(budget.message_tokens, messages)),
+                   (line.meta[AGAIN], line.seq) if AGAIN in line.meta else None)
         if line.seq:  # (a line of this turn may still be marked ``EXCLUDED``)
             line.derived[_LINE] = item
         return item
@@ -138,7 +141,7 @@ def _current(lines: list[_Line], asked_again: int | None) -> list[_Line]:
     """``lines`` without the earlier attempts that a reply asked again replaced (``AGAIN``:
     the lines after the user line it answers and before it), and, when this turn asks
     again, without the committed lines after the user line ``asked_again``."""
-    again = [(x.line.meta[AGAIN], x.line.seq) for x in lines if AGAIN in x.line.meta]
+    again = [x.again for x in lines if x.again is not None]
     if asked_again is not None:
         again.append((asked_again, 0))
     if not again:  # (the common case: one look at each line's meta)

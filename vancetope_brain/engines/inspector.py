@@ -3,8 +3,9 @@
 During the turn, ``TurnSteps`` only keeps references (shallow copies of the lists of messages
 and tool specs a completion was given, its answer, a tool call's params and outcome) and two clock readings
 per step: nothing is copied or encoded while the turn runs. ``inspect`` makes the record
-once, after the commit: each text is cut first to what the record keeps, then redacted, so
-its cost is bounded by the caps (``MAX_TURN_CHARS``), not by the chat's length.
+once, after the commit: each text is cut first to what the record keeps, then redacted, and
+a completion's input is kept to its leading system messages and the newest
+``MAX_INPUT_MESSAGES`` others, so its cost is bounded by the caps, not by the chat's length.
 
 What is kept first when the caps bite: every output, tool argument and tool result (in
 order), then the system prompts, then the input messages newest first, then the tools'
@@ -29,6 +30,7 @@ from pydantic import TypeAdapter
 
 from vancetope_brain.llm import LlmMessage, LlmResponse, ToolSpec
 from vancetope_brain.models.inspector import (
+    MAX_INPUT_MESSAGES,
     MAX_STEPS,
     MAX_TEXT_CHARS,
     MAX_TURN_CHARS,
@@ -116,6 +118,17 @@ class _Texts:
         return out, cut
 
 
+def _kept_input(messages: list[LlmMessage], shared: int) -> tuple[list[LlmMessage], int]:
+    """What a record keeps of a completion's input after its first ``shared`` messages: the
+    leading system messages and the newest ``MAX_INPUT_MESSAGES`` others; and how many
+    between them it leaves out."""
+    lead = shared
+    while lead < len(messages) and messages[lead].role == "system":
+        lead += 1
+    omitted = max(0, len(messages) - lead - MAX_INPUT_MESSAGES)
+    return messages[shared:lead] + messages[lead + omitted:], omitted
+
+
 def _redact(text: str, secrets: list[str]) -> str:
     for secret in secrets:
         if secret in text:
@@ -154,7 +167,7 @@ def inspect(steps: TurnSteps, *, turn_id: str, process: ThinkProcess, lifecycle:
                 step.messages[shared] is previous[shared]:
             shared += 1
         previous = step.messages
-        fresh = step.messages[shared:]
+        fresh, omitted = _kept_input(step.messages, shared)
         inputs = []
         for back, message in enumerate(reversed(fresh)):
             rank = 1 if message.role == "system" else 2 + back
@@ -166,7 +179,7 @@ def inspect(steps: TurnSteps, *, turn_id: str, process: ThinkProcess, lifecycle:
                                                  for c in answer.tool_calls])
         for spec in step.tools:
             offered.setdefault(spec.name, spec)
-        plans.append((step, shared, inputs, output))
+        plans.append((step, shared, omitted, inputs, output))
     tools = [(spec, texts.add(spec.description, 10**6), texts.add(spec.parameters_json, 10**6))
              for spec in offered.values()]
     fitted, cut = texts.fit(secrets)
@@ -184,11 +197,11 @@ def inspect(steps: TurnSteps, *, turn_id: str, process: ThinkProcess, lifecycle:
                                   outcome=str(step.outcome.status.value).upper(),
                                   result=fitted[plan[2]]))
             continue
-        _, shared, inputs, (content, calls) = plan
+        _, shared, omitted, inputs, (content, calls) = plan
         answer = step.response
         built.append(ModelStep(
             at_ms=ms(step.started), duration_ms=round((step.ended - step.started) * 1000),
-            model=step.usage.model, shared=shared,
+            model=step.usage.model, shared=shared, omitted=omitted,
             # Plain dicts validated in one pass of pydantic's core: a long input has many
             # messages, and ``model_construct`` per message (Python) cost more than that.
             messages=_MESSAGES.validate_python([

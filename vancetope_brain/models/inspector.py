@@ -5,7 +5,9 @@ builds it; ``InspectorStore`` keeps it).
 A record is written once, right after its turn commits, under the turn's id (the chat lines
 the turn wrote carry it in ``meta.turn``). Its texts are cut to fit ``MAX_TURN_CHARS`` and
 ``MAX_TEXT_CHARS`` (a cut text ends with ``…[N characters cut]``; the record says how many
-were cut in all), so a record is never larger than about that, whatever the chat's length.
+were cut in all), and a completion's input to its leading system messages and the newest
+``MAX_INPUT_MESSAGES`` others (``ModelStep.omitted`` counts those left out), so a record is
+never larger than about that, and costs no more to build, whatever the chat's length.
 """
 
 from __future__ import annotations
@@ -25,6 +27,11 @@ tool descriptions); what is over is cut, the newest model input and every output
 kept (``engines/inspector.py``)."""
 MAX_TEXT_CHARS = 20_000
 """The most characters one text of a record keeps."""
+MAX_INPUT_MESSAGES = 50
+"""The most input messages of one completion a record keeps besides the leading system
+messages (the prompt, the chat summary): the newest. Older ones are a long chat's earlier
+lines, which the chat itself keeps; copying them into every turn's record would make each
+record, and each turn, grow with the chat (``benchmarks/README.md``, issue 31 target 2)."""
 MAX_STEPS = 200
 """The most steps (model calls and tool calls) one record keeps; later ones are counted in
 ``droppedSteps``."""
@@ -62,13 +69,18 @@ class OfferedTool(Wire):
 class ModelStep(Wire):
     """One completion. ``messages`` is its input after the first ``shared`` messages, which
     are those of the turn's previous model step (a tool loop sends its input again, grown:
-    kept once). ``tools``: the names of the tools offered (``TurnInspection.tools``)."""
+    kept once), less the ``omitted`` oldest messages after the leading system ones (past
+    ``MAX_INPUT_MESSAGES``). ``tools``: the names of the tools offered
+    (``TurnInspection.tools``)."""
 
     kind: Literal["model"] = "model"
     at_ms: int = Field(description="milliseconds since the turn began")
     duration_ms: int
     model: str
     shared: int = 0
+    omitted: int = Field(default=0, description=(
+        "input messages not kept: the oldest of those after the leading system messages "
+        "of `messages` (the record keeps the newest MAX_INPUT_MESSAGES of them)"))
     messages: list[InspectedMessage]
     tools: list[str] = Field(default_factory=list)
     output: InspectedMessage

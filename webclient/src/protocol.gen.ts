@@ -1894,7 +1894,9 @@ export interface TurnInspection {
 /**
  * One completion. ``messages`` is its input after the first ``shared`` messages, which
  * are those of the turn's previous model step (a tool loop sends its input again, grown:
- * kept once). ``tools``: the names of the tools offered (``TurnInspection.tools``).
+ * kept once), less the ``omitted`` oldest messages after the leading system ones (past
+ * ``MAX_INPUT_MESSAGES``). ``tools``: the names of the tools offered
+ * (``TurnInspection.tools``).
  *
  * This interface was referenced by `Frames`'s JSON-Schema
  * via the `definition` "ModelStep".
@@ -1909,6 +1911,10 @@ export interface ModelStep {
   kind?: "model";
   messages: InspectedMessage[];
   model: string;
+  /**
+   * input messages not kept: the oldest of those after the leading system messages of `messages` (the record keeps the newest MAX_INPUT_MESSAGES of them)
+   */
+  omitted?: number;
   output: InspectedMessage;
   shared?: number;
   tokensIn: number;

@@ -2,7 +2,7 @@ import {
   Accordion, Badge, Button, Code, Drawer, Group, Loader, Paper, Stack, Table, Text,
 } from "@mantine/core";
 import { useMediaQuery } from "@mantine/hooks";
-import { useEffect, useState } from "react";
+import { Fragment, useEffect, useState } from "react";
 
 import { request } from "../client";
 import type { InspectedMessage, ModelStep, ToolStep, TurnInspection } from "../protocol";
@@ -160,7 +160,12 @@ function ModelStepItem({ step, value }: { step: ModelStep; value: string }) {
           <Text size="xs" fw={500}>Input</Text>
           {(step.shared ?? 0) > 0 && <Text size="xs" c="dimmed">
             The previous model call's first {step.shared} messages, then:</Text>}
-          {step.messages.map((m, i) => <Message key={i} message={m} />)}
+          {step.messages.map((m, i) => (
+            <Fragment key={i}>
+              {i === omittedAt(step) && <Text size="xs" c="dimmed" data-role="omitted-messages">
+                {step.omitted} earlier messages not kept in the record (the chat keeps them)</Text>}
+              <Message message={m} />
+            </Fragment>))}
           {(step.tools ?? []).length > 0 && <Text size="xs" c="dimmed">Tools offered: {(step.tools ?? []).join(", ")}</Text>}
           <Text size="xs" fw={500} mt={4}>Output ({step.finishReason})</Text>
           <Message message={step.output} />
@@ -168,6 +173,13 @@ function ModelStepItem({ step, value }: { step: ModelStep; value: string }) {
       </Accordion.Panel>
     </Accordion.Item>
   );
+}
+
+/** Where the messages a record left out stood: after the leading system messages (-1: none
+ * left out). */
+function omittedAt(step: ModelStep): number {
+  if (!step.omitted) return -1;
+  return Math.max(0, step.messages.findIndex((m) => m.role !== "system"));
 }
 
 /** Long arguments and results wrap: a block that scrolled sideways would need a keyboard
