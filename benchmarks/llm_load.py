@@ -437,6 +437,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "paced: PacedModel, sleeping on the turn's thread")
     p.add_argument("--pool", default="threads", choices=_compare.POOLS)
     p.add_argument("--concurrency", type=int, default=250, help="pool size per worker")
+    p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                   help="a setting for the gateway and the workers (e.g. "
+                        "VANCETOPE_LANE_SHARDS=64)")
     p.add_argument("--token-flush-ms", type=float, default=None,
                    help="the workers' VANCETOPE_TOKEN_FLUSH_MS (default: the product's; 0 "
                         "publishes each token at once)")
@@ -477,7 +480,7 @@ def run(args: argparse.Namespace) -> int:
     deadline = started + args.timeout
     tmp = Path(tempfile.mkdtemp(prefix="vt-llm-"))
     db_path = tmp / "bench.db"
-    env = {k: v for k, v in bench_env(args, tmp, db_path).items() if not k.startswith("BENCH_")}
+    env = {k: v for k, v in bench_env(args, tmp, db_path, args.env).items() if not k.startswith("BENCH_")}
     env["BENCH_MODEL"] = f"paced:{args.tokens}:{args.seconds}"  # --model endpoint: below
     if args.token_flush_ms is not None:
         env["VANCETOPE_TOKEN_FLUSH_MS"] = f"{args.token_flush_ms:g}"

@@ -57,6 +57,12 @@ class ToolCall:
     arguments: str
 
 
+CHARS_PER_TOKEN = 4
+"""≈ characters a token, in every token budget (``llm/budget.py``): no tokenizer."""
+MESSAGE_OVERHEAD = 4
+"""Tokens a message counts besides its characters."""
+
+
 @dataclass(frozen=True)
 class LlmMessage:
     """One message of the model input."""
@@ -74,6 +80,13 @@ class LlmMessage:
         for call in self.tool_calls:  # (a loop: most messages have none, and it is hot)
             size += len(call.name) + len(call.arguments)
         return size
+
+    @functools.cached_property
+    def tokens(self) -> int:
+        """What a token budget counts for the message (``llm/budget.py``: ≈ 4 characters a
+        token, plus 4 for the message); computed once, so a long chat's turn, whose
+        committed lines keep their messages, does not count them again."""
+        return MESSAGE_OVERHEAD + (self.size + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
 
     @functools.cached_property
     def digest(self) -> bytes:

@@ -4,14 +4,13 @@ per-message overhead), used to keep a model's input inside its context budget.
 
 from __future__ import annotations
 
-from vancetope_brain.llm.base import LlmMessage, ToolSpec
+from vancetope_brain.llm.base import CHARS_PER_TOKEN, LlmMessage, ToolSpec
 
-CHARS_PER_TOKEN = 4
-MESSAGE_OVERHEAD = 4
+__all__ = ["CHARS_PER_TOKEN", "estimate", "fit", "message_tokens", "tools_tokens"]
 
 
 def message_tokens(message: LlmMessage) -> int:
-    return MESSAGE_OVERHEAD + (message.size + CHARS_PER_TOKEN - 1) // CHARS_PER_TOKEN
+    return message.tokens
 
 
 def tools_tokens(tools: list[ToolSpec]) -> int:
@@ -22,7 +21,7 @@ def tools_tokens(tools: list[ToolSpec]) -> int:
 
 def estimate(messages: list[LlmMessage], tools: list[ToolSpec]) -> int:
     """The estimated size of one model input."""
-    return sum(map(message_tokens, messages)) + tools_tokens(tools)
+    return sum([m.tokens for m in messages]) + tools_tokens(tools)
 
 
 def fit(fixed: list[LlmMessage], history: list[LlmMessage], tools: list[ToolSpec], budget: int,
