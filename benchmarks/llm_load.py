@@ -480,7 +480,8 @@ def run(args: argparse.Namespace) -> int:
     deadline = started + args.timeout
     tmp = Path(tempfile.mkdtemp(prefix="vt-llm-"))
     db_path = tmp / "bench.db"
-    env = {k: v for k, v in bench_env(args, tmp, db_path, args.env).items() if not k.startswith("BENCH_")}
+    env = {k: v for k, v in bench_env(args, tmp, db_path, args.env).items()
+           if not k.startswith("BENCH_")}
     env["BENCH_MODEL"] = f"paced:{args.tokens}:{args.seconds}"  # --model endpoint: below
     if args.token_flush_ms is not None:
         env["VANCETOPE_TOKEN_FLUSH_MS"] = f"{args.token_flush_ms:g}"

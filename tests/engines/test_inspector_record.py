@@ -167,7 +167,8 @@ def test_a_long_chats_input_keeps_its_system_messages_and_newest_messages_and_co
     gap = shown.index(f"    … {1000 - MAX_INPUT_MESSAGES} earlier messages not kept in the "
                       "record")
     assert shown[gap - 2:gap] == ["    system:", "      Summary so far."]
-    assert shown[gap + 1:gap + 3] == ["    assistant:", f"      line {1000 - MAX_INPUT_MESSAGES}"]
+    assert shown[gap + 1:gap + 3] == ["    assistant:",
+                                      f"      line {1000 - MAX_INPUT_MESSAGES}"]
 
 
 def test_a_short_input_is_kept_whole() -> None:

@@ -144,7 +144,7 @@ def _current(lines: list[_Line], asked_again: int | None) -> list[_Line]:
     again = [x.again for x in lines if x.again is not None]
     if asked_again is not None:
         again.append((asked_again, 0))
-    if not again:  # (the common case: one look at each line's meta)
+    if not again:  # (the common case: one look at each line's mark)
         return lines
     return [x for x in lines
             if not any(asked < x.line.seq < (seq or x.line.seq + 1) for asked, seq in again)]
